@@ -1,0 +1,30 @@
+# Two commands do all the set-up on a fresh machine:
+#   make lab    -- JupyterLab on notebooks/ (creates .venv first if needed)
+#   make test   -- the whole test suite (creates .venv first if needed)
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: lab test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m tests.browser_setup
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) artifacts .pytest_cache

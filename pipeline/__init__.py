@@ -1,0 +1,79 @@
+"""pipeline-lab: bounded asyncio work pipelines, in real time and in virtual time.
+
+The core (this package's top level) is standard library only and reads time
+only through ``loop.time()``. :mod:`pipeline.sim` runs it on a virtual clock;
+:mod:`pipeline.viz` plots and explores the results.
+
+Example:
+    >>> import asyncio
+    >>> from pipeline import Pipeline, PipelineConfig
+    >>> async def double(x):
+    ...     return 2 * x
+    >>> report = asyncio.run(Pipeline(double, PipelineConfig(concurrency=2)).run(range(10)))
+    >>> report.completed
+    10
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .config import PipelineConfig, RateLimit
+from .deadletters import export_csv, export_jsonl, load_jsonl, replay
+from .engine import Pipeline, State
+from .errors import (
+    DeadlockError,
+    PermanentError,
+    PipelineClosed,
+    PipelineError,
+    QueueFull,
+    RateLimited,
+    SourceError,
+)
+from .events import EventKind, fan_out
+from .items import WorkItem
+from .queue import WorkQueue
+from .records import AttemptError, DeadLetter, Result, RunReport
+from .retry import Backoff, RetryPolicy
+from .stats import Statistics
+
+logging.getLogger("pipeline").addHandler(logging.NullHandler())
+
+__all__ = [
+    "AttemptError",
+    "Backoff",
+    "DeadLetter",
+    "DeadlockError",
+    "EventKind",
+    "PermanentError",
+    "Pipeline",
+    "PipelineClosed",
+    "PipelineConfig",
+    "PipelineError",
+    "QueueFull",
+    "RateLimit",
+    "RateLimited",
+    "Result",
+    "RetryPolicy",
+    "RunReport",
+    "SourceError",
+    "State",
+    "Statistics",
+    "WorkItem",
+    "WorkQueue",
+    "export_csv",
+    "export_jsonl",
+    "fan_out",
+    "load_jsonl",
+    "replay",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The simulation layer needs numpy and pandas; import it only when asked,
+    # so the core stays importable with the standard library alone.
+    if name in ("Scenario", "simulate", "sweep"):
+        from . import sim
+
+        return getattr(sim, name)
+    raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

@@ -1,0 +1,58 @@
+"""Event kinds the engine reports, for recorders and live plots.
+
+A listener is any callable ``listener(kind, now_s, item)``; the engine calls it
+synchronously at every state change with the loop time and the
+:class:`~pipeline.items.WorkItem` concerned (None for producer events). With no
+listener the engine skips the call entirely, so observing costs nothing when
+nobody listens. Listeners must be quick and must not raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import IntEnum
+from typing import Any
+
+__all__ = ["EventKind", "Listener", "fan_out"]
+
+
+class EventKind(IntEnum):
+    """What happened. Integer values are stable: recorders store them compactly."""
+
+    ADMITTED = 0
+    """The item entered the queue (queue depth +1)."""
+    SHED = 1
+    """The item was rejected at admission (``on_full="reject"``); ``item`` is the payload."""
+    STARTED = 2
+    """A worker took the item for an attempt (queue depth -1, in flight +1)."""
+    COMPLETED = 3
+    """The handler succeeded (in flight -1)."""
+    RETRY_SCHEDULED = 4
+    """The attempt failed and a retry waits out its backoff (in flight -1, retry waiting +1)."""
+    READMITTED = 5
+    """A retry's backoff ended and it re-entered the queue (retry waiting -1, queue depth +1)."""
+    DEAD_LETTERED = 6
+    """The attempt failed and the item went to the dead-letter store (in flight -1)."""
+    UNFINISHED = 7
+    """The drain ended with the item still inside; it is handed back to the caller."""
+    PRODUCER_BLOCKED = 8
+    """A producer started waiting for a free slot (item is None)."""
+    PRODUCER_UNBLOCKED = 9
+    """A producer stopped waiting for a slot (item is None)."""
+    INTAKE_CLOSED = 10
+    """Intake stopped: the source ended or ``stop()`` was called (item is None)."""
+    DRAIN_TIMEOUT = 11
+    """The drain hit ``drain_timeout_s`` (item is None)."""
+
+
+Listener = Callable[[EventKind, float, Any], None]
+
+
+def fan_out(*listeners: Listener) -> Listener:
+    """One listener that calls each of ``listeners`` in turn."""
+
+    def listener(kind: EventKind, now_s: float, item: Any) -> None:
+        for each in listeners:
+            each(kind, now_s, item)
+
+    return listener

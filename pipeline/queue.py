@@ -1,0 +1,232 @@
+"""``WorkQueue``: the bounded FIFO between producers and workers.
+
+It differs from ``asyncio.Queue`` in the three ways a retrying pipeline needs:
+
+- **Slots are reserved before an item is read.** A producer first waits for a
+  slot (:meth:`reserve`), only then pulls the next item from its source and
+  queues it (:meth:`put_reserved`), so a lazy source is never read ahead of
+  capacity.
+- **Retries never block.** An item waiting out a backoff is *held*
+  (:meth:`hold`): it counts against ``maxsize``, so producers see the pipeline
+  as fuller and memory stays bounded, but holding never waits. When the
+  backoff ends, :meth:`readmit` puts it at the front, also without waiting.
+  A worker therefore never blocks on a full queue (the classic deadlock where
+  every worker sits in ``put`` and nobody is left to ``get``).
+- **Closing wakes waiting producers** with :class:`~pipeline.errors.PipelineClosed`.
+
+Every state change lives in a non-blocking method; the coroutines only wait
+and then delegate, as in CPython's ``asyncio.Queue``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from typing import Any, Generic, TypeVar
+
+from .errors import PipelineClosed, QueueFull
+
+__all__ = ["WorkQueue"]
+
+T = TypeVar("T")
+
+
+class WorkQueue(Generic[T]):
+    """A FIFO of at most ``maxsize`` queued, reserved and held items.
+
+    Args:
+        maxsize: the bound (>= 1), or None for no bound.
+    """
+
+    def __init__(self, maxsize: int | None) -> None:
+        self.maxsize = maxsize
+        self._items: deque[T] = deque()
+        self._getters: deque[asyncio.Future[None]] = deque()
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        self._reserved = 0
+        self._held = 0
+        self._closed = False
+        self.peak = 0
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._format()}>"
+
+    def _format(self) -> str:
+        parts = [f"maxsize={self.maxsize}", f"queued={len(self._items)}"]
+        if self._reserved:
+            parts.append(f"reserved={self._reserved}")
+        if self._held:
+            parts.append(f"held={self._held}")
+        if self._getters:
+            parts.append(f"getters={len(self._getters)}")
+        if self._slot_waiters:
+            parts.append(f"waiting_put={len(self._slot_waiters)}")
+        if self._closed:
+            parts.append("closed")
+        return " ".join(parts)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def held(self) -> int:
+        """Items held outside the queue while they wait for a retry."""
+        return self._held
+
+    @property
+    def waiting_put(self) -> int:
+        """Tasks waiting in :meth:`reserve` for a free slot."""
+        return len(self._slot_waiters)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def full(self) -> bool:
+        """True when queued + reserved + held items reach ``maxsize``."""
+        return (
+            self.maxsize is not None
+            and len(self._items) + self._reserved + self._held >= self.maxsize
+        )
+
+    # -- producers -----------------------------------------------------------------
+
+    def reserve_nowait(self) -> None:
+        """Take a slot for an item about to be put.
+
+        Raises:
+            PipelineClosed: the queue was closed.
+            QueueFull: no slot is free.
+        """
+        if self._closed:
+            raise PipelineClosed(f"{self!r} is closed to new items")
+        if self.full():
+            raise QueueFull(f"{self!r} is full")
+        self._reserved += 1
+
+    async def reserve(self) -> None:
+        """Wait until a slot is free, then take it.
+
+        Waiters are served first come, first served.
+
+        Raises:
+            PipelineClosed: the queue was closed before a slot freed.
+        """
+        while self.full() and not self._closed:
+            waiter = asyncio.get_running_loop().create_future()
+            self._slot_waiters.append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                waiter.cancel()
+                with contextlib.suppress(ValueError):
+                    self._slot_waiters.remove(waiter)
+                # We may have been woken for a slot we now decline: pass it on.
+                if not self.full():
+                    self._wake(self._slot_waiters)
+                raise
+        self.reserve_nowait()
+
+    def put_reserved(self, item: T) -> None:
+        """Queue ``item`` in the slot taken by :meth:`reserve`."""
+        self._reserved -= 1
+        self._append(item)
+
+    def release(self) -> None:
+        """Give back a reserved slot that will not be used."""
+        self._reserved -= 1
+        self._wake(self._slot_waiters)
+
+    def put_nowait(self, item: T) -> None:
+        """Queue ``item`` now.
+
+        Raises:
+            PipelineClosed: the queue was closed.
+            QueueFull: no slot is free.
+        """
+        self.reserve_nowait()
+        self.put_reserved(item)
+
+    # -- retries -------------------------------------------------------------------
+
+    def hold(self) -> None:
+        """Count an item that waits for a retry; never waits, may exceed ``maxsize``."""
+        self._held += 1
+
+    def readmit(self, item: T) -> None:
+        """Put a held item at the front of the queue; never waits."""
+        self._held -= 1
+        self._items.appendleft(item)
+        self._note_peak()
+        self._wake(self._getters)
+
+    def unhold(self) -> None:
+        """Forget a held item that will not come back (cancelled at drain)."""
+        self._held -= 1
+        self._wake(self._slot_waiters)
+
+    # -- workers -------------------------------------------------------------------
+
+    def get_nowait(self) -> T:
+        """Remove and return the first item.
+
+        Raises:
+            asyncio.QueueEmpty: nothing is queued.
+        """
+        if not self._items:
+            raise asyncio.QueueEmpty
+        item = self._items.popleft()
+        if self._slot_waiters:
+            self._wake(self._slot_waiters)
+        return item
+
+    async def get(self) -> T:
+        """Wait for an item, then remove and return it."""
+        while not self._items:
+            getter = asyncio.get_running_loop().create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except BaseException:
+                getter.cancel()
+                with contextlib.suppress(ValueError):
+                    self._getters.remove(getter)
+                if self._items:
+                    self._wake(self._getters)
+                raise
+        return self.get_nowait()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Refuse new items and wake every task waiting for a slot (they get PipelineClosed)."""
+        self._closed = True
+        while self._slot_waiters:
+            self._wake(self._slot_waiters)
+
+    def drain_items(self) -> list[T]:
+        """Remove and return every queued item (used when a drain gives up)."""
+        items = list(self._items)
+        self._items.clear()
+        return items
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _append(self, item: T) -> None:
+        self._items.append(item)
+        self._note_peak()
+        if self._getters:
+            self._wake(self._getters)
+
+    def _note_peak(self) -> None:
+        if len(self._items) > self.peak:
+            self.peak = len(self._items)
+
+    @staticmethod
+    def _wake(waiters: deque[asyncio.Future[Any]]) -> None:
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return

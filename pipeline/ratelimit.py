@@ -1,0 +1,119 @@
+"""Token-bucket rate limiting in loop time, for requests and tokens per minute.
+
+Workers call :meth:`RateLimiter.acquire` before each attempt. Waiters are
+served in arrival order (a lock is held while one waits), so a large item is
+not starved by a stream of small ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .config import RateLimit
+
+__all__ = ["RateLimiter", "TokenBucket"]
+
+
+class TokenBucket:
+    """A bucket of ``capacity`` tokens refilling at ``rate_per_s``.
+
+    Args:
+        rate_per_s: tokens added per second of loop time.
+        capacity: the most tokens the bucket holds; it starts full.
+        now_s: loop time at creation.
+    """
+
+    __slots__ = ("_level", "_updated_s", "capacity", "rate_per_s")
+
+    def __init__(self, rate_per_s: float, capacity: float, now_s: float) -> None:
+        self.rate_per_s = rate_per_s
+        self.capacity = capacity
+        self._level = capacity
+        self._updated_s = now_s
+
+    def __repr__(self) -> str:
+        return (
+            f"<TokenBucket rate_per_s={self.rate_per_s:g} capacity={self.capacity:g} "
+            f"level={self._level:g}>"
+        )
+
+    def _refill(self, now_s: float) -> None:
+        elapsed = now_s - self._updated_s
+        if elapsed > 0:
+            self._level = min(self.capacity, self._level + elapsed * self.rate_per_s)
+            self._updated_s = now_s
+
+    def shortfall_s(self, amount: float, now_s: float) -> float:
+        """Seconds until ``amount`` tokens are available (0.0 if they are now)."""
+        self._refill(now_s)
+        missing = amount - self._level
+        return 0.0 if missing <= 0 else missing / self.rate_per_s
+
+    def take(self, amount: float, now_s: float) -> None:
+        """Spend ``amount`` tokens (call after :meth:`shortfall_s` returned 0)."""
+        self._refill(now_s)
+        self._level -= amount
+
+
+class RateLimiter:
+    """Waits, in loop time, until a request and its tokens fit both buckets.
+
+    Args:
+        limit: the limits to enforce.
+        now_s: loop time at creation (buckets start full).
+    """
+
+    def __init__(self, limit: RateLimit, now_s: float) -> None:
+        self.limit = limit
+        self._requests = (
+            None
+            if limit.requests_per_minute is None
+            else TokenBucket(limit.requests_per_minute / 60.0, limit.requests_per_minute, now_s)
+        )
+        self._tokens = (
+            None
+            if limit.tokens_per_minute is None
+            else TokenBucket(limit.tokens_per_minute / 60.0, limit.tokens_per_minute, now_s)
+        )
+        self._lock = asyncio.Lock()
+        self.waited_s = 0.0
+
+    def tokens_for(self, payload: Any) -> float:
+        """Tokens one attempt on ``payload`` spends.
+
+        Raises:
+            ValueError: the estimate is negative or can never fit the bucket.
+        """
+        estimate = self.limit.tokens_per_item
+        tokens = float(estimate(payload) if callable(estimate) else estimate)
+        if tokens < 0 or (self._tokens is not None and tokens > self._tokens.capacity):
+            raise ValueError(
+                f"tokens_per_item gave {tokens:g} for {payload!r}; allowed: 0 to "
+                f"tokens_per_minute ({self.limit.tokens_per_minute})"
+            )
+        return tokens
+
+    async def acquire(self, payload: Any) -> float:
+        """Wait until one attempt on ``payload`` may start; return seconds waited."""
+        tokens = self.tokens_for(payload) if self._tokens is not None else 0.0
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with self._lock:
+            while True:
+                now = loop.time()
+                wait = 0.0
+                if self._requests is not None:
+                    wait = self._requests.shortfall_s(1.0, now)
+                if self._tokens is not None:
+                    wait = max(wait, self._tokens.shortfall_s(tokens, now))
+                if wait <= 0.0:
+                    break
+                await asyncio.sleep(wait)
+            if self._requests is not None:
+                self._requests.take(1.0, now)
+            if self._tokens is not None:
+                self._tokens.take(tokens, now)
+        waited = loop.time() - started
+        self.waited_s += waited
+        return waited

@@ -1,0 +1,607 @@
+"""Arrival processes: when items reach the pipeline's source.
+
+Every process is a small frozen object with a ``rate`` (mean arrivals per
+second), a ``repr`` that rebuilds it, and
+``times(rng, *, n=None, duration_s=None)``, which returns absolute,
+non-decreasing arrival times in seconds from 0 -- either the first ``n``
+arrivals or every arrival in ``[0, duration_s]`` -- drawn in bulk with numpy.
+
+- :class:`Poisson` -- memoryless arrivals (M in M/M/c).
+- :class:`Deterministic` -- evenly spaced, at ``1/rate, 2/rate, ...``.
+- :class:`MarkovModulated` -- cyclic Markov-modulated Poisson process (MMPP):
+  state ``i`` lasts an exponential time of mean ``mean_durations_s[i]``
+  with Poisson rate ``rates[i]``, then state ``i + 1`` (cyclically).
+- :class:`OnOff` -- the bursty two-state MMPP.
+- :class:`TimeVarying` -- a non-homogeneous Poisson process with rate
+  ``rate_fn(t)``, drawn by Lewis-Shedler thinning; :func:`daily_curve` and
+  :meth:`TimeVarying.from_profile` build common rate functions.
+- :class:`Trace` -- replays recorded timestamps (``Trace.from_csv``).
+
+:func:`parse_arrivals` reads the CLI spelling (``poisson:rate=3.2``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.sim.distributions import (
+    _build,
+    _generator,
+    _integer,
+    _number,
+    _require,
+    _show,
+    _split_spec,
+)
+
+__all__ = [
+    "ArrivalProcess",
+    "DailyCurve",
+    "Deterministic",
+    "MarkovModulated",
+    "OnOff",
+    "PiecewiseLinear",
+    "Poisson",
+    "TimeVarying",
+    "Trace",
+    "daily_curve",
+    "parse_arrivals",
+]
+
+_UNIT = "arrivals per second"
+
+
+class ArrivalProcess:
+    """Base class: subclasses provide ``rate`` and ``_by_count`` / ``_by_duration``."""
+
+    __slots__ = ()
+
+    def times(
+        self,
+        rng: np.random.Generator,
+        *,
+        n: int | None = None,
+        duration_s: float | None = None,
+    ) -> np.ndarray:
+        """Return absolute, non-decreasing arrival times (seconds from 0).
+
+        Args:
+            rng: the generator to draw from (ignored by deterministic processes).
+            n: return exactly the first ``n`` arrivals; or
+            duration_s: return every arrival in ``[0, duration_s]`` (seconds).
+
+        Raises:
+            ValueError: not exactly one of ``n`` / ``duration_s`` given, or a
+                negative one.
+            TypeError: ``rng`` is not a ``numpy.random.Generator``.
+        """
+        if (n is None) == (duration_s is None):
+            raise ValueError(
+                f"give exactly one of n (number of arrivals) or duration_s (seconds), "
+                f"got n={n!r}, duration_s={duration_s!r}"
+            )
+        rng = _generator(rng)
+        if n is not None:
+            out = self._by_count(rng, _integer("n", n, "number of arrivals"))
+        else:
+            out = self._by_duration(rng, _number("duration_s", duration_s, "seconds", at_least=0))
+        return np.asarray(out, dtype=np.float64)
+
+    def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _by_duration(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        raise NotImplementedError
+
+
+def _poisson_by_duration(rng: np.random.Generator, rate: float, duration_s: float) -> np.ndarray:
+    # Given the count, Poisson arrival times are sorted independent uniforms.
+    count = rng.poisson(rate * duration_s)
+    return np.sort(rng.random(count)) * duration_s
+
+
+@dataclass(frozen=True)
+class Poisson(ArrivalProcess):
+    """Poisson arrivals at ``rate`` per second (exponential gaps of mean 1/rate)."""
+
+    rate: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _number("rate", self.rate, _UNIT, above=0))
+
+    def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.cumsum(rng.exponential(1.0 / self.rate, n))
+
+    def _by_duration(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        return _poisson_by_duration(rng, self.rate, duration_s)
+
+
+@dataclass(frozen=True)
+class Deterministic(ArrivalProcess):
+    """Evenly spaced arrivals at ``k / rate`` seconds, k = 1, 2, ... (CLI ``constant``)."""
+
+    rate: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _number("rate", self.rate, _UNIT, above=0))
+
+    def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.arange(1, n + 1) / self.rate
+
+    def _by_duration(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        t = np.arange(1, math.floor(duration_s * self.rate) + 2) / self.rate
+        return t[t <= duration_s]
+
+
+@dataclass(frozen=True)
+class MarkovModulated(ArrivalProcess):
+    """Cyclic Markov-modulated Poisson process (MMPP).
+
+    The hidden state runs ``0 -> 1 -> ... -> m-1 -> 0``; state ``i`` lasts an
+    exponential time of mean ``mean_durations_s[i]`` seconds, during which
+    arrivals are Poisson at ``rates[i]`` per second (0 allowed). The initial
+    state is drawn from the stationary distribution (time fraction
+    proportional to the mean durations), so the process is stationary from 0.
+    A general transition matrix is not supported: cycles cover on/off bursts
+    and day/night patterns, which is what the notebooks need.
+    """
+
+    rates: tuple[float, ...]
+    mean_durations_s: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        rates = tuple(self.rates) if isinstance(self.rates, Sequence | np.ndarray) else None
+        durs = (
+            tuple(self.mean_durations_s)
+            if isinstance(self.mean_durations_s, Sequence | np.ndarray)
+            else None
+        )
+        if not rates or durs is None or len(rates) != len(durs):
+            raise ValueError(
+                "rates and mean_durations_s must be non-empty sequences of equal length "
+                f"(one per state), got rates={self.rates!r}, "
+                f"mean_durations_s={self.mean_durations_s!r}"
+            )
+        rates = tuple(_number(f"rates[{i}]", r, _UNIT, at_least=0) for i, r in enumerate(rates))
+        durs = tuple(
+            _number(f"mean_durations_s[{i}]", d, "seconds", above=0) for i, d in enumerate(durs)
+        )
+        if not any(rates):
+            raise ValueError(f"at least one of rates must be > 0 ({_UNIT}), got {rates!r}")
+        object.__setattr__(self, "rates", rates)
+        object.__setattr__(self, "mean_durations_s", durs)
+
+    @property
+    def rate(self) -> float:
+        """Long-run mean rate: sum(rates[i] * d[i]) / sum(d[i]) (arrivals per second)."""
+        return sum(r * d for r, d in zip(self.rates, self.mean_durations_s, strict=True)) / sum(
+            self.mean_durations_s
+        )
+
+    def _periods(
+        self, rng: np.random.Generator, start_state: int, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        m = len(self.rates)
+        states = (start_state + np.arange(count)) % m
+        return states, rng.exponential(1.0, count) * np.asarray(self.mean_durations_s)[states]
+
+    def _arrivals(
+        self, rng: np.random.Generator, states: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+    ) -> np.ndarray:
+        counts = rng.poisson(np.asarray(self.rates)[states] * lengths)
+        offsets = rng.random(int(counts.sum())) * np.repeat(lengths, counts)
+        return np.sort(np.repeat(starts, counts) + offsets)
+
+    def _walk(self, rng: np.random.Generator, *, n: int | None, horizon: float | None):
+        """Yield (states, starts, lengths) blocks until ``n`` arrivals or ``horizon``."""
+        weights = np.asarray(self.mean_durations_s) / sum(self.mean_durations_s)
+        state = int(rng.choice(len(self.rates), p=weights))
+        cycle_s = sum(self.mean_durations_s)
+        t = 0.0
+        while True:
+            if n is not None:
+                block = int(n / max(self.rate * cycle_s, 1e-9) * len(self.rates)) + 16
+            else:
+                block = int(horizon / cycle_s * len(self.rates) * 1.1) + 16
+            block = min(block, 1 << 20)
+            states, lengths = self._periods(rng, state, block)
+            ends = t + np.cumsum(lengths)
+            starts = ends - lengths
+            state = int((states[-1] + 1) % len(self.rates))
+            t = float(ends[-1])
+            yield states, starts, lengths
+
+    def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        parts, total = [], 0
+        for states, starts, lengths in self._walk(rng, n=n, horizon=None):
+            arrivals = self._arrivals(rng, states, starts, lengths)
+            parts.append(arrivals)
+            total += arrivals.size
+            if total >= n:
+                break
+        return np.concatenate(parts)[:n]
+
+    def _by_duration(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        parts = []
+        for states, starts, lengths in self._walk(rng, n=None, horizon=duration_s):
+            keep = starts < duration_s
+            clipped = np.minimum(lengths[keep], duration_s - starts[keep])
+            parts.append(self._arrivals(rng, states[keep], starts[keep], clipped))
+            if not keep.all() or starts[-1] + lengths[-1] >= duration_s:
+                break
+        return np.concatenate(parts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnOff(MarkovModulated):
+    """Bursty arrivals: a two-state MMPP alternating on and off periods.
+
+    On periods last an exponential time of mean ``mean_on_s`` with Poisson
+    arrivals at ``rate_on``; off periods last mean ``mean_off_s`` at
+    ``rate_off`` (often 0). Mean rate:
+    ``(rate_on * mean_on_s + rate_off * mean_off_s) / (mean_on_s + mean_off_s)``.
+    """
+
+    rate_on: float
+    rate_off: float
+    mean_on_s: float
+    mean_off_s: float
+    rates: tuple[float, ...] = field(init=False, repr=False)
+    mean_durations_s: tuple[float, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name, unit, kwargs in (
+            ("rate_on", _UNIT, {"at_least": 0}),
+            ("rate_off", _UNIT, {"at_least": 0}),
+            ("mean_on_s", "seconds", {"above": 0}),
+            ("mean_off_s", "seconds", {"above": 0}),
+        ):
+            object.__setattr__(self, name, _number(name, getattr(self, name), unit, **kwargs))
+        if not (self.rate_on > 0 or self.rate_off > 0):
+            raise ValueError(f"rate_on or rate_off must be > 0 ({_UNIT}), got both 0")
+        object.__setattr__(self, "rates", (self.rate_on, self.rate_off))
+        object.__setattr__(self, "mean_durations_s", (self.mean_on_s, self.mean_off_s))
+
+
+# -- non-homogeneous Poisson -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PiecewiseLinear:
+    """A rate profile (arrivals per second) linear between ``(times_s[i], rates[i])``.
+
+    Before the first point the rate is ``rates[0]``, after the last
+    ``rates[-1]`` (as ``numpy.interp``). ``period_s`` (the span
+    ``times_s[-1] - times_s[0]``) is the window ``TimeVarying.rate`` averages over.
+    """
+
+    times_s: tuple[float, ...]
+    rates: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        t = tuple(_number(f"times_s[{i}]", x, "seconds", at_least=0)
+                  for i, x in enumerate(self.times_s))
+        r = tuple(_number(f"rates[{i}]", x, _UNIT, at_least=0) for i, x in enumerate(self.rates))
+        if len(t) < 2 or len(t) != len(r):
+            raise ValueError(
+                "times_s and rates must have the same length >= 2, "
+                f"got {len(t)} times and {len(r)} rates"
+            )
+        for i in range(1, len(t)):
+            if not t[i] > t[i - 1]:
+                raise ValueError(
+                    f"times_s must be strictly increasing (seconds), got times_s[{i - 1}]="
+                    f"{t[i - 1]!r} then times_s[{i}]={t[i]!r}"
+                )
+        object.__setattr__(self, "times_s", t)
+        object.__setattr__(self, "rates", r)
+
+    @property
+    def period_s(self) -> float:
+        """Span of the profile (seconds)."""
+        return self.times_s[-1] - self.times_s[0]
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        return np.interp(t, self.times_s, self.rates)
+
+
+@dataclass(frozen=True)
+class DailyCurve:
+    """A 24-hour periodic rate: ``base_rate`` plus a Gaussian bump at ``peak_hour``.
+
+    ``rate(t) = base + (peak - base) * exp(-d**2 / (2 * width_h**2))`` where
+    ``d`` is the circular distance (hours) between ``t``'s hour of day and
+    ``peak_hour``; ``t`` is seconds since midnight of day 0.
+    """
+
+    base_rate: float
+    peak_rate: float
+    peak_hour: float = 9.0
+    width_h: float = 2.0
+
+    def __post_init__(self) -> None:
+        base = _number("base_rate", self.base_rate, _UNIT, at_least=0)
+        peak = _number("peak_rate", self.peak_rate, _UNIT, above=0)
+        if peak < base:
+            raise ValueError(
+                f"peak_rate must be >= base_rate ({_UNIT}), got peak_rate={_show(self.peak_rate)}, "
+                f"base_rate={_show(self.base_rate)}"
+            )
+        object.__setattr__(self, "base_rate", base)
+        object.__setattr__(self, "peak_rate", peak)
+        object.__setattr__(
+            self, "peak_hour", _number("peak_hour", self.peak_hour, "hour of day",
+                                       at_least=0, at_most=24)
+        )
+        object.__setattr__(
+            self, "width_h", _number("width_h", self.width_h, "hours", above=0, at_most=12)
+        )
+
+    period_s = 86_400.0
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        hours = np.asarray(t, dtype=np.float64) / 3600.0
+        d = np.abs((hours - self.peak_hour + 12.0) % 24.0 - 12.0)
+        bump = np.exp(-0.5 * (d / self.width_h) ** 2)
+        return self.base_rate + (self.peak_rate - self.base_rate) * bump
+
+
+@dataclass(frozen=True)
+class TimeVarying(ArrivalProcess):
+    """Non-homogeneous Poisson arrivals with rate ``rate_fn(t)`` (per second at t seconds).
+
+    Drawn by Lewis-Shedler thinning: candidates from a Poisson process at
+    ``max_rate``, each kept with probability ``rate_fn(t) / max_rate``.
+    ``rate_fn`` must be vectorised (take and return numpy arrays) and stay in
+    ``[0, max_rate]``; a value outside raises ``ValueError`` when drawing.
+    ``rate`` is the mean of ``rate_fn`` over ``[0, period_s]``; ``period_s``
+    defaults to ``rate_fn.period_s`` when the function has one. The repr
+    rebuilds the object when ``rate_fn`` is a :class:`PiecewiseLinear` or
+    :class:`DailyCurve` (a lambda's repr cannot).
+    """
+
+    rate_fn: Callable[[np.ndarray], np.ndarray]
+    max_rate: float
+    period_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not callable(self.rate_fn):
+            raise TypeError(f"rate_fn must be callable (t seconds -> rate), got {self.rate_fn!r}")
+        object.__setattr__(self, "max_rate", _number("max_rate", self.max_rate, _UNIT, above=0))
+        if self.period_s is not None:
+            object.__setattr__(
+                self, "period_s", _number("period_s", self.period_s, "seconds", above=0)
+            )
+
+    @classmethod
+    def from_profile(cls, times_s: Sequence[float], rates: Sequence[float]) -> TimeVarying:
+        """Piecewise-linear rate through ``(times_s[i], rates[i])``; see :class:`PiecewiseLinear`."""
+        profile = PiecewiseLinear(tuple(times_s), tuple(rates))
+        if not max(profile.rates) > 0:
+            raise ValueError(f"rates must not all be 0 ({_UNIT}), got {profile.rates!r}")
+        return cls(profile, max(profile.rates))
+
+    def integrated_rate(self, t0_s: float, t1_s: float) -> float:
+        """Expected number of arrivals in ``[t0_s, t1_s]``: the integral of ``rate_fn``.
+
+        Exact for :class:`PiecewiseLinear`; otherwise Simpson's rule on a fine grid.
+        """
+        t0 = _number("t0_s", t0_s, "seconds", at_least=0)
+        t1 = _number("t1_s", t1_s, "seconds", at_least=t0)
+        if isinstance(self.rate_fn, PiecewiseLinear):
+            knots = np.asarray(self.rate_fn.times_s)
+            grid = np.unique(np.concatenate(([t0, t1], knots[(knots > t0) & (knots < t1)])))
+            y = self.rate_fn(grid)
+            return float(np.sum((y[1:] + y[:-1]) * np.diff(grid)) / 2)
+        steps = 2 * max(1000, min(200_000, math.ceil((t1 - t0) / 60.0)))
+        grid = np.linspace(t0, t1, steps + 1)
+        y = self._rates_at(grid)
+        h = (t1 - t0) / steps
+        return float(h / 3 * (y[0] + y[-1] + 4 * y[1:-1:2].sum() + 2 * y[2:-1:2].sum()))
+
+    @property
+    def rate(self) -> float:
+        """Mean rate over ``[0, period_s]`` (arrivals per second).
+
+        Raises:
+            ValueError: no ``period_s`` given and ``rate_fn`` has none.
+        """
+        period = self.period_s if self.period_s is not None else getattr(
+            self.rate_fn, "period_s", None
+        )
+        if period is None:
+            raise ValueError(
+                f"the mean rate of {self!r} is unknown: give period_s (seconds) to average over"
+            )
+        return self.integrated_rate(0.0, float(period)) / float(period)
+
+    def _rates_at(self, t: np.ndarray) -> np.ndarray:
+        lam = np.asarray(self.rate_fn(t), dtype=np.float64)
+        if lam.shape != t.shape:
+            raise ValueError(
+                f"rate_fn must be vectorised: given {t.shape[0]} times it returned shape {lam.shape}"
+            )
+        bad = np.flatnonzero(~(lam >= 0) | (lam > self.max_rate * (1 + 1e-9)))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(
+                f"rate_fn must stay in [0, max_rate={self.max_rate!r}] ({_UNIT}), "
+                f"got {lam[i]!r} at t={t[i]!r} s"
+            )
+        return lam
+
+    def _thin(self, rng: np.random.Generator, candidates: np.ndarray) -> np.ndarray:
+        keep = rng.random(candidates.size) * self.max_rate < self._rates_at(candidates)
+        return candidates[keep]
+
+    def _by_duration(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        return self._thin(rng, _poisson_by_duration(rng, self.max_rate, duration_s))
+
+    def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        parts, total, t, empty_candidates = [], 0, 0.0, 0
+        while total < n:
+            block = min(1 << 20, max(4096, 2 * (n - total)))
+            candidates = t + np.cumsum(rng.exponential(1.0 / self.max_rate, block))
+            t = float(candidates[-1])
+            kept = self._thin(rng, candidates)
+            parts.append(kept)
+            total += kept.size
+            empty_candidates = 0 if kept.size else empty_candidates + block
+            if empty_candidates > 10_000_000:
+                raise ValueError(
+                    f"rate_fn of {self!r} stayed 0 for 10 million candidates up to t={t:g} s; "
+                    "cannot draw n arrivals, use duration_s"
+                )
+        return np.concatenate(parts)[:n]
+
+
+def daily_curve(
+    base_rate: float, peak_rate: float, peak_hour: float = 9.0, *, width_h: float = 2.0
+) -> TimeVarying:
+    """A day of traffic with a peak: see :class:`DailyCurve` (``t`` = seconds from midnight).
+
+    Example: ``daily_curve(1.0, 8.0, 9.5)`` -- 1/s at night, 8/s at 09:30.
+    """
+    curve = DailyCurve(base_rate, peak_rate, peak_hour, width_h)
+    return TimeVarying(curve, curve.peak_rate)
+
+
+# -- trace replay ------------------------------------------------------------------------
+
+
+class Trace(ArrivalProcess):
+    """Replay recorded arrival times (seconds from 0, finite, >= 0, non-decreasing).
+
+    ``times(rng, n=k)`` returns the first ``k`` (``ValueError`` if the trace is
+    shorter); ``times(rng, duration_s=T)`` those ``<= T``. ``rng`` is unused.
+    """
+
+    __slots__ = ("_path", "_times")
+
+    def __init__(self, times: Sequence[float] | np.ndarray) -> None:
+        try:
+            array = np.array(times, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"times must be a sequence of numbers (seconds), got {type(times).__name__}"
+            ) from None
+        if array.ndim != 1 or array.size == 0:
+            raise ValueError(f"times must be a non-empty 1-D sequence (seconds), got {array.shape}")
+        for i in np.flatnonzero(~np.isfinite(array) | (array < 0))[:1]:
+            raise ValueError(f"times must be finite and >= 0 (seconds), got times[{i}]={array[i]!r}")
+        for i in np.flatnonzero(np.diff(array) < 0)[:1]:
+            raise ValueError(
+                f"times must be non-decreasing (seconds), got times[{i}]={array[i]!r} "
+                f"then times[{i + 1}]={array[i + 1]!r}"
+            )
+        array.setflags(write=False)
+        self._times = array
+        self._path: str | None = None
+
+    @classmethod
+    def from_csv(cls, path: str | os.PathLike[str]) -> Trace:
+        """Read the ``arrival_s`` column of a CSV with a header (other columns ignored).
+
+        Raises:
+            ValueError: no ``arrival_s`` column, no rows, or a value that is not a
+                finite number >= 0 or decreases; the message names the file, the
+                data row (1 = first after the header) and its line.
+            OSError: the file cannot be read.
+        """
+        path_s = os.fspath(path)
+        values: list[float] = []
+        with open(path_s, newline="") as f:
+            reader = csv.DictReader(f)
+            if not reader.fieldnames or "arrival_s" not in reader.fieldnames:
+                raise ValueError(
+                    f"{path_s}: no arrival_s column in the header, found {reader.fieldnames!r}"
+                )
+            previous = 0.0
+            for row_no, row in enumerate(reader, start=1):
+                where = f"{path_s}: row {row_no} (line {reader.line_num})"
+                raw = (row.get("arrival_s") or "").strip()
+                try:
+                    value = float(raw)
+                except ValueError:
+                    raise ValueError(f"{where}: arrival_s {raw!r} is not a number") from None
+                if not math.isfinite(value) or value < 0:
+                    raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {raw!r}")
+                if value < previous:
+                    raise ValueError(
+                        f"{where}: arrival_s must be non-decreasing, got {raw!r} "
+                        f"after {previous!r}"
+                    )
+                previous = value
+                values.append(value)
+        if not values:
+            raise ValueError(f"{path_s}: no data rows after the header")
+        trace = cls(values)
+        trace._path = path_s
+        return trace
+
+    @property
+    def arrival_times(self) -> np.ndarray:
+        """The recorded times (read-only array, seconds)."""
+        return self._times
+
+    @property
+    def rate(self) -> float:
+        """Arrivals per second over ``[0, last arrival]`` (``inf`` if all arrive at 0)."""
+        last = float(self._times[-1])
+        return self._times.size / last if last > 0 else math.inf
+
+    def __len__(self) -> int:
+        return int(self._times.size)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Trace):
+            return NotImplemented
+        return np.array_equal(self._times, other._times)
+
+    def __hash__(self) -> int:
+        return hash(self._times.tobytes())
+
+    def __repr__(self) -> str:
+        if self._path is not None:
+            return f"Trace.from_csv({self._path!r})"
+        return f"Trace(times={self._times.tolist()!r})"
+
+    def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if n > self._times.size:
+            raise ValueError(f"n must be <= {self._times.size} (arrivals in the trace), got {n}")
+        return self._times[:n].copy()
+
+    def _by_duration(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        return self._times[: np.searchsorted(self._times, duration_s, side="right")].copy()
+
+
+_ARRIVAL_KEYS: dict[str, tuple[str, ...]] = {
+    "poisson": ("rate",),
+    "constant": ("rate",),
+    "onoff": ("rate_on", "rate_off", "mean_on_s", "mean_off_s"),
+}
+
+
+def parse_arrivals(spec: str) -> ArrivalProcess:
+    """Parse the CLI spelling of an arrival process.
+
+    Spellings: ``poisson:rate=R``, ``constant:rate=R`` (evenly spaced),
+    ``onoff:rate_on=R,rate_off=R,mean_on_s=S,mean_off_s=S`` (R per second,
+    S seconds).
+
+    Raises:
+        ValueError: unknown name or key, missing key, bad number, or a value
+            the process rejects; the one-line message names the spec.
+        TypeError: ``spec`` is not a str.
+    """
+    kind = "arrivals"
+    name, p = _split_spec(spec, kind, _ARRIVAL_KEYS)
+    _require(spec, kind, name, p, _ARRIVAL_KEYS[name])
+    cls = {"poisson": Poisson, "constant": Deterministic, "onoff": OnOff}[name]
+    return _build(spec, kind, lambda: cls(**p))  # type: ignore[return-value]

@@ -1,0 +1,406 @@
+"""Service-time distributions for simulated handlers.
+
+Each distribution is a small frozen value object: it validates its
+parameters at construction, exposes its ``mean`` (seconds) and coefficient of
+variation ``cv`` (standard deviation / mean, dimensionless), draws many
+samples at once with :meth:`sample`, and has a ``repr`` that rebuilds it
+(``Exponential(mean=0.25)``). :func:`parse_distribution` reads the command
+line spelling ``name:key=value,...``.
+
+Example::
+
+    >>> import numpy as np
+    >>> d = parse_distribution("lognormal:mean=0.2,cv=1.5")
+    >>> d
+    LogNormal(mean=0.2, cv=1.5)
+    >>> d.sample(np.random.default_rng(1), 100_000).shape
+    (100000,)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "Constant",
+    "Distribution",
+    "Empirical",
+    "Exponential",
+    "Gamma",
+    "LogNormal",
+    "Uniform",
+    "parse_distribution",
+]
+
+
+# -- small validators shared by the sim workload modules -------------------------------
+
+
+def _show(value: object) -> str:
+    """Render a user-given value for an error message (``-1``, ``0.5``, ``'x'``)."""
+    if isinstance(value, bool | int | float | str):
+        return repr(value)
+    if isinstance(value, numbers.Real):
+        return repr(float(value))
+    return repr(value)
+
+
+def _number(
+    name: str,
+    value: object,
+    unit: str,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    at_most: float | None = None,
+) -> float:
+    """Return ``value`` as a finite float, or raise naming ``name`` and the bound."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{name} must be a real number ({unit}), got {_show(value)} "
+            f"of type {type(value).__name__}"
+        )
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite ({unit}), got {_show(value)}")
+    if above is not None and not x > above:
+        raise ValueError(f"{name} must be > {above:g} ({unit}), got {_show(value)}")
+    if at_least is not None and not x >= at_least:
+        raise ValueError(f"{name} must be >= {at_least:g} ({unit}), got {_show(value)}")
+    if at_most is not None and not x <= at_most:
+        raise ValueError(f"{name} must be <= {at_most:g} ({unit}), got {_show(value)}")
+    return x
+
+
+def _integer(name: str, value: object, what: str, *, at_least: int = 0) -> int:
+    """Return ``value`` as an int >= ``at_least``, or raise naming ``name``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer ({what}), got {value!r}")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer ({what}), got {_show(value)} "
+            f"of type {type(value).__name__}"
+        ) from None
+    if n < at_least:
+        raise ValueError(f"{name} must be >= {at_least} ({what}), got {n}")
+    return n
+
+
+def _generator(rng: object) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            "rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(1)), "
+            f"got {type(rng).__name__}"
+        )
+    return rng
+
+
+def _split_spec(spec: object, kind: str, allowed: Mapping[str, Sequence[str]]) -> tuple[str, dict]:
+    """Split ``name:key=value,...`` into a name and a dict of floats.
+
+    ``allowed`` maps each known name to its allowed keys. Errors are one line
+    and name the spec and what is allowed.
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"{kind} spec must be a str like 'name:key=value', got {_show(spec)}")
+    names = ", ".join(sorted(allowed))
+    name, _, rest = spec.strip().partition(":")
+    name = name.strip().lower()
+    if name not in allowed:
+        raise ValueError(f"unknown {kind} {name!r} in spec {spec!r}; allowed: {names}")
+    keys = allowed[name]
+    params: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, raw = part.partition("=")
+        key = key.strip().lower()
+        if not eq:
+            raise ValueError(
+                f"bad parameter {part!r} in {kind} spec {spec!r}: expected key=value "
+                f"with key one of {', '.join(keys)}"
+            )
+        if key not in keys:
+            raise ValueError(
+                f"unknown key {key!r} for {name} in spec {spec!r}; allowed: {', '.join(keys)}"
+            )
+        if key in params:
+            raise ValueError(f"key {key!r} given twice in {kind} spec {spec!r}")
+        try:
+            number = float(raw)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            raise ValueError(
+                f"bad number {raw.strip()!r} for {key} in {kind} spec {spec!r}: "
+                "expected a finite number"
+            )
+        params[key] = number
+    return name, params
+
+
+def _require(spec: str, kind: str, name: str, params: dict, keys: Iterable[str]) -> None:
+    missing = [k for k in keys if k not in params]
+    if missing:
+        raise ValueError(
+            f"missing {', '.join(missing)} for {name} in {kind} spec {spec!r}; "
+            f"spell it {name}:" + ",".join(f"{k}=..." for k in keys)
+        )
+
+
+def _build(spec: str, kind: str, make: Callable[[], object]) -> object:
+    try:
+        return make()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"invalid {kind} spec {spec!r}: {exc}") from None
+
+
+# -- distributions --------------------------------------------------------------------
+
+
+class Distribution:
+    """Base class of service-time distributions.
+
+    Subclasses provide ``mean`` (seconds), ``cv`` (standard deviation / mean)
+    and :meth:`sample`. Instances are frozen, comparable and hashable.
+    """
+
+    __slots__ = ()
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """Draw ``size`` independent service times (seconds) as a float64 array.
+
+        Raises:
+            TypeError: ``rng`` is not a ``numpy.random.Generator`` or ``size``
+                is not an integer.
+            ValueError: ``size`` is negative.
+        """
+        rng = _generator(rng)
+        size = _integer("size", size, "number of samples")
+        return np.asarray(self._draw(rng, size), dtype=np.float64)
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def std(self) -> float:
+        """Standard deviation (seconds)."""
+        return self.cv * self.mean  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Constant(Distribution):
+    """Every service takes exactly ``value`` seconds (``value >= 0``)."""
+
+    value: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value", _number("value", self.value, "seconds", at_least=0))
+
+    @property
+    def mean(self) -> float:
+        """Mean service time (seconds)."""
+        return self.value
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation: 0."""
+        return 0.0
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return np.full(size, self.value)
+
+
+@dataclass(frozen=True)
+class Exponential(Distribution):
+    """Exponential service times with the given ``mean`` (seconds, > 0); cv = 1."""
+
+    mean: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mean", _number("mean", self.mean, "seconds", above=0))
+
+    @property
+    def rate(self) -> float:
+        """Service rate mu = 1 / mean (services per second)."""
+        return 1.0 / self.mean
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation: 1."""
+        return 1.0
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.exponential(self.mean, size)
+
+
+@dataclass(frozen=True)
+class LogNormal(Distribution):
+    """Log-normal service times given by their ``mean`` (seconds) and ``cv``.
+
+    The underlying normal has ``sigma**2 = log(1 + cv**2)`` and
+    ``mu = log(mean) - sigma**2 / 2``. Heavy right tail for large ``cv``.
+    """
+
+    mean: float
+    cv: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mean", _number("mean", self.mean, "seconds", above=0))
+        object.__setattr__(
+            self, "cv", _number("cv", self.cv, "std / mean; use Constant for cv=0", above=0)
+        )
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        sigma2 = math.log1p(self.cv**2)
+        return rng.lognormal(math.log(self.mean) - sigma2 / 2, math.sqrt(sigma2), size)
+
+
+@dataclass(frozen=True)
+class Gamma(Distribution):
+    """Gamma service times given by their ``mean`` (seconds) and ``cv``.
+
+    Shape ``k = 1 / cv**2``, scale ``mean * cv**2``; ``cv=1`` is exponential,
+    ``cv < 1`` is Erlang-like, ``cv > 1`` is more variable than exponential.
+    """
+
+    mean: float
+    cv: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mean", _number("mean", self.mean, "seconds", above=0))
+        object.__setattr__(
+            self, "cv", _number("cv", self.cv, "std / mean; use Constant for cv=0", above=0)
+        )
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.gamma(1.0 / self.cv**2, self.mean * self.cv**2, size)
+
+
+@dataclass(frozen=True)
+class Uniform(Distribution):
+    """Service times uniform on ``[low, high)`` seconds, ``0 <= low < high``."""
+
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        low = _number("low", self.low, "seconds", at_least=0)
+        high = _number("high", self.high, "seconds", above=0)
+        if not high > low:
+            raise ValueError(
+                f"high must be > low (seconds), got low={_show(self.low)}, high={_show(self.high)}"
+            )
+        object.__setattr__(self, "low", low)
+        object.__setattr__(self, "high", high)
+
+    @property
+    def mean(self) -> float:
+        """Mean service time (seconds): (low + high) / 2."""
+        return (self.low + self.high) / 2
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation: (high - low) / sqrt(12) / mean."""
+        return (self.high - self.low) / math.sqrt(12) / self.mean
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.uniform(self.low, self.high, size)
+
+
+@dataclass(frozen=True)
+class Empirical(Distribution):
+    """Resample (with replacement) from observed service times (seconds, >= 0).
+
+    ``mean`` and ``cv`` are those of the data itself (population moments,
+    which is what resampling reproduces). ``samples`` is stored as a tuple so
+    the object stays hashable and its repr rebuilds it.
+    """
+
+    samples: tuple[float, ...]
+    _array: np.ndarray = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        try:
+            array = np.array(self.samples, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"samples must be a sequence of numbers (seconds), got {type(self.samples).__name__}"
+            ) from None
+        if array.ndim != 1 or array.size == 0:
+            raise ValueError(
+                f"samples must be a non-empty 1-D sequence (seconds), got shape {array.shape}"
+            )
+        bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(
+                f"samples must be finite and >= 0 (seconds), got samples[{i}]={array[i]!r}"
+            )
+        array.setflags(write=False)
+        object.__setattr__(self, "samples", tuple(array.tolist()))
+        object.__setattr__(self, "_array", array)
+
+    @property
+    def mean(self) -> float:
+        """Mean of the data (seconds)."""
+        return float(self._array.mean())
+
+    @property
+    def cv(self) -> float:
+        """Population std / mean of the data (0 if the mean is 0)."""
+        mean = self.mean
+        return float(self._array.std() / mean) if mean > 0 else 0.0
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self._array[rng.integers(0, self._array.size, size)]
+
+
+_DIST_KEYS: dict[str, tuple[str, ...]] = {
+    "constant": ("value",),
+    "exponential": ("mean", "rate"),
+    "lognormal": ("mean", "cv"),
+    "gamma": ("mean", "cv"),
+    "uniform": ("low", "high"),
+}
+
+
+def parse_distribution(spec: str) -> Distribution:
+    """Parse the CLI spelling of a service-time distribution.
+
+    Spellings: ``constant:value=S``, ``exponential:mean=S`` (or ``rate=R``,
+    per second), ``lognormal:mean=S,cv=C``, ``gamma:mean=S,cv=C``,
+    ``uniform:low=S,high=S`` (S in seconds).
+
+    Raises:
+        ValueError: unknown name or key, missing key, a bad number, or a value
+            the distribution rejects; the one-line message names the spec.
+        TypeError: ``spec`` is not a str.
+    """
+    kind = "distribution"
+    name, p = _split_spec(spec, kind, _DIST_KEYS)
+    if name == "exponential":
+        if ("mean" in p) == ("rate" in p):
+            raise ValueError(
+                f"exponential spec {spec!r} needs exactly one of mean=... (seconds) "
+                "or rate=... (per second)"
+            )
+        if "rate" in p:
+            rate = p["rate"]
+            if not rate > 0:
+                raise ValueError(
+                    f"invalid distribution spec {spec!r}: rate must be > 0 "
+                    f"(services per second), got {_show(rate)}"
+                )
+            return Exponential(1.0 / rate)
+        return _build(spec, kind, lambda: Exponential(p["mean"]))  # type: ignore[return-value]
+    keys = _DIST_KEYS[name]
+    _require(spec, kind, name, p, keys)
+    cls = {"constant": Constant, "lognormal": LogNormal, "gamma": Gamma, "uniform": Uniform}[name]
+    return _build(spec, kind, lambda: cls(**p))  # type: ignore[return-value]

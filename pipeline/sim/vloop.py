@@ -1,0 +1,484 @@
+"""A virtual-time asyncio event loop: the clock jumps to the next timer.
+
+:class:`VirtualEventLoop` is a real asyncio selector event loop (tasks,
+futures, ``asyncio.sleep``, ``asyncio.timeout``, ``wait_for``, ``Queue``,
+``Event``, ``to_thread`` and ``call_soon_threadsafe`` all work unchanged) whose
+``time()`` is a virtual clock in seconds. When no callback is ready, the clock
+jumps straight to the earliest timer's deadline instead of sleeping, so an hour
+of simulated traffic through unchanged pipeline code takes milliseconds.
+
+Rules that keep runs exact and repeatable:
+
+- **Exact deadlines.** Time is a plain float, never rounded; a timer fires when
+  ``when <= now``, i.e. at exactly its ``when``. (asyncio fires timers up to
+  ``_clock_resolution`` = 1e-9 s early; past 2**24 s of loop time
+  ``now + 1e-9 == now`` and a loop that jumps to ``when`` spins forever. Our
+  test is the same as a resolution of one ulp of the clock, at any magnitude.)
+  Timers with equal deadlines fire in the order they were scheduled (stock
+  asyncio's heap leaves that order unspecified).
+- **Threads freeze time.** While executor work (``run_in_executor``,
+  ``asyncio.to_thread``) is outstanding, virtual time does not move: the loop
+  runs what is ready, then blocks for real until the thread reports back. Work
+  done in threads therefore takes zero virtual seconds, whatever the load of
+  the machine.
+- **No needless polling.** The OS poll (epoll) is skipped unless a file
+  descriptor other than the loop's self-pipe is registered or a thread is
+  working; in a pure simulation it never runs.
+- **Deadlocks are errors.** If nothing is ready, no timer is pending, no thread
+  is working and no file descriptor is watched, the program could never make
+  progress: the run raises :class:`~pipeline.errors.DeadlockError` listing
+  every waiting task and what it waits on, then cancels those tasks.
+
+Why :func:`run_virtual` may use a helper thread: a Jupyter kernel cell already
+runs inside the kernel's event loop, where ``asyncio.run()`` and
+``loop.run_until_complete()`` raise ("cannot be called from a running event
+loop"). Patching asyncio with ``nest_asyncio`` is not an option (the package is
+archived, and "Run All" in real JupyterLab hangs with it). A fresh loop on a
+worker thread works in a kernel, a script and pytest alike and patches
+nothing, so when the calling thread already runs a loop, :func:`run_virtual`
+runs the virtual loop on a helper thread and blocks until it is done.
+
+Example::
+
+    async def main():
+        await asyncio.sleep(3600)
+        return asyncio.get_running_loop().time()
+
+    assert run_virtual(main()) == 3600.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import heapq
+import math
+import os
+import threading
+import time
+from asyncio import base_events, events, futures
+from asyncio.log import logger
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from pipeline.errors import DeadlockError
+
+__all__ = ["VirtualEventLoop", "new_virtual_loop", "run_virtual"]
+
+T = TypeVar("T")
+
+# Same thresholds as asyncio's own _run_once, so cancelled-timer cleanup behaves alike.
+_MIN_SCHEDULED_TIMER_HANDLES = base_events._MIN_SCHEDULED_TIMER_HANDLES
+_MIN_CANCELLED_TIMER_HANDLES_FRACTION = base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION
+
+_ASYNCIO_DIR = os.path.dirname(asyncio.__file__)
+
+
+class _VirtualTimerHandle(events.TimerHandle):
+    """A timer handle ordered by ``(when, seq)``: equal deadlines fire FIFO."""
+
+    __slots__ = ("_seq",)
+
+    def __lt__(self, other: _VirtualTimerHandle) -> bool:  # type: ignore[override]
+        when = self._when
+        other_when = other._when
+        return when < other_when or (when == other_when and self._seq < other._seq)
+
+
+class VirtualEventLoop(asyncio.SelectorEventLoop):
+    """An asyncio event loop whose clock is virtual and jumps to the next timer.
+
+    Args:
+        start_s: virtual time, in seconds, that ``time()`` returns at the start.
+        selector: optional :mod:`selectors` selector (as for
+            :class:`asyncio.SelectorEventLoop`); only used for real I/O and for
+            waiting on threads.
+
+    Raises:
+        ValueError: if ``start_s`` is not a finite number.
+    """
+
+    def __init__(self, *, start_s: float = 0.0, selector: Any = None) -> None:
+        start = float(start_s)
+        if not math.isfinite(start):
+            raise ValueError(f"start_s must be a finite number of seconds, got {start_s!r}")
+        super().__init__(selector)
+        self._now = start
+        self._timer_seq = 0
+        # Executor jobs (and other thread work) still running; while > 0 time is frozen.
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+        self._update_io_watched()
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} now={self._now!r} running={self.is_running()} "
+            f"closed={self.is_closed()} ready={len(self._ready)} "
+            f"timers={len(self._scheduled)} threads_busy={self._busy}>"
+        )
+
+    # -- the clock -----------------------------------------------------------
+
+    def time(self) -> float:
+        """Return the virtual time, in seconds (exact float, never rounded)."""
+        return self._now
+
+    def call_at(self, when, callback, *args, context=None):
+        """Like :meth:`asyncio.loop.call_at`; equal ``when`` values fire FIFO."""
+        if when is None:
+            raise TypeError("when cannot be None")
+        self._check_closed()
+        if self._debug:
+            self._check_thread()
+            self._check_callback(callback, "call_at")
+        timer = _VirtualTimerHandle(when, callback, args, self, context)
+        self._timer_seq += 1
+        timer._seq = self._timer_seq
+        if timer._source_traceback:
+            del timer._source_traceback[-1]
+        heapq.heappush(self._scheduled, timer)
+        timer._scheduled = True
+        return timer
+
+    # -- threads: virtual time stands still while they work ------------------
+
+    def run_in_executor(self, executor, func, *args):
+        """Like :meth:`asyncio.loop.run_in_executor`; time is frozen until ``func`` returns."""
+        self._check_closed()
+        if self._debug:
+            self._check_callback(func, "run_in_executor")
+        if executor is None:
+            executor = self._default_executor
+            self._check_default_executor()
+            if executor is None:
+                executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
+                self._default_executor = executor
+        job = executor.submit(func, *args)
+        # wrap_future registers its result-posting callback first; ours runs after it, so
+        # the loop sees the result callback in _ready before it sees _busy drop.
+        result = futures.wrap_future(job, loop=self)
+        self._hold()
+        job.add_done_callback(self._release_from_thread)
+        return result
+
+    async def shutdown_default_executor(self, *args: Any, **kwargs: Any) -> None:
+        """Shut the default executor down; time is frozen while its threads join."""
+        # asyncio joins the executor on a plain thread that reports back with
+        # call_soon_threadsafe; without the hold that wait would look like a deadlock.
+        self._hold()
+        try:
+            await super().shutdown_default_executor(*args, **kwargs)
+        finally:
+            self._release()
+
+    def _hold(self) -> None:
+        with self._busy_lock:
+            self._busy += 1
+
+    def _release(self) -> None:
+        with self._busy_lock:
+            self._busy -= 1
+
+    def _release_from_thread(self, _job: concurrent.futures.Future) -> None:
+        self._release()
+        # Wake a loop blocked in select() even if the job posted nothing (cancelled job).
+        self._write_to_self()
+
+    # -- file descriptors: poll the OS only when one is watched --------------
+
+    def _update_io_watched(self) -> None:
+        selector = self._selector
+        self._io_watched = (
+            selector is not None and len(selector.get_map()) > self._internal_fds
+        )
+
+    def _add_reader(self, fd, callback, *args):
+        handle = super()._add_reader(fd, callback, *args)
+        self._update_io_watched()
+        return handle
+
+    def _remove_reader(self, fd):
+        removed = super()._remove_reader(fd)
+        self._update_io_watched()
+        return removed
+
+    def _add_writer(self, fd, callback, *args):
+        handle = super()._add_writer(fd, callback, *args)
+        self._update_io_watched()
+        return handle
+
+    def _remove_writer(self, fd):
+        removed = super()._remove_writer(fd)
+        self._update_io_watched()
+        return removed
+
+    # -- one iteration ---------------------------------------------------------
+
+    def _run_once(self) -> None:
+        """Run one iteration: advance the clock if idle, then run what is ready.
+
+        Same semantics as asyncio's ``BaseEventLoop._run_once`` (cancelled-timer
+        cleanup, callbacks added while running wait for the next iteration),
+        except how the loop waits: it jumps the clock instead of sleeping.
+        """
+        scheduled = self._scheduled
+        sched_count = len(scheduled)
+        if (
+            sched_count > _MIN_SCHEDULED_TIMER_HANDLES
+            and self._timer_cancelled_count / sched_count > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+        ):
+            self._purge_cancelled_timers()
+            scheduled = self._scheduled
+        else:
+            while scheduled and scheduled[0]._cancelled:
+                self._timer_cancelled_count -= 1
+                heapq.heappop(scheduled)._scheduled = False
+
+        ready = self._ready
+        # Read _busy before looking at _ready: a thread queues its result callback
+        # before it releases, so busy == 0 here means every result is already queued.
+        busy = self._busy
+        now = self._now
+        if ready or self._stopping or (scheduled and scheduled[0]._when <= now):
+            if self._io_watched:
+                self._process_events(self._selector.select(0))
+        elif busy:
+            # Frozen: wait for real until a thread reports back (via the self-pipe).
+            self._process_events(self._selector.select(None))
+        elif self._io_watched:
+            # Real I/O cannot be predicted: take what has arrived, then move on.
+            self._process_events(self._selector.select(0 if scheduled else None))
+            if not ready and scheduled:
+                self._now = max(now, scheduled[0]._when)
+        elif scheduled:
+            when = scheduled[0]._when
+            if when > now:
+                self._now = when
+        else:
+            raise self._deadlock_error()
+
+        now = self._now
+        while scheduled:
+            handle = scheduled[0]
+            if handle._when > now:
+                break
+            heapq.heappop(scheduled)
+            handle._scheduled = False
+            ready.append(handle)
+
+        # Run only the callbacks queued so far; those they add wait a turn (as asyncio).
+        ntodo = len(ready)
+        if self._debug:
+            self._run_ready_debug(ntodo)
+            return
+        popleft = ready.popleft
+        for _ in range(ntodo):
+            handle = popleft()
+            if not handle._cancelled:
+                handle._run()
+
+    def _purge_cancelled_timers(self) -> None:
+        kept = []
+        for handle in self._scheduled:
+            if handle._cancelled:
+                handle._scheduled = False
+            else:
+                kept.append(handle)
+        heapq.heapify(kept)
+        self._scheduled = kept
+        self._timer_cancelled_count = 0
+
+    def _run_ready_debug(self, ntodo: int) -> None:
+        ready = self._ready
+        for _ in range(ntodo):
+            handle = ready.popleft()
+            if handle._cancelled:
+                continue
+            # Virtual time never moves inside a callback: measure slowness in real time.
+            started = time.perf_counter()
+            self._current_handle = handle
+            try:
+                handle._run()
+            finally:
+                self._current_handle = None
+            took = time.perf_counter() - started
+            if took >= self.slow_callback_duration:
+                logger.warning("Executing %r took %.3f seconds", handle, took)
+
+    # -- deadlocks -----------------------------------------------------------
+
+    def _deadlock_error(self) -> DeadlockError:
+        waiting = sorted(asyncio.all_tasks(self), key=lambda task: task.get_name())
+        lines = [
+            f"deadlock at virtual time {self._now!r} s: no callback is ready, no timer is "
+            f"pending and no thread is working, so {len(waiting)} task(s) wait forever:"
+        ]
+        lines += ["  " + _describe_waiting_task(task) for task in waiting]
+        return DeadlockError("\n".join(lines))
+
+    def run_until_complete(self, future):
+        """Like :meth:`asyncio.loop.run_until_complete`, with deadlock clean-up.
+
+        Raises:
+            DeadlockError: if the run can never finish; every waiting task has
+                been cancelled (and given the chance to clean up) before it is
+                raised.
+        """
+        try:
+            return super().run_until_complete(future)
+        except DeadlockError:
+            self._cancel_all_tasks()
+            raise
+
+    def _cancel_all_tasks(self) -> None:
+        """Cancel every pending task and run the loop until they have finished."""
+        pending = [task for task in asyncio.all_tasks(self) if not task.done()]
+        if not pending:
+            return
+        for task in pending:
+            task.cancel()
+        try:
+            super().run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        except DeadlockError:
+            # A task swallowed its cancellation and waits again: nothing can wake it.
+            # Keep asyncio from warning about it when it is garbage-collected.
+            for task in pending:
+                if not task.done():
+                    task._log_destroy_pending = False
+        for task in pending:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                self.call_exception_handler(
+                    {
+                        "message": "unhandled exception while cancelling a task",
+                        "exception": task.exception(),
+                        "task": task,
+                    }
+                )
+
+
+def _describe_waiting_task(task: asyncio.Task) -> str:
+    """Return ``Task 'name' (coro qualname) waiting on WHAT at FILE:LINE``."""
+    coro = task.get_coro()
+    chain = []  # (coroutine, frame), outermost first
+    link: Any = coro
+    while link is not None:
+        frame = getattr(link, "cr_frame", None) or getattr(link, "gi_frame", None)
+        if frame is None:
+            break
+        chain.append((link, frame))
+        link = getattr(link, "cr_await", None) or getattr(link, "gi_yieldfrom", None)
+    # The innermost frame of user code says where; the asyncio call below it says what.
+    user = [i for i, (_, frame) in enumerate(chain) if not _in_asyncio(frame)]
+    at = user[-1] if user else len(chain) - 1
+    waiter = getattr(task, "_fut_waiter", None)
+    if isinstance(waiter, asyncio.Task):
+        what = f"Task {waiter.get_name()!r}"
+    elif waiter is not None:
+        what = type(waiter).__name__
+    else:
+        what = type(link).__name__ if link is not None else "nothing"
+    if 0 <= at < len(chain) - 1:
+        inner = getattr(chain[at + 1][0], "__qualname__", "?")
+        what = inner if what in ("Future", "nothing") else f"{inner} -> {what}"
+    where = ""
+    if chain:
+        frame = chain[at][1]
+        where = f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+    name = getattr(coro, "__qualname__", type(coro).__name__)
+    return f"Task {task.get_name()!r} ({name}) waiting on {what}{where}"
+
+
+def _in_asyncio(frame: Any) -> bool:
+    return os.path.dirname(frame.f_code.co_filename) == _ASYNCIO_DIR
+
+
+def new_virtual_loop(start_s: float = 0.0) -> VirtualEventLoop:
+    """Return a new :class:`VirtualEventLoop` whose clock starts at ``start_s`` seconds.
+
+    Usable as a loop factory, e.g. ``asyncio.Runner(loop_factory=new_virtual_loop)``
+    (Python 3.11) or ``asyncio.run(main(), loop_factory=new_virtual_loop)`` (3.12+).
+
+    Raises:
+        ValueError: if ``start_s`` is not a finite number.
+    """
+    return VirtualEventLoop(start_s=start_s)
+
+
+def run_virtual(main: Coroutine[Any, Any, T], *, start_s: float = 0.0) -> T:
+    """Run ``main`` to completion in virtual time and return its result.
+
+    A fresh :class:`VirtualEventLoop` runs the coroutine; afterwards remaining
+    tasks are cancelled, async generators and the default executor are shut
+    down and the loop is closed. If the calling thread already runs an event
+    loop (a Jupyter cell, an async test), the virtual loop runs on a helper
+    thread and this call blocks until it finishes (see the module docstring).
+
+    Args:
+        main: the coroutine to run.
+        start_s: virtual time, in seconds, at which the clock starts.
+
+    Returns:
+        What ``main`` returns.
+
+    Raises:
+        DeadlockError: if every task waits forever (the message says on what).
+        TypeError: if ``main`` is not a coroutine.
+        ValueError: if ``start_s`` is not a finite number.
+        Whatever ``main`` raises, with its traceback.
+
+    Example::
+
+        >>> async def nap():
+        ...     await asyncio.sleep(365 * 86400)
+        ...     return asyncio.get_running_loop().time()
+        >>> run_virtual(nap())
+        31536000.0
+    """
+    if not asyncio.iscoroutine(main):
+        raise TypeError(f"run_virtual() needs a coroutine, got {main!r}")
+    try:
+        loop = new_virtual_loop(start_s)
+    except BaseException:
+        main.close()  # never started: avoid "coroutine was never awaited"
+        raise
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run_and_close(loop, main)
+    return _run_on_helper_thread(loop, main)
+
+
+def _run_and_close(loop: VirtualEventLoop, main: Coroutine[Any, Any, T]) -> T:
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            loop._cancel_all_tasks()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+
+def _run_on_helper_thread(loop: VirtualEventLoop, main: Coroutine[Any, Any, T]) -> T:
+    outcome: dict[str, Any] = {}
+    # Context variables set by the caller stay visible, as with asyncio.run().
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            outcome["result"] = context.run(_run_and_close, loop, main)
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="pipeline-virtual-loop", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        error = outcome.pop("error")
+        try:
+            raise error  # keeps the helper thread's traceback, adds ours
+        finally:
+            del error
+    return outcome["result"]

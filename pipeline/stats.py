@@ -1,0 +1,47 @@
+"""``Statistics``: a frozen snapshot of a pipeline's state at one instant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Statistics"]
+
+
+@dataclass(frozen=True, slots=True)
+class Statistics:
+    """What ``Pipeline.statistics()`` returns. Counters are since the start.
+
+    Attributes:
+        state: lifecycle state name (``"idle"``, ``"open"``, ``"draining"``, ``"closed"``).
+        queue_size: items in the queue now.
+        queue_peak: the largest ``queue_size`` seen.
+        queue_maxsize: the bound, or None for an unbounded queue.
+        workers: worker tasks.
+        workers_busy: items being worked on now (a worker with ``prefetch`` > 1
+            may hold several).
+        retry_waiting: items waiting out a backoff, outside the queue.
+        tasks_waiting_put: producers (or ``put`` callers) waiting for a slot.
+        offered: items offered. admitted: items queued.
+        completed: items done. retried: retries scheduled.
+        dead_lettered: items dead-lettered. shed: items rejected at admission.
+        attempts: handler calls made.
+        producer_blocked_s: seconds of loop time producers spent waiting for a
+            slot, summed over producers, waits still in progress included.
+    """
+
+    state: str
+    queue_size: int
+    queue_peak: int
+    queue_maxsize: int | None
+    workers: int
+    workers_busy: int
+    retry_waiting: int
+    tasks_waiting_put: int
+    offered: int
+    admitted: int
+    completed: int
+    retried: int
+    dead_lettered: int
+    shed: int
+    attempts: int
+    producer_blocked_s: float
