@@ -9,7 +9,9 @@ It differs from ``asyncio.Queue`` in the three ways a retrying pipeline needs:
 - **Retries never block.** An item waiting out a backoff is *held*
   (:meth:`hold`): it counts against ``maxsize``, so producers see the pipeline
   as fuller and memory stays bounded, but holding never waits. When the
-  backoff ends, :meth:`readmit` puts it at the front, also without waiting.
+  backoff ends, :meth:`readmit` puts it in a retry lane that workers serve
+  before the main FIFO (retries in the order they became due), also
+  without waiting.
   A worker therefore never blocks on a full queue (the classic deadlock where
   every worker sits in ``put`` and nobody is left to ``get``).
 - **Closing wakes waiting producers** with :class:`~pipeline.errors.PipelineClosed`.
@@ -42,6 +44,7 @@ class WorkQueue(Generic[T]):
     def __init__(self, maxsize: int | None) -> None:
         self.maxsize = maxsize
         self._items: deque[T] = deque()
+        self._retries: deque[T] = deque()
         self._getters: deque[asyncio.Future[None]] = deque()
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
         self._reserved = 0
@@ -53,7 +56,7 @@ class WorkQueue(Generic[T]):
         return f"<{type(self).__name__} {self._format()}>"
 
     def _format(self) -> str:
-        parts = [f"maxsize={self.maxsize}", f"queued={len(self._items)}"]
+        parts = [f"maxsize={self.maxsize}", f"queued={len(self)}"]
         if self._reserved:
             parts.append(f"reserved={self._reserved}")
         if self._held:
@@ -67,7 +70,7 @@ class WorkQueue(Generic[T]):
         return " ".join(parts)
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items) + len(self._retries)
 
     @property
     def held(self) -> int:
@@ -87,7 +90,7 @@ class WorkQueue(Generic[T]):
         """True when queued + reserved + held items reach ``maxsize``."""
         return (
             self.maxsize is not None
-            and len(self._items) + self._reserved + self._held >= self.maxsize
+            and len(self._items) + len(self._retries) + self._reserved + self._held >= self.maxsize
         )
 
     # -- producers -----------------------------------------------------------------
@@ -155,9 +158,9 @@ class WorkQueue(Generic[T]):
         self._held += 1
 
     def readmit(self, item: T) -> None:
-        """Put a held item at the front of the queue; never waits."""
+        """Queue a held item in the retry lane, served before new items; never waits."""
         self._held -= 1
-        self._items.appendleft(item)
+        self._retries.append(item)
         self._note_peak()
         self._wake(self._getters)
 
@@ -174,16 +177,19 @@ class WorkQueue(Generic[T]):
         Raises:
             asyncio.QueueEmpty: nothing is queued.
         """
-        if not self._items:
+        if self._retries:
+            item = self._retries.popleft()
+        elif self._items:
+            item = self._items.popleft()
+        else:
             raise asyncio.QueueEmpty
-        item = self._items.popleft()
         if self._slot_waiters:
             self._wake(self._slot_waiters)
         return item
 
     async def get(self) -> T:
         """Wait for an item, then remove and return it."""
-        while not self._items:
+        while not (self._items or self._retries):
             getter = asyncio.get_running_loop().create_future()
             self._getters.append(getter)
             try:
@@ -192,7 +198,7 @@ class WorkQueue(Generic[T]):
                 getter.cancel()
                 with contextlib.suppress(ValueError):
                     self._getters.remove(getter)
-                if self._items:
+                if self._items or self._retries:
                     self._wake(self._getters)
                 raise
         return self.get_nowait()
@@ -207,8 +213,9 @@ class WorkQueue(Generic[T]):
 
     def drain_items(self) -> list[T]:
         """Remove and return every queued item (used when a drain gives up)."""
-        items = list(self._items)
+        items = [*self._retries, *self._items]
         self._items.clear()
+        self._retries.clear()
         return items
 
     # -- helpers -------------------------------------------------------------------
@@ -220,8 +227,9 @@ class WorkQueue(Generic[T]):
             self._wake(self._getters)
 
     def _note_peak(self) -> None:
-        if len(self._items) > self.peak:
-            self.peak = len(self._items)
+        size = len(self._items) + len(self._retries)
+        if size > self.peak:
+            self.peak = size
 
     @staticmethod
     def _wake(waiters: deque[asyncio.Future[Any]]) -> None:
