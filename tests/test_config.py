@@ -1,4 +1,4 @@
-"""Every bad setting fails at construction with a message naming parameter, value and what is allowed."""
+"""Every bad setting fails at construction, naming the parameter, the value and what is allowed."""
 
 from __future__ import annotations
 
