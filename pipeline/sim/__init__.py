@@ -1,0 +1,86 @@
+"""Virtual-time simulation of the unchanged pipeline engine.
+
+An hour of traffic through the real :class:`~pipeline.Pipeline` takes a
+fraction of a second: a virtual clock (:mod:`~pipeline.sim.vloop`) jumps to
+the next timer, arrival processes and service-time distributions drive the
+engine, and a recorder turns its events into exact per-item records and
+time series. :mod:`~pipeline.sim.theory` holds the queueing formulas the
+results are checked against.
+"""
+
+from __future__ import annotations
+
+from .arrivals import (
+    ArrivalProcess,
+    DailyCurve,
+    Deterministic,
+    MarkovModulated,
+    OnOff,
+    PiecewiseLinear,
+    Poisson,
+    TimeVarying,
+    Trace,
+    daily_curve,
+    parse_arrivals,
+)
+from .distributions import (
+    Constant,
+    Distribution,
+    Empirical,
+    Exponential,
+    Gamma,
+    LogNormal,
+    Uniform,
+    parse_distribution,
+)
+from .failures import (
+    CombinedFailures,
+    FailureModel,
+    Hangs,
+    IndependentFailures,
+    NoFailures,
+    Overload,
+    PermanentFailures,
+    SimulatedFailure,
+)
+from .scenario import Scenario, ServiceTrace
+from .simulate import Replications, SimulationResult, simulate
+from .vloop import VirtualEventLoop, new_virtual_loop, run_virtual
+
+__all__ = [
+    "ArrivalProcess",
+    "CombinedFailures",
+    "Constant",
+    "DailyCurve",
+    "Deterministic",
+    "Distribution",
+    "Empirical",
+    "Exponential",
+    "FailureModel",
+    "Gamma",
+    "Hangs",
+    "IndependentFailures",
+    "LogNormal",
+    "MarkovModulated",
+    "NoFailures",
+    "OnOff",
+    "Overload",
+    "PermanentFailures",
+    "PiecewiseLinear",
+    "Poisson",
+    "Replications",
+    "Scenario",
+    "ServiceTrace",
+    "SimulatedFailure",
+    "SimulationResult",
+    "TimeVarying",
+    "Trace",
+    "Uniform",
+    "VirtualEventLoop",
+    "daily_curve",
+    "new_virtual_loop",
+    "parse_arrivals",
+    "parse_distribution",
+    "run_virtual",
+    "simulate",
+]

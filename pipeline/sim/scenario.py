@@ -1,0 +1,169 @@
+"""``Scenario``: one what-if question, frozen: workload, pipeline config, length, seed.
+
+A scenario names everything a run depends on, so one seed reproduces a run
+exactly. The seed is split into independent streams for arrivals, service
+times, failures and backoff jitter (common random numbers): two scenarios that
+differ only in ``config`` see the same traffic, item for item.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..config import PipelineConfig
+from .arrivals import ArrivalProcess
+from .distributions import Distribution
+from .failures import FailureModel, NoFailures
+
+__all__ = ["Scenario", "ServiceTrace", "Streams"]
+
+
+@dataclass(frozen=True)
+class ServiceTrace:
+    """Given service times, one per item: every attempt of item *i* takes ``times_s[i]``.
+
+    Used to replay a recorded trace exactly.
+    """
+
+    times_s: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        times = tuple(float(t) for t in self.times_s)
+        for index, value in enumerate(times):
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(
+                    f"service time of item {index} must be finite and >= 0 seconds, got {value!r}"
+                )
+        object.__setattr__(self, "times_s", times)
+
+    def __repr__(self) -> str:
+        return f"ServiceTrace(<{len(self.times_s)} service times>)"
+
+    @property
+    def mean(self) -> float:
+        """Mean service time, seconds."""
+        return float(np.mean(self.times_s)) if self.times_s else 0.0
+
+
+@dataclass(frozen=True)
+class Streams:
+    """Independent random streams derived from one seed (and a replication number)."""
+
+    arrivals: np.random.Generator
+    service: np.random.Generator
+    retry_service: np.random.Generator
+    failures: np.random.Generator
+    jitter: random.Random
+
+    @classmethod
+    def from_seed(cls, seed: int, replication: int = 0) -> Streams:
+        sequence = np.random.SeedSequence([seed, replication])
+        arrivals, service, retry, failures, jitter = sequence.spawn(5)
+        return cls(
+            arrivals=np.random.default_rng(arrivals),
+            service=np.random.default_rng(service),
+            retry_service=np.random.default_rng(retry),
+            failures=np.random.default_rng(failures),
+            jitter=random.Random(int(jitter.generate_state(1)[0])),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """A simulated workload run through a pipeline configuration.
+
+    Args:
+        arrivals: when items arrive at the source (an arrival process).
+        service: how long each attempt takes, seconds (a distribution, or a
+            :class:`ServiceTrace` for exact replay).
+        config: the pipeline's :class:`~pipeline.PipelineConfig`.
+        n_items: how many items arrive; or
+        duration_s: arrivals during this many seconds of virtual time.
+        seed: the run's seed (>= 0).
+        failures: how attempts fail (default: never).
+        item_size_bytes: memory one item holds in the process, for the memory model.
+        warmup_s: seconds at the start excluded from the summary's statistics.
+
+    Raises:
+        ValueError: a bad value (named in the message).
+        TypeError: a part of the wrong type.
+
+    Example:
+        >>> from pipeline.sim import Poisson, Exponential
+        >>> Scenario(arrivals=Poisson(rate=3.2), service=Exponential(mean=1.0),
+        ...          config=PipelineConfig(concurrency=4), n_items=10_000, seed=1)
+    """
+
+    arrivals: ArrivalProcess
+    service: Distribution | ServiceTrace
+    config: PipelineConfig = field(default_factory=PipelineConfig)
+    n_items: int | None = None
+    duration_s: float | None = None
+    seed: int = 0
+    failures: FailureModel = field(default_factory=NoFailures)
+    item_size_bytes: int = 1024
+    warmup_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.arrivals, ArrivalProcess):
+            raise TypeError(f"arrivals must be an arrival process, got {self.arrivals!r}")
+        if not isinstance(self.service, Distribution | ServiceTrace):
+            raise TypeError(
+                f"service must be a distribution or a ServiceTrace, got {self.service!r}"
+            )
+        if not isinstance(self.config, PipelineConfig):
+            raise TypeError(f"config must be a PipelineConfig, got {self.config!r}")
+        if not isinstance(self.failures, FailureModel):
+            raise TypeError(f"failures must be a failure model, got {self.failures!r}")
+        if (self.n_items is None) == (self.duration_s is None):
+            raise ValueError(
+                "give exactly one of n_items or duration_s, "
+                f"got n_items={self.n_items!r}, duration_s={self.duration_s!r}"
+            )
+        if self.n_items is not None and (
+            isinstance(self.n_items, bool) or not isinstance(self.n_items, int) or self.n_items < 0
+        ):
+            raise ValueError(f"n_items must be an integer >= 0, got {self.n_items!r}")
+        if self.duration_s is not None and not (
+            isinstance(self.duration_s, int | float) and self.duration_s >= 0
+        ):
+            raise ValueError(f"duration_s must be >= 0 seconds, got {self.duration_s!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if (
+            isinstance(self.item_size_bytes, bool)
+            or not isinstance(self.item_size_bytes, int)
+            or self.item_size_bytes < 0
+        ):
+            raise ValueError(f"item_size_bytes must be an integer >= 0, got {self.item_size_bytes!r}")
+        if not (isinstance(self.warmup_s, int | float) and self.warmup_s >= 0):
+            raise ValueError(f"warmup_s must be >= 0 seconds, got {self.warmup_s!r}")
+
+    def replace(self, **changes: Any) -> Scenario:
+        """A copy with some fields changed; config fields may be named directly.
+
+        Example:
+            >>> scenario.replace(concurrency=8, seed=2)   # concurrency goes to config
+        """
+        config_fields = {f.name for f in dataclasses.fields(PipelineConfig)}
+        config_changes = {k: changes.pop(k) for k in list(changes) if k in config_fields}
+        unknown = set(changes) - {f.name for f in dataclasses.fields(Scenario)}
+        if unknown:
+            raise ValueError(
+                f"unknown scenario or config field(s) {sorted(unknown)}; allowed: "
+                f"{sorted({f.name for f in dataclasses.fields(Scenario)} | config_fields)}"
+            )
+        if config_changes:
+            changes["config"] = dataclasses.replace(self.config, **config_changes)
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def offered_load(self) -> float:
+        """Arrival rate x mean service time: the average number of busy workers needed."""
+        return self.arrivals.rate * self.service.mean
