@@ -156,17 +156,15 @@ class MarkovModulated(ArrivalProcess):
     mean_durations_s: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        rates = tuple(self.rates) if isinstance(self.rates, Sequence | np.ndarray) else None
-        durs = (
-            tuple(self.mean_durations_s)
-            if isinstance(self.mean_durations_s, Sequence | np.ndarray)
-            else None
-        )
-        if not rates or durs is None or len(rates) != len(durs):
+        rates, durs = self.rates, self.mean_durations_s
+        if not (
+            isinstance(rates, Sequence | np.ndarray)
+            and isinstance(durs, Sequence | np.ndarray)
+            and 0 < len(rates) == len(durs)
+        ):
             raise ValueError(
                 "rates and mean_durations_s must be non-empty sequences of equal length "
-                f"(one per state), got rates={self.rates!r}, "
-                f"mean_durations_s={self.mean_durations_s!r}"
+                f"(one per state), got rates={rates!r}, mean_durations_s={durs!r}"
             )
         rates = tuple(_number(f"rates[{i}]", r, _UNIT, at_least=0) for i, r in enumerate(rates))
         durs = tuple(
@@ -180,16 +178,8 @@ class MarkovModulated(ArrivalProcess):
     @property
     def rate(self) -> float:
         """Long-run mean rate: sum(rates[i] * d[i]) / sum(d[i]) (arrivals per second)."""
-        return sum(r * d for r, d in zip(self.rates, self.mean_durations_s, strict=True)) / sum(
-            self.mean_durations_s
-        )
-
-    def _periods(
-        self, rng: np.random.Generator, start_state: int, count: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        m = len(self.rates)
-        states = (start_state + np.arange(count)) % m
-        return states, rng.exponential(1.0, count) * np.asarray(self.mean_durations_s)[states]
+        weighted = sum(r * d for r, d in zip(self.rates, self.mean_durations_s, strict=True))
+        return weighted / sum(self.mean_durations_s)
 
     def _arrivals(
         self, rng: np.random.Generator, states: np.ndarray, starts: np.ndarray, lengths: np.ndarray
@@ -198,43 +188,43 @@ class MarkovModulated(ArrivalProcess):
         offsets = rng.random(int(counts.sum())) * np.repeat(lengths, counts)
         return np.sort(np.repeat(starts, counts) + offsets)
 
-    def _walk(self, rng: np.random.Generator, *, n: int | None, horizon: float | None):
-        """Yield (states, starts, lengths) blocks until ``n`` arrivals or ``horizon``."""
-        weights = np.asarray(self.mean_durations_s) / sum(self.mean_durations_s)
-        state = int(rng.choice(len(self.rates), p=weights))
-        cycle_s = sum(self.mean_durations_s)
-        t = 0.0
+    def _walk(self, rng: np.random.Generator, periods: int):
+        """Yield blocks of consecutive periods: (states, starts, lengths), forever."""
+        durations = np.asarray(self.mean_durations_s)
+        state, t, m = (
+            int(rng.choice(len(durations), p=durations / durations.sum())),
+            0.0,
+            len(durations),
+        )
         while True:
-            if n is not None:
-                block = int(n / max(self.rate * cycle_s, 1e-9) * len(self.rates)) + 16
-            else:
-                block = int(horizon / cycle_s * len(self.rates) * 1.1) + 16
-            block = min(block, 1 << 20)
-            states, lengths = self._periods(rng, state, block)
+            states = (state + np.arange(periods)) % m
+            lengths = rng.exponential(1.0, periods) * durations[states]
             ends = t + np.cumsum(lengths)
-            starts = ends - lengths
-            state = int((states[-1] + 1) % len(self.rates))
-            t = float(ends[-1])
-            yield states, starts, lengths
+            yield states, ends - lengths, lengths
+            state, t = int((states[-1] + 1) % m), float(ends[-1])
+
+    def _block(self, expected_periods: float) -> int:
+        return min(1 << 20, int(expected_periods) + 16)
 
     def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        parts, total = [], 0
-        for states, starts, lengths in self._walk(rng, n=n, horizon=None):
-            arrivals = self._arrivals(rng, states, starts, lengths)
-            parts.append(arrivals)
-            total += arrivals.size
-            if total >= n:
-                break
+        cycles = n / (self.rate * sum(self.mean_durations_s))
+        walk = self._walk(rng, self._block(cycles * len(self.rates)))
+        parts, total = [np.empty(0)], 0
+        while total < n:
+            parts.append(self._arrivals(rng, *next(walk)))
+            total += parts[-1].size
         return np.concatenate(parts)[:n]
 
     def _by_duration(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
-        parts = []
-        for states, starts, lengths in self._walk(rng, n=None, horizon=duration_s):
+        cycles = duration_s / sum(self.mean_durations_s)
+        walk = self._walk(rng, self._block(1.1 * cycles * len(self.rates)))
+        parts, end = [np.empty(0)], 0.0
+        while end < duration_s:
+            states, starts, lengths = next(walk)
             keep = starts < duration_s
             clipped = np.minimum(lengths[keep], duration_s - starts[keep])
             parts.append(self._arrivals(rng, states[keep], starts[keep], clipped))
-            if not keep.all() or starts[-1] + lengths[-1] >= duration_s:
-                break
+            end = float(starts[-1] + lengths[-1])
         return np.concatenate(parts)
 
 
@@ -277,16 +267,17 @@ class PiecewiseLinear:
     """A rate profile (arrivals per second) linear between ``(times_s[i], rates[i])``.
 
     Before the first point the rate is ``rates[0]``, after the last
-    ``rates[-1]`` (as ``numpy.interp``). ``period_s`` (the span
-    ``times_s[-1] - times_s[0]``) is the window ``TimeVarying.rate`` averages over.
+    ``rates[-1]`` (as ``numpy.interp``); it does not repeat. ``period_s =
+    times_s[-1]`` is the window ``[0, period_s]`` ``TimeVarying.rate`` averages over.
     """
 
     times_s: tuple[float, ...]
     rates: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        t = tuple(_number(f"times_s[{i}]", x, "seconds", at_least=0)
-                  for i, x in enumerate(self.times_s))
+        t = tuple(
+            _number(f"times_s[{i}]", x, "seconds", at_least=0) for i, x in enumerate(self.times_s)
+        )
         r = tuple(_number(f"rates[{i}]", x, _UNIT, at_least=0) for i, x in enumerate(self.rates))
         if len(t) < 2 or len(t) != len(r):
             raise ValueError(
@@ -304,8 +295,8 @@ class PiecewiseLinear:
 
     @property
     def period_s(self) -> float:
-        """Span of the profile (seconds)."""
-        return self.times_s[-1] - self.times_s[0]
+        """End of the profile (seconds): ``TimeVarying.rate`` averages over ``[0, period_s]``."""
+        return self.times_s[-1]
 
     def __call__(self, t: np.ndarray) -> np.ndarray:
         return np.interp(t, self.times_s, self.rates)
@@ -336,8 +327,9 @@ class DailyCurve:
         object.__setattr__(self, "base_rate", base)
         object.__setattr__(self, "peak_rate", peak)
         object.__setattr__(
-            self, "peak_hour", _number("peak_hour", self.peak_hour, "hour of day",
-                                       at_least=0, at_most=24)
+            self,
+            "peak_hour",
+            _number("peak_hour", self.peak_hour, "hour of day", at_least=0, at_most=24),
         )
         object.__setattr__(
             self, "width_h", _number("width_h", self.width_h, "hours", above=0, at_most=12)
@@ -381,7 +373,7 @@ class TimeVarying(ArrivalProcess):
 
     @classmethod
     def from_profile(cls, times_s: Sequence[float], rates: Sequence[float]) -> TimeVarying:
-        """Piecewise-linear rate through ``(times_s[i], rates[i])``; see :class:`PiecewiseLinear`."""
+        """Linear rate between ``(times_s[i], rates[i])`` (see :class:`PiecewiseLinear`)."""
         profile = PiecewiseLinear(tuple(times_s), tuple(rates))
         if not max(profile.rates) > 0:
             raise ValueError(f"rates must not all be 0 ({_UNIT}), got {profile.rates!r}")
@@ -412,8 +404,8 @@ class TimeVarying(ArrivalProcess):
         Raises:
             ValueError: no ``period_s`` given and ``rate_fn`` has none.
         """
-        period = self.period_s if self.period_s is not None else getattr(
-            self.rate_fn, "period_s", None
+        period = (
+            self.period_s if self.period_s is not None else getattr(self.rate_fn, "period_s", None)
         )
         if period is None:
             raise ValueError(
@@ -425,14 +417,15 @@ class TimeVarying(ArrivalProcess):
         lam = np.asarray(self.rate_fn(t), dtype=np.float64)
         if lam.shape != t.shape:
             raise ValueError(
-                f"rate_fn must be vectorised: given {t.shape[0]} times it returned shape {lam.shape}"
+                f"rate_fn must be vectorised: given {t.shape[0]} times it returned "
+                f"shape {lam.shape}"
             )
         bad = np.flatnonzero(~(lam >= 0) | (lam > self.max_rate * (1 + 1e-9)))
         if bad.size:
             i = int(bad[0])
             raise ValueError(
                 f"rate_fn must stay in [0, max_rate={self.max_rate!r}] ({_UNIT}), "
-                f"got {lam[i]!r} at t={t[i]!r} s"
+                f"got {float(lam[i])!r} at t={float(t[i])!r} s"
             )
         return lam
 
@@ -444,7 +437,7 @@ class TimeVarying(ArrivalProcess):
         return self._thin(rng, _poisson_by_duration(rng, self.max_rate, duration_s))
 
     def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        parts, total, t, empty_candidates = [], 0, 0.0, 0
+        parts, total, t, empty_candidates = [np.empty(0)], 0, 0.0, 0
         while total < n:
             block = min(1 << 20, max(4096, 2 * (n - total)))
             candidates = t + np.cumsum(rng.exponential(1.0 / self.max_rate, block))
@@ -493,12 +486,16 @@ class Trace(ArrivalProcess):
             ) from None
         if array.ndim != 1 or array.size == 0:
             raise ValueError(f"times must be a non-empty 1-D sequence (seconds), got {array.shape}")
-        for i in np.flatnonzero(~np.isfinite(array) | (array < 0))[:1]:
-            raise ValueError(f"times must be finite and >= 0 (seconds), got times[{i}]={array[i]!r}")
-        for i in np.flatnonzero(np.diff(array) < 0)[:1]:
+        bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"times must be finite and >= 0 (seconds), got times[{i}]={array[i]}")
+        bad = np.flatnonzero(np.diff(array) < 0)
+        if bad.size:
+            i = int(bad[0])
             raise ValueError(
-                f"times must be non-decreasing (seconds), got times[{i}]={array[i]!r} "
-                f"then times[{i + 1}]={array[i + 1]!r}"
+                f"times must be non-decreasing (seconds), got times[{i}]={array[i]} "
+                f"then times[{i + 1}]={array[i + 1]}"
             )
         array.setflags(write=False)
         self._times = array
@@ -534,8 +531,7 @@ class Trace(ArrivalProcess):
                     raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {raw!r}")
                 if value < previous:
                     raise ValueError(
-                        f"{where}: arrival_s must be non-decreasing, got {raw!r} "
-                        f"after {previous!r}"
+                        f"{where}: arrival_s must be non-decreasing, got {raw!r} after {previous!r}"
                     )
                 previous = value
                 values.append(value)

@@ -86,8 +86,7 @@ def _integer(name: str, value: object, what: str, *, at_least: int = 0) -> int:
         n = operator.index(value)
     except TypeError:
         raise TypeError(
-            f"{name} must be an integer ({what}), got {_show(value)} "
-            f"of type {type(value).__name__}"
+            f"{name} must be an integer ({what}), got {_show(value)} of type {type(value).__name__}"
         ) from None
     if n < at_least:
         raise ValueError(f"{name} must be >= {at_least} ({what}), got {n}")
@@ -331,7 +330,8 @@ class Empirical(Distribution):
             array = np.array(self.samples, dtype=np.float64)
         except (TypeError, ValueError):
             raise TypeError(
-                f"samples must be a sequence of numbers (seconds), got {type(self.samples).__name__}"
+                "samples must be a sequence of numbers (seconds), "
+                f"got {type(self.samples).__name__}"
             ) from None
         if array.ndim != 1 or array.size == 0:
             raise ValueError(
@@ -341,7 +341,7 @@ class Empirical(Distribution):
         if bad.size:
             i = int(bad[0])
             raise ValueError(
-                f"samples must be finite and >= 0 (seconds), got samples[{i}]={array[i]!r}"
+                f"samples must be finite and >= 0 (seconds), got samples[{i}]={float(array[i])!r}"
             )
         array.setflags(write=False)
         object.__setattr__(self, "samples", tuple(array.tolist()))

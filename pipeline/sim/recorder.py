@@ -131,8 +131,13 @@ class StepSeries:
     end_s: float
 
     COLUMNS = (
-        "queue_depth", "in_flight", "retry_waiting", "upstream_backlog",
-        "dead_letters", "completed", "producers_blocked",
+        "queue_depth",
+        "in_flight",
+        "retry_waiting",
+        "upstream_backlog",
+        "dead_letters",
+        "completed",
+        "producers_blocked",
     )
 
     @property

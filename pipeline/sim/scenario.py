@@ -141,7 +141,9 @@ class Scenario:
             or not isinstance(self.item_size_bytes, int)
             or self.item_size_bytes < 0
         ):
-            raise ValueError(f"item_size_bytes must be an integer >= 0, got {self.item_size_bytes!r}")
+            raise ValueError(
+                f"item_size_bytes must be an integer >= 0, got {self.item_size_bytes!r}"
+            )
         if not (isinstance(self.warmup_s, int | float) and self.warmup_s >= 0):
             raise ValueError(f"warmup_s must be >= 0 seconds, got {self.warmup_s!r}")
 

@@ -280,8 +280,13 @@ class Replications:
             else:
                 mean, half = float(values[0]), float("nan")
             rows.append(
-                {"metric": key, "mean": mean, "half_width": half,
-                 "low": mean - half, "high": mean + half}
+                {
+                    "metric": key,
+                    "mean": mean,
+                    "half_width": half,
+                    "low": mean - half,
+                    "high": mean + half,
+                }
             )
         return pd.DataFrame(rows).set_index("metric")
 

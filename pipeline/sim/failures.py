@@ -1,0 +1,376 @@
+"""Failure models for simulated handlers.
+
+A model is a frozen, validated value object with a ``repr`` that rebuilds it
+(``IndependentFailures(p=0.1)``). Before a run the simulator binds it to that
+run's failure stream -- ``model.bind(rng, n_items)`` -- and then calls the
+bound object once per attempt, after drawing the attempt's service time::
+
+    failure = bound.check(item_id, attempt, in_flight)
+
+``None`` means the attempt succeeds after its service time. A :class:`Failure`
+means it fails: if ``failure.hang_s`` is ``None`` the handler raises
+``failure.error`` after its normal service time; otherwise the attempt hangs
+for ``hang_s`` seconds instead (so a configured ``attempt_timeout_s`` can cut
+it) and raises ``failure.error`` if it was not cut.
+
+``check`` is on the hot path (100,000+ calls per run): random models pre-draw
+uniforms in blocks of :data:`BLOCK` and keep them as a Python list, so a call
+costs a list index and a comparison, not a numpy call.
+
+Models: :class:`NoFailures`, :class:`IndependentFailures`,
+:class:`PermanentFailures`, :class:`Hangs`, :class:`Overload` and
+:class:`CombinedFailures` (also spelled ``a | b``; the first failure wins).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.errors import PermanentError, RateLimited
+from pipeline.sim.distributions import _generator, _integer, _number
+
+__all__ = [
+    "BLOCK",
+    "AttemptFailures",
+    "CombinedFailures",
+    "Failure",
+    "FailureModel",
+    "Hangs",
+    "IndependentFailures",
+    "NoFailures",
+    "Overload",
+    "PermanentFailures",
+    "SimulatedFailure",
+    "SimulatedHang",
+]
+
+BLOCK = 4096
+"""Uniforms (or per-item decisions) drawn per numpy call by bound models."""
+
+
+class SimulatedFailure(RuntimeError):
+    """Raised by a simulated handler for an injected, retryable attempt failure."""
+
+
+class SimulatedHang(SimulatedFailure):
+    """Raised by a simulated handler after an injected hang that no timeout cut."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How one attempt fails.
+
+    Attributes:
+        error: the exception instance the attempt raises (a fresh one per attempt).
+        hang_s: ``None`` to fail after the normal service time; otherwise the
+            attempt hangs this many seconds first (> 0).
+    """
+
+    error: BaseException
+    hang_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.error, BaseException):
+            raise TypeError(f"error must be an exception instance, got {self.error!r}")
+        if self.hang_s is not None:
+            object.__setattr__(self, "hang_s", _number("hang_s", self.hang_s, "seconds", above=0))
+
+
+class AttemptFailures:
+    """A failure model bound to one run's random stream (see :meth:`FailureModel.bind`)."""
+
+    __slots__ = ()
+
+    def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
+        """Decide attempt ``attempt`` (1-based) of item ``item_id`` (from 0).
+
+        Args:
+            item_id: the item's arrival index, from 0.
+            attempt: the attempt number, from 1.
+            in_flight: attempts in flight at the downstream, this one included.
+
+        Returns:
+            ``None`` if the attempt succeeds, else a :class:`Failure`.
+        """
+        return None
+
+
+class _Uniforms:
+    """Block-buffered uniforms on [0, 1); ``next()`` costs a list index."""
+
+    __slots__ = ("_buf", "_i", "_rng")
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+        self._buf: list[float] = []
+        self._i = 0
+
+    def next(self) -> float:
+        i = self._i
+        if i >= len(self._buf):
+            self._buf = self._rng.random(BLOCK).tolist()
+            i = 0
+        self._i = i + 1
+        return self._buf[i]
+
+
+class FailureModel:
+    """Base class of failure models: frozen, validated, combinable with ``|``."""
+
+    __slots__ = ()
+
+    def bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
+        """Bind to one run: ``rng`` is the run's failure stream, ``n_items`` the expected items.
+
+        ``n_items`` only sizes up-front draws; items beyond it are still handled.
+
+        Raises:
+            TypeError: ``rng`` is not a ``numpy.random.Generator``.
+            ValueError: ``n_items`` is negative.
+        """
+        return self._bind(_generator(rng), _integer("n_items", n_items, "items in the run"))
+
+    def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
+        raise NotImplementedError
+
+    def __or__(self, other: object) -> CombinedFailures:
+        if not isinstance(other, FailureModel):
+            return NotImplemented
+        return CombinedFailures(self, other)
+
+
+# -- the models --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoFailures(FailureModel):
+    """Every attempt succeeds."""
+
+    def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
+        return AttemptFailures()
+
+
+class _BoundIndependent(AttemptFailures):
+    __slots__ = ("_p", "_u")
+
+    def __init__(self, p: float, rng: np.random.Generator) -> None:
+        self._p = p
+        self._u = _Uniforms(rng)
+
+    def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
+        if self._u.next() < self._p:
+            return Failure(
+                SimulatedFailure(f"simulated failure (item {item_id}, attempt {attempt})")
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class IndependentFailures(FailureModel):
+    """Each attempt fails independently with probability ``p`` (:class:`SimulatedFailure`).
+
+    With a budget of ``k`` attempts an item is dead-lettered with probability
+    ``p**k`` (see :func:`pipeline.sim.theory.dead_letter_rate`).
+    """
+
+    p: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "p",
+            _number("p", self.p, "failure probability per attempt", at_least=0, at_most=1),
+        )
+
+    def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
+        return _BoundIndependent(self.p, rng)
+
+
+class _BoundPermanent(AttemptFailures):
+    __slots__ = ("_bad", "_fraction", "_rng")
+
+    def __init__(self, fraction: float, rng: np.random.Generator, n_items: int) -> None:
+        self._fraction = fraction
+        self._rng = rng
+        self._bad: list[bool] = []
+        self._extend(n_items)
+
+    def _extend(self, length: int) -> None:
+        # Whole blocks, in item order, so an item's fate does not depend on call order.
+        while len(self._bad) < length:
+            self._bad.extend((self._rng.random(BLOCK) < self._fraction).tolist())
+
+    def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
+        if item_id >= len(self._bad):
+            self._extend(item_id + 1)
+        elif item_id < 0:
+            raise ValueError(f"item_id must be >= 0 (arrival index), got {item_id}")
+        if self._bad[item_id]:
+            return Failure(PermanentError(f"simulated permanent failure (item {item_id})"))
+        return None
+
+
+@dataclass(frozen=True)
+class PermanentFailures(FailureModel):
+    """A ``fraction`` of items, chosen up front, fail every attempt with ``PermanentError``.
+
+    Each item is poisoned independently with probability ``fraction`` (so the
+    poisoned count is binomial, not exactly ``fraction * n_items``); the
+    default retry policy dead-letters such an item after its first attempt.
+    """
+
+    fraction: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "fraction",
+            _number("fraction", self.fraction, "share of items", at_least=0, at_most=1),
+        )
+
+    def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
+        return _BoundPermanent(self.fraction, rng, n_items)
+
+
+class _BoundHangs(AttemptFailures):
+    __slots__ = ("_hang_s", "_p", "_u")
+
+    def __init__(self, p: float, hang_s: float, rng: np.random.Generator) -> None:
+        self._p = p
+        self._hang_s = hang_s
+        self._u = _Uniforms(rng)
+
+    def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
+        if self._u.next() < self._p:
+            error = SimulatedHang(
+                f"simulated hang of {self._hang_s:g} s (item {item_id}, attempt {attempt})"
+            )
+            return Failure(error, self._hang_s)
+        return None
+
+
+@dataclass(frozen=True)
+class Hangs(FailureModel):
+    """Each attempt hangs with probability ``p`` for ``hang_s`` seconds, then fails.
+
+    Without an ``attempt_timeout_s`` shorter than ``hang_s`` the worker is
+    stuck for the whole hang: the classic way one slow dependency starves a pool.
+    """
+
+    p: float
+    hang_s: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "p", _number("p", self.p, "hang probability per attempt", at_least=0, at_most=1)
+        )
+        object.__setattr__(self, "hang_s", _number("hang_s", self.hang_s, "seconds", above=0))
+
+    def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
+        return _BoundHangs(self.p, self.hang_s, rng)
+
+
+class _BoundOverload(AttemptFailures):
+    __slots__ = ("_limit", "_p", "_u")
+
+    def __init__(self, limit: int, p: float, rng: np.random.Generator) -> None:
+        self._limit = limit
+        self._p = p
+        self._u = _Uniforms(rng)
+
+    def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
+        if in_flight > self._limit and (self._p >= 1.0 or self._u.next() < self._p):
+            return Failure(
+                RateLimited(
+                    f"simulated 429: {in_flight} attempts in flight, limit {self._limit} "
+                    f"(item {item_id}, attempt {attempt})"
+                )
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class Overload(FailureModel):
+    """A downstream that answers ``RateLimited`` (like HTTP 429) when overloaded.
+
+    An attempt made while more than ``limit`` attempts are in flight
+    (``in_flight > limit``, this one included) is refused with probability
+    ``p``; at or below the limit it always succeeds. Uniforms are drawn only
+    above the limit and only when ``p < 1``.
+    """
+
+    limit: int
+    p: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "limit", _integer("limit", self.limit, "attempts in flight", at_least=1)
+        )
+        object.__setattr__(
+            self,
+            "p",
+            _number("p", self.p, "refusal probability above limit", at_least=0, at_most=1),
+        )
+
+    def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
+        return _BoundOverload(self.limit, self.p, rng)
+
+
+class _BoundCombined(AttemptFailures):
+    __slots__ = ("_parts",)
+
+    def __init__(self, parts: tuple[AttemptFailures, ...]) -> None:
+        self._parts = parts
+
+    def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
+        first = None
+        for part in self._parts:
+            failure = part.check(item_id, attempt, in_flight)
+            if first is None:
+                first = failure
+        return first
+
+
+class CombinedFailures(FailureModel):
+    """Several models at once; the first one (in order) that fails an attempt wins.
+
+    Every model sees every attempt, each on its own child stream
+    (``rng.spawn``), so adding a model does not change the draws of the others
+    (common random numbers across what-if runs). ``a | b | c`` flattens to
+    ``CombinedFailures(a, b, c)``.
+    """
+
+    __slots__ = ("models",)
+
+    def __init__(self, *models: FailureModel) -> None:
+        flat: list[FailureModel] = []
+        for i, model in enumerate(models):
+            if not isinstance(model, FailureModel):
+                raise TypeError(
+                    f"models[{i}] must be a FailureModel (e.g. IndependentFailures(p=0.1)), "
+                    f"got {model!r}"
+                )
+            flat.extend(model.models if isinstance(model, CombinedFailures) else (model,))
+        object.__setattr__(self, "models", tuple(flat))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def __repr__(self) -> str:
+        return f"CombinedFailures({', '.join(map(repr, self.models))})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CombinedFailures):
+            return NotImplemented
+        return self.models == other.models
+
+    def __hash__(self) -> int:
+        return hash(self.models)
+
+    def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
+        children = rng.spawn(len(self.models))
+        return _BoundCombined(
+            tuple(m._bind(r, n_items) for m, r in zip(self.models, children, strict=True))
+        )

@@ -1,0 +1,270 @@
+"""Arrival processes: rates, thinning, MMPP bursts, trace files and the CLI spelling."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.sim import arrivals
+from pipeline.sim.arrivals import (
+    DailyCurve,
+    Deterministic,
+    MarkovModulated,
+    OnOff,
+    PiecewiseLinear,
+    Poisson,
+    TimeVarying,
+    Trace,
+    daily_curve,
+    parse_arrivals,
+)
+from pipeline.sim.stats import batch_means_ci
+
+
+def rng(seed: int = 7) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+PROCESSES = [
+    Poisson(3.2),
+    Deterministic(2.0),
+    OnOff(rate_on=10.0, rate_off=0.0, mean_on_s=1.0, mean_off_s=4.0),
+    MarkovModulated((1.0, 5.0, 0.0), (2.0, 1.0, 3.0)),
+    TimeVarying.from_profile([0.0, 100.0, 200.0], [1.0, 5.0, 1.0]),
+    daily_curve(1.0, 8.0, 9.5),
+    Trace([0.0, 0.5, 0.5, 2.0]),
+]
+
+
+@pytest.mark.parametrize("process", PROCESSES, ids=lambda p: type(p).__name__)
+def test_times_are_sorted_absolute_and_respect_n_or_duration(process):
+    by_n = process.times(rng(), n=4)
+    assert by_n.shape == (4,) and by_n.dtype == np.float64
+    assert (np.diff(by_n) >= 0).all() and by_n[0] >= 0
+    by_t = process.times(rng(), duration_s=1000.0)
+    assert (np.diff(by_t) >= 0).all() and (by_t >= 0).all() and (by_t <= 1000.0).all()
+    assert process.times(rng(), duration_s=0.0).size in (0, 1)  # a trace may arrive at 0
+    assert process.times(rng(), n=0).shape == (0,)
+
+
+@pytest.mark.parametrize("process", PROCESSES, ids=lambda p: type(p).__name__)
+def test_repr_rebuilds_an_equal_object(process):
+    again = eval(repr(process), vars(arrivals))
+    assert again == process and repr(again) == repr(process)
+    assert np.array_equal(again.times(rng(3), n=4), process.times(rng(3), n=4))
+
+
+def test_times_needs_exactly_one_of_n_and_duration():
+    with pytest.raises(ValueError, match="exactly one of n"):
+        Poisson(1).times(rng())
+    with pytest.raises(ValueError, match="exactly one of n"):
+        Poisson(1).times(rng(), n=3, duration_s=1.0)
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        Poisson(1).times(rng(), n=-1)
+    with pytest.raises(ValueError, match="duration_s must be >= 0"):
+        Poisson(1).times(rng(), duration_s=-1)
+    with pytest.raises(TypeError, match=r"numpy\.random\.Generator"):
+        Poisson(1).times(None, n=3)  # type: ignore[arg-type]
+
+
+def test_poisson_count_and_gaps_match_the_rate():
+    lam, duration = 3.2, 50_000.0
+    count = Poisson(lam).times(rng(), duration_s=duration).size
+    # N(T) ~ Poisson(lam T): 4 standard deviations is sqrt(lam T) * 4.
+    assert abs(count - lam * duration) < 4 * math.sqrt(lam * duration)
+    n = 100_000
+    gaps = np.diff(Poisson(lam).times(rng(), n=n), prepend=0.0)
+    # gaps are Exponential(1/lam): mean 1/lam, SE (1/lam)/sqrt(n); cv 1.
+    assert abs(gaps.mean() - 1 / lam) < 4 / lam / math.sqrt(n)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.02)
+
+
+def test_deterministic_is_evenly_spaced():
+    d = Deterministic(4.0)
+    assert d.times(rng(), n=3).tolist() == [0.25, 0.5, 0.75]
+    assert d.times(rng(), duration_s=1.0).tolist() == [0.25, 0.5, 0.75, 1.0]
+    assert Deterministic(3.0).times(rng(), duration_s=1.0).size == 3  # 1/3 * 3 rounds to 1.0
+
+
+def test_onoff_long_run_rate_and_burstiness():
+    p = OnOff(rate_on=10.0, rate_off=0.0, mean_on_s=1.0, mean_off_s=4.0)
+    assert p.rate == pytest.approx(2.0)
+    duration = 50_000.0
+    t = p.times(rng(), duration_s=duration)
+    # Var N(T) ~ IDC * rate * T for a 2-state MMPP, with the asymptotic index of
+    # dispersion IDC = 1 + 2 (l1 - l2)^2 r1 r2 / ((r1 + r2)^2 (l1 r2 + l2 r1)),
+    # r_i the rates of leaving each state (Fischer & Meier-Hellstern 1993): 13.8 here.
+    l1, l2, r1, r2 = 10.0, 0.0, 1.0, 0.25
+    idc = 1 + 2 * (l1 - l2) ** 2 * r1 * r2 / ((r1 + r2) ** 2 * (l1 * r2 + l2 * r1))
+    assert abs(t.size - p.rate * duration) < 4 * math.sqrt(idc * p.rate * duration)
+    # bursty: counts per second are over-dispersed (Poisson would give var/mean = 1)
+    per_s = np.bincount(t.astype(int), minlength=int(duration))
+    assert per_s.var() / per_s.mean() > 3
+    # off periods have no arrivals: long silent gaps are common (mean off 4 s)
+    assert (np.diff(t) > 8.0).mean() > 0.01
+
+
+def test_markov_modulated_rate_by_batch_means():
+    p = MarkovModulated((1.0, 5.0, 0.0), (2.0, 1.0, 3.0))
+    assert p.rate == pytest.approx((2 + 5) / 6)
+    t = p.times(rng(), duration_s=60_000.0)
+    # counts per 300 s window (50 cycles) are nearly independent; batch means
+    # give a 99.99% interval for the rate.
+    counts = np.bincount((t // 300).astype(int), minlength=200)[:200] / 300.0
+    ci = batch_means_ci(counts, n_batches=20, level=0.9999)
+    assert ci.contains(p.rate)
+    # n mode returns exactly n arrivals, its last one near n / rate
+    x = p.times(rng(), n=50_000)
+    assert x.size == 50_000 and x[-1] == pytest.approx(50_000 / p.rate, rel=0.05)
+
+
+def test_single_state_mmpp_is_poisson():
+    t = MarkovModulated((2.0,), (5.0,)).times(rng(), duration_s=20_000.0)
+    assert abs(t.size - 40_000) < 4 * math.sqrt(40_000)
+
+
+def test_thinning_reproduces_the_integrated_rate():
+    p = TimeVarying.from_profile([0.0, 600.0, 1200.0, 1800.0], [0.5, 20.0, 2.0, 2.0])
+    assert p.integrated_rate(0, 600) == pytest.approx(0.5 * (0.5 + 20.0) * 600)
+    edges = np.linspace(0, 1800, 10)
+    t = p.times(rng(), duration_s=1800.0)
+    counts = np.histogram(t, bins=edges)[0]
+    for (a, b), count in zip(itertools.pairwise(edges), counts, strict=True):
+        expected = p.integrated_rate(a, b)
+        # count in a window ~ Poisson(integral of the rate): 4.5 sd each (9 windows)
+        assert abs(count - expected) < 4.5 * math.sqrt(expected), (a, b, count, expected)
+
+
+def test_thinning_n_mode_matches_expected_count():
+    p = TimeVarying(lambda t: 2.0 + np.sin(t / 10.0), max_rate=3.0, period_s=20 * math.pi)
+    assert p.rate == pytest.approx(2.0, rel=1e-6)
+    x = p.times(rng(), n=20_000)
+    expected = p.integrated_rate(0.0, float(x[-1]))
+    assert abs(x.size - expected) < 4 * math.sqrt(expected)
+
+
+def test_daily_curve_shape_and_integral():
+    curve = DailyCurve(1.0, 8.0, peak_hour=9.5, width_h=2.0)
+    assert curve(np.array([9.5 * 3600.0]))[0] == pytest.approx(8.0)
+    assert curve(np.array([21.5 * 3600.0]))[0] == pytest.approx(1.0, abs=1e-6)
+    # periodic: same rate a day later
+    assert curve(np.array([3600.0]))[0] == pytest.approx(curve(np.array([90_000.0]))[0])
+    p = daily_curve(1.0, 8.0, 9.5)
+    # integral of base + truncated Gaussian bump over one day (erf closed form)
+    bump_h = 2.0 * math.sqrt(2 * math.pi) * math.erf(12.0 / (2.0 * math.sqrt(2)))
+    per_day = 3600.0 * (24.0 * 1.0 + 7.0 * bump_h)
+    assert p.integrated_rate(0.0, 86_400.0) == pytest.approx(per_day, rel=1e-9)
+    assert p.rate == pytest.approx(per_day / 86_400.0, rel=1e-9)
+    t = p.times(rng(), duration_s=86_400.0)
+    assert abs(t.size - per_day) < 4 * math.sqrt(per_day)
+    morning = ((t > 8 * 3600) & (t < 11 * 3600)).sum()
+    night = ((t > 0) & (t < 3 * 3600)).sum()
+    assert morning > 4 * night
+
+
+def test_time_varying_validation():
+    with pytest.raises(ValueError, match=r"rate_fn must stay in \[0, max_rate=2.0\].*at t="):
+        TimeVarying(lambda t: 3.0 + 0 * t, max_rate=2.0).times(rng(), duration_s=10.0)
+    with pytest.raises(ValueError, match="vectorised"):
+        TimeVarying(lambda t: 1.0, max_rate=2.0).times(rng(), duration_s=10.0)
+    with pytest.raises(ValueError, match="give period_s"):
+        _ = TimeVarying(lambda t: 1.0 + 0 * t, max_rate=2.0).rate
+    with pytest.raises(TypeError, match="rate_fn must be callable"):
+        TimeVarying(3.0, max_rate=2.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="strictly increasing"):
+        PiecewiseLinear((0.0, 0.0), (1.0, 1.0))
+    with pytest.raises(ValueError, match="peak_rate must be >= base_rate"):
+        daily_curve(5.0, 1.0)
+    with pytest.raises(ValueError, match="stayed 0"):
+        TimeVarying.from_profile([0.0, 1.0], [1.0, 0.0]).times(rng(), n=10_000)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: Poisson(0), r"rate must be > 0 \(arrivals per second\), got 0"),
+        (lambda: Poisson(-1), r"rate must be > 0 \(arrivals per second\), got -1"),
+        (lambda: Deterministic(math.nan), "rate must be finite"),
+        (lambda: OnOff(rate_on=0, rate_off=0, mean_on_s=1, mean_off_s=1), "rate_on or rate_off"),
+        (lambda: OnOff(rate_on=1, rate_off=0, mean_on_s=0, mean_off_s=1), "mean_on_s must be > 0"),
+        (lambda: MarkovModulated((1.0, 2.0), (1.0,)), "equal length"),
+        (lambda: MarkovModulated((1.0, -2.0), (1.0, 1.0)), r"rates\[1\] must be >= 0"),
+        (lambda: Trace([]), "non-empty"),
+        (lambda: Trace([1.0, 0.5]), r"non-decreasing.*times\[0\]=1.0 then times\[1\]=0.5"),
+        (lambda: Trace([0.0, -1.0]), r"times\[1\]=-1.0"),
+    ],
+)
+def test_bad_parameters_are_named(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_onoff_is_keyword_only():
+    with pytest.raises(TypeError):
+        OnOff(10.0, 0.0, 1.0, 4.0)  # type: ignore[misc]
+
+
+def test_trace_replays_exactly(tmp_path):
+    path = tmp_path / "arrivals.csv"
+    path.write_text("arrival_s,service_s\n0.0,1\n0.25,1\n0.25,2\n3.5,1\n")
+    trace = Trace.from_csv(path)
+    assert len(trace) == 4 and trace.rate == pytest.approx(4 / 3.5)
+    assert trace.times(rng(), n=3).tolist() == [0.0, 0.25, 0.25]
+    assert trace.times(rng(), duration_s=0.25).tolist() == [0.0, 0.25, 0.25]
+    assert repr(trace) == f"Trace.from_csv({str(path)!r})"
+    with pytest.raises(ValueError, match=r"n must be <= 4 \(arrivals in the trace\), got 5"):
+        trace.times(rng(), n=5)
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        ("arrival_s\n0.1\nabc\n", r"row 2 \(line 3\): arrival_s 'abc' is not a number"),
+        ("arrival_s\n0.1\n\n0.2\n-1\n", r"row 3 \(line 5\): arrival_s must be finite and >= 0"),
+        ("arrival_s\n0.1\nnan\n", r"row 2 \(line 3\): arrival_s must be finite"),
+        ("arrival_s\n0.1\n0.5\n0.4\n", r"row 3 \(line 4\): arrival_s must be non-decreasing"),
+        ("service_s\n0.1\n", r"no arrival_s column in the header, found \['service_s'\]"),
+        ("arrival_s\n", "no data rows"),
+        ("", "no arrival_s column"),
+    ],
+)
+def test_trace_csv_errors_name_the_row(tmp_path, body, match):
+    path = tmp_path / "bad.csv"
+    path.write_text(body)
+    with pytest.raises(ValueError, match=match) as info:
+        Trace.from_csv(path)
+    assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("poisson:rate=3.2", Poisson(3.2)),
+        ("constant:rate=2", Deterministic(2.0)),
+        (
+            "onoff:rate_on=10,rate_off=0,mean_on_s=1,mean_off_s=4",
+            OnOff(rate_on=10, rate_off=0, mean_on_s=1, mean_off_s=4),
+        ),
+    ],
+)
+def test_parse_arrivals(spec, expected):
+    assert parse_arrivals(spec) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ("weibull:rate=1", r"unknown arrivals 'weibull'.*allowed: constant, onoff, poisson"),
+        ("poisson:lambda=1", r"unknown key 'lambda' for poisson.*allowed: rate"),
+        ("poisson", r"missing rate for poisson"),
+        ("poisson:rate=fast", r"bad number 'fast' for rate"),
+        ("poisson:rate=-2", r"invalid arrivals spec 'poisson:rate=-2': rate must be > 0"),
+        ("onoff:rate_on=1,rate_off=0", r"missing mean_on_s, mean_off_s for onoff"),
+    ],
+)
+def test_parse_arrivals_errors(spec, match):
+    with pytest.raises(ValueError, match=match):
+        parse_arrivals(spec)

@@ -1,0 +1,178 @@
+"""Estimation helpers: t quantiles, interval coverage, batch means, step functions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.sim.stats import (
+    batch_means_ci,
+    mean_ci,
+    proportion_ci,
+    t_quantile,
+    time_weighted_mean,
+    time_weighted_quantile,
+)
+
+
+@pytest.mark.parametrize(
+    ("p", "df", "expected"),
+    [
+        # standard t tables (6 decimals)
+        (0.975, 9, 2.262157),
+        (0.975, 1, 12.706205),
+        (0.975, 2, 4.302653),
+        (0.975, 3, 3.182446),
+        (0.95, 5, 2.015048),
+        (0.999, 4, 7.173182),
+        (0.995, 30, 2.749996),
+        (0.975, 100, 1.983972),
+        (0.975, 1000, 1.962339),
+        (0.975, 1e9, 1.959964),
+        (0.9, 19, 1.327728),
+    ],
+)
+def test_t_quantile_table(p, df, expected):
+    assert t_quantile(p, df) == pytest.approx(expected, abs=2e-6)
+    assert t_quantile(1 - p, df) == pytest.approx(-expected, abs=2e-6)
+
+
+def test_t_quantile_is_continuous_across_methods():
+    # the incomplete-beta solver (df <= 200) and Cornish-Fisher (df > 200) agree:
+    # moving df by 1e-4 moves the quantile by about 6e-9, the methods by ~1e-12
+    assert t_quantile(0.975, 200) == pytest.approx(t_quantile(0.975, 200.0001), abs=1e-8)
+    assert t_quantile(0.5, 7) == 0.0
+    with pytest.raises(ValueError, match=r"p must be < 1"):
+        t_quantile(1.0, 3)
+    with pytest.raises(ValueError, match=r"df must be > 0"):
+        t_quantile(0.9, 0)
+
+
+def test_mean_ci_known_value():
+    ci = mean_ci([1, 2, 3, 4, 5])
+    assert ci.mean == 3.0
+    # t_{0.975,4} * s / sqrt(5), s = sqrt(2.5)
+    assert ci.half_width == pytest.approx(2.776445 * math.sqrt(2.5) / math.sqrt(5), rel=1e-6)
+    mean, half = ci  # unpacks as a pair
+    assert ci.low == mean - half and ci.contains(3.5) and not ci.contains(10)
+
+
+def test_mean_ci_coverage():
+    # 2000 replications of 10 normal samples: the 95% interval should cover the
+    # true mean 95% of the time; check with a 99.99% Wilson interval on the count.
+    rng = np.random.default_rng(3)
+    data = rng.normal(5.0, 2.0, size=(2000, 10))
+    covered = sum(mean_ci(row).contains(5.0) for row in data)
+    assert proportion_ci(covered, 2000, level=0.9999).contains(0.95)
+
+
+def test_batch_means_on_an_autocorrelated_series():
+    # x_t = mean of 50 consecutive iid N(0,1): lag correlation up to 49 steps,
+    # long-run variance sum(weights)**2 = 1, so the mean of N values has SE
+    # 1/sqrt(N), seven times the naive sqrt(var(x)/N) = 1/sqrt(50 N).
+    rng = np.random.default_rng(8)
+    n, window, reps = 20_000, 50, 300
+    covered = 0
+    for _ in range(reps):
+        e = rng.standard_normal(n + window - 1)
+        x = np.convolve(e, np.full(window, 1 / window), mode="valid")
+        ci = batch_means_ci(x, n_batches=20)
+        covered += ci.contains(0.0)
+    assert proportion_ci(covered, reps, level=0.9999).contains(0.95)
+    naive = mean_ci(x)
+    assert ci.half_width > 4 * naive.half_width
+
+
+def test_batch_means_drops_nothing():
+    x = np.arange(1003, dtype=float)
+    ci = batch_means_ci(x, n_batches=10)
+    assert ci.mean == pytest.approx(x.mean())
+    with pytest.raises(ValueError, match=r"n_batches must be >= 2"):
+        batch_means_ci(x, n_batches=1)
+    with pytest.raises(ValueError, match=r"at least 40 values, got 39"):
+        batch_means_ci(x[:39], n_batches=20)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: mean_ci([1.0]), r"at least 2 values, got 1"),
+        (lambda: mean_ci([1.0, math.nan]), r"samples\[1\]=nan"),
+        (lambda: mean_ci([1.0, 2.0], level=1.0), r"level must be < 1"),
+        (lambda: mean_ci([[1.0, 2.0]]), "1-D"),
+        (lambda: proportion_ci(3, 2), r"successes must be <= n=2, got 3"),
+        (lambda: proportion_ci(0, 0), r"n must be >= 1"),
+    ],
+)
+def test_bad_arguments(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_wilson_interval_values():
+    # Wilson 95% for 0/10: [0, z^2 / (n + z^2)] = [0, 0.2775]
+    ci = proportion_ci(0, 10)
+    assert ci.estimate == 0.0 and ci.low == 0.0 and ci.high == pytest.approx(0.27753, abs=1e-5)
+    ci = proportion_ci(5, 10)
+    assert (ci.low, ci.high) == pytest.approx((0.236593, 0.763407), abs=1e-6)
+    assert proportion_ci(10, 10).high == 1.0
+    assert proportion_ci(50, 1000, 0.99).contains(0.05)
+
+
+STEP_T = [0.0, 1.0, 3.0]
+STEP_V = [2.0, 4.0, 0.0]
+
+
+def test_time_weighted_mean():
+    # 2 on [0,1), 4 on [1,3), 0 on [3,4]
+    assert time_weighted_mean(STEP_T, STEP_V, 4.0) == pytest.approx((2 + 8 + 0) / 4)
+    assert time_weighted_mean(STEP_T, STEP_V, 4.0, t_start=0.5) == pytest.approx(9 / 3.5)
+    assert time_weighted_mean(STEP_T, STEP_V, 2.0) == pytest.approx((2 + 4) / 2)  # clipped
+    # equal times: the later value wins, the earlier one holds for zero time
+    assert time_weighted_mean([0, 1, 1], [1, 100, 3], 2) == pytest.approx(2.0)
+    assert time_weighted_mean([5.0], [7.0], 6.0) == 7.0
+
+
+def test_time_weighted_mean_matches_fine_sampling():
+    rng = np.random.default_rng(2)
+    t = np.sort(rng.uniform(0, 100, 200))
+    t[0] = 0.0
+    v = rng.integers(0, 10, 200).astype(float)
+    grid = np.linspace(0, 120, 1_200_001)[:-1] + 0.5 * 120 / 1_200_000
+    sampled = v[np.searchsorted(t, grid, side="right") - 1]
+    assert time_weighted_mean(t, v, 120.0) == pytest.approx(sampled.mean(), abs=1e-3)
+    for q in (0.1, 0.5, 0.9, 0.99):
+        assert time_weighted_quantile(t, v, 120.0, q) == np.quantile(
+            sampled, q, method="inverted_cdf"
+        )
+
+
+def test_time_weighted_quantile():
+    # held: 0 for 1 s, 2 for 1 s, 4 for 2 s (of 4 s)
+    assert time_weighted_quantile(STEP_T, STEP_V, 4.0, 0.0) == 0.0
+    assert time_weighted_quantile(STEP_T, STEP_V, 4.0, 0.25) == 0.0
+    assert time_weighted_quantile(STEP_T, STEP_V, 4.0, 0.5) == 2.0
+    assert time_weighted_quantile(STEP_T, STEP_V, 4.0, 0.51) == 4.0
+    assert time_weighted_quantile(STEP_T, STEP_V, 4.0, 1.0) == 4.0
+    # zero-duration values never count
+    assert time_weighted_quantile([0, 1, 1], [1, 100, 3], 2, 1.0) == 3.0
+    with pytest.raises(ValueError, match=r"q must be <= 1"):
+        time_weighted_quantile(STEP_T, STEP_V, 4.0, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        (([0, 2, 1], [1, 1, 1], 3), {}, r"times\[1\]=2.0 then times\[2\]=1.0"),
+        (([0, 1], [1], 3), {}, "one length"),
+        (([], [], 3), {}, "non-empty"),
+        (([0, 1], [1, 2], 0), {}, r"t_end must be > 0"),
+        (([1, 2], [1, 2], 3), {"t_start": 0.5}, r"t_start must be >= 1"),
+        (([0, 1], [1, math.inf], 3), {}, "finite"),
+    ],
+)
+def test_step_function_errors(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        time_weighted_mean(*args, **kwargs)
