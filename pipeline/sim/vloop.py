@@ -20,7 +20,9 @@ Rules that keep runs exact and repeatable:
   ``asyncio.to_thread``) is outstanding, virtual time does not move: the loop
   runs what is ready, then blocks for real until the thread reports back. Work
   done in threads therefore takes zero virtual seconds, whatever the load of
-  the machine.
+  the machine. Results are handed back one at a time, when the loop is idle,
+  in submission order (not in the order threads happen to finish), so
+  concurrent offloaded calls resume in the same order on every run.
 - **No needless polling.** The OS poll (epoll) is skipped unless a file
   descriptor other than the loop's self-pipe is registered or a thread is
   working; in a pure simulation it never runs.
@@ -28,6 +30,13 @@ Rules that keep runs exact and repeatable:
   is working and no file descriptor is watched, the program could never make
   progress: the run raises :class:`~pipeline.errors.DeadlockError` listing
   every waiting task and what it waits on, then cancels those tasks.
+
+Caveats: ``call_soon_threadsafe`` from threads the loop did not start (not
+executor jobs) is not waited for, and time may jump past it; a thread that
+waits for the loop to advance virtual time hangs (time is frozen for it);
+real file-descriptor I/O does not freeze time (the loop takes what has
+arrived, then jumps); a callback that executor threads post with
+``call_soon_threadsafe`` while they run lands whenever it lands.
 
 Why :func:`run_virtual` may use a helper thread: a Jupyter kernel cell already
 runs inside the kernel's event loop, where ``asyncio.run()`` and
@@ -50,6 +59,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextvars
 import heapq
@@ -57,7 +67,7 @@ import math
 import os
 import threading
 import time
-from asyncio import base_events, events, futures
+from asyncio import base_events, events
 from asyncio.log import logger
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -73,17 +83,8 @@ _MIN_SCHEDULED_TIMER_HANDLES = base_events._MIN_SCHEDULED_TIMER_HANDLES
 _MIN_CANCELLED_TIMER_HANDLES_FRACTION = base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION
 
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__)
-
-
-class _VirtualTimerHandle(events.TimerHandle):
-    """A timer handle ordered by ``(when, seq)``: equal deadlines fire FIFO."""
-
-    __slots__ = ("_seq",)
-
-    def __lt__(self, other: _VirtualTimerHandle) -> bool:  # type: ignore[override]
-        when = self._when
-        other_when = other._when
-        return when < other_when or (when == other_when and self._seq < other._seq)
+# Friendlier names, in deadlock messages, for futures asyncio makes on the user's behalf.
+_FUTURE_LABELS = {"_GatheringFuture": "asyncio.gather(...)"}
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
@@ -101,21 +102,28 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def __init__(self, *, start_s: float = 0.0, selector: Any = None) -> None:
         start = float(start_s)
-        if not math.isfinite(start):
-            raise ValueError(f"start_s must be a finite number of seconds, got {start_s!r}")
         super().__init__(selector)
+        if not math.isfinite(start):
+            self.close()  # a half-built loop would warn when garbage-collected
+            raise ValueError(f"start_s must be a finite number of seconds, got {start_s!r}")
+        # The timer heap holds (when, seq, handle) tuples rather than handles: equal
+        # deadlines then fire FIFO, and tuples compare in C, not in TimerHandle.__lt__.
+        self._scheduled: list[tuple[float, int, events.TimerHandle]] = []
         self._now = start
         self._timer_seq = 0
-        # Executor jobs (and other thread work) still running; while > 0 time is frozen.
-        self._busy = 0
-        self._busy_lock = threading.Lock()
+        # Executor jobs not yet delivered, in submission order: (concurrent, asyncio) futures.
+        self._jobs: collections.deque[tuple[concurrent.futures.Future, asyncio.Future]] = (
+            collections.deque()
+        )
+        # Other thread work the loop must wait for (the executor shutdown thread).
+        self._held = 0
         self._update_io_watched()
 
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} now={self._now!r} running={self.is_running()} "
             f"closed={self.is_closed()} ready={len(self._ready)} "
-            f"timers={len(self._scheduled)} threads_busy={self._busy}>"
+            f"timers={len(self._scheduled)} jobs={len(self._jobs)}>"
         )
 
     # -- the clock -----------------------------------------------------------
@@ -128,16 +136,30 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """Like :meth:`asyncio.loop.call_at`; equal ``when`` values fire FIFO."""
         if when is None:
             raise TypeError("when cannot be None")
+        return self._schedule(when, callback, args, context, "call_at")
+
+    def call_later(self, delay, callback, *args, context=None):
+        """Like :meth:`asyncio.loop.call_later`, ``delay`` in virtual seconds."""
+        if delay is None:
+            raise TypeError("delay must not be None")
+        # One call less than asyncio's call_later -> call_at: every asyncio.sleep comes here.
+        return self._schedule(self._now + delay, callback, args, context, "call_later")
+
+    def _schedule(self, when, callback, args, context, caller):
+        # A numpy scalar would otherwise leak into time(); NaN would never fire and spin.
+        when = float(when)
+        if when != when:
+            raise ValueError(f"{caller}() got a NaN deadline; it would never fire")
         self._check_closed()
         if self._debug:
             self._check_thread()
-            self._check_callback(callback, "call_at")
-        timer = _VirtualTimerHandle(when, callback, args, self, context)
-        self._timer_seq += 1
-        timer._seq = self._timer_seq
+            self._check_callback(callback, caller)
+        timer = events.TimerHandle(when, callback, args, self, context)
         if timer._source_traceback:
-            del timer._source_traceback[-1]
-        heapq.heappush(self._scheduled, timer)
+            # Drop our own frames so the traceback ends at the user's call.
+            del timer._source_traceback[-2:]
+        self._timer_seq += 1
+        heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
         timer._scheduled = True
         return timer
 
@@ -155,43 +177,46 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
                 self._default_executor = executor
         job = executor.submit(func, *args)
-        # wrap_future registers its result-posting callback first; ours runs after it, so
-        # the loop sees the result callback in _ready before it sees _busy drop.
-        result = futures.wrap_future(job, loop=self)
-        self._hold()
-        job.add_done_callback(self._release_from_thread)
+        # Not futures.wrap_future: that delivers results in the order threads finish,
+        # which depends on machine load. _run_once delivers them in submission order.
+        result = self.create_future()
+        result.add_done_callback(lambda fut: job.cancel() if fut.cancelled() else None)
+        self._jobs.append((job, result))
+        job.add_done_callback(self._wake_from_thread)
         return result
 
     async def shutdown_default_executor(self, *args: Any, **kwargs: Any) -> None:
         """Shut the default executor down; time is frozen while its threads join."""
         # asyncio joins the executor on a plain thread that reports back with
         # call_soon_threadsafe; without the hold that wait would look like a deadlock.
-        self._hold()
+        self._held += 1
         try:
             await super().shutdown_default_executor(*args, **kwargs)
         finally:
-            self._release()
+            self._held -= 1
 
-    def _hold(self) -> None:
-        with self._busy_lock:
-            self._busy += 1
-
-    def _release(self) -> None:
-        with self._busy_lock:
-            self._busy -= 1
-
-    def _release_from_thread(self, _job: concurrent.futures.Future) -> None:
-        self._release()
-        # Wake a loop blocked in select() even if the job posted nothing (cancelled job).
+    def _wake_from_thread(self, _job: concurrent.futures.Future) -> None:
+        # Runs in the worker thread: wake the loop if it is blocked in select().
         self._write_to_self()
+
+    def _deliver_oldest_job(self) -> None:
+        job, result = self._jobs.popleft()
+        if result.cancelled():
+            return
+        if job.cancelled():
+            result.cancel()
+            return
+        error = job.exception()
+        if error is not None:
+            result.set_exception(error)
+        else:
+            result.set_result(job.result())
 
     # -- file descriptors: poll the OS only when one is watched --------------
 
     def _update_io_watched(self) -> None:
         selector = self._selector
-        self._io_watched = (
-            selector is not None and len(selector.get_map()) > self._internal_fds
-        )
+        self._io_watched = selector is not None and len(selector.get_map()) > self._internal_fds
 
     def _add_reader(self, fd, callback, *args):
         handle = super()._add_reader(fd, callback, *args)
@@ -231,39 +256,37 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._purge_cancelled_timers()
             scheduled = self._scheduled
         else:
-            while scheduled and scheduled[0]._cancelled:
+            while scheduled and scheduled[0][2]._cancelled:
                 self._timer_cancelled_count -= 1
-                heapq.heappop(scheduled)._scheduled = False
+                heapq.heappop(scheduled)[2]._scheduled = False
 
         ready = self._ready
-        # Read _busy before looking at _ready: a thread queues its result callback
-        # before it releases, so busy == 0 here means every result is already queued.
-        busy = self._busy
+        jobs = self._jobs
         now = self._now
-        if ready or self._stopping or (scheduled and scheduled[0]._when <= now):
+        if ready or self._stopping or (scheduled and scheduled[0][0] <= now):
             if self._io_watched:
                 self._process_events(self._selector.select(0))
-        elif busy:
-            # Frozen: wait for real until a thread reports back (via the self-pipe).
+        elif jobs and jobs[0][0].done():
+            # Only when idle, one job at a time, oldest first: the same order on every run.
+            self._deliver_oldest_job()
+        elif jobs or self._held:
+            # Frozen: wait for real until a thread reports back (it writes to the self-pipe).
             self._process_events(self._selector.select(None))
         elif self._io_watched:
             # Real I/O cannot be predicted: take what has arrived, then move on.
             self._process_events(self._selector.select(0 if scheduled else None))
             if not ready and scheduled:
-                self._now = max(now, scheduled[0]._when)
+                self._now = max(now, scheduled[0][0])
         elif scheduled:
-            when = scheduled[0]._when
+            when = scheduled[0][0]
             if when > now:
                 self._now = when
         else:
             raise self._deadlock_error()
 
         now = self._now
-        while scheduled:
-            handle = scheduled[0]
-            if handle._when > now:
-                break
-            heapq.heappop(scheduled)
+        while scheduled and scheduled[0][0] <= now:
+            handle = heapq.heappop(scheduled)[2]
             handle._scheduled = False
             ready.append(handle)
 
@@ -280,11 +303,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def _purge_cancelled_timers(self) -> None:
         kept = []
-        for handle in self._scheduled:
-            if handle._cancelled:
-                handle._scheduled = False
+        for entry in self._scheduled:
+            if entry[2]._cancelled:
+                entry[2]._scheduled = False
             else:
-                kept.append(handle)
+                kept.append(entry)
         heapq.heapify(kept)
         self._scheduled = kept
         self._timer_cancelled_count = 0
@@ -375,7 +398,7 @@ def _describe_waiting_task(task: asyncio.Task) -> str:
     if isinstance(waiter, asyncio.Task):
         what = f"Task {waiter.get_name()!r}"
     elif waiter is not None:
-        what = type(waiter).__name__
+        what = _FUTURE_LABELS.get(type(waiter).__name__, type(waiter).__name__)
     else:
         what = type(link).__name__ if link is not None else "nothing"
     if 0 <= at < len(chain) - 1:
