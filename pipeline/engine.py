@@ -141,6 +141,7 @@ class Pipeline:
         self._blocked_now = 0
         self._blocked_since_sum = 0.0
         self._drain_timed_out = False
+        self._signals: tuple[int, ...] = ()
         self._started_s = 0.0
         self._log_debug = False
         self._log_info = False
@@ -199,6 +200,25 @@ class Pipeline:
         self._emit(EventKind.INTAKE_CLOSED, None)
         if self._unsettled == 0 and self._settled is not None:
             self._settled.set()
+
+    def stop_on_signals(self, *signals: int) -> None:
+        """Call :meth:`stop` when the process receives one of ``signals`` (default SIGTERM, SIGINT).
+
+        For a service: the orchestrator's SIGTERM stops intake and the run
+        drains within ``drain_timeout_s``. Unix only (``loop.add_signal_handler``);
+        the handlers are removed when the pipeline closes.
+
+        Raises:
+            PipelineClosed: the pipeline is not running.
+        """
+        import signal
+
+        if self._loop is None or self.state is State.CLOSED:
+            raise PipelineClosed(f"{self!r} is not running; call this inside run() or 'async with'")
+        chosen = signals or (signal.SIGTERM, signal.SIGINT)
+        for each in chosen:
+            self._loop.add_signal_handler(each, self.stop)
+        self._signals = chosen
 
     async def drain(self) -> RunReport:
         """Stop intake, wait for every admitted item, then close.
@@ -261,6 +281,8 @@ class Pipeline:
         self._unsettled -= len(left)
         if self._stream is not None:
             self._stream.close()
+        for each in self._signals:
+            self._loop.remove_signal_handler(each)  # type: ignore[union-attr]
         self.state = State.CLOSED
         self.report = RunReport(
             offered=self._offered,

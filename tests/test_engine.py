@@ -519,3 +519,30 @@ def test_bad_source_and_handler_are_type_errors():
 
     with pytest.raises(TypeError, match="source 0 must be an iterable"):
         run_virtual(Pipeline(handler).run(17))
+
+
+def test_sigterm_stops_intake_and_the_run_drains():
+    import os
+    import signal
+
+    async def handler(x):
+        await asyncio.sleep(0.001)
+
+    async def endless():
+        n = 0
+        while True:
+            await asyncio.sleep(0.001)
+            yield n
+            n += 1
+
+    async def main():
+        pipe = Pipeline(handler, config())
+        run = asyncio.ensure_future(pipe.run(endless()))
+        await asyncio.sleep(0.02)
+        pipe.stop_on_signals(signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return await asyncio.wait_for(run, 5.0)
+
+    report = asyncio.run(main())
+    assert report.offered > 0 and report.balanced and not report.drain_timed_out
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

@@ -23,6 +23,7 @@ from .arrivals import (
     daily_curve,
     parse_arrivals,
 )
+from .diagnostics import Finding, diagnose, findings_frame, format_findings
 from .distributions import (
     Constant,
     Distribution,
@@ -45,6 +46,8 @@ from .failures import (
 )
 from .scenario import Scenario, ServiceTrace
 from .simulate import Replications, SimulationResult, simulate
+from .sweep import simulate_replication, summarise_sweep, sweep
+from .trace import ScriptedFailures, TraceWorkload, exact_fcfs_waits, load_trace
 from .vloop import VirtualEventLoop, new_virtual_loop, run_virtual
 
 __all__ = [
@@ -57,6 +60,7 @@ __all__ = [
     "Empirical",
     "Exponential",
     "FailureModel",
+    "Finding",
     "Gamma",
     "Hangs",
     "IndependentFailures",
@@ -70,17 +74,27 @@ __all__ = [
     "Poisson",
     "Replications",
     "Scenario",
+    "ScriptedFailures",
     "ServiceTrace",
     "SimulatedFailure",
     "SimulationResult",
     "TimeVarying",
     "Trace",
+    "TraceWorkload",
     "Uniform",
     "VirtualEventLoop",
     "daily_curve",
+    "diagnose",
+    "exact_fcfs_waits",
+    "findings_frame",
+    "format_findings",
+    "load_trace",
     "new_virtual_loop",
     "parse_arrivals",
     "parse_distribution",
     "run_virtual",
     "simulate",
+    "simulate_replication",
+    "summarise_sweep",
+    "sweep",
 ]

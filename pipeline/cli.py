@@ -1,0 +1,578 @@
+"""Command line: capacity planning without Jupyter (``python -m pipeline simulate``).
+
+Usage::
+
+    python -m pipeline simulate --arrivals poisson:rate=3.2 \\
+        --service exponential:mean=1.0 --concurrency 4 --maxsize 100 \\
+        --on-full block --max-attempts 3 --failure-rate 0.0 \\
+        --items 100000 --seed 1 --json
+    python -m pipeline simulate scenario.toml --json
+    python -m pipeline simulate --trace arrivals.csv --concurrency 4 --out DIR
+
+Flags (units in brackets): ``--arrivals SPEC`` (``poisson:rate=R``,
+``constant:rate=R``, ``onoff:rate_on=R,rate_off=R,mean_on_s=S,mean_off_s=S``),
+``--service SPEC`` (``exponential:mean=S``, ``constant:value=S``,
+``lognormal:mean=S,cv=C``, ``gamma:mean=S,cv=C``, ``uniform:low=S,high=S``),
+``--concurrency N``, ``--maxsize N|unbounded``, ``--on-full block|reject``,
+``--max-attempts N``, ``--failure-rate p`` (each attempt fails independently
+with probability p), ``--backoff SPEC`` (``exponential:base=S,factor=F,cap=S,jitter=0|1``,
+``constant:delay=S,jitter=0|1`` or ``none``), ``--attempt-timeout S|none``,
+``--drain-timeout S|none``, ``--items N`` or ``--duration S``, ``--seed N``,
+``--warmup S``, ``--item-size BYTES``, ``--replications R``, ``--trace FILE.csv``
+(columns ``arrival_s``, ``service_s``, optional ``fails``; replaces
+``--arrivals``/``--service``), ``--json``, ``--out DIR``.
+
+A scenario file (TOML) holds the same settings; its keys are the flag names
+without the dashes (``-`` or ``_`` inside a name), and flags given on the
+command line override it. Paths in the file are relative to the file::
+
+    # scenario.toml
+    arrivals = "poisson:rate=3.2"
+    service = "exponential:mean=1.0"
+    concurrency = 4
+    maxsize = 100            # or "unbounded"
+    on_full = "block"
+    max_attempts = 3
+    failure_rate = 0.01
+    backoff = "exponential:base=0.1,factor=2,cap=30,jitter=1"
+    drain_timeout = 30       # or "none"
+    items = 100000           # or: duration = 3600
+    seed = 1
+    replications = 5
+
+Output: ``--json`` prints one JSON object with every summary key (NaN as
+``null``); with ``--replications R`` > 1 the values are means over the
+replications, ``drain_timed_out`` is true if any replication's drain timed
+out, and a ``ci95`` object holds the 95% half-widths. Without ``--json`` a
+short table and the run's diagnostics are printed. ``--out DIR`` writes
+``summary.json`` (the same object), ``items.csv``, ``timeseries.csv`` and
+``report.png`` (per-item files and the figure from replication 0).
+
+Bad flags, specs or files print one line, ``pipeline: error: ...``, and exit
+with status 2. The ``--json`` path imports neither pandas nor matplotlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from .sim.scenario import Scenario
+    from .sim.simulate import SimulationResult
+
+__all__ = ["main", "parse_backoff"]
+
+PROG = "pipeline"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line: ``pipeline: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
+
+
+# -- value parsers: str -> value, ValueError naming what is allowed --------------------------
+
+
+def _int(text: str, *, at_least: int, what: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"expected an integer >= {at_least} ({what}), got {text!r}") from None
+    if value < at_least:
+        raise ValueError(f"expected an integer >= {at_least} ({what}), got {value}")
+    return value
+
+
+def _float(text: str, *, low: float, high: float = math.inf, open_low: bool, what: str) -> float:
+    allowed = f"> {low:g}" if open_low else f">= {low:g}"
+    if high < math.inf:
+        allowed += f" and <= {high:g}"
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError(f"expected a number {allowed} ({what}), got {text!r}") from None
+    if not math.isfinite(value) or value < low or (open_low and value == low) or value > high:
+        raise ValueError(f"expected a number {allowed} ({what}), got {text!r}")
+    return value
+
+
+def _or_none(parse: Callable[[str], Any], word: str) -> Callable[[str], Any]:
+    def parser(text: str) -> Any:
+        if text.strip().lower() == word:
+            return None
+        try:
+            return parse(text)
+        except ValueError as exc:
+            allowed, sep, got = str(exc).rpartition(", got ")
+            raise ValueError(f"{allowed} or {word!r}{sep}{got}" if sep else str(exc)) from None
+
+    return parser
+
+
+def parse_backoff(spec: str) -> Any:
+    """Parse a backoff spec into a :class:`~pipeline.Backoff`.
+
+    Spellings: ``exponential:base=S,factor=F,cap=S,jitter=0|1`` (any key may
+    be left out; defaults 0.1 s, 2, 30 s, 0), ``constant:delay=S,jitter=0|1``,
+    ``none`` (retry at once). S in seconds.
+
+    Raises:
+        ValueError: unknown name or key, a bad number, or a value Backoff rejects.
+    """
+    from .retry import Backoff
+    from .sim.distributions import _build, _split_spec
+
+    kind = "backoff"
+    allowed = {
+        "exponential": ("base", "factor", "cap", "jitter"),
+        "constant": ("delay", "jitter"),
+        "none": (),
+    }
+    name, p = _split_spec(spec, kind, allowed)
+    jitter = p.pop("jitter", 0.0)
+    if jitter not in (0.0, 1.0):
+        raise ValueError(f"jitter must be 0 or 1 in backoff spec {spec!r}, got {jitter:g}")
+    if name == "none":
+        return Backoff.none()
+    if name == "constant":
+        if "delay" not in p:
+            raise ValueError(f"missing delay for constant in backoff spec {spec!r}")
+        return _build(spec, kind, lambda: Backoff.constant(p["delay"], jitter=bool(jitter)))
+    renamed = {"base_s": p.get("base"), "factor": p.get("factor"), "cap_s": p.get("cap")}
+    values = {k: v for k, v in renamed.items() if v is not None}
+    return _build(spec, kind, lambda: Backoff(kind="exponential", jitter=bool(jitter), **values))
+
+
+def _arrivals(text: str) -> Any:
+    from .sim.arrivals import parse_arrivals
+
+    return parse_arrivals(text)
+
+
+def _service(text: str) -> Any:
+    from .sim.distributions import parse_distribution
+
+    return parse_distribution(text)
+
+
+def _on_full(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("block", "reject"):
+        raise ValueError(f"expected 'block' or 'reject', got {text!r}")
+    return value
+
+
+def _path(text: str) -> str:
+    if not text.strip():
+        raise ValueError("expected a path, got an empty string")
+    return text
+
+
+# name -> (parser, metavar, help). Names are the TOML keys; flags are --name-with-dashes.
+_OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
+    "arrivals": (_arrivals, "SPEC", "arrival process, e.g. poisson:rate=3.2 (per second)"),
+    "service": (_service, "SPEC", "service time per attempt, e.g. exponential:mean=1.0 (s)"),
+    "concurrency": (
+        lambda t: _int(t, at_least=1, what="workers"),
+        "N",
+        "workers (default 4)",
+    ),
+    "maxsize": (
+        _or_none(lambda t: _int(t, at_least=1, what="queue slots"), "unbounded"),
+        "N|unbounded",
+        "queue bound in items, or 'unbounded' (default 100)",
+    ),
+    "on_full": (_on_full, "block|reject", "when the queue is full (default block)"),
+    "max_attempts": (
+        lambda t: _int(t, at_least=1, what="attempts per item"),
+        "N",
+        "attempts before an item is dead-lettered (default 3)",
+    ),
+    "failure_rate": (
+        lambda t: _float(t, low=0, high=1, open_low=False, what="probability per attempt"),
+        "p",
+        "each attempt fails independently with probability p (default 0)",
+    ),
+    "backoff": (
+        parse_backoff,
+        "SPEC",
+        "retry delay: exponential:base=0.1,factor=2,cap=30,jitter=1 | constant:delay=1 | none",
+    ),
+    "attempt_timeout": (
+        _or_none(lambda t: _float(t, low=0, open_low=True, what="seconds"), "none"),
+        "S|none",
+        "seconds one attempt may take (default none)",
+    ),
+    "drain_timeout": (
+        _or_none(lambda t: _float(t, low=0, open_low=False, what="seconds"), "none"),
+        "S|none",
+        "seconds the final drain may take (default 30)",
+    ),
+    "items": (lambda t: _int(t, at_least=0, what="items"), "N", "number of items to simulate"),
+    "duration": (
+        lambda t: _float(t, low=0, open_low=True, what="seconds of virtual time"),
+        "S",
+        "simulate arrivals during S seconds instead of --items",
+    ),
+    "seed": (lambda t: _int(t, at_least=0, what="seed"), "N", "random seed (default 0)"),
+    "warmup": (
+        lambda t: _float(t, low=0, open_low=False, what="seconds"),
+        "S",
+        "seconds excluded from the statistics (default 0)",
+    ),
+    "item_size": (
+        lambda t: _int(t, at_least=0, what="bytes"),
+        "BYTES",
+        "memory one item holds, for the memory model (default 1024)",
+    ),
+    "replications": (
+        lambda t: _int(t, at_least=1, what="independent runs"),
+        "R",
+        "independent runs; R > 1 reports means and 95%% half-widths (default 1)",
+    ),
+    "trace": (_path, "FILE.csv", "replay a trace: columns arrival_s, service_s[, fails]"),
+    "out": (_path, "DIR", "write summary.json, items.csv, timeseries.csv, report.png"),
+}
+_FILE_PATHS = ("trace", "out")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(
+        prog=PROG,
+        description="Simulate bounded asyncio work pipelines on a virtual clock.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    simulate = commands.add_parser(
+        "simulate",
+        help="run a scenario in virtual time and report",
+        description="Run a scenario in virtual time. Flags override the scenario file.",
+    )
+    simulate.add_argument("scenario", nargs="?", help="scenario.toml (keys mirror the flags)")
+    for name, (_, metavar, text) in _OPTIONS.items():
+        simulate.add_argument(_flag(name), dest=name, metavar=metavar, help=text)
+    simulate.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+# -- settings: TOML file, then flags -----------------------------------------------------------
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    base = os.path.dirname(os.path.abspath(path))
+    raw: dict[str, str] = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in _OPTIONS:
+            raise ValueError(f"{path}: unknown key {key!r}; allowed: {', '.join(sorted(_OPTIONS))}")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(
+                f"{path}: {key} must be a string or a number, got {type(value).__name__} {value!r}"
+            )
+        text = str(value)
+        if name in _FILE_PATHS:
+            text = os.path.join(base, text)
+        raw[name] = text
+    return raw
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Parsed settings: the scenario file's values, overridden by the flags given."""
+    sources: list[tuple[str, dict[str, str]]] = []
+    if args.scenario is not None:
+        sources.append((args.scenario, _read_toml(args.scenario)))
+    flags = {name: getattr(args, name) for name in _OPTIONS if getattr(args, name) is not None}
+    if sources and ("items" in flags or "duration" in flags):
+        # --items and --duration are one choice: a flag for either replaces the file's.
+        for name in ("items", "duration"):
+            sources[0][1].pop(name, None)
+    sources.append(("", flags))
+    settings: dict[str, Any] = {}
+    for origin, raw in sources:
+        for name, text in raw.items():
+            label = f"{origin}: {name}" if origin else _flag(name)
+            try:
+                settings[name] = _OPTIONS[name][0](text)
+            except ValueError as exc:
+                raise ValueError(f"{label}: {exc}") from None
+    return settings
+
+
+def _scenario(settings: dict[str, Any]) -> Scenario:
+    from .config import PipelineConfig
+    from .sim.failures import IndependentFailures, NoFailures
+    from .sim.scenario import Scenario
+
+    config_fields = {
+        "concurrency": "concurrency",
+        "maxsize": "queue_maxsize",
+        "on_full": "on_full",
+        "max_attempts": "max_attempts",
+        "backoff": "backoff",
+        "attempt_timeout": "attempt_timeout_s",
+        "drain_timeout": "drain_timeout_s",
+    }
+    config = PipelineConfig(
+        **{field: settings[name] for name, field in config_fields.items() if name in settings}
+    )
+    if "items" in settings and "duration" in settings:
+        raise ValueError("give --items N or --duration S, not both")
+    length = {}
+    if "items" in settings:
+        length["n_items"] = settings["items"]
+    elif "duration" in settings:
+        length["duration_s"] = settings["duration"]
+    rate = settings.get("failure_rate", 0.0)
+    failures = IndependentFailures(rate) if rate > 0 else NoFailures()
+    extra = {
+        field: settings[name]
+        for name, field in (
+            ("seed", "seed"),
+            ("warmup", "warmup_s"),
+            ("item_size", "item_size_bytes"),
+        )
+        if name in settings
+    }
+    if "trace" in settings:
+        given = [_flag(n) for n in ("arrivals", "service") if n in settings]
+        if given:
+            raise ValueError(
+                f"--trace replays the file's arrival and service times; drop {' and '.join(given)}"
+            )
+        from .sim.trace import load_trace
+
+        workload = load_trace(settings["trace"])
+        if length.get("n_items", 0) > len(workload):
+            raise ValueError(
+                f"--items {length['n_items']} is more than the {len(workload)} rows of "
+                f"{settings['trace']}"
+            )
+        failures = workload.failures | failures if rate > 0 else workload.failures
+        return workload.scenario(config, failures=failures, **length, **extra)
+    missing = [_flag(n) for n in ("arrivals", "service") if n not in settings]
+    if missing:
+        raise ValueError(f"missing {' and '.join(missing)} (or give --trace FILE.csv)")
+    if not length:
+        raise ValueError("give --items N or --duration S (how much traffic to simulate)")
+    return Scenario(
+        arrivals=settings["arrivals"],
+        service=settings["service"],
+        config=config,
+        failures=failures,
+        **length,
+        **extra,
+    )
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-safe value: NaN and infinities become None."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return _plain(value.item()) if hasattr(value, "item") else value
+
+
+def _summary_object(results: Sequence[SimulationResult]) -> dict[str, Any]:
+    """The JSON object: one run's summary, or means plus ``ci95`` over replications."""
+    if len(results) == 1:
+        return {key: _plain(value) for key, value in results[0].summary.items()}
+    from .sim.stats import mean_ci
+
+    out: dict[str, Any] = {"replications": len(results)}
+    ci95: dict[str, Any] = {}
+    for key, first in results[0].summary.items():
+        values = [r.summary[key] for r in results]
+        if isinstance(first, bool):
+            out[key] = any(values)
+            continue
+        numbers = [float(v) for v in values]
+        finite = [v for v in numbers if math.isfinite(v)]
+        if len(finite) == len(numbers):
+            mean, half = mean_ci(numbers)
+        else:
+            mean = sum(finite) / len(finite) if finite else math.nan
+            half = math.nan
+        out[key] = _plain(mean)
+        ci95[key] = _plain(half)
+    out["ci95"] = ci95
+    return out
+
+
+def _show(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key.endswith("_bytes"):
+        return f"{value:,.0f} B"
+    if key.startswith(("items_", "attempts_", "retries_")) or key.endswith("_max"):
+        return f"{value:,.6g}"
+    if key.endswith("_per_s"):
+        return f"{value:.4g} /s"
+    if key.endswith("_s"):
+        return f"{value:.4g} s"
+    return f"{value:.4g}"
+
+
+def _table(summary: dict[str, Any], scenario: Scenario) -> str:
+    config = scenario.config
+    maxsize = "unbounded" if config.queue_maxsize is None else config.queue_maxsize
+    lines = [
+        f"concurrency {config.concurrency}, maxsize {maxsize}, on_full {config.on_full}, "
+        f"max_attempts {config.max_attempts}, seed {scenario.seed}"
+        + (f", {summary['replications']} replications (mean ± 95%)" if "ci95" in summary else "")
+    ]
+    ci = summary.get("ci95", {})
+    width = max(len(k) for k in summary)
+    for key, value in summary.items():
+        if key in ("ci95", "replications"):
+            continue
+        text = _show(key, value)
+        half = ci.get(key)
+        if half is not None and value is not None:
+            text += f" ± {_show(key, half)}"
+        lines.append(f"  {key:<{width}}  {text}")
+    return "\n".join(lines)
+
+
+def _report_figure(result: SimulationResult) -> Any:
+    """A 2x2 report: queue/in flight/backlog, latency histogram, memory, cumulative outcomes."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    ts, items = result.timeseries, result.items
+    t = ts["time_s"].to_numpy()
+    fig = Figure(figsize=(12, 8), layout="constrained")
+    (ax1, ax2), (ax3, ax4) = fig.subplots(2, 2)
+    for column, label in (
+        ("queue_depth", "queue depth"),
+        ("in_flight", "in flight"),
+        ("upstream_backlog", "upstream backlog"),
+    ):
+        ax1.step(t, ts[column], where="post", label=label, linewidth=0.8)
+    ax1.set(title="Items over time", xlabel="virtual time (s)", ylabel="items")
+    ax1.legend(loc="upper left")
+
+    latency = items.loc[items["outcome"] == "completed", "latency_s"].to_numpy()
+    if latency.size:
+        ax2.hist(latency, bins=60, color="0.6")
+        for q, style in ((50, "-"), (95, "--"), (99, ":")):
+            value = float(np.percentile(latency, q))
+            ax2.axvline(value, color="C3", linestyle=style, label=f"p{q} = {value:.3g} s")
+        ax2.legend()
+    ax2.set(title="Latency of completed items", xlabel="latency (s)", ylabel="items")
+
+    memory = ts["memory_bytes"].to_numpy()
+    scale, unit = next(
+        ((f, u) for f, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")) if memory.max() >= f),
+        (1, "B"),
+    )
+    ax3.step(t, memory / scale, where="post", color="C4", linewidth=0.8)
+    ax3.set(title="Modelled memory", xlabel="virtual time (s)", ylabel=unit)
+
+    ax4.step(t, ts["completed"], where="post", label="completed")
+    ax4.step(t, ts["dead_letters"], where="post", label="dead letters")
+    ax4.set(title="Cumulative outcomes", xlabel="virtual time (s)", ylabel="items")
+    ax4.legend(loc="upper left")
+    fig.suptitle(repr(result))
+    return fig
+
+
+def _write_out(directory: str, summary: dict[str, Any], result: SimulationResult) -> None:
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2, allow_nan=False)
+        f.write("\n")
+    result.items.to_csv(os.path.join(directory, "items.csv"), index=False)
+    result.timeseries.to_csv(os.path.join(directory, "timeseries.csv"), index=False)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    try:
+        from .viz.plots import report_figure  # type: ignore[import-not-found]
+    except ImportError:
+        report_figure = _report_figure
+    fig = report_figure(result)
+    fig.savefig(os.path.join(directory, "report.png"), dpi=100)
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close(fig)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    scenario = _scenario(settings)
+    from .sim.simulate import simulate
+
+    replications = settings.get("replications", 1)
+    if replications == 1:
+        results = [simulate(scenario)]
+    else:
+        results = simulate(scenario, replications=replications).results
+    summary = _summary_object(results)
+    if "out" in settings:
+        _write_out(settings["out"], summary, results[0])
+    if args.json:
+        print(json.dumps(summary, allow_nan=False))
+    else:
+        print(_table(summary, scenario))
+        from .sim.diagnostics import diagnose, format_findings
+
+        which = " (replication 0)" if len(results) > 1 else ""
+        print(f"\ndiagnostics{which}:")
+        print(format_findings(diagnose(results[0])))
+    sys.stdout.flush()
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:
+        text = f"cannot use {exc.filename}: {exc.strerror or exc}"
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 2 bad input)."""
+    args = _build_parser().parse_args(argv)
+    try:
+        return _simulate(args)
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (ValueError, TypeError, OSError) as exc:
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

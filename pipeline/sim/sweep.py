@@ -1,0 +1,295 @@
+"""``sweep()``: run a grid of what-if scenarios x replications on a local process pool.
+
+Every combination of the grid's values is applied to a base scenario
+(``Scenario.replace``: scenario or config field names), and each grid point is
+run ``replications`` times. Replication *r* of every grid point uses the
+random streams of ``(seed, r)`` -- common random numbers -- so two
+configurations are compared on the same traffic, item for item, and
+differences between grid points are not noise between seeds.
+
+The result is one tidy DataFrame (one row per grid point and replication);
+:func:`summarise_sweep` turns it into means with 95% confidence half-widths.
+The numbers do not depend on how many processes ran them.
+
+Example:
+    >>> frame = sweep(base, {"concurrency": [4, 5, 6], "queue_maxsize": [10, None]},
+    ...               replications=5)
+    >>> summarise_sweep(frame, metrics=("wait_mean_s", "memory_peak_bytes"))
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import multiprocessing
+import os
+import pickle
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .scenario import Scenario
+from .simulate import SimulationResult, _simulate_once
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["DEFAULT_METRICS", "simulate_replication", "summarise_sweep", "sweep"]
+
+DEFAULT_METRICS = (
+    "wait_mean_s",
+    "latency_mean_s",
+    "latency_p95_s",
+    "throughput_per_s",
+    "utilisation",
+    "queue_depth_mean",
+    "memory_peak_bytes",
+    "items_dead_lettered",
+    "items_shed",
+)
+"""Summary keys :func:`summarise_sweep` reports unless told otherwise."""
+
+
+def simulate_replication(scenario: Scenario, replication: int) -> SimulationResult:
+    """Run replication ``replication`` (>= 0) of a scenario: streams from ``(seed, replication)``.
+
+    ``simulate(scenario, replications=R).results[r]`` gives the same numbers.
+
+    Raises:
+        TypeError: ``scenario`` is not a Scenario.
+        ValueError: ``replication`` is not an integer >= 0.
+    """
+    if not isinstance(scenario, Scenario):
+        raise TypeError(f"scenario must be a Scenario, got {scenario!r}")
+    if isinstance(replication, bool) or not isinstance(replication, int) or replication < 0:
+        raise ValueError(f"replication must be an integer >= 0, got {replication!r}")
+    return _simulate_once(scenario, replication)
+
+
+def _run_task(task: tuple[int, Scenario, int]) -> tuple[int, dict[str, Any]]:
+    # Module level so a worker process can unpickle it; returns only the small summary.
+    index, scenario, replication = task
+    return index, simulate_replication(scenario, replication).summary
+
+
+def _grid_points(base: Scenario, grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    if not isinstance(grid, Mapping):
+        raise TypeError(f"grid must be a dict of field name -> sequence of values, got {grid!r}")
+    for key, values in grid.items():
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence | np.ndarray):
+            raise TypeError(
+                f"grid[{key!r}] must be a sequence of values (e.g. a list), got {values!r}"
+            )
+        if len(values) == 0:
+            raise ValueError(f"grid[{key!r}] must hold at least one value, got an empty sequence")
+    keys = list(grid)
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*grid.values())]
+
+
+def _scenarios(base: Scenario, points: list[dict[str, Any]]) -> list[Scenario]:
+    out = []
+    for point in points:
+        try:
+            out.append(base.replace(**point))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"grid point {point}: {exc}") from None
+    return out
+
+
+def _check_picklable(scenarios: list[Scenario], processes: int) -> None:
+    for scenario in scenarios:
+        try:
+            pickle.dumps(scenario)
+        except Exception as exc:  # pickling raises several types (PicklingError, AttributeError)
+            raise ValueError(
+                f"sweep runs scenarios in {processes} worker processes, so they must be "
+                f"picklable, but {scenario!r} is not ({type(exc).__name__}: {exc}); define "
+                "functions at module level (e.g. TimeVarying.from_profile or daily_curve "
+                "instead of a lambda), or pass processes=1"
+            ) from None
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    # Never plain fork: the parent (a Jupyter kernel, pytest) may run threads.
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def sweep(
+    base: Scenario,
+    grid: Mapping[str, Sequence[Any]],
+    *,
+    replications: int = 3,
+    processes: int | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run every combination of ``grid`` x ``replications`` and return one tidy frame.
+
+    Args:
+        base: the scenario every grid point starts from.
+        grid: field name -> values to try; names are :class:`~pipeline.sim.Scenario`
+            or :class:`~pipeline.PipelineConfig` fields (``queue_maxsize`` may
+            include None, the unbounded queue). An empty grid runs ``base`` alone.
+        replications: runs per grid point (>= 1); replication *r* of every point
+            uses the same random streams.
+        processes: worker processes (default: CPU count, at most one per run);
+            1 runs everything in this process.
+        progress: show a tqdm progress bar.
+
+    Returns:
+        A DataFrame with one row per (grid point, replication), in grid order:
+        the grid's columns, ``replication``, then every summary key. The grid's
+        field names are kept in ``frame.attrs["grid"]``. Everything except
+        ``wall_time_s`` is the same whatever ``processes`` is.
+
+    Raises:
+        TypeError: ``base`` is not a Scenario, or a bad grid.
+        ValueError: an unknown field name or a value the scenario rejects (named
+            with its grid point), bad ``replications`` or ``processes``, or a
+            scenario that cannot be pickled for the worker processes.
+
+    Example:
+        >>> sweep(base, {"concurrency": [4, 8]}, replications=5, progress=False)
+    """
+    import pandas as pd
+
+    if not isinstance(base, Scenario):
+        raise TypeError(f"base must be a Scenario, got {base!r}")
+    if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
+        raise ValueError(f"replications must be an integer >= 1, got {replications!r}")
+    if processes is not None and (
+        isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
+    ):
+        raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
+    points = _grid_points(base, grid)
+    scenarios = _scenarios(base, points)
+    tasks = [
+        (index * replications + r, scenario, r)
+        for index, scenario in enumerate(scenarios)
+        for r in range(replications)
+    ]
+    workers = min(processes or os.cpu_count() or 1, len(tasks))
+    summaries: list[dict[str, Any] | None] = [None] * len(tasks)
+
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(tasks), desc="sweep", unit="run", disable=not progress) as bar:
+        if workers <= 1:
+            for task in tasks:
+                index, summary = _run_task(task)
+                summaries[index] = summary
+                bar.update()
+        else:
+            _check_picklable(scenarios, workers)
+            with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
+                futures = [pool.submit(_run_task, task) for task in tasks]
+                try:
+                    for future in as_completed(futures):
+                        index, summary = future.result()
+                        summaries[index] = summary
+                        bar.update()
+                except BaseException as exc:
+                    for future in futures:
+                        future.cancel()
+                    if isinstance(exc, AttributeError | ImportError | pickle.PicklingError):
+                        exc.add_note(
+                            "sweep: a worker process could not rebuild the scenario; "
+                            "functions defined in a notebook or __main__ cannot be sent to "
+                            "worker processes -- move them to a module or pass processes=1"
+                        )
+                    raise
+
+    rows = []
+    for (index, _, r), summary in zip(tasks, summaries, strict=True):
+        assert summary is not None
+        rows.append({**points[index // replications], "replication": r, **summary})
+    frame = _keep_none(pd.DataFrame(rows), rows, list(grid))
+    frame.attrs["grid"] = list(grid)
+    return frame
+
+
+def _grid_columns(frame: pd.DataFrame) -> list[str]:
+    grid = frame.attrs.get("grid")
+    if grid is not None:
+        return list(grid)
+    columns = list(frame.columns)
+    if "replication" not in columns:
+        raise ValueError(
+            f"frame must come from sweep() (a 'replication' column), got columns {columns}"
+        )
+    return columns[: columns.index("replication")]
+
+
+def summarise_sweep(
+    frame: pd.DataFrame, metrics: Sequence[str] | None = DEFAULT_METRICS
+) -> pd.DataFrame:
+    """Mean and 95% confidence half-width of each metric, per grid point.
+
+    Half-widths are Student t intervals across replications
+    (:func:`pipeline.sim.stats.mean_ci`); NaN with a single replication or when
+    some replication has no value (then the mean is over those that do).
+
+    Args:
+        frame: what :func:`sweep` returned.
+        metrics: summary keys to report (default :data:`DEFAULT_METRICS`); None
+            for every numeric column.
+
+    Returns:
+        One row per grid point, in grid order: the grid's columns,
+        ``replications``, then ``<metric>_mean`` and ``<metric>_ci95`` for each metric.
+
+    Raises:
+        ValueError: a metric that is not a column of ``frame``.
+    """
+    import pandas as pd
+
+    from .stats import mean_ci
+
+    grid = _grid_columns(frame)
+    skip = {*grid, "replication"}
+    if metrics is None:
+        metrics = [
+            c
+            for c in frame.columns
+            if c not in skip
+            and pd.api.types.is_numeric_dtype(frame[c])
+            and not pd.api.types.is_bool_dtype(frame[c])
+        ]
+    else:
+        metrics = list(metrics)
+        unknown = [m for m in metrics if m not in frame.columns]
+        if unknown:
+            allowed = [c for c in frame.columns if c not in skip]
+            raise ValueError(f"unknown metric(s) {unknown}; allowed: {allowed}")
+
+    groups = frame.groupby(grid, sort=False, dropna=False) if grid else [((), frame)]
+    rows = []
+    for _, part in groups:
+        # Values from the rows, not the group keys: groupby turns None into NaN.
+        row: dict[str, Any] = {column: part[column].iloc[0] for column in grid}
+        row["replications"] = len(part)
+        for metric in metrics:
+            values = part[metric].to_numpy(dtype=np.float64)
+            finite = values[np.isfinite(values)]
+            if len(finite) == len(values) and len(values) >= 2:
+                mean, half = mean_ci(values)
+            else:
+                mean = float(finite.mean()) if len(finite) else math.nan
+                half = math.nan
+            row[f"{metric}_mean"] = mean
+            row[f"{metric}_ci95"] = half
+        rows.append(row)
+    return _keep_none(pd.DataFrame(rows), rows, grid)
+
+
+def _keep_none(frame: pd.DataFrame, rows: list[dict[str, Any]], columns: Sequence[str]):
+    """Grid columns holding None (the unbounded queue) stay None rather than NaN."""
+    import pandas as pd
+
+    for column in columns:
+        values = [row[column] for row in rows]
+        if any(v is None for v in values):
+            frame[column] = pd.Series(values, dtype=object, index=frame.index)
+    return frame

@@ -1,0 +1,292 @@
+"""``python -m pipeline simulate``: the contract's keys, files and errors, as a subprocess."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.sim.theory import mmc
+
+CONTRACT_KEYS = {
+    "items_offered",
+    "items_admitted",
+    "items_completed",
+    "items_dead_lettered",
+    "items_shed",
+    "items_unfinished",
+    "attempts_total",
+    "wait_mean_s",
+    "latency_mean_s",
+    "latency_p50_s",
+    "latency_p95_s",
+    "latency_p99_s",
+    "throughput_per_s",
+    "utilisation",
+    "queue_depth_mean",
+    "queue_depth_max",
+    "producer_blocked_s",
+    "memory_peak_bytes",
+    "sim_time_s",
+    "wall_time_s",
+}
+ITEM_COLUMNS = [
+    "item_id",
+    "arrival_s",
+    "admitted_s",
+    "start_s",
+    "finish_s",
+    "wait_s",
+    "latency_s",
+    "attempts",
+    "outcome",
+]
+MM4 = ["--arrivals", "poisson:rate=3.2", "--service", "exponential:mean=1.0"]
+
+
+BAD_INPUT = [
+    (
+        ["--arrivals", "poisson:rate=-1", "--service", "exponential:mean=1", "--items", "5"],
+        "--arrivals",
+    ),
+    (
+        ["--arrivals", "poisson:rate=1", "--service", "expo:mean=1", "--items", "5"],
+        "unknown distribution 'expo'",
+    ),
+    ([*MM4, "--items", "5", "--concurrency", "0"], "--concurrency"),
+    ([*MM4, "--items", "5", "--maxsize", "0"], "'unbounded'"),
+    ([*MM4, "--items", "5", "--on-full", "drop"], "'block' or 'reject'"),
+    ([*MM4, "--items", "5", "--failure-rate", "2"], "--failure-rate"),
+    ([*MM4, "--items", "5", "--backoff", "linear:x=1"], "unknown backoff 'linear'"),
+    ([*MM4, "--items", "5", "--drain-timeout", "soon"], "--drain-timeout"),
+    ([*MM4, "--items", "5", "--duration", "9"], "not both"),
+    (MM4, "--items N or --duration S"),
+    ([*MM4, "--items", "5", "--bogus"], "unrecognized arguments: --bogus"),
+    (["--trace", "missing.csv"], "missing.csv"),
+    (["missing.toml"], "missing.toml"),
+    (["--trace", "bad.csv"], "bad.csv row 2: arrival_s"),
+    (["bad.toml"], "unknown key 'colour'"),
+    (["--trace", "bad.csv", "--arrivals", "poisson:rate=1"], "drop --arrivals"),
+    ([*MM4, "--items", "5", "--replications", "0"], "--replications"),
+    ([*MM4, "--items", "5", "--attempt-timeout", "0"], "--attempt-timeout"),
+    ([*MM4, "--items", "5", "--backoff", "constant:delay=-1"], "base_s must be >= 0"),
+]
+
+
+def cli(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "simulate", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def cli_json(*args, cwd=None):
+    done = cli(*args, "--json", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return json.loads(done.stdout)
+
+
+def test_mm4_json_has_every_key_and_sane_values():
+    out = cli_json(
+        *MM4,
+        "--concurrency",
+        4,
+        "--maxsize",
+        100,
+        "--on-full",
+        "block",
+        "--max-attempts",
+        3,
+        "--failure-rate",
+        0.0,
+        "--items",
+        20_000,
+        "--seed",
+        1,
+    )
+    assert set(out) >= CONTRACT_KEYS
+    assert out["items_offered"] == out["items_completed"] == 20_000
+    assert out["items_dead_lettered"] == out["items_shed"] == out["items_unfinished"] == 0
+    assert out["attempts_total"] == 20_000
+    # rho = 3.2 / 4 = 0.8; one run of 20,000 items is within a few percent
+    assert out["utilisation"] == pytest.approx(0.8, abs=0.04)
+    assert out["throughput_per_s"] == pytest.approx(3.2, rel=0.04)
+    # Erlang C mean wait 0.745 s; one run's standard error is about 10%, allow 3 of them
+    assert out["wait_mean_s"] == pytest.approx(mmc(3.2, 1.0, 4).wait_mean_s, rel=0.3)
+    assert out["latency_p50_s"] <= out["latency_p95_s"] <= out["latency_p99_s"]
+    assert out["latency_mean_s"] == pytest.approx(out["wait_mean_s"] + 1.0, rel=0.05)
+    assert 0 <= out["queue_depth_mean"] <= out["queue_depth_max"] <= 100
+    assert out["memory_peak_bytes"] > 0 and out["sim_time_s"] > 6000
+
+
+def main_json(capsys, *args):
+    """main() in this process, for the cheaper checks of the JSON object."""
+    from pipeline.cli import main
+
+    assert main(["simulate", *map(str, args), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_nan_is_null_and_unbounded_queue(capsys):
+    out = main_json(capsys, *MM4, "--items", 0, "--maxsize", "unbounded")
+    assert out["items_offered"] == 0
+    assert out["wait_mean_s"] is None and out["latency_p99_s"] is None
+    out = main_json(
+        capsys, *MM4, "--items", 3000, "--maxsize", "unbounded", "--arrivals", "poisson:rate=5"
+    )
+    assert out["producer_blocked_s"] == 0 and out["queue_depth_max"] > 100
+
+
+def test_replications_report_means_and_ci95(capsys):
+    out = main_json(capsys, *MM4, "--items", 1000, "--replications", 3, "--failure-rate", 0.1)
+    assert out["replications"] == 3
+    assert set(out) >= CONTRACT_KEYS and set(out["ci95"]) >= CONTRACT_KEYS
+    assert out["ci95"]["wait_mean_s"] > 0 and out["ci95"]["items_offered"] == 0
+    assert out["attempts_total"] > 1000
+
+
+def test_out_writes_the_four_files(tmp_path):
+    done = cli(
+        *MM4,
+        "--items",
+        2000,
+        "--maxsize",
+        10,
+        "--failure-rate",
+        0.2,
+        "--backoff",
+        "exponential:base=0.1,factor=2,cap=30,jitter=1",
+        "--out",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "utilisation" in done.stdout and "diagnostics" in done.stdout
+    assert {p.name for p in tmp_path.iterdir()} >= {
+        "summary.json",
+        "items.csv",
+        "timeseries.csv",
+        "report.png",
+    }
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary) >= CONTRACT_KEYS
+    with open(tmp_path / "items.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[: len(ITEM_COLUMNS)] == ITEM_COLUMNS
+    assert len(rows) == 2000 and rows[0]["item_id"] == "0"
+    assert {r["outcome"] for r in rows} <= {"completed", "dead_lettered", "shed", "unfinished"}
+    assert sum(r["outcome"] == "dead_lettered" for r in rows) == summary["items_dead_lettered"]
+    first = rows[0]
+    assert float(first["wait_s"]) == pytest.approx(
+        float(first["start_s"]) - float(first["arrival_s"])
+    )
+    header = (tmp_path / "timeseries.csv").read_text().splitlines()[0].split(",")
+    assert header[0] == "time_s" and "queue_depth" in header and "memory_bytes" in header
+    assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_scenario_file_and_flag_override(tmp_path):
+    (tmp_path / "scenario.toml").write_text(
+        'arrivals = "poisson:rate=3.2"\n'
+        'service = "exponential:mean=1.0"\n'
+        "concurrency = 4\n"
+        'maxsize = "unbounded"\n'
+        'on-full = "block"\n'
+        "max_attempts = 3\n"
+        'drain_timeout = "none"\n'
+        "items = 500\n"
+        "seed = 3\n"
+    )
+    from_file = cli_json("scenario.toml", cwd=tmp_path)
+    assert from_file["items_offered"] == 500
+    overridden = cli_json("scenario.toml", "--items", 300, "--concurrency", 8, cwd=tmp_path)
+    assert overridden["items_offered"] == 300
+    assert overridden["wait_mean_s"] < from_file["wait_mean_s"]
+    by_duration = cli_json("scenario.toml", "--duration", 10, cwd=tmp_path)
+    assert by_duration["items_offered"] < 100
+
+
+def test_trace_replay(tmp_path):
+    rows = ["arrival_s,service_s,fails", "0,2,0", "0,2,1", "0.5,1,0", "1,1,5"]
+    (tmp_path / "trace.csv").write_text("\n".join(rows) + "\n")
+    out = cli_json(
+        "--trace",
+        "trace.csv",
+        "--concurrency",
+        2,
+        "--max-attempts",
+        3,
+        "--backoff",
+        "none",
+        cwd=tmp_path,
+    )
+    assert out["items_offered"] == 4
+    assert out["items_completed"] == 3 and out["items_dead_lettered"] == 1
+    assert out["attempts_total"] == 1 + 2 + 1 + 3
+
+
+def run_main(args, cwd, monkeypatch, capsys):
+    """main() in this process (fast); argparse's own errors arrive as SystemExit."""
+    from pipeline.cli import main
+
+    monkeypatch.chdir(cwd)
+    try:
+        status = main(["simulate", *args])
+    except SystemExit as exc:
+        status = exc.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.fixture
+def bad_files(tmp_path):
+    (tmp_path / "bad.csv").write_text("arrival_s,service_s\n1,1\n0.5,1\n")
+    (tmp_path / "bad.toml").write_text("colour = 1\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize(("args", "words"), BAD_INPUT)
+def test_bad_input_is_one_line_and_exit_2(bad_files, monkeypatch, capsys, args, words):
+    status, out, err = run_main(args, bad_files, monkeypatch, capsys)
+    assert status == 2
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("pipeline: error: ")
+    assert words in lines[0]
+
+
+@pytest.mark.parametrize("index", [0, 10, 13])  # a bad spec, a bad flag, a bad file
+def test_bad_input_as_a_process_has_no_traceback(bad_files, index):
+    args, words = BAD_INPUT[index]
+    done = cli(*args, cwd=bad_files)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and words in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_json_path_stays_light():
+    code = (
+        "import sys; from pipeline.cli import main; "
+        f"main(['simulate', *{MM4!r}, '--items', '50', '--json']); "
+        "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_human_table(capsys):
+    from pipeline.cli import main
+
+    assert main(["simulate", *MM4, "--items", "2000", "--arrivals", "poisson:rate=5"]) == 0
+    out = capsys.readouterr().out
+    assert "wait_mean_s" in out and "throughput_per_s" in out
+    assert "CONSUMER_LAG" in out
