@@ -101,16 +101,29 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
     return ItemColumns(arrival_s, admitted, start, finish, attempts, outcome)
 
 
-# How each event moves each series: (queue, in_flight, retry_waiting, dead, completed, blocked)
-_DELTAS = np.zeros((len(EventKind), 6), dtype=np.int64)
-_DELTAS[K.ADMITTED] = (1, 0, 0, 0, 0, 0)
-_DELTAS[K.STARTED] = (-1, 1, 0, 0, 0, 0)
-_DELTAS[K.COMPLETED] = (0, -1, 0, 0, 1, 0)
-_DELTAS[K.RETRY_SCHEDULED] = (0, -1, 1, 0, 0, 0)
-_DELTAS[K.READMITTED] = (1, 0, -1, 0, 0, 0)
-_DELTAS[K.DEAD_LETTERED] = (0, -1, 0, 1, 0, 0)
-_DELTAS[K.PRODUCER_BLOCKED] = (0, 0, 0, 0, 0, 1)
-_DELTAS[K.PRODUCER_UNBLOCKED] = (0, 0, 0, 0, 0, -1)
+# How each event moves each series. The extra last row is an item's arrival at
+# the source, which only the upstream backlog sees.
+_SERIES = (
+    "queue_depth",
+    "in_flight",
+    "retry_waiting",
+    "dead_letters",
+    "completed",
+    "producers_blocked",
+    "upstream_backlog",
+)
+_ARRIVAL = len(EventKind)
+_DELTAS = np.zeros((len(EventKind) + 1, len(_SERIES)), dtype=np.int8)
+_DELTAS[K.ADMITTED] = (1, 0, 0, 0, 0, 0, -1)
+_DELTAS[K.SHED] = (0, 0, 0, 0, 0, 0, -1)
+_DELTAS[K.STARTED] = (-1, 1, 0, 0, 0, 0, 0)
+_DELTAS[K.COMPLETED] = (0, -1, 0, 0, 1, 0, 0)
+_DELTAS[K.RETRY_SCHEDULED] = (0, -1, 1, 0, 0, 0, 0)
+_DELTAS[K.READMITTED] = (1, 0, -1, 0, 0, 0, 0)
+_DELTAS[K.DEAD_LETTERED] = (0, -1, 0, 1, 0, 0, 0)
+_DELTAS[K.PRODUCER_BLOCKED] = (0, 0, 0, 0, 0, 1, 0)
+_DELTAS[K.PRODUCER_UNBLOCKED] = (0, 0, 0, 0, 0, -1, 0)
+_DELTAS[_ARRIVAL] = (0, 0, 0, 0, 0, 0, 1)
 
 
 @dataclass(frozen=True)
@@ -152,7 +165,8 @@ class StepSeries:
 
     def memory_bytes(self, item_size_bytes: int) -> np.ndarray:
         """Modelled bytes held in the process: in-system items plus kept dead letters."""
-        return (self.in_system + self.dead_letters) * item_size_bytes
+        held = self.in_system.astype(np.int64) + self.dead_letters
+        return held * item_size_bytes
 
     def durations(self) -> np.ndarray:
         """How long each row's values hold, seconds."""
@@ -179,40 +193,37 @@ class StepSeries:
 
 
 def step_series(arrival_s: np.ndarray, recorder: Recorder, end_s: float) -> StepSeries:
-    """Turn the event log (plus arrival times) into exact step functions."""
+    """Turn the event log (plus arrival times) into exact step functions.
+
+    Works one column at a time in small integer types, so a million items
+    need a few hundred megabytes, not gigabytes.
+    """
     kinds, times, _ = recorder.arrays()
-    moves = _DELTAS[kinds]
-    # Upstream backlog: +1 at each arrival, -1 when admitted or shed.
-    backlog_moves = np.where((kinds == K.ADMITTED) | (kinds == K.SHED), -1, 0)
     all_times = np.concatenate([arrival_s, times])
-    all_moves = np.concatenate([np.zeros((len(arrival_s), 6), np.int64), moves])
-    all_backlog = np.concatenate([np.ones(len(arrival_s), np.int64), backlog_moves])
     order = np.argsort(all_times, kind="stable")
-    all_times = all_times[order]
-    levels = np.cumsum(all_moves[order], axis=0)
-    backlog = np.cumsum(all_backlog[order])
+    event_times = all_times[order]
+    del all_times
+    codes = np.concatenate([np.full(len(arrival_s), _ARRIVAL, np.int8), kinds])[order]
+    del order
     # Several events at one instant: keep the state after the last of them.
-    last = np.append(all_times[1:] != all_times[:-1], True) if len(all_times) else np.empty(0, bool)
-    time_s = np.concatenate([[0.0], all_times[last]])
-    levels = np.vstack([np.zeros((1, 6), np.int64), levels[last]])
-    backlog = np.concatenate([[0], backlog[last]])
+    if len(event_times):
+        last = np.append(event_times[1:] != event_times[:-1], True)
+    else:
+        last = np.empty(0, bool)
+    time_s = np.concatenate([[0.0], event_times[last]])
+    columns = {}
+    for index, name in enumerate(_SERIES):
+        steps = np.cumsum(_DELTAS[codes, index], dtype=np.int32)[last]
+        columns[name] = np.concatenate([np.zeros(1, np.int32), steps])
     if len(time_s) > 1 and time_s[1] == 0.0:
-        time_s, levels, backlog = time_s[1:], levels[1:], backlog[1:]
+        time_s = time_s[1:]
+        columns = {name: values[1:] for name, values in columns.items()}
     # Whatever the drain handed back as unfinished leaves at the very end.
-    if levels[-1, :3].any():
+    inside = ("queue_depth", "in_flight", "retry_waiting")
+    if any(columns[name][-1] for name in inside):
         if time_s[-1] < end_s:
             time_s = np.append(time_s, end_s)
-            levels = np.vstack([levels, levels[-1]])
-            backlog = np.append(backlog, backlog[-1])
-        levels[-1, :3] = 0
-    return StepSeries(
-        time_s=time_s,
-        queue_depth=levels[:, 0],
-        in_flight=levels[:, 1],
-        retry_waiting=levels[:, 2],
-        dead_letters=levels[:, 3],
-        completed=levels[:, 4],
-        producers_blocked=levels[:, 5],
-        upstream_backlog=backlog,
-        end_s=end_s,
-    )
+            columns = {name: np.append(values, values[-1]) for name, values in columns.items()}
+        for name in inside:
+            columns[name][-1] = 0
+    return StepSeries(time_s=time_s, end_s=end_s, **columns)
