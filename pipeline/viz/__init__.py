@@ -1,0 +1,45 @@
+"""Plots and widgets over simulation results: matplotlib figures and an ipywidgets explorer.
+
+Everything here reads results; nothing here runs the engine except the
+explorer, which re-simulates when a control moves.
+"""
+
+from __future__ import annotations
+
+from .explorer import Explorer, explore
+from .notebook import check, say
+from .plots import (
+    human_bytes,
+    memory_bound_bytes,
+    oldest_unfinished_age,
+    plot_dead_letters_vs_theory,
+    plot_depth,
+    plot_lag,
+    plot_memory,
+    plot_retries,
+    plot_shed_vs_theory,
+    plot_sweep_heatmap,
+    plot_wait_vs_theory,
+    report_figure,
+    theory_for,
+)
+
+__all__ = [
+    "Explorer",
+    "check",
+    "explore",
+    "human_bytes",
+    "memory_bound_bytes",
+    "oldest_unfinished_age",
+    "plot_dead_letters_vs_theory",
+    "plot_depth",
+    "plot_lag",
+    "plot_memory",
+    "plot_retries",
+    "plot_shed_vs_theory",
+    "plot_sweep_heatmap",
+    "plot_wait_vs_theory",
+    "report_figure",
+    "say",
+    "theory_for",
+]

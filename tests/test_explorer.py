@@ -1,0 +1,242 @@
+"""The ipywidgets explorer: every control change re-simulates and redraws."""
+
+from __future__ import annotations
+
+import base64
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import pytest
+
+from pipeline import PipelineConfig
+from pipeline.sim import (
+    Exponential,
+    Gamma,
+    IndependentFailures,
+    LogNormal,
+    OnOff,
+    Poisson,
+    Scenario,
+    Uniform,
+)
+from pipeline.viz.explorer import Explorer, explore
+
+N_ITEMS = 400
+
+
+@pytest.fixture
+def explorer():
+    return explore(n_items=N_ITEMS)
+
+
+def figure_png(ex: Explorer) -> bytes:
+    (output,) = ex.figure.outputs
+    assert output["output_type"] == "display_data"
+    return base64.b64decode(output["data"]["image/png"])
+
+
+def test_layout_has_the_dom_classes_and_named_sliders(explorer):
+    assert isinstance(explorer.widget, widgets.VBox)
+    assert "pipeline-explorer" in explorer.widget._dom_classes
+    assert "pipeline-explorer-figure" in explorer.figure._dom_classes
+    assert "pipeline-explorer-summary" in explorer.summary._dom_classes
+    c = explorer.controls
+    assert c["concurrency"].description == "concurrency"
+    assert (c["concurrency"].min, c["concurrency"].max) == (1, 32)
+    assert c["max_attempts"].description == "max_attempts"
+    assert (c["max_attempts"].min, c["max_attempts"].max) == (1, 10)
+    maxsize = c["maxsize"]
+    assert isinstance(maxsize, widgets.FloatLogSlider) and maxsize.description == "maxsize"
+    assert 10**maxsize.min == pytest.approx(10) and 10**maxsize.max == pytest.approx(5000)
+    assert c["failure_rate"].max == pytest.approx(0.9)
+    for control in c.values():
+        if isinstance(
+            control, widgets.widgets.widget_int._Int | widgets.FloatSlider | widgets.FloatLogSlider
+        ):
+            assert control.continuous_update is False
+
+    # Every control is somewhere inside the root box.
+    def walk(w):
+        yield w
+        for child in getattr(w, "children", ()):
+            yield from walk(child)
+
+    inside = set(map(id, walk(explorer.widget)))
+    assert all(id(control) in inside for control in c.values())
+
+
+def test_first_figure_and_summary_are_there_at_once(explorer):
+    assert figure_png(explorer).startswith(b"\x89PNG")
+    assert explorer.last_png == figure_png(explorer)
+    html = explorer.summary_html
+    for word in (
+        "wait mean",
+        "latency p95",
+        "utilisation",
+        "peak memory",
+        "shed",
+        "dead letters",
+        "concurrency=4",
+    ):
+        assert word in html
+    assert explorer.last_result.summary["items_offered"] == N_ITEMS
+    assert explorer.previous_result is None
+    assert len(explorer.timings_s) == 1
+
+
+def test_moving_concurrency_redraws_and_keeps_the_previous_run(explorer):
+    before_png, before_html = figure_png(explorer), explorer.summary_html
+    first = explorer.last_result
+    explorer.controls["concurrency"].value = 2
+    assert explorer.last_result.scenario.config.concurrency == 2
+    assert explorer.previous_result is first
+    assert figure_png(explorer) != before_png
+    assert explorer.summary_html != before_html
+    assert "concurrency=2" in explorer.summary_html
+    assert len(explorer.timings_s) == 2 and explorer.timings_s[-1] > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "check"),
+    [
+        ("maxsize", 1000.0, lambda sc: sc.config.queue_maxsize == 1000),
+        ("max_attempts", 7, lambda sc: sc.config.max_attempts == 7),
+        ("on_full", "reject", lambda sc: sc.config.on_full == "reject"),
+        ("arrival_rate", 2.0, lambda sc: sc.arrivals == Poisson(rate=2.0)),
+        ("service_mean_s", 0.5, lambda sc: sc.service == Exponential(mean=0.5)),
+        ("service_cv", 2.0, lambda sc: sc.service == LogNormal(mean=1.0, cv=2.0)),
+        ("failure_rate", 0.3, lambda sc: sc.failures == IndependentFailures(0.3)),
+        ("backoff_base_s", 2.0, lambda sc: sc.config.backoff.base_s == pytest.approx(2.0)),
+    ],
+)
+def test_every_control_changes_summary_and_figure(explorer, name, value, check):
+    before_png, before_html = figure_png(explorer), explorer.summary_html
+    explorer.controls[name].value = value
+    assert explorer.error is None
+    assert check(explorer.last_result.scenario)
+    assert explorer.summary_html != before_html
+    assert figure_png(explorer) != before_png
+
+
+def test_maxsize_is_rounded_from_the_log_slider(explorer):
+    explorer.controls["maxsize"].value = 123.4
+    assert explorer.last_result.scenario.config.queue_maxsize == 123
+
+
+def test_unbounded_toggle_disables_maxsize_and_runs_unbounded(explorer):
+    before_png, before_html = figure_png(explorer), explorer.summary_html
+    explorer.controls["unbounded"].value = True
+    assert explorer.controls["maxsize"].disabled
+    assert explorer.last_result.scenario.config.queue_maxsize is None
+    assert "maxsize=∞" in explorer.summary_html and explorer.summary_html != before_html
+    assert figure_png(explorer) != before_png
+    explorer.controls["unbounded"].value = False
+    assert not explorer.controls["maxsize"].disabled
+    assert explorer.last_result.scenario.config.queue_maxsize == 100
+
+
+def test_bad_combinations_do_not_crash(explorer):
+    c = explorer.controls
+    c["failure_rate"].value = 0.9
+    c["max_attempts"].value = 10
+    c["concurrency"].value = 1
+    c["maxsize"].value = 10.0
+    c["on_full"].value = "reject"
+    c["service_cv"].value = 0.0  # constant service times
+    c["arrival_rate"].value = 100.0
+    assert explorer.error is None
+    s = explorer.last_result.summary
+    assert s["items_offered"] == N_ITEMS
+    assert s["items_shed"] > 0
+    assert figure_png(explorer).startswith(b"\x89PNG")
+
+
+def test_a_failing_simulation_is_reported_not_raised(explorer, monkeypatch):
+    import pipeline.viz.explorer as module
+
+    def broken(scenario):
+        raise ValueError("nothing works")
+
+    monkeypatch.setattr(module, "simulate", broken)
+    last = explorer.last_result
+    explorer.controls["concurrency"].value = 9
+    assert explorer.error == "ValueError: nothing works"
+    assert "nothing works" in explorer.summary_html
+    assert explorer.last_result is last
+
+
+def test_diagnostics_are_shown_in_words():
+    ex = explore(
+        Scenario(
+            arrivals=Poisson(rate=8.0),
+            service=Exponential(mean=1.0),
+            config=PipelineConfig(concurrency=2, queue_maxsize=20),
+            n_items=10,
+        ),
+        n_items=N_ITEMS,
+    )
+    html = ex.summary_html
+    try:
+        findings = ex.last_result.diagnostics
+    except ImportError:
+        pytest.skip("pipeline.sim.diagnostics is not there yet")
+    assert findings, "an overloaded run should have findings"
+    for finding in findings:
+        assert finding.title.split("<")[0][:20] in html.replace("&#x27;", "'")
+
+
+def test_explore_takes_a_scenario_and_keeps_what_it_cannot_control():
+    bursty = Scenario(
+        arrivals=OnOff(rate_on=6.0, rate_off=0.0, mean_on_s=20.0, mean_off_s=20.0),
+        service=LogNormal(mean=0.5, cv=2.0),
+        config=PipelineConfig(concurrency=3, queue_maxsize=None, max_attempts=5),
+        n_items=10,
+        seed=7,
+    )
+    ex = explore(bursty, n_items=N_ITEMS, seed=2)
+    c = ex.controls
+    assert c["concurrency"].value == 3 and c["max_attempts"].value == 5
+    assert c["unbounded"].value and c["maxsize"].disabled
+    assert c["arrival_rate"].disabled
+    assert c["service_cv"].value == pytest.approx(2.0)
+    sc = ex.last_result.scenario
+    assert sc.arrivals == bursty.arrivals and sc.n_items == N_ITEMS and sc.seed == 2
+    c["concurrency"].value = 4
+    assert ex.last_result.scenario.arrivals == bursty.arrivals
+
+
+def test_uncontrollable_service_is_kept():
+    uniform = Scenario(arrivals=Poisson(rate=2.0), service=Uniform(0.5, 1.5), n_items=10)
+    ex = explore(uniform, n_items=N_ITEMS)
+    assert ex.controls["service_mean_s"].disabled and ex.controls["service_cv"].disabled
+    ex.controls["concurrency"].value = 2
+    assert ex.last_result.scenario.service == Uniform(0.5, 1.5)
+
+
+def test_gamma_service_stays_gamma():
+    gamma = Scenario(arrivals=Poisson(rate=2.0), service=Gamma(mean=1.0, cv=0.5), n_items=10)
+    ex = explore(gamma, n_items=N_ITEMS)
+    ex.controls["service_cv"].value = 2.0
+    assert ex.last_result.scenario.service == Gamma(mean=1.0, cv=2.0)
+
+
+def test_displaying_shows_the_widget(explorer):
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == (
+        explorer.widget.model_id
+    )
+    assert "Explorer" in repr(explorer)
+
+
+def test_many_updates_keep_one_figure_and_no_pyplot_state(explorer):
+    for value in range(2, 8):
+        explorer.controls["concurrency"].value = value
+    assert plt.get_fignums() == []
+    assert len(explorer.timings_s) == 7
+    assert len(explorer.figure.outputs) == 1
+    assert set(explorer.last_breakdown) == {"simulate_s", "render_s", "total_s"}

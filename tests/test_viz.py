@@ -1,0 +1,370 @@
+"""Plots of simulation results: each returns a Figure with the expected content."""
+
+from __future__ import annotations
+
+import gc
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from pipeline import Backoff, PipelineConfig
+from pipeline.sim import (
+    Exponential,
+    IndependentFailures,
+    Poisson,
+    Scenario,
+    simulate,
+)
+from pipeline.sim.theory import mmc
+from pipeline.viz.plots import (
+    human_bytes,
+    memory_bound_bytes,
+    oldest_unfinished_age,
+    plot_dead_letters_vs_theory,
+    plot_depth,
+    plot_lag,
+    plot_memory,
+    plot_retries,
+    plot_shed_vs_theory,
+    plot_sweep_heatmap,
+    plot_wait_vs_theory,
+    report_figure,
+    theory_for,
+)
+
+
+def scenario(n_items=400, rate=3.2, failures=None, **config):
+    cfg = {
+        "concurrency": 4,
+        "queue_maxsize": 20,
+        "max_attempts": 3,
+        "backoff": Backoff.constant(0.5),
+        **config,
+    }
+    extra = {} if failures is None else {"failures": failures}
+    return Scenario(
+        arrivals=Poisson(rate=rate),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(**cfg),
+        n_items=n_items,
+        seed=3,
+        **extra,
+    )
+
+
+@pytest.fixture(scope="module")
+def runs():
+    base = scenario()
+    return {
+        "plain": simulate(base),
+        "unbounded": simulate(base.replace(queue_maxsize=None, arrivals=Poisson(rate=5.0))),
+        "shed": simulate(
+            base.replace(on_full="reject", queue_maxsize=5, arrivals=Poisson(rate=6.0))
+        ),
+        "dead": simulate(base.replace(failures=IndependentFailures(0.5))),
+        "tiny": simulate(base.replace(n_items=1)),
+        "empty": simulate(base.replace(n_items=0)),
+    }
+
+
+@pytest.fixture(autouse=True)
+def no_open_figures():
+    yield
+    assert plt.get_fignums() == [], "a plot function left a pyplot figure open"
+
+
+def labels(ax):
+    return [line.get_label() for line in ax.get_lines()]
+
+
+def png_bytes(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=30)
+    return buffer.getvalue()
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1 KiB"),
+        (1536, "1.5 KiB"),
+        (5 * 1024**2, "5 MiB"),
+        (3 * 1024**3, "3 GiB"),
+        (-2048, "-2 KiB"),
+    ],
+)
+def test_human_bytes_uses_binary_units(n, text):
+    assert human_bytes(n) == text
+
+
+def test_memory_bound_is_queue_plus_workers_times_item_size(runs):
+    r = runs["plain"]
+    assert memory_bound_bytes(r) == (20 + 4) * 1024
+    assert memory_bound_bytes(runs["unbounded"]) is None
+
+
+def test_oldest_unfinished_age_peaks_at_the_longest_latency(runs):
+    r = runs["plain"]
+    t, age = oldest_unfinished_age(r)
+    assert np.all(np.diff(t) >= 0)
+    assert age.min() >= 0
+    # Every item is completed, so the oldest item's age peaks when the slowest finishes
+    # (or earlier: a younger item may take longer than all the items before it).
+    assert age.max() == pytest.approx(r.items["latency_s"].max())
+
+
+def test_oldest_unfinished_age_of_an_empty_run_is_zero(runs):
+    _, age = oldest_unfinished_age(runs["empty"])
+    assert not age.any()
+
+
+# -- one figure per kind -----------------------------------------------------------------
+
+
+def test_plot_depth_draws_queue_in_flight_and_the_bound(runs):
+    fig = plot_depth(runs["plain"])
+    assert isinstance(fig, Figure)
+    (ax,) = fig.axes
+    names = labels(ax)
+    assert "queued" in names and "in flight" in names
+    assert "maxsize = 20" in names
+    bound = next(line for line in ax.get_lines() if line.get_label() == "maxsize = 20")
+    assert bound.get_linestyle() == "--"
+    assert "(s)" in ax.get_xlabel()
+    queued = next(line for line in ax.get_lines() if line.get_label() == "queued")
+    assert queued.get_drawstyle() == "steps-post"
+    assert queued.get_xdata()[-1] == pytest.approx(runs["plain"].series.end_s)
+
+
+def test_plot_depth_unbounded_says_so_and_shows_upstream_backlog(runs):
+    fig = plot_depth(runs["unbounded"])
+    names = labels(fig.axes[0])
+    assert any("∞" in n for n in names)
+    # Unbounded: nothing waits upstream, so no backlog line is drawn.
+    assert "upstream backlog" not in names
+
+
+def test_plot_depth_compare_draws_a_faded_previous_run(runs):
+    fig = plot_depth(runs["plain"], compare=runs["unbounded"])
+    ax = fig.axes[0]
+    faded = [line for line in ax.get_lines() if line.get_alpha() == pytest.approx(0.3)]
+    assert len(faded) >= 2
+    assert all(line.get_label().startswith("_") for line in faded)  # not in the legend
+
+
+def test_plot_depth_draws_into_a_given_axes(runs):
+    fig, ax = plt.subplots()
+    try:
+        assert plot_depth(runs["plain"], ax) is fig
+        assert labels(ax)
+    finally:
+        plt.close(fig)
+
+
+def test_plot_lag_has_distribution_and_age_panels(runs):
+    fig = plot_lag(runs["plain"], compare=runs["dead"])
+    assert len(fig.axes) == 2
+    dist, age = fig.axes
+    assert {"wait", "latency"} <= set(labels(dist))
+    assert dist.get_ylim()[1] == pytest.approx(1.02)
+    assert "oldest unfinished item" in labels(age)
+    assert age.get_ylabel() == "age (s)"
+    # p50/p95/p99 markers of wait and latency
+    markers = [line for line in dist.get_lines() if line.get_marker() == "o"]
+    assert len(markers) == 2 and all(len(m.get_xdata()) == 3 for m in markers)
+    assert any("p95" in text.get_text() for text in dist.texts)
+
+
+def test_plot_lag_single_axes_and_panel_choice(runs):
+    fig = plot_lag(runs["plain"], panels=("age",))
+    assert len(fig.axes) == 1 and fig.axes[0].get_ylabel() == "age (s)"
+    with pytest.raises(ValueError, match="panels"):
+        plot_lag(runs["plain"], panels=("nope",))
+
+
+def test_plot_memory_uses_human_units_and_the_bound(runs):
+    fig = plot_memory(runs["plain"])
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "memory (KiB)"
+    bound = [line for line in ax.get_lines() if line.get_label().startswith("bound")]
+    assert len(bound) == 1
+    assert bound[0].get_ydata()[0] == pytest.approx(24.0)  # (20 + 4) x 1 KiB, in KiB
+    memory = next(line for line in ax.get_lines() if line.get_label() == "items in memory")
+    assert max(memory.get_ydata()) * 1024 == pytest.approx(
+        runs["plain"].summary["memory_peak_bytes"]
+    )
+
+
+def test_plot_memory_unbounded_has_no_bound_line(runs):
+    ax = plot_memory(runs["unbounded"]).axes[0]
+    assert not [line for line in ax.get_lines() if line.get_label().startswith("bound")]
+    assert any("unbounded" in name for name in labels(ax))
+
+
+def test_plot_memory_scales_to_mebibytes_for_big_items(runs):
+    big = simulate(scenario(n_items=200).replace(item_size_bytes=4 * 1024**2))
+    assert plot_memory(big).axes[0].get_ylabel() == "memory (MiB)"
+
+
+def test_plot_memory_shows_dead_letters_kept_in_memory(runs):
+    names = labels(plot_memory(runs["dead"]).axes[0])
+    assert any("dead letters" in name for name in names)
+
+
+def test_plot_retries_attempts_histogram_and_timeline(runs):
+    r = runs["dead"]
+    fig = plot_retries(r)
+    hist, timeline = fig.axes
+    heights = [patch.get_height() for patch in hist.patches]
+    assert sum(heights) == (r.columns.attempts > 0).sum()
+    assert len(heights) == 3  # one bar per attempt count, 1..max_attempts
+    assert "dead letters (cumulative)" in labels(timeline)
+    assert "waiting for a retry" in labels(timeline)
+    dead = next(line for line in timeline.get_lines() if line.get_label().startswith("dead"))
+    assert dead.get_ydata()[-1] == r.summary["items_dead_lettered"]
+    assert "dead letters" in hist.get_title()
+
+
+def test_plot_retries_single_axes_draws_the_timeline(runs):
+    fig = plot_retries(runs["plain"], panels=("timeline",))
+    assert len(fig.axes) == 1
+
+
+@pytest.mark.parametrize("name", ["plain", "unbounded", "shed", "dead", "tiny", "empty"])
+def test_every_plot_handles_every_kind_of_run(runs, name):
+    r = runs[name]
+    for fig in (plot_depth(r, compare=runs["plain"]), plot_memory(r)):
+        assert isinstance(fig, Figure)
+    # Drawing is what finds most problems (warnings are errors here); the dashboard
+    # draws depth, lag, memory and retries, and the two-panel figures the other panels.
+    figures = [report_figure(r, compare=runs["plain"])]
+    if name in ("dead", "tiny", "empty"):
+        figures += [plot_lag(r), plot_retries(r)]
+    for fig in figures:
+        assert isinstance(fig, Figure)
+        assert png_bytes(fig).startswith(b"\x89PNG")
+
+
+def test_report_figure_is_a_two_by_two_dashboard_saved_as_png(runs, tmp_path):
+    fig = report_figure(runs["shed"])
+    assert len(fig.axes) == 4
+    titles = " ".join(ax.get_title() for ax in fig.axes)
+    for word in ("Queue depth", "Lag", "Memory", "Retries"):
+        assert word in titles
+    path = tmp_path / "report.png"
+    fig.savefig(path)
+    assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_figures_are_freed_when_dropped(runs):
+    import weakref
+
+    ref = weakref.ref(plot_depth(runs["plain"]))
+    gc.collect()
+    assert ref() is None
+
+
+def test_many_figures_do_not_warn():
+    r = simulate(scenario(n_items=50))
+    for _ in range(25):  # pyplot warns past 20 open figures; warnings are errors here
+        plot_depth(r)
+
+
+# -- sweeps and theory --------------------------------------------------------------------
+
+
+def sweep_frame():
+    rows = []
+    for maxsize in (10, 100, None):
+        for concurrency in (2, 4):
+            for replication in range(2):
+                rows.append(
+                    {
+                        "queue_maxsize": maxsize,
+                        "concurrency": concurrency,
+                        "replication": replication,
+                        "wait_mean_s": concurrency + replication + (maxsize or 1000),
+                    }
+                )
+    frame = pd.DataFrame(rows)
+    frame["queue_maxsize"] = frame["queue_maxsize"].astype(object)
+    frame.loc[frame["queue_maxsize"].isna(), "queue_maxsize"] = None
+    return frame
+
+
+def test_sweep_heatmap_means_over_replications_and_shows_unbounded_as_infinity():
+    fig = plot_sweep_heatmap(sweep_frame(), "queue_maxsize", "concurrency", "wait_mean_s")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["10", "100", "∞"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["2", "4"]
+    data = ax.images[0].get_array()
+    assert data.shape == (2, 3)
+    assert data[0, 0] == pytest.approx(2 + 0.5 + 10)  # mean of replications 0 and 1
+    assert data[1, 2] == pytest.approx(4 + 0.5 + 1000)
+    texts = {t.get_text() for t in ax.texts}
+    assert "12.5" in texts and "1e+03" in texts
+
+
+def test_sweep_heatmap_names_missing_columns():
+    with pytest.raises(KeyError, match="nope"):
+        plot_sweep_heatmap(sweep_frame(), "nope", "concurrency", "wait_mean_s")
+
+
+def test_sweep_heatmap_log_colour_scale():
+    fig = plot_sweep_heatmap(sweep_frame(), "queue_maxsize", "concurrency", "wait_mean_s", log=True)
+    assert fig.axes[0].images[0].norm.__class__.__name__ == "LogNorm"
+
+
+def test_theory_for_picks_the_formulas_that_apply(runs):
+    expected = mmc(3.2, 1.0, 4).wait_mean_s
+    assert theory_for(runs["plain"]) == {"wait_mean_s": pytest.approx(expected)}
+    assert set(theory_for(runs["shed"])) == {"shed_fraction"}
+    assert theory_for(runs["dead"]) == {"dead_letter_fraction": pytest.approx(0.125)}
+    assert theory_for(runs["unbounded"]) == {}  # rate 5 > 4 workers: no steady state
+
+
+def test_wait_vs_theory_overlays_erlang_c():
+    by_rate = {rate: simulate(scenario(n_items=300, rate=rate)) for rate in (2.0, 3.0)}
+    fig = plot_wait_vs_theory(by_rate, xlabel="arrival rate (items/s)")
+    ax = fig.axes[0]
+    theory = next(line for line in ax.get_lines() if "Erlang C" in line.get_label())
+    assert list(theory.get_xdata()) == [2.0, 3.0]
+    assert theory.get_ydata()[1] == pytest.approx(mmc(3.0, 1.0, 4).wait_mean_s)
+    assert ax.get_xlabel() == "arrival rate (items/s)"
+
+
+def test_shed_and_dead_letter_overlays_accept_replications():
+    base = scenario(n_items=200, rate=6.0, on_full="reject", queue_maxsize=5)
+    shed = {c: simulate(base.replace(concurrency=c), replications=2) for c in (3, 5)}
+    ax = plot_shed_vs_theory(shed, xlabel="concurrency").axes[0]
+    assert any("M/M/c/K" in name for name in labels(ax))
+    dead = {
+        k: [simulate(scenario(n_items=200, max_attempts=k, failures=IndependentFailures(0.4)))]
+        for k in (1, 2, 3)
+    }
+    ax = plot_dead_letters_vs_theory(dead, xlabel="max_attempts").axes[0]
+    line = next(line for line in ax.get_lines() if "p**k" in line.get_label())
+    assert np.allclose(line.get_ydata(), [0.4, 0.16, 0.064])
+    assert ax.get_yscale() == "log"
+    assert not math.isnan(ax.get_ylim()[0])
+
+
+def test_dead_letter_overlay_with_no_failures_falls_back_to_a_linear_axis():
+    clean = {k: simulate(scenario(n_items=50, max_attempts=k)) for k in (1, 2)}
+    ax = plot_dead_letters_vs_theory(clean).axes[0]
+    assert ax.get_yscale() == "linear"
+    png_bytes(ax.get_figure())
