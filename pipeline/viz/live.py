@@ -1,0 +1,322 @@
+"""Watch a real-time run while it happens: sample ``statistics()``, redraw a figure.
+
+A :class:`LiveMonitor` is a task on the pipeline's own loop that takes a
+:class:`~pipeline.Statistics` snapshot every ``every_s`` seconds of loop time,
+so it works the same on a Jupyter kernel's loop and on the virtual clock.
+:func:`monitor_run` runs a pipeline with a monitor and, when given an
+``ipywidgets.Output``, redraws :func:`live_figure` in it at every sample.
+:func:`paced` feeds items at given times (a real-time arrival process) and
+:func:`timed` wraps a plain handler to record how long each call took, which
+is what a virtual-time twin of the run needs as its service times.
+
+Example (a notebook cell)::
+
+    out = ipywidgets.Output(); display(out)
+    report, samples = await monitor_run(Pipeline(handle, cfg), source, output=out)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import inspect
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..engine import Pipeline, State
+from ..records import RunReport
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+__all__ = ["LiveMonitor", "live_figure", "live_summary", "monitor_run", "paced", "timed"]
+
+
+def _check_period(every_s: object) -> float:
+    if isinstance(every_s, bool) or not isinstance(every_s, int | float):
+        raise TypeError(f"every_s must be a number of seconds > 0, got {every_s!r}")
+    if not (math.isfinite(every_s) and every_s > 0):
+        raise ValueError(f"every_s must be > 0 seconds, got {every_s!r}")
+    return float(every_s)
+
+
+class LiveMonitor:
+    """Samples a pipeline's statistics every ``every_s`` seconds of loop time.
+
+    Each sample is a dict: ``time_s`` (loop seconds since the monitor started)
+    and every :class:`~pipeline.Statistics` field. Sampling stops by itself
+    once the pipeline is closed (after one last sample), or on :meth:`stop`.
+
+    Args:
+        pipe: the :class:`~pipeline.Pipeline` to watch.
+        every_s: seconds of loop time between samples (> 0).
+        on_sample: called with the list of samples so far after each sample
+            (e.g. to redraw a figure); it runs on the loop, so keep it short.
+
+    Raises:
+        TypeError, ValueError: a bad ``pipe`` or ``every_s``.
+
+    Example::
+
+        monitor = LiveMonitor(pipe, every_s=0.25)
+        monitor.start()
+        report = await pipe.run(source)
+        await monitor.stop()
+        monitor.frame()          # DataFrame, one row per sample
+    """
+
+    def __init__(
+        self,
+        pipe: Pipeline,
+        *,
+        every_s: float = 0.25,
+        on_sample: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> None:
+        if not isinstance(pipe, Pipeline):
+            raise TypeError(f"pipe must be a Pipeline, got {pipe!r}")
+        if on_sample is not None and not callable(on_sample):
+            raise TypeError(f"on_sample must be callable or None, got {on_sample!r}")
+        self.pipe = pipe
+        self.every_s = _check_period(every_s)
+        self.on_sample = on_sample
+        self.samples: list[dict[str, Any]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._started_s = 0.0
+
+    def __repr__(self) -> str:
+        state = "running" if self._task is not None and not self._task.done() else "stopped"
+        return f"<LiveMonitor every_s={self.every_s} samples={len(self.samples)} {state}>"
+
+    def start(self) -> asyncio.Task[None]:
+        """Start sampling on the running loop; returns the sampling task.
+
+        Raises:
+            RuntimeError: already started, or no loop is running.
+        """
+        if self._task is not None:
+            raise RuntimeError(f"{self!r} was already started")
+        loop = asyncio.get_running_loop()
+        self._started_s = loop.time()
+        self._task = loop.create_task(self._sample_until_closed(), name="live-monitor")
+        return self._task
+
+    async def stop(self) -> None:
+        """Take a last sample and stop (harmless if already stopped)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            # wait(), not await: our own cancellation must propagate, the task's must not.
+            await asyncio.wait([self._task])
+            self.sample()
+
+    def sample(self) -> dict[str, Any]:
+        """Take one sample now (also called by the sampling task) and return it."""
+        now = asyncio.get_running_loop().time()
+        row = {"time_s": now - self._started_s, **dataclasses.asdict(self.pipe.statistics())}
+        self.samples.append(row)
+        if self.on_sample is not None:
+            self.on_sample(self.samples)
+        return row
+
+    async def _sample_until_closed(self) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time()
+        while True:
+            self.sample()
+            if self.pipe.state is State.CLOSED:
+                return
+            # Sleep to the next due time, not for every_s, so slow callbacks cause no
+            # drift; ticks missed while a callback ran are skipped, not made up for.
+            due = max(due + self.every_s, loop.time() + self.every_s / 2)
+            await asyncio.sleep(due - loop.time())
+
+    def frame(self) -> pd.DataFrame:
+        """The samples as a DataFrame (one row per sample, ``time_s`` first)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.samples)
+
+
+def live_figure(samples: pd.DataFrame | Sequence[dict[str, Any]], *, title: str = "") -> Figure:
+    """Queue depth, busy workers and completions over time, from monitor samples.
+
+    Returns a ``matplotlib.figure.Figure`` not attached to pyplot, so building
+    one in a loop does not make the inline backend show extra copies.
+    """
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    frame = samples if isinstance(samples, pd.DataFrame) else pd.DataFrame(list(samples))
+    # No layout engine and fixed legend places: this figure is redrawn during a run,
+    # and constrained layout or loc="best" would triple the cost of each redraw.
+    fig = Figure(figsize=(9, 3.2), dpi=80)
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.82 if title else 0.9, wspace=0.25)
+    left, right = fig.subplots(1, 2)
+    left.set(xlabel="seconds since start", ylabel="items", title="inside the pipeline")
+    right.set(xlabel="seconds since start", ylabel="items (cumulative)", title="counters")
+    if len(frame):
+        t = frame["time_s"]
+        left.step(t, frame["queue_size"], where="post", label="queue depth")
+        left.step(t, frame["workers_busy"], where="post", label="workers busy")
+        bound = frame["queue_maxsize"].iloc[0]
+        if bound is not None and bound == bound:  # neither None nor NaN: a bounded queue
+            left.axhline(bound, ls=":", c="grey", label="maxsize")
+            left.set_ylim(0, bound * 1.3)  # room for the legend above the bound
+        right.plot(t, frame["offered"], ls="--", label="offered")
+        right.plot(t, frame["completed"], label="completed")
+        right.plot(t, frame["dead_lettered"], label="dead-lettered")
+        left.legend(loc="upper right", fontsize="small")
+        right.legend(loc="upper left", fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def live_summary(report: RunReport, samples: pd.DataFrame) -> dict[str, Any]:
+    """Headline numbers of a real-time run, keyed like a simulation's ``summary``.
+
+    Counts, ``producer_blocked_s`` and ``queue_depth_max`` (the queue's exact
+    peak) come from the report; ``queue_depth_mean`` is time-weighted over the
+    samples (each held until the next), so it is only as fine as the sampling.
+    ``sim_time_s`` is the run's duration in loop seconds.
+
+    Args:
+        report: the run's :class:`~pipeline.RunReport`.
+        samples: the DataFrame :func:`monitor_run` returned.
+    """
+    import numpy as np
+
+    duration = report.duration_s
+    times = samples["time_s"].to_numpy(dtype=float)
+    held = np.diff(np.append(times, max(duration, times[-1]))) if len(times) else np.empty(0)
+    depth = samples["queue_size"].to_numpy(dtype=float)
+    return {
+        "items_offered": report.offered,
+        "items_completed": report.completed,
+        "items_dead_lettered": len(report.dead_letters),
+        "items_unfinished": len(report.unfinished),
+        "items_shed": len(report.shed),
+        "attempts_total": report.attempts,
+        "throughput_per_s": report.completed / duration if duration > 0 else float("nan"),
+        "queue_depth_mean": float(np.dot(depth, held) / held.sum()) if held.sum() > 0 else 0.0,
+        "queue_depth_max": report.statistics.queue_peak,
+        "producer_blocked_s": report.statistics.producer_blocked_s,
+        "sim_time_s": duration,
+    }
+
+
+class _Redraw:
+    """Redraws :func:`live_figure` into an output, spending at most ~1/4 of the time drawing.
+
+    Drawing holds the loop (and the GIL): on a slow or busy machine one redraw
+    can take longer than the sampling period, so redraws are spaced by at least
+    ``every_s`` and by three times the last redraw's cost.
+    """
+
+    def __init__(self, output: Any, title: str, every_s: float) -> None:
+        self.output = output
+        self.title = title
+        self.every_s = every_s
+        self._next_s = 0.0
+
+    def __call__(self, samples: list[dict[str, Any]], *, force: bool = False) -> None:
+        from IPython.display import display
+
+        began = time.perf_counter()
+        if not force and began < self._next_s:
+            return
+        fig = live_figure(samples, title=self.title)
+        with self.output:
+            self.output.clear_output(wait=True)
+            display(fig)
+        spent = time.perf_counter() - began
+        self._next_s = began + max(self.every_s, 4 * spent)
+
+
+async def monitor_run(
+    pipeline: Pipeline,
+    source: Iterable[Any] | Any,
+    *,
+    every_s: float = 0.25,
+    output: Any = None,
+    title: str = "",
+) -> tuple[RunReport, pd.DataFrame]:
+    """Run ``pipeline`` over ``source`` on the running loop while sampling it.
+
+    Args:
+        pipeline: a fresh :class:`~pipeline.Pipeline`.
+        source: what :meth:`Pipeline.run` accepts (iterable or async iterable).
+        every_s: seconds of loop time between samples (and redraws).
+        output: an ``ipywidgets.Output`` (or any object with ``clear_output``
+            usable as a context manager) to redraw :func:`live_figure` in, or None.
+            Redraws are spaced out on a slow machine (see ``_Redraw``); the last
+            one, after the run, always happens.
+        title: the figure's title.
+
+    Returns:
+        ``(report, samples)``: the run's :class:`~pipeline.RunReport` and a
+        DataFrame with one row per sample (see :class:`LiveMonitor`).
+
+    Raises:
+        Whatever :meth:`Pipeline.run` raises; the monitor is stopped first.
+    """
+    redraw = _Redraw(output, title, every_s) if output is not None else None
+    if redraw is not None:
+        # The first figure of a session is slow to draw (fonts, caches): pay for it
+        # before the run starts, not by stalling the loop in the middle of it.
+        redraw([], force=True)
+    monitor = LiveMonitor(pipeline, every_s=every_s, on_sample=redraw)
+    monitor.start()
+    try:
+        report = await pipeline.run(source)
+    finally:
+        await monitor.stop()
+    if redraw is not None:
+        redraw(monitor.samples, force=True)
+    return report, monitor.frame()
+
+
+async def paced(items: Iterable[Any], times_s: Iterable[float]) -> AsyncIterator[Any]:
+    """Yield each item at its time (seconds of loop time after the first ``anext``).
+
+    A real-time arrival process: pair items with arrival offsets (for example
+    from ``Poisson(rate).times(rng, n=...)``). An item whose time has passed
+    (because the consumer was blocked) is yielded at once, as it would be by
+    an upstream that queued it meanwhile.
+    """
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for item, offset in zip(items, times_s, strict=False):
+        delay = start + float(offset) - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        yield item
+
+
+def timed(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Wrap a plain (non-async) handler so each call's duration is recorded.
+
+    The wrapper keeps ``durations_s``, a list of wall-clock seconds per call
+    (failed calls included), measured inside the thread the pipeline runs it
+    on. The wrapper is still a plain function, so the pipeline still offloads it.
+
+    Raises:
+        TypeError: ``handler`` is a coroutine function (time it inside instead).
+    """
+    if inspect.iscoroutinefunction(handler):
+        raise TypeError(f"timed() wraps plain functions, got coroutine function {handler!r}")
+    durations: list[float] = []
+
+    @functools.wraps(handler)
+    def wrapper(payload: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return handler(payload)
+        finally:
+            durations.append(time.perf_counter() - began)
+
+    wrapper.durations_s = durations  # type: ignore[attr-defined]
+    return wrapper

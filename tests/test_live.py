@@ -1,0 +1,168 @@
+"""The live monitor and its helpers, on the virtual clock: seconds of sampling take milliseconds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import matplotlib
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from pipeline import Pipeline, PipelineConfig
+from pipeline.sim.vloop import run_virtual
+from pipeline.viz.live import LiveMonitor, live_figure, live_summary, monitor_run, paced, timed
+
+matplotlib.use("Agg")
+
+
+async def tenth_of_a_second(x):
+    await asyncio.sleep(0.1)
+    return x
+
+
+def small_pipeline(**overrides):
+    settings = dict(concurrency=2, queue_maxsize=10)
+    settings.update(overrides)
+    return Pipeline(tenth_of_a_second, PipelineConfig(**settings))
+
+
+def test_monitor_samples_on_the_loop_clock_until_the_pipeline_closes():
+    async def main():
+        return await monitor_run(small_pipeline(), range(40), every_s=0.25)
+
+    report, samples = run_virtual(main())
+    # 40 items, 0.1 s each, 2 workers: exactly 2 s of virtual time.
+    assert report.duration_s == pytest.approx(2.0)
+    assert samples.time_s.iloc[0] == 0.0
+    assert np.allclose(np.diff(samples.time_s.iloc[:-1]), 0.25)
+    assert samples.state.iloc[-1] == "closed"
+    assert samples.completed.iloc[-1] == report.completed == 40
+    assert samples.queue_size.max() == 10  # the burst fills the queue
+    assert (np.diff(samples.completed) >= 0).all()
+
+
+def test_paced_yields_each_item_at_its_time():
+    async def main():
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        return [(item, loop.time() - start) async for item in paced("abc", [0.5, 0.5, 2.0])]
+
+    assert run_virtual(main()) == [("a", 0.5), ("b", 0.5), ("c", 2.0)]
+
+
+def test_paced_items_whose_time_has_passed_come_at_once():
+    async def main():
+        loop = asyncio.get_running_loop()
+        source = paced(range(3), [0.0, 1.0, 2.0])
+        first = await anext(source)
+        await asyncio.sleep(5.0)  # a blocked consumer
+        rest = [item async for item in source]
+        return first, rest, loop.time()
+
+    assert run_virtual(main()) == (0, [1, 2], 5.0)
+
+
+def test_monitor_redraws_into_an_output_and_always_draws_the_end(monkeypatch):
+    class RecordingOutput:
+        def __init__(self):
+            self.clears = 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def clear_output(self, wait=False):
+            self.clears += 1
+
+    output = RecordingOutput()
+    shown = []
+
+    async def main():
+        return await monitor_run(small_pipeline(), range(20), every_s=0.25, output=output)
+
+    monkeypatch.setattr("IPython.display.display", shown.append)
+    report, _ = run_virtual(main())
+    assert report.completed == 20
+    assert output.clears == len(shown) >= 2  # the empty figure first, the final one last
+    assert all(isinstance(fig, Figure) for fig in shown)
+
+
+def test_monitor_stop_is_harmless_twice_and_start_only_once():
+    async def main():
+        pipe = small_pipeline()
+        monitor = LiveMonitor(pipe, every_s=0.5)
+        monitor.start()
+        with pytest.raises(RuntimeError, match="already started"):
+            monitor.start()
+        report = await pipe.run(range(4))
+        await monitor.stop()
+        await monitor.stop()
+        return report, monitor.frame()
+
+    report, samples = run_virtual(main())
+    assert samples.completed.iloc[-1] == report.completed == 4
+
+
+@pytest.mark.parametrize("every_s", [0, -1.0, float("nan")])
+def test_bad_period_is_a_value_error(every_s):
+    with pytest.raises(ValueError, match="every_s must be > 0"):
+        LiveMonitor(small_pipeline(), every_s=every_s)
+
+
+def test_monitor_needs_a_pipeline():
+    with pytest.raises(TypeError, match="pipe must be a Pipeline"):
+        LiveMonitor(object())
+
+
+def test_timed_records_every_call_failures_included():
+    def flaky(x):
+        if x < 0:
+            raise ValueError("negative")
+        return x
+
+    wrapped = timed(flaky)
+    assert wrapped(3) == 3
+    with contextlib.suppress(ValueError):
+        wrapped(-1)
+    assert len(wrapped.durations_s) == 2
+    assert all(d >= 0 for d in wrapped.durations_s)
+    assert wrapped.__name__ == "flaky"
+
+
+def test_timed_refuses_coroutine_functions():
+    with pytest.raises(TypeError, match="plain functions"):
+        timed(tenth_of_a_second)
+
+
+def test_live_summary_is_keyed_like_a_simulation_summary():
+    async def main():
+        return await monitor_run(small_pipeline(), range(40), every_s=0.25)
+
+    report, samples = run_virtual(main())
+    summary = live_summary(report, samples)
+    assert summary["items_completed"] == 40
+    assert summary["throughput_per_s"] == pytest.approx(20.0)
+    assert summary["queue_depth_max"] == 10
+    assert 0 < summary["queue_depth_mean"] <= 10
+    assert summary["sim_time_s"] == pytest.approx(2.0)
+
+
+def test_live_figure_draws_samples_and_an_empty_start():
+    samples = [
+        dict(
+            time_s=t,
+            queue_size=q,
+            workers_busy=2,
+            queue_maxsize=10,
+            offered=o,
+            completed=c,
+            dead_lettered=0,
+        )
+        for t, q, o, c in [(0.0, 0, 0, 0), (0.25, 5, 8, 3), (0.5, 10, 14, 5)]
+    ]
+    assert isinstance(live_figure(samples, title="live"), Figure)
+    assert isinstance(live_figure([]), Figure)
