@@ -23,7 +23,10 @@ def write(name: str, columns: dict[str, np.ndarray], decimals: dict[str, int]) -
         writer.writerow(keys)
         for row in zip(*(columns[k] for k in keys), strict=True):
             writer.writerow(
-                [f"{v:.{decimals[k]}f}" if k in decimals else int(v) for k, v in zip(keys, row, strict=True)]
+                [
+                    f"{v:.{decimals[k]}f}" if k in decimals else int(v)
+                    for k, v in zip(keys, row, strict=True)
+                ]
             )
     print(f"{path.name}: {len(columns[keys[0]])} rows")
 
@@ -33,23 +36,34 @@ def day_morning_peak(seed: int = 20261101) -> None:
     rng = np.random.default_rng(seed)
     arrivals = daily_curve(0.1, 1.2, 9.5, width_h=2.5).times(rng, duration_s=86_400.0)
     service = LogNormal(mean=2.0, cv=1.0).sample(rng, len(arrivals))
-    write("day_morning_peak.csv", {"arrival_s": arrivals, "service_s": service},
-          {"arrival_s": 3, "service_s": 4})
+    write(
+        "day_morning_peak.csv",
+        {"arrival_s": arrivals, "service_s": service},
+        {"arrival_s": 3, "service_s": 4},
+    )
 
 
 def incident_burst(seed: int = 20261102) -> None:
     """Two hours of steady traffic with bursty retries from an upstream incident."""
     rng = np.random.default_rng(seed)
     steady = Poisson(rate=2.0).times(rng, duration_s=7_200.0)
-    burst = OnOff(rate_on=12.0, rate_off=0.0, mean_on_s=60.0, mean_off_s=600.0).times(
-        rng, duration_s=3_600.0
-    ) + 1_800.0
+    burst = (
+        OnOff(rate_on=12.0, rate_off=0.0, mean_on_s=60.0, mean_off_s=600.0).times(
+            rng, duration_s=3_600.0
+        )
+        + 1_800.0
+    )
     arrivals = np.sort(np.concatenate([steady, burst]))
     service = LogNormal(mean=0.5, cv=0.8).sample(rng, len(arrivals))
-    fails = (rng.random(len(arrivals)) < np.where(
-        (arrivals > 1_800.0) & (arrivals < 5_400.0), 0.25, 0.02)).astype(int)
-    write("incident_burst.csv", {"arrival_s": arrivals, "service_s": service, "fails": fails},
-          {"arrival_s": 3, "service_s": 4})
+    fails = (
+        rng.random(len(arrivals))
+        < np.where((arrivals > 1_800.0) & (arrivals < 5_400.0), 0.25, 0.02)
+    ).astype(int)
+    write(
+        "incident_burst.csv",
+        {"arrival_s": arrivals, "service_s": service, "fails": fails},
+        {"arrival_s": 3, "service_s": 4},
+    )
 
 
 def llm_batch(seed: int = 20261103) -> None:
@@ -59,8 +73,11 @@ def llm_batch(seed: int = 20261103) -> None:
     tokens = np.clip(rng.lognormal(np.log(1_200), 0.6, len(arrivals)), 100, 8_000).round()
     # Latency grows with the tokens generated: ~1.5 s + 2 ms per token, with noise.
     service = (1.5 + 0.002 * tokens) * rng.lognormal(0.0, 0.3, len(arrivals))
-    write("llm_batch.csv", {"arrival_s": arrivals, "service_s": service, "tokens": tokens},
-          {"arrival_s": 3, "service_s": 3})
+    write(
+        "llm_batch.csv",
+        {"arrival_s": arrivals, "service_s": service, "tokens": tokens},
+        {"arrival_s": 3, "service_s": 3},
+    )
 
 
 if __name__ == "__main__":

@@ -196,6 +196,7 @@ async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndar
         wake = create_future()
         call_at(now() + seconds, _wake_unless_cancelled, wake)
         return wake
+
     in_flight = 0
 
     def retry_time(item_id: int) -> float:
