@@ -24,7 +24,10 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/bench_engine.py
+	$(BIN)/python bench/bench_sim.py
+	$(BIN)/python bench/bench_vloop.py
+	$(BIN)/python bench/bench_explorer.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache
