@@ -48,7 +48,12 @@ class TokenBucket:
         """Seconds until ``amount`` tokens are available (0.0 if they are now)."""
         self._refill(now_s)
         missing = amount - self._level
-        return 0.0 if missing <= 0 else missing / self.rate_per_s
+        # Refilling in float steps can leave the level a hair below a whole
+        # amount (2455.99999999999 of 2456). Waiting for that last ulp would be
+        # a delay too small to move the clock, and a virtual loop would spin.
+        if missing <= 1e-9 * max(1.0, amount):
+            return 0.0
+        return missing / self.rate_per_s
 
     def take(self, amount: float, now_s: float) -> None:
         """Spend ``amount`` tokens (call after :meth:`shortfall_s` returned 0)."""
@@ -107,7 +112,7 @@ class RateLimiter:
                     wait = self._requests.shortfall_s(1.0, now)
                 if self._tokens is not None:
                     wait = max(wait, self._tokens.shortfall_s(tokens, now))
-                if wait <= 0.0:
+                if wait <= 0.0 or now + wait == now:
                     break
                 await asyncio.sleep(wait)
             if self._requests is not None:

@@ -546,3 +546,24 @@ def test_sigterm_stops_intake_and_the_run_drains():
     report = asyncio.run(main())
     assert report.offered > 0 and report.balanced and not report.drain_timed_out
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+@pytest.mark.parametrize("start_s", [0.0, 1e6, 3e7])
+def test_rate_limit_never_spins_on_float_rounding(start_s):
+    # Token-bucket refills in float steps used to leave the level a hair short
+    # of an item's tokens; the loop then waited 1e-15 s forever.
+    starts = []
+
+    async def handler(x):
+        starts.append(asyncio.get_running_loop().time())
+        await asyncio.sleep(2.0 + (x % 7) * 0.37)
+
+    tokens = [404, 1337, 2456, 977, 3001, 1500, 812]
+    limit = RateLimit(tokens_per_minute=400_000, tokens_per_item=lambda x: tokens[x % 7])
+    cfg = config(concurrency=24, queue_maxsize=50, rate_limit=limit, drain_timeout_s=None)
+    report = run_virtual(Pipeline(handler, cfg).run(range(3000)), start_s=start_s)
+    assert report.completed == 3000
+    # Sustained rate cannot beat the token budget: 400,000 tokens per minute.
+    spent = sum(tokens[x % 7] for x in range(3000))
+    minutes = (max(starts) - start_s) / 60.0
+    assert spent - 400_000 <= 400_000 * minutes * (1 + 1e-9)
