@@ -8,8 +8,9 @@ import time
 import numpy as np
 import pytest
 
+from pipeline import PipelineConfig
 from pipeline.errors import PermanentError, RateLimited
-from pipeline.sim import failures
+from pipeline.sim import Constant, Poisson, Scenario, failures, simulate
 from pipeline.sim.failures import (
     BLOCK,
     CombinedFailures,
@@ -162,7 +163,7 @@ def test_repr_rebuilds(model):
 
 def test_reprs():
     assert repr(IndependentFailures(0.1)) == "IndependentFailures(p=0.1)"
-    assert repr(Overload(8)) == "Overload(limit=8, p=1.0)"
+    assert repr(Overload(8)) == "Overload(limit=8, p=1.0, refuse_s=None)"
     assert repr(NoFailures() | Hangs(0.5, 2)) == (
         "CombinedFailures(NoFailures(), Hangs(p=0.5, hang_s=2.0))"
     )
@@ -204,3 +205,33 @@ def test_check_is_cheap():
     for i in range(100_000):
         bound.check(i, 1, 5)
     assert time.perf_counter() - start < 1.0
+
+
+def test_overload_with_refuse_s_refuses_quickly_above_its_limit() -> None:
+    bound = Overload(limit=2, refuse_s=0.2).bind(np.random.default_rng(0), 10)
+    assert bound.check(0, 1, 2) is None
+    failure = bound.check(1, 1, 3)
+    assert isinstance(failure.error, RateLimited)
+    assert failure.hang_s == 0.2
+
+
+def test_overload_with_refuse_s_in_a_run_refuses_only_calls_above_the_limit() -> None:
+    scenario = Scenario(
+        arrivals=Poisson(rate=100.0),
+        service=Constant(1.0),
+        config=PipelineConfig(concurrency=4, max_attempts=1, drain_timeout_s=None),
+        failures=Overload(limit=2, refuse_s=0.1),
+        n_items=200,
+        seed=1,
+    )
+    result = simulate(scenario)
+    refused = result.dead_letters
+    assert refused and all(d.errors[0].type == "RateLimited" for d in refused)
+    assert result.summary["items_completed"] + len(refused) == 200
+
+
+def test_overload_with_refuse_s_validates_its_arguments() -> None:
+    with pytest.raises(ValueError, match="limit"):
+        Overload(limit=0)
+    with pytest.raises(ValueError, match="refuse_s"):
+        Overload(limit=2, refuse_s=0.0)

@@ -8,10 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import PipelineConfig, RateLimited
-from pipeline.sim import Constant, DailyCurve, Poisson, Scenario, daily_curve, simulate
+from pipeline.sim import DailyCurve, daily_curve
 from pipeline.sim.planning import (
-    ConcurrencyLimit,
     fit_daily_curve,
     slo_table,
     smallest_config_meeting,
@@ -123,33 +121,3 @@ def test_slo_table_rejects_unknown_metrics_and_confidence_levels() -> None:
         slo_table(frame, "nope", 1.0)
     with pytest.raises(ValueError, match="confidence"):
         slo_table(frame, "latency_p95_s", 1.0, confidence=1.0)
-
-
-def test_concurrency_limit_refuses_quickly_above_its_limit() -> None:
-    bound = ConcurrencyLimit(limit=2, refuse_s=0.2).bind(np.random.default_rng(0), 10)
-    assert bound.check(0, 1, 2) is None
-    failure = bound.check(1, 1, 3)
-    assert isinstance(failure.error, RateLimited)
-    assert failure.hang_s == 0.2
-
-
-def test_concurrency_limit_in_a_run_refuses_only_calls_above_the_limit() -> None:
-    scenario = Scenario(
-        arrivals=Poisson(rate=100.0),
-        service=Constant(1.0),
-        config=PipelineConfig(concurrency=4, max_attempts=1, drain_timeout_s=None),
-        failures=ConcurrencyLimit(limit=2, refuse_s=0.1),
-        n_items=200,
-        seed=1,
-    )
-    result = simulate(scenario)
-    refused = result.dead_letters
-    assert refused and all(d.errors[0].type == "RateLimited" for d in refused)
-    assert result.summary["items_completed"] + len(refused) == 200
-
-
-def test_concurrency_limit_validates_its_arguments() -> None:
-    with pytest.raises(ValueError, match="limit"):
-        ConcurrencyLimit(limit=0)
-    with pytest.raises(ValueError, match="refuse_s"):
-        ConcurrencyLimit(limit=2, refuse_s=0.0)

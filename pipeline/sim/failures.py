@@ -273,11 +273,14 @@ class Hangs(FailureModel):
 
 
 class _BoundOverload(AttemptFailures):
-    __slots__ = ("_limit", "_p", "_u")
+    __slots__ = ("_limit", "_p", "_refuse_s", "_u")
 
-    def __init__(self, limit: int, p: float, rng: np.random.Generator) -> None:
+    def __init__(
+        self, limit: int, p: float, refuse_s: float | None, rng: np.random.Generator
+    ) -> None:
         self._limit = limit
         self._p = p
+        self._refuse_s = refuse_s
         self._u = _Uniforms(rng)
 
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
@@ -286,7 +289,8 @@ class _BoundOverload(AttemptFailures):
                 RateLimited(
                     f"simulated 429: {in_flight} attempts in flight, limit {self._limit} "
                     f"(item {item_id}, attempt {attempt})"
-                )
+                ),
+                self._refuse_s,
             )
         return None
 
@@ -299,10 +303,15 @@ class Overload(FailureModel):
     (``in_flight > limit``, this one included) is refused with probability
     ``p``; at or below the limit it always succeeds. Uniforms are drawn only
     above the limit and only when ``p < 1``.
+
+    With ``refuse_s=None`` a refusal comes after the attempt's full service
+    time (a server that works, then gives up); with a number it comes after
+    that many seconds instead, as a real 429 does: quickly.
     """
 
     limit: int
     p: float = 1.0
+    refuse_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -313,9 +322,13 @@ class Overload(FailureModel):
             "p",
             _number("p", self.p, "refusal probability above limit", at_least=0, at_most=1),
         )
+        if self.refuse_s is not None:
+            object.__setattr__(
+                self, "refuse_s", _number("refuse_s", self.refuse_s, "seconds", above=0)
+            )
 
     def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
-        return _BoundOverload(self.limit, self.p, rng)
+        return _BoundOverload(self.limit, self.p, self.refuse_s, rng)
 
 
 class _BoundCombined(AttemptFailures):

@@ -1,13 +1,11 @@
-"""Capacity-planning helpers: traffic windows and fits, SLO choices with confidence, a provider.
+"""Capacity-planning helpers: traffic windows and fits, SLO choices with confidence.
 
 - :func:`trace_window` -- a few hours of a recorded trace, re-timed to start at 0;
 - :func:`fit_daily_curve` -- a :func:`~pipeline.sim.daily_curve` fitted to
   recorded arrival times (base, peak, peak hour, width), for what-ifs;
 - :func:`slo_table`, :func:`smallest_config_meeting` -- which configurations of a
   :func:`~pipeline.sim.sweep` meet an SLO *with confidence* (a one-sided upper
-  confidence bound across replications), and the cheapest of them;
-- :class:`ConcurrencyLimit` -- a provider that answers 429 (``RateLimited``)
-  *at once* when more than ``limit`` requests are in flight.
+  confidence bound across replications), and the cheapest of them.
 
 Example:
     >>> frame = sweep(base, {"concurrency": [2, 3, 4], "queue_maxsize": [50, None]},
@@ -19,16 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline.errors import RateLimited
-
 from .arrivals import DailyCurve, Trace, daily_curve
-from .distributions import _integer, _number
-from .failures import AttemptFailures, Failure, FailureModel
+from .distributions import _number
 from .scenario import ServiceTrace
 from .stats import t_quantile
 from .trace import ScriptedFailures, TraceWorkload
@@ -39,7 +33,6 @@ if TYPE_CHECKING:
     from .arrivals import TimeVarying
 
 __all__ = [
-    "ConcurrencyLimit",
     "fit_daily_curve",
     "slo_table",
     "smallest_config_meeting",
@@ -206,45 +199,3 @@ def smallest_config_meeting(
         return None
     order = sorted(meeting.index, key=lambda i: tuple(_cost_key(meeting.at[i, c]) for c in cost))
     return meeting.loc[order[0]]
-
-
-class _BoundConcurrencyLimit(AttemptFailures):
-    __slots__ = ("_limit", "_refuse_s")
-
-    def __init__(self, limit: int, refuse_s: float) -> None:
-        self._limit = limit
-        self._refuse_s = refuse_s
-
-    def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
-        if in_flight > self._limit:
-            return Failure(
-                RateLimited(
-                    f"429 Too Many Requests: {in_flight} in flight, limit {self._limit} "
-                    f"(item {item_id}, attempt {attempt})"
-                ),
-                self._refuse_s,
-            )
-        return None
-
-
-@dataclass(frozen=True)
-class ConcurrencyLimit(FailureModel):
-    """A provider that refuses a request with 429 after ``refuse_s`` when over its limit.
-
-    An attempt made while more than ``limit`` attempts are in flight (this one
-    included) fails with :class:`~pipeline.RateLimited` after ``refuse_s``
-    seconds instead of its service time: refusals are quick, as real 429s are.
-    (:class:`~pipeline.sim.Overload` refuses only after the full service time.)
-    """
-
-    limit: int
-    refuse_s: float = 0.2
-
-    def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "limit", _integer("limit", self.limit, "requests in flight", at_least=1)
-        )
-        object.__setattr__(self, "refuse_s", _number("refuse_s", self.refuse_s, "seconds", above=0))
-
-    def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
-        return _BoundConcurrencyLimit(self.limit, self.refuse_s)

@@ -22,6 +22,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from ..sim.stats import mean_ci
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -759,10 +761,13 @@ def _plot_vs_theory(
     for x, group in runs:
         values = np.array([measured(r) for r in group], dtype=float)
         xs.append(_axis_key(x))
-        means.append(np.nanmean(values) if len(values) else math.nan)
-        halves.append(
-            1.96 * np.nanstd(values, ddof=1) / math.sqrt(len(values)) if len(values) > 1 else 0.0
-        )
+        values = values[np.isfinite(values)]
+        if len(values) > 1:
+            mean, half = mean_ci(values, level=0.95)  # Student t: few replications
+        else:
+            mean, half = (values[0] if len(values) else math.nan), 0.0
+        means.append(mean)
+        halves.append(half)
         expected = theory_for(group[0]).get(key) if group else None
         if expected is not None:
             theory_x.append(_axis_key(x))
