@@ -127,7 +127,7 @@ class WorkQueue(Generic[T]):
                     self._slot_waiters.remove(waiter)
                 # We may have been woken for a slot we now decline: pass it on.
                 if not self.full():
-                    self._wake(self._slot_waiters)
+                    wake_first(self._slot_waiters)
                 raise
         self.reserve_nowait()
 
@@ -139,7 +139,7 @@ class WorkQueue(Generic[T]):
     def release(self) -> None:
         """Give back a reserved slot that will not be used."""
         self._reserved -= 1
-        self._wake(self._slot_waiters)
+        wake_first(self._slot_waiters)
 
     def put_nowait(self, item: T) -> None:
         """Queue ``item`` now.
@@ -162,12 +162,12 @@ class WorkQueue(Generic[T]):
         self._held -= 1
         self._retries.append(item)
         self._note_peak()
-        self._wake(self._getters)
+        wake_first(self._getters)
 
     def unhold(self) -> None:
         """Forget a held item that will not come back (cancelled at drain)."""
         self._held -= 1
-        self._wake(self._slot_waiters)
+        wake_first(self._slot_waiters)
 
     # -- workers -------------------------------------------------------------------
 
@@ -184,7 +184,7 @@ class WorkQueue(Generic[T]):
         else:
             raise asyncio.QueueEmpty
         if self._slot_waiters:
-            self._wake(self._slot_waiters)
+            wake_first(self._slot_waiters)
         return item
 
     async def get(self) -> T:
@@ -199,7 +199,7 @@ class WorkQueue(Generic[T]):
                 with contextlib.suppress(ValueError):
                     self._getters.remove(getter)
                 if self._items or self._retries:
-                    self._wake(self._getters)
+                    wake_first(self._getters)
                 raise
         return self.get_nowait()
 
@@ -209,7 +209,7 @@ class WorkQueue(Generic[T]):
         """Refuse new items and wake every task waiting for a slot (they get PipelineClosed)."""
         self._closed = True
         while self._slot_waiters:
-            self._wake(self._slot_waiters)
+            wake_first(self._slot_waiters)
 
     def drain_items(self) -> list[T]:
         """Remove and return every queued item (used when a drain gives up)."""
@@ -224,17 +224,18 @@ class WorkQueue(Generic[T]):
         self._items.append(item)
         self._note_peak()
         if self._getters:
-            self._wake(self._getters)
+            wake_first(self._getters)
 
     def _note_peak(self) -> None:
         size = len(self._items) + len(self._retries)
         if size > self.peak:
             self.peak = size
 
-    @staticmethod
-    def _wake(waiters: deque[asyncio.Future[Any]]) -> None:
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
+
+def wake_first(waiters: deque[asyncio.Future[Any]]) -> None:
+    """Wake the longest-waiting task that is still waiting (skipping cancelled ones)."""
+    while waiters:
+        waiter = waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import Any
 
+from .queue import wake_first
 from .records import Result
 
 __all__ = ["ResultStream"]
@@ -46,14 +46,14 @@ class ResultStream:
         if self._closed:
             return
         self._results.append(result)
-        _wake(self._receivers)
+        wake_first(self._receivers)
 
     def close(self) -> None:
         """No more results: the consumer gets what is left, then stops."""
         self._closed = True
         for waiters in (self._senders, self._receivers):
             while waiters:
-                _wake(waiters)
+                wake_first(waiters)
 
     async def __aiter__(self) -> AsyncIterator[Result]:
         while True:
@@ -62,7 +62,7 @@ class ResultStream:
                     return
                 await self._wait(self._receivers)
             result = self._results.popleft()
-            _wake(self._senders)
+            wake_first(self._senders)
             yield result
 
     @staticmethod
@@ -75,11 +75,3 @@ class ResultStream:
             if not waiter.done():
                 waiter.cancel()
                 waiters.remove(waiter)
-
-
-def _wake(waiters: deque[asyncio.Future[Any]]) -> None:
-    while waiters:
-        waiter = waiters.popleft()
-        if not waiter.done():
-            waiter.set_result(None)
-            return
