@@ -8,20 +8,22 @@ from __future__ import annotations
 
 from .explorer import Explorer, explore
 from .notebook import check, say
+from .overlays import (
+    plot_dead_letters_vs_theory,
+    plot_shed_vs_theory,
+    plot_sweep_heatmap,
+    plot_wait_vs_theory,
+    theory_for,
+)
 from .plots import (
     human_bytes,
     memory_bound_bytes,
     oldest_unfinished_age,
-    plot_dead_letters_vs_theory,
     plot_depth,
     plot_lag,
     plot_memory,
     plot_retries,
-    plot_shed_vs_theory,
-    plot_sweep_heatmap,
-    plot_wait_vs_theory,
     report_figure,
-    theory_for,
 )
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Matplotlib figures of simulation results: depth, lag, memory, retries, sweeps, theory.
+"""Matplotlib figures of one simulation result: queue depth, lag, memory, retries.
 
 Every function draws into the ``ax`` it is given, or builds a new figure, and
 returns the :class:`~matplotlib.figure.Figure`. New figures are closed in
@@ -10,25 +10,36 @@ are reduced to their per-bucket maximum, which keeps peaks visible.
 
 ``compare=`` takes a previous :class:`~pipeline.sim.SimulationResult` and
 draws it faded behind the current one, so a what-if reads as a change.
+
+Figures across many runs (sweep heatmaps, simulation against theory) live in
+:mod:`~pipeline.viz.overlays`; they are re-exported here, where they used to be.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..sim.stats import mean_ci
+from ._style import _COLORS, _axes_list, _legend, _new_figure
+
+# Re-exported: these lived here before overlays.py, and notebooks import them from here.
+from .overlays import (
+    plot_dead_letters_vs_theory,
+    plot_shed_vs_theory,
+    plot_sweep_heatmap,
+    plot_wait_vs_theory,
+    theory_for,
+)
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from pipeline.sim import SimulationResult
 
+# The overlays' names stay listed so that ``from pipeline.viz.plots import *`` is unchanged.
 __all__ = [
     "human_bytes",
     "memory_bound_bytes",
@@ -48,18 +59,6 @@ __all__ = [
 #: Step series longer than this are reduced to per-bucket maxima before drawing.
 MAX_POINTS = 2000
 
-_COLORS = {
-    "queue": "C0",
-    "in_flight": "C1",
-    "upstream": "C3",
-    "wait": "C0",
-    "latency": "C1",
-    "age": "C4",
-    "memory": "C2",
-    "dead": "C3",
-    "retry": "C1",
-    "theory": "black",
-}
 _FADED = {"alpha": 0.3, "linewidth": 1.0}
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -85,30 +84,6 @@ def _scale_bytes(peak: float) -> tuple[float, str]:
         peak /= 1024
         power += 1
     return float(1024**power), _UNITS[power]
-
-
-def _new_figure(
-    nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **kwargs: Any
-) -> tuple[Figure, np.ndarray]:
-    import matplotlib.pyplot as plt
-
-    figsize = figsize or (6.4 * ncols if ncols > 1 else 7.0, 3.6 * nrows)
-    # Made through pyplot so that Jupyter's inline backend is set up and shows the
-    # returned figure as an image, then closed at once: pyplot keeps no reference,
-    # the cell shows it once (as its value), and nothing accumulates.
-    fig = plt.figure(figsize=figsize, layout="constrained", **kwargs)
-    plt.close(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    return fig, axes
-
-
-def _axes_list(ax: Axes | Sequence[Axes] | None, default: int, figsize=None):
-    """A figure and ``default`` axes, or the caller's axes (one or a sequence)."""
-    if ax is None:
-        fig, axes = _new_figure(1, default, figsize=figsize)
-        return fig, list(axes.ravel())
-    axes = [ax] if isinstance(ax, Axes) else list(ax)
-    return axes[0].get_figure(root=True), axes
 
 
 def _downsample_steps(t: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS):
@@ -141,15 +116,65 @@ def _bound(result: SimulationResult) -> int | None:
     return result.scenario.config.queue_maxsize
 
 
-def _legend(ax: Axes, **kwargs: Any) -> None:
-    """A legend, when anything is labelled (an empty run may have nothing to show)."""
-    handles, _ = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(**kwargs)
+def _layers(
+    result: SimulationResult, compare: SimulationResult | None
+) -> Iterator[tuple[SimulationResult, bool]]:
+    """``(run, faded)`` in drawing order: the previous run (if any) first, faded, behind."""
+    if compare is not None:
+        yield compare, True
+    yield result, False
 
 
-def _faded(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {**kwargs, **_FADED, "label": None}
+def _styled(kwargs: dict[str, Any], faded: bool) -> dict[str, Any]:
+    """Line keywords as given, or faded and unlabelled (the legend describes the current run)."""
+    return {**kwargs, **_FADED, "label": None} if faded else kwargs
+
+
+def _finish_time_axes(ax: Axes, ylabel: str) -> None:
+    """Label a time-series panel (x in seconds of virtual time), start both axes at 0, legend."""
+    ax.set_xlabel("virtual time (s)")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(left=0)
+    _legend(ax, loc="upper left", fontsize="small")
+
+
+def _draw_limit(
+    ax: Axes, level: float | None, *, color: str, label: str, unbounded_label: str
+) -> None:
+    """A dashed horizontal line at ``level``; with no limit, only its legend entry says so."""
+    if level is not None:
+        ax.axhline(level, color=color, linestyle="--", linewidth=1, label=label)
+    else:
+        ax.plot([], [], color=color, linestyle="--", label=unbounded_label)
+
+
+_Panel = Callable[[Axes, "SimulationResult", "SimulationResult | None", int], None]
+
+
+def _draw_panels(
+    name: str,
+    table: dict[str, _Panel],
+    panels: Sequence[str],
+    ax: Axes | Sequence[Axes] | None,
+    result: SimulationResult,
+    compare: SimulationResult | None,
+    max_points: int,
+) -> tuple[Figure, list[Axes]]:
+    """Draw each of ``panels`` (keys of ``table``) into its own axes; ``name`` words errors.
+
+    Raises:
+        ValueError: a panel is not in ``table``, or ``ax`` holds fewer axes than panels.
+    """
+    unknown = [p for p in panels if p not in table]
+    if unknown:
+        raise ValueError(f"panels must be among {sorted(table)}, got {unknown}")
+    fig, axes = _axes_list(ax, len(panels))
+    if len(axes) < len(panels):
+        raise ValueError(f"{name} needs {len(panels)} axes for panels {panels}, got {len(axes)}")
+    for panel, axis in zip(panels, axes, strict=False):
+        table[panel](axis, result, compare, max_points)
+    return fig, axes
 
 
 # -- depth ------------------------------------------------------------------------------
@@ -188,34 +213,25 @@ def plot_depth(
     ]
     if upstream:
         series.append(("upstream_backlog", "upstream backlog", _COLORS["upstream"]))
-    for run, faded in ((compare, True), (result, False)):
-        if run is None:
-            continue
+    for run, faded in _layers(result, compare):
         s = run.series
         for name, label, color in series:
             values = getattr(s, name)
             if name == "upstream_backlog" and not values.any():
                 continue
             kwargs = {"color": color, "linewidth": 1.2, "label": label}
-            _step(ax, run, values, max_points=max_points, **(_faded(kwargs) if faded else kwargs))
+            _step(ax, run, values, max_points=max_points, **_styled(kwargs, faded))
     maxsize = _bound(result)
-    if maxsize is not None:
-        ax.axhline(
-            maxsize,
-            color=_COLORS["queue"],
-            linestyle="--",
-            linewidth=1,
-            label=f"maxsize = {maxsize}",
-        )
-    else:
-        ax.plot([], [], color=_COLORS["queue"], linestyle="--", label="maxsize = ∞ (unbounded)")
-    ax.set_xlabel("virtual time (s)")
-    ax.set_ylabel("items")
-    ax.set_ylim(bottom=0)
-    ax.set_xlim(left=0)
+    _draw_limit(
+        ax,
+        maxsize,
+        color=_COLORS["queue"],
+        label=f"maxsize = {maxsize}",
+        unbounded_label="maxsize = ∞ (unbounded)",
+    )
     if title:
         ax.set_title(title)
-    _legend(ax, loc="upper left", fontsize="small")
+    _finish_time_axes(ax, "items")
     return fig
 
 
@@ -284,9 +300,7 @@ def _draw_distribution(
 ) -> None:
     marks = (50, 95, 99)
     notes: list[str] = []
-    for run, faded in ((compare, True), (result, False)):
-        if run is None:
-            continue
+    for run, faded in _layers(result, compare):
         c = run.columns
         done = c.outcome == 0
         for name, values, color in (
@@ -297,7 +311,7 @@ def _draw_distribution(
             if not len(x):
                 continue
             kwargs = {"color": color, "linewidth": 1.4, "label": name}
-            ax.plot(x, y, drawstyle="steps-post", **(_faded(kwargs) if faded else kwargs))
+            ax.plot(x, y, drawstyle="steps-post", **_styled(kwargs, faded))
             if faded:
                 continue
             q = np.percentile(values, marks)
@@ -329,18 +343,12 @@ def _draw_distribution(
 def _draw_age(
     ax: Axes, result: SimulationResult, compare: SimulationResult | None, max_points: int
 ) -> None:
-    for run, faded in ((compare, True), (result, False)):
-        if run is None:
-            continue
+    for run, faded in _layers(result, compare):
         t, age = oldest_unfinished_age(run)
         t, age = _thin(t, age, 4 * max_points)
         kwargs = {"color": _COLORS["age"], "linewidth": 1.2, "label": "oldest unfinished item"}
-        ax.plot(t, age, **(_faded(kwargs) if faded else kwargs))
-    ax.set_xlabel("virtual time (s)")
-    ax.set_ylabel("age (s)")
-    ax.set_ylim(bottom=0)
-    ax.set_xlim(left=0)
-    _legend(ax, loc="upper left", fontsize="small")
+        ax.plot(t, age, **_styled(kwargs, faded))
+    _finish_time_axes(ax, "age (s)")
 
 
 _LAG_PANELS = {"distribution": _draw_distribution, "age": _draw_age}
@@ -376,14 +384,7 @@ def plot_lag(
     if panels is None:
         count = 2 if ax is None else (1 if isinstance(ax, Axes) else len(ax))
         panels = ("distribution", "age")[:count]
-    unknown = [p for p in panels if p not in _LAG_PANELS]
-    if unknown:
-        raise ValueError(f"panels must be among {sorted(_LAG_PANELS)}, got {unknown}")
-    fig, axes = _axes_list(ax, len(panels))
-    if len(axes) < len(panels):
-        raise ValueError(f"plot_lag needs {len(panels)} axes for panels {panels}, got {len(axes)}")
-    for panel, axis in zip(panels, axes, strict=False):
-        _LAG_PANELS[panel](axis, result, compare, max_points)
+    fig, axes = _draw_panels("plot_lag", _LAG_PANELS, panels, ax, result, compare, max_points)
     if title:
         axes[0].set_title(
             f"{title}: wait and latency"
@@ -431,13 +432,11 @@ def plot_memory(
     if compare is not None:
         peaks.append(float(compare.summary["memory_peak_bytes"]))
     divisor, unit = _scale_bytes(max(peaks))
-    for run, faded in ((compare, True), (result, False)):
-        if run is None:
-            continue
+    for run, faded in _layers(result, compare):
         s = run.series
         memory = (s.in_system + s.dead_letters) * run.scenario.item_size_bytes / divisor
         kwargs = {"color": _COLORS["memory"], "linewidth": 1.4, "label": "items in memory"}
-        _step(ax, run, memory, max_points=max_points, **(_faded(kwargs) if faded else kwargs))
+        _step(ax, run, memory, max_points=max_points, **_styled(kwargs, faded))
         if not faded and s.dead_letters.any():
             kept = s.dead_letters * run.scenario.item_size_bytes / divisor
             _step(
@@ -450,23 +449,16 @@ def plot_memory(
                 linestyle=":",
                 label="of which dead letters kept (not bounded)",
             )
-    if bound is not None:
-        ax.axhline(
-            bound / divisor,
-            color=_COLORS["memory"],
-            linestyle="--",
-            linewidth=1,
-            label=f"bound (maxsize + concurrency) × {human_bytes(size)} = {human_bytes(bound)}",
-        )
-    else:
-        ax.plot([], [], color=_COLORS["memory"], linestyle="--", label="no bound (unbounded queue)")
-    ax.set_xlabel("virtual time (s)")
-    ax.set_ylabel(f"memory ({unit})")
-    ax.set_ylim(bottom=0)
-    ax.set_xlim(left=0)
+    _draw_limit(
+        ax,
+        None if bound is None else bound / divisor,
+        color=_COLORS["memory"],
+        label=f"bound (maxsize + concurrency) × {human_bytes(size)} = {human_bytes(bound)}",
+        unbounded_label="no bound (unbounded queue)",
+    )
     if title:
         ax.set_title(f"{title}, peak {human_bytes(result.summary['memory_peak_bytes'])}")
-    _legend(ax, loc="upper left", fontsize="small")
+    _finish_time_axes(ax, f"memory ({unit})")
     return fig
 
 
@@ -479,9 +471,7 @@ def _draw_attempts(
     k = result.scenario.config.max_attempts
     top = max(k, int(result.columns.attempts.max(initial=0)))
     bins = np.arange(0.5, top + 1.5)
-    for run, faded in ((compare, True), (result, False)):
-        if run is None:
-            continue
+    for run, faded in _layers(result, compare):
         attempts = run.columns.attempts[run.columns.attempts > 0]
         kwargs = {"color": _COLORS["retry"], "label": "items"}
         if faded:
@@ -500,21 +490,15 @@ def _draw_attempts(
 def _draw_retry_timeline(
     ax: Axes, result: SimulationResult, compare: SimulationResult | None, max_points: int
 ) -> None:
-    for run, faded in ((compare, True), (result, False)):
-        if run is None:
-            continue
+    for run, faded in _layers(result, compare):
         s = run.series
         for values, label, color in (
             (s.dead_letters, "dead letters (cumulative)", _COLORS["dead"]),
             (s.retry_waiting, "waiting for a retry", _COLORS["retry"]),
         ):
             kwargs = {"color": color, "linewidth": 1.2, "label": label}
-            _step(ax, run, values, max_points=max_points, **(_faded(kwargs) if faded else kwargs))
-    ax.set_xlabel("virtual time (s)")
-    ax.set_ylabel("items")
-    ax.set_ylim(bottom=0)
-    ax.set_xlim(left=0)
-    _legend(ax, loc="upper left", fontsize="small")
+            _step(ax, run, values, max_points=max_points, **_styled(kwargs, faded))
+    _finish_time_axes(ax, "items")
 
 
 _RETRY_PANELS = {"attempts": _draw_attempts, "timeline": _draw_retry_timeline}
@@ -545,17 +529,8 @@ def plot_retries(
     """
     if panels is None:
         panels = ("timeline",) if isinstance(ax, Axes) else ("attempts", "timeline")
-    unknown = [p for p in panels if p not in _RETRY_PANELS]
-    if unknown:
-        raise ValueError(f"panels must be among {sorted(_RETRY_PANELS)}, got {unknown}")
-    fig, axes = _axes_list(ax, len(panels))
-    if len(axes) < len(panels):
-        raise ValueError(
-            f"plot_retries needs {len(panels)} axes for panels {panels}, got {len(axes)}"
-        )
+    fig, axes = _draw_panels("plot_retries", _RETRY_PANELS, panels, ax, result, compare, max_points)
     s = result.summary
-    for panel, axis in zip(panels, axes, strict=False):
-        _RETRY_PANELS[panel](axis, result, compare, max_points)
     if title:
         mean = s["attempts_total"] / max(s["items_admitted"], 1)
         axes[0].set_title(
@@ -596,288 +571,3 @@ def report_figure(
         fontsize="medium",
     )
     return fig
-
-
-# -- sweeps -----------------------------------------------------------------------------
-
-
-def _axis_key(value: Any) -> float:
-    if value is None:
-        return math.inf
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return math.inf if math.isnan(v) else v
-
-
-def _axis_label(value: Any) -> str:
-    if value is None or (isinstance(value, float) and (math.isnan(value) or math.isinf(value))):
-        return "∞"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def plot_sweep_heatmap(
-    frame: pd.DataFrame,
-    x: str,
-    y: str,
-    value: str,
-    *,
-    ax: Axes | None = None,
-    fmt: str = "{:.3g}",
-    cmap: str = "viridis",
-    log: bool = False,
-    title: str | None = None,
-    annotate: bool = True,
-) -> Figure:
-    """A heatmap of ``value`` (mean over replications and other columns) on an x-y grid.
-
-    ``None`` or NaN grid values (an unbounded ``maxsize``) sort last and are
-    labelled "∞". Cells are annotated with ``fmt``.
-
-    Args:
-        frame: tidy sweep results (grid columns, ``replication``, summary keys).
-        x, y: grid columns for the horizontal and vertical axes.
-        value: the column to show.
-        ax: axes to draw into (a new figure when None).
-        fmt: format of the cell annotations.
-        cmap: matplotlib colormap name.
-        log: colour on a log scale (values must be > 0).
-        title: axes title (default: ``value``).
-        annotate: write each cell's value.
-
-    Raises:
-        KeyError: a column is missing from ``frame``.
-    """
-    missing = [c for c in (x, y, value) if c not in frame.columns]
-    if missing:
-        raise KeyError(f"columns {missing} not in the sweep frame; it has {list(frame.columns)}")
-    keys = frame[[x, y]].map(_axis_key)
-    cells = (
-        frame.assign(_x=keys[x], _y=keys[y])
-        .groupby(["_y", "_x"], dropna=False)[value]
-        .mean()
-        .unstack("_x")
-        .sort_index()
-        .sort_index(axis=1)
-    )
-    data = cells.to_numpy(dtype=float)
-    fig, (ax,) = _axes_list(ax, 1)
-    norm = None
-    if log:
-        from matplotlib.colors import LogNorm
-
-        positive = data[np.isfinite(data) & (data > 0)]
-        if positive.size:
-            norm = LogNorm(vmin=positive.min(), vmax=positive.max())
-    image = ax.imshow(
-        np.ma.masked_invalid(data), origin="lower", aspect="auto", cmap=cmap, norm=norm
-    )
-    ax.set_xticks(range(data.shape[1]), [_axis_label(v) for v in cells.columns])
-    ax.set_yticks(range(data.shape[0]), [_axis_label(v) for v in cells.index])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.set_title(title if title is not None else f"{value} (mean over replications)")
-    fig.colorbar(image, ax=ax, label=value)
-    if annotate:
-        finite = data[np.isfinite(data)]
-        middle = (np.nanmin(finite) + np.nanmax(finite)) / 2 if finite.size else 0.0
-        for (row, col), cell in np.ndenumerate(data):
-            text = "n/a" if not np.isfinite(cell) else fmt.format(cell)
-            ax.text(
-                col,
-                row,
-                text,
-                ha="center",
-                va="center",
-                fontsize="small",
-                color="white" if np.isfinite(cell) and cell < middle else "black",
-            )
-    return fig
-
-
-# -- theory -----------------------------------------------------------------------------
-
-
-def theory_for(result: SimulationResult) -> dict[str, float]:
-    """The queueing formulas that apply to a run's scenario, as numbers.
-
-    - ``wait_mean_s``: Erlang C (M/M/c) mean wait, when arrivals are Poisson,
-      service exponential, ``on_full="block"`` (the wait does not depend on
-      ``maxsize``), no failures, and the load is below capacity;
-    - ``shed_fraction``: M/M/c/K blocking with ``K = maxsize + concurrency``,
-      when Poisson/exponential, ``on_full="reject"``, bounded, no failures;
-    - ``dead_letter_fraction``: ``p**k`` with independent failures of
-      probability ``p`` and ``k = max_attempts``.
-
-    Keys that do not apply are absent.
-    """
-    from pipeline.sim import Exponential, IndependentFailures, NoFailures, Poisson
-    from pipeline.sim.theory import dead_letter_rate, mmc, mmck
-
-    sc = result.scenario
-    cfg = sc.config
-    out: dict[str, float] = {}
-    markovian = isinstance(sc.arrivals, Poisson) and isinstance(sc.service, Exponential)
-    clean = isinstance(sc.failures, NoFailures)
-    if markovian and clean:
-        lam, mean, c = sc.arrivals.rate, sc.service.mean, cfg.concurrency
-        if cfg.on_full == "block" and lam * mean < c:
-            out["wait_mean_s"] = mmc(lam, mean, c).wait_mean_s
-        if cfg.on_full == "reject" and cfg.queue_maxsize is not None:
-            out["shed_fraction"] = mmck(lam, mean, c, cfg.queue_maxsize + c).blocking_probability
-    if isinstance(sc.failures, IndependentFailures):
-        out["dead_letter_fraction"] = dead_letter_rate(sc.failures.p, cfg.max_attempts)
-    return out
-
-
-def _runs(results_by_x: Mapping[Any, Any] | Sequence[tuple[Any, Any]]):
-    """(x, [results]) pairs sorted by x; a value may be one result or Replications."""
-    pairs = results_by_x.items() if isinstance(results_by_x, Mapping) else results_by_x
-    out = []
-    for x, runs in pairs:
-        runs = getattr(runs, "results", runs)
-        out.append((x, list(runs) if isinstance(runs, Sequence) else [runs]))
-    return sorted(out, key=lambda pair: _axis_key(pair[0]))
-
-
-def _plot_vs_theory(
-    results_by_x,
-    measured,
-    key: str,
-    *,
-    ax,
-    xlabel: str,
-    ylabel: str,
-    title: str,
-    theory_label: str,
-    log: bool = False,
-) -> Figure:
-    fig, (ax,) = _axes_list(ax, 1)
-    runs = _runs(results_by_x)
-    xs, means, halves, theory_x, theory_y = [], [], [], [], []
-    for x, group in runs:
-        values = np.array([measured(r) for r in group], dtype=float)
-        xs.append(_axis_key(x))
-        values = values[np.isfinite(values)]
-        if len(values) > 1:
-            mean, half = mean_ci(values, level=0.95)  # Student t: few replications
-        else:
-            mean, half = (values[0] if len(values) else math.nan), 0.0
-        means.append(mean)
-        halves.append(half)
-        expected = theory_for(group[0]).get(key) if group else None
-        if expected is not None:
-            theory_x.append(_axis_key(x))
-            theory_y.append(expected)
-    ax.errorbar(
-        xs,
-        means,
-        yerr=halves,
-        marker="o",
-        linestyle="none",
-        capsize=3,
-        color="C0",
-        label="simulated (mean ± 95% CI)" if any(halves) else "simulated",
-    )
-    if theory_x:
-        ax.plot(
-            theory_x,
-            theory_y,
-            color=_COLORS["theory"],
-            linewidth=1.2,
-            marker="_",
-            label=theory_label,
-        )
-    shown = np.array([*means, *theory_y], dtype=float)
-    if log and (shown[np.isfinite(shown)] > 0).any():
-        ax.set_yscale("log")
-    else:
-        ax.set_ylim(bottom=0)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    _legend(ax, fontsize="small")
-    return fig
-
-
-def plot_wait_vs_theory(
-    results_by_x,
-    *,
-    ax: Axes | None = None,
-    xlabel: str = "x",
-    title: str = "Mean wait: simulation vs Erlang C",
-) -> Figure:
-    """Simulated mean wait against Erlang C's M/M/c mean wait, one point per x.
-
-    Args:
-        results_by_x: a mapping (or pairs) from an x value (say, arrival rate or
-            concurrency) to a result, a list of results, or Replications.
-        ax: axes to draw into.
-        xlabel: label of the x axis (with units).
-        title: axes title.
-
-    The theory line is drawn where it applies (see :func:`theory_for`).
-    """
-    return _plot_vs_theory(
-        results_by_x,
-        lambda r: r.summary["wait_mean_s"],
-        "wait_mean_s",
-        ax=ax,
-        xlabel=xlabel,
-        ylabel="mean wait (s)",
-        title=title,
-        theory_label="Erlang C (M/M/c)",
-    )
-
-
-def plot_shed_vs_theory(
-    results_by_x,
-    *,
-    ax: Axes | None = None,
-    xlabel: str = "x",
-    title: str = "Shed share: simulation vs M/M/c/K",
-) -> Figure:
-    """Simulated shed share (``on_full="reject"``) against M/M/c/K blocking probability."""
-
-    def shed(r):
-        return r.summary["items_shed"] / max(r.summary["items_offered"], 1)
-
-    return _plot_vs_theory(
-        results_by_x,
-        shed,
-        "shed_fraction",
-        ax=ax,
-        xlabel=xlabel,
-        ylabel="share of items shed",
-        title=title,
-        theory_label="M/M/c/K blocking, K = maxsize + concurrency",
-    )
-
-
-def plot_dead_letters_vs_theory(
-    results_by_x,
-    *,
-    ax: Axes | None = None,
-    xlabel: str = "x",
-    log: bool = True,
-    title: str = "Dead-letter share: simulation vs p**k",
-) -> Figure:
-    """Simulated dead-lettered share against ``p**k`` (independent attempt failures)."""
-
-    def dead(r):
-        return r.summary["items_dead_lettered"] / max(r.summary["items_admitted"], 1)
-
-    return _plot_vs_theory(
-        results_by_x,
-        dead,
-        "dead_letter_fraction",
-        ax=ax,
-        xlabel=xlabel,
-        ylabel="share of items dead-lettered",
-        title=title,
-        theory_label="p**k (k = max_attempts)",
-        log=log,
-    )
