@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import heapq
 import statistics
 import time
 
 import numpy as np
-import simpy
 
+from pipeline.sim.reference import simpy_fcfs_waits
+from pipeline.sim.trace import exact_fcfs_waits
 from pipeline.sim.vloop import run_virtual
 
 SERVERS = 4
@@ -44,17 +44,6 @@ def draw_samples(n: int, seed: int = 1) -> tuple[list[float], list[float], list[
         now += gap
         arrivals.append(now)
     return gaps, arrivals, services
-
-
-def waits_by_recursion(arrivals: list[float], services: list[float]) -> list[float]:
-    """Exact FCFS multi-server waits: each customer takes the earliest-free server."""
-    free = [0.0] * SERVERS
-    waits = []
-    for arrival, service in zip(arrivals, services, strict=True):
-        start = max(arrival, heapq.heappop(free))
-        waits.append(start - arrival)
-        heapq.heappush(free, start + service)
-    return waits
 
 
 async def mmc_asyncio(gaps: list[float], arrivals: list[float], services: list[float]):
@@ -79,30 +68,6 @@ async def mmc_asyncio(gaps: list[float], arrivals: list[float], services: list[f
     return waits
 
 
-def mmc_simpy(gaps: list[float], arrivals: list[float], services: list[float]) -> list[float]:
-    """The same model in SimPy (Store + long-lived worker processes)."""
-    env = simpy.Environment()
-    store = simpy.Store(env)
-    waits = [0.0] * len(gaps)
-
-    def producer():
-        for i, gap in enumerate(gaps):
-            yield env.timeout(gap)
-            yield store.put(i)
-
-    def worker():
-        while True:
-            i = yield store.get()
-            waits[i] = env.now - arrivals[i]
-            yield env.timeout(services[i])
-
-    env.process(producer())
-    for _ in range(SERVERS):
-        env.process(worker())
-    env.run()
-    return waits
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--customers", type=int, default=100_000)
@@ -112,7 +77,7 @@ def main() -> None:
     gaps, arrivals, services = draw_samples(n)
 
     started = time.perf_counter()
-    exact = waits_by_recursion(arrivals, services)
+    exact = exact_fcfs_waits(arrivals, services, SERVERS).tolist()
     recursion_s = time.perf_counter() - started
 
     runs = {"VirtualEventLoop": [], "SimPy": []}
@@ -122,7 +87,7 @@ def main() -> None:
         results["VirtualEventLoop"] = run_virtual(mmc_asyncio(gaps, arrivals, services))
         runs["VirtualEventLoop"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        results["SimPy"] = mmc_simpy(gaps, arrivals, services)
+        results["SimPy"] = simpy_fcfs_waits(gaps, services, SERVERS)
         runs["SimPy"].append(time.perf_counter() - started)
 
     print(f"M/M/{SERVERS}, rho={RHO}, {n:,} customers, seed 1, median of {args.repeats}")

@@ -41,7 +41,6 @@ replay against SimPy, reproducibility) are asserted exactly or to 1e-9.
 from __future__ import annotations
 
 import functools
-import heapq
 import itertools
 import math
 import threading
@@ -49,7 +48,6 @@ import threading
 import numpy as np
 import pandas as pd
 import pytest
-import simpy
 
 from pipeline import PipelineConfig
 from pipeline.retry import Backoff
@@ -66,8 +64,10 @@ from pipeline.sim import (
     Trace,
     simulate,
 )
+from pipeline.sim.reference import simpy_fcfs_waits
 from pipeline.sim.stats import mean_ci, proportion_ci, t_quantile, time_weighted_mean
 from pipeline.sim.theory import dead_letter_rate, mmc, mmck, retry_amplification
+from pipeline.sim.trace import exact_fcfs_waits
 
 LEVEL = 0.999
 SEED = 2026
@@ -306,41 +306,6 @@ def draw_workload(n: int, seed: int) -> tuple[list[float], list[float], list[flo
     return gaps, list(itertools.accumulate(gaps)), services
 
 
-def simpy_waits(gaps: list[float], arrivals: list[float], services: list[float]) -> list[float]:
-    """An independent model in SimPy: an unbounded Store and long-lived workers."""
-    env = simpy.Environment()
-    store = simpy.Store(env)
-    waits_s = [math.nan] * len(gaps)
-
-    def producer():
-        for i, gap in enumerate(gaps):
-            yield env.timeout(gap)
-            yield store.put(i)
-
-    def worker():
-        while True:
-            i = yield store.get()
-            waits_s[i] = env.now - arrivals[i]
-            yield env.timeout(services[i])
-
-    env.process(producer())
-    for _ in range(SIMPY_C):
-        env.process(worker())
-    env.run()
-    return waits_s
-
-
-def recursion_waits(arrivals: list[float], services: list[float]) -> list[float]:
-    """FCFS multi-server waits by the exact recursion (heap of server-free times)."""
-    free = [0.0] * SIMPY_C
-    out = []
-    for arrival, service in zip(arrivals, services, strict=True):
-        start = max(arrival, heapq.heappop(free))
-        out.append(start - arrival)
-        heapq.heappush(free, start + service)
-    return out
-
-
 def test_trace_replay_matches_simpy_item_for_item():
     gaps, arrivals, services = draw_workload(20_000, seed=SEED)
     run = simulate(
@@ -352,10 +317,13 @@ def test_trace_replay_matches_simpy_item_for_item():
         )
     )
     ours = waits(run)
-    theirs = np.array(simpy_waits(gaps, arrivals, services))
+    theirs = np.array(simpy_fcfs_waits(gaps, services, SIMPY_C))
     assert not np.isnan(ours).any() and not np.isnan(theirs).any()
     assert np.abs(ours - theirs).max() <= 1e-9
-    assert np.abs(ours - np.array(recursion_waits(arrivals, services))).max() <= 1e-9
+    assert (
+        np.abs(ours - exact_fcfs_waits(np.array(arrivals), np.array(services), SIMPY_C)).max()
+        <= 1e-9
+    )
     assert (theirs > 0).mean() > 0.3  # a real queue formed
 
 
@@ -379,7 +347,7 @@ def test_mean_wait_agrees_with_simpy_on_independent_samples():
     theirs = []
     for r in range(2 * REPLICATIONS):
         gaps, arrivals, services = draw_workload(n, seed=SEED + 1 + r)
-        w = np.array(simpy_waits(gaps, arrivals, services))
+        w = np.array(simpy_fcfs_waits(gaps, services, SIMPY_C))
         theirs.append(float(w[np.array(arrivals) >= warm].mean()))
     a, b = np.asarray(ours), np.asarray(theirs)
     va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
