@@ -166,3 +166,27 @@ def test_live_figure_draws_samples_and_an_empty_start():
     ]
     assert isinstance(live_figure(samples, title="live"), Figure)
     assert isinstance(live_figure([]), Figure)
+
+
+def test_monitor_measures_real_memory_with_tracemalloc():
+    import tracemalloc
+
+    held = []
+
+    async def handler(x):
+        held.append(bytearray(100_000))  # keep 100 kB per item alive
+        await asyncio.sleep(0.01)
+
+    async def main():
+        pipe = Pipeline(handler, PipelineConfig(concurrency=2, queue_maxsize=4))
+        monitor = LiveMonitor(pipe, every_s=0.05, measure_memory=True)
+        monitor.start()
+        await pipe.run(range(40))
+        await monitor.stop()
+        return monitor.frame()
+
+    assert not tracemalloc.is_tracing()
+    frame = asyncio.run(main())
+    assert not tracemalloc.is_tracing()  # the monitor stops what it started
+    grew = frame.traced_memory_bytes.iloc[-1] - frame.traced_memory_bytes.iloc[0]
+    assert grew >= 30 * 100_000

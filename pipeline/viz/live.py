@@ -23,6 +23,7 @@ import functools
 import inspect
 import math
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,11 @@ class LiveMonitor:
         every_s: seconds of loop time between samples (> 0).
         on_sample: called with the list of samples so far after each sample
             (e.g. to redraw a figure); it runs on the loop, so keep it short.
+        measure_memory: also record ``traced_memory_bytes``, the bytes Python
+            has allocated and not freed (``tracemalloc``), so a real-time run's
+            memory can be set beside the simulation's modelled memory. Tracing
+            slows allocation-heavy code down noticeably; it is stopped again
+            with the monitor if the monitor started it.
 
     Raises:
         TypeError, ValueError: a bad ``pipe`` or ``every_s``.
@@ -75,6 +81,7 @@ class LiveMonitor:
         *,
         every_s: float = 0.25,
         on_sample: Callable[[list[dict[str, Any]]], None] | None = None,
+        measure_memory: bool = False,
     ) -> None:
         if not isinstance(pipe, Pipeline):
             raise TypeError(f"pipe must be a Pipeline, got {pipe!r}")
@@ -83,6 +90,8 @@ class LiveMonitor:
         self.pipe = pipe
         self.every_s = _check_period(every_s)
         self.on_sample = on_sample
+        self.measure_memory = bool(measure_memory)
+        self._started_tracing = False
         self.samples: list[dict[str, Any]] = []
         self._task: asyncio.Task[None] | None = None
         self._started_s = 0.0
@@ -100,6 +109,9 @@ class LiveMonitor:
         if self._task is not None:
             raise RuntimeError(f"{self!r} was already started")
         loop = asyncio.get_running_loop()
+        if self.measure_memory and not tracemalloc.is_tracing():
+            tracemalloc.start()
+            self._started_tracing = True
         self._started_s = loop.time()
         self._task = loop.create_task(self._sample_until_closed(), name="live-monitor")
         return self._task
@@ -111,11 +123,16 @@ class LiveMonitor:
             # wait(), not await: our own cancellation must propagate, the task's must not.
             await asyncio.wait([self._task])
             self.sample()
+        if self._started_tracing:
+            tracemalloc.stop()
+            self._started_tracing = False
 
     def sample(self) -> dict[str, Any]:
         """Take one sample now (also called by the sampling task) and return it."""
         now = asyncio.get_running_loop().time()
         row = {"time_s": now - self._started_s, **dataclasses.asdict(self.pipe.statistics())}
+        if self.measure_memory and tracemalloc.is_tracing():
+            row["traced_memory_bytes"] = tracemalloc.get_traced_memory()[0]
         self.samples.append(row)
         if self.on_sample is not None:
             self.on_sample(self.samples)
@@ -243,6 +260,7 @@ async def monitor_run(
     every_s: float = 0.25,
     output: Any = None,
     title: str = "",
+    measure_memory: bool = False,
 ) -> tuple[RunReport, pd.DataFrame]:
     """Run ``pipeline`` over ``source`` on the running loop while sampling it.
 
@@ -255,6 +273,7 @@ async def monitor_run(
             Redraws are spaced out on a slow machine (see ``_Redraw``); the last
             one, after the run, always happens.
         title: the figure's title.
+        measure_memory: sample ``tracemalloc`` too (see :class:`LiveMonitor`).
 
     Returns:
         ``(report, samples)``: the run's :class:`~pipeline.RunReport` and a
@@ -268,7 +287,9 @@ async def monitor_run(
         # The first figure of a session is slow to draw (fonts, caches): pay for it
         # before the run starts, not by stalling the loop in the middle of it.
         redraw([], force=True)
-    monitor = LiveMonitor(pipeline, every_s=every_s, on_sample=redraw)
+    monitor = LiveMonitor(
+        pipeline, every_s=every_s, on_sample=redraw, measure_memory=measure_memory
+    )
     monitor.start()
     try:
         report = await pipeline.run(source)
