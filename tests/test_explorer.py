@@ -53,6 +53,7 @@ def test_layout_has_the_dom_classes_and_named_sliders(explorer):
     assert isinstance(maxsize, widgets.FloatLogSlider) and maxsize.description == "maxsize"
     assert 10**maxsize.min == pytest.approx(10) and 10**maxsize.max == pytest.approx(5000)
     assert c["failure_rate"].max == pytest.approx(0.9)
+    assert (c["drain_timeout_s"].min, c["drain_timeout_s"].max) == (5, 300)
     for control in c.values():
         if isinstance(
             control, widgets.widgets.widget_int._Int | widgets.FloatSlider | widgets.FloatLogSlider
@@ -105,6 +106,7 @@ def test_moving_concurrency_redraws_and_keeps_the_previous_run(explorer):
     [
         ("maxsize", 1000.0, lambda sc: sc.config.queue_maxsize == 1000),
         ("max_attempts", 7, lambda sc: sc.config.max_attempts == 7),
+        ("drain_timeout_s", 10, lambda sc: sc.config.drain_timeout_s == 10.0),
         ("on_full", "reject", lambda sc: sc.config.on_full == "reject"),
         ("arrival_rate", 2.0, lambda sc: sc.arrivals == Poisson(rate=2.0)),
         ("service_mean_s", 0.5, lambda sc: sc.service == Exponential(mean=0.5)),
@@ -240,3 +242,11 @@ def test_many_updates_keep_one_figure_and_no_pyplot_state(explorer):
     assert len(explorer.timings_s) == 7
     assert len(explorer.figure.outputs) == 1
     assert set(explorer.last_breakdown) == {"simulate_s", "render_s", "total_s"}
+
+
+def test_a_short_drain_under_overload_hands_items_back(explorer):
+    explorer.controls["arrival_rate"].value = 8.0  # twice what 4 workers finish
+    explorer.controls["drain_timeout_s"].value = 5
+    summary = explorer.last_result.summary
+    assert summary["items_unfinished"] > 0 and summary["drain_timed_out"]
+    assert "unfinished" in explorer.summary_html

@@ -102,7 +102,7 @@ class Explorer:
     Attributes:
         widget: the root ``VBox`` (DOM class ``pipeline-explorer``).
         controls: name -> widget, for every control (``maxsize``, ``unbounded``,
-            ``concurrency``, ``max_attempts``, ``on_full``, ``arrival_rate``,
+            ``concurrency``, ``max_attempts``, ``drain_timeout_s``, ``on_full``, ``arrival_rate``,
             ``service_mean_s``, ``service_cv``, ``failure_rate``, ``backoff_base_s``).
         figure: the ``Output`` widget holding the PNG (class ``pipeline-explorer-figure``).
         summary: the ``HTML`` widget with numbers and diagnostics
@@ -144,6 +144,7 @@ class Explorer:
                         widgets.HBox([c["maxsize"], c["unbounded"]]),
                         c["concurrency"],
                         c["max_attempts"],
+                        c["drain_timeout_s"],
                         c["on_full"],
                     ]
                 ),
@@ -207,6 +208,13 @@ class Explorer:
                 min=1,
                 max=10,
                 description="max_attempts",
+                **slider,
+            ),
+            "drain_timeout_s": widgets.IntSlider(
+                value=round(min(max(cfg.drain_timeout_s or 300, 5), 300)),
+                min=5,
+                max=300,
+                description="drain_timeout_s",
                 **slider,
             ),
             "on_full": widgets.ToggleButtons(
@@ -282,6 +290,7 @@ class Explorer:
             "maxsize": None if c["unbounded"].value else round(c["maxsize"].value),
             "concurrency": int(c["concurrency"].value),
             "max_attempts": int(c["max_attempts"].value),
+            "drain_timeout_s": int(c["drain_timeout_s"].value),
             "on_full": c["on_full"].value,
             "arrival_rate": float(c["arrival_rate"].value),
             "service_mean_s": float(c["service_mean_s"].value),
@@ -299,6 +308,7 @@ class Explorer:
             "queue_maxsize": s["maxsize"],
             "concurrency": s["concurrency"],
             "max_attempts": s["max_attempts"],
+            "drain_timeout_s": float(s["drain_timeout_s"]),
             "on_full": s["on_full"],
             "backoff": Backoff(
                 kind=backoff.kind,
@@ -399,7 +409,8 @@ class Explorer:
         maxsize = "∞" if s["maxsize"] is None else s["maxsize"]
         return (
             f"maxsize={maxsize}, concurrency={s['concurrency']}, "
-            f"max_attempts={s['max_attempts']}, on_full={s['on_full']}, "
+            f"max_attempts={s['max_attempts']}, drain={s['drain_timeout_s']}s, "
+            f"on_full={s['on_full']}, "
             f"rate={s['arrival_rate']:.3g}/s, service={s['service_mean_s']:.3g}s "
             f"(cv {s['service_cv']:.2g}), p={s['failure_rate']:.2g}, "
             f"backoff={s['backoff_base_s']:.3g}s"
