@@ -137,6 +137,8 @@ class Pipeline:
         self._dead_letters: list[DeadLetter] = []
         self._shed: list[Any] = []
         self._unfinished: list[Any] = []
+        self._handed_back: list[WorkItem] = []
+        self._closing: asyncio.Task[RunReport] | None = None
         self._blocked_s = 0.0
         self._blocked_now = 0
         self._blocked_since_sum = 0.0
@@ -233,34 +235,52 @@ class Pipeline:
         """
         if self.state is State.IDLE:
             self._start()
-        if self.state is State.CLOSED:
-            assert self.report is not None
-            return self.report
+        if self._closing is not None:  # closing or closed already: share its report
+            return await asyncio.shield(self._closing)
         self.stop()
         assert self._settled is not None
-        if self._unsettled:
-            try:
-                async with asyncio.timeout(self.config.drain_timeout_s):
-                    await self._settled.wait()
-            except TimeoutError:
-                self._drain_timed_out = True
-                self._emit(EventKind.DRAIN_TIMEOUT, None)
-                log.warning(
-                    "pipeline.drain_timeout",
-                    extra={
-                        "event": "pipeline.drain_timeout",
-                        "pipeline": self.name,
-                        "left": self._unsettled,
-                        "drain_timeout_s": self.config.drain_timeout_s,
-                    },
-                )
+        try:
+            if self._unsettled:
+                try:
+                    async with asyncio.timeout(self.config.drain_timeout_s):
+                        await self._settled.wait()
+                except TimeoutError:
+                    self._note_drain_timeout()
+        except asyncio.CancelledError:
+            # Cancelled while waiting: still hand back what is inside, then propagate.
+            await self._shutdown()
+            raise
         return await self._shutdown()
 
+    def _note_drain_timeout(self) -> None:
+        if self._drain_timed_out or self._closing is not None:
+            return  # another drain call timed out at the same instant, or a close began
+        self._drain_timed_out = True
+        self._emit(EventKind.DRAIN_TIMEOUT, None)
+        log.warning(
+            "pipeline.drain_timeout",
+            extra={
+                "event": "pipeline.drain_timeout",
+                "pipeline": self.name,
+                "left": self._unsettled,
+                "drain_timeout_s": self.config.drain_timeout_s,
+            },
+        )
+
     async def _shutdown(self) -> RunReport:
+        """Close once, however many callers ask (a drain, a cancelled run, ``async with``).
+
+        The work runs in its own task, shielded: a caller cancelled meanwhile
+        does not leave the pipeline half closed, and every caller gets the
+        same report.
+        """
+        if self._closing is None:
+            loop = asyncio.get_running_loop()
+            self._closing = loop.create_task(self._close(), name=f"{self.name}-close")
+        return await asyncio.shield(self._closing)
+
+    async def _close(self) -> RunReport:
         """Cancel workers and retry timers; whatever is still inside is unfinished."""
-        if self.state is State.CLOSED:
-            assert self.report is not None
-            return self.report
         self.state = State.DRAINING
         self._queue.close()
         tasks = [*self._producers, *self._workers]
@@ -268,7 +288,12 @@ class Pipeline:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        left = [*self._running, *self._queue.drain_items(), *self._retry_timers]
+        left = [
+            *self._handed_back,
+            *self._running,
+            *self._queue.drain_items(),
+            *self._retry_timers,
+        ]
         for timer in self._retry_timers.values():
             timer.cancel()
             self._queue.unhold()
@@ -278,12 +303,14 @@ class Pipeline:
         for item in left:
             self._emit(EventKind.UNFINISHED, item)
         self._unfinished = [item.payload for item in left]
-        self._unsettled -= len(left)
+        self._unsettled -= len(left) - len(self._handed_back)
         if self._stream is not None:
             self._stream.close()
         for each in self._signals:
             self._loop.remove_signal_handler(each)  # type: ignore[union-attr]
         self.state = State.CLOSED
+        assert self._settled is not None
+        self._settled.set()  # wake any drain() still waiting in another task
         self.report = RunReport(
             offered=self._offered,
             admitted=self._admitted,
@@ -364,6 +391,7 @@ class Pipeline:
             is_async = False
         reject = self.config.on_full == "reject"
         queue = self._queue
+        yield_each = not is_async and (reject or self.config.queue_maxsize is None)
         exhausted = False
         try:
             while True:
@@ -387,6 +415,10 @@ class Pipeline:
                     self._offer_or_shed(payload)
                 else:
                     self._admit(payload)
+                if yield_each:
+                    # A sync source never suspends, and here neither does admission:
+                    # let workers (and stop(), timers, signals) run between items.
+                    await asyncio.sleep(0)
         except Exception:
             self.stop()
             raise
@@ -432,6 +464,10 @@ class Pipeline:
             self._shed.append(payload)
             self._emit(EventKind.SHED, payload)
             return False
+        except PipelineClosed:
+            # Intake closed while this payload was being read: hand it back.
+            self._admit(payload, reserved=False)
+            return False
         self._admit(payload)
         return True
 
@@ -457,15 +493,23 @@ class Pipeline:
             if self._on_event is not None:
                 self._on_event(EventKind.PRODUCER_UNBLOCKED, now, None)
 
-    def _admit(self, payload: Any) -> None:
+    def _admit(self, payload: Any, *, reserved: bool = True) -> None:
+        """Take custody of ``payload`` (its slot already reserved, unless ``reserved`` is False)."""
         assert self._loop is not None
         item = WorkItem(payload, self._admitted, self._loop.time())
         self._offered += 1
         self._admitted += 1
-        self._unsettled += 1
-        self._queue.put_reserved(item)
         if self._on_event is not None:
             self._on_event(EventKind.ADMITTED, item.admitted_s, item)
+        if self.state is not State.OPEN:
+            # stop() ran while the producer was inside the source reading this
+            # payload: it is accounted for and handed back unfinished, not queued.
+            if reserved:
+                self._queue.release()
+            self._handed_back.append(item)
+            return
+        self._unsettled += 1
+        self._queue.put_reserved(item)
         if self._log_debug:
             log.debug(
                 "pipeline.enqueued",
@@ -509,24 +553,24 @@ class Pipeline:
         loop = self._loop
         assert loop is not None
         config = self.config
-        item.attempts += 1
-        self._attempts += 1
-        now = loop.time()
-        if item.first_start_s is None:
-            item.first_start_s = now
         self._busy += 1
         self._running[item] = None
-        if self._on_event is not None:
-            self._on_event(EventKind.STARTED, now, item)
+        started = False
         try:
             if self._limiter is not None:
+                # Waiting for the rate limit is not part of the attempt: the item
+                # counts as waiting (not started) until the limiter lets it go.
                 await self._limiter.acquire(item.payload)
+            started = True
+            self._begin(item)
             if config.attempt_timeout_s is None:
                 value = await self._call(item.payload)
             else:
                 async with asyncio.timeout(config.attempt_timeout_s):
                     value = await self._call(item.payload)
         except Exception as error:
+            if not started:  # the limiter refused the item outright: that is its attempt
+                self._begin(item)
             self._busy -= 1
             del self._running[item]
             await self._fail(item, error)
@@ -545,10 +589,29 @@ class Pipeline:
             await self._stream.send(Result(item.payload, value, item.attempts))
         self._settle()
 
+    def _begin(self, item: WorkItem) -> None:
+        """Count one attempt as started now."""
+        assert self._loop is not None
+        now = self._loop.time()
+        item.attempts += 1
+        self._attempts += 1
+        if item.first_start_s is None:
+            item.first_start_s = now
+        if self._on_event is not None:
+            self._on_event(EventKind.STARTED, now, item)
+
     def _call(self, payload: Any) -> Awaitable[Any]:
         if self._is_async:
             return self.handler(payload)
-        return asyncio.to_thread(self.handler, payload)
+        return self._call_on_thread(payload)
+
+    async def _call_on_thread(self, payload: Any) -> Any:
+        value = await asyncio.to_thread(self.handler, payload)
+        if inspect.isawaitable(value):
+            # A plain function that returns a coroutine (a lambda or decorator
+            # around an async def): the work is in that coroutine, so run it.
+            value = await value
+        return value
 
     async def _fail(self, item: WorkItem, error: Exception) -> None:
         loop = self._loop
