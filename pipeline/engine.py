@@ -147,6 +147,7 @@ class Pipeline:
         self._started_s = 0.0
         self._log_debug = False
         self._log_info = False
+        self._log_warning = False
 
     def __repr__(self) -> str:
         bound = "unbounded" if self.config.queue_maxsize is None else self.config.queue_maxsize
@@ -177,6 +178,7 @@ class Pipeline:
         self._settled = asyncio.Event()
         self._log_debug = log.isEnabledFor(logging.DEBUG)
         self._log_info = log.isEnabledFor(logging.INFO)
+        self._log_warning = log.isEnabledFor(logging.WARNING)
         if self.config.rate_limit is not None:
             self._limiter = RateLimiter(self.config.rate_limit, self._started_s)
         self.state = State.OPEN
@@ -648,7 +650,7 @@ class Pipeline:
         self._dead_letters.append(letter)
         if self._on_event is not None:
             self._on_event(EventKind.DEAD_LETTERED, now, item)
-        if self._log_info:
+        if self._log_warning:
             log.warning(
                 "pipeline.dead_lettered",
                 extra={

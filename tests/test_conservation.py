@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,6 +39,8 @@ def test_every_item_is_accounted_for_exactly_once(
     seed,
 ):
     rng = random.Random(seed)
+    offered = []  # every payload the source handed over
+    completed = []  # every payload whose handler call returned
 
     async def handler(x):
         await asyncio.sleep(rng.expovariate(1.0))
@@ -46,11 +49,13 @@ def test_every_item_is_accounted_for_exactly_once(
             raise RuntimeError("transient")
         if roll < failure:
             raise PermanentError("bad")
+        completed.append(x)
         return x
 
     async def source():
         for item in range(n_items):
             await asyncio.sleep(rng.expovariate(2.0))
+            offered.append(item)
             yield item
 
     config = PipelineConfig(
@@ -76,5 +81,10 @@ def test_every_item_is_accounted_for_exactly_once(
     seen = report.shed + report.unfinished + [d.payload for d in report.dead_letters]
     assert len(seen) == len(set(seen))
     assert report.offered == report.completed + len(seen)
+    # Payload by payload, not only in counts: every offered payload comes back exactly once,
+    # as completed (its handler returned), shed, unfinished or a dead letter.
+    assert len(completed) == report.completed
+    assert Counter(completed + seen) == Counter(offered)
+    assert len(offered) == report.offered
     assert report.statistics.workers_busy == 0
     assert report.statistics.retry_waiting == 0

@@ -389,51 +389,65 @@ def test_rate_limit_is_respected_in_loop_time():
 
 
 def test_blocking_plain_function_handler_does_not_block_the_loop():
-    import time
+    import threading
 
-    def blocking(x):
-        time.sleep(0.02)
-        return x
+    # Each call blocks its thread until a coroutine on the event loop has run after the call
+    # began. Were the call made on the loop's own thread, the loop could not run that
+    # coroutine: the wait would time out (a liveness guard, 5 s) instead of being released.
+    loop_ran = threading.Event()
+    timed_out = []
 
     async def main():
-        ticks = 0
+        loop = asyncio.get_running_loop()
+        call_started = asyncio.Event()
 
-        async def ticker():
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.005)
-                ticks += 1
+        def blocking(x):
+            loop.call_soon_threadsafe(call_started.set)
+            if not loop_ran.wait(timeout=5):
+                timed_out.append(x)
+                loop_ran.set()  # fail once, not once per item
+            return x
 
-        tick = asyncio.ensure_future(ticker())
+        async def release_from_the_loop():
+            await call_started.wait()
+            loop_ran.set()
+
+        release = asyncio.ensure_future(release_from_the_loop())
         report = await Pipeline(blocking, config(concurrency=2, prefetch=2)).run(range(8))
-        tick.cancel()
-        return report, ticks
+        release.cancel()
+        return report
 
-    report, ticks = asyncio.run(main())
+    report = asyncio.run(main())
     assert report.completed == 8
-    # 8 calls of 20 ms on 4 threads take ~40 ms; a blocked loop would tick 0 times.
-    assert ticks >= 2
+    assert timed_out == [], "a handler call blocked the event loop"
 
 
 def test_prefetch_keeps_several_thread_calls_in_flight_per_worker():
     import threading
-    import time
 
     lock = threading.Lock()
     in_flight = peak = 0
+    # Each call waits for two others to be in flight with it: the run only completes if the
+    # one worker keeps 3 calls going at once (the timeout is a liveness guard: with fewer in
+    # flight the barrier breaks and every call fails).
+    together = threading.Barrier(3, timeout=5)
 
     def blocking(x):
         nonlocal in_flight, peak
         with lock:
             in_flight += 1
             peak = max(peak, in_flight)
-        time.sleep(0.02)
-        with lock:
-            in_flight -= 1
+        try:
+            together.wait()
+        finally:
+            with lock:
+                in_flight -= 1
 
-    report = asyncio.run(Pipeline(blocking, config(concurrency=1, prefetch=3)).run(range(9)))
-    assert report.completed == 9
-    assert peak == 3
+    report = asyncio.run(
+        Pipeline(blocking, config(concurrency=1, prefetch=3, max_attempts=1)).run(range(9))
+    )
+    assert report.completed == 9 and report.dead_letters == []
+    assert peak == 3  # never more than prefetch
 
 
 def test_results_stream_yields_every_item_and_applies_backpressure():

@@ -28,8 +28,12 @@ How the statistical tolerances are derived (no tolerance here was tuned):
   its interval covers everything. With R = 10 runs of 15,000 items the 99.9%
   half-width (t = 4.78 with 9 degrees of freedom) is about 5-30% of Erlang C's
   mean wait and 1-2% of the utilisation: these tests catch a wrong formula, a
-  lost server or a broken queue discipline, not a 3% drift (NOTES.md: one
-  100,000-item run is within 4-8% of Erlang C; a 3% bias needs 100+ runs).
+  lost server or a broken queue discipline, not a 3% drift. Even one
+  100,000-item run is noisy: at M/M/4, rho = 0.8, seed 1 gives a mean wait 9.3%
+  above Erlang C's 0.7455 s (bench/RESULTS.md), while ten such replications give
+  0.746 +- 0.031 s (95% interval). From that interval one run's standard
+  deviation is about 0.031 * sqrt(10) / 2.26 = 0.043 s, so a 3% bias (0.022 s)
+  needs on the order of 100 runs before a 99.9% interval resolves it.
 - Each (c, rho) case has its own seed: with a shared seed, Poisson arrivals at
   rate 1.6 and 3.2 are the same draws rescaled, and the cases would not be
   independent evidence.
@@ -428,8 +432,10 @@ def test_a_year_long_backoff_completes_in_virtual_time():
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
+    # Liveness guard, not a speed check: the run takes a small fraction of a second, so only
+    # a loop that spins forever is still going after a minute.
     thread.join(timeout=60)
-    assert not thread.is_alive(), "a year-long backoff did not finish within 60 s of wall time"
+    assert not thread.is_alive(), "hung: a year-long backoff never finished (spinning loop?)"
     if "error" in box:
         raise box["error"]
     run = box["result"]
@@ -441,7 +447,6 @@ def test_a_year_long_backoff_completes_in_virtual_time():
     # first attempt 1 s, a year's backoff, second attempt 1 s; ample workers, no wait
     np.testing.assert_allclose(c.finish_s[retried] - c.start_s[retried], YEAR_S + 2.0, atol=1e-6)
     np.testing.assert_allclose(c.finish_s[~retried] - c.start_s[~retried], 1.0, atol=1e-9)
-    assert run.wall_time_s < 10
 
 
 # -- memory model ------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pipeline import Backoff, PipelineConfig
 from pipeline.sim import (
     Exponential,
     IndependentFailures,
+    OnOff,
     Poisson,
     Scenario,
     simulate,
@@ -130,6 +131,69 @@ def test_oldest_unfinished_age_peaks_at_the_longest_latency(runs):
 def test_oldest_unfinished_age_of_an_empty_run_is_zero(runs):
     _, age = oldest_unfinished_age(runs["empty"])
     assert not age.any()
+
+
+@pytest.fixture(scope="module")
+def bursty():
+    """A bounded bursty run: long stretches with many items inside, the oldest changing often."""
+    return simulate(
+        Scenario(
+            arrivals=OnOff(rate_on=8.0, rate_off=1.0, mean_on_s=60, mean_off_s=120),
+            service=Exponential(mean=1.0),
+            config=PipelineConfig(concurrency=4, queue_maxsize=50, drain_timeout_s=None),
+            n_items=3000,
+            seed=3,
+        )
+    )
+
+
+def lag_around(result, t):
+    """``lag_items`` just before and just after each instant in ``t`` (0 before the start)."""
+    s = result.series
+    lag = np.append(s.lag_items, 0)  # index -1: nothing has arrived before the series starts
+    before = lag[np.searchsorted(s.time_s, t, side="left") - 1]
+    after = lag[np.searchsorted(s.time_s, t, side="right") - 1]
+    return before, after
+
+
+def age_at(t_curve, age_curve, t):
+    """The piecewise-linear age curve at instants strictly between its drops."""
+    j = np.clip(np.searchsorted(t_curve, t, side="right") - 1, 0, len(t_curve) - 2)
+    span = t_curve[j + 1] - t_curve[j]
+    slope = np.divide(
+        age_curve[j + 1] - age_curve[j], span, out=np.zeros_like(span), where=span > 0
+    )
+    return age_curve[j] + (t - t_curve[j]) * slope
+
+
+def test_oldest_unfinished_age_is_zero_only_when_nothing_is_inside(bursty):
+    t, age = oldest_unfinished_age(bursty)
+    assert np.all(np.diff(t) >= 0)
+    # At every vertex: items inside on both sides of the instant means a positive age. (A
+    # vertex at 0 with items inside was the bug: the curve fell to 0 at each change of oldest.)
+    before, after = lag_around(bursty, t)
+    inside = (before > 0) & (after > 0)
+    assert inside.sum() > 1000  # the run really is busy at most vertices
+    assert np.all(age[inside] > 0)
+    # Between events: the age is positive exactly where lag_items is.
+    s = bursty.series
+    ends = np.append(s.time_s[1:], s.end_s)
+    open_rows = ends > s.time_s
+    middle = (s.time_s + ends)[open_rows] / 2
+    assert np.array_equal(age_at(t, age, middle) > 0, s.lag_items[open_rows] > 0)
+
+
+def test_plot_lag_thinning_keeps_the_true_maximum_age(bursty):
+    t, age = oldest_unfinished_age(bursty)
+    max_points = 50  # the age panel keeps about 4 * max_points vertices, far fewer than len(t)
+    assert len(t) > 8 * max_points
+    fig = plot_lag(bursty, panels=("age",), max_points=max_points)
+    (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "oldest unfinished item"]
+    kept = np.asarray(line.get_ydata())
+    assert len(kept) <= 4 * max_points + 2
+    assert kept.max() == age.max()
+    # Troughs survive too, so the sawtooth still drops to 0 where the run empties.
+    assert kept.min() == 0.0
 
 
 # -- one figure per kind -----------------------------------------------------------------
@@ -327,6 +391,28 @@ def test_sweep_heatmap_names_missing_columns():
 def test_sweep_heatmap_log_colour_scale():
     fig = plot_sweep_heatmap(sweep_frame(), "queue_maxsize", "concurrency", "wait_mean_s", log=True)
     assert fig.axes[0].images[0].norm.__class__.__name__ == "LogNorm"
+
+
+def annotation_colours(fig):
+    return {t.get_text(): t.get_color() for t in fig.axes[0].texts}
+
+
+@pytest.mark.parametrize(
+    ("log", "hundred"),
+    [
+        # Linear scale 1..1000: 100 sits at (100 - 1) / 999 = 0.1 of the scale, dark: white.
+        (False, "white"),
+        # Log scale: 100 sits at log(100) / log(1000) = 2/3 of the scale, light: black
+        # (the linear midpoint, 500.5, would have made it white on a light cell).
+        (True, "black"),
+    ],
+)
+def test_sweep_heatmap_text_colour_follows_the_colour_scale(log, hundred):
+    frame = pd.DataFrame(
+        {"x": [1, 2, 3, 4, 5], "y": [0] * 5, "v": [1.0, 10.0, 100.0, 1000.0, float("nan")]}
+    )
+    colours = annotation_colours(plot_sweep_heatmap(frame, "x", "y", "v", log=log, fmt="{:g}"))
+    assert colours == {"1": "white", "10": "white", "100": hundred, "1000": "black", "n/a": "black"}
 
 
 def test_theory_for_picks_the_formulas_that_apply(runs):

@@ -122,10 +122,12 @@ def plot_sweep_heatmap(
     ax.set_title(title if title is not None else f"{value} (mean over replications)")
     fig.colorbar(image, ax=ax, label=value)
     if annotate:
-        finite = data[np.isfinite(data)]
-        middle = (np.nanmin(finite) + np.nanmax(finite)) / 2 if finite.size else 0.0
         for (row, col), cell in np.ndenumerate(data):
             text = "n/a" if not np.isfinite(cell) else fmt.format(cell)
+            # White on the dark lower half of the colour scale, as the cell is coloured: on a
+            # log scale that is below the geometric, not the arithmetic, middle. Cells the norm
+            # masks (NaN, or <= 0 on a log scale) are not coloured, so they get black.
+            shade = np.ma.filled(image.norm(np.ma.masked_invalid([cell])), np.nan)[0]
             ax.text(
                 col,
                 row,
@@ -133,7 +135,7 @@ def plot_sweep_heatmap(
                 ha="center",
                 va="center",
                 fontsize="small",
-                color="white" if np.isfinite(cell) and cell < middle else "black",
+                color="white" if shade < 0.5 else "black",
             )
     return fig
 

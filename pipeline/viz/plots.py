@@ -255,10 +255,12 @@ def oldest_unfinished_age(result: SimulationResult) -> tuple[np.ndarray, np.ndar
     At time ``t`` the age is ``t - min(arrival)`` over items that have arrived
     and not yet finished (shed items leave at arrival; unfinished ones at the
     end of the run), or 0 when there are none. The function is piecewise
-    linear (slope 1) and drops when the oldest item finishes.
+    linear (slope 1); when the oldest item finishes it drops to the age of the
+    next oldest still inside, and to 0 only when nothing is inside.
 
     Returns:
-        ``(time_s, age_s)``, vertices of the piecewise-linear curve.
+        ``(time_s, age_s)``, vertices of the piecewise-linear curve; a drop is
+        two vertices at the same time.
     """
     arrival = result.columns.arrival_s
     end = result.series.end_s
@@ -272,15 +274,39 @@ def oldest_unfinished_age(result: SimulationResult) -> tuple[np.ndarray, np.ndar
     seg_start = np.concatenate(([0.0], record[changes[:-1]]))  # when each item became oldest
     seg_end = record[changes]
     born = arrival[changes]
-    begin = np.maximum(seg_start, born)
-    # Each segment: 0 until the oldest arrives, rising with slope 1, then a drop.
-    t = np.column_stack([seg_start, begin, seg_end, seg_end]).ravel()
-    age = np.column_stack(
-        [np.zeros_like(begin), begin - born, seg_end - born, np.zeros_like(begin)]
-    ).ravel()
-    t = np.append(t, max(end, t[-1]))
-    age = np.append(age, 0.0)
-    return t, age
+    # An item that arrived before its segment starts is already inside: the curve drops
+    # straight to its age, not to 0. Only when it arrives later was the system empty, and
+    # only then does the segment open with a stretch at age 0.
+    empty_first = born > seg_start
+    first_age = np.where(empty_first, 0.0, seg_start - born)
+    t = np.column_stack([seg_start, np.maximum(seg_start, born), seg_end]).ravel()
+    age = np.column_stack([first_age, np.zeros_like(born), seg_end - born]).ravel()
+    keep = np.ones((len(born), 3), dtype=bool)
+    keep[:, 1] = empty_first  # the arrival vertex is a corner only after an empty stretch
+    t, age = t[keep.ravel()], age[keep.ravel()]
+    # When the last item leaves, the system is empty (at the end of the run at the latest).
+    tail = [t[-1], end] if end > t[-1] else [t[-1]]
+    return np.append(t, tail), np.append(age, np.zeros(len(tail)))
+
+
+def _thin_extremes(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most about ``max_points`` vertices of a curve: each bucket's highest and lowest.
+
+    Keeping every k-th vertex of a sawtooth would miss its peaks; keeping each
+    bucket's maximum and minimum (in their order, plus both ends) keeps every
+    peak and trough that can show at this resolution, and the true maximum.
+    """
+    n = len(x)
+    if n <= max_points:
+        return x, y
+    starts = np.unique(np.linspace(0, n, max(max_points // 2, 1), endpoint=False).astype(np.int64))
+    bucket = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+    # Sorted by bucket, then by value: each bucket's first entry is its min, last its max.
+    order = np.lexsort((y, bucket))
+    lowest = order[starts]
+    highest = order[np.append(starts[1:], n) - 1]
+    keep = np.unique(np.concatenate(([0, n - 1], lowest, highest)))
+    return x[keep], y[keep]
 
 
 def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -345,7 +371,7 @@ def _draw_age(
 ) -> None:
     for run, faded in _layers(result, compare):
         t, age = oldest_unfinished_age(run)
-        t, age = _thin(t, age, 4 * max_points)
+        t, age = _thin_extremes(t, age, 4 * max_points)
         kwargs = {"color": _COLORS["age"], "linewidth": 1.2, "label": "oldest unfinished item"}
         ax.plot(t, age, **_styled(kwargs, faded))
     _finish_time_axes(ax, "age (s)")
