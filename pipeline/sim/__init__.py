@@ -43,6 +43,7 @@ from .failures import (
     Overload,
     PermanentFailures,
     SimulatedFailure,
+    TokenQuota,
 )
 from .scenario import Scenario, ServiceTrace
 from .simulate import Replications, SimulationResult, simulate
@@ -79,6 +80,7 @@ __all__ = [
     "SimulatedFailure",
     "SimulationResult",
     "TimeVarying",
+    "TokenQuota",
     "Trace",
     "TraceWorkload",
     "Uniform",

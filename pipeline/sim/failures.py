@@ -18,12 +18,16 @@ uniforms in blocks of :data:`BLOCK` and keep them as a Python list, so a call
 costs a list index and a comparison, not a numpy call.
 
 Models: :class:`NoFailures`, :class:`IndependentFailures`,
-:class:`PermanentFailures`, :class:`Hangs`, :class:`Overload` and
-:class:`CombinedFailures` (also spelled ``a | b``; the first failure wins).
+:class:`PermanentFailures`, :class:`Hangs`, :class:`Overload`,
+:class:`TokenQuota` and :class:`CombinedFailures` (also spelled ``a | b``; the
+first failure wins).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +48,7 @@ __all__ = [
     "PermanentFailures",
     "SimulatedFailure",
     "SimulatedHang",
+    "TokenQuota",
 ]
 
 BLOCK = 4096
@@ -95,6 +100,14 @@ class AttemptFailures:
             ``None`` if the attempt succeeds, else a :class:`Failure`.
         """
         return None
+
+    def cancel(self, item_id: int, attempt: int) -> None:
+        """Forget the last :meth:`check`, which returned ``None``: the attempt did not run.
+
+        :class:`CombinedFailures` calls it when another model failed the
+        attempt, so a stateful model (:class:`TokenQuota`) charges only the
+        attempts that really start. Stateless models ignore it.
+        """
 
 
 class _Uniforms:
@@ -331,6 +344,104 @@ class Overload(FailureModel):
         return _BoundOverload(self.limit, self.p, self.refuse_s, rng)
 
 
+_QUOTA_WINDOW_S = 60.0  # quotas are quoted per minute
+
+
+class _BoundTokenQuota(AttemptFailures):
+    __slots__ = ("_limit", "_refuse_s", "_tokens", "_used", "_window")
+
+    def __init__(self, limit: float, tokens: tuple[float, ...], refuse_s: float | None) -> None:
+        self._limit = limit
+        self._tokens = tokens
+        self._refuse_s = refuse_s
+        self._window: deque[tuple[float, float]] = deque()  # (start, tokens), oldest first
+        self._used = 0.0
+
+    def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
+        if not 0 <= item_id < len(self._tokens):
+            raise ValueError(
+                f"item_id must be 0 to {len(self._tokens) - 1} (TokenQuota has token counts "
+                f"for {len(self._tokens)} items), got {item_id}"
+            )
+        now = asyncio.get_running_loop().time()
+        window = self._window
+        while window and window[0][0] <= now - _QUOTA_WINDOW_S:
+            self._used -= window.popleft()[1]
+        if not window:
+            self._used = 0.0  # no float drift carried across idle minutes
+        cost = self._tokens[item_id]
+        if self._used + cost > self._limit:
+            return Failure(
+                RateLimited(
+                    f"simulated 429: {self._used:,.0f} tokens started in the last minute "
+                    f"+ {cost:,.0f} > {self._limit:,.0f} (item {item_id}, attempt {attempt})"
+                ),
+                self._refuse_s,
+            )
+        window.append((now, cost))
+        self._used += cost
+        return None
+
+    def cancel(self, item_id: int, attempt: int) -> None:
+        self._used -= self._window.pop()[1]
+
+
+@dataclass(frozen=True, repr=False)
+class TokenQuota(FailureModel):
+    """A provider's tokens-per-minute quota: refuses with ``RateLimited`` past it.
+
+    Attempt *n* of item *i* costs ``tokens[i]`` tokens. It is refused when the
+    tokens of the attempts started in the last 60 s of loop time, plus its
+    own, exceed ``tokens_per_minute`` (a sliding window, as providers count);
+    refused attempts cost nothing, and neither do attempts another model in a
+    combination refused. ``refuse_s`` is as for :class:`Overload`: seconds
+    until the refusal arrives, or None for the attempt's full service time.
+
+    Deterministic (the failure stream is not used). ``check`` reads the
+    running loop's clock, so it must be called from inside the simulation.
+
+    Example:
+        >>> provider = Overload(limit=24, refuse_s=0.2) | TokenQuota(400_000, tokens)
+    """
+
+    tokens_per_minute: float
+    tokens: tuple[float, ...]
+    refuse_s: float | None = 0.2
+
+    def __post_init__(self) -> None:
+        limit = _number("tokens_per_minute", self.tokens_per_minute, "tokens", above=0)
+        object.__setattr__(self, "tokens_per_minute", limit)
+        if isinstance(self.tokens, str | bytes) or not isinstance(
+            self.tokens, Sequence | np.ndarray
+        ):
+            raise TypeError(
+                f"tokens must be a sequence of token counts, one per item, got {self.tokens!r}"
+            )
+        tokens = tuple(
+            _number(f"tokens[{i}]", t, "tokens", at_least=0, at_most=limit)
+            for i, t in enumerate(self.tokens)
+        )
+        object.__setattr__(self, "tokens", tokens)
+        if self.refuse_s is not None:
+            object.__setattr__(
+                self, "refuse_s", _number("refuse_s", self.refuse_s, "seconds", above=0)
+            )
+
+    def __repr__(self) -> str:
+        shown = (
+            repr(self.tokens)
+            if len(self.tokens) <= 10
+            else f"<{len(self.tokens)} items, {sum(self.tokens):,.0f} tokens>"
+        )
+        return (
+            f"TokenQuota(tokens_per_minute={self.tokens_per_minute!r}, tokens={shown}, "
+            f"refuse_s={self.refuse_s!r})"
+        )
+
+    def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
+        return _BoundTokenQuota(self.tokens_per_minute, self.tokens, self.refuse_s)
+
+
 class _BoundCombined(AttemptFailures):
     __slots__ = ("_parts",)
 
@@ -338,12 +449,14 @@ class _BoundCombined(AttemptFailures):
         self._parts = parts
 
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
-        first = None
-        for part in self._parts:
-            failure = part.check(item_id, attempt, in_flight)
-            if first is None:
-                first = failure
-        return first
+        results = [part.check(item_id, attempt, in_flight) for part in self._parts]
+        for failure in results:
+            if failure is not None:
+                for part, other in zip(self._parts, results, strict=True):
+                    if other is None:
+                        part.cancel(item_id, attempt)
+                return failure
+        return None
 
 
 class CombinedFailures(FailureModel):
@@ -351,7 +464,9 @@ class CombinedFailures(FailureModel):
 
     Every model sees every attempt, each on its own child stream
     (``rng.spawn``), so adding a model does not change the draws of the others
-    (common random numbers across what-if runs). ``a | b | c`` flattens to
+    (common random numbers across what-if runs). When one fails an attempt,
+    the models that let it through are told it never ran
+    (:meth:`AttemptFailures.cancel`). ``a | b | c`` flattens to
     ``CombinedFailures(a, b, c)``.
     """
 
@@ -373,6 +488,11 @@ class CombinedFailures(FailureModel):
 
     def __repr__(self) -> str:
         return f"CombinedFailures({', '.join(map(repr, self.models))})"
+
+    def __reduce__(self) -> tuple[type[CombinedFailures], tuple[FailureModel, ...]]:
+        # rebuild through __init__: the frozen __setattr__ blocks pickle's default
+        # (sweep(processes=...) pickles scenarios)
+        return (CombinedFailures, self.models)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CombinedFailures):
