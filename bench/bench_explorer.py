@@ -48,6 +48,7 @@ CHANGES = [
     ("max_attempts", 5),
     ("failure_rate", 0.2),
     ("max_attempts", 2),
+    ("drain_timeout_s", 10),
     ("unbounded", True),
     ("concurrency", 4),
     ("unbounded", False),
@@ -70,6 +71,7 @@ CHANGES = [
     ("arrival_rate", 3.2),
     ("concurrency", 4),
     ("max_attempts", 3),
+    ("drain_timeout_s", 30),
 ]
 
 
