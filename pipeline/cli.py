@@ -22,6 +22,12 @@ with probability p), ``--backoff SPEC`` (``exponential:base=S,factor=F,cap=S,jit
 (columns ``arrival_s``, ``service_s``, optional ``fails``; replaces
 ``--arrivals``/``--service``), ``--json``, ``--out DIR``.
 
+Integer flags have upper bounds, far above any real pipeline, so that a typo
+fails at once instead of hanging or running out of memory: ``--concurrency``
+<= 100,000, ``--maxsize`` <= 10**9, ``--max-attempts`` <= 1,000,
+``--replications`` <= 10,000, ``--items`` <= 10**9 and ``--item-size`` <= 2**32
+(4 GiB; the last two are :class:`~pipeline.sim.Scenario`'s own bounds).
+
 A scenario file (TOML) holds the same settings; its keys are the flag names
 without the dashes (``-`` or ``_`` inside a name), and flags given on the
 command line override it. Paths in the file are relative to the file::
@@ -48,8 +54,9 @@ short table and the run's diagnostics are printed. ``--out DIR`` writes
 ``summary.json`` (the same object), ``items.csv``, ``timeseries.csv`` and
 ``report.png`` (per-item files and the figure from replication 0).
 
-Bad flags, specs or files print one line, ``pipeline: error: ...``, and exit
-with status 2. The ``--json`` path imports neither pandas nor matplotlib.
+Bad flags, specs or files -- and a run that overflows or runs out of memory --
+print one line, ``pipeline: error: ...``, and exit with status 2. The
+``--json`` path imports neither pandas nor matplotlib.
 """
 
 from __future__ import annotations
@@ -81,14 +88,44 @@ class _Parser(argparse.ArgumentParser):
 # -- value parsers: str -> value, ValueError naming what is allowed --------------------------
 
 
-def _int(text: str, *, at_least: int, what: str) -> int:
+def _got(text: str) -> str:
+    """``text`` for an error message, cut short if someone pasted a novel."""
+    return repr(text) if len(text) <= 40 else f"{text[:30]!r}... ({len(text)} characters)"
+
+
+def _int(text: str, *, at_least: int, at_most: int | None = None, what: str) -> int:
+    allowed = f">= {at_least}" + ("" if at_most is None else f" and <= {at_most:_}")
     try:
         value = int(text.strip())
-    except ValueError:
-        raise ValueError(f"expected an integer >= {at_least} ({what}), got {text!r}") from None
-    if value < at_least:
-        raise ValueError(f"expected an integer >= {at_least} ({what}), got {value}")
+    except ValueError:  # also an integer of thousands of digits (int() refuses those)
+        raise ValueError(f"expected an integer {allowed} ({what}), got {_got(text)}") from None
+    if value < at_least or (at_most is not None and value > at_most):
+        raise ValueError(f"expected an integer {allowed} ({what}), got {_got(text.strip())}")
     return value
+
+
+# Upper bounds of the integer flags: far above any real pipeline, low enough that a typo
+# (an extra zero or ten) fails at once instead of hanging or exhausting memory.
+MAX_CONCURRENCY = 100_000
+"""``--concurrency``: one asyncio task per worker."""
+MAX_MAXSIZE = 10**9
+"""``--maxsize``: queue slots (use ``unbounded`` for no bound)."""
+MAX_ATTEMPTS = 1000
+"""``--max-attempts``: attempts per item before it is dead-lettered."""
+MAX_REPLICATIONS = 10_000
+"""``--replications``: independent runs, each one full simulation."""
+
+
+def _items(text: str) -> int:
+    from .sim.scenario import MAX_N_ITEMS  # the Scenario's own bound
+
+    return _int(text, at_least=0, at_most=MAX_N_ITEMS, what="items")
+
+
+def _item_size(text: str) -> int:
+    from .sim.scenario import MAX_ITEM_SIZE_BYTES  # the Scenario's own bound
+
+    return _int(text, at_least=0, at_most=MAX_ITEM_SIZE_BYTES, what="bytes")
 
 
 def _float(text: str, *, low: float, high: float = math.inf, open_low: bool, what: str) -> float:
@@ -181,20 +218,22 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
     "arrivals": (_arrivals, "SPEC", "arrival process, e.g. poisson:rate=3.2 (per second)"),
     "service": (_service, "SPEC", "service time per attempt, e.g. exponential:mean=1.0 (s)"),
     "concurrency": (
-        lambda t: _int(t, at_least=1, what="workers"),
+        lambda t: _int(t, at_least=1, at_most=MAX_CONCURRENCY, what="workers"),
         "N",
-        "workers (default 4)",
+        "workers (default 4, at most 100000)",
     ),
     "maxsize": (
-        _or_none(lambda t: _int(t, at_least=1, what="queue slots"), "unbounded"),
+        _or_none(
+            lambda t: _int(t, at_least=1, at_most=MAX_MAXSIZE, what="queue slots"), "unbounded"
+        ),
         "N|unbounded",
-        "queue bound in items, or 'unbounded' (default 100)",
+        "queue bound in items (at most 10**9), or 'unbounded' (default 100)",
     ),
     "on_full": (_on_full, "block|reject", "when the queue is full (default block)"),
     "max_attempts": (
-        lambda t: _int(t, at_least=1, what="attempts per item"),
+        lambda t: _int(t, at_least=1, at_most=MAX_ATTEMPTS, what="attempts per item"),
         "N",
-        "attempts before an item is dead-lettered (default 3)",
+        "attempts before an item is dead-lettered (default 3, at most 1000)",
     ),
     "failure_rate": (
         lambda t: _float(t, low=0, high=1, open_low=False, what="probability per attempt"),
@@ -216,7 +255,11 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
         "S|none",
         "seconds the final drain may take (default 30)",
     ),
-    "items": (lambda t: _int(t, at_least=0, what="items"), "N", "number of items to simulate"),
+    "items": (
+        _items,
+        "N",
+        "number of items to simulate (at most 10**9)",
+    ),
     "duration": (
         lambda t: _float(t, low=0, open_low=True, what="seconds of virtual time"),
         "S",
@@ -229,14 +272,14 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
         "seconds excluded from the statistics (default 0)",
     ),
     "item_size": (
-        lambda t: _int(t, at_least=0, what="bytes"),
+        _item_size,
         "BYTES",
-        "memory one item holds, for the memory model (default 1024)",
+        "memory one item holds, for the memory model (default 1024, at most 4 GiB)",
     ),
     "replications": (
-        lambda t: _int(t, at_least=1, what="independent runs"),
+        lambda t: _int(t, at_least=1, at_most=MAX_REPLICATIONS, what="independent runs"),
         "R",
-        "independent runs; R > 1 reports means and 95%% half-widths (default 1)",
+        "independent runs; R > 1 reports means and 95%% half-widths (default 1, at most 10000)",
     ),
     "trace": (_path, "FILE.csv", "replay a trace: columns arrival_s, service_s[, fails]"),
     "out": (_path, "DIR", "write summary.json, items.csv, timeseries.csv, report.png"),
@@ -294,7 +337,20 @@ def _read_toml(path: str) -> dict[str, Any]:
     return raw
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
+class _Settings(dict[str, Any]):
+    """Parsed values by option name, and where each came from (``origins``), for messages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.origins: dict[str, str] = {}
+
+
+def _source(settings: dict[str, Any], name: str) -> str:
+    """Where a setting came from: ``--items`` (a flag) or ``'items' in scenario.toml``."""
+    return getattr(settings, "origins", {}).get(name, _flag(name))
+
+
+def _settings(args: argparse.Namespace) -> _Settings:
     """Parsed settings: the scenario file's values, overridden by the flags given."""
     sources: list[tuple[str, dict[str, str]]] = []
     if args.scenario is not None:
@@ -305,7 +361,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         for name in ("items", "duration"):
             sources[0][1].pop(name, None)
     sources.append(("", flags))
-    settings: dict[str, Any] = {}
+    settings = _Settings()
     for origin, raw in sources:
         for name, text in raw.items():
             label = f"{origin}: {name}" if origin else _flag(name)
@@ -313,6 +369,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
                 settings[name] = _OPTIONS[name][0](text)
             except ValueError as exc:
                 raise ValueError(f"{label}: {exc}") from None
+            settings.origins[name] = f"{name!r} in {origin}" if origin else _flag(name)
     return settings
 
 
@@ -334,7 +391,10 @@ def _scenario(settings: dict[str, Any]) -> Scenario:
         **{field: settings[name] for name, field in config_fields.items() if name in settings}
     )
     if "items" in settings and "duration" in settings:
-        raise ValueError("give --items N or --duration S, not both")
+        raise ValueError(
+            f"give --items N or --duration S, not both (got {_source(settings, 'items')} "
+            f"and {_source(settings, 'duration')})"
+        )
     length = {}
     if "items" in settings:
         length["n_items"] = settings["items"]
@@ -352,18 +412,19 @@ def _scenario(settings: dict[str, Any]) -> Scenario:
         if name in settings
     }
     if "trace" in settings:
-        given = [_flag(n) for n in ("arrivals", "service") if n in settings]
+        given = [_source(settings, n) for n in ("arrivals", "service") if n in settings]
         if given:
             raise ValueError(
-                f"--trace replays the file's arrival and service times; drop {' and '.join(given)}"
+                f"{_source(settings, 'trace')} replays the arrival and service times recorded "
+                f"in {settings['trace']}; drop {' and '.join(given)}"
             )
         from .sim.trace import load_trace
 
         workload = load_trace(settings["trace"])
         if length.get("n_items", 0) > len(workload):
             raise ValueError(
-                f"--items {length['n_items']} is more than the {len(workload)} rows of "
-                f"{settings['trace']}"
+                f"{_source(settings, 'items')} {length['n_items']} is more than the "
+                f"{len(workload)} rows of {settings['trace']}"
             )
         failures = workload.failures | failures if rate > 0 else workload.failures
         return workload.scenario(config, failures=failures, **length, **extra)
@@ -400,7 +461,7 @@ def _summary_object(results: Sequence[SimulationResult]) -> dict[str, Any]:
     """The JSON object: one run's summary, or means plus ``ci95`` over replications."""
     if len(results) == 1:
         return {key: _plain(value) for key, value in results[0].summary.items()}
-    from .sim.stats import mean_ci
+    from .sim.stats import summarise_values
 
     out: dict[str, Any] = {"replications": len(results)}
     ci95: dict[str, Any] = {}
@@ -409,13 +470,7 @@ def _summary_object(results: Sequence[SimulationResult]) -> dict[str, Any]:
         if isinstance(first, bool):
             out[key] = any(values)
             continue
-        numbers = [float(v) for v in values]
-        finite = [v for v in numbers if math.isfinite(v)]
-        if len(finite) == len(numbers):
-            mean, half = mean_ci(numbers)
-        else:
-            mean = sum(finite) / len(finite) if finite else math.nan
-            half = math.nan
+        mean, half = summarise_values([float(v) for v in values])
         out[key] = _plain(mean)
         ci95[key] = _plain(half)
     out["ci95"] = ci95
@@ -552,6 +607,8 @@ def _simulate(args: argparse.Namespace) -> int:
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.filename is not None:
         text = f"cannot use {exc.filename}: {exc.strerror or exc}"
+    elif isinstance(exc, MemoryError):
+        text = f"out of memory ({exc or 'no detail'}); simulate fewer items or a shorter duration"
     else:
         text = str(exc) or type(exc).__name__
     return " ".join(text.split())
@@ -566,7 +623,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (| head): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (ValueError, TypeError, OSError) as exc:
+    except (ValueError, TypeError, OverflowError, MemoryError, OSError) as exc:
+        # Bad input, however deep it is found (building the scenario or running it).
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

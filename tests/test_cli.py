@@ -73,6 +73,24 @@ BAD_INPUT = [
     ([*MM4, "--items", "5", "--replications", "0"], "--replications"),
     ([*MM4, "--items", "5", "--attempt-timeout", "0"], "--attempt-timeout"),
     ([*MM4, "--items", "5", "--backoff", "constant:delay=-1"], "base_s must be >= 0"),
+    # upper bounds: a typo fails at once instead of overflowing, hanging or exhausting memory
+    (
+        [*MM4, "--items", "5", "--item-size", "100000000000000000000"],
+        "--item-size: expected an integer >= 0 and <= 4_294_967_296 (bytes)",
+    ),
+    ([*MM4, "--items", "5", "--item-size", "1000000000000000000"], "--item-size"),
+    ([*MM4, "--items", "10000000000000"], "--items: expected an integer >= 0 and <= 1_000_000_000"),
+    ([*MM4, "--items", "5", "--concurrency", "100000000000000000000"], "<= 100_000 (workers)"),
+    ([*MM4, "--items", "5", "--concurrency", "1e20"], "--concurrency"),
+    ([*MM4, "--items", "5", "--maxsize", "10000000000"], "--maxsize"),
+    ([*MM4, "--items", "5", "--max-attempts", "1001"], "<= 1_000 (attempts per item)"),
+    ([*MM4, "--items", "5", "--replications", "10001"], "<= 10_000 (independent runs)"),
+    ([*MM4, "--items", "9" * 5000], "(5000 characters)"),
+    (["big.toml"], "big.toml: items: expected an integer"),
+    # the conflict is worded for where each setting came from
+    (["trace.toml"], "'trace' in trace.toml replays the arrival and service times"),
+    (["trace.toml"], "drop 'arrivals' in trace.toml"),
+    (["trace.toml", "--service", "constant:value=1"], "in trace.toml and --service"),
 ]
 
 
@@ -248,6 +266,10 @@ def run_main(args, cwd, monkeypatch, capsys):
 def bad_files(tmp_path):
     (tmp_path / "bad.csv").write_text("arrival_s,service_s\n1,1\n0.5,1\n")
     (tmp_path / "bad.toml").write_text("colour = 1\n")
+    (tmp_path / "big.toml").write_text(
+        'arrivals = "poisson:rate=1"\nservice = "constant:value=1"\nitems = 100000000000\n'
+    )
+    (tmp_path / "trace.toml").write_text('trace = "bad.csv"\narrivals = "poisson:rate=1"\n')
     return tmp_path
 
 
@@ -290,3 +312,29 @@ def test_human_table(capsys):
     out = capsys.readouterr().out
     assert "wait_mean_s" in out and "throughput_per_s" in out
     assert "CONSUMER_LAG" in out
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        (MemoryError("Unable to allocate 7 EiB for an array"), "out of memory (Unable to allocate"),
+        (OverflowError("Python int too large to convert to C long"), "too large"),
+        (ValueError("deep inside the run"), "deep inside the run"),
+    ],
+)
+def test_errors_while_running_are_one_line(monkeypatch, capsys, tmp_path, error, words):
+    import importlib
+
+    def fail(*args, **kwargs):
+        raise error
+
+    # the module, not the function that pipeline.sim re-exports under the same name
+    monkeypatch.setattr(importlib.import_module("pipeline.sim.simulate"), "simulate", fail)
+    status, out, err = run_main([*MM4, "--items", "5"], tmp_path, monkeypatch, capsys)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("pipeline: error: ") and words in err
+
+
+def test_the_largest_item_size_does_not_overflow(capsys):
+    out = main_json(capsys, *MM4, "--items", 200, "--item-size", 2**32, "--maxsize", "unbounded")
+    assert out["memory_peak_bytes"] > 0 and out["memory_peak_bytes"] % 2**32 == 0

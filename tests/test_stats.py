@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from pipeline.sim.stats import (
     batch_means_ci,
     mean_ci,
     proportion_ci,
+    summarise_values,
     t_quantile,
     time_weighted_mean,
     time_weighted_quantile,
@@ -176,3 +178,87 @@ def test_time_weighted_quantile():
 def test_step_function_errors(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         time_weighted_mean(*args, **kwargs)
+
+
+# -- mean +- CI with missing values: the one rule ------------------------------------------------
+
+
+def test_summarise_values_equals_mean_ci_when_every_value_is_there():
+    values = [3.0, 5.0, 4.0, 6.5]
+    assert summarise_values(values) == mean_ci(values)
+    assert summarise_values(values, level=0.99) == mean_ci(values, level=0.99)
+
+
+@pytest.mark.parametrize(
+    ("values", "mean"),
+    [
+        ([2.0, math.nan, 4.0], 3.0),  # a run without a value: mean of the others, no interval
+        ([2.0, math.inf], 2.0),  # non-finite counts as missing too
+        ([7.0], 7.0),  # one value: no spread, no interval
+        ([math.nan, math.nan], math.nan),  # nothing at all
+        ([], math.nan),
+    ],
+)
+def test_summarise_values_without_a_full_set_has_no_interval(values, mean):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # in particular no "Mean of empty slice"
+        got = summarise_values(np.array(values, dtype=np.float64))
+    assert got.mean == pytest.approx(mean, nan_ok=True)
+    assert math.isnan(got.half_width)
+
+
+def test_summarise_values_rejects_bad_input():
+    with pytest.raises(ValueError, match="values must be 1-D"):
+        summarise_values([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="level must be < 1"):
+        summarise_values([1.0, 2.0], level=1.0)
+
+
+# -- one time average: StepSeries and the diagnostics' facts call time_weighted_mean ---------------
+
+
+@pytest.fixture(scope="module")
+def run():
+    from pipeline import PipelineConfig
+    from pipeline.sim import Exponential, Poisson, Scenario, simulate
+
+    scenario = Scenario(
+        arrivals=Poisson(rate=3.5),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(concurrency=4, queue_maxsize=5),
+        n_items=3000,
+        seed=4,
+    )
+    return simulate(scenario)
+
+
+@pytest.mark.parametrize("start_s", [0.0, 100.0, 333.3])
+def test_step_series_time_mean_is_time_weighted_mean(run, start_s):
+    s = run.series
+    for values in (s.queue_depth, s.in_flight, s.in_system, s.upstream_backlog > 0):
+        # the formula StepSeries used before it delegated, bit for bit
+        ends = np.append(s.time_s[1:], s.end_s)
+        durations = np.clip(ends - np.maximum(s.time_s, start_s), 0.0, None)
+        before = float(np.dot(values, durations) / durations.sum())
+        assert s.time_mean(values, start_s) == before
+        assert s.time_mean(values, start_s) == time_weighted_mean(
+            s.time_s, values, s.end_s, t_start=start_s
+        )
+    assert math.isnan(s.time_mean(s.queue_depth, s.end_s))  # an empty window
+    assert math.isnan(s.time_mean(s.queue_depth, s.end_s + 1.0))
+
+
+def test_share_of_time_is_the_time_mean_of_the_mask(run):
+    from pipeline.sim._facts import Facts
+
+    facts, s = Facts(run), run.series
+    full = s.queue_depth >= 5
+    start, end = 50.0, 600.0
+    share = facts.share_of_time(full, start, end)
+    assert share == pytest.approx(time_weighted_mean(s.time_s, full, end, t_start=start))
+    assert 0 < share < 1
+    # past the end of the series nothing is held: the share shrinks with the window
+    longer = facts.share_of_time(full, start, s.end_s + 100.0)
+    expected = s.time_mean(full, start) * (s.end_s - start) / (s.end_s + 100.0 - start)
+    assert longer == pytest.approx(expected)
+    assert facts.share_of_time(full, end, start) == 0.0

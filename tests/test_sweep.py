@@ -135,3 +135,22 @@ def test_unpicklable_scenario_fails_clearly():
     # inline needs no pickling
     frame = sweep(varying, {"concurrency": [4]}, replications=1, processes=1, progress=False)
     assert frame["items_offered"].tolist() == [100]
+
+
+def test_summarise_missing_values_without_warnings():
+    # a metric no replication has (e.g. latency when nothing completed): NaN, and no warning
+    frame = pd.DataFrame(
+        {
+            "concurrency": [1, 1, 2, 2],
+            "replication": [0, 1, 0, 1],
+            "latency_p95_s": [math.nan, math.nan, 3.0, math.nan],
+            "wait_mean_s": [1.0, 3.0, 2.0, 2.0],
+        }
+    )
+    frame.attrs["grid"] = ["concurrency"]
+    table = summarise_sweep(frame, metrics=("latency_p95_s", "wait_mean_s"))
+    assert math.isnan(table["latency_p95_s_mean"].iloc[0])
+    assert table["latency_p95_s_mean"].iloc[1] == 3.0
+    assert table["latency_p95_s_ci95"].isna().all()
+    assert table["wait_mean_s_mean"].tolist() == [2.0, 2.0]
+    assert table["wait_mean_s_ci95"].iloc[0] > 0 and table["wait_mean_s_ci95"].iloc[1] == 0

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .stats import time_weighted_mean
+
 if TYPE_CHECKING:
     from .simulate import SimulationResult
 
@@ -69,13 +71,19 @@ class Facts:
         return max(self.required_concurrency(), math.ceil(self.load / 0.8))
 
     def share_of_time(self, mask: np.ndarray, start_s: float, end_s: float) -> float:
-        """Share of ``[start_s, end_s]`` during which the step function ``mask`` is true."""
+        """Share of ``[start_s, end_s]`` during which the step function ``mask`` is true.
+
+        The series holds nothing before its first row or after its end, so time
+        there counts as false.
+        """
         if end_s <= start_s:
             return 0.0
-        t = self.series.time_s
-        ends = np.append(t[1:], self.end_s)
-        overlap = np.clip(np.minimum(ends, end_s) - np.maximum(t, start_s), 0.0, None)
-        return float(overlap[mask].sum() / (end_s - start_s))
+        s = self.series
+        lo, hi = max(start_s, float(s.time_s[0])), min(end_s, s.end_s)
+        if not hi > lo:
+            return 0.0
+        inside = time_weighted_mean(s.time_s, mask, hi, t_start=lo)
+        return inside * (hi - lo) / (end_s - start_s)
 
     def at(self, values: np.ndarray, times_s: np.ndarray) -> np.ndarray:
         """Values of a step function at the given times."""

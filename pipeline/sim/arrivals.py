@@ -22,7 +22,6 @@ arrivals or every arrival in ``[0, duration_s]`` -- drawn in bulk with numpy.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -505,40 +504,20 @@ class Trace(ArrivalProcess):
     def from_csv(cls, path: str | os.PathLike[str]) -> Trace:
         """Read the ``arrival_s`` column of a CSV with a header (other columns ignored).
 
+        The same reader as :func:`~pipeline.sim.load_trace`, with the same messages.
+
         Raises:
             ValueError: no ``arrival_s`` column, no rows, or a value that is not a
-                finite number >= 0 or decreases; the message names the file, the
-                data row (1 = first after the header) and its line.
+                finite number >= 0 or decreases; the one-line message names the
+                file, the data row (1 = first after the header) and the column,
+                e.g. ``arrivals.csv row 3: arrival_s must be finite and >= 0 seconds, got -1``.
             OSError: the file cannot be read.
         """
-        path_s = os.fspath(path)
-        values: list[float] = []
-        with open(path_s, newline="") as f:
-            reader = csv.DictReader(f)
-            if not reader.fieldnames or "arrival_s" not in reader.fieldnames:
-                raise ValueError(
-                    f"{path_s}: no arrival_s column in the header, found {reader.fieldnames!r}"
-                )
-            previous = 0.0
-            for row_no, row in enumerate(reader, start=1):
-                where = f"{path_s}: row {row_no} (line {reader.line_num})"
-                raw = (row.get("arrival_s") or "").strip()
-                try:
-                    value = float(raw)
-                except ValueError:
-                    raise ValueError(f"{where}: arrival_s {raw!r} is not a number") from None
-                if not math.isfinite(value) or value < 0:
-                    raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {raw!r}")
-                if value < previous:
-                    raise ValueError(
-                        f"{where}: arrival_s must be non-decreasing, got {raw!r} after {previous!r}"
-                    )
-                previous = value
-                values.append(value)
-        if not values:
-            raise ValueError(f"{path_s}: no data rows after the header")
-        trace = cls(values)
-        trace._path = path_s
+        from .trace import _read_trace_csv  # trace.py imports this module
+
+        name, columns = _read_trace_csv(path, ("arrival_s",))
+        trace = cls(columns["arrival_s"])
+        trace._path = name
         return trace
 
     @property

@@ -25,6 +25,7 @@ from .arrivals import DailyCurve, Trace, daily_curve
 from .distributions import _number
 from .scenario import ServiceTrace
 from .stats import t_quantile
+from .sweep import _grid_columns, _grid_groups, _keep_none
 from .trace import ScriptedFailures, TraceWorkload
 
 if TYPE_CHECKING:
@@ -109,18 +110,6 @@ def fit_daily_curve(
     return daily_curve(base, max(peak, base), hour, width_h=min(max(width_h, 0.1), 12.0))
 
 
-def _bound_frame(frame: pd.DataFrame) -> list[str]:
-    grid = frame.attrs.get("grid")
-    if grid is None:
-        columns = list(frame.columns)
-        if "replication" not in columns:
-            raise ValueError(
-                f"frame must come from sweep() (a 'replication' column), got columns {columns}"
-            )
-        grid = columns[: columns.index("replication")]
-    return list(grid)
-
-
 def slo_table(
     frame: pd.DataFrame, metric: str, limit: float, *, confidence: float = 0.95
 ) -> pd.DataFrame:
@@ -148,9 +137,9 @@ def slo_table(
     level = _number("confidence", confidence, "probability", above=0)
     if not level < 1:
         raise ValueError(f"confidence must be < 1, got {confidence!r}")
-    grid = _bound_frame(frame)
+    grid = _grid_columns(frame)
     rows = []
-    for _, part in frame.groupby(grid, sort=False, dropna=False):
+    for _, part in _grid_groups(frame, grid):
         values = part[metric].to_numpy(dtype=np.float64)
         n = len(values)
         mean = float(values.mean())
@@ -161,12 +150,10 @@ def slo_table(
         row = {column: part[column].iloc[0] for column in grid}
         row.update(replications=n, mean=mean, upper=upper, meets=bool(upper <= limit))
         rows.append(row)
-    table = pd.DataFrame(rows)
-    for column in grid:  # keep None (the unbounded queue) as None, not NaN
-        values = [row[column] for row in rows]
-        if any(v is None for v in values):
-            table[column] = pd.Series(values, dtype=object, index=table.index)
-    return table
+    return _keep_none(pd.DataFrame(rows), rows, grid)
+
+
+_DEFAULT_COST = ("concurrency", "queue_maxsize")
 
 
 def _cost_key(value: object) -> float:
@@ -178,7 +165,7 @@ def smallest_config_meeting(
     metric: str,
     limit: float,
     *,
-    cost: Sequence[str] = ("concurrency", "queue_maxsize"),
+    cost: Sequence[str] | None = None,
     confidence: float = 0.95,
 ) -> pd.Series | None:
     """The cheapest grid point whose metric meets ``limit`` with ``confidence`` (or None).
@@ -187,13 +174,33 @@ def smallest_config_meeting(
     first, then the smallest queue; an unbounded queue, None, counts as the
     most expensive). See :func:`slo_table` for what "meets" means.
 
+    Args:
+        frame: what :func:`~pipeline.sim.sweep` returned.
+        metric: a summary column, e.g. ``"latency_p95_s"``.
+        limit: the SLO's threshold, in the metric's units.
+        cost: grid columns to minimise, in order. The default,
+            ``("concurrency", "queue_maxsize")``, uses those of the two the grid
+            varies (a field the grid does not vary costs the same everywhere);
+            with an empty grid there is a single point to choose.
+        confidence: one-sided confidence level in (0, 1).
+
     Returns:
         That point's row of :func:`slo_table`, or None when no point meets the SLO.
+
+    Raises:
+        ValueError: as :func:`slo_table`, or a ``cost`` column that is not a grid column.
     """
     table = slo_table(frame, metric, limit, confidence=confidence)
-    missing = [c for c in cost if c not in table.columns]
-    if missing:
-        raise ValueError(f"cost columns {missing} are not grid columns of the sweep")
+    grid = _grid_columns(frame)
+    if cost is None:
+        cost = [c for c in _DEFAULT_COST if c in grid]
+    else:
+        cost = [cost] if isinstance(cost, str) else list(cost)
+        missing = [c for c in cost if c not in grid]
+        if missing:
+            raise ValueError(
+                f"cost columns {missing} are not grid columns of the sweep; grid columns: {grid}"
+            )
     meeting = table[table["meets"]]
     if meeting.empty:
         return None

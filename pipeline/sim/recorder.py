@@ -173,17 +173,24 @@ class StepSeries:
         return np.diff(np.append(self.time_s, self.end_s))
 
     def window(self, start_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """Row indices and their durations clipped to ``[start_s, end_s]``."""
+        """Each row's duration clipped to ``[start_s, end_s]``, and the time each row ends."""
+        from .stats import _step_durations
+
         ends = np.append(self.time_s[1:], self.end_s)
-        starts = np.maximum(self.time_s, start_s)
-        durations = np.clip(ends - starts, 0.0, None)
-        return durations, ends
+        return _step_durations(self.time_s, self.end_s, start_s), ends
 
     def time_mean(self, values: np.ndarray, start_s: float = 0.0) -> float:
-        """Time-weighted mean of ``values`` over ``[start_s, end_s]``."""
-        durations, _ = self.window(start_s)
-        total = durations.sum()
-        return float(np.dot(values, durations) / total) if total > 0 else float("nan")
+        """Time-weighted mean of ``values`` over ``[start_s, end_s]`` (NaN if that is empty).
+
+        See :func:`pipeline.sim.stats.time_weighted_mean`; a ``start_s`` before
+        the first row counts from the first row.
+        """
+        from .stats import time_weighted_mean
+
+        start = max(float(start_s), float(self.time_s[0]))
+        if not self.end_s > start:
+            return float("nan")
+        return time_weighted_mean(self.time_s, values, self.end_s, t_start=start)
 
     def time_max(self, values: np.ndarray, start_s: float = 0.0) -> float:
         """Largest value held during ``[start_s, end_s]`` (for any positive time or at its end)."""

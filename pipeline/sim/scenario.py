@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,14 @@ from .arrivals import ArrivalProcess
 from .distributions import Distribution
 from .failures import FailureModel, NoFailures
 
-__all__ = ["Scenario", "ServiceTrace", "Streams"]
+__all__ = ["MAX_ITEM_SIZE_BYTES", "MAX_N_ITEMS", "Scenario", "ServiceTrace", "Streams"]
+
+MAX_N_ITEMS = 10**9
+"""Largest ``n_items``: a run keeps a few arrays of one float per item (8 GB each at 10**9)."""
+
+MAX_ITEM_SIZE_BYTES = 2**32
+"""Largest ``item_size_bytes`` (4 GiB): at most ``MAX_N_ITEMS`` such items still fit the
+int64 memory columns (``memory_bytes``, ``memory_peak_bytes``) without overflow."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,19 @@ class Streams:
         )
 
 
+def _integer_in(value: object, most: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= most
+
+
+def _seconds(value: object) -> bool:
+    # Chained comparison: False for NaN and infinities, and no float() overflow on huge ints.
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and 0 <= value <= sys.float_info.max
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Scenario:
     """A simulated workload run through a pipeline configuration.
@@ -83,12 +104,13 @@ class Scenario:
         service: how long each attempt takes, seconds (a distribution, or a
             :class:`ServiceTrace` for exact replay).
         config: the pipeline's :class:`~pipeline.PipelineConfig`.
-        n_items: how many items arrive; or
-        duration_s: arrivals during this many seconds of virtual time.
+        n_items: how many items arrive (0 to :data:`MAX_N_ITEMS`, 10**9); or
+        duration_s: arrivals during this many seconds of virtual time (finite).
         seed: the run's seed (>= 0).
         failures: how attempts fail (default: never).
-        item_size_bytes: memory one item holds in the process, for the memory model.
-        warmup_s: seconds at the start excluded from the summary's statistics.
+        item_size_bytes: memory one item holds in the process, for the memory
+            model (0 to :data:`MAX_ITEM_SIZE_BYTES`, 4 GiB).
+        warmup_s: seconds at the start excluded from the summary's statistics (finite).
 
     Raises:
         ValueError: a bad value (named in the message).
@@ -126,26 +148,21 @@ class Scenario:
                 "give exactly one of n_items or duration_s, "
                 f"got n_items={self.n_items!r}, duration_s={self.duration_s!r}"
             )
-        if self.n_items is not None and (
-            isinstance(self.n_items, bool) or not isinstance(self.n_items, int) or self.n_items < 0
-        ):
-            raise ValueError(f"n_items must be an integer >= 0, got {self.n_items!r}")
-        if self.duration_s is not None and not (
-            isinstance(self.duration_s, int | float) and self.duration_s >= 0
-        ):
-            raise ValueError(f"duration_s must be >= 0 seconds, got {self.duration_s!r}")
+        if self.n_items is not None and not _integer_in(self.n_items, MAX_N_ITEMS):
+            raise ValueError(
+                f"n_items must be an integer >= 0 and <= {MAX_N_ITEMS:_}, got {self.n_items!r}"
+            )
+        if self.duration_s is not None and not _seconds(self.duration_s):
+            raise ValueError(f"duration_s must be finite and >= 0 seconds, got {self.duration_s!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
-        if (
-            isinstance(self.item_size_bytes, bool)
-            or not isinstance(self.item_size_bytes, int)
-            or self.item_size_bytes < 0
-        ):
+        if not _integer_in(self.item_size_bytes, MAX_ITEM_SIZE_BYTES):
             raise ValueError(
-                f"item_size_bytes must be an integer >= 0, got {self.item_size_bytes!r}"
+                f"item_size_bytes must be an integer >= 0 and <= {MAX_ITEM_SIZE_BYTES:_} "
+                f"(4 GiB), got {self.item_size_bytes!r}"
             )
-        if not (isinstance(self.warmup_s, int | float) and self.warmup_s >= 0):
-            raise ValueError(f"warmup_s must be >= 0 seconds, got {self.warmup_s!r}")
+        if not _seconds(self.warmup_s):
+            raise ValueError(f"warmup_s must be finite and >= 0 seconds, got {self.warmup_s!r}")
 
     def replace(self, **changes: Any) -> Scenario:
         """A copy with some fields changed; config fields may be named directly.

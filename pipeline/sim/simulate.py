@@ -297,20 +297,20 @@ class Replications:
 
     @property
     def summary(self) -> pd.DataFrame:
-        """Mean, 95% half-width and bounds of every numeric summary key."""
+        """Mean, 95% half-width and bounds of every numeric summary key.
+
+        Missing values (NaN: e.g. no latency when nothing completed) are left
+        out of the mean; the half-width is NaN unless every run has a value.
+        """
         import pandas as pd
+
+        from .stats import summarise_values
 
         rows = []
         for key, value in self.results[0].summary.items():
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            values = self.values(key)
-            if np.isnan(values).any():
-                mean, half = float(np.nanmean(values)), float("nan")
-            elif len(values) > 1:
-                mean, half = self.interval(key)
-            else:
-                mean, half = float(values[0]), float("nan")
+            mean, half = summarise_values(self.values(key))
             rows.append(
                 {
                     "metric": key,

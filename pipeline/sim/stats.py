@@ -3,6 +3,9 @@
 - :func:`mean_ci` -- Student t interval across independent replications;
 - :func:`batch_means_ci` -- the same for one long, autocorrelated run;
 - :func:`proportion_ci` -- Wilson interval for a fraction (shed, dead-lettered);
+- :func:`summarise_values` -- mean and half-width of per-replication values that
+  may be missing (NaN), without warnings: the one rule the CLI, ``sweep`` and
+  ``Replications`` share;
 - :func:`time_weighted_mean`, :func:`time_weighted_quantile` -- exact averages
   and percentiles of a step function (queue depth, in flight, memory);
 - :func:`t_quantile` -- Student t quantiles without scipy.
@@ -27,6 +30,7 @@ __all__ = [
     "batch_means_ci",
     "mean_ci",
     "proportion_ci",
+    "summarise_values",
     "t_quantile",
     "time_weighted_mean",
     "time_weighted_quantile",
@@ -200,6 +204,40 @@ def mean_ci(samples: Sequence[float] | np.ndarray, level: float = 0.95) -> MeanC
     return MeanCI(float(x.mean()), half)
 
 
+def summarise_values(values: Sequence[float] | np.ndarray, level: float = 0.95) -> MeanCI:
+    """Mean and Student t half-width of per-replication values, some possibly missing.
+
+    The one rule for "mean +- CI" of a summary key across replications, where a
+    run may have no value (NaN, e.g. no item completed):
+
+    - non-finite values (NaN, +-inf) are left out of the mean;
+    - the mean is over the finite values, NaN when there is none;
+    - the half-width is :func:`mean_ci`'s when there are at least 2 values and
+      every one is finite, otherwise NaN: with one value there is no spread to
+      measure, and an interval over the surviving runs only would look more
+      certain than it is.
+
+    Never warns (no "mean of empty slice").
+
+    Raises:
+        ValueError: ``values`` not 1-D, or ``level`` not in (0, 1).
+
+    Example:
+        >>> summarise_values([1.0, 2.0, 3.0])       # MeanCI(mean=2.0, half_width=2.48...)
+        >>> summarise_values([1.0, float("nan")])   # MeanCI(mean=1.0, half_width=nan)
+    """
+    level = _level(level)
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1:
+        raise ValueError(f"values must be 1-D, got shape {x.shape}")
+    finite = x[np.isfinite(x)]
+    if finite.size == 0:
+        return MeanCI(math.nan, math.nan)
+    if finite.size == x.size and x.size >= 2:
+        return mean_ci(x, level)
+    return MeanCI(float(finite.mean()), math.nan)
+
+
 def batch_means_ci(
     samples: Sequence[float] | np.ndarray, n_batches: int = 20, level: float = 0.95
 ) -> MeanCI:
@@ -254,6 +292,16 @@ def proportion_ci(successes: int, n: int, level: float = 0.95) -> ProportionCI:
 # -- step functions ----------------------------------------------------------------------
 
 
+def _step_durations(times: np.ndarray, t_end: float, t_start: float = -math.inf) -> np.ndarray:
+    """How long each step ``[times[i], times[i+1])`` holds inside ``[t_start, t_end]``, seconds.
+
+    The last step runs to ``t_end``. No validation: ``times`` must be a float
+    array, non-decreasing (see :func:`time_weighted_mean`).
+    """
+    right = np.append(times[1:], max(t_end, float(times[-1])))
+    return np.clip(np.minimum(right, t_end) - np.maximum(times, t_start), 0.0, None)
+
+
 def _segments(
     times: Sequence[float] | np.ndarray,
     values: Sequence[float] | np.ndarray,
@@ -285,9 +333,7 @@ def _segments(
         )
     )
     end = _number("t_end", t_end, f"seconds, > t_start={start!r}", above=start)
-    right = np.append(t[1:], max(end, float(t[-1])))
-    durations = np.clip(np.minimum(right, end) - np.maximum(t, start), 0.0, None)
-    return v, durations
+    return v, _step_durations(t, end, start)
 
 
 def time_weighted_mean(

@@ -20,11 +20,10 @@ Example:
 from __future__ import annotations
 
 import itertools
-import math
 import multiprocessing
 import os
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ import numpy as np
 
 from .scenario import Scenario
 from .simulate import SimulationResult, _simulate_once
+from .stats import summarise_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -211,6 +211,13 @@ def sweep(
 
 
 def _grid_columns(frame: pd.DataFrame) -> list[str]:
+    """The grid's field names of a :func:`sweep` frame (``[]`` for an empty grid).
+
+    Shared with :mod:`pipeline.sim.planning`.
+
+    Raises:
+        ValueError: the frame did not come from :func:`sweep`.
+    """
     grid = frame.attrs.get("grid")
     if grid is not None:
         return list(grid)
@@ -222,13 +229,19 @@ def _grid_columns(frame: pd.DataFrame) -> list[str]:
     return columns[: columns.index("replication")]
 
 
+def _grid_groups(frame: pd.DataFrame, grid: Sequence[str]) -> Iterable[tuple[Any, pd.DataFrame]]:
+    """The rows of each grid point, in grid order; one group for an empty grid."""
+    # groupby([]) raises "No group keys passed!": an empty grid is one point, base alone.
+    return frame.groupby(list(grid), sort=False, dropna=False) if grid else [((), frame)]
+
+
 def summarise_sweep(
     frame: pd.DataFrame, metrics: Sequence[str] | None = DEFAULT_METRICS
 ) -> pd.DataFrame:
     """Mean and 95% confidence half-width of each metric, per grid point.
 
-    Half-widths are Student t intervals across replications
-    (:func:`pipeline.sim.stats.mean_ci`); NaN with a single replication or when
+    The rule is :func:`pipeline.sim.stats.summarise_values`: Student t
+    half-widths across replications; NaN with a single replication or when
     some replication has no value (then the mean is over those that do).
 
     Args:
@@ -244,8 +257,6 @@ def summarise_sweep(
         ValueError: a metric that is not a column of ``frame``.
     """
     import pandas as pd
-
-    from .stats import mean_ci
 
     grid = _grid_columns(frame)
     skip = {*grid, "replication"}
@@ -264,28 +275,26 @@ def summarise_sweep(
             allowed = [c for c in frame.columns if c not in skip]
             raise ValueError(f"unknown metric(s) {unknown}; allowed: {allowed}")
 
-    groups = frame.groupby(grid, sort=False, dropna=False) if grid else [((), frame)]
     rows = []
-    for _, part in groups:
+    for _, part in _grid_groups(frame, grid):
         # Values from the rows, not the group keys: groupby turns None into NaN.
         row: dict[str, Any] = {column: part[column].iloc[0] for column in grid}
         row["replications"] = len(part)
         for metric in metrics:
-            values = part[metric].to_numpy(dtype=np.float64)
-            finite = values[np.isfinite(values)]
-            if len(finite) == len(values) and len(values) >= 2:
-                mean, half = mean_ci(values)
-            else:
-                mean = float(finite.mean()) if len(finite) else math.nan
-                half = math.nan
+            mean, half = summarise_values(part[metric].to_numpy(dtype=np.float64))
             row[f"{metric}_mean"] = mean
             row[f"{metric}_ci95"] = half
         rows.append(row)
     return _keep_none(pd.DataFrame(rows), rows, grid)
 
 
-def _keep_none(frame: pd.DataFrame, rows: list[dict[str, Any]], columns: Sequence[str]):
-    """Grid columns holding None (the unbounded queue) stay None rather than NaN."""
+def _keep_none(
+    frame: pd.DataFrame, rows: list[dict[str, Any]], columns: Sequence[str]
+) -> pd.DataFrame:
+    """Grid columns holding None (the unbounded queue) stay None rather than NaN.
+
+    Shared with :mod:`pipeline.sim.planning`.
+    """
     import pandas as pd
 
     for column in columns:

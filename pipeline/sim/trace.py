@@ -164,11 +164,84 @@ def _seconds(row: dict[str, str | None], column: str, where: str) -> float:
     return value
 
 
+def _count(row: dict[str, str | None], column: str, where: str) -> int:
+    raw = _cell(row, column, where)
+    try:
+        count = int(raw)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise ValueError(
+            f"{where}: {column} must be an integer >= 0 (failing attempts before success), "
+            f"got {raw!r}"
+        )
+    return count
+
+
+def _read_trace_csv(
+    path: str | os.PathLike[str], required: Sequence[str], optional: Sequence[str] = ()
+) -> tuple[str, dict[str, list[Any]]]:
+    """Read and check a trace CSV: the one parser of ``load_trace`` and ``Trace.from_csv``.
+
+    Columns may be ``arrival_s`` (finite, >= 0, non-decreasing), ``service_s``
+    (finite, >= 0) and ``fails`` (integer >= 0); other columns are ignored.
+    Rows are numbered from 1, the first data row after the header; blank lines
+    are skipped and not counted.
+
+    Returns:
+        The path as a str, and column -> values for every ``required`` column
+        and every ``optional`` one the header has.
+
+    Raises:
+        ValueError: a missing required column, no rows, or a bad value; the
+            one-line message names the file, the row and the column, e.g.
+            ``trace.csv row 7: arrival_s must be >= the previous row's (12.5), got 12.0``.
+        OSError: the file cannot be read.
+    """
+    name = os.fspath(path)
+    # utf-8-sig: a spreadsheet's byte-order mark must not hide the first column's name
+    with open(name, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        header = [h.strip() for h in reader.fieldnames or ()]
+        reader.fieldnames = header
+        missing = [c for c in required if c not in header]
+        if missing:
+            read = ", ".join(required) + (
+                f" and optionally {', '.join(optional)}" if optional else ""
+            )
+            raise ValueError(
+                f"{name}: the header needs the column(s) {', '.join(missing)}, found "
+                f"{header or 'no header'} (columns read: {read}; others are ignored)"
+            )
+        columns: dict[str, list[Any]] = {
+            c: [] for c in (*required, *(c for c in optional if c in header))
+        }
+        previous = 0.0
+        for row_no, row in enumerate(reader, start=1):
+            where = f"{name} row {row_no}"
+            for column, values in columns.items():
+                if column == "fails":
+                    values.append(_count(row, column, where))
+                    continue
+                value = _seconds(row, column, where)
+                if column == "arrival_s":
+                    if value < previous:
+                        raise ValueError(
+                            f"{where}: arrival_s must be >= the previous row's ({previous!r}), "
+                            f"got {value!r}"
+                        )
+                    previous = value
+                values.append(value)
+    if not any(columns.values()):
+        raise ValueError(f"{name}: no data rows after the header")
+    return name, columns
+
+
 def load_trace(path: str | os.PathLike[str]) -> TraceWorkload:
     """Read a trace CSV (see the module docstring for its columns).
 
-    Rows are numbered from 1, the first row after the header (row *n* is on
-    line *n + 1*).
+    Rows are numbered from 1, the first data row after the header (blank lines
+    are skipped and not counted).
 
     Returns:
         A :class:`TraceWorkload` with one item per row.
@@ -179,53 +252,15 @@ def load_trace(path: str | os.PathLike[str]) -> TraceWorkload:
             ``trace.csv row 7: arrival_s must be >= the previous row's (12.5), got 12.0``.
         OSError: the file cannot be read.
     """
-    name = os.fspath(path)
-    arrivals: list[float] = []
-    service: list[float] = []
-    fails: list[int] = []
-    with open(name, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        header = [h.strip() for h in reader.fieldnames or ()]
-        reader.fieldnames = header
-        missing = [c for c in _REQUIRED if c not in header]
-        if missing:
-            raise ValueError(
-                f"{name}: the header needs the column(s) {', '.join(missing)} "
-                f"(arrival_s, service_s and optionally fails), found {header or 'no header'}"
-            )
-        has_fails = "fails" in header
-        previous = 0.0
-        for row_no, row in enumerate(reader, start=1):
-            where = f"{name} row {row_no}"
-            arrival = _seconds(row, "arrival_s", where)
-            if arrival < previous:
-                raise ValueError(
-                    f"{where}: arrival_s must be >= the previous row's ({previous!r}), "
-                    f"got {arrival!r}"
-                )
-            previous = arrival
-            arrivals.append(arrival)
-            service.append(_seconds(row, "service_s", where))
-            if has_fails:
-                raw = _cell(row, "fails", where)
-                try:
-                    count = int(raw)
-                except ValueError:
-                    count = -1
-                if count < 0:
-                    raise ValueError(
-                        f"{where}: fails must be an integer >= 0 (failing attempts before "
-                        f"success), got {raw!r}"
-                    )
-                fails.append(count)
-    if not arrivals:
-        raise ValueError(f"{name}: no data rows after the header")
+    name, columns = _read_trace_csv(path, _REQUIRED, ("fails",))
+    arrivals = columns["arrival_s"]
     trace = Trace(arrivals)
     trace._path = name  # so its repr reads Trace.from_csv(path)
+    fails = columns.get("fails", [0] * len(arrivals))
     return TraceWorkload(
         arrivals=trace,
-        service=ServiceTrace(tuple(service)),
-        failures=ScriptedFailures(tuple(fails) if has_fails else (0,) * len(arrivals)),
+        service=ServiceTrace(tuple(columns["service_s"])),
+        failures=ScriptedFailures(tuple(fails)),
         path=name,
     )
 
