@@ -198,3 +198,25 @@ def test_workload_checks_lengths():
         TraceWorkload(Trace([0.0, 1.0]), ServiceTrace((1.0,)), ScriptedFailures((0, 0)))
     with pytest.raises(ValueError, match="one count per arrival"):
         TraceWorkload(Trace([0.0]), ServiceTrace((1.0,)), ScriptedFailures((0, 0)))
+
+
+def test_scripted_permanent_failure_dead_letters_after_its_scripted_attempts():
+    from pipeline import PipelineConfig
+    from pipeline.sim import Constant, Deterministic, Scenario, simulate
+    from pipeline.sim.trace import ScriptedFailures
+
+    failures = ScriptedFailures((0, 1, 2, 1), permanent=frozenset({1}))
+    result = simulate(
+        Scenario(
+            arrivals=Deterministic(1.0),
+            service=Constant(0.1),
+            config=PipelineConfig(concurrency=1, max_attempts=3, drain_timeout_s=None),
+            failures=failures,
+            n_items=4,
+        )
+    )
+    assert result.items.attempts.tolist() == [1, 1, 3, 2]
+    (letter,) = result.dead_letters
+    assert letter.payload == 1 and letter.reason == "not_retryable"
+    with pytest.raises(ValueError, match="permanent"):
+        ScriptedFailures((0, 1), permanent=frozenset({0}))
