@@ -82,7 +82,6 @@ class RateLimiter:
             else TokenBucket(limit.tokens_per_minute / 60.0, limit.tokens_per_minute, now_s)
         )
         self._lock = asyncio.Lock()
-        self.waited_s = 0.0
 
     def tokens_for(self, payload: Any) -> float:
         """Tokens one attempt on ``payload`` spends.
@@ -99,11 +98,10 @@ class RateLimiter:
             )
         return tokens
 
-    async def acquire(self, payload: Any) -> float:
-        """Wait until one attempt on ``payload`` may start; return seconds waited."""
+    async def acquire(self, payload: Any) -> None:
+        """Wait until one attempt on ``payload`` may start."""
         tokens = self.tokens_for(payload) if self._tokens is not None else 0.0
         loop = asyncio.get_running_loop()
-        started = loop.time()
         async with self._lock:
             while True:
                 now = loop.time()
@@ -119,6 +117,3 @@ class RateLimiter:
                 self._requests.take(1.0, now)
             if self._tokens is not None:
                 self._tokens.take(tokens, now)
-        waited = loop.time() - started
-        self.waited_s += waited
-        return waited
