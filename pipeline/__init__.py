@@ -33,7 +33,7 @@ from .errors import (
 from .events import EventKind, fan_out
 from .items import WorkItem
 from .queue import WorkQueue
-from .records import AttemptError, DeadLetter, Result, RunReport
+from .records import AttemptError, DeadLetter, Result, RunReport, ShedLog
 from .retry import Backoff, RetryPolicy
 from .stats import Statistics
 
@@ -56,6 +56,7 @@ __all__ = [
     "Result",
     "RetryPolicy",
     "RunReport",
+    "ShedLog",
     "SourceError",
     "State",
     "Statistics",

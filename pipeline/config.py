@@ -108,6 +108,10 @@ class PipelineConfig:
         prefetch: calls of a plain (non-async) handler one worker keeps in
             flight on threads (>= 1).
         rate_limit: a :class:`RateLimit` workers wait on before each attempt.
+        keep_shed: payloads shed with ``on_full="reject"`` that the run report
+            keeps (the most recent ones, >= 0), or None to keep them all. The
+            count is always exact; pass ``on_shed=`` to the Pipeline to see
+            every shed payload as it happens.
 
     Raises:
         ValueError: a value outside what is allowed (the message names it).
@@ -128,6 +132,7 @@ class PipelineConfig:
     drain_timeout_s: float | None = 30.0
     prefetch: int = 1
     rate_limit: RateLimit | None = None
+    keep_shed: int | None = 1000
 
     def __post_init__(self) -> None:
         _require_int("concurrency", self.concurrency, minimum=1, allowed=">= 1 worker")
@@ -157,6 +162,8 @@ class PipelineConfig:
         _require_int("prefetch", self.prefetch, minimum=1, allowed=">= 1 call in flight")
         if self.rate_limit is not None and not isinstance(self.rate_limit, RateLimit):
             raise TypeError(f"rate_limit must be a RateLimit or None, got {self.rate_limit!r}")
+        if self.keep_shed is not None:
+            _require_int("keep_shed", self.keep_shed, minimum=0, allowed=">= 0 payloads, or None")
 
     @property
     def capacity(self) -> int | None:

@@ -6,12 +6,29 @@ and keeps the payload exactly as it was given, audit fields and all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from .stats import Statistics
 
-__all__ = ["AttemptError", "DeadLetter", "Result", "RunReport"]
+__all__ = ["AttemptError", "DeadLetter", "Result", "RunReport", "ShedLog", "describe_error"]
+
+
+def describe_error(error: BaseException) -> str:
+    """``str(error)``, or a stand-in when formatting the exception itself fails.
+
+    The engine formats errors after an item has left its attempt; an exception
+    whose ``__str__`` raises must not take the item's bookkeeping down with it.
+    """
+    try:
+        text = str(error)
+    except BaseException as failure:  # any failure to format is survivable
+        if isinstance(failure, KeyboardInterrupt | SystemExit):
+            raise
+        return f"<{type(error).__name__}: str() raised {type(failure).__name__}>"
+    return text if isinstance(text, str) else f"<{type(error).__name__}>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +49,13 @@ class AttemptError:
 
     @classmethod
     def from_exception(cls, attempt: int, error: BaseException, at_s: float) -> AttemptError:
-        return cls(attempt=attempt, type=type(error).__name__, message=str(error), at_s=at_s)
+        """Record ``error``; never raises, even if the exception cannot be formatted."""
+        return cls(
+            attempt=attempt,
+            type=type(error).__name__,
+            message=describe_error(error),
+            at_s=at_s,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +107,64 @@ class Result:
         return self.dead_letter is None
 
 
+class ShedLog:
+    """The items shed at admission: an exact count and the latest payloads.
+
+    A service that sheds load for hours must not keep every rejected payload,
+    so the log keeps at most ``keep`` of them (the most recent) and counts the
+    rest. ``len()`` is always the exact number shed, which keeps the report's
+    balance ``offered == completed + len(dead_letters) + len(unfinished) +
+    len(shed)`` exact; iterating gives the payloads kept, oldest first. While
+    nothing has been forgotten it compares equal to a list of the same payloads.
+
+    Args:
+        keep: payloads to keep (>= 0), or None to keep every one.
+
+    Attributes:
+        dropped: payloads counted but no longer kept.
+    """
+
+    __slots__ = ("_kept", "dropped", "keep")
+
+    def __init__(self, keep: int | None = None, payloads: Iterable[Any] = ()) -> None:
+        self.keep = keep
+        self._kept: deque[Any] = deque(maxlen=keep)
+        self.dropped = 0
+        for payload in payloads:
+            self.append(payload)
+
+    def append(self, payload: Any) -> None:
+        """Count one shed payload, forgetting the oldest kept one if the log is full."""
+        if self.keep is not None and len(self._kept) == self.keep:
+            self.dropped += 1
+        self._kept.append(payload)
+
+    @property
+    def kept(self) -> list[Any]:
+        """The payloads kept, oldest first."""
+        return list(self._kept)
+
+    def __len__(self) -> int:
+        return len(self._kept) + self.dropped
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._kept)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ShedLog):
+            return self.dropped == other.dropped and self.kept == other.kept
+        if isinstance(other, list | tuple):
+            return self.dropped == 0 and self.kept == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        kept = ", ".join(repr(payload) for payload in list(self._kept)[:5])
+        more = ", ..." if len(self._kept) > 5 else ""
+        return f"<ShedLog shed={len(self)} kept=[{kept}{more}] dropped={self.dropped}>"
+
+
 @dataclass(frozen=True)
 class RunReport:
     """The account of one run: every offered item appears exactly once.
@@ -98,11 +179,20 @@ class RunReport:
         dead_letters: items that failed for good, with every error.
         unfinished: payloads still queued, running or waiting for a retry when
             the drain timed out (or the pipeline was stopped hard).
-        shed: payloads rejected at admission (``on_full="reject"``).
+        shed: items rejected at admission (``on_full="reject"``): ``len()`` is
+            the exact count; the most recent ``PipelineConfig.keep_shed``
+            payloads are kept (a :class:`ShedLog`).
         attempts: handler calls made, retries included.
         drain_timed_out: the drain hit ``drain_timeout_s``.
         started_s, finished_s: loop time of start and end of the run, seconds.
         statistics: the final statistics snapshot.
+        abandoned: the unfinished payloads whose handler call was still running
+            on a thread when the run ended (threads cannot be cancelled). Each
+            is also in ``unfinished``, but its side effect may still happen:
+            sending it again gives at-least-once, not exactly-once, delivery.
+        results_dropped: results of finished items that the ``results()``
+            stream never handed to a consumer (it detached, or the run closed
+            while a worker waited for room). 0 when nobody asked for results.
     """
 
     offered: int
@@ -110,12 +200,14 @@ class RunReport:
     completed: int
     dead_letters: list[DeadLetter]
     unfinished: list[Any]
-    shed: list[Any]
+    shed: ShedLog
     attempts: int
     drain_timed_out: bool
     started_s: float
     finished_s: float
     statistics: Statistics
+    abandoned: list[Any] = field(default_factory=list)
+    results_dropped: int = 0
 
     @property
     def duration_s(self) -> float:

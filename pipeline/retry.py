@@ -7,6 +7,7 @@ generator handed in, never from module-level state.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 from dataclasses import dataclass
@@ -86,10 +87,13 @@ class RetryPolicy:
     """Which errors earn another attempt.
 
     An error is retried when it is an instance of one of ``retry_on`` and of
-    none of ``give_up_on``. ``asyncio.CancelledError`` is never caught at all.
+    none of ``give_up_on``. A cancellation of the worker (drain timeout, the
+    run cancelled) never reaches the policy; a ``CancelledError`` that the
+    handler raises itself is a failed attempt, retried by default like any
+    ``Exception``.
     """
 
-    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    retry_on: tuple[type[BaseException], ...] = (Exception, asyncio.CancelledError)
     give_up_on: tuple[type[BaseException], ...] = (PermanentError,)
 
     def __post_init__(self) -> None:

@@ -27,6 +27,8 @@ class Statistics:
         attempts: handler calls made.
         producer_blocked_s: seconds of loop time producers spent waiting for a
             slot, summed over producers, waits still in progress included.
+        listener_errors: calls of the ``on_event`` listener that raised; the
+            engine logs the first, counts them all and carries on.
     """
 
     state: str
@@ -45,3 +47,4 @@ class Statistics:
     shed: int
     attempts: int
     producer_blocked_s: float
+    listener_errors: int = 0

@@ -78,7 +78,7 @@ def test_every_item_is_accounted_for_exactly_once(
 
     report = run_virtual(main())
     assert report.balanced
-    seen = report.shed + report.unfinished + [d.payload for d in report.dead_letters]
+    seen = [*report.shed, *report.unfinished, *(d.payload for d in report.dead_letters)]
     assert len(seen) == len(set(seen))
     assert report.offered == report.completed + len(seen)
     # Payload by payload, not only in counts: every offered payload comes back exactly once,

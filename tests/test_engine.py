@@ -161,15 +161,20 @@ def test_accounting_is_balanced_on_every_exception_path(error):
     assert report.statistics.workers_busy == 0 and report.statistics.queue_size == 0
 
 
-def test_handler_raising_cancelled_error_itself_is_not_swallowed_and_nothing_is_lost():
+def test_a_handlers_own_cancelled_error_is_a_failed_attempt_and_the_pool_stays_whole():
     async def handler(x):
         if x == 3:
-            raise asyncio.CancelledError
+            raise asyncio.CancelledError  # raised, not a cancellation of the worker
         await asyncio.sleep(1.0)
 
-    report = run_virtual(Pipeline(handler, config(drain_timeout_s=30.0)).run(range(8)))
-    assert report.balanced
-    assert 3 in report.unfinished
+    cfg = config(concurrency=1, drain_timeout_s=None)
+    report = run_virtual(Pipeline(handler, cfg).run(range(8)))
+    assert report.balanced and report.completed == 7 and report.unfinished == []
+    (letter,) = report.dead_letters
+    assert letter.payload == 3 and letter.attempts == 3 and letter.reason == "max_attempts"
+    assert {error.type for error in letter.errors} == {"CancelledError"}
+    # The one worker carried on: the seven others took seven seconds after it.
+    assert report.duration_s == pytest.approx(7.0)
 
 
 def test_retry_storm_with_one_slot_and_one_worker_finishes():

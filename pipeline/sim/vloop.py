@@ -207,6 +207,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             result.cancel()
             return
         error = job.exception()
+        if isinstance(error, StopIteration):
+            # A future cannot carry StopIteration (3.11 and 3.12 raise TypeError
+            # inside the loop); hand it over as 3.13's set_exception does.
+            wrapped = RuntimeError(
+                "StopIteration interacts badly with generators and cannot be raised into a Future"
+            )
+            wrapped.__cause__ = wrapped.__context__ = error
+            error = wrapped
         if error is not None:
             result.set_exception(error)
         else:

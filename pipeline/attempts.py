@@ -1,0 +1,284 @@
+"""Workers and attempts: how a :class:`~pipeline.Pipeline` works an item.
+
+A worker takes an item, waits for the rate limit, calls the handler (on a
+thread for a plain function) and then records the outcome: completed, a retry
+held for its backoff, or a dead letter.
+
+What keeps every item accounted for, whatever the handler does:
+
+- **Only the handler's own outcome is an attempt failure.** An ``Exception``
+  and a ``CancelledError`` the handler raised itself (nobody cancelled the
+  worker) are failures, retried by the policy. A real cancellation (drain
+  timeout, ``run()`` cancelled) leaves the item running, so the close hands it
+  back unfinished. Any other ``BaseException`` stops the run: the pipeline
+  closes and ``run()``/``drain()`` raise it, with ``pipeline.report``
+  balanced. ``KeyboardInterrupt`` and ``SystemExit`` go straight through, as
+  asyncio wants.
+- **Bookkeeping after an attempt cannot lose the item.** Everything that can
+  fail (formatting the error, the backoff's random draw, listeners, logging)
+  either never raises or runs before the item changes state; if it fails
+  anyway, the item stays running (unfinished) and the run stops loudly.
+- **A thread cannot be cancelled.** A plain-function call still running when
+  the run ends is reported in ``report.abandoned`` as well as unfinished:
+  its side effect may still happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import math
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .events import EventKind
+from .intake import trace_id
+from .items import WorkItem
+from .records import AttemptError, DeadLetter, Result, describe_error
+
+__all__: list[str] = []
+
+
+class Attempts:
+    """The worker loop and one attempt's life (mixed into ``Pipeline``)."""
+
+    async def _work(self) -> None:
+        queue = self._queue
+        if self._is_async or self.config.prefetch == 1:
+            while True:
+                item = await queue.get()
+                await self._attempt(item)
+        # A plain-function handler runs on threads: keep up to `prefetch` in flight.
+        in_flight = asyncio.Semaphore(self.config.prefetch)
+        calls: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                await in_flight.acquire()
+                try:
+                    item = await queue.get()
+                except BaseException:
+                    in_flight.release()
+                    raise
+                call = self._loop.create_task(self._attempt(item))
+                calls.add(call)
+                self._own_tasks.add(call)
+                call.add_done_callback(calls.discard)
+                call.add_done_callback(self._own_tasks.discard)
+                call.add_done_callback(lambda _: in_flight.release())
+        finally:
+            for call in calls:
+                call.cancel()
+            if calls:
+                await asyncio.gather(*calls, return_exceptions=True)
+
+    async def _attempt(self, item: WorkItem) -> None:
+        config = self.config
+        self._busy += 1
+        self._running[item] = None
+        began = False
+        try:
+            if self._limiter is not None:
+                # Waiting for the rate limit is not part of the attempt: the item
+                # counts as waiting (not started) until the limiter lets it go.
+                await self._limiter.acquire(item.payload)
+            began = True
+            self._begin(item)
+            if config.attempt_timeout_s is None:
+                value = await self._call(item)
+            else:
+                async with asyncio.timeout(config.attempt_timeout_s):
+                    value = await self._call(item)
+        except asyncio.CancelledError as error:
+            if _cancel_requested():
+                self._busy -= 1  # the close hands the item back as unfinished
+                raise
+            failure: BaseException = error  # the handler's own CancelledError
+        except (KeyboardInterrupt, SystemExit):
+            self._busy -= 1
+            raise
+        except Exception as error:
+            failure = error
+        except BaseException as error:
+            self._busy -= 1
+            self._abort(error)  # the item stays running: the close hands it back
+            return
+        else:
+            self._busy -= 1
+            del self._running[item]
+            self._thread_calls.pop(item, None)
+            self._completed += 1
+            self._emit(EventKind.COMPLETED, item)
+            await self._finish(Result(item.payload, value, item.attempts))
+            return
+        if not began:  # the limiter refused the item outright: that is its attempt
+            self._begin(item)
+        self._busy -= 1
+        try:
+            letter = self._fail(item, failure)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as bug:
+            self._abort(bug)  # the item is still in _running: unfinished
+            return
+        if letter is not None:
+            await self._finish(Result(item.payload, None, item.attempts, letter))
+
+    def _begin(self, item: WorkItem) -> None:
+        """Count one attempt as started now."""
+        now = self._loop.time()
+        item.attempts += 1
+        self._attempts += 1
+        if item.first_start_s is None:
+            item.first_start_s = now
+        self._emit_at(EventKind.STARTED, now, item)
+
+    def _call(self, item: WorkItem) -> Awaitable[Any]:
+        if self._is_async:
+            return self.handler(item.payload)
+        return self._call_on_thread(item)
+
+    async def _call_on_thread(self, item: WorkItem) -> Any:
+        call = ThreadCall(self.handler, item.payload)
+        self._thread_calls[item] = call
+        try:
+            value = await asyncio.to_thread(call.run)
+        except asyncio.CancelledError:
+            if not _cancel_requested():
+                del self._thread_calls[item]
+            raise  # cancelled: the thread may still run; the close asks it
+        except BaseException:
+            del self._thread_calls[item]
+            raise
+        del self._thread_calls[item]
+        if inspect.isawaitable(value):
+            # A plain function that returns a coroutine (a lambda or decorator
+            # around an async def): the work is in that coroutine, so run it.
+            value = await value
+        return value
+
+    def _fail(self, item: WorkItem, error: BaseException) -> DeadLetter | None:
+        """Record a failed attempt: hold the item for a retry, or dead-letter it.
+
+        Everything that may raise runs before the item changes state, so if
+        this raises the item is still running and nothing is half done.
+
+        Returns:
+            The dead letter, or None when a retry was scheduled.
+        """
+        config = self.config
+        now = self._loop.time()
+        record = AttemptError.from_exception(item.attempts, error, now)
+        retryable = config.retry.is_retryable(error)
+        if retryable and item.attempts < config.max_attempts:
+            delay = config.backoff.delay(item.attempts, self._rng)
+            if not (isinstance(delay, int | float) and 0.0 <= delay < math.inf):
+                raise ValueError(
+                    f"the backoff delay must be a finite number of seconds >= 0, got {delay!r} "
+                    f"(from {config.backoff!r} with rng {self._rng!r})"
+                )
+            del self._running[item]
+            item.errors.append(record)
+            self._retried += 1
+            self._queue.hold()
+            self._retry_timers[item] = self._loop.call_later(delay, self._readmit, item)
+            self._emit_at(EventKind.RETRY_SCHEDULED, now, item)
+            if self._log_info:
+                self._log(
+                    logging.INFO,
+                    "pipeline.retry_scheduled",
+                    trace_id=trace_id(item),
+                    attempt=item.attempts,
+                    delay_s=delay,
+                    error=f"{record.type}: {record.message}",
+                )
+            return None
+        del self._running[item]
+        item.errors.append(record)
+        self._thread_calls.pop(item, None)
+        letter = DeadLetter(
+            payload=item.payload,
+            attempts=item.attempts,
+            errors=tuple(item.errors),
+            reason="max_attempts" if retryable else "not_retryable",
+        )
+        self._dead_letters.append(letter)
+        self._emit_at(EventKind.DEAD_LETTERED, now, item)
+        if self._log_warning:
+            self._log(
+                logging.WARNING,
+                "pipeline.dead_lettered",
+                trace_id=trace_id(item),
+                attempts=item.attempts,
+                reason=letter.reason,
+                error=f"{record.type}: {record.message}",
+            )
+        return letter
+
+    def _readmit(self, item: WorkItem) -> None:
+        del self._retry_timers[item]
+        self._queue.readmit(item)
+        self._emit(EventKind.READMITTED, item)
+
+    async def _finish(self, result: Result) -> None:
+        """Hand ``result`` to the results stream (if anyone asked), then settle the item."""
+        try:
+            if self._stream is not None:
+                await self._stream.send(result)
+        finally:
+            self._settle()
+
+    def _settle(self) -> None:
+        self._unsettled -= 1
+        if self._unsettled == 0 and not self._accepting():
+            self._settled.set()
+
+
+class ThreadCall:
+    """One plain-function handler call on a thread, which the close can ask about.
+
+    A thread cannot be cancelled: once it runs, the call's side effect will
+    happen whatever the pipeline does. The close uses :meth:`abandon` to
+    cancel calls that have not started and to learn which ones have.
+    """
+
+    __slots__ = ("_lock", "handler", "payload", "state")
+
+    def __init__(self, handler: Callable[[Any], Any], payload: Any) -> None:
+        self.handler = handler
+        self.payload = payload
+        self.state = "pending"  # -> "running" -> "done", or -> "skipped"
+        self._lock = threading.Lock()
+
+    def run(self) -> Any:
+        """Call the handler (on the executor's thread)."""
+        with self._lock:
+            if self.state == "skipped":
+                return None
+            self.state = "running"
+        try:
+            return self.handler(self.payload)
+        except StopIteration as stop:
+            # A future cannot carry StopIteration (asyncio refuses it, and on
+            # 3.11/3.12 the awaiting task then waits forever); report it as
+            # generators do since PEP 479.
+            raise RuntimeError(f"handler raised StopIteration: {describe_error(stop)}") from stop
+        finally:
+            with self._lock:
+                self.state = "done"
+
+    def abandon(self) -> bool:
+        """Stop the call from starting; True if it had started (its effect may happen)."""
+        with self._lock:
+            if self.state == "pending":
+                self.state = "skipped"
+                return False
+            return self.state != "skipped"
+
+
+def _cancel_requested() -> bool:
+    """True when someone cancelled the current task (not a CancelledError raised by a handler)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or cancelling() > 0

@@ -1,0 +1,212 @@
+"""Intake: how items get into a :class:`~pipeline.Pipeline`.
+
+A producer per source reserves a slot *before* it reads the next item
+(``on_full="block"``), so a lazy source is never read ahead of capacity; with
+``on_full="reject"`` it reads, then admits or sheds at once. ``put`` and
+``put_nowait`` are the same two paths for callers that push items.
+
+Two rules keep intake fair and lossless:
+
+- **Every producer gives the loop a turn per item when admission cannot
+  wait** (reject mode, or an unbounded queue). A sync source never suspends,
+  and neither does an async generator that yields without awaiting; without a
+  turn the workers, ``stop()`` and signal handlers would starve. An async
+  source that did suspend while producing the item has already given that
+  turn, so it pays nothing extra.
+- **Every source iterator is closed** when its producer stops early
+  (``stop()``, cancellation, a failure), including a producer stopped before
+  its first step, so the source's ``finally`` blocks always run.
+
+This module holds that half of the engine's state machine; the class that
+owns the state is :class:`~pipeline.engine.Pipeline`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterable, Iterable
+from typing import Any
+
+from .errors import PipelineClosed, QueueFull
+from .events import EventKind
+from .items import WorkItem
+
+__all__: list[str] = []
+
+log = logging.getLogger("pipeline")
+
+
+class Intake:
+    """Producers, ``put``/``put_nowait`` and admission (mixed into ``Pipeline``)."""
+
+    async def _produce(self, index: int, source: Iterable[Any] | AsyncIterable[Any]) -> None:
+        del self._unread_sources[index]
+        if isinstance(source, AsyncIterable):
+            iterator: Any = aiter(source)
+            is_async = True
+        else:
+            iterator = iter(source)
+            is_async = False
+        reject = self.config.on_full == "reject"
+        queue = self._queue
+        # Admission that never waits needs a turn of the loop per item (see above).
+        give_turns = reject or self.config.queue_maxsize is None
+        exhausted = False
+        try:
+            while self._accepting():
+                if not reject:
+                    try:
+                        await self._reserve_slot()
+                    except PipelineClosed:
+                        return
+                turns_before = self._loop_turns
+                if give_turns and is_async:
+                    self._loop.call_soon(self._count_loop_turn)
+                try:
+                    payload = await anext(iterator) if is_async else next(iterator)
+                except (StopIteration, StopAsyncIteration):
+                    exhausted = True
+                    if not reject:
+                        queue.release()
+                    return
+                except BaseException:
+                    if not reject:
+                        queue.release()
+                    raise
+                if reject:
+                    self._offer_or_shed(payload)
+                else:
+                    self._admit(payload)
+                if give_turns and self._loop_turns == turns_before:
+                    await asyncio.sleep(0)
+        except Exception:
+            self.stop()
+            raise
+        finally:
+            if not exhausted:
+                await close_iterator(iterator)
+
+    def _count_loop_turn(self) -> None:
+        self._loop_turns += 1
+
+    async def _close_unread_sources(self) -> None:
+        """Close sources whose producer was stopped before its first step."""
+        unread = list(self._unread_sources.values())
+        self._unread_sources.clear()
+        for source in unread:
+            if hasattr(source, "__anext__") or hasattr(source, "__next__"):
+                await close_iterator(source)
+
+    async def put(self, payload: Any) -> bool:
+        """Offer one item, waiting for a slot while the queue is full (``on_full="block"``).
+
+        Returns:
+            True when admitted; False when shed (``on_full="reject"`` and full).
+
+        Raises:
+            PipelineClosed: intake has stopped, or stopped while waiting; the
+                item was not taken.
+        """
+        if not self._accepting():
+            raise PipelineClosed(f"{self!r} is not taking items (use 'async with' or run())")
+        if self.config.on_full == "reject":
+            return self._offer_or_shed(payload)
+        await self._reserve_slot()
+        self._admit(payload)
+        return True
+
+    def put_nowait(self, payload: Any) -> None:
+        """Admit one item now.
+
+        Raises:
+            QueueFull: no slot is free (the item was not taken).
+            PipelineClosed: intake has stopped.
+        """
+        if not self._accepting():
+            raise PipelineClosed(f"{self!r} is not taking items")
+        self._queue.reserve_nowait()
+        self._admit(payload)
+
+    def _offer_or_shed(self, payload: Any) -> bool:
+        try:
+            self._queue.reserve_nowait()
+        except QueueFull:
+            self._offered += 1
+            self._shed.append(payload)
+            self._emit(EventKind.SHED, payload)
+            return False
+        except PipelineClosed:
+            # Intake closed while this payload was being read: hand it back.
+            self._admit(payload, reserved=False)
+            return False
+        self._admit(payload)
+        return True
+
+    async def _reserve_slot(self) -> None:
+        queue = self._queue
+        if not queue.full():
+            queue.reserve_nowait()
+            return
+        loop = self._loop
+        since = loop.time()
+        self._blocked_now += 1
+        self._blocked_since_sum += since
+        self._emit_at(EventKind.PRODUCER_BLOCKED, since, None)
+        try:
+            await queue.reserve()
+        finally:
+            now = loop.time()
+            self._blocked_now -= 1
+            self._blocked_since_sum -= since
+            self._blocked_s += now - since
+            self._emit_at(EventKind.PRODUCER_UNBLOCKED, now, None)
+
+    def _admit(self, payload: Any, *, reserved: bool = True) -> None:
+        """Take custody of ``payload`` (its slot already reserved, unless ``reserved`` is False)."""
+        item = WorkItem(payload, self._admitted, self._loop.time())
+        self._offered += 1
+        self._admitted += 1
+        self._emit_at(EventKind.ADMITTED, item.admitted_s, item)
+        if not self._accepting():
+            # stop() ran while the producer was inside the source reading this
+            # payload: it is accounted for and handed back unfinished, not queued.
+            if reserved:
+                self._queue.release()
+            self._handed_back.append(item)
+            return
+        self._unsettled += 1
+        self._queue.put_reserved(item)
+        if self._log_debug:
+            self._log(
+                logging.DEBUG,
+                "pipeline.enqueued",
+                trace_id=trace_id(item),
+                queue_depth=len(self._queue),
+            )
+
+
+def trace_id(item: WorkItem) -> str:
+    """The payload's ``trace_id`` if it has one, else the admission number; never raises."""
+    try:
+        trace = getattr(item.payload, "trace_id", None)
+        if trace is not None:
+            return str(trace)
+    except Exception:
+        pass
+    return f"seq-{item.seq}"
+
+
+async def close_iterator(iterator: Any) -> None:
+    """Close a source we stopped reading early, so its ``finally`` blocks run now."""
+    for name in ("aclose", "close"):
+        closer = getattr(iterator, name, None)
+        if closer is None:
+            continue
+        try:
+            outcome = closer()
+            if name == "aclose":
+                await outcome
+        except Exception:
+            log.exception("pipeline.source_close_failed")
+        return
