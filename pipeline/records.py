@@ -114,8 +114,9 @@ class ShedLog:
     so the log keeps at most ``keep`` of them (the most recent) and counts the
     rest. ``len()`` is always the exact number shed, which keeps the report's
     balance ``offered == completed + len(dead_letters) + len(unfinished) +
-    len(shed)`` exact; iterating gives the payloads kept, oldest first. While
-    nothing has been forgotten it compares equal to a list of the same payloads.
+    len(shed)`` exact; iterating (or ``+`` with a list) gives the payloads
+    kept, oldest first. While nothing has been forgotten (``dropped == 0``) it
+    compares equal to a list of the same payloads.
 
     Args:
         keep: payloads to keep (>= 0), or None to keep every one.
@@ -155,6 +156,16 @@ class ShedLog:
             return self.dropped == other.dropped and self.kept == other.kept
         if isinstance(other, list | tuple):
             return self.dropped == 0 and self.kept == list(other)
+        return NotImplemented
+
+    def __add__(self, other: object) -> list[Any]:
+        if isinstance(other, list | tuple | ShedLog):
+            return [*self._kept, *other]
+        return NotImplemented
+
+    def __radd__(self, other: object) -> list[Any]:
+        if isinstance(other, list | tuple):
+            return [*other, *self._kept]
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
