@@ -9,7 +9,10 @@ import json
 from dataclasses import dataclass
 from decimal import Decimal
 
+import pytest
+
 from pipeline import Backoff, Pipeline, PipelineConfig, export_csv, export_jsonl, load_jsonl, replay
+from pipeline.records import AttemptError, DeadLetter
 from pipeline.sim.vloop import run_virtual
 
 
@@ -75,3 +78,54 @@ def test_replay_from_loaded_records_rebuilds_payloads(tmp_path):
     rebuild = lambda d: Invoice(d["trace_id"], Decimal(d["amount_usd"]))  # noqa: E731
     run_virtual(replay(load_jsonl(path), fixed, payload=rebuild))
     assert seen[2] == Invoice("t-2", Decimal("20.20"))
+
+
+# -- lossless, or refused: the four findings -----------------------------------------------
+
+
+def letter(payload, *, attempts=1, at_s=0.5, reason="not_retryable"):
+    errors = tuple(
+        AttemptError(n, "ValueError", "bad", at_s + n - 1) for n in range(1, attempts + 1)
+    )
+    return DeadLetter(payload=payload, attempts=attempts, errors=errors, reason=reason)
+
+
+def test_bytes_payloads_replay_as_the_same_bytes():
+    raw = bytes(range(256))
+    buffer = io.StringIO()
+    export_jsonl([letter(raw), letter({"blob": b"\x00\xff", "n": 1})], buffer)
+    buffer.seek(0)
+    seen = []
+
+    async def handler(payload):
+        seen.append(payload)
+
+    run_virtual(replay(load_jsonl(buffer), handler))
+    assert seen == [raw, {"blob": b"\x00\xff", "n": 1}]
+    assert type(seen[0]) is bytes
+
+
+def test_dict_keys_that_collide_as_strings_are_refused_at_export():
+    buffer = io.StringIO()
+    with pytest.raises(TypeError, match=r"dead letter 0: payload has a key 1 \(int\)") as caught:
+        export_jsonl([letter({1: "int key", "1": "str key"})], buffer)
+    assert "encode=" in str(caught.value)
+    assert buffer.getvalue() == ""
+
+
+def test_a_json_line_that_is_not_a_dead_letter_is_refused_with_its_line_number():
+    good = io.StringIO()
+    export_jsonl([letter("a"), letter("b")], good)
+    lines = good.getvalue().splitlines()
+    bad = io.StringIO("\n".join([lines[0], '{"payload": "c"}', lines[1]]) + "\n")
+    with pytest.raises(ValueError, match=r"dead-letter line 2: .*attempts"):
+        load_jsonl(bad)
+
+
+def test_a_file_cut_inside_a_utf8_character_names_the_line(tmp_path):
+    path = tmp_path / "dead.jsonl"
+    export_jsonl([letter("plain"), letter("naïve €")], path)
+    data = path.read_bytes()
+    path.write_bytes(data[: data.index("€".encode()) + 1])
+    with pytest.raises(ValueError, match=r"dead-letter line 2: not valid UTF-8"):
+        load_jsonl(path)
