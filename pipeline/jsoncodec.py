@@ -65,8 +65,9 @@ __all__ = ["MAX_DEPTH", "decode_value", "encode_value"]
 #: record needs, and far from the recursion limits of this module and of :mod:`json`.
 MAX_DEPTH = 100
 
-# A linked path: None for the root, else (parent, segment); rendered only for errors.
-_Path = tuple[Any, str] | None
+# A linked path, rendered only for errors: None for the root, else (parent, step), where
+# a step is a list index (int), a dict key (str) or a field name (a 1-tuple).
+_Path = tuple[Any, int | str | tuple[str]] | None
 _EXACT_TEXT = (dt.datetime, dt.date, dt.time)
 _FLOAT_TAGS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 # Ints up to this many bits always fit in the default limit of 4,300 digits.
@@ -213,13 +214,13 @@ class _Encoder:
             text = str.__str__(key)
             if text in out:
                 raise ValueError(f"{self._where(path)} has two keys that read {_short_repr(text)}")
-            out[text] = self.convert(item, (path, _key_segment(text)), depth + 1, hooked=False)
+            out[text] = self.convert(item, (path, text), depth + 1, hooked=False)
         return _escaped(out)
 
     def _list(self, value: list[Any] | tuple[Any, ...], path: _Path, depth: int, _: bool) -> Any:
         iterate = list.__iter__ if isinstance(value, list) else tuple.__iter__
         return [
-            self.convert(item, (path, f"[{index}]"), depth + 1, hooked=False)
+            self.convert(item, (path, index), depth + 1, hooked=False)
             for index, item in enumerate(iterate(value))
         ]
 
@@ -233,7 +234,7 @@ class _Encoder:
 
     def _fields(self, pairs: Any, path: _Path, depth: int) -> dict[str, Any]:
         out = {
-            name: self.convert(item, (path, f".{name}"), depth + 1, hooked=False)
+            name: self.convert(item, (path, (name,)), depth + 1, hooked=False)
             for name, item in pairs
         }
         return _escaped(out)
@@ -285,7 +286,7 @@ def _decode(value: Any, name: str, path: _Path, depth: int) -> Any:
         return value
     if kind is list:
         _check_depth(name, path, depth)
-        return [_decode(item, name, (path, f"[{i}]"), depth + 1) for i, item in enumerate(value)]
+        return [_decode(item, name, (path, i), depth + 1) for i, item in enumerate(value)]
     if kind is dict:
         _check_depth(name, path, depth)
         if len(value) == 1:
@@ -297,10 +298,7 @@ def _decode(value: Any, name: str, path: _Path, depth: int) -> Any:
 
 
 def _decode_fields(value: dict[str, Any], name: str, path: _Path, depth: int) -> dict[str, Any]:
-    return {
-        key: _decode(item, name, (path, _key_segment(key)), depth + 1)
-        for key, item in value.items()
-    }
+    return {key: _decode(item, name, (path, key), depth + 1) for key, item in value.items()}
 
 
 def _decode_tag(tag: str, inner: Any, name: str, path: _Path, depth: int) -> Any:
@@ -334,14 +332,15 @@ def _check_depth(name: str, path: _Path, depth: int) -> None:
 def _render(name: str, path: _Path) -> str:
     segments = []
     while path is not None:
-        path, segment = path
-        segments.append(segment)
+        path, step = path
+        if isinstance(step, int):
+            segments.append(f"[{step}]")
+        elif isinstance(step, str):
+            segments.append(f"[{_short_repr(step)}]")
+        else:
+            segments.append(f".{step[0]}")
     text = name + "".join(reversed(segments))
     return text if len(text) <= 160 else f"{text[:100]}...{text[-50:]}"
-
-
-def _key_segment(key: str) -> str:
-    return f"[{_short_repr(key)}]"
 
 
 def _short_repr(value: Any) -> str:
