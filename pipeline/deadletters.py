@@ -31,6 +31,7 @@ from .jsoncodec import decode_value, encode_value
 from .records import AttemptError, DeadLetter, RunReport
 
 __all__ = [
+    "CSV_COLUMNS",
     "ERROR_FIELDS",
     "RECORD_FIELDS",
     "dead_letter_to_dict",
@@ -47,6 +48,7 @@ Encoder = Callable[[Any], Any]
 RECORD_FIELDS = ("payload", "attempts", "reason", "first_failure_s", "last_failure_s", "errors")
 #: The fields of each entry of a record's ``errors``.
 ERROR_FIELDS = ("attempt", "type", "message", "at_s")
+#: The columns of :func:`export_csv`, in order.
 CSV_COLUMNS = (
     "payload",
     "attempts",
@@ -106,6 +108,10 @@ def export_jsonl(
             path inside its payload and the type. Nothing has been written.
         ValueError: a payload cannot be written exactly (see
             :func:`dead_letter_to_dict`). Nothing has been written.
+
+    Example::
+
+        export_jsonl(report.dead_letters, "dead.jsonl", encode=sorted)  # sets as lists
     """
     lines = [_dumps(record) + "\n" for record in _records(letters, encode)]
     _write(target, lambda handle: handle.writelines(lines))
@@ -252,7 +258,7 @@ def _describe(letter: DeadLetter, where: str) -> dict[str, Any]:
     if not isinstance(errors, tuple | list) or not all(
         isinstance(error, AttemptError) for error in errors
     ):
-        raise ValueError(f"{where}: errors must be a tuple of AttemptError, got {errors!r:.80}")
+        raise ValueError(f"{where}: errors must be a tuple of AttemptError, got {_show(errors)}")
     record: dict[str, Any] = {
         "payload": None,
         "attempts": letter.attempts,
