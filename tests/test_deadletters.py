@@ -433,3 +433,27 @@ def test_replay_accounts_for_every_letter():
         6,
         9,
     ]
+
+
+def test_replay_never_compares_hashes_or_prints_a_payload():
+    class Touchy:
+        def __eq__(self, other):
+            raise AssertionError("compared")
+
+        def __hash__(self):
+            raise AssertionError("hashed")
+
+        def __repr__(self):
+            raise AssertionError("printed")
+
+    touchy = Touchy()
+    seen = []
+
+    async def handler(payload):
+        seen.append(payload)
+
+    again = run_virtual(replay([letter(touchy), letter(touchy)], handler))
+    assert again.completed == 2
+    assert all(payload is touchy for payload in seen)
+    with pytest.raises(TypeError, match=r"dead letter 0: payload is an object of type .*Touchy"):
+        export_jsonl([letter(touchy)], io.StringIO())
