@@ -20,7 +20,9 @@ with probability p), ``--backoff SPEC`` (``exponential:base=S,factor=F,cap=S,jit
 ``--drain-timeout S|none``, ``--items N`` or ``--duration S``, ``--seed N``,
 ``--warmup S``, ``--item-size BYTES``, ``--replications R``, ``--trace FILE.csv``
 (columns ``arrival_s``, ``service_s``, optional ``fails``; replaces
-``--arrivals``/``--service``), ``--json``, ``--out DIR``.
+``--arrivals``/``--service``), ``--engine auto|asyncio|kernel`` (default
+``auto``: the exact kernel where it applies, else the asyncio engine; the
+summary's ``engine`` key says which ran), ``--json``, ``--out DIR``.
 
 Integer flags have upper bounds, far above any real pipeline, so that a typo
 fails at once instead of hanging or running out of memory: ``--concurrency``
@@ -207,6 +209,13 @@ def _on_full(text: str) -> str:
     return value
 
 
+def _engine(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("auto", "asyncio", "kernel"):
+        raise ValueError(f"expected 'auto', 'asyncio' or 'kernel', got {_got(text)}")
+    return value
+
+
 def _path(text: str) -> str:
     if not text.strip():
         raise ValueError("expected a path, got an empty string")
@@ -280,6 +289,11 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
         lambda t: _int(t, at_least=1, at_most=MAX_REPLICATIONS, what="independent runs"),
         "R",
         "independent runs; R > 1 reports means and 95%% half-widths (default 1, at most 10000)",
+    ),
+    "engine": (
+        _engine,
+        "auto|asyncio|kernel",
+        "auto (default): the exact kernel where it applies, else the asyncio engine",
     ),
     "trace": (_path, "FILE.csv", "replay a trace: columns arrival_s, service_s[, fails]"),
     "out": (_path, "DIR", "write summary.json, items.csv, timeseries.csv, report.png"),
@@ -467,6 +481,9 @@ def _summary_object(results: Sequence[SimulationResult]) -> dict[str, Any]:
     ci95: dict[str, Any] = {}
     for key, first in results[0].summary.items():
         values = [r.summary[key] for r in results]
+        if isinstance(first, str):
+            out[key] = first if all(v == first for v in values) else ",".join(sorted(set(values)))
+            continue
         if isinstance(first, bool):
             out[key] = any(values)
             continue
@@ -480,6 +497,8 @@ def _summary_object(results: Sequence[SimulationResult]) -> dict[str, Any]:
 def _show(key: str, value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, str):
+        return value
     if isinstance(value, bool):
         return "yes" if value else "no"
     if key.endswith("_bytes"):
@@ -584,10 +603,11 @@ def _simulate(args: argparse.Namespace) -> int:
     from .sim.simulate import simulate
 
     replications = settings.get("replications", 1)
+    engine = settings.get("engine", "auto")
     if replications == 1:
-        results = [simulate(scenario)]
+        results = [simulate(scenario, engine=engine)]
     else:
-        results = simulate(scenario, replications=replications).results
+        results = simulate(scenario, replications=replications, engine=engine).results
     summary = _summary_object(results)
     if "out" in settings:
         _write_out(settings["out"], summary, results[0])

@@ -10,6 +10,7 @@ engine, recorded event by event.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator
 from functools import cached_property
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..engine import Pipeline
 from ..records import DeadLetter, RunReport
+from .failures import AttemptFailures
 from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
 from .scenario import Scenario, ServiceTrace, Streams
 from .vloop import run_virtual
@@ -57,8 +59,10 @@ class SimulationResult:
         columns: ItemColumns,
         series: StepSeries,
         wall_time_s: float,
+        engine: str = "asyncio",
     ) -> None:
         self.scenario = scenario
+        self.engine = engine
         self.report = report
         self.columns = columns
         self.series = series
@@ -180,27 +184,60 @@ def _summarise(result: SimulationResult) -> dict[str, Any]:
         "drain_timed_out": report.drain_timed_out,
         "sim_time_s": sim_time,
         "wall_time_s": result.wall_time_s,
+        "engine": result.engine,
     }
 
 
+class Workload:
+    """One replication's random inputs, drawn exactly as both engines use them.
+
+    ``first_attempt_s[i]`` is item *i*'s first service time; :meth:`retry_time`
+    gives the service time of a later attempt, drawn on demand from the retry
+    stream (in the order attempts start), so the asyncio engine and the kernel
+    see the same numbers when they start attempts in the same order.
+    """
+
+    __slots__ = ("_pool", "_service", "arrival_s", "failures", "first_attempt_s", "streams")
+
+    def __init__(self, scenario: Scenario, replication: int) -> None:
+        streams = Streams.from_seed(scenario.seed, replication)
+        arrivals = scenario.arrivals.times(
+            streams.arrivals, n=scenario.n_items, duration_s=scenario.duration_s
+        )
+        n = len(arrivals)
+        service = scenario.service
+        if isinstance(service, ServiceTrace):
+            if len(service.times_s) < n:
+                raise ValueError(
+                    f"the service trace has {len(service.times_s)} times but {n} items arrive"
+                )
+            first_attempt = list(service.times_s[:n])
+        else:
+            first_attempt = service.sample(streams.service, n).tolist()
+        self.streams = streams
+        self.arrival_s: np.ndarray = arrivals
+        self.first_attempt_s: list[float] = first_attempt
+        self.failures: AttemptFailures = scenario.failures.bind(streams.failures, n)
+        self._service = service
+        self._pool: list[float] = []
+
+    def retry_time(self, item_id: int) -> float:
+        """Service time of a retry of ``item_id`` (the next draw of the retry stream)."""
+        service = self._service
+        if isinstance(service, ServiceTrace):
+            return service.times_s[item_id]
+        pool = self._pool
+        if not pool:
+            pool.extend(service.sample(self.streams.retry_service, _RETRY_BLOCK).tolist()[::-1])
+        return pool.pop()
+
+
 async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndarray, Recorder]:
-    streams = Streams.from_seed(scenario.seed, replication)
-    arrivals = scenario.arrivals.times(
-        streams.arrivals, n=scenario.n_items, duration_s=scenario.duration_s
-    )
+    workload = Workload(scenario, replication)
+    streams, arrivals = workload.streams, workload.arrival_s
+    first_attempt, failures = workload.first_attempt_s, workload.failures
     n = len(arrivals)
-    service = scenario.service
-    if isinstance(service, ServiceTrace):
-        if len(service.times_s) < n:
-            raise ValueError(
-                f"the service trace has {len(service.times_s)} times but {n} items arrive"
-            )
-        first_attempt = list(service.times_s[:n])
-    else:
-        first_attempt = service.sample(streams.service, n).tolist()
-    failures = scenario.failures.bind(streams.failures, n)
     attempts = [0] * n
-    retry_pool: list[float] = []
     loop = asyncio.get_running_loop()
     create_future, call_at, now = loop.create_future, loop.call_at, loop.time
 
@@ -217,13 +254,7 @@ async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndar
         sleep = asyncio.sleep  # type: ignore[assignment]
 
     in_flight = 0
-
-    def retry_time(item_id: int) -> float:
-        if isinstance(service, ServiceTrace):
-            return service.times_s[item_id]
-        if not retry_pool:
-            retry_pool.extend(service.sample(streams.retry_service, _RETRY_BLOCK).tolist()[::-1])
-        return retry_pool.pop()
+    retry_time = workload.retry_time
 
     async def handler(item_id: int) -> None:
         nonlocal in_flight
@@ -258,12 +289,26 @@ async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndar
     return report, arrivals, recorder
 
 
-def _simulate_once(scenario: Scenario, replication: int) -> SimulationResult:
+def _simulate_once(scenario: Scenario, replication: int, engine: str = "auto") -> SimulationResult:
+    """One replication on the engine ``engine`` names (module level: pools pickle it)."""
+    from .kernel import refusal, run_kernel, unsupported
+
     began = time.perf_counter()
+    if engine != "asyncio":
+        outside = unsupported(scenario)
+        if outside is None:
+            report, _, columns, series = run_kernel(scenario, replication)
+            return SimulationResult(
+                scenario, report, columns, series, time.perf_counter() - began, "kernel"
+            )
+        if engine == "kernel":
+            raise ValueError(refusal(outside))
     report, arrivals, recorder = run_virtual(_run(scenario, replication))
     columns = item_columns(arrivals, recorder)
     series = step_series(arrivals, recorder, report.finished_s)
-    return SimulationResult(scenario, report, columns, series, time.perf_counter() - began)
+    return SimulationResult(
+        scenario, report, columns, series, time.perf_counter() - began, "asyncio"
+    )
 
 
 class Replications:
@@ -323,7 +368,67 @@ class Replications:
         return pd.DataFrame(rows).set_index("metric")
 
 
-def simulate(scenario: Scenario, *, replications: int | None = None) -> Any:
+# Rough CPU seconds per item, to decide whether replications are worth a process pool.
+_SECONDS_PER_ITEM = {"kernel": 3e-6, "asyncio": 25e-6}
+_POOL_WORTH_S = 3.0  # a pool costs about a second to start (each worker imports numpy, pandas)
+
+
+def _estimated_seconds(scenario: Scenario, engine: str, runs: int) -> float:
+    """A rough guess of the serial CPU time of ``runs`` replications (inf if unknown)."""
+    if scenario.n_items is not None:
+        items = float(scenario.n_items)
+    else:
+        try:
+            items = float(scenario.arrivals.rate) * float(scenario.duration_s or 0.0)
+        except (ValueError, TypeError, OverflowError):
+            return math.inf
+    if not math.isfinite(items):
+        return math.inf
+    return items * runs * _SECONDS_PER_ITEM[engine]
+
+
+def _replicate(
+    scenario: Scenario,
+    replications: int,
+    engine: str,
+    processes: int | None,
+    progress: bool | None,
+) -> list[SimulationResult]:
+    from ._pool import bootstrapping, check_picklable, default_workers, run_tasks
+    from .kernel import unsupported
+
+    ran = "asyncio" if engine == "asyncio" or unsupported(scenario) is not None else "kernel"
+    guess = _estimated_seconds(scenario, ran, replications)
+    if processes is None:
+        workers = default_workers(None, replications) if guess >= _POOL_WORTH_S else 1
+    else:
+        workers = default_workers(processes, replications)
+    if workers > 1:
+        if bootstrapping():
+            raise RuntimeError(
+                "simulate(replications=...) was called while a worker process imported the "
+                "script that started it; put the call under 'if __name__ == \"__main__\":'"
+            )
+        check_picklable([scenario], workers, "simulate(replications=...)")
+    show = progress if progress is not None else (workers > 1 or guess >= _POOL_WORTH_S)
+
+    from tqdm.auto import tqdm
+
+    tasks = [(scenario, r, engine) for r in range(replications)]
+    with tqdm(total=replications, desc="replications", unit="run", disable=not show) as bar:
+        return run_tasks(
+            _simulate_once, tasks, workers=workers, bar=bar, what="simulate(replications=...)"
+        )
+
+
+def simulate(
+    scenario: Scenario,
+    *,
+    replications: int | None = None,
+    engine: str = "auto",
+    processes: int | None = None,
+    progress: bool | None = None,
+) -> Any:
     """Run a scenario on the virtual clock.
 
     Works from a script, from pytest and from a Jupyter cell (where the kernel
@@ -333,25 +438,47 @@ def simulate(scenario: Scenario, *, replications: int | None = None) -> Any:
         scenario: the :class:`~pipeline.sim.Scenario` to run.
         replications: None for one run (a :class:`SimulationResult`), or R >= 1
             for :class:`Replications` with confidence intervals.
+        engine: ``"auto"`` (default) runs the exact kernel when the scenario is
+            inside its domain and the asyncio engine otherwise; ``"asyncio"``
+            always runs the engine (the reference semantics); ``"kernel"``
+            refuses a scenario outside the kernel's domain. The summary's
+            ``engine`` key says which one ran. See :mod:`pipeline.sim.kernel`.
+        processes: worker processes for replications; None (default) uses a
+            pool only when the runs are long enough to repay starting it (a few
+            seconds of work); 1 runs everything in this process. Results are
+            the same either way (except ``wall_time_s``).
+        progress: show a tqdm progress bar over the replications; None
+            (default) shows one when a pool is used or the runs are long.
 
     Returns:
         A :class:`SimulationResult`, or :class:`Replications` when asked.
 
     Raises:
         TypeError: ``scenario`` is not a Scenario.
-        ValueError: ``replications`` < 1.
+        ValueError: ``replications`` < 1, bad ``engine`` or ``processes``, or
+            ``engine="kernel"`` for a scenario outside the kernel's domain
+            (the one-line message names the feature).
         DeadlockError: the run can never progress (a bug in custom code).
 
     Example:
         >>> result = simulate(Scenario(arrivals=Poisson(rate=3.2),
         ...     service=Exponential(mean=1.0), config=PipelineConfig(concurrency=4),
         ...     n_items=10_000, seed=1))
-        >>> result.summary["wait_mean_s"]
+        >>> result.summary["wait_mean_s"], result.summary["engine"]
     """
+    from .kernel import check_engine, require_kernel
+
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario, got {scenario!r}")
+    check_engine(engine)
+    if engine == "kernel":
+        require_kernel(scenario)
+    if processes is not None and (
+        isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
+    ):
+        raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
     if replications is None:
-        return _simulate_once(scenario, 0)
+        return _simulate_once(scenario, 0, engine)
     if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
         raise ValueError(f"replications must be an integer >= 1 or None, got {replications!r}")
-    return Replications([_simulate_once(scenario, r) for r in range(replications)])
+    return Replications(_replicate(scenario, replications, engine, processes, progress))

@@ -20,15 +20,13 @@ Example:
 from __future__ import annotations
 
 import itertools
-import multiprocessing
-import os
-import pickle
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._pool import check_picklable, default_workers, run_tasks
+from .kernel import check_engine, refusal, unsupported
 from .scenario import Scenario
 from .simulate import SimulationResult, _simulate_once
 from .stats import summarise_values
@@ -52,26 +50,29 @@ DEFAULT_METRICS = (
 """Summary keys :func:`summarise_sweep` reports unless told otherwise."""
 
 
-def simulate_replication(scenario: Scenario, replication: int) -> SimulationResult:
+def simulate_replication(
+    scenario: Scenario, replication: int, *, engine: str = "auto"
+) -> SimulationResult:
     """Run replication ``replication`` (>= 0) of a scenario: streams from ``(seed, replication)``.
 
     ``simulate(scenario, replications=R).results[r]`` gives the same numbers.
+    ``engine`` is as for :func:`~pipeline.sim.simulate`.
 
     Raises:
         TypeError: ``scenario`` is not a Scenario.
-        ValueError: ``replication`` is not an integer >= 0.
+        ValueError: ``replication`` is not an integer >= 0, a bad ``engine``, or
+            ``engine="kernel"`` for a scenario outside the kernel's domain.
     """
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario, got {scenario!r}")
     if isinstance(replication, bool) or not isinstance(replication, int) or replication < 0:
         raise ValueError(f"replication must be an integer >= 0, got {replication!r}")
-    return _simulate_once(scenario, replication)
+    return _simulate_once(scenario, replication, check_engine(engine))
 
 
-def _run_task(task: tuple[int, Scenario, int]) -> tuple[int, dict[str, Any]]:
+def _run_task(scenario: Scenario, replication: int, engine: str) -> dict[str, Any]:
     # Module level so a worker process can unpickle it; returns only the small summary.
-    index, scenario, replication = task
-    return index, simulate_replication(scenario, replication).summary
+    return simulate_replication(scenario, replication, engine=engine).summary
 
 
 def _grid_points(base: Scenario, grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -98,25 +99,6 @@ def _scenarios(base: Scenario, points: list[dict[str, Any]]) -> list[Scenario]:
     return out
 
 
-def _check_picklable(scenarios: list[Scenario], processes: int) -> None:
-    for scenario in scenarios:
-        try:
-            pickle.dumps(scenario)
-        except Exception as exc:  # pickling raises several types (PicklingError, AttributeError)
-            raise ValueError(
-                f"sweep runs scenarios in {processes} worker processes, so they must be "
-                f"picklable, but {scenario!r} is not ({type(exc).__name__}: {exc}); define "
-                "functions at module level (e.g. TimeVarying.from_profile or daily_curve "
-                "instead of a lambda), or pass processes=1"
-            ) from None
-
-
-def _context() -> multiprocessing.context.BaseContext:
-    # Never plain fork: the parent (a Jupyter kernel, pytest) may run threads.
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-
-
 def sweep(
     base: Scenario,
     grid: Mapping[str, Sequence[Any]],
@@ -124,6 +106,7 @@ def sweep(
     replications: int = 3,
     processes: int | None = None,
     progress: bool = True,
+    engine: str = "auto",
 ) -> pd.DataFrame:
     """Run every combination of ``grid`` x ``replications`` and return one tidy frame.
 
@@ -137,6 +120,9 @@ def sweep(
         processes: worker processes (default: CPU count, at most one per run);
             1 runs everything in this process.
         progress: show a tqdm progress bar.
+        engine: ``"auto"`` (default), ``"asyncio"`` or ``"kernel"``, as for
+            :func:`~pipeline.sim.simulate`; the frame's ``engine`` column says
+            which one ran each row.
 
     Returns:
         A DataFrame with one row per (grid point, replication), in grid order:
@@ -147,7 +133,8 @@ def sweep(
     Raises:
         TypeError: ``base`` is not a Scenario, or a bad grid.
         ValueError: an unknown field name or a value the scenario rejects (named
-            with its grid point), bad ``replications`` or ``processes``, or a
+            with its grid point), bad ``replications``, ``processes`` or ``engine``,
+            ``engine="kernel"`` for a scenario outside the kernel's domain, or a
             scenario that cannot be pickled for the worker processes.
 
     Example:
@@ -163,47 +150,26 @@ def sweep(
         isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
     ):
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
+    check_engine(engine)
     points = _grid_points(base, grid)
     scenarios = _scenarios(base, points)
-    tasks = [
-        (index * replications + r, scenario, r)
-        for index, scenario in enumerate(scenarios)
-        for r in range(replications)
-    ]
-    workers = min(processes or os.cpu_count() or 1, len(tasks))
-    summaries: list[dict[str, Any] | None] = [None] * len(tasks)
+    if engine == "kernel":
+        for point, scenario in zip(points, scenarios, strict=True):
+            feature = unsupported(scenario)
+            if feature is not None:
+                raise ValueError(f"grid point {point}: {refusal(feature)}")
+    tasks = [(scenario, r, engine) for scenario in scenarios for r in range(replications)]
+    workers = default_workers(processes, len(tasks))
+    if workers > 1:
+        check_picklable(scenarios, workers, "sweep")
 
     from tqdm.auto import tqdm
 
     with tqdm(total=len(tasks), desc="sweep", unit="run", disable=not progress) as bar:
-        if workers <= 1:
-            for task in tasks:
-                index, summary = _run_task(task)
-                summaries[index] = summary
-                bar.update()
-        else:
-            _check_picklable(scenarios, workers)
-            with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
-                futures = [pool.submit(_run_task, task) for task in tasks]
-                try:
-                    for future in as_completed(futures):
-                        index, summary = future.result()
-                        summaries[index] = summary
-                        bar.update()
-                except BaseException as exc:
-                    for future in futures:
-                        future.cancel()
-                    if isinstance(exc, AttributeError | ImportError | pickle.PicklingError):
-                        exc.add_note(
-                            "sweep: a worker process could not rebuild the scenario; "
-                            "functions defined in a notebook or __main__ cannot be sent to "
-                            "worker processes -- move them to a module or pass processes=1"
-                        )
-                    raise
+        summaries = run_tasks(_run_task, tasks, workers=workers, bar=bar, what="sweep")
 
     rows = []
-    for (index, _, r), summary in zip(tasks, summaries, strict=True):
-        assert summary is not None
+    for index, ((_, r, _), summary) in enumerate(zip(tasks, summaries, strict=True)):
         rows.append({**points[index // replications], "replication": r, **summary})
     frame = _keep_none(pd.DataFrame(rows), rows, list(grid))
     frame.attrs["grid"] = list(grid)

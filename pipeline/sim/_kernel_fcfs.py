@@ -1,0 +1,5 @@
+"""Placeholder."""
+
+
+def run_fcfs(arrivals, first, config):
+    return None

@@ -1,0 +1,102 @@
+"""Running independent simulations on a local process pool, with a progress bar.
+
+Shared by :func:`~pipeline.sim.sweep` (grid points x replications) and
+:func:`~pipeline.sim.simulate` (replications). Results come back in task
+order, so they do not depend on how many processes ran them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+__all__: list[str] = []
+
+_MAIN_GUARD = (
+    "a worker process failed while starting: worker processes re-import the script that "
+    "started them, so in a script put the call under 'if __name__ == \"__main__\":' "
+    "(or pass processes=1)"
+)
+
+
+def context() -> multiprocessing.context.BaseContext:
+    """forkserver where there is one, else spawn: never plain fork.
+
+    The parent (a Jupyter kernel, pytest) may run threads, which fork copies
+    in whatever state they are.
+    """
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def check_picklable(scenarios: Sequence[Any], processes: int, what: str) -> None:
+    """Raise a ValueError naming the first scenario a worker process could not receive."""
+    for scenario in scenarios:
+        try:
+            pickle.dumps(scenario)
+        except Exception as exc:  # pickling raises several types (PicklingError, AttributeError)
+            raise ValueError(
+                f"{what} runs scenarios in {processes} worker processes, so they must be "
+                f"picklable, but {scenario!r} is not ({type(exc).__name__}: {exc}); define "
+                "functions at module level (e.g. TimeVarying.from_profile or daily_curve "
+                "instead of a lambda), or pass processes=1"
+            ) from None
+
+
+def bootstrapping() -> bool:
+    """True inside a worker process that is still importing its parent's script."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+def run_tasks(
+    function: Callable[..., Any],
+    tasks: Sequence[tuple[Any, ...]],
+    *,
+    workers: int,
+    bar: Any,
+    what: str,
+) -> list[Any]:
+    """``[function(*task) for task in tasks]``, on ``workers`` processes when > 1.
+
+    ``function`` must be defined at module level (worker processes import it).
+    ``bar.update()`` is called as each task finishes.
+
+    Raises:
+        Whatever a task raises; pickling and start-up failures carry a note
+        saying how to fix them.
+    """
+    results: list[Any] = [None] * len(tasks)
+    if workers <= 1:
+        for index, task in enumerate(tasks):
+            results[index] = function(*task)
+            bar.update()
+        return results
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context()) as pool:
+        futures = {pool.submit(function, *task): index for index, task in enumerate(tasks)}
+        try:
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update()
+        except BaseException as exc:
+            for future in futures:
+                future.cancel()
+            if isinstance(exc, AttributeError | ImportError | pickle.PicklingError):
+                exc.add_note(
+                    f"{what}: a worker process could not rebuild the scenario; "
+                    "functions defined in a notebook or __main__ cannot be sent to "
+                    "worker processes -- move them to a module or pass processes=1"
+                )
+            elif isinstance(exc, BrokenProcessPool):
+                exc.add_note(f"{what}: {_MAIN_GUARD}")
+            raise
+    return results
+
+
+def default_workers(processes: int | None, tasks: int) -> int:
+    """``processes`` (or the CPU count), at most one per task."""
+    return max(1, min(processes or os.cpu_count() or 1, tasks))

@@ -1,0 +1,217 @@
+"""The exact kernel: what the asyncio engine computes, without running it.
+
+The asyncio engine (:class:`~pipeline.Pipeline` on the virtual clock) is the
+reference semantics. The kernel is its verified fast path: for the scenarios
+inside its declared domain it returns the same report, per-item columns and
+step series, item by item, for the same seed. ``tests/test_kernel_equality.py``
+checks that on thousands of random scenarios; a single mismatch is a bug.
+
+Two paths, chosen per run:
+
+- **FCFS recursion** (:mod:`pipeline.sim._kernel_fcfs`): when no attempt can
+  fail and the queue blocks (or is unbounded), start times follow the
+  Kiefer-Wolfowitz recursion over a heap of worker-free times and everything
+  else is vectorised. It takes it only when no two events that the engine
+  would have to order fall on the same instant; otherwise it hands over to
+- **the event path** (:mod:`pipeline.sim._kernel_events`): the engine's tasks
+  replayed step by step over a timer heap, ties included.
+
+The domain (:func:`unsupported` names what is outside it): any arrival
+process or trace, any service distribution or :class:`ServiceTrace`, FCFS
+with ``concurrency`` workers, ``on_full`` block or reject, bounded or
+unbounded queues, failures from :class:`NoFailures`,
+:class:`IndependentFailures`, :class:`PermanentFailures`,
+:class:`ScriptedFailures` and their combinations, ``max_attempts``,
+:class:`~pipeline.Backoff` (constant or exponential, capped, with or without
+full jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up and
+item size. Outside: rate limits, attempt timeouts, hangs, provider models
+(:class:`Overload`, :class:`TokenQuota`) and failure models, backoffs or
+retry policies of your own (subclasses).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..records import RunReport
+from ..retry import Backoff, RetryPolicy
+from ..stats import Statistics
+from .failures import (
+    CombinedFailures,
+    Hangs,
+    IndependentFailures,
+    NoFailures,
+    Overload,
+    PermanentFailures,
+    TokenQuota,
+)
+from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
+from .scenario import Scenario
+from .trace import ScriptedFailures
+
+__all__ = ["ENGINES", "check_engine", "refusal", "require_kernel", "run_kernel", "unsupported"]
+
+ENGINES = ("auto", "asyncio", "kernel")
+"""Values of ``engine=`` for :func:`~pipeline.sim.simulate` and :func:`~pipeline.sim.sweep`."""
+
+_KERNEL_FAILURES = (NoFailures, IndependentFailures, PermanentFailures, ScriptedFailures)
+_OUTSIDE = {
+    Hangs: "hangs (Hangs failures)",
+    Overload: "provider models (Overload failures)",
+    TokenQuota: "provider models (TokenQuota failures)",
+}
+
+
+def check_engine(engine: object) -> str:
+    """Return ``engine`` if it is one of :data:`ENGINES`.
+
+    Raises:
+        ValueError: anything else (the message lists what is allowed).
+    """
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise ValueError(f"engine must be 'auto', 'asyncio' or 'kernel', got {engine!r}")
+    return engine
+
+
+def unsupported(scenario: Scenario) -> str | None:
+    """The first feature of ``scenario`` outside the kernel's domain, or None if it has none.
+
+    ``simulate(engine="auto")`` runs the asyncio engine when this is not None;
+    ``engine="kernel"`` raises a ValueError naming it.
+    """
+    config = scenario.config
+    if config.rate_limit is not None:
+        return "rate limits (config.rate_limit)"
+    if config.attempt_timeout_s is not None:
+        return "attempt timeouts (config.attempt_timeout_s)"
+    if type(config.backoff) is not Backoff:
+        return f"a backoff of its own ({type(config.backoff).__name__})"
+    if type(config.retry) is not RetryPolicy:
+        return f"a retry policy of its own ({type(config.retry).__name__})"
+    failures = scenario.failures
+    models = failures.models if type(failures) is CombinedFailures else (failures,)
+    for model in models:
+        if type(model) in _KERNEL_FAILURES:
+            continue
+        return _OUTSIDE.get(type(model), f"the failure model {type(model).__name__}")
+    return None
+
+
+def refusal(feature: str) -> str:
+    """The one-line message of ``engine="kernel"`` refusing ``feature``."""
+    return (
+        f"engine='kernel' does not support {feature}; use engine='auto' (the asyncio engine "
+        "runs it) or engine='asyncio'"
+    )
+
+
+def require_kernel(scenario: Scenario) -> None:
+    """Raise a ValueError naming the first feature of ``scenario`` the kernel does not support."""
+    feature = unsupported(scenario)
+    if feature is not None:
+        raise ValueError(refusal(feature))
+
+
+def _cannot_fail(scenario: Scenario, n: int) -> bool:
+    """True when no attempt of the first ``n`` items can fail, whatever the draws."""
+    failures = scenario.failures
+    models = failures.models if type(failures) is CombinedFailures else (failures,)
+    for model in models:
+        if type(model) is NoFailures:
+            continue
+        if type(model) is IndependentFailures and model.p == 0:
+            continue
+        if type(model) is PermanentFailures and model.fraction == 0:
+            continue
+        if type(model) is ScriptedFailures and not any(model.fails[:n]):
+            continue
+        return False
+    return True
+
+
+def run_kernel(
+    scenario: Scenario, replication: int
+) -> tuple[RunReport, np.ndarray, ItemColumns, StepSeries]:
+    """Run one replication in the kernel: (report, arrival times, item columns, step series).
+
+    The caller checks the domain first (:func:`unsupported`).
+    """
+    from ._kernel_events import run_events
+    from ._kernel_fcfs import run_fcfs
+    from .simulate import Workload
+
+    workload = Workload(scenario, replication)
+    config = scenario.config
+    arrivals = workload.arrival_s
+    n = len(arrivals)
+    quiet = _cannot_fail(scenario, n)
+    if quiet and config.on_full == "block":
+        fast = run_fcfs(arrivals, workload.first_attempt_s, config)
+        if fast is not None:
+            return fast
+    run = run_events(
+        arrivals.tolist(),
+        workload.first_attempt_s,
+        workload.retry_time,
+        None if quiet else workload.failures,
+        config,
+        workload.streams.jitter,
+    )
+    log = Recorder()
+    log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
+    columns = item_columns(arrivals, log)
+    series = step_series(arrivals, log, run.finished_s)
+    report = make_report(
+        config=scenario.config,
+        offered=run.offered,
+        admitted=run.admitted,
+        completed=run.completed,
+        attempts=run.attempts,
+        retried=run.retried,
+        dead_letters=run.dead_letters,
+        shed=run.shed,
+        unfinished=run.unfinished,
+        drain_timed_out=run.drain_timed_out,
+        finished_s=run.finished_s,
+        queue_peak=run.queue_peak,
+        producer_blocked_s=run.producer_blocked_s,
+    )
+    return report, arrivals, columns, series
+
+
+def make_report(*, config, offered, admitted, completed, attempts, retried, dead_letters, shed,
+                unfinished, drain_timed_out, finished_s, queue_peak, producer_blocked_s
+                ) -> RunReport:  # fmt: skip
+    """The :class:`~pipeline.RunReport` the engine's close would have built."""
+    statistics = Statistics(
+        state="closed",
+        queue_size=0,
+        queue_peak=queue_peak,
+        queue_maxsize=config.queue_maxsize,
+        workers=config.concurrency,
+        workers_busy=0,
+        retry_waiting=0,
+        tasks_waiting_put=0,
+        offered=offered,
+        admitted=admitted,
+        completed=completed,
+        retried=retried,
+        dead_lettered=len(dead_letters),
+        shed=len(shed),
+        attempts=attempts,
+        producer_blocked_s=producer_blocked_s,
+        listener_errors=0,
+    )
+    return RunReport(
+        offered=offered,
+        admitted=admitted,
+        completed=completed,
+        dead_letters=dead_letters,
+        unfinished=unfinished,
+        shed=shed,
+        attempts=attempts,
+        drain_timed_out=drain_timed_out,
+        started_s=0.0,
+        finished_s=finished_s,
+        statistics=statistics,
+    )
