@@ -151,7 +151,7 @@ def run_kernel(
             return fast
     run = run_events(
         arrivals.tolist(),
-        workload.first_attempt_s,
+        workload.first_attempt_s.tolist(),
         workload.retry_time,
         None if quiet else workload.failures,
         config,

@@ -17,7 +17,7 @@ import numpy as np
 from ..events import EventKind
 from ..items import WorkItem
 
-__all__ = ["ItemColumns", "Recorder", "StepSeries"]
+__all__ = ["ItemColumns", "Recorder", "StepSeries", "step_series", "stream_series"]
 
 K = EventKind
 
@@ -124,6 +124,7 @@ _DELTAS[K.DEAD_LETTERED] = (0, -1, 0, 1, 0, 0, 0)
 _DELTAS[K.PRODUCER_BLOCKED] = (0, 0, 0, 0, 0, 1, 0)
 _DELTAS[K.PRODUCER_UNBLOCKED] = (0, 0, 0, 0, 0, -1, 0)
 _DELTAS[_ARRIVAL] = (0, 0, 0, 0, 0, 0, 1)
+_COLUMN_DELTAS = [np.ascontiguousarray(_DELTAS[:, index]) for index in range(len(_SERIES))]
 
 
 @dataclass(frozen=True)
@@ -208,24 +209,102 @@ def step_series(arrival_s: np.ndarray, recorder: Recorder, end_s: float) -> Step
     kinds, times, _ = recorder.arrays()
     all_times = np.concatenate([arrival_s, times])
     order = np.argsort(all_times, kind="stable")
-    event_times = all_times[order]
+    event_times = all_times.take(order)
     del all_times
-    codes = np.concatenate([np.full(len(arrival_s), _ARRIVAL, np.int8), kinds])[order]
+    codes = np.concatenate([np.full(len(arrival_s), _ARRIVAL, np.int8), kinds]).take(order)
     del order
     # Several events at one instant: keep the state after the last of them.
     if len(event_times):
-        last = np.append(event_times[1:] != event_times[:-1], True)
+        last = np.flatnonzero(np.append(event_times[1:] != event_times[:-1], True))
     else:
-        last = np.empty(0, bool)
-    time_s = np.concatenate([[0.0], event_times[last]])
+        last = np.empty(0, np.intp)
+    time_s = np.concatenate([[0.0], event_times.take(last)])
+    del event_times
+    present = np.bincount(codes, minlength=len(_DELTAS)) > 0
     columns = {}
     for index, name in enumerate(_SERIES):
-        steps = np.cumsum(_DELTAS[codes, index], dtype=np.int32)[last]
-        columns[name] = np.concatenate([np.zeros(1, np.int32), steps])
+        deltas = _COLUMN_DELTAS[index]
+        if deltas[present].any():
+            steps = np.cumsum(deltas.take(codes), dtype=np.int32).take(last)
+            columns[name] = np.concatenate([np.zeros(1, np.int32), steps])
+        else:  # no event of this run moves this column
+            columns[name] = np.zeros(len(last) + 1, np.int32)
     if len(time_s) > 1 and time_s[1] == 0.0:
         time_s = time_s[1:]
         columns = {name: values[1:] for name, values in columns.items()}
     # Whatever the drain handed back as unfinished leaves at the very end.
+    inside = ("queue_depth", "in_flight", "retry_waiting")
+    if any(columns[name][-1] for name in inside):
+        if time_s[-1] < end_s:
+            time_s = np.append(time_s, end_s)
+            columns = {name: np.append(values, values[-1]) for name, values in columns.items()}
+        for name in inside:
+            columns[name][-1] = 0
+    return StepSeries(time_s=time_s, end_s=end_s, **columns)
+
+
+_WINDOW = 1 << 18
+"""Events per stream that :func:`stream_series` sorts at a time (bounds its scratch memory)."""
+
+
+def stream_series(
+    arrival_s: np.ndarray, streams: list[tuple[EventKind, np.ndarray]], end_s: float
+) -> StepSeries:
+    """:func:`step_series` for an event log given as sorted streams, one kind each.
+
+    ``streams`` holds ``(kind, times)`` pairs, each ``times`` non-decreasing;
+    together they are the run's events (item ids are not needed). The result
+    equals ``step_series`` of that log. It is built a time window at a time,
+    so its scratch memory stays small however long the run: the series itself
+    (one row per distinct event time) is the only large allocation.
+    """
+    parts = [(_ARRIVAL, np.asarray(arrival_s, dtype=np.float64))]
+    parts += [(int(kind), np.asarray(times, dtype=np.float64)) for kind, times in streams]
+    total = sum(len(times) for _, times in parts)
+    # Window boundaries are times, so that all events at one instant fall in one window.
+    cuts = np.unique(np.concatenate([times[_WINDOW::_WINDOW] for _, times in parts]))
+    bounds = [[0, *np.searchsorted(times, cuts, side="left").tolist(), len(times)]
+              for _, times in parts]  # fmt: skip
+    time_s = np.empty(total + 1)
+    columns = {name: np.empty(total + 1, np.int32) for name in _SERIES}
+    time_s[0] = 0.0
+    for name in _SERIES:
+        columns[name][0] = 0
+    carry = dict.fromkeys(_SERIES, 0)
+    rows = 1
+    for window in range(len(cuts) + 1):
+        pieces = [
+            (kind, times[bound[window] : bound[window + 1]])
+            for (kind, times), bound in zip(parts, bounds, strict=True)
+        ]
+        times = np.concatenate([piece for _, piece in pieces])
+        if not len(times):
+            continue
+        codes = np.concatenate([np.full(len(piece), kind, np.int8) for kind, piece in pieces])
+        order = np.argsort(times, kind="stable")
+        times = times.take(order)
+        codes = codes.take(order)
+        del order
+        last = np.flatnonzero(np.append(times[1:] != times[:-1], True))
+        end = rows + len(last)
+        time_s[rows:end] = times.take(last)
+        present = np.bincount(codes, minlength=len(_DELTAS)) > 0
+        for index, name in enumerate(_SERIES):
+            deltas = _COLUMN_DELTAS[index]
+            if deltas[present].any():
+                steps = np.cumsum(deltas.take(codes), dtype=np.int32)
+                steps += carry[name]
+                columns[name][rows:end] = steps.take(last)
+                carry[name] = int(steps[-1])
+            else:
+                columns[name][rows:end] = carry[name]
+        rows = end
+    time_s.resize(rows, refcheck=False)
+    for values in columns.values():
+        values.resize(rows, refcheck=False)
+    if rows > 1 and time_s[1] == 0.0:
+        time_s = time_s[1:]
+        columns = {name: values[1:] for name, values in columns.items()}
     inside = ("queue_depth", "in_flight", "retry_waiting")
     if any(columns[name][-1] for name in inside):
         if time_s[-1] < end_s:

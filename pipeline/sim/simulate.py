@@ -132,18 +132,34 @@ def _mean(values: np.ndarray) -> float:
     return float(values.mean()) if len(values) else float("nan")
 
 
-def _time_with_backlog(series: StepSeries, start_s: float) -> float:
-    """Seconds during which an arrived item could not be admitted (backpressure held it).
+class _Window:
+    """A series' rows clipped to ``[start_s, end_s]``, for every time statistic of one summary.
 
-    The engine's own statistic counts every second a producer waits for a
-    slot, arrival or not (it reserves a slot before reading its source); for
-    capacity planning the time an *arrived* item was held upstream is what
-    matters.
+    Gives the same numbers as :meth:`StepSeries.time_mean` and
+    :meth:`StepSeries.time_max` (the same durations, the same dot product),
+    computing the durations once instead of once per statistic: a long run's
+    series has tens of millions of rows.
     """
-    span = series.end_s - start_s
-    if span <= 0:
-        return 0.0
-    return series.time_mean(series.upstream_backlog > 0, start_s) * span
+
+    def __init__(self, series: StepSeries, start_s: float) -> None:
+        from .stats import _step_durations
+
+        times, end = series.time_s, series.end_s
+        start = max(float(start_s), float(times[0]))
+        self._durations = _step_durations(times, end, start) if end > start else None
+        self._total = float("nan") if self._durations is None else self._durations.sum()
+        self._live = np.append(times[1:] >= start_s, end >= start_s)
+
+    def mean(self, values: np.ndarray) -> float:
+        """Time-weighted mean over the window (NaN if it is empty)."""
+        if self._durations is None:
+            return float("nan")
+        return float(np.dot(np.asarray(values, dtype=np.float64), self._durations) / self._total)
+
+    def max(self, values: np.ndarray) -> int | float:
+        """Largest value held in the window (0.0 if no row is)."""
+        live = self._live
+        return values[live].max() if live.any() else 0.0
 
 
 def _summarise(result: SimulationResult) -> dict[str, Any]:
@@ -152,11 +168,33 @@ def _summarise(result: SimulationResult) -> dict[str, Any]:
     counted = c.arrival_s >= warm
     started = counted & ~np.isnan(c.start_s)
     done = counted & (c.outcome == 0)
+    del counted
+    completed = int(done.sum())
+    # One statistic at a time, freeing as it goes: a long run has tens of millions of rows.
     waits = (c.start_s - c.arrival_s)[started]
+    del started
+    wait_mean, wait_p95 = _mean(waits), _percentile(waits, 95)
+    del waits
     latencies = (c.finish_s - c.arrival_s)[done]
+    del done
+    latency = _mean(latencies), *(_percentile(latencies, q) for q in (50, 95, 99))
+    del latencies
     sim_time = s.end_s
     span = max(sim_time - warm, 0.0)
-    memory = s.memory_bytes(scenario.item_size_bytes)
+    window = _Window(s, warm)
+    in_system = s.in_system
+    # The peak of (held items x item size) is the peak of held items, times the size
+    # (as int64 products, converted to float as StepSeries.memory_bytes' maximum would be).
+    # Dead letters only ever accumulate: if the last count is 0, every count is.
+    held = window.max(in_system + s.dead_letters if s.dead_letters[-1] else in_system)
+    memory_peak = int(float(np.int64(held) * np.int64(scenario.item_size_bytes)))
+    # Seconds during which an arrived item could not be admitted (backpressure held it).
+    # The engine's own statistic counts every second a producer waits for a slot,
+    # arrival or not (it reserves a slot before reading its source); for capacity
+    # planning the time an *arrived* item was held upstream is what matters.
+    blocked = 0.0
+    if sim_time > warm and s.upstream_backlog.any():
+        blocked = window.mean(s.upstream_backlog > 0) * (sim_time - warm)
     concurrency = scenario.config.concurrency
     return {
         "items_offered": report.offered,
@@ -167,20 +205,20 @@ def _summarise(result: SimulationResult) -> dict[str, Any]:
         "items_unfinished": len(report.unfinished),
         "attempts_total": report.attempts,
         "retries_total": report.statistics.retried,
-        "wait_mean_s": _mean(waits),
-        "wait_p95_s": _percentile(waits, 95),
-        "latency_mean_s": _mean(latencies),
-        "latency_p50_s": _percentile(latencies, 50),
-        "latency_p95_s": _percentile(latencies, 95),
-        "latency_p99_s": _percentile(latencies, 99),
-        "throughput_per_s": float(done.sum() / span) if span > 0 else float("nan"),
-        "utilisation": s.time_mean(s.in_flight, warm) / concurrency,
-        "queue_depth_mean": s.time_mean(s.queue_depth, warm),
-        "queue_depth_max": int(s.time_max(s.queue_depth, warm)),
-        "in_system_mean": s.time_mean(s.in_system, warm),
-        "upstream_backlog_max": int(s.time_max(s.upstream_backlog, warm)),
-        "producer_blocked_s": _time_with_backlog(s, warm),
-        "memory_peak_bytes": int(s.time_max(memory, warm)),
+        "wait_mean_s": wait_mean,
+        "wait_p95_s": wait_p95,
+        "latency_mean_s": latency[0],
+        "latency_p50_s": latency[1],
+        "latency_p95_s": latency[2],
+        "latency_p99_s": latency[3],
+        "throughput_per_s": float(completed / span) if span > 0 else float("nan"),
+        "utilisation": window.mean(s.in_flight) / concurrency,
+        "queue_depth_mean": window.mean(s.queue_depth),
+        "queue_depth_max": int(window.max(s.queue_depth)),
+        "in_system_mean": window.mean(in_system),
+        "upstream_backlog_max": int(window.max(s.upstream_backlog)),
+        "producer_blocked_s": blocked,
+        "memory_peak_bytes": memory_peak,
         "drain_timed_out": report.drain_timed_out,
         "sim_time_s": sim_time,
         "wall_time_s": result.wall_time_s,
@@ -211,12 +249,12 @@ class Workload:
                 raise ValueError(
                     f"the service trace has {len(service.times_s)} times but {n} items arrive"
                 )
-            first_attempt = list(service.times_s[:n])
+            first_attempt = np.array(service.times_s[:n], dtype=np.float64)
         else:
-            first_attempt = service.sample(streams.service, n).tolist()
+            first_attempt = service.sample(streams.service, n)
         self.streams = streams
         self.arrival_s: np.ndarray = arrivals
-        self.first_attempt_s: list[float] = first_attempt
+        self.first_attempt_s: np.ndarray = first_attempt
         self.failures: AttemptFailures = scenario.failures.bind(streams.failures, n)
         self._service = service
         self._pool: list[float] = []
@@ -235,7 +273,7 @@ class Workload:
 async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndarray, Recorder]:
     workload = Workload(scenario, replication)
     streams, arrivals = workload.streams, workload.arrival_s
-    first_attempt, failures = workload.first_attempt_s, workload.failures
+    first_attempt, failures = workload.first_attempt_s.tolist(), workload.failures
     n = len(arrivals)
     attempts = [0] * n
     loop = asyncio.get_running_loop()

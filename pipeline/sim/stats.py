@@ -298,8 +298,11 @@ def _step_durations(times: np.ndarray, t_end: float, t_start: float = -math.inf)
     The last step runs to ``t_end``. No validation: ``times`` must be a float
     array, non-decreasing (see :func:`time_weighted_mean`).
     """
-    right = np.append(times[1:], max(t_end, float(times[-1])))
-    return np.clip(np.minimum(right, t_end) - np.maximum(times, t_start), 0.0, None)
+    # In place where possible: a long run's series has tens of millions of rows.
+    durations = np.append(times[1:], max(t_end, float(times[-1])))
+    np.minimum(durations, t_end, out=durations)
+    durations -= np.maximum(times, t_start) if t_start > times[0] else times
+    return np.clip(durations, 0.0, None, out=durations)
 
 
 def _segments(
