@@ -118,14 +118,11 @@ def run_events(
     kinds, times, ids = array("b"), array("d"), array("q")
     log_kind, log_time, log_id = kinds.append, times.append, ids.append
 
-    def emit(kind: int, item: int) -> None:
-        log_kind(kind)
-        log_time(now)
-        log_id(item)
-
-    ready: deque[tuple[Callable[[Any], None], Any]] = deque()
+    # Ready steps (step, arg), run in order; a step of None is a timer that fired and
+    # wakes its task (arg is that task's step) in the next iteration, as a future would.
+    ready: deque[tuple[Any, Any]] = deque()
     schedule = ready.append
-    timers: list[tuple[float, int, Callable[[Any], None], Any]] = []
+    timers: list[tuple[float, int, Any, Any]] = []
     push = heapq.heappush
     seq = 0
     now = 0.0
@@ -134,7 +131,8 @@ def run_events(
     items: deque[int] = deque()
     retries: deque[int] = deque()
     reserved = held = peak = 0
-    getters: deque[int] = deque()  # workers waiting for an item, longest first
+    bound = math.inf if maxsize is None else maxsize
+    getters: deque[tuple[Any, int]] = deque()  # steps of workers waiting, longest first
 
     # Counters the report and statistics() read.
     offered = admitted = completed = attempts_total = retried = 0
@@ -168,44 +166,29 @@ def run_events(
     closed = False
     drain_timed_out = False
 
-    def full() -> bool:
-        return maxsize is not None and len(items) + len(retries) + reserved + held >= maxsize
-
-    def wake_getter() -> None:
-        if getters and not closed:
-            schedule((worker, getters.popleft()))
-
-    def admit(item: int) -> None:
-        nonlocal offered, admitted, unsettled, reserved, peak
-        offered += 1
-        admitted += 1
-        emit(_ADMITTED, item)
-        unsettled += 1
-        reserved -= 1
-        items.append(item)
-        size = len(items) + len(retries)
-        if size > peak:
-            peak = size
-        wake_getter()
-
     def producer(resume: int) -> None:
-        nonlocal next_item, reserved, producer_waiting, blocked_since, blocked_s, seq, offered
+        nonlocal next_item, reserved, producer_waiting, blocked_since, blocked_s, seq
+        nonlocal offered, admitted, unsettled, peak
         while True:
             if resume == _ARRIVED:
                 waited = True
             else:
                 if resume == _SLOT:
                     # woken in queue.reserve(): look again, the queue may have refilled
-                    if full():
+                    if len(items) + len(retries) + reserved + held >= bound:
                         producer_waiting = True
                         return
                     reserved += 1
-                    emit(_PRODUCER_UNBLOCKED, -1)
+                    log_kind(_PRODUCER_UNBLOCKED)
+                    log_time(now)
+                    log_id(-1)
                     blocked_s += now - blocked_since
                 elif not reject:
-                    if full():
+                    if len(items) + len(retries) + reserved + held >= bound:
                         blocked_since = now
-                        emit(_PRODUCER_BLOCKED, -1)
+                        log_kind(_PRODUCER_BLOCKED)
+                        log_time(now)
+                        log_id(-1)
                         producer_waiting = True
                         return
                     reserved += 1
@@ -217,73 +200,96 @@ def run_events(
                 when = arrival_s[next_item]
                 if when > now:
                     seq += 1
-                    push(timers, (when, seq, arrived, None))
+                    push(timers, (when, seq, None, producer_arrived))
                     return
                 waited = False
             item = next_item
             next_item += 1
-            if not reject:
-                admit(item)
-            elif full():
-                offered += 1
-                shed.append(item)
-                emit(_SHED, item)
-            else:
+            offered += 1
+            if reject:
+                if len(items) + len(retries) + reserved + held >= bound:
+                    shed.append(item)
+                    log_kind(_SHED)
+                    log_time(now)
+                    log_id(item)
+                    if give_turns and not waited:
+                        schedule(producer_turn)
+                        return
+                    resume = _TOP
+                    continue
                 reserved += 1
-                admit(item)
+            # admit: the slot is reserved; queue the item and wake a waiting worker
+            admitted += 1
+            log_kind(_ADMITTED)
+            log_time(now)
+            log_id(item)
+            unsettled += 1
+            reserved -= 1
+            items.append(item)
+            size = len(items) + len(retries)
+            if size > peak:
+                peak = size
+            if getters and not closed:
+                schedule(getters.popleft())
             if give_turns and not waited:
-                schedule((producer, _TOP))  # asyncio.sleep(0): one turn of the loop
+                schedule(producer_turn)  # asyncio.sleep(0): one turn of the loop
                 return
             resume = _TOP
 
-    def arrived(_: Any) -> None:
-        schedule((producer, _ARRIVED))
-
-    def start(w: int) -> None:
-        nonlocal producer_waiting, attempts_total, in_flight, seq
-        item = retries.popleft() if retries else items.popleft()
-        if producer_waiting:
-            producer_waiting = False
-            schedule((producer, _SLOT))
-        running.add(item)
-        attempt = attempts[item] = attempts[item] + 1
-        attempts_total += 1
-        emit(_STARTED, item)
-        seconds = first_attempt_s[item] if attempt == 1 else retry_time(item)
-        in_flight += 1
-        failure_of[w] = None if check is None else check(item, attempt, in_flight)
-        current[w] = item
-        state[w] = _SERVING
-        seq += 1
-        push(timers, (now + seconds, seq, served, w))
-
-    def served(w: int) -> None:
-        if state[w] != _CANCELLED:
-            schedule((worker, w))
+    producer_arrived = (producer, _ARRIVED)
+    producer_turn = (producer, _TOP)
 
     def worker(w: int) -> None:
-        nonlocal in_flight, completed
-        if state[w] == _SERVING:
+        nonlocal in_flight, completed, unsettled, producer_waiting, attempts_total, seq
+        status = state[w]
+        if status == _SERVING:
             item = current[w]
             failure = failure_of[w]
             in_flight -= 1
             if failure is None:
                 running.discard(item)
                 completed += 1
-                emit(_COMPLETED, item)
-                settle()
+                log_kind(_COMPLETED)
+                log_time(now)
+                log_id(item)
+                if check is not None:
+                    errors.pop(item, None)
+                unsettled -= 1
+                if unsettled == 0 and not accepting:
+                    set_settled()
             else:
                 fail(item, failure.error)
-        elif state[w] == _CANCELLED:
+        elif status == _CANCELLED:
             return
-        if items or retries:
-            start(w)
-        else:
+        if not (items or retries):
             state[w] = _GETTING
-            getters.append(w)
+            getters.append(steps[w])
+            return
+        # take the next item (retry lane first) and start an attempt
+        item = retries.popleft() if retries else items.popleft()
+        if producer_waiting:
+            producer_waiting = False
+            schedule(producer_slot)
+        running.add(item)
+        attempt = attempts[item] = attempts[item] + 1
+        attempts_total += 1
+        log_kind(_STARTED)
+        log_time(now)
+        log_id(item)
+        seconds = first_attempt_s[item] if attempt == 1 else retry_time(item)
+        in_flight += 1
+        if check is not None:
+            failure_of[w] = check(item, attempt, in_flight)
+        current[w] = item
+        state[w] = _SERVING
+        seq += 1
+        push(timers, (now + seconds, seq, None, steps[w]))
+
+    steps = [(worker, w) for w in range(concurrency)]
+    producer_slot = (producer, _SLOT)
 
     def fail(item: int, error: BaseException) -> None:
-        nonlocal retried, held, seq
+        nonlocal retried, held, seq, unsettled
         attempt = attempts[item]
         can_retry = retryable(error)
         if can_retry and attempt < max_attempts:
@@ -300,7 +306,9 @@ def run_events(
             waiting_retry.add(item)
             seq += 1
             push(timers, (now + delay, seq, readmit, item))
-            emit(_RETRY_SCHEDULED, item)
+            log_kind(_RETRY_SCHEDULED)
+            log_time(now)
+            log_id(item)
             return
         running.discard(item)
         history = errors.pop(item, [])
@@ -313,8 +321,12 @@ def run_events(
                 reason="max_attempts" if can_retry else "not_retryable",
             )
         )
-        emit(_DEAD_LETTERED, item)
-        settle()
+        log_kind(_DEAD_LETTERED)
+        log_time(now)
+        log_id(item)
+        unsettled -= 1
+        if unsettled == 0 and not accepting:
+            set_settled()
 
     def readmit(item: int) -> None:
         nonlocal held, peak
@@ -324,14 +336,11 @@ def run_events(
         size = len(items) + len(retries)
         if size > peak:
             peak = size
-        wake_getter()
-        emit(_READMITTED, item)
-
-    def settle() -> None:
-        nonlocal unsettled
-        unsettled -= 1
-        if unsettled == 0 and not accepting:
-            set_settled()
+        if getters and not closed:
+            schedule(getters.popleft())
+        log_kind(_READMITTED)
+        log_time(now)
+        log_id(item)
 
     def set_settled() -> None:
         nonlocal settled, run_woken
@@ -350,7 +359,9 @@ def run_events(
         nonlocal accepting, run_waiting, run_woken, seq, timeout_cancelled, drain_timed_out
         if resume == _DRAIN:
             accepting = False
-            emit(_INTAKE_CLOSED, -1)
+            log_kind(_INTAKE_CLOSED)
+            log_time(now)
+            log_id(-1)
             if unsettled == 0:
                 set_settled()
             else:
@@ -367,7 +378,9 @@ def run_events(
             run_waiting = False
             if timeout_fired:
                 drain_timed_out = True
-                emit(_DRAIN_TIMEOUT, -1)
+                log_kind(_DRAIN_TIMEOUT)
+                log_time(now)
+                log_id(-1)
             else:
                 timeout_cancelled = True
         schedule((close, None))
@@ -387,9 +400,8 @@ def run_events(
         for w in range(concurrency):
             state[w] = _CANCELLED
 
-    schedule_all = [(worker, w) for w in range(concurrency)]
-    ready.extend(schedule_all)
-    schedule((producer, _TOP))
+    ready.extend(steps)
+    schedule(producer_turn)
 
     pop = heapq.heappop
     popleft = ready.popleft
@@ -404,14 +416,19 @@ def run_events(
                 now = when
         while timers and timers[0][0] <= now:
             entry = pop(timers)
-            ready.append((entry[2], entry[3]))
+            schedule((entry[2], entry[3]))
         for _ in range(len(ready)):
             step, arg = popleft()
-            step(arg)
+            if step is None:
+                schedule(arg)  # a timer fired: its task runs in the next iteration
+            else:
+                step(arg)
 
     left = sorted([*running, *retries, *items, *waiting_retry])
     for item in left:
-        emit(_UNFINISHED, item)
+        log_kind(_UNFINISHED)
+        log_time(now)
+        log_id(item)
     return EventRun(
         kinds=kinds,
         times=times,

@@ -1,0 +1,499 @@
+"""The kernel computes what the asyncio engine computes: item by item, on random scenarios.
+
+The asyncio engine is the reference semantics; the kernel is its fast path.
+Hypothesis draws scenarios inside the kernel's declared domain -- every kind of
+arrival process, traces with bursts of equal arrival times, continuous and
+discrete service times (zero included, so that events tie), tiny and unbounded
+queues, block and reject, failures, retry budgets, backoff with and without
+jitter, drain timeouts of 0, None and in between, warm-up and item size -- and
+each one is run by both. Every column of ``items`` and ``timeseries`` must
+agree to 1e-9 s, every count exactly, every summary key (except the wall time
+and the ``engine`` key) and the report, dead letters and their errors
+included. A mismatch is a bug in one of the two; it is never a tolerance to
+widen.
+
+The examples are derandomized (the same ones on every run, like the fixed
+seeds of the statistical tests) and small (at most 60 items), so the three
+property tests (2,900 scenarios together) take well under a minute.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from pipeline import Backoff, PipelineConfig, RateLimit, RetryPolicy
+from pipeline.sim import (
+    CombinedFailures,
+    Constant,
+    Deterministic,
+    Empirical,
+    Exponential,
+    Gamma,
+    Hangs,
+    IndependentFailures,
+    LogNormal,
+    MarkovModulated,
+    NoFailures,
+    OnOff,
+    Overload,
+    PermanentFailures,
+    Poisson,
+    Scenario,
+    ScriptedFailures,
+    ServiceTrace,
+    TimeVarying,
+    TokenQuota,
+    Trace,
+    Uniform,
+    simulate,
+)
+from pipeline.sim.kernel import unsupported
+from pipeline.sim.simulate import _simulate_once
+from pipeline.sim.sweep import simulate_replication, sweep
+
+TOLERANCE_S = 1e-9
+
+# -- comparing two runs -------------------------------------------------------------------
+
+
+def _close(a: object, b: object) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or isinstance(a, int | str):
+        return type(a) is type(b) and a == b
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=TOLERANCE_S, abs_tol=TOLERANCE_S)
+    return a == b
+
+
+def assert_same_run(engine, kernel) -> None:
+    """Everything a caller can read from the two results agrees (times to 1e-9 s)."""
+    assert engine.summary["engine"] == "asyncio" and kernel.summary["engine"] == "kernel"
+    pd.testing.assert_frame_equal(
+        engine.items, kernel.items, check_exact=False, rtol=0, atol=TOLERANCE_S
+    )
+    pd.testing.assert_frame_equal(
+        engine.timeseries, kernel.timeseries, check_exact=False, rtol=0, atol=TOLERANCE_S
+    )
+    assert _close(engine.series.end_s, kernel.series.end_s)
+    assert list(engine.summary) == list(kernel.summary)
+    for key, value in engine.summary.items():
+        if key in ("wall_time_s", "engine"):
+            continue
+        assert _close(value, kernel.summary[key]), (key, value, kernel.summary[key])
+    e, k = engine.report, kernel.report
+    for name in ("offered", "admitted", "completed", "attempts", "drain_timed_out"):
+        assert getattr(e, name) == getattr(k, name), name
+    assert _close(e.started_s, k.started_s) and _close(e.finished_s, k.finished_s)
+    assert e.unfinished == k.unfinished and e.abandoned == k.abandoned
+    assert len(e.shed) == len(k.shed) and e.shed == k.shed
+    assert len(e.dead_letters) == len(k.dead_letters)
+    for a, b in zip(e.dead_letters, k.dead_letters, strict=True):
+        assert (a.payload, a.attempts, a.reason) == (b.payload, b.attempts, b.reason)
+        assert [(x.attempt, x.type, x.message) for x in a.errors] == [
+            (x.attempt, x.type, x.message) for x in b.errors
+        ]
+        assert all(_close(x.at_s, y.at_s) for x, y in zip(a.errors, b.errors, strict=True))
+    for field in fields(e.statistics):
+        assert _close(getattr(e.statistics, field.name), getattr(k.statistics, field.name)), (
+            field.name
+        )
+    assert k.balanced
+
+
+def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
+    assert unsupported(scenario) is None, unsupported(scenario)
+    engine = _simulate_once(scenario, replication, "asyncio")
+    kernel = _simulate_once(scenario, replication, "kernel")
+    assert_same_run(engine, kernel)
+    # What the examples covered (pytest --hypothesis-show-statistics).
+    s = engine.summary
+    event(f"fcfs path: {_fcfs_taken(scenario, replication)}")
+    for key in ("items_shed", "items_dead_lettered", "retries_total", "items_unfinished"):
+        event(f"{key} > 0: {s[key] > 0}")
+    event(f"drain timed out: {s['drain_timed_out']}")
+    event(f"producer blocked: {engine.report.statistics.producer_blocked_s > 0}")
+
+
+def _fcfs_taken(scenario: Scenario, replication: int) -> bool:
+    """Whether the kernel's FCFS path (not its event path) ran this scenario."""
+    from pipeline.sim._kernel_fcfs import run_fcfs
+    from pipeline.sim.kernel import _cannot_fail
+    from pipeline.sim.simulate import Workload
+
+    workload = Workload(scenario, replication)
+    if scenario.config.on_full != "block" or not _cannot_fail(scenario, len(workload.arrival_s)):
+        return False
+    return run_fcfs(workload.arrival_s, workload.first_attempt_s, scenario.config) is not None
+
+
+# -- strategies ---------------------------------------------------------------------------
+
+ROUND_S = [0.0, 0.25, 0.5, 1.0, 2.0]  # service times that tie with arrivals and each other
+
+
+@st.composite
+def arrivals(draw, n: int):
+    kind = draw(st.sampled_from(["poisson", "constant", "onoff", "mmpp", "varying", "trace"]))
+    if kind == "poisson":
+        return Poisson(rate=draw(st.floats(0.2, 20.0)))
+    if kind == "constant":
+        return Deterministic(rate=draw(st.sampled_from([0.5, 1.0, 2.0, 4.0, 3.0])))
+    if kind == "onoff":
+        return OnOff(
+            rate_on=draw(st.floats(1.0, 20.0)),
+            rate_off=draw(st.sampled_from([0.0, 0.5])),
+            mean_on_s=draw(st.floats(0.5, 5.0)),
+            mean_off_s=draw(st.floats(0.5, 5.0)),
+        )
+    if kind == "mmpp":
+        return MarkovModulated(rates=(0.5, 4.0, 12.0), mean_durations_s=(3.0, 2.0, 0.5))
+    if kind == "varying":
+        return TimeVarying.from_profile([0.0, 5.0, 15.0], [0.5, draw(st.floats(1.0, 10.0)), 1.0])
+    # A recorded trace: bursts (gaps of 0) and round gaps that tie with service times.
+    gaps = draw(
+        st.lists(
+            st.one_of(st.sampled_from([0.0, 0.0, 0.25, 0.5, 1.0, 2.0]), st.floats(0.0, 3.0)),
+            min_size=max(n, 1),
+            max_size=max(n, 1),
+        )
+    )
+    return Trace(np.cumsum(gaps))
+
+
+@st.composite
+def service(draw, n: int | None):
+    """Service times; a :class:`ServiceTrace` of ``n`` times unless ``n`` is None."""
+    kinds = ["exponential", "constant", "uniform", "lognormal", "gamma", "empirical"]
+    kind = draw(st.sampled_from(kinds if n is None else [*kinds, "trace"]))
+    if kind == "exponential":
+        return Exponential(mean=draw(st.floats(0.1, 3.0)))
+    if kind == "constant":
+        return Constant(draw(st.sampled_from(ROUND_S)))
+    if kind == "uniform":
+        return Uniform(0.0, draw(st.floats(0.1, 3.0)))
+    if kind == "lognormal":
+        return LogNormal(mean=draw(st.floats(0.1, 3.0)), cv=draw(st.floats(0.2, 3.0)))
+    if kind == "gamma":
+        return Gamma(mean=draw(st.floats(0.1, 3.0)), cv=draw(st.floats(0.2, 3.0)))
+    if kind == "empirical":
+        return Empirical(tuple(draw(st.lists(st.sampled_from(ROUND_S), min_size=1, max_size=4))))
+    return ServiceTrace(
+        tuple(draw(st.lists(st.sampled_from([*ROUND_S, 3.0]), min_size=n, max_size=n)))
+    )
+
+
+@st.composite
+def backoffs(draw):
+    kind = draw(st.sampled_from(["none", "constant", "exponential"]))
+    jitter = draw(st.booleans())
+    if kind == "none":
+        return Backoff.none()
+    if kind == "constant":
+        return Backoff.constant(draw(st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.7])), jitter=jitter)
+    return Backoff(
+        kind="exponential",
+        base_s=draw(st.sampled_from([0.0, 0.1, 0.5, 1.0])),
+        factor=draw(st.sampled_from([1.0, 2.0, 3.0])),
+        cap_s=draw(st.sampled_from([0.5, 2.0, 30.0])),
+        jitter=jitter,
+    )
+
+
+@st.composite
+def failures(draw, n: int):
+    kind = draw(st.sampled_from(["none", "independent", "permanent", "scripted", "combined"]))
+    if kind == "none":
+        return NoFailures()
+    if kind == "independent":
+        return IndependentFailures(draw(st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.9, 1.0])))
+    if kind == "permanent":
+        return PermanentFailures(draw(st.sampled_from([0.0, 0.2, 0.5])))
+    scripted = ScriptedFailures(())
+    if n:
+        fails = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+        failing = [i for i, f in enumerate(fails) if f]
+        permanent = draw(st.sets(st.sampled_from(failing))) if failing else set()
+        scripted = ScriptedFailures(tuple(fails), frozenset(permanent))
+    if kind == "scripted":
+        return scripted
+    return CombinedFailures(IndependentFailures(draw(st.sampled_from([0.1, 0.4]))), scripted)
+
+
+@st.composite
+def configs(draw, *, quiet: bool = False):
+    return PipelineConfig(
+        concurrency=draw(st.integers(1, 6)),
+        queue_maxsize=draw(st.sampled_from([None, 1, 1, 2, 2, 3, 5, 10, 100])),
+        on_full="block" if quiet else draw(st.sampled_from(["block", "reject"])),
+        max_attempts=draw(st.integers(1, 4)),
+        backoff=draw(backoffs()),
+        drain_timeout_s=draw(
+            st.one_of(
+                st.none(),
+                st.sampled_from([0, 0.0, 0.5, 1.0, 2.0, 30.0]),
+                st.floats(0.0, 20.0),
+            )
+        ),
+        keep_shed=draw(st.sampled_from([None, 0, 2, 1000])),
+        retry=draw(st.sampled_from([RetryPolicy(), RetryPolicy(give_up_on=())])),
+    )
+
+
+@st.composite
+def scenarios(draw, *, quiet: bool = False):
+    """A scenario inside the kernel's domain; ``quiet``: no failures, blocking queue."""
+    n = draw(st.integers(0, 60))
+    process = draw(arrivals(n))
+    if isinstance(process, Trace):
+        n = min(n, len(process))
+    length = {"n_items": n}
+    if not isinstance(process, Trace) and draw(st.integers(0, 6)) == 0:
+        length = {"duration_s": draw(st.sampled_from([3.0, 10.0]))}
+    times = draw(service(n if "n_items" in length else None))
+    model = NoFailures() if quiet or "duration_s" in length else draw(failures(n))
+    return Scenario(
+        arrivals=process,
+        service=times,
+        config=draw(configs(quiet=quiet)),
+        failures=model,
+        seed=draw(st.integers(0, 2**32 - 1)),
+        warmup_s=draw(st.sampled_from([0.0, 0.0, 1.0, 4.5])),
+        item_size_bytes=draw(st.sampled_from([0, 1, 1024, 2**32])),
+        **length,
+    )
+
+
+SETTINGS = {
+    "deadline": None,
+    "derandomize": True,
+    "database": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+
+
+@settings(max_examples=1800, **SETTINGS)
+@given(scenario=scenarios(), replication=st.integers(0, 3))
+def test_kernel_equals_engine_on_random_scenarios(scenario, replication):
+    assert_kernel_agrees(scenario, replication)
+
+
+@settings(max_examples=700, **SETTINGS)
+@given(scenario=scenarios(quiet=True), replication=st.integers(0, 3))
+def test_kernel_equals_engine_without_failures(scenario, replication):
+    # Failure-free blocking runs: the FCFS recursion path when no events tie, else the event path.
+    assert_kernel_agrees(scenario, replication)
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(
+    rate=st.floats(0.5, 8.0),
+    mean=st.floats(0.1, 2.0),
+    concurrency=st.integers(1, 8),
+    maxsize=st.sampled_from([None, 1, 2, 4, 50]),
+    drain=st.one_of(st.none(), st.floats(0.01, 10.0)),
+    n=st.integers(0, 60),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_kernel_equals_engine_on_continuous_traffic(rate, mean, concurrency, maxsize, drain, n,
+                                                    seed):  # fmt: skip
+    # Continuous distributions, so the FCFS path runs (and must cut off the drain right).
+    scenario = Scenario(
+        arrivals=Poisson(rate=rate),
+        service=LogNormal(mean=mean, cv=1.5),
+        config=PipelineConfig(
+            concurrency=concurrency, queue_maxsize=maxsize, drain_timeout_s=drain
+        ),
+        n_items=n,
+        seed=seed,
+    )
+    assert_kernel_agrees(scenario)
+
+
+# -- the tie rules, one by one --------------------------------------------------------------
+
+
+def run_both(scenario: Scenario):
+    engine = _simulate_once(scenario, 0, "asyncio")
+    kernel = _simulate_once(scenario, 0, "kernel")
+    assert_same_run(engine, kernel)
+    return kernel
+
+
+def trace(times, service_s, **config):
+    config.setdefault("drain_timeout_s", None)
+    return Scenario(
+        arrivals=Trace(times),
+        service=ServiceTrace(tuple(service_s)),
+        config=PipelineConfig(**config),
+        n_items=len(times),
+    )
+
+
+def test_a_worker_freed_at_an_arrival_instant_takes_the_waiting_item_first():
+    # Item 0 runs 0-1; item 1 waits in the queue; item 2 arrives at 1.0, when the worker frees.
+    # The worker takes item 1 (FCFS); with maxsize 1 and reject, item 2 then finds room.
+    result = run_both(trace([0.0, 0.5, 1.0], [1.0, 1.0, 1.0], concurrency=1, queue_maxsize=1,
+                            on_full="reject"))  # fmt: skip
+    assert result.items["outcome"].tolist() == ["completed"] * 3
+    assert result.items["start_s"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_retry_due_at_an_arrival_instant_is_served_before_the_new_item():
+    # Item 0 fails at 1.0 and is retried at 2.0 (backoff 1 s); item 1 arrives at 2.0.
+    scenario = trace(
+        [0.0, 2.0], [1.0, 1.0], concurrency=1, max_attempts=2, backoff=Backoff.constant(1.0)
+    ).replace(failures=ScriptedFailures((1, 0)))
+    result = run_both(scenario)
+    items = result.items
+    assert items["finish_s"].tolist() == [3.0, 4.0]  # the retry ran 2-3, the new item 3-4
+
+
+def test_the_producer_reserves_a_slot_before_reading_and_blocks_at_its_last_admission():
+    # maxsize 1, one worker busy 0-10: item 1 fills the queue at 1.0, and the producer
+    # blocks right there, before item 2 (arriving at 2.0) is even read.
+    result = run_both(trace([0.0, 1.0, 2.0], [10.0, 1.0, 1.0], concurrency=1, queue_maxsize=1))
+    assert result.items["admitted_s"].tolist() == [0.0, 1.0, 10.0]
+    blocked = result.timeseries.set_index("time_s")["producers_blocked"]
+    # Blocked from 1.0; at 10.0 item 2 takes the freed slot and the producer blocks again
+    # (reserving for the end of the source) until the worker takes item 2 at 11.0.
+    assert blocked[1.0] == 1 and blocked[10.0] == 1 and blocked[11.0] == 0
+    # The engine's own statistic counts that wait from 1.0 (and the wait for a slot to
+    # read the end of the source, 10-11); the summary counts only an arrived item held.
+    assert result.report.statistics.producer_blocked_s == pytest.approx(9.0 + 1.0)
+    assert result.summary["producer_blocked_s"] == pytest.approx(8.0)
+
+
+def test_a_retry_waiting_out_its_backoff_holds_a_slot():
+    # Item 0 fails at 1.0 and waits 5 s; meanwhile its slot is taken: with maxsize 1 and
+    # reject, item 1 (arriving at 2.0 while the only worker is idle) is shed.
+    scenario = trace(
+        [0.0, 2.0], [1.0, 1.0], concurrency=1, queue_maxsize=1, on_full="reject",
+        max_attempts=2, backoff=Backoff.constant(5.0),
+    ).replace(failures=ScriptedFailures((1, 0)))  # fmt: skip
+    result = run_both(scenario)
+    assert result.items["outcome"].tolist() == ["completed", "shed"]
+
+
+def test_a_burst_in_reject_mode_gives_idle_workers_a_turn_per_item():
+    # Four items at 1.0, two idle workers, maxsize 1. Item 0 (read after the wait) and
+    # item 1 (read at once, before any turn) meet a full queue: item 1 is shed. From then
+    # on each item waits a turn: a woken worker takes item 0, item 2 is admitted, the other
+    # worker takes it, and item 3 is admitted and waits in the queue.
+    result = run_both(trace([1.0] * 4, [5.0] * 4, concurrency=2, queue_maxsize=1,
+                            on_full="reject"))  # fmt: skip
+    assert result.items["outcome"].tolist() == ["completed", "shed", "completed", "completed"]
+    assert result.items["start_s"].tolist()[2:] == [1.0, 6.0]
+
+
+def test_an_item_finishing_at_the_drain_deadline_completes_but_the_drain_timed_out():
+    # Intake stops at 0.0 (one item); the drain waits 1.0 s; the item finishes at 1.0.
+    result = run_both(trace([0.0], [1.0], concurrency=1, drain_timeout_s=1.0))
+    assert result.items["outcome"].tolist() == ["completed"]
+    assert result.summary["drain_timed_out"] is True
+
+
+def test_a_worker_freed_at_the_deadline_starts_its_next_item_which_is_cut_off():
+    result = run_both(trace([0.0, 0.0], [1.0, 1.0], concurrency=1, drain_timeout_s=1.0))
+    items = result.items
+    assert items["outcome"].tolist() == ["completed", "unfinished"]
+    assert items["start_s"].tolist() == [0.0, 1.0] and items["attempts"].tolist() == [1, 1]
+
+
+def test_a_zero_drain_timeout_still_lets_due_work_finish_in_the_same_instant():
+    # Zero service time: item 0 starts and finishes at 0.0 while the drain's timeout,
+    # scheduled for "now", waits its turn; item 1 (service 1 s) is handed back.
+    result = run_both(trace([0.0, 0.0], [0.0, 1.0], concurrency=2, drain_timeout_s=0))
+    assert result.items["outcome"].tolist() == ["completed", "unfinished"]
+
+
+def test_timers_at_one_instant_fire_in_the_order_they_were_set():
+    # Constant 1 s services and arrivals every second: every finish ties with an arrival.
+    scenario = Scenario(
+        arrivals=Deterministic(rate=1.0),
+        service=Constant(1.0),
+        config=PipelineConfig(concurrency=1, queue_maxsize=1, on_full="reject"),
+        n_items=20,
+    )
+    result = run_both(scenario)
+    assert (result.items["outcome"] == "completed").all()
+
+
+# -- the domain: refusals and the fallback ---------------------------------------------------
+
+BASE = Scenario(
+    arrivals=Poisson(rate=2.0),
+    service=Exponential(mean=1.0),
+    config=PipelineConfig(concurrency=2),
+    n_items=50,
+    seed=3,
+)
+
+
+class MyBackoff(Backoff):
+    pass
+
+
+class MyRetry(RetryPolicy):
+    pass
+
+
+OUTSIDE = [
+    (BASE.replace(rate_limit=RateLimit(requests_per_minute=60)), "rate limits"),
+    (BASE.replace(attempt_timeout_s=2.0), "attempt timeouts"),
+    (BASE.replace(failures=Hangs(p=0.1, hang_s=5.0)), "hangs"),
+    (BASE.replace(failures=Overload(limit=1)), "provider models (Overload"),
+    (BASE.replace(failures=TokenQuota(100.0, tuple([1.0] * 50))), "provider models (TokenQuota"),
+    (BASE.replace(failures=IndependentFailures(0.1) | Hangs(p=0.1, hang_s=1.0)), "hangs"),
+    (BASE.replace(backoff=MyBackoff()), "a backoff of its own (MyBackoff)"),
+    (BASE.replace(retry=MyRetry()), "a retry policy of its own (MyRetry)"),
+]
+
+
+@pytest.mark.parametrize(("scenario", "feature"), OUTSIDE)
+def test_kernel_refuses_what_it_does_not_model_in_one_line(scenario, feature):
+    with pytest.raises(ValueError, match=r"^engine='kernel' does not support ") as caught:
+        simulate(scenario, engine="kernel")
+    message = str(caught.value)
+    assert feature in message and "\n" not in message
+
+
+@pytest.mark.parametrize(("scenario", "feature"), OUTSIDE[:3])
+def test_auto_falls_back_to_the_engine_outside_the_domain(scenario, feature):
+    result = simulate(scenario)
+    assert result.summary["engine"] == "asyncio"
+    pd.testing.assert_frame_equal(result.items, simulate(scenario, engine="asyncio").items)
+
+
+def test_auto_runs_the_kernel_inside_the_domain_and_asyncio_runs_the_engine():
+    assert simulate(BASE).summary["engine"] == "kernel"
+    assert simulate(BASE, engine="asyncio").summary["engine"] == "asyncio"
+    assert simulate(BASE, engine="kernel").summary["engine"] == "kernel"
+
+
+@pytest.mark.parametrize("engine", ["fast", "", None, 1, "Kernel"])
+def test_a_bad_engine_is_named(engine):
+    with pytest.raises(ValueError, match=r"engine must be 'auto', 'asyncio' or 'kernel', got"):
+        simulate(BASE, engine=engine)
+    with pytest.raises(ValueError, match=r"engine must be"):
+        sweep(BASE, {}, replications=1, processes=1, progress=False, engine=engine)
+
+
+def test_sweep_passes_the_engine_through_and_refuses_up_front():
+    frame = sweep(BASE, {"concurrency": [1, 2]}, replications=2, processes=1, progress=False)
+    assert frame["engine"].tolist() == ["kernel"] * 4
+    slow = sweep(BASE, {"concurrency": [1]}, replications=1, processes=1, progress=False,
+                 engine="asyncio")  # fmt: skip
+    assert slow["engine"].tolist() == ["asyncio"]
+    assert slow["wait_mean_s"].iloc[0] == pytest.approx(frame["wait_mean_s"].iloc[0], abs=1e-9)
+    with pytest.raises(ValueError, match=r"grid point \{'attempt_timeout_s': 1.0\}: engine="):
+        sweep(BASE, {"attempt_timeout_s": [1.0]}, replications=1, processes=1, progress=False,
+              engine="kernel")  # fmt: skip
+    assert simulate_replication(BASE, 1, engine="asyncio").summary["engine"] == "asyncio"
