@@ -91,6 +91,12 @@ BAD_INPUT = [
     (["trace.toml"], "'trace' in trace.toml replays the arrival and service times"),
     (["trace.toml"], "drop 'arrivals' in trace.toml"),
     (["trace.toml", "--service", "constant:value=1"], "in trace.toml and --service"),
+    # the engine: a bad name, and the kernel asked for what it does not model
+    ([*MM4, "--items", "5", "--engine", "fast"], "--engine: expected 'auto', 'asyncio' or"),
+    (
+        [*MM4, "--items", "5", "--engine", "kernel", "--attempt-timeout", "1"],
+        "engine='kernel' does not support attempt timeouts",
+    ),
 ]
 
 
@@ -333,6 +339,23 @@ def test_errors_while_running_are_one_line(monkeypatch, capsys, tmp_path, error,
     status, out, err = run_main([*MM4, "--items", "5"], tmp_path, monkeypatch, capsys)
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("pipeline: error: ") and words in err
+
+
+def test_engine_flag_names_the_engine_and_both_agree(capsys):
+    args = (*MM4, "--items", 300, "--failure-rate", 0.2, "--maxsize", 3, "--seed", 4)
+    auto = main_json(capsys, *args)
+    engine = main_json(capsys, *args, "--engine", "asyncio")
+    kernel = main_json(capsys, *args, "--engine", "KERNEL")
+    assert (auto["engine"], engine["engine"], kernel["engine"]) == ("kernel", "asyncio", "kernel")
+    for key, value in engine.items():
+        if key not in ("engine", "wall_time_s"):
+            assert kernel[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
+    # outside the kernel's domain, auto runs the engine
+    slow = main_json(capsys, *args, "--attempt-timeout", "5")
+    assert slow["engine"] == "asyncio"
+    # with replications, the engine is named once (not averaged)
+    many = main_json(capsys, *args, "--replications", 2)
+    assert many["engine"] == "kernel" and "engine" not in many["ci95"]
 
 
 def test_the_largest_item_size_does_not_overflow(capsys):
