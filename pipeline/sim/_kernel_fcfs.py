@@ -10,9 +10,15 @@ later. With ``m = maxsize`` the producer reserves item *i*'s slot once item
     start[i]    = max(admitted[i], earliest worker-free time)   # a heap of c times
     finish[i]   = start[i] + service[i]
 
-Only the start-time recursion is a loop (over a heap of worker-free times, or
-a plain running maximum with one worker); admissions, blocked intervals, the
-drain, the event log for the step series and the report are numpy.
+and ``start`` does not depend on ``m``: the Kiefer-Wolfowitz recursion
+``start[i] = max(arrival[i], earliest free time)`` is non-decreasing, so
+``start[i] >= start[i - m]`` and the admission term never binds (by induction
+over *i*, the heap of free times is the same with or without it). That is
+the "waits do not depend on maxsize" of DESIGN.md, exactly.
+
+Only the start-time recursion is a loop (over a heap of worker-free times);
+admissions, blocked intervals, the drain, the event log for the step series
+and the report are numpy.
 
 The engine orders events that fall on the same instant by its own rules
 (timer order, one loop turn per wake-up). This path does not model that
@@ -25,15 +31,13 @@ another worker, nothing at the drain deadline -- and hands the run back
 from __future__ import annotations
 
 import heapq
-import math
-from collections import deque
 
 import numpy as np
 
 from ..config import PipelineConfig
 from ..events import EventKind
 from ..records import RunReport, ShedLog
-from .recorder import ItemColumns, StepSeries, stream_series
+from .recorder import ARRIVAL, ItemColumns, StepSeries, stream_series
 
 __all__ = ["run_fcfs"]
 
@@ -44,43 +48,54 @@ _CHUNK = 1 << 18
 """Items converted to Python floats at a time by :func:`_starts` (bounds its memory)."""
 
 
-def _starts(arrival: np.ndarray, service: np.ndarray, c: int, m: int | None) -> np.ndarray:
-    """First-attempt start times: FCFS over ``c`` workers, admission after ``start[i - m]``.
+def _starts(arrival: np.ndarray, service: np.ndarray, c: int) -> np.ndarray:
+    """First-attempt start times of FCFS over ``c`` workers (Kiefer-Wolfowitz).
 
     The loop runs over Python floats (a chunk at a time), which is faster than
-    numpy scalars; ``lag`` holds the last ``m`` start times (-inf before there are m).
+    numpy scalars; ``free`` is a heap of the times the workers next fall idle.
     """
     n = len(arrival)
     start = np.empty(n)
-    heap = [0.0] * c
+    free = [0.0] * c
     replace = heapq.heapreplace
-    lag = None if m is None or m >= n else deque([-math.inf] * m, maxlen=m)
     for low in range(0, n, _CHUNK):
         high = min(n, low + _CHUNK)
         out: list[float] = []
         keep = out.append
-        pairs = zip(arrival[low:high].tolist(), service[low:high].tolist(), strict=True)
-        if lag is None:
-            for t, x in pairs:
-                free = heap[0]
-                if free > t:
-                    t = free
-                keep(t)
-                replace(heap, t + x)
-        else:
-            remember = lag.append
-            for t, x in pairs:
-                slot = lag[0]
-                if slot > t:
-                    t = slot
-                free = heap[0]
-                if free > t:
-                    t = free
-                keep(t)
-                remember(t)
-                replace(heap, t + x)
+        for t, x in zip(arrival[low:high].tolist(), service[low:high].tolist(), strict=True):
+            idle = free[0]
+            if idle > t:
+                t = idle
+            keep(t)
+            replace(free, t + x)
         start[low:high] = out
     return start
+
+
+def _item_streams(
+    arrival: np.ndarray, admitted: np.ndarray, start: np.ndarray, started: np.ndarray | None
+) -> list[tuple[int | tuple[int, ...], np.ndarray]]:
+    """Each item's arrival, admission and first start, as streams for the step series.
+
+    Events that fall on one instant go into one stream of their combined kind
+    (an item admitted as it arrives, and started then too, is one entry, not
+    three), so the series sorts fewer times. ``started``: which items started
+    (None: all).
+    """
+    at_arrival = admitted == arrival
+    later = ~at_arrival
+    at_once = start == admitted
+    if started is not None:
+        at_once &= started
+    waited = ~at_once if started is None else started & ~at_once
+    return [
+        ((ARRIVAL, K.ADMITTED, K.STARTED), arrival[at_arrival & at_once]),
+        ((ARRIVAL, K.ADMITTED), arrival[at_arrival & ~at_once]),
+        (ARRIVAL, arrival[later]),
+        ((K.ADMITTED, K.STARTED), admitted[later & at_once]),
+        (K.ADMITTED, admitted[later & ~at_once]),
+        (K.STARTED, start[waited]),
+    ]
 
 
 def _any_equal(sorted_values: np.ndarray, probes: np.ndarray) -> bool:
@@ -107,7 +122,7 @@ def run_fcfs(
     m = config.queue_maxsize
     if n > 1 and not np.all(arrival[1:] > arrival[:-1]):
         return None
-    start = _starts(arrival, service, c, m)
+    start = _starts(arrival, service, c)
     finish = start + service
     by_finish = np.sort(finish)
     if n > 1 and np.any(by_finish[1:] == by_finish[:-1]):
@@ -145,14 +160,6 @@ def run_fcfs(
             if _any_equal(by_finish, at) or _any_equal(start, at):
                 return None  # something happens at the very deadline
             timed_out = True
-    # Queue peak: the queue is longest right after an admission at an arrival instant
-    # (the items started before it have left). An admission delayed by a full queue
-    # refills it to maxsize, which an admission at an arrival instant reached first.
-    at_arrival = admitted == arrival
-    ahead = np.searchsorted(start, arrival[at_arrival], side="left")
-    peak = int((np.flatnonzero(at_arrival) + 1 - ahead).max(initial=0))
-    del at_arrival, ahead
-
     if timed_out:
         # Left at the deadline: what had not finished (no event falls on it, checked above).
         finished_s = deadline
@@ -167,7 +174,7 @@ def run_fcfs(
             attempts=started.astype(np.int64),
             outcome=np.where(completed, 0, 3).astype(np.int8),
         )
-        started_at, finished_at = start[started], by_finish[by_finish < deadline]
+        n_started, finished_at = int(np.count_nonzero(started)), by_finish[by_finish < deadline]
         ends = [
             (K.DRAIN_TIMEOUT, np.array([deadline])),
             (K.UNFINISHED, np.full(len(unfinished), deadline)),
@@ -183,14 +190,12 @@ def run_fcfs(
             attempts=np.ones(n, np.int64),
             outcome=np.zeros(n, np.int8),
         )
-        started_at, finished_at = start, by_finish
+        n_started, finished_at = n, by_finish
         ends = []
     del by_finish
     series = stream_series(
-        arrival,
         [
-            (K.ADMITTED, admitted),
-            (K.STARTED, started_at),
+            *_item_streams(arrival, admitted, start, started if timed_out else None),
             (K.COMPLETED, finished_at),
             (K.PRODUCER_BLOCKED, blocked_at),
             (K.PRODUCER_UNBLOCKED, unblocked_at),
@@ -199,12 +204,16 @@ def run_fcfs(
         ],
         finished_s,
     )
+    # The queue is longest right after an admission. With no two events at one instant,
+    # the series shows that length, except when an idle worker takes the item in the
+    # same instant (the series then shows the queue after it left): a length of 1.
+    peak = max(int(series.queue_depth.max()), 1) if n else 0
     report = make_report(
         config=config,
         offered=n,
         admitted=n,
         completed=len(finished_at),
-        attempts=len(started_at),
+        attempts=n_started,
         retried=0,
         dead_letters=[],
         shed=ShedLog(config.keep_shed),

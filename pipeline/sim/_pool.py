@@ -7,13 +7,13 @@ order, so they do not depend on how many processes ran them.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import multiprocessing.context
 
 __all__: list[str] = []
 
@@ -30,6 +30,8 @@ def context() -> multiprocessing.context.BaseContext:
     The parent (a Jupyter kernel, pytest) may run threads, which fork copies
     in whatever state they are.
     """
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
@@ -50,6 +52,8 @@ def check_picklable(scenarios: Sequence[Any], processes: int, what: str) -> None
 
 def bootstrapping() -> bool:
     """True inside a worker process that is still importing its parent's script."""
+    import multiprocessing
+
     return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
 
 
@@ -70,6 +74,10 @@ def run_tasks(
         Whatever a task raises; pickling and start-up failures carry a note
         saying how to fix them.
     """
+    # Imported here: a run that needs no pool (the command line's) does not pay for it.
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
     results: list[Any] = [None] * len(tasks)
     if workers <= 1:
         for index, task in enumerate(tasks):
