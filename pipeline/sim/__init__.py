@@ -4,8 +4,10 @@ An hour of traffic through the real :class:`~pipeline.Pipeline` takes a
 fraction of a second: a virtual clock (:mod:`~pipeline.sim.vloop`) jumps to
 the next timer, arrival processes and service-time distributions drive the
 engine, and a recorder turns its events into exact per-item records and
-time series. :mod:`~pipeline.sim.theory` holds the queueing formulas the
-results are checked against.
+time series. :mod:`~pipeline.sim.kernel` computes the same run exactly, and
+much faster, for the scenarios inside its domain (``simulate(engine="auto")``,
+the default, picks it). :mod:`~pipeline.sim.theory` holds the queueing
+formulas the results are checked against.
 """
 
 from __future__ import annotations
