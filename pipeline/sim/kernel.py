@@ -26,14 +26,22 @@ unbounded queues, failures from :class:`NoFailures`,
 full jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up and
 item size. Outside: rate limits, attempt timeouts, hangs, provider models
 (:class:`Overload`, :class:`TokenQuota`) and failure models, backoffs or
-retry policies of your own (subclasses).
+retry policies of your own (subclasses). Those either wait on machinery the
+kernel does not model (the rate limiter's buckets and windows, a timeout
+cancelling an attempt, a quota reading the loop's clock) or run code of
+yours whose behaviour the kernel cannot know; ``engine="auto"`` runs the
+engine for them.
+
+The event path reproduces CPython's asyncio scheduling (what 3.11 to 3.13
+do; the equality tests run on each), not a property of asyncio in general.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..records import RunReport
+from ..config import PipelineConfig
+from ..records import DeadLetter, RunReport, ShedLog
 from ..retry import Backoff, RetryPolicy
 from ..stats import Statistics
 from .failures import (
@@ -179,10 +187,27 @@ def run_kernel(
     return report, arrivals, columns, series
 
 
-def make_report(*, config, offered, admitted, completed, attempts, retried, dead_letters, shed,
-                unfinished, drain_timed_out, finished_s, queue_peak, producer_blocked_s
-                ) -> RunReport:  # fmt: skip
-    """The :class:`~pipeline.RunReport` the engine's close would have built."""
+def make_report(
+    *,
+    config: PipelineConfig,
+    offered: int,
+    admitted: int,
+    completed: int,
+    attempts: int,
+    retried: int,
+    dead_letters: list[DeadLetter],
+    shed: ShedLog,
+    unfinished: list[int],
+    drain_timed_out: bool,
+    finished_s: float,
+    queue_peak: int,
+    producer_blocked_s: float,
+) -> RunReport:
+    """The :class:`~pipeline.RunReport` the engine's close would have built.
+
+    At the close every worker has stopped and the queue, the retry timers and
+    the producers' waits are empty, so those statistics are 0.
+    """
     statistics = Statistics(
         state="closed",
         queue_size=0,
