@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -91,3 +93,35 @@ def test_a_scenario_that_cannot_be_pickled_is_refused_before_the_pool():
     with pytest.raises(ValueError, match=r"simulate\(replications=...\) runs scenarios in 2"):
         simulate(varying, replications=2, processes=2)
     assert len(simulate(varying, replications=2, processes=1)) == 2
+
+
+SCRIPT = """
+from pipeline import PipelineConfig
+from pipeline.sim import Exponential, Poisson, Scenario, simulate
+
+scenario = Scenario(arrivals=Poisson(rate=3.0), service=Exponential(mean=1.0),
+                    config=PipelineConfig(concurrency=2), n_items=200, seed=1)
+{call}
+"""
+CALL = "print(len(simulate(scenario, replications=2, processes=2, progress=False)))"
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_script_without_the_main_guard_is_told_how_to_fix_it(tmp_path, guarded):
+    call = f'if __name__ == "__main__":\n    {CALL}' if guarded else CALL
+    script = tmp_path / "replicate.py"
+    script.write_text(SCRIPT.format(call=call))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    if guarded:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "2"
+    else:
+        assert done.returncode != 0
+        assert "put the call under 'if __name__ == \"__main__\":'" in done.stderr

@@ -71,8 +71,10 @@ def run_tasks(
     ``bar.update()`` is called as each task finishes.
 
     Raises:
+        RuntimeError: called (``workers`` > 1) by a worker process that is
+            still importing the script that started it (no ``__main__`` guard).
         Whatever a task raises; pickling and start-up failures carry a note
-        saying how to fix them.
+            saying how to fix them.
     """
     # Imported here: a run that needs no pool (the command line's) does not pay for it.
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -84,6 +86,13 @@ def run_tasks(
             results[index] = function(*task)
             bar.update()
         return results
+    if bootstrapping():
+        # A script without the guard, re-imported by the pool's worker: say so here,
+        # where the user sees it, instead of letting this worker start a pool of its own.
+        raise RuntimeError(
+            f"{what} was called while a worker process imported the script that started "
+            "it; put the call under 'if __name__ == \"__main__\":'"
+        )
     with ProcessPoolExecutor(max_workers=workers, mp_context=context()) as pool:
         futures = {pool.submit(function, *task): index for index, task in enumerate(tasks)}
         try:

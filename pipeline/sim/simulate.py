@@ -439,7 +439,7 @@ def _replicate(
     processes: int | None,
     progress: bool | None,
 ) -> list[SimulationResult]:
-    from ._pool import bootstrapping, check_picklable, default_workers, run_tasks
+    from ._pool import check_picklable, default_workers, run_tasks
     from .kernel import unsupported
 
     ran = "asyncio" if engine == "asyncio" or unsupported(scenario) is not None else "kernel"
@@ -449,11 +449,6 @@ def _replicate(
     else:
         workers = default_workers(processes, replications)
     if workers > 1:
-        if bootstrapping():
-            raise RuntimeError(
-                "simulate(replications=...) was called while a worker process imported the "
-                "script that started it; put the call under 'if __name__ == \"__main__\":'"
-            )
         check_picklable([scenario], workers, "simulate(replications=...)")
     show = progress if progress is not None else (workers > 1 or guess >= _POOL_WORTH_S)
 
