@@ -7,11 +7,11 @@ fails on the line that made it rather than an hour into a run.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._validate import real, show
 from .retry import Backoff, RetryPolicy
 
 __all__ = ["PipelineConfig", "RateLimit"]
@@ -19,21 +19,19 @@ __all__ = ["PipelineConfig", "RateLimit"]
 
 def _require_int(name: str, value: object, *, minimum: int, allowed: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer ({allowed}), got {value!r}")
+        raise TypeError(f"{name} must be an integer ({allowed}), got {show(value)}")
     if value < minimum:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+        raise ValueError(f"{name} must be {allowed}, got {show(value)}")
 
 
 def _require_seconds(name: str, value: object, *, allow_none: bool, allow_zero: bool) -> None:
     if value is None and allow_none:
         return
-    allowed = ">= 0 seconds" if allow_zero else "> 0 seconds"
-    if allow_none:
-        allowed += " or None"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds ({allowed}), got {value!r}")
-    if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    unit = "seconds, or None" if allow_none else "seconds"
+    if allow_zero:
+        real(name, value, unit, at_least=0)
+    else:
+        real(name, value, unit, above=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,24 +56,20 @@ class RateLimit:
     def __post_init__(self) -> None:
         for name in ("requests_per_minute", "tokens_per_minute"):
             value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{name} must be a number > 0 or None, got {value!r}")
-            if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be > 0 (per minute) or None, got {value!r}")
+            if value is not None:
+                real(name, value, "per minute, or None", above=0)
         if self.requests_per_minute is None and self.tokens_per_minute is None:
             raise ValueError(
                 "RateLimit needs requests_per_minute or tokens_per_minute (or both), got neither"
             )
         tokens = self.tokens_per_item
         if not callable(tokens):
-            if isinstance(tokens, bool) or not isinstance(tokens, int | float):
-                raise TypeError(
-                    f"tokens_per_item must be a number >= 0 or a function, got {tokens!r}"
-                )
-            if not (tokens >= 0 and math.isfinite(tokens)):
-                raise ValueError(f"tokens_per_item must be >= 0, got {tokens!r}")
+            real(
+                "tokens_per_item",
+                tokens,
+                "tokens per attempt, or a function of the payload",
+                at_least=0,
+            )
             if self.tokens_per_minute is not None and tokens > self.tokens_per_minute:
                 raise ValueError(
                     f"tokens_per_item ({tokens!r}) must not exceed tokens_per_minute "
@@ -135,11 +129,11 @@ class PipelineConfig:
             if isinstance(self.queue_maxsize, bool) or not isinstance(self.queue_maxsize, int):
                 raise TypeError(
                     "queue_maxsize must be an integer >= 1, or None for an explicitly "
-                    f"unbounded queue, got {self.queue_maxsize!r}"
+                    f"unbounded queue, got {show(self.queue_maxsize)}"
                 )
             if self.queue_maxsize < 1:
                 raise ValueError(
-                    f"queue_maxsize must be >= 1, got {self.queue_maxsize!r}: a size of 0 or "
+                    f"queue_maxsize must be >= 1, got {show(self.queue_maxsize)}: a size of 0 or "
                     "less would mean an unbounded queue, which defeats backpressure; pass "
                     "queue_maxsize=None if you really want one"
                 )
