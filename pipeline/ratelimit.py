@@ -8,8 +8,10 @@ not starved by a stream of small ones.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
+from ._validate import real, show
 from .config import RateLimit
 
 __all__ = ["RateLimiter", "TokenBucket"]
@@ -84,19 +86,39 @@ class RateLimiter:
         self._lock = asyncio.Lock()
 
     def tokens_for(self, payload: Any) -> float:
-        """Tokens one attempt on ``payload`` spends.
+        """Tokens one attempt on ``payload`` spends, checked.
+
+        A function given as ``tokens_per_item`` must return a real number from
+        0 to ``tokens_per_minute``: NaN would silently disable the limit (every
+        comparison with it is false), infinity or a larger count could never be
+        sent. The engine counts the error as the attempt's failure.
 
         Raises:
-            ValueError: the estimate is negative or can never fit the bucket.
+            ValueError: the estimate is NaN, infinite, negative or larger than
+                one minute's allowance, or the function raised (the cause is chained).
+            TypeError: the estimate is not a real number (a bool, a str, a coroutine).
         """
         estimate = self.limit.tokens_per_item
-        tokens = float(estimate(payload) if callable(estimate) else estimate)
-        if tokens < 0 or (self._tokens is not None and tokens > self._tokens.capacity):
+        if not callable(estimate):
+            return float(estimate)  # checked when the RateLimit was made
+        most = self.limit.tokens_per_minute
+        allowed = f"tokens per attempt; tokens_per_minute is {most:g}"
+        try:
+            value = estimate(payload)
+        except Exception as error:
             raise ValueError(
-                f"tokens_per_item gave {tokens:g} for {payload!r}; allowed: 0 to "
-                f"tokens_per_minute ({self.limit.tokens_per_minute})"
+                f"tokens_per_item raised {type(error).__name__} for payload {show(payload)}: "
+                f"{_message(error)}; it must return a number of tokens >= 0 and <= {most:g} "
+                "(tokens_per_minute)"
+            ) from error
+        name = f"tokens_per_item for payload {show(payload)}"
+        if inspect.iscoroutine(value):
+            value.close()  # never awaited: close it, or it warns when collected
+            raise TypeError(
+                f"{name} returned a coroutine: it must be a plain function returning a "
+                f"real number ({allowed}), not an async def"
             )
-        return tokens
+        return real(name, value, allowed, at_least=0, at_most=most)
 
     async def acquire(self, payload: Any) -> None:
         """Wait until one attempt on ``payload`` may start."""
@@ -117,3 +139,12 @@ class RateLimiter:
                 self._requests.take(1.0, now)
             if self._tokens is not None:
                 self._tokens.take(tokens, now)
+
+
+def _message(error: BaseException) -> str:
+    """``str(error)``, cut short, or a placeholder when its ``__str__`` raises."""
+    try:
+        text = str(error)
+    except Exception:
+        return "<str() of the error raised>"
+    return text if len(text) <= 200 else text[:200] + "..."
