@@ -52,7 +52,9 @@ class RateLimit:
       window (as :class:`~pipeline.sim.TokenQuota` does) never refuses a client
       set to exactly its published limit. Under a steady backlog the limits are
       reached, not undershot: a waiting attempt starts the moment the attempts
-      that block it are 60 s old.
+      that block it are 60 s old. It does not pace: a window's allowance may
+      start at once, and again 60 s later. Against a downstream that also
+      limits calls in flight, bound ``concurrency`` to that limit.
     - **Token bucket** (``burst_s=`` a number of seconds): one bucket per limit
       holds ``burst_s`` seconds' worth of allowance (``requests_per_minute *
       burst_s / 60`` requests), starts full and refills continuously. Bursts of
