@@ -17,11 +17,17 @@ from .retry import Backoff, RetryPolicy
 __all__ = ["WINDOW_S", "PipelineConfig", "RateLimit"]
 
 
-def _require_int(name: str, value: object, *, minimum: int, allowed: str) -> None:
+def _require_int(
+    name: str, value: object, *, minimum: int, allowed: str, maximum: int | None = None
+) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an integer ({allowed}), got {show(value)}")
-    if value < minimum:
+    if value < minimum or (maximum is not None and value > maximum):
         raise ValueError(f"{name} must be {allowed}, got {show(value)}")
+
+
+MAX_CONCURRENCY = 1_000_000
+"""The most workers a pipeline starts: each is a task, and a typo must not exhaust memory."""
 
 
 def _require_seconds(name: str, value: object, *, allow_none: bool, allow_zero: bool) -> None:
@@ -163,7 +169,7 @@ class PipelineConfig:
     """How a :class:`~pipeline.Pipeline` admits, works, retries and drains.
 
     Args:
-        concurrency: worker tasks taking items from the queue (>= 1).
+        concurrency: worker tasks taking items from the queue (1 to 1,000,000).
         queue_maxsize: items the queue may hold (>= 1), or None for an explicit
             unbounded queue (memory then grows without limit under overload).
             Items waiting for a retry count against this bound too.
@@ -207,7 +213,13 @@ class PipelineConfig:
     keep_shed: int | None = 1000
 
     def __post_init__(self) -> None:
-        _require_int("concurrency", self.concurrency, minimum=1, allowed=">= 1 worker")
+        _require_int(
+            "concurrency",
+            self.concurrency,
+            minimum=1,
+            maximum=MAX_CONCURRENCY,
+            allowed=f">= 1 and <= {MAX_CONCURRENCY:,} workers",
+        )
         if self.queue_maxsize is not None:
             if isinstance(self.queue_maxsize, bool) or not isinstance(self.queue_maxsize, int):
                 raise TypeError(

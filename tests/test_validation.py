@@ -155,3 +155,8 @@ def test_an_integer_too_large_to_print_is_still_named_in_the_message(name, make)
     with pytest.raises(ValueError) as caught:
         make(-(10**5000))
     assert name in str(caught.value) and "5001 digits" in str(caught.value)
+
+
+def test_a_huge_worker_count_is_refused_before_any_task_exists():
+    with pytest.raises(ValueError, match=r"concurrency must be >= 1 and <= 1,000,000 workers"):
+        PipelineConfig(concurrency=10**400)
