@@ -6,6 +6,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# JupyterLab refuses to run as root unless told to; containers and CI often are root.
+# `id -u` is the effective uid, asked of make's /bin/sh only when `make lab` runs.
+LAB_ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root)
+# Extra arguments for JupyterLab, e.g. make lab LAB_ARGS='--no-browser --port=8899'
+LAB_ARGS ?=
 
 .PHONY: lab test lint bench clean
 
@@ -16,7 +21,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
