@@ -214,7 +214,7 @@ def test_thread_usage_needs_a_timed_handler():
         thread_usage(lambda x: x)
 
 
-def test_threads_that_wait_overlap_and_use_almost_no_cpu():
+def test_thread_usage_counts_overlapping_calls_once():
     import threading
     import time
 
