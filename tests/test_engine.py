@@ -398,7 +398,8 @@ def test_blocking_plain_function_handler_does_not_block_the_loop():
 
     # Each call blocks its thread until a coroutine on the event loop has run after the call
     # began. Were the call made on the loop's own thread, the loop could not run that
-    # coroutine: the wait would time out (a liveness guard, 5 s) instead of being released.
+    # coroutine: the wait would time out (a liveness guard, 60 s, far beyond any machine's
+    # speed) instead of being released.
     loop_ran = threading.Event()
     timed_out = []
 
@@ -408,7 +409,7 @@ def test_blocking_plain_function_handler_does_not_block_the_loop():
 
         def blocking(x):
             loop.call_soon_threadsafe(call_started.set)
-            if not loop_ran.wait(timeout=5):
+            if not loop_ran.wait(timeout=60):
                 timed_out.append(x)
                 loop_ran.set()  # fail once, not once per item
             return x
@@ -435,7 +436,7 @@ def test_prefetch_keeps_several_thread_calls_in_flight_per_worker():
     # Each call waits for two others to be in flight with it: the run only completes if the
     # one worker keeps 3 calls going at once (the timeout is a liveness guard: with fewer in
     # flight the barrier breaks and every call fails).
-    together = threading.Barrier(3, timeout=5)
+    together = threading.Barrier(3, timeout=60)
 
     def blocking(x):
         nonlocal in_flight, peak
@@ -557,10 +558,12 @@ def test_sigterm_stops_intake_and_the_run_drains():
     async def main():
         pipe = Pipeline(handler, config())
         run = asyncio.ensure_future(pipe.run(endless()))
-        await asyncio.sleep(0.02)
+        # Signal once items flow, however long the start takes on a busy machine.
+        while pipe.statistics().offered == 0:
+            await asyncio.sleep(0.001)
         pipe.stop_on_signals(signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGTERM)
-        return await asyncio.wait_for(run, 5.0)
+        return await asyncio.wait_for(run, 60.0)  # liveness guard only
 
     report = asyncio.run(main())
     assert report.offered > 0 and report.balanced and not report.drain_timed_out
