@@ -46,17 +46,7 @@ __all__ = [
 _show = show  # render a user-given value for an error message
 
 
-def _number(
-    name: str,
-    value: object,
-    unit: str,
-    *,
-    above: float | None = None,
-    at_least: float | None = None,
-    at_most: float | None = None,
-) -> float:
-    """Return ``value`` as a finite float, or raise naming ``name`` and the bound."""
-    return real(name, value, unit, above=above, at_least=at_least, at_most=at_most)
+_number = real  # a finite float, or a ValueError naming the parameter and its bounds
 
 
 def _integer(name: str, value: object, what: str, *, at_least: int = 0) -> int:
