@@ -6,8 +6,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# JupyterLab refuses to run as root unless told to; containers and CI often are root.
+# `id -u` is the effective uid, asked of make's /bin/sh only when `make lab` runs.
+LAB_ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root)
+# Extra arguments for JupyterLab, e.g. make lab LAB_ARGS='--no-browser --port=8899'
+LAB_ARGS ?=
 
-.PHONY: lab test lint bench clean
+.PHONY: lab test test-all-pythons lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,12 +21,17 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.browser_setup
 	$(BIN)/pytest
+
+# The fast tests (no notebooks, browser or slow checks) on each of Python 3.11, 3.12
+# and 3.13 that is on PATH (or in pyenv), each in its own .venv-3.X; absent ones are listed.
+test-all-pythons:
+	$(PYTHON) -m tests.all_pythons
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
@@ -30,4 +40,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_explorer.py
 
 clean:
-	rm -rf $(VENV) artifacts .pytest_cache
+	rm -rf $(VENV) .venv-3.* artifacts .pytest_cache

@@ -7,80 +7,158 @@ fails on the line that made it rather than an hour into a run.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._validate import FLOAT_MAX, real, show
 from .retry import Backoff, RetryPolicy
 
-__all__ = ["PipelineConfig", "RateLimit"]
+__all__ = ["WINDOW_S", "PipelineConfig", "RateLimit"]
 
 
-def _require_int(name: str, value: object, *, minimum: int, allowed: str) -> None:
+def _require_int(
+    name: str, value: object, *, minimum: int, allowed: str, maximum: int | None = None
+) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer ({allowed}), got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+        raise TypeError(f"{name} must be an integer ({allowed}), got {show(value)}")
+    if value < minimum or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be {allowed}, got {show(value)}")
+
+
+MAX_CONCURRENCY = 1_000_000
+"""The most workers a pipeline starts: each is a task, and a typo must not exhaust memory."""
 
 
 def _require_seconds(name: str, value: object, *, allow_none: bool, allow_zero: bool) -> None:
     if value is None and allow_none:
         return
-    allowed = ">= 0 seconds" if allow_zero else "> 0 seconds"
-    if allow_none:
-        allowed += " or None"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds ({allowed}), got {value!r}")
-    if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    unit = "seconds, or None" if allow_none else "seconds"
+    if allow_zero:
+        real(name, value, unit, at_least=0)
+    else:
+        real(name, value, unit, above=0)
+
+
+WINDOW_S = 60.0
+"""Seconds over which per-minute limits are counted: the window of a :class:`RateLimit`."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class RateLimit:
-    """A downstream's limits, enforced with token buckets in loop time.
+    """A downstream's limits on requests and tokens per minute, kept in loop time.
 
-    Workers wait on the limiter before each attempt. Each bucket holds one
-    minute's allowance and refills continuously, which is how providers that
-    quote "requests per minute" and "tokens per minute" behave.
+    Workers wait on the limiter before each attempt (waiting is not part of
+    the attempt). Two ways to keep the limits:
+
+    - **Sliding window** (the default, ``burst_s=None``): an attempt may start
+      at time *t* only if the attempts started in ``(t - 60 s, t]``, with it,
+      stay within ``requests_per_minute`` and ``tokens_per_minute``. No 60 s
+      window ever sees more than the limits, so a provider that counts per
+      window (as :class:`~pipeline.sim.TokenQuota` does) never refuses a client
+      set to exactly its published limit. Under a steady backlog the limits are
+      reached, not undershot: a waiting attempt starts the moment the attempts
+      that block it are 60 s old. It does not pace: a window's allowance may
+      start at once, and again 60 s later. Against a downstream that also
+      limits calls in flight, bound ``concurrency`` to that limit.
+    - **Token bucket** (``burst_s=`` a number of seconds): one bucket per limit
+      holds ``burst_s`` seconds' worth of allowance (``requests_per_minute *
+      burst_s / 60`` requests), starts full and refills continuously. Bursts of
+      up to that many start at once after a quiet spell, so a 60 s window may
+      see up to ``(1 + burst_s / 60)`` times the limit. ``burst_s=60`` is a
+      bucket holding a full minute's allowance. Choose it only for a
+      downstream that itself allows such bursts.
 
     Args:
         requests_per_minute: attempts allowed per minute, or None for no limit.
+            With the sliding window at least 1 (a window must hold one request).
         tokens_per_minute: tokens allowed per minute, or None for no limit.
         tokens_per_item: tokens one attempt spends: a number, or a function of
-            the payload returning one (an estimate of prompt plus completion).
+            the payload returning one (an estimate of prompt plus completion),
+            from 0 to what one window (or bucket) holds. A bad estimate fails
+            that attempt with an error that names it.
+        burst_s: None (default) for the sliding window; or seconds of allowance
+            (> 0) a token bucket holds, which must come to at least one request.
+
+    Raises:
+        ValueError: a value outside what is allowed (the message names it).
+        TypeError: a value of the wrong type.
+
+    Example:
+        >>> RateLimit(requests_per_minute=60)               # never 61 in any 60 s
+        >>> RateLimit(requests_per_minute=60, burst_s=10)   # 10 at once, then 1 per second
     """
 
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     tokens_per_item: float | Callable[[Any], float] = 1.0
+    burst_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("requests_per_minute", "tokens_per_minute"):
             value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{name} must be a number > 0 or None, got {value!r}")
-            if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be > 0 (per minute) or None, got {value!r}")
+            if value is not None:
+                real(name, value, "per minute, or None", above=0)
         if self.requests_per_minute is None and self.tokens_per_minute is None:
             raise ValueError(
                 "RateLimit needs requests_per_minute or tokens_per_minute (or both), got neither"
             )
-        tokens = self.tokens_per_item
-        if not callable(tokens):
-            if isinstance(tokens, bool) or not isinstance(tokens, int | float):
-                raise TypeError(
-                    f"tokens_per_item must be a number >= 0 or a function, got {tokens!r}"
-                )
-            if not (tokens >= 0 and math.isfinite(tokens)):
-                raise ValueError(f"tokens_per_item must be >= 0, got {tokens!r}")
-            if self.tokens_per_minute is not None and tokens > self.tokens_per_minute:
+        if self.burst_s is not None:
+            real(
+                "burst_s",
+                self.burst_s,
+                "seconds of allowance a token bucket holds, or None for a sliding window",
+                above=0,
+            )
+        requests = self._capacity(self.requests_per_minute)
+        tokens_held = self._capacity(self.tokens_per_minute)
+        for name, held in (("requests", requests), ("tokens", tokens_held)):
+            if held is not None and not held <= FLOAT_MAX:
                 raise ValueError(
-                    f"tokens_per_item ({tokens!r}) must not exceed tokens_per_minute "
-                    f"({self.tokens_per_minute!r}): such an item could never be sent"
+                    f"burst_s ({show(self.burst_s)}) is too large: {name}_per_minute * burst_s "
+                    f"/ 60 overflows a float; allowed: a bucket of at most {FLOAT_MAX:.2g} {name}"
                 )
+        if requests is not None and requests < 1:
+            if self.burst_s is None:
+                raise ValueError(
+                    f"requests_per_minute must be >= 1 with the sliding window (burst_s=None), "
+                    f"got {show(self.requests_per_minute)}: no 60 s window could hold one "
+                    f"request; for fewer than one per minute use a bucket holding one, "
+                    f"burst_s={60 / self.requests_per_minute:g}"
+                )
+            raise ValueError(
+                f"burst_s must be >= {60 / self.requests_per_minute:g} seconds at "
+                f"requests_per_minute={show(self.requests_per_minute)}, got "
+                f"{show(self.burst_s)}: the bucket would hold {requests:g} requests, "
+                "and never one whole request"
+            )
+        estimate = self.tokens_per_item
+        if not callable(estimate):
+            real(
+                "tokens_per_item",
+                estimate,
+                "tokens per attempt, or a function of the payload",
+                at_least=0,
+            )
+            if tokens_held is not None and estimate > tokens_held:
+                held_by = (
+                    f"tokens_per_minute ({show(self.tokens_per_minute)})"
+                    if self.burst_s is None
+                    else f"what the bucket holds, tokens_per_minute * burst_s / 60 "
+                    f"({tokens_held:g})"
+                )
+                raise ValueError(
+                    f"tokens_per_item ({show(estimate)}) must not exceed {held_by}: such an "
+                    "item could never be sent"
+                )
+
+    def _capacity(self, per_minute: float | None) -> float | None:
+        """The most one window (or bucket) holds at a rate of ``per_minute``; None: no limit."""
+        if per_minute is None:
+            return None
+        if self.burst_s is None:
+            return float(per_minute)
+        return float(per_minute) * float(self.burst_s) / WINDOW_S  # inf if it overflows
 
 
 _ON_FULL = ("block", "reject")
@@ -91,7 +169,7 @@ class PipelineConfig:
     """How a :class:`~pipeline.Pipeline` admits, works, retries and drains.
 
     Args:
-        concurrency: worker tasks taking items from the queue (>= 1).
+        concurrency: worker tasks taking items from the queue (1 to 1,000,000).
         queue_maxsize: items the queue may hold (>= 1), or None for an explicit
             unbounded queue (memory then grows without limit under overload).
             Items waiting for a retry count against this bound too.
@@ -110,8 +188,8 @@ class PipelineConfig:
         rate_limit: a :class:`RateLimit` workers wait on before each attempt.
         keep_shed: payloads shed with ``on_full="reject"`` that the run report
             keeps (the most recent ones, >= 0), or None to keep them all. The
-            count is always exact; pass ``on_shed=`` to the Pipeline to see
-            every shed payload as it happens.
+            count is always exact, and the Pipeline's ``on_event`` listener
+            sees every shed payload as it happens (``EventKind.SHED``).
 
     Raises:
         ValueError: a value outside what is allowed (the message names it).
@@ -135,16 +213,22 @@ class PipelineConfig:
     keep_shed: int | None = 1000
 
     def __post_init__(self) -> None:
-        _require_int("concurrency", self.concurrency, minimum=1, allowed=">= 1 worker")
+        _require_int(
+            "concurrency",
+            self.concurrency,
+            minimum=1,
+            maximum=MAX_CONCURRENCY,
+            allowed=f">= 1 and <= {MAX_CONCURRENCY:,} workers",
+        )
         if self.queue_maxsize is not None:
             if isinstance(self.queue_maxsize, bool) or not isinstance(self.queue_maxsize, int):
                 raise TypeError(
                     "queue_maxsize must be an integer >= 1, or None for an explicitly "
-                    f"unbounded queue, got {self.queue_maxsize!r}"
+                    f"unbounded queue, got {show(self.queue_maxsize)}"
                 )
             if self.queue_maxsize < 1:
                 raise ValueError(
-                    f"queue_maxsize must be >= 1, got {self.queue_maxsize!r}: a size of 0 or "
+                    f"queue_maxsize must be >= 1, got {show(self.queue_maxsize)}: a size of 0 or "
                     "less would mean an unbounded queue, which defeats backpressure; pass "
                     "queue_maxsize=None if you really want one"
                 )

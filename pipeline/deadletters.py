@@ -27,8 +27,8 @@ from typing import IO, Any
 
 from .config import PipelineConfig
 from .engine import Handler, Pipeline
-from .jsoncodec import decode_value, encode_value
-from .records import AttemptError, DeadLetter, RunReport
+from .jsoncodec import decode_value, encode_value, short_repr
+from .records import AttemptError, DeadLetter, RunReport, describe_error
 
 __all__ = [
     "CSV_COLUMNS",
@@ -355,19 +355,7 @@ def _kind(value: Any) -> str:
 
 
 def _show(value: Any) -> str:
-    try:
-        text = json.dumps(value) if isinstance(value, str) else repr(value)
-    except Exception:
-        text = f"<{type(value).__name__} object>"
-    return text if len(text) <= 60 else f"{text[:57]}..."
-
-
-def _show_error(error: BaseException) -> str:
-    try:
-        message = str(error)
-    except Exception:
-        message = "<unprintable>"
-    return f"{type(error).__name__}: {message}"
+    return short_repr(value, limit=60)
 
 
 # -- writing -------------------------------------------------------------------------------
@@ -485,5 +473,6 @@ def _replay_payloads(
         try:
             payloads.append(rebuild(letter["payload"]))
         except Exception as error:
-            raise ValueError(f"{where}: payload= failed: {_show_error(error)}") from error
+            failure = f"{type(error).__name__}: {describe_error(error)}"
+            raise ValueError(f"{where}: payload= failed: {failure}") from error
     return payloads

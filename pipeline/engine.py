@@ -394,6 +394,7 @@ class Pipeline(Intake, Attempts):
             statistics=self.statistics(),
             abandoned=abandoned,
             results_dropped=0 if self._stream is None else self._stream.dropped,
+            results_waiting=0 if self._stream is None else len(self._stream),
         )
         if abandoned:
             self._log(
@@ -471,8 +472,9 @@ class Pipeline(Intake, Attempts):
         beyond that workers wait too, so a slow consumer applies backpressure,
         and a consumer that stops reading without closing holds the run (the
         drain timeout only starts at ``stop()``). Closing the iterator
-        (``aclose()``, or ``break`` once it is released) detaches the consumer:
-        later results are dropped and counted in ``report.results_dropped``.
+        (``aclose()``, or ``break`` in a task that then ends) detaches the
+        consumer: later results are dropped and counted in
+        ``report.results_dropped``.
         The iterator ends when the pipeline closes.
 
         Raises:
@@ -483,7 +485,7 @@ class Pipeline(Intake, Attempts):
             raise PipelineClosed(f"{self!r} is closed; ask for results before it finishes")
         if self._stream is None:
             self._stream = ResultStream(maxsize)
-        return aiter(self._stream)
+        return self._stream.reader()
 
     def statistics(self) -> Statistics:
         """A frozen snapshot of the pipeline's state now."""

@@ -205,7 +205,7 @@ class _Encoder:
         for key in dict.keys(value):
             if not isinstance(key, str):
                 problem = (
-                    f"has a key {_short_repr(key)} ({_type_name(key)}): JSON keys are text, "
+                    f"has a key {short_repr(key)} ({_type_name(key)}): JSON keys are text, "
                     "where 1 and '1' would collide"
                 )
                 return self._refuse(value, path, depth, hooked, TypeError, problem)
@@ -213,7 +213,7 @@ class _Encoder:
         for key, item in dict.items(value):
             text = str.__str__(key)
             if text in out:
-                raise ValueError(f"{self._where(path)} has two keys that read {_short_repr(text)}")
+                raise ValueError(f"{self._where(path)} has two keys that read {short_repr(text)}")
             out[text] = self.convert(item, (path, text), depth + 1, hooked=False)
         return _escaped(out)
 
@@ -318,7 +318,7 @@ def _decode_tag(tag: str, inner: Any, name: str, path: _Path, depth: int) -> Any
         if isinstance(inner, dict):
             return _decode_fields(inner, name, path, depth)
         raise ValueError(f'{where} is a {{"$dict": ...}} tag without an object')
-    raise ValueError(f"{where} is an unknown tag {_short_repr(tag)}")
+    raise ValueError(f"{where} is an unknown tag {short_repr(tag)}")
 
 
 def _check_depth(name: str, path: _Path, depth: int) -> None:
@@ -336,20 +336,20 @@ def _render(name: str, path: _Path) -> str:
         if isinstance(step, int):
             segments.append(f"[{step}]")
         elif isinstance(step, str):
-            segments.append(f"[{_short_repr(step)}]")
+            segments.append(f"[{short_repr(step)}]")
         else:
             segments.append(f".{step[0]}")
     text = name + "".join(reversed(segments))
     return text if len(text) <= 160 else f"{text[:100]}...{text[-50:]}"
 
 
-def _short_repr(value: Any) -> str:
-    """A short, safe rendering: JSON text for a str, else ``repr`` (which may raise)."""
+def short_repr(value: Any, limit: int = 40) -> str:
+    """A short rendering that never raises: JSON text for a str, else ``repr``."""
     try:
         text = json.dumps(value) if isinstance(value, str) else repr(value)
     except Exception:
         text = f"<{_type_name(value)} object>"
-    return text if len(text) <= 40 else f"{text[:37]}..."
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _type_name(value: Any) -> str:

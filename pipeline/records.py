@@ -204,6 +204,9 @@ class RunReport:
         results_dropped: results of finished items that the ``results()``
             stream never handed to a consumer (it detached, or the run closed
             while a worker waited for room). 0 when nobody asked for results.
+        results_waiting: results still in the stream when the run closed; an
+            attached consumer can read them after the run. Every finished
+            item's result is delivered, dropped or waiting.
     """
 
     offered: int
@@ -219,6 +222,7 @@ class RunReport:
     statistics: Statistics
     abandoned: list[Any] = field(default_factory=list)
     results_dropped: int = 0
+    results_waiting: int = 0
 
     @property
     def duration_s(self) -> float:

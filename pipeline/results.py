@@ -6,9 +6,10 @@ letting finished results pile up in memory.
 
 Every result is either handed over or counted as dropped, never lost
 silently. A result is dropped when nobody is left to read it: every consumer
-that started reading has closed its iterator (``aclose()``, ``break`` out of
-``async for`` once the iterator is released, or a cancelled consumer task),
-or the run closed while a worker still waited for room.
+that started reading has closed its iterator (``aclose()``, the end of the
+stream, or the end of the task that was reading: a ``break`` out of
+``async for`` followed by the task returning, or a cancelled consumer), or the
+run closed while a worker still waited for room.
 
 A consumer that stops reading *without* closing its iterator keeps the
 workers waiting: that is backpressure, and the drain timeout only starts once
@@ -20,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
+from typing import Any
 
 from .queue import wake_first
 from .records import Result
 
-__all__ = ["ResultStream"]
+__all__ = ["ResultReader", "ResultStream"]
 
 
 class ResultStream:
@@ -62,6 +63,10 @@ class ResultStream:
             f"delivered={self.delivered} dropped={self.dropped}{state}>"
         )
 
+    def __len__(self) -> int:
+        """Results waiting for the consumer."""
+        return len(self._results)
+
     async def send(self, result: Result) -> None:
         """Wait for room, then hand ``result`` over.
 
@@ -86,23 +91,28 @@ class ResultStream:
         self._closed = True
         self._wake_all()
 
-    async def __aiter__(self) -> AsyncIterator[Result]:
+    def reader(self) -> ResultReader:
+        """A new async iterator over the results (see :class:`ResultReader`)."""
+        return ResultReader(self)
+
+    def _attach(self) -> None:
         self._consumers += 1
         self._detached = False
-        try:
-            while True:
-                while not self._results:
-                    if self._closed:
-                        return
-                    await self._wait(self._receivers)
-                result = self._results.popleft()
-                wake_first(self._senders)
-                self.delivered += 1
-                yield result
-        finally:
-            self._consumers -= 1
-            if self._consumers == 0 and not self._closed:
-                self._detach()
+
+    def _leave(self) -> None:
+        self._consumers -= 1
+        if self._consumers == 0 and not self._closed:
+            self._detach()
+
+    async def _receive(self) -> Result:
+        while not self._results:
+            if self._closed:
+                raise StopAsyncIteration
+            await self._wait(self._receivers)
+        result = self._results.popleft()
+        wake_first(self._senders)
+        self.delivered += 1
+        return result
 
     def _detach(self) -> None:
         """The last consumer left: drop what waits and release every sender."""
@@ -126,3 +136,53 @@ class ResultStream:
             if not waiter.done():
                 waiter.cancel()
                 waiters.remove(waiter)
+
+
+class ResultReader:
+    """An async iterator over a :class:`ResultStream`, for one consumer.
+
+    The consumer is attached from its creation until it closes:
+    ``aclose()`` (or ``contextlib.aclosing``), the stream's end, or the end of
+    the task that was reading (a task that did ``break`` and returned, or was
+    cancelled). A ``break`` in a task that carries on doing other things is
+    not a close: that consumer still holds the workers until it closes.
+    """
+
+    __slots__ = ("_state", "_stream")
+
+    def __init__(self, stream: ResultStream) -> None:
+        self._stream = stream
+        self._state = "new"  # -> "reading" -> "closed"
+        stream._attach()
+
+    def __repr__(self) -> str:
+        return f"<ResultReader {self._state} of {self._stream!r}>"
+
+    def __aiter__(self) -> ResultReader:
+        return self
+
+    async def __anext__(self) -> Result:
+        if self._state == "closed":
+            raise StopAsyncIteration
+        if self._state == "new":
+            self._state = "reading"
+            task = asyncio.current_task()
+            if task is not None:
+                task.add_done_callback(self._reader_task_done)
+        try:
+            return await self._stream._receive()
+        except StopAsyncIteration:
+            self._close()
+            raise
+
+    async def aclose(self) -> None:
+        """Detach: results nobody else reads are dropped (and counted) from now on."""
+        self._close()
+
+    def _reader_task_done(self, _task: asyncio.Task[Any]) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self._state != "closed":
+            self._stream._leave()
+        self._state = "closed"

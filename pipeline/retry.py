@@ -8,21 +8,14 @@ generator handed in, never from module-level state.
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 from dataclasses import dataclass
 from typing import Literal
 
+from ._validate import real
 from .errors import PermanentError
 
 __all__ = ["Backoff", "RetryPolicy"]
-
-
-def _check_number(name: str, value: object, *, minimum: float, allowed: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number ({allowed}), got {value!r}")
-    if not math.isfinite(value) or value < minimum:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,16 +41,17 @@ class Backoff:
     def __post_init__(self) -> None:
         if self.kind not in ("constant", "exponential"):
             raise ValueError(f"backoff kind must be 'constant' or 'exponential', got {self.kind!r}")
-        _check_number("backoff base_s", self.base_s, minimum=0.0, allowed=">= 0 seconds")
-        _check_number("backoff factor", self.factor, minimum=1.0, allowed=">= 1")
-        _check_number("backoff cap_s", self.cap_s, minimum=0.0, allowed=">= 0 seconds")
+        real("backoff base_s", self.base_s, "seconds", at_least=0)
+        real("backoff factor", self.factor, "growth per retry", at_least=1)
+        real("backoff cap_s", self.cap_s, "seconds", at_least=0)
         if not isinstance(self.jitter, bool):
             raise TypeError(f"backoff jitter must be True or False, got {self.jitter!r}")
 
     @classmethod
     def constant(cls, delay_s: float, *, jitter: bool = False) -> Backoff:
         """The same delay before every retry."""
-        return cls(kind="constant", base_s=delay_s, cap_s=max(delay_s, 0.0), jitter=jitter)
+        # base_s is checked first, so a bad delay_s is reported under that name.
+        return cls(kind="constant", base_s=delay_s, cap_s=delay_s, jitter=jitter)
 
     @classmethod
     def none(cls) -> Backoff:
@@ -67,14 +61,16 @@ class Backoff:
     def delay(self, failed_attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
         if self.kind == "constant":
-            delay = self.base_s
+            delay = float(self.base_s)
         else:
-            # Cap the exponent first: factor**1000 would overflow a float.
+            # In floats, with the exponent capped: an int factor would otherwise
+            # build a huge integer, and factor**1000 overflows a float.
             exponent = min(failed_attempt - 1, 1023)
+            base, cap = float(self.base_s), float(self.cap_s)
             try:
-                delay = min(self.cap_s, self.base_s * self.factor**exponent)
+                delay = min(cap, base * float(self.factor) ** exponent)
             except OverflowError:
-                delay = self.cap_s
+                delay = cap if base > 0 else 0.0
         if self.jitter and delay > 0.0:
             if rng is None:
                 raise ValueError("backoff with jitter needs a random generator (rng)")

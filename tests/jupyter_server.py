@@ -24,7 +24,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["JupyterLab", "free_port", "start_lab"]
+__all__ = ["JupyterLab", "free_port", "server_env", "start_lab"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -96,6 +96,37 @@ class JupyterLab:
         except OSError:
             return ""
 
+    def wait_until_ready(self, timeout_s: float = 90) -> None:
+        """Wait until the server answers ``/api/status``; stop it and raise if it never does.
+
+        Raises:
+            RuntimeError: the server exited, or did not answer within ``timeout_s``.
+        """
+        proc = self.process
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(
+                        f"JupyterLab exited with code {proc.returncode} before answering; "
+                        f"log:\n{self.log_tail()}"
+                    )
+                try:
+                    status = self.api("GET", f"/api/status?token={self.token}", timeout=2)
+                    if isinstance(status, dict) and "started" in status:
+                        return
+                except (OSError, ValueError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"JupyterLab did not answer /api/status within {timeout_s} s; "
+                        f"log:\n{self.log_tail()}"
+                    )
+                time.sleep(0.25)
+        except BaseException:
+            self.stop()
+            raise
+
     def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after 10 s), whatever state it is in."""
         proc = self.process
@@ -114,7 +145,8 @@ class JupyterLab:
             self._log_file = None
 
 
-def _server_env(home: Path) -> dict[str, str]:
+def server_env(home: Path) -> dict[str, str]:
+    """The environment for a private server: every Jupyter and IPython directory under ``home``."""
     env = dict(os.environ)
     dirs = {
         "JUPYTER_CONFIG_DIR": home / "config",
@@ -183,33 +215,12 @@ def start_lab(notebooks: Path, workdir: Path, *, startup_timeout_s: float = 90) 
     proc = subprocess.Popen(
         cmd,
         cwd=root_dir,
-        env=_server_env(workdir / "home"),
+        env=server_env(workdir / "home"),
         stdin=subprocess.DEVNULL,
         stdout=log_file,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     lab = JupyterLab(proc, port, token, root_dir, log_path, log_file)
-    deadline = time.monotonic() + startup_timeout_s
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"JupyterLab exited with code {proc.returncode} before answering; "
-                    f"log:\n{lab.log_tail()}"
-                )
-            try:
-                status = lab.api("GET", f"/api/status?token={token}", timeout=2)
-                if isinstance(status, dict) and "started" in status:
-                    return lab
-            except (OSError, ValueError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"JupyterLab did not answer /api/status within {startup_timeout_s} s; "
-                    f"log:\n{lab.log_tail()}"
-                )
-            time.sleep(0.25)
-    except BaseException:
-        lab.stop()
-        raise
+    lab.wait_until_ready(startup_timeout_s)
+    return lab

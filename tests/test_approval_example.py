@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import threading
 from datetime import UTC
 from decimal import Decimal
 
@@ -108,7 +109,8 @@ def test_score_is_deterministic_and_raises_the_documented_errors(tasks):
 def test_real_time_run_accounts_for_every_task_and_keeps_dead_letter_payloads(tasks, handler):
     invalid = dataclasses.replace(tasks[0], amount_usd=Decimal("-12.34"))
     source = [*tasks, invalid]
-    config = approval_config(backoff=FAST_RETRIES, drain_timeout_s=10.0)
+    # No drain bound: a slow machine must not leave tasks unfinished (unless_hung guards hangs).
+    config = approval_config(backoff=FAST_RETRIES, drain_timeout_s=None)
     report, decisions = asyncio.run(
         unless_hung(run_approvals(source, config, handler=handler), "the approval run")
     )
@@ -141,33 +143,48 @@ def test_real_time_run_accounts_for_every_task_and_keeps_dead_letter_payloads(ta
 
 
 def test_the_loop_keeps_running_while_tasks_are_scored():
-    # Senior-tier tasks take the most CPU (about 7 ms each): 40 of them, ~0.3 s.
+    # Senior-tier tasks take the most CPU (a few ms each on a quiet machine).
     senior = (
         t
         for t in generate_tasks(seed=SEED)
         if t.routing_tier == "senior" and not in_ledger_outage(t)
     )
     tasks = [next(senior) for _ in range(40)]
+    # Each call scores its task, then returns only once the loop has ticked three times
+    # while scoring was in flight. Off the loop that always happens, at any machine speed;
+    # a call made on the loop's own thread would stop every tick (a liveness guard, HANG_S).
+    loop_ticked = threading.Event()
+    stalled: list[ApprovalTask] = []
+
+    def score_then_wait_for_the_loop(task: ApprovalTask) -> Decision:
+        decision = approval_handler(task)
+        if not loop_ticked.wait(HANG_S):
+            stalled.append(task)
+            loop_ticked.set()  # fail once, not once per task
+        return decision
 
     async def main() -> list[int]:
-        pipe = Pipeline(approval_handler, approval_config())
+        pipe = Pipeline(score_then_wait_for_the_loop, approval_config())
         busy_at_tick: list[int] = []
 
         async def ticker() -> None:
             while True:
                 await asyncio.sleep(0.001)
                 busy_at_tick.append(pipe.statistics().workers_busy)
+                if sum(1 for busy in busy_at_tick if busy > 0) >= 3:
+                    loop_ticked.set()
 
         ticking = asyncio.ensure_future(ticker())
         try:
-            report = await pipe.run(tasks)
+            report = await unless_hung(pipe.run(tasks), "the approval run")
         finally:
             ticking.cancel()
         assert report.completed == len(tasks)
         return busy_at_tick
 
     busy_at_tick = asyncio.run(main())
-    # Ticks land while scoring is in flight: the CPU work runs on threads, not the loop.
+    assert stalled == [], "a scoring call blocked the event loop"
+    # Ticks landed while scoring was in flight: the CPU work runs on threads, not the loop.
     assert sum(1 for busy in busy_at_tick if busy > 0) >= 3
 
 

@@ -64,7 +64,7 @@ def test_keep_shed_must_be_a_count_or_none(keep):
 def test_shed_log_reads_like_the_list_it_replaces_until_it_forgets():
     log = ShedLog(keep=3, payloads=range(3))
     assert log == [0, 1, 2] and len(log) == 3 and [*log] == [0, 1, 2]
-    assert log + [9] == [0, 1, 2, 9] and [9] + log == [9, 0, 1, 2]
+    assert log + [9] == [0, 1, 2, 9] and [9] + log == [9, 0, 1, 2]  # noqa: RUF005
     log.append(3)
     assert len(log) == 4 and log.kept == [1, 2, 3] and log.dropped == 1
     assert log != [1, 2, 3]  # something was forgotten: not equal to any full list
@@ -108,7 +108,7 @@ def test_an_unfinished_item_whose_thread_still_runs_is_reported_abandoned():
 
 
 def test_abandoned_is_reported_on_the_virtual_loop_too():
-    write, written, started, release = _held_writer()
+    write, _, started, release = _held_writer()
 
     async def main():
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 
 import matplotlib
 import numpy as np
@@ -12,7 +13,16 @@ from matplotlib.figure import Figure
 
 from pipeline import Pipeline, PipelineConfig
 from pipeline.sim.vloop import run_virtual
-from pipeline.viz.live import LiveMonitor, live_figure, live_summary, monitor_run, paced, timed
+from pipeline.viz.live import (
+    LiveMonitor,
+    busy_time,
+    live_figure,
+    live_summary,
+    monitor_run,
+    paced,
+    thread_usage,
+    timed,
+)
 
 matplotlib.use("Agg")
 
@@ -128,8 +138,9 @@ def test_timed_records_every_call_failures_included():
     assert wrapped(3) == 3
     with contextlib.suppress(ValueError):
         wrapped(-1)
-    assert len(wrapped.durations_s) == 2
+    assert len(wrapped.durations_s) == len(wrapped.cpu_s) == len(wrapped.started_s) == 2
     assert all(d >= 0 for d in wrapped.durations_s)
+    assert all(0 <= cpu <= d for cpu, d in zip(wrapped.cpu_s, wrapped.durations_s, strict=True))
     assert wrapped.__name__ == "flaky"
 
 
@@ -190,3 +201,63 @@ def test_monitor_measures_real_memory_with_tracemalloc():
     assert not tracemalloc.is_tracing()  # the monitor stops what it started
     grew = frame.traced_memory_bytes.iloc[-1] - frame.traced_memory_bytes.iloc[0]
     assert grew >= 30 * 100_000
+
+
+def test_busy_time_counts_overlapping_spans_once():
+    assert busy_time([]) == 0.0
+    assert busy_time([(3.0, 4.0), (0.0, 1.0), (0.5, 2.0), (1.0, 1.5)]) == pytest.approx(3.0)
+    assert busy_time([(0.0, 1.0), (1.0, 2.0)]) == pytest.approx(2.0)
+
+
+def test_thread_usage_needs_a_timed_handler():
+    with pytest.raises(TypeError, match="made by timed"):
+        thread_usage(lambda x: x)
+
+
+def test_thread_usage_counts_overlapping_calls_once():
+    import threading
+    import time
+
+    # Four calls that each wait for the other three: they are in flight together for sure.
+    together = threading.Barrier(4, timeout=60)  # liveness guard only
+
+    def wait_for_the_others(x):
+        together.wait()
+        time.sleep(0.02)
+
+    handler = timed(wait_for_the_others)
+    report = asyncio.run(Pipeline(handler, PipelineConfig(concurrency=4)).run(range(8)))
+    assert report.completed == 8
+    usage = thread_usage(handler)
+    assert usage["calls"] == 8
+    # Accounting identities, whatever the machine's speed: overlaps count once in busy_s,
+    # and no call uses more CPU than the time it took.
+    assert max(handler.durations_s) <= usage["busy_s"] <= usage["thread_s"]
+    assert usage["cpu_s"] <= usage["thread_s"]
+    # Two rounds of four calls, each sleeping 20 ms with the others.
+    assert usage["thread_s"] >= 8 * 0.02 and usage["busy_s"] >= 2 * 0.02
+
+
+def gil_enabled() -> bool:
+    check = getattr(sys, "_is_gil_enabled", None)  # Python 3.13+
+    return True if check is None else check()
+
+
+@pytest.mark.skipif(not gil_enabled(), reason="a free-threaded build runs Python in parallel")
+def test_pure_python_threads_share_one_core():
+    import hashlib
+
+    def spin(x):
+        digest = b"%d" % x
+        for _ in range(3_000):
+            digest = hashlib.sha256(digest).digest()
+        return digest
+
+    handler = timed(spin)
+    report = asyncio.run(Pipeline(handler, PipelineConfig(concurrency=8)).run(range(200)))
+    assert report.completed == 200
+    usage = thread_usage(handler)
+    # The GIL lets one thread run Python at a time: eight threads get one core between them,
+    # however fast or busy the machine (a slower or busier one only lowers the figure).
+    # The 5% is for the lock's hand-overs, which cost each thread a few microseconds.
+    assert usage["cores"] <= 1.05

@@ -479,6 +479,10 @@ class Trace(ArrivalProcess):
     def __init__(self, times: Sequence[float] | np.ndarray) -> None:
         try:
             array = np.array(times, dtype=np.float64)
+        except OverflowError:  # a number too large for a float: name it
+            for i, x in enumerate(times):
+                _number(f"times[{i}]", x, "seconds", at_least=0)
+            raise
         except (TypeError, ValueError):
             raise TypeError(
                 f"times must be a sequence of numbers (seconds), got {type(times).__name__}"

@@ -20,12 +20,13 @@ Example::
 from __future__ import annotations
 
 import math
-import numbers
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .._validate import real, show
 
 __all__ = [
     "Constant",
@@ -42,40 +43,10 @@ __all__ = [
 # -- small validators shared by the sim workload modules -------------------------------
 
 
-def _show(value: object) -> str:
-    """Render a user-given value for an error message (``-1``, ``0.5``, ``'x'``)."""
-    if isinstance(value, bool | int | float | str):
-        return repr(value)
-    if isinstance(value, numbers.Real):
-        return repr(float(value))
-    return repr(value)
+_show = show  # render a user-given value for an error message
 
 
-def _number(
-    name: str,
-    value: object,
-    unit: str,
-    *,
-    above: float | None = None,
-    at_least: float | None = None,
-    at_most: float | None = None,
-) -> float:
-    """Return ``value`` as a finite float, or raise naming ``name`` and the bound."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"{name} must be a real number ({unit}), got {_show(value)} "
-            f"of type {type(value).__name__}"
-        )
-    x = float(value)
-    if not math.isfinite(x):
-        raise ValueError(f"{name} must be finite ({unit}), got {_show(value)}")
-    if above is not None and not x > above:
-        raise ValueError(f"{name} must be > {above:g} ({unit}), got {_show(value)}")
-    if at_least is not None and not x >= at_least:
-        raise ValueError(f"{name} must be >= {at_least:g} ({unit}), got {_show(value)}")
-    if at_most is not None and not x <= at_most:
-        raise ValueError(f"{name} must be <= {at_most:g} ({unit}), got {_show(value)}")
-    return x
+_number = real  # a finite float, or a ValueError naming the parameter and its bounds
 
 
 def _integer(name: str, value: object, what: str, *, at_least: int = 0) -> int:
@@ -89,7 +60,7 @@ def _integer(name: str, value: object, what: str, *, at_least: int = 0) -> int:
             f"{name} must be an integer ({what}), got {_show(value)} of type {type(value).__name__}"
         ) from None
     if n < at_least:
-        raise ValueError(f"{name} must be >= {at_least} ({what}), got {n}")
+        raise ValueError(f"{name} must be >= {at_least} ({what}), got {_show(n)}")
     return n
 
 
@@ -328,6 +299,10 @@ class Empirical(Distribution):
     def __post_init__(self) -> None:
         try:
             array = np.array(self.samples, dtype=np.float64)
+        except OverflowError:  # a number too large for a float: name it
+            for i, x in enumerate(self.samples):
+                _number(f"samples[{i}]", x, "seconds", at_least=0)
+            raise
         except (TypeError, ValueError):
             raise TypeError(
                 "samples must be a sequence of numbers (seconds), "

@@ -26,13 +26,13 @@ first failure wins).
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from pipeline.errors import PermanentError, RateLimited
+from pipeline.ratelimit import SlidingWindow
 from pipeline.sim.distributions import _generator, _integer, _number
 
 __all__ = [
@@ -344,18 +344,14 @@ class Overload(FailureModel):
         return _BoundOverload(self.limit, self.p, self.refuse_s, rng)
 
 
-_QUOTA_WINDOW_S = 60.0  # quotas are quoted per minute
-
-
 class _BoundTokenQuota(AttemptFailures):
-    __slots__ = ("_limit", "_refuse_s", "_tokens", "_used", "_window")
+    __slots__ = ("_refuse_s", "_tokens", "_window")
 
     def __init__(self, limit: float, tokens: tuple[float, ...], refuse_s: float | None) -> None:
-        self._limit = limit
         self._tokens = tokens
         self._refuse_s = refuse_s
-        self._window: deque[tuple[float, float]] = deque()  # (start, tokens), oldest first
-        self._used = 0.0
+        # The same window, counted the same way (exactly), as a client's RateLimit.
+        self._window = SlidingWindow(limit)
 
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         if not 0 <= item_id < len(self._tokens):
@@ -365,25 +361,20 @@ class _BoundTokenQuota(AttemptFailures):
             )
         now = asyncio.get_running_loop().time()
         window = self._window
-        while window and window[0][0] <= now - _QUOTA_WINDOW_S:
-            self._used -= window.popleft()[1]
-        if not window:
-            self._used = 0.0  # no float drift carried across idle minutes
         cost = self._tokens[item_id]
-        if self._used + cost > self._limit:
+        if not window.fits(cost, now):
             return Failure(
                 RateLimited(
-                    f"simulated 429: {self._used:,.0f} tokens started in the last minute "
-                    f"+ {cost:,.0f} > {self._limit:,.0f} (item {item_id}, attempt {attempt})"
+                    f"simulated 429: {window.used:,.0f} tokens started in the last minute "
+                    f"+ {cost:,.0f} > {window.limit:,.0f} (item {item_id}, attempt {attempt})"
                 ),
                 self._refuse_s,
             )
-        window.append((now, cost))
-        self._used += cost
+        window.take(cost, now)
         return None
 
     def cancel(self, item_id: int, attempt: int) -> None:
-        self._used -= self._window.pop()[1]
+        self._window.undo()
 
 
 @dataclass(frozen=True, repr=False)
@@ -392,7 +383,8 @@ class TokenQuota(FailureModel):
 
     Attempt *n* of item *i* costs ``tokens[i]`` tokens. It is refused when the
     tokens of the attempts started in the last 60 s of loop time, plus its
-    own, exceed ``tokens_per_minute`` (a sliding window, as providers count);
+    own, exceed ``tokens_per_minute`` (a sliding window, as providers count,
+    summed exactly; a client ``RateLimit`` with the same limit is never refused);
     refused attempts cost nothing, and neither do attempts another model in a
     combination refused. ``refuse_s`` is as for :class:`Overload`: seconds
     until the refusal arrives, or None for the attempt's full service time.

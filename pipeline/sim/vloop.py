@@ -63,7 +63,6 @@ import collections
 import concurrent.futures
 import contextvars
 import heapq
-import math
 import os
 import threading
 import time
@@ -72,6 +71,7 @@ from asyncio.log import logger
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from pipeline._validate import real
 from pipeline.errors import DeadlockError
 
 __all__ = ["VirtualEventLoop", "new_virtual_loop", "run_virtual"]
@@ -97,15 +97,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             waiting on threads.
 
     Raises:
-        ValueError: if ``start_s`` is not a finite number.
+        ValueError: if ``start_s`` is not finite (NaN, infinite, or too large for a float).
+        TypeError: if ``start_s`` is not a real number.
     """
 
     def __init__(self, *, start_s: float = 0.0, selector: Any = None) -> None:
-        start = float(start_s)
         super().__init__(selector)
-        if not math.isfinite(start):
+        try:
+            start = real("start_s", start_s, "seconds of virtual time")
+        except (TypeError, ValueError):
             self.close()  # a half-built loop would warn when garbage-collected
-            raise ValueError(f"start_s must be a finite number of seconds, got {start_s!r}")
+            raise
         # The timer heap holds (when, seq, handle) tuples rather than handles: equal
         # deadlines then fire FIFO, and tuples compare in C, not in TimerHandle.__lt__.
         self._scheduled: list[tuple[float, int, events.TimerHandle]] = []

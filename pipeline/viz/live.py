@@ -7,7 +7,8 @@ so it works the same on a Jupyter kernel's loop and on the virtual clock.
 ``ipywidgets.Output``, redraws :func:`live_figure` in it at every sample.
 :func:`paced` feeds items at given times (a real-time arrival process) and
 :func:`timed` wraps a plain handler to record how long each call took, which
-is what a virtual-time twin of the run needs as its service times.
+is what a virtual-time twin of the run needs as its service times, and how
+much CPU it used (:func:`thread_usage` adds that up across threads).
 
 Example (a notebook cell)::
 
@@ -22,6 +23,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import threading
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -34,7 +36,16 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["LiveMonitor", "live_figure", "live_summary", "monitor_run", "paced", "timed"]
+__all__ = [
+    "LiveMonitor",
+    "busy_time",
+    "live_figure",
+    "live_summary",
+    "monitor_run",
+    "paced",
+    "thread_usage",
+    "timed",
+]
 
 
 def _check_period(every_s: object) -> float:
@@ -320,9 +331,13 @@ async def paced(items: Iterable[Any], times_s: Iterable[float]) -> AsyncIterator
 def timed(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """Wrap a plain (non-async) handler so each call's duration is recorded.
 
-    The wrapper keeps ``durations_s``, a list of wall-clock seconds per call
-    (failed calls included), measured inside the thread the pipeline runs it
-    on. The wrapper is still a plain function, so the pipeline still offloads it.
+    The wrapper keeps, per call (failed calls included) and in call order:
+    ``durations_s``, wall-clock seconds measured inside the thread the pipeline
+    runs it on; ``cpu_s``, the CPU seconds that thread spent in the call
+    (``time.thread_time``); and ``started_s``, the ``time.perf_counter()`` at
+    which it began. The durations are what a virtual-time twin of the run needs
+    as its service times; :func:`thread_usage` sums them all up. The wrapper is
+    still a plain function, so the pipeline still offloads it.
 
     Raises:
         TypeError: ``handler`` is a coroutine function (time it inside instead).
@@ -330,14 +345,74 @@ def timed(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
     if inspect.iscoroutinefunction(handler):
         raise TypeError(f"timed() wraps plain functions, got coroutine function {handler!r}")
     durations: list[float] = []
+    cpu: list[float] = []
+    started: list[float] = []
+    lock = threading.Lock()  # calls end on several threads: keep the three lists aligned
 
     @functools.wraps(handler)
     def wrapper(payload: Any) -> Any:
         began = time.perf_counter()
+        cpu_began = time.thread_time()
         try:
             return handler(payload)
         finally:
-            durations.append(time.perf_counter() - began)
+            cpu_spent = time.thread_time() - cpu_began
+            ended = time.perf_counter()
+            with lock:
+                durations.append(ended - began)
+                cpu.append(cpu_spent)
+                started.append(began)
 
     wrapper.durations_s = durations  # type: ignore[attr-defined]
+    wrapper.cpu_s = cpu  # type: ignore[attr-defined]
+    wrapper.started_s = started  # type: ignore[attr-defined]
     return wrapper
+
+
+_TIMED = ("durations_s", "cpu_s", "started_s")
+
+
+def busy_time(spans: Iterable[tuple[float, float]]) -> float:
+    """Seconds covered by at least one ``(start, end)`` span (overlaps counted once)."""
+    total = 0.0
+    current_start = current_end = None
+    for start, end in sorted(spans):
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
+
+
+def thread_usage(handler: Callable[[Any], Any]) -> dict[str, float]:
+    """How a :func:`timed` handler's calls shared threads and CPU.
+
+    Returns a dict with ``calls``; ``thread_s``, the seconds spent inside calls
+    added up over threads (two calls in flight for 1 s count 2 s); ``busy_s``,
+    the wall-clock seconds during which at least one call was in flight;
+    ``cpu_s``, the CPU seconds the calls used; and ``cores``,
+    ``cpu_s / busy_s``: how many cores' worth of CPU the calls had while any
+    ran. Pure-Python work holds CPython's global interpreter lock, so however
+    many threads run it, ``cores`` stays at most 1 (a hair above, at most, for
+    the lock's hand-overs); work that releases the lock (I/O, sleeping, numpy)
+    can reach the number of cores.
+
+    Raises:
+        TypeError: ``handler`` was not made by :func:`timed`.
+    """
+    durations, cpu, started = (getattr(handler, name, None) for name in _TIMED)
+    if durations is None or cpu is None or started is None:
+        raise TypeError(f"thread_usage() needs a handler made by timed(), got {handler!r}")
+    busy = busy_time((s, s + d) for s, d in zip(started, durations, strict=True))
+    cpu_total = float(sum(cpu))
+    return {
+        "calls": len(durations),
+        "thread_s": float(sum(durations)),
+        "busy_s": busy,
+        "cpu_s": cpu_total,
+        "cores": cpu_total / busy if busy > 0 else float("nan"),
+    }

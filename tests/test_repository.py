@@ -1,0 +1,122 @@
+"""Repository hygiene: notebooks are committed clean, generated output stays out of git.
+
+A notebook saved after "Run All" carries its outputs, execution counts and
+widget state; committed, they bloat diffs and go stale. The guard below reads
+every notebook that git tracks under ``notebooks/`` (as it is in the working
+tree, so it fails before such a save is committed) and names what to clear.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_state(notebook: dict) -> list[str]:
+    """What in ``notebook`` (a parsed .ipynb) was left by running it; empty when clean.
+
+    Flags cell outputs, execution counts, nbclient's per-cell ``execution``
+    timings and the notebook-level ``widgets`` state that ipywidgets saves.
+    """
+    problems = []
+    if "widgets" in notebook.get("metadata", {}):
+        problems.append("widget state in the notebook metadata")
+    for index, cell in enumerate(notebook.get("cells", [])):
+        if cell.get("cell_type") != "code":
+            continue
+        if cell.get("outputs"):
+            problems.append(f"cell {index}: {len(cell['outputs'])} output(s)")
+        if cell.get("execution_count") is not None:
+            problems.append(f"cell {index}: execution_count {cell['execution_count']}")
+        if "execution" in cell.get("metadata", {}):
+            problems.append(f"cell {index}: execution timings in its metadata")
+    return problems
+
+
+def tracked_notebooks() -> list[Path]:
+    """Notebooks under ``notebooks/`` that git tracks (every one there without git)."""
+    git = shutil.which("git")
+    if git is not None:
+        listed = subprocess.run(
+            [git, "ls-files", "-z", "--", "notebooks"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if listed.returncode == 0:
+            names = [name for name in listed.stdout.split("\0") if name.endswith(".ipynb")]
+            return sorted(REPO / name for name in names)
+    return sorted((REPO / "notebooks").rglob("*.ipynb"))
+
+
+def test_the_guard_flags_a_notebook_saved_after_running_it():
+    ran = {
+        "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": {}}}},
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": ["# Title"]},
+            {
+                "cell_type": "code",
+                "execution_count": 3,
+                "metadata": {"execution": {"iopub.execute_input": "2026-01-05T09:00:00Z"}},
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": ["6\n"]}],
+                "source": ["print(1 + 5)"],
+            },
+        ],
+    }
+    assert run_state(ran) == [
+        "widget state in the notebook metadata",
+        "cell 1: 1 output(s)",
+        "cell 1: execution_count 3",
+        "cell 1: execution timings in its metadata",
+    ]
+    clean = {
+        "metadata": {"kernelspec": {"name": "python3"}},
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {"jupyter": {"source_hidden": True}, "tags": ["raises-exception"]},
+                "outputs": [],
+                "source": ["print(1 + 5)"],
+            }
+        ],
+    }
+    assert run_state(clean) == []
+
+
+def test_the_repository_has_notebooks_to_guard():
+    found = tracked_notebooks()
+    assert len(found) >= 2
+    assert any(path.parent.name == "solutions" for path in found)
+
+
+@pytest.mark.parametrize("path", tracked_notebooks(), ids=lambda path: path.name)
+def test_notebooks_are_committed_without_outputs(path):
+    problems = run_state(json.loads(path.read_text(encoding="utf-8")))
+    assert problems == [], (
+        f"{path.relative_to(REPO)} was saved after running: {'; '.join(problems)}. "
+        "Clear all outputs (Edit > Clear Outputs of All Cells) and save again."
+    )
+
+
+def test_generated_output_is_ignored_by_git():
+    git = shutil.which("git")
+    if git is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    # The README writes its example reports to out/; the other paths are ours to make.
+    paths = ["out/summary.json", "artifacts/browser/x.png", ".venv-3.12/pyvenv.cfg"]
+    ignored = subprocess.run(
+        [git, "check-ignore", "--no-index", *paths],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert sorted(ignored.stdout.split()) == sorted(paths)
