@@ -497,3 +497,54 @@ def test_sweep_passes_the_engine_through_and_refuses_up_front():
         sweep(BASE, {"attempt_timeout_s": [1.0]}, replications=1, processes=1, progress=False,
               engine="kernel")  # fmt: skip
     assert simulate_replication(BASE, 1, engine="asyncio").summary["engine"] == "asyncio"
+
+
+# -- the pieces that only matter for long runs, exercised on short ones -----------------------
+
+
+@pytest.mark.parametrize("window", [1, 2, 5, 1 << 18])
+def test_stream_series_equals_step_series_however_it_is_windowed(monkeypatch, window):
+    from pipeline.events import EventKind
+    from pipeline.sim import recorder
+    from pipeline.sim.simulate import _run
+    from pipeline.sim.vloop import run_virtual
+
+    monkeypatch.setattr(recorder, "_WINDOW", window)
+    scenarios = [
+        BASE.replace(failures=IndependentFailures(0.3), queue_maxsize=2, drain_timeout_s=4.0),
+        BASE.replace(
+            on_full="reject", queue_maxsize=1, arrivals=Trace([0.0, 0.0, 1.0, 1.0, 2.0]), n_items=5
+        ),
+        BASE.replace(n_items=0),
+    ]
+    for scenario in scenarios:
+        report, arrivals, log = run_virtual(_run(scenario, 0))
+        kinds, times, _ = log.arrays()
+        streams = [(recorder.ARRIVAL, arrivals)]
+        streams += [(EventKind(k), np.sort(times[kinds == k])) for k in np.unique(kinds)]
+        expected = recorder.step_series(arrivals, log, report.finished_s)
+        got = recorder.stream_series(streams, report.finished_s)
+        for name in ("time_s", *recorder.StepSeries.COLUMNS):
+            assert np.array_equal(getattr(expected, name), getattr(got, name)), name
+            assert getattr(expected, name).dtype == getattr(got, name).dtype
+
+
+def test_long_run_chunks_give_the_same_run(monkeypatch):
+    # The FCFS path converts items to Python floats a chunk at a time and builds the
+    # series a window at a time; tiny chunks and windows must change nothing.
+    from pipeline.sim import _kernel_fcfs, recorder
+
+    scenario = Scenario(
+        arrivals=Poisson(rate=3.5),
+        service=LogNormal(mean=1.0, cv=1.2),
+        config=PipelineConfig(concurrency=4, queue_maxsize=3, drain_timeout_s=2.0),
+        n_items=400,
+        seed=9,
+    )
+    whole = _simulate_once(scenario, 0, "kernel")
+    monkeypatch.setattr(_kernel_fcfs, "_CHUNK", 7)
+    monkeypatch.setattr(recorder, "_WINDOW", 5)
+    chunked = _simulate_once(scenario, 0, "kernel")
+    pd.testing.assert_frame_equal(whole.items, chunked.items, check_exact=True)
+    pd.testing.assert_frame_equal(whole.timeseries, chunked.timeseries, check_exact=True)
+    assert_same_run(_simulate_once(scenario, 0, "asyncio"), chunked)

@@ -419,16 +419,20 @@ _POOL_WORTH_S = 3.0  # a pool costs about a second to start (each worker imports
 
 
 def _estimated_seconds(scenario: Scenario, engine: str, runs: int) -> float:
-    """A rough guess of the serial CPU time of ``runs`` replications (inf if unknown)."""
+    """A rough guess of the serial CPU time of ``runs`` replications (0 if unknown).
+
+    An unknown length (a rate function without a period) keeps the runs in
+    this process: a pool is then only used when asked for (``processes=``).
+    """
     if scenario.n_items is not None:
         items = float(scenario.n_items)
     else:
         try:
             items = float(scenario.arrivals.rate) * float(scenario.duration_s or 0.0)
         except (ValueError, TypeError, OverflowError):
-            return math.inf
+            return 0.0
     if not math.isfinite(items):
-        return math.inf
+        return 0.0
     return items * runs * _SECONDS_PER_ITEM[engine]
 
 
