@@ -16,6 +16,9 @@ on a busy machine (see /work/shared/NOTES.md, "Measuring on a busy machine").
   per-item columns, exact step series, summary) against the same SimPy model
   run in this process (draws included), ``time.process_time`` around each,
   interleaved.
+- **event path** (informational): with attempts failing (p = 0.1) the kernel
+  replays the engine's steps instead of the FCFS recursion; its CPU time in
+  process against the asyncio engine's.
 - **memory**: peak RSS of a 10,000,000-item run of the command line (auto,
   the kernel), measured from a wrapper process.
 
@@ -217,6 +220,36 @@ def in_process(items: int, repeats: int) -> None:
     )
 
 
+def event_path(items: int, repeats: int) -> None:
+    """The kernel's event path (attempts fail, so no FCFS recursion) against the engine."""
+    from pipeline import PipelineConfig
+    from pipeline.sim import Exponential, IndependentFailures, Poisson, Scenario, simulate
+
+    scenario = Scenario(
+        arrivals=Poisson(rate=RATE),
+        service=Exponential(mean=MEAN_SERVICE_S),
+        config=PipelineConfig(concurrency=CONCURRENCY, queue_maxsize=MAXSIZE),
+        failures=IndependentFailures(0.1),
+        n_items=items,
+        seed=SEED,
+    )
+    cpu: dict[str, list[float]] = {"kernel": [], "asyncio": []}
+    for _ in range(repeats):
+        for engine, values in cpu.items():
+            began = time.process_time()
+            result = simulate(scenario, engine=engine)
+            values.append(time.process_time() - began)
+            assert result.summary["engine"] == engine
+    ratio = statistics.median(a / k for k, a in zip(cpu["kernel"], cpu["asyncio"], strict=True))
+    print(f"\n## In process, failures p = 0.1 (the kernel's event path), {items:,} items\n")
+    print("| engine | CPU s (median) | min | max |")
+    print("|---|---|---|---|")
+    for engine, values in cpu.items():
+        median = statistics.median(values)
+        print(f"| {engine} | {median:.3f} | {min(values):.3f} | {max(values):.3f} |")
+    print(f"\nasyncio / kernel CPU: {ratio:.1f}x (median of {repeats} pairs; informational)")
+
+
 def memory(items: int) -> None:
     command = cli_command(items)
     measured = subprocess.run(
@@ -254,6 +287,7 @@ def main() -> None:
         print("note: set OPENBLAS_NUM_THREADS=1 for steadier in-process figures", file=sys.stderr)
     whole_process(args.items, args.repeats)
     in_process(args.items, args.repeats)
+    event_path(args.items, min(args.repeats, 3))
     if not args.no_memory:
         memory(args.memory_items)
 
