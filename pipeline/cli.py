@@ -51,7 +51,9 @@ command line override it. Paths in the file are relative to the file::
 Output: ``--json`` prints one JSON object with every summary key (NaN as
 ``null``); with ``--replications R`` > 1 the values are means over the
 replications, ``drain_timed_out`` is true if any replication's drain timed
-out, and a ``ci95`` object holds the 95% half-widths. Without ``--json`` a
+out, the ``engine`` key names the engine once, and a ``ci95`` object holds
+the 95% half-widths. Replications long enough to repay it (a few seconds of
+work) run on a process pool, with a progress bar on stderr. Without ``--json`` a
 short table and the run's diagnostics are printed. ``--out DIR`` writes
 ``summary.json`` (the same object), ``items.csv``, ``timeseries.csv`` and
 ``report.png`` (per-item files and the figure from replication 0).
