@@ -152,7 +152,6 @@ class Pipeline(Intake, Attempts):
         self._stop_requested = False
         self._aborted: BaseException | None = None
         self._listener_errors = 0
-        self._loop_turns = 0
         self._blocked_s = 0.0
         self._blocked_now = 0
         self._blocked_since_sum = 0.0

@@ -7,12 +7,14 @@ A producer per source reserves a slot *before* it reads the next item
 
 Two rules keep intake fair and lossless:
 
-- **Every producer gives the loop a turn per item when admission cannot
-  wait** (reject mode, or an unbounded queue). A sync source never suspends,
-  and neither does an async generator that yields without awaiting; without a
-  turn the workers, ``stop()`` and signal handlers would starve. An async
-  source that did suspend while producing the item has already given that
-  turn, so it pays nothing extra.
+- **Every producer gives the loop a turn after each item when admission
+  cannot wait** (reject mode, or an unbounded queue). A sync source never
+  suspends, and neither does an async generator that yields without awaiting;
+  without a turn the workers, ``stop()`` and signal handlers would starve,
+  and a burst would be shed while workers sat idle. The turn comes after the
+  admission, whatever the source did while producing the item, so a worker
+  takes each item before the next one is offered: sync and async sources
+  behave the same.
 - **Every source iterator is closed** when its producer stops early
   (``stop()``, cancellation, a failure), including a producer stopped before
   its first step, so the source's ``finally`` blocks always run.
@@ -60,9 +62,6 @@ class Intake:
                         await self._reserve_slot()
                     except PipelineClosed:
                         return
-                turns_before = self._loop_turns
-                if give_turns and is_async:
-                    self._loop.call_soon(self._count_loop_turn)
                 try:
                     payload = await anext(iterator) if is_async else next(iterator)
                 except (StopIteration, StopAsyncIteration):
@@ -78,7 +77,7 @@ class Intake:
                     self._offer_or_shed(payload)
                 else:
                     self._admit(payload)
-                if give_turns and self._loop_turns == turns_before:
+                if give_turns:
                     await asyncio.sleep(0)
         except Exception:
             self.stop()
@@ -86,9 +85,6 @@ class Intake:
         finally:
             if not exhausted:
                 await close_iterator(iterator)
-
-    def _count_loop_turn(self) -> None:
-        self._loop_turns += 1
 
     async def _close_unread_sources(self) -> None:
         """Close sources whose producer was stopped before its first step."""

@@ -297,6 +297,22 @@ def test_an_async_source_that_never_suspends_sheds_no_more_than_the_same_items_a
     assert len(as_async.shed) == len(as_list.shed)
 
 
+def test_a_burst_after_a_wait_meets_the_idle_workers_like_a_list_does():
+    async def burst_at_one_second():
+        await asyncio.sleep(1.0)  # the first read of the burst suspends, the rest do not
+        for item in range(6):
+            yield item
+
+    async def five_seconds(x):
+        await asyncio.sleep(5.0)
+
+    cfg = config(on_full="reject", concurrency=3, queue_maxsize=1)
+    as_list = run_virtual(Pipeline(five_seconds, cfg).run(list(range(6))))
+    after_wait = run_virtual(Pipeline(five_seconds, cfg).run(burst_at_one_second()))
+    # K = maxsize + workers = 4 fit whichever way the items come.
+    assert list(as_list.shed) == list(after_wait.shed) == [4, 5]
+
+
 @pytest.mark.parametrize("on_full", ["block", "reject"])
 def test_stop_reaches_an_unbounded_pipeline_fed_by_an_async_source_that_never_suspends(on_full):
     async def main():

@@ -383,14 +383,13 @@ def test_a_retry_waiting_out_its_backoff_holds_a_slot():
 
 
 def test_a_burst_in_reject_mode_gives_idle_workers_a_turn_per_item():
-    # Four items at 1.0, two idle workers, maxsize 1. Item 0 (read after the wait) and
-    # item 1 (read at once, before any turn) meet a full queue: item 1 is shed. From then
-    # on each item waits a turn: a woken worker takes item 0, item 2 is admitted, the other
-    # worker takes it, and item 3 is admitted and waits in the queue.
+    # Four items at 1.0, two idle workers, maxsize 1: K = maxsize + workers = 3 fit. After
+    # each offer the producer gives the loop a turn, so a woken worker takes item 0, the
+    # other takes item 1, item 2 waits in the queue and item 3 is shed, as M/M/c/K says.
     result = run_both(trace([1.0] * 4, [5.0] * 4, concurrency=2, queue_maxsize=1,
                             on_full="reject"))  # fmt: skip
-    assert result.items["outcome"].tolist() == ["completed", "shed", "completed", "completed"]
-    assert result.items["start_s"].tolist()[2:] == [1.0, 6.0]
+    assert result.items["outcome"].tolist() == ["completed", "completed", "completed", "shed"]
+    assert result.items["start_s"].tolist()[:3] == [1.0, 1.0, 6.0]
 
 
 def test_an_item_finishing_at_the_drain_deadline_completes_but_the_drain_timed_out():

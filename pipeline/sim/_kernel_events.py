@@ -19,8 +19,8 @@ its rules are the engine's own (see the README, "Ties at equal times"):
 
 - a worker takes the retry lane before the main queue;
 - a producer reserves a slot *before* it reads the next item
-  (``on_full="block"``), and gives the loop a turn per item it reads without
-  waiting (``on_full="reject"``, or an unbounded queue);
+  (``on_full="block"``), and gives the loop a turn after every item it
+  offers (``on_full="reject"``, or an unbounded queue);
 - a retry waiting out its backoff counts against ``maxsize``;
 - the drain timeout starts when intake stops (the source's end); what is left
   at the deadline, after the steps already woken at that instant, is unfinished.
@@ -170,9 +170,7 @@ def run_events(
         nonlocal next_item, reserved, producer_waiting, blocked_since, blocked_s, seq
         nonlocal offered, admitted, unsettled, peak
         while True:
-            if resume == _ARRIVED:
-                waited = True
-            else:
+            if resume != _ARRIVED:
                 if resume == _SLOT:
                     # woken in queue.reserve(): look again, the queue may have refilled
                     if len(items) + len(retries) + reserved + held >= bound:
@@ -202,7 +200,6 @@ def run_events(
                     seq += 1
                     push(timers, (when, seq, None, producer_arrived))
                     return
-                waited = False
             item = next_item
             next_item += 1
             offered += 1
@@ -212,7 +209,7 @@ def run_events(
                     log_kind(_SHED)
                     log_time(now)
                     log_id(item)
-                    if give_turns and not waited:
+                    if give_turns:
                         schedule(producer_turn)
                         return
                     resume = _TOP
@@ -231,7 +228,7 @@ def run_events(
                 peak = size
             if getters and not closed:
                 schedule(getters.popleft())
-            if give_turns and not waited:
+            if give_turns:
                 schedule(producer_turn)  # asyncio.sleep(0): one turn of the loop
                 return
             resume = _TOP
