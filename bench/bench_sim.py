@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 
-from pipeline.sim.theory import mmc
+from pipeline.sim.analysis.theory import mmc
 
 RATE = 3.2
 MEAN_SERVICE_S = 1.0

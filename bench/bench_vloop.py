@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from pipeline.sim.reference import simpy_fcfs_waits
-from pipeline.sim.trace import exact_fcfs_waits
+from pipeline.sim.running.reference import simpy_fcfs_waits
 from pipeline.sim.vloop import run_virtual
+from pipeline.sim.workloads.traces import exact_fcfs_waits
 
 SERVERS = 4
 RHO = 0.8

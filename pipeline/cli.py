@@ -74,8 +74,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
-    from .sim.scenario import Scenario
-    from .sim.simulate import SimulationResult
+    from .sim.running.simulate import SimulationResult
+    from .sim.workloads.scenario import Scenario
 
 __all__ = ["main", "parse_backoff"]
 
@@ -121,13 +121,13 @@ MAX_REPLICATIONS = 10_000
 
 
 def _items(text: str) -> int:
-    from .sim.scenario import MAX_N_ITEMS  # the Scenario's own bound
+    from .sim.workloads.scenario import MAX_N_ITEMS  # the Scenario's own bound
 
     return _int(text, at_least=0, at_most=MAX_N_ITEMS, what="items")
 
 
 def _item_size(text: str) -> int:
-    from .sim.scenario import MAX_ITEM_SIZE_BYTES  # the Scenario's own bound
+    from .sim.workloads.scenario import MAX_ITEM_SIZE_BYTES  # the Scenario's own bound
 
     return _int(text, at_least=0, at_most=MAX_ITEM_SIZE_BYTES, what="bytes")
 
@@ -169,7 +169,7 @@ def parse_backoff(spec: str) -> Any:
         ValueError: unknown name or key, a bad number, or a value Backoff rejects.
     """
     from .retry import Backoff
-    from .sim.distributions import _build, _split_spec
+    from .sim.workloads.distributions import _build, _split_spec
 
     kind = "backoff"
     allowed = {
@@ -193,13 +193,13 @@ def parse_backoff(spec: str) -> Any:
 
 
 def _arrivals(text: str) -> Any:
-    from .sim.arrivals import parse_arrivals
+    from .sim.workloads.arrivals import parse_arrivals
 
     return parse_arrivals(text)
 
 
 def _service(text: str) -> Any:
-    from .sim.distributions import parse_distribution
+    from .sim.workloads.distributions import parse_distribution
 
     return parse_distribution(text)
 
@@ -391,8 +391,8 @@ def _settings(args: argparse.Namespace) -> _Settings:
 
 def _scenario(settings: dict[str, Any]) -> Scenario:
     from .config import PipelineConfig
-    from .sim.failures import IndependentFailures, NoFailures
-    from .sim.scenario import Scenario
+    from .sim.workloads.failures import IndependentFailures, NoFailures
+    from .sim.workloads.scenario import Scenario
 
     config_fields = {
         "concurrency": "concurrency",
@@ -434,7 +434,7 @@ def _scenario(settings: dict[str, Any]) -> Scenario:
                 f"{_source(settings, 'trace')} replays the arrival and service times recorded "
                 f"in {settings['trace']}; drop {' and '.join(given)}"
             )
-        from .sim.trace import load_trace
+        from .sim.workloads.traces import load_trace
 
         workload = load_trace(settings["trace"])
         if length.get("n_items", 0) > len(workload):
@@ -602,7 +602,7 @@ def _write_out(directory: str, summary: dict[str, Any], result: SimulationResult
 def _simulate(args: argparse.Namespace) -> int:
     settings = _settings(args)
     scenario = _scenario(settings)
-    from .sim.simulate import simulate
+    from .sim.running.simulate import simulate
 
     replications = settings.get("replications", 1)
     engine = settings.get("engine", "auto")
@@ -617,7 +617,7 @@ def _simulate(args: argparse.Namespace) -> int:
         print(json.dumps(summary, allow_nan=False))
     else:
         print(_table(summary, scenario))
-        from .sim.diagnostics import diagnose, format_findings
+        from .sim.analysis.diagnostics import diagnose, format_findings
 
         which = " (replication 0)" if len(results) > 1 else ""
         print(f"\ndiagnostics{which}:")

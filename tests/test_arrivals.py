@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from pipeline.sim import arrivals
-from pipeline.sim.arrivals import (
+from pipeline.sim.stats import batch_means_ci
+from pipeline.sim.workloads.arrivals import (
     DailyCurve,
     Deterministic,
     MarkovModulated,
@@ -21,7 +22,6 @@ from pipeline.sim.arrivals import (
     daily_curve,
     parse_arrivals,
 )
-from pipeline.sim.stats import batch_means_ci
 
 
 def rng(seed: int = 7) -> np.random.Generator:
@@ -247,7 +247,7 @@ def test_trace_csv_errors_name_the_row(tmp_path, body, match):
 
 def test_trace_csv_errors_match_load_trace(tmp_path):
     # one reader: Trace.from_csv and load_trace word a bad arrival_s identically
-    from pipeline.sim.trace import load_trace
+    from pipeline.sim.workloads.traces import load_trace
 
     path = tmp_path / "bad.csv"
     path.write_text("arrival_s,service_s\n0.1,1\n0.5,1\n0.4,1\n")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pipeline.sim.theory import mmc
+from pipeline.sim.analysis.theory import mmc
 
 CONTRACT_KEYS = {
     "items_offered",
@@ -335,7 +335,7 @@ def test_errors_while_running_are_one_line(monkeypatch, capsys, tmp_path, error,
         raise error
 
     # the module, not the function that pipeline.sim re-exports under the same name
-    monkeypatch.setattr(importlib.import_module("pipeline.sim.simulate"), "simulate", fail)
+    monkeypatch.setattr(importlib.import_module("pipeline.sim.running.simulate"), "simulate", fail)
     status, out, err = run_main([*MM4, "--items", "5"], tmp_path, monkeypatch, capsys)
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("pipeline: error: ") and words in err

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pipeline.sim import distributions
-from pipeline.sim.distributions import (
+from pipeline.sim.workloads.distributions import (
     Constant,
     Empirical,
     Exponential,

@@ -12,7 +12,8 @@ import pytest
 from pipeline import PipelineConfig
 from pipeline.errors import PermanentError, RateLimited
 from pipeline.sim import Constant, Poisson, Scenario, failures, run_virtual, simulate
-from pipeline.sim.failures import (
+from pipeline.sim.stats import proportion_ci
+from pipeline.sim.workloads.failures import (
     BLOCK,
     CombinedFailures,
     Failure,
@@ -25,7 +26,6 @@ from pipeline.sim.failures import (
     SimulatedHang,
     TokenQuota,
 )
-from pipeline.sim.stats import proportion_ci
 
 # Frequencies are checked against a 99.99% Wilson interval (about 3.9 standard
 # errors): with fixed seeds the tests are deterministic, and a correct model

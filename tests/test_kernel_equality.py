@@ -54,9 +54,9 @@ from pipeline.sim import (
     Uniform,
     simulate,
 )
-from pipeline.sim.kernel import unsupported
-from pipeline.sim.simulate import _simulate_once
-from pipeline.sim.sweep import simulate_replication, sweep
+from pipeline.sim.analysis.sweep import simulate_replication, sweep
+from pipeline.sim.running.kernel import unsupported
+from pipeline.sim.running.simulate import _simulate_once
 
 TOLERANCE_S = 1e-9
 
@@ -124,9 +124,9 @@ def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
 
 def _fcfs_taken(scenario: Scenario, replication: int) -> bool:
     """Whether the kernel's FCFS path (not its event path) ran this scenario."""
-    from pipeline.sim._kernel_fcfs import run_fcfs
-    from pipeline.sim.kernel import _cannot_fail
-    from pipeline.sim.simulate import Workload
+    from pipeline.sim.running._kernel_fcfs import run_fcfs
+    from pipeline.sim.running.kernel import _cannot_fail
+    from pipeline.sim.running.simulate import Workload
 
     workload = Workload(scenario, replication)
     if scenario.config.on_full != "block" or not _cannot_fail(scenario, len(workload.arrival_s)):
@@ -505,7 +505,7 @@ def test_sweep_passes_the_engine_through_and_refuses_up_front():
 def test_stream_series_equals_step_series_however_it_is_windowed(monkeypatch, window):
     from pipeline.events import EventKind
     from pipeline.sim import recorder
-    from pipeline.sim.simulate import _run
+    from pipeline.sim.running.simulate import _run
     from pipeline.sim.vloop import run_virtual
 
     monkeypatch.setattr(recorder, "_WINDOW", window)

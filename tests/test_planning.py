@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from pipeline.sim import DailyCurve, daily_curve
-from pipeline.sim.planning import (
+from pipeline.sim.analysis.planning import (
     fit_daily_curve,
     slo_table,
     smallest_config_meeting,
     trace_window,
 )
 from pipeline.sim.stats import t_quantile
-from pipeline.sim.trace import load_trace
+from pipeline.sim.workloads.traces import load_trace
 
 
 def write_trace(tmp_path, rows: str):
@@ -156,7 +156,7 @@ def test_an_empty_grid_is_one_point() -> None:
     # sweep(base, {}) runs base alone; the SLO helpers take it as a single grid point
     from pipeline import PipelineConfig
     from pipeline.sim import Exponential, Poisson, Scenario
-    from pipeline.sim.sweep import sweep
+    from pipeline.sim.analysis.sweep import sweep
 
     base = Scenario(
         arrivals=Poisson(rate=1.0),

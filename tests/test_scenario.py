@@ -8,7 +8,7 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, Scenario, simulate
-from pipeline.sim.scenario import MAX_ITEM_SIZE_BYTES, MAX_N_ITEMS
+from pipeline.sim.workloads.scenario import MAX_ITEM_SIZE_BYTES, MAX_N_ITEMS
 
 
 def scenario(**kw):

@@ -249,7 +249,7 @@ def test_step_series_time_mean_is_time_weighted_mean(run, start_s):
 
 
 def test_share_of_time_is_the_time_mean_of_the_mask(run):
-    from pipeline.sim._facts import Facts
+    from pipeline.sim.analysis._facts import Facts
 
     facts, s = Facts(run), run.series
     full = s.queue_depth >= 5

@@ -10,7 +10,12 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, Scenario, TimeVarying, simulate
-from pipeline.sim.sweep import DEFAULT_METRICS, simulate_replication, summarise_sweep, sweep
+from pipeline.sim.analysis.sweep import (
+    DEFAULT_METRICS,
+    simulate_replication,
+    summarise_sweep,
+    sweep,
+)
 
 BASE = Scenario(
     arrivals=Poisson(rate=3.2),

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pipeline.sim.theory import (
+from pipeline.sim.analysis.theory import (
     dead_letter_rate,
     erlang_b,
     erlang_c,

@@ -68,10 +68,10 @@ from pipeline.sim import (
     Trace,
     simulate,
 )
-from pipeline.sim.reference import simpy_fcfs_waits
+from pipeline.sim.analysis.theory import dead_letter_rate, mmc, mmck, retry_amplification
+from pipeline.sim.running.reference import simpy_fcfs_waits
 from pipeline.sim.stats import mean_ci, proportion_ci, t_quantile, time_weighted_mean
-from pipeline.sim.theory import dead_letter_rate, mmc, mmck, retry_amplification
-from pipeline.sim.trace import exact_fcfs_waits
+from pipeline.sim.workloads.traces import exact_fcfs_waits
 
 LEVEL = 0.999
 SEED = 2026

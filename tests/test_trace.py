@@ -10,8 +10,13 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Scenario, ServiceTrace, SimulatedFailure, Trace, simulate
-from pipeline.sim.failures import FailureModel
-from pipeline.sim.trace import ScriptedFailures, TraceWorkload, exact_fcfs_waits, load_trace
+from pipeline.sim.workloads.failures import FailureModel
+from pipeline.sim.workloads.traces import (
+    ScriptedFailures,
+    TraceWorkload,
+    exact_fcfs_waits,
+    load_trace,
+)
 
 
 def write_csv(path, header, rows):
@@ -203,7 +208,7 @@ def test_workload_checks_lengths():
 def test_scripted_permanent_failure_dead_letters_after_its_scripted_attempts():
     from pipeline import PipelineConfig
     from pipeline.sim import Constant, Deterministic, Scenario, simulate
-    from pipeline.sim.trace import ScriptedFailures
+    from pipeline.sim.workloads.traces import ScriptedFailures
 
     failures = ScriptedFailures((0, 1, 2, 1), permanent=frozenset({1}))
     result = simulate(

@@ -15,7 +15,8 @@ import pytest
 
 from pipeline import Backoff, PipelineConfig, RateLimit
 from pipeline.sim import Scenario
-from pipeline.sim.arrivals import (
+from pipeline.sim.vloop import VirtualEventLoop
+from pipeline.sim.workloads.arrivals import (
     DailyCurve,
     Deterministic,
     MarkovModulated,
@@ -25,7 +26,7 @@ from pipeline.sim.arrivals import (
     TimeVarying,
     Trace,
 )
-from pipeline.sim.distributions import (
+from pipeline.sim.workloads.distributions import (
     Constant,
     Empirical,
     Exponential,
@@ -33,9 +34,8 @@ from pipeline.sim.distributions import (
     LogNormal,
     Uniform,
 )
-from pipeline.sim.failures import Hangs, IndependentFailures, Overload, TokenQuota
-from pipeline.sim.scenario import ServiceTrace
-from pipeline.sim.vloop import VirtualEventLoop
+from pipeline.sim.workloads.failures import Hangs, IndependentFailures, Overload, TokenQuota
+from pipeline.sim.workloads.scenario import ServiceTrace
 
 HUGE = 10**400
 

@@ -25,7 +25,7 @@ from pipeline.sim import (
     Scenario,
     simulate,
 )
-from pipeline.sim.theory import mmc
+from pipeline.sim.analysis.theory import mmc
 from pipeline.viz.plots import (
     human_bytes,
     memory_bound_bytes,

@@ -4,15 +4,19 @@ An hour of traffic through the real :class:`~pipeline.Pipeline` takes a
 fraction of a second: a virtual clock (:mod:`~pipeline.sim.vloop`) jumps to
 the next timer, arrival processes and service-time distributions drive the
 engine, and a recorder turns its events into exact per-item records and
-time series. :mod:`~pipeline.sim.kernel` computes the same run exactly, and
+time series. :mod:`~pipeline.sim.running.kernel` computes the same run exactly, and
 much faster, for the scenarios inside its domain (``simulate(engine="auto")``,
-the default, picks it). :mod:`~pipeline.sim.theory` holds the queueing
+the default, picks it). :mod:`~pipeline.sim.analysis.theory` holds the queueing
 formulas the results are checked against.
 """
 
 from __future__ import annotations
 
-from .arrivals import (
+from .analysis.diagnostics import Finding, diagnose, findings_frame, format_findings
+from .analysis.sweep import simulate_replication, summarise_sweep, sweep
+from .running.simulate import Replications, SimulationResult, simulate
+from .vloop import VirtualEventLoop, new_virtual_loop, run_virtual
+from .workloads.arrivals import (
     ArrivalProcess,
     DailyCurve,
     Deterministic,
@@ -25,8 +29,7 @@ from .arrivals import (
     daily_curve,
     parse_arrivals,
 )
-from .diagnostics import Finding, diagnose, findings_frame, format_findings
-from .distributions import (
+from .workloads.distributions import (
     Constant,
     Distribution,
     Empirical,
@@ -36,7 +39,7 @@ from .distributions import (
     Uniform,
     parse_distribution,
 )
-from .failures import (
+from .workloads.failures import (
     CombinedFailures,
     FailureModel,
     Hangs,
@@ -47,11 +50,8 @@ from .failures import (
     SimulatedFailure,
     TokenQuota,
 )
-from .scenario import Scenario, ServiceTrace
-from .simulate import Replications, SimulationResult, simulate
-from .sweep import simulate_replication, summarise_sweep, sweep
-from .trace import ScriptedFailures, TraceWorkload, exact_fcfs_waits, load_trace
-from .vloop import VirtualEventLoop, new_virtual_loop, run_virtual
+from .workloads.scenario import Scenario, ServiceTrace
+from .workloads.traces import ScriptedFailures, TraceWorkload, exact_fcfs_waits, load_trace
 
 __all__ = [
     "ArrivalProcess",

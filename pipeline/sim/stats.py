@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pipeline.sim.distributions import _integer, _number
+from pipeline.sim.workloads.distributions import _integer, _number
 
 __all__ = [
     "MeanCI",

@@ -41,6 +41,7 @@ from pipeline.sim import (
     NoFailures,
     Poisson,
     Scenario,
+    diagnose,
     simulate,
 )
 
@@ -418,7 +419,7 @@ class Explorer:
 
     def _diagnostics(self, result) -> list[tuple[str, str, str]]:
         try:
-            findings = result.diagnostics
+            findings = diagnose(result)
         except ImportError:
             return []
         except Exception as exc:  # diagnostics must never break the panel

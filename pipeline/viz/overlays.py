@@ -157,7 +157,7 @@ def theory_for(result: SimulationResult) -> dict[str, float]:
     Keys that do not apply are absent.
     """
     from pipeline.sim import Exponential, IndependentFailures, NoFailures, Poisson
-    from pipeline.sim.theory import dead_letter_rate, mmc, mmck
+    from pipeline.sim.analysis.theory import dead_letter_rate, mmc, mmck
 
     sc = result.scenario
     cfg = sc.config

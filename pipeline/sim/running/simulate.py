@@ -6,7 +6,7 @@ then succeeds or fails as the failure model says. Everything else -- the
 bounded queue, backpressure, retries, dead letters, the drain -- is the real
 engine, recorded event by event. That asyncio engine is the reference
 semantics; for scenarios inside its domain, ``engine="auto"`` (the default)
-computes the same run with the exact kernel (:mod:`pipeline.sim.kernel`),
+computes the same run with the exact kernel (:mod:`pipeline.sim.running.kernel`),
 item by item, many times faster.
 """
 
@@ -21,19 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..engine import Pipeline
-from ..records import DeadLetter, RunReport
-from .failures import AttemptFailures
+from ...engine import Pipeline
+from ...records import DeadLetter, RunReport
+from ..vloop import run_virtual
+from ..workloads.scenario import Scenario
 from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
-from .scenario import Scenario, ServiceTrace, Streams
-from .vloop import run_virtual
+from .workload import Workload
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["Replications", "SimulationResult", "simulate"]
 
-_RETRY_BLOCK = 4096
 
 
 def _wake_unless_cancelled(future: asyncio.Future[None]) -> None:
@@ -47,8 +46,8 @@ class SimulationResult:
     Attributes:
         scenario: what was simulated.
         report: the engine's own :class:`~pipeline.RunReport` (payloads are item ids).
-        columns: per-item numpy columns (see :class:`~pipeline.sim.recorder.ItemColumns`).
-        series: exact step functions (see :class:`~pipeline.sim.recorder.StepSeries`).
+        columns: per-item numpy columns (see :class:`~pipeline.sim.running.recorder.ItemColumns`).
+        series: exact step functions (see :class:`~pipeline.sim.running.recorder.StepSeries`).
         wall_time_s: real seconds the simulation took.
         summary: headline numbers, keys as in the command line's JSON.
         items: one row per item (DataFrame, built on first use).
@@ -119,12 +118,6 @@ class SimulationResult:
         frame["memory_bytes"] = s.memory_bytes(self.scenario.item_size_bytes)
         return frame
 
-    @property
-    def diagnostics(self) -> list[Any]:
-        """Findings of :func:`pipeline.sim.diagnose` for this run."""
-        from .diagnostics import diagnose
-
-        return diagnose(self)
 
 
 def _percentile(values: np.ndarray, q: float) -> float:
@@ -145,7 +138,7 @@ class _Window:
     """
 
     def __init__(self, series: StepSeries, start_s: float) -> None:
-        from .stats import _step_durations
+        from ..stats import _step_durations
 
         times, end = series.time_s, series.end_s
         start = max(float(start_s), float(times[0]))
@@ -231,50 +224,6 @@ def _summarise(result: SimulationResult) -> dict[str, Any]:
         "wall_time_s": result.wall_time_s,
         "engine": result.engine,
     }
-
-
-class Workload:
-    """One replication's random inputs, drawn exactly as both engines use them.
-
-    ``first_attempt_s[i]`` is item *i*'s first service time; :meth:`retry_time`
-    gives the service time of a later attempt, drawn on demand from the retry
-    stream (in the order attempts start), so the asyncio engine and the kernel
-    see the same numbers when they start attempts in the same order.
-    """
-
-    __slots__ = ("_pool", "_service", "arrival_s", "failures", "first_attempt_s", "streams")
-
-    def __init__(self, scenario: Scenario, replication: int) -> None:
-        streams = Streams.from_seed(scenario.seed, replication)
-        arrivals = scenario.arrivals.times(
-            streams.arrivals, n=scenario.n_items, duration_s=scenario.duration_s
-        )
-        n = len(arrivals)
-        service = scenario.service
-        if isinstance(service, ServiceTrace):
-            if len(service.times_s) < n:
-                raise ValueError(
-                    f"the service trace has {len(service.times_s)} times but {n} items arrive"
-                )
-            first_attempt = np.array(service.times_s[:n], dtype=np.float64)
-        else:
-            first_attempt = service.sample(streams.service, n)
-        self.streams = streams
-        self.arrival_s: np.ndarray = arrivals
-        self.first_attempt_s: np.ndarray = first_attempt
-        self.failures: AttemptFailures = scenario.failures.bind(streams.failures, n)
-        self._service = service
-        self._pool: list[float] = []
-
-    def retry_time(self, item_id: int) -> float:
-        """Service time of a retry of ``item_id`` (the next draw of the retry stream)."""
-        service = self._service
-        if isinstance(service, ServiceTrace):
-            return service.times_s[item_id]
-        pool = self._pool
-        if not pool:
-            pool.extend(service.sample(self.streams.retry_service, _RETRY_BLOCK).tolist()[::-1])
-        return pool.pop()
 
 
 async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndarray, Recorder]:
@@ -381,7 +330,7 @@ class Replications:
 
     def interval(self, key: str, level: float = 0.95) -> tuple[float, float]:
         """(mean, half-width) of a summary key across replications (Student t)."""
-        from .stats import mean_ci
+        from ..stats import mean_ci
 
         return mean_ci(self.values(key), level=level)
 
@@ -394,7 +343,7 @@ class Replications:
         """
         import pandas as pd
 
-        from .stats import summarise_values
+        from ..stats import summarise_values
 
         rows = []
         for key, value in self.results[0].summary.items():
@@ -486,7 +435,7 @@ def simulate(
             inside its domain and the asyncio engine otherwise; ``"asyncio"``
             always runs the engine (the reference semantics); ``"kernel"``
             refuses a scenario outside the kernel's domain. The summary's
-            ``engine`` key says which one ran. See :mod:`pipeline.sim.kernel`.
+            ``engine`` key says which one ran. See :mod:`pipeline.sim.running.kernel`.
         processes: worker processes for replications; None (default) uses a
             pool only when the runs are long enough to repay starting it (a few
             seconds of work); 1 runs everything in this process. Results are

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._pool import check_picklable, default_workers, run_tasks
-from .kernel import check_engine, refusal, unsupported
-from .scenario import Scenario
-from .simulate import SimulationResult, _simulate_once
-from .stats import summarise_values
+from ..running._pool import check_picklable, default_workers, run_tasks
+from ..running.kernel import check_engine, refusal, unsupported
+from ..running.simulate import SimulationResult, _simulate_once
+from ..stats import summarise_values
+from ..workloads.scenario import Scenario
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -179,7 +179,7 @@ def sweep(
 def _grid_columns(frame: pd.DataFrame) -> list[str]:
     """The grid's field names of a :func:`sweep` frame (``[]`` for an empty grid).
 
-    Shared with :mod:`pipeline.sim.planning`.
+    Shared with :mod:`pipeline.sim.analysis.planning`.
 
     Raises:
         ValueError: the frame did not come from :func:`sweep`.
@@ -259,7 +259,7 @@ def _keep_none(
 ) -> pd.DataFrame:
     """Grid columns holding None (the unbounded queue) stay None rather than NaN.
 
-    Shared with :mod:`pipeline.sim.planning`.
+    Shared with :mod:`pipeline.sim.analysis.planning`.
     """
     import pandas as pd
 

@@ -8,12 +8,12 @@ checks that on thousands of random scenarios; a single mismatch is a bug.
 
 Two paths, chosen per run:
 
-- **FCFS recursion** (:mod:`pipeline.sim._kernel_fcfs`): when no attempt can
+- **FCFS recursion** (:mod:`pipeline.sim.running._kernel_fcfs`): when no attempt can
   fail and the queue blocks (or is unbounded), start times follow the
   Kiefer-Wolfowitz recursion over a heap of worker-free times and everything
   else is vectorised. It takes it only when no two events that the engine
   would have to order fall on the same instant; otherwise it hands over to
-- **the event path** (:mod:`pipeline.sim._kernel_events`): the engine's tasks
+- **the event path** (:mod:`pipeline.sim.running._kernel_events`): the engine's tasks
   replayed step by step over a timer heap, ties included.
 
 The domain (:func:`unsupported` names what is outside it): any arrival
@@ -40,11 +40,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import PipelineConfig
-from ..records import DeadLetter, RunReport, ShedLog
-from ..retry import Backoff, RetryPolicy
-from ..stats import Statistics
-from .failures import (
+from ...records import RunReport
+from ...retry import Backoff, RetryPolicy
+from ..workloads.failures import (
     CombinedFailures,
     Hangs,
     IndependentFailures,
@@ -53,9 +51,11 @@ from .failures import (
     PermanentFailures,
     TokenQuota,
 )
+from ..workloads.scenario import Scenario
+from ..workloads.traces import ScriptedFailures
 from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
-from .scenario import Scenario
-from .trace import ScriptedFailures
+from .report import make_report
+from .workload import Workload
 
 __all__ = ["ENGINES", "check_engine", "refusal", "require_kernel", "run_kernel", "unsupported"]
 
@@ -146,7 +146,6 @@ def run_kernel(
     """
     from ._kernel_events import run_events
     from ._kernel_fcfs import run_fcfs
-    from .simulate import Workload
 
     workload = Workload(scenario, replication)
     config = scenario.config
@@ -185,58 +184,3 @@ def run_kernel(
         producer_blocked_s=run.producer_blocked_s,
     )
     return report, arrivals, columns, series
-
-
-def make_report(
-    *,
-    config: PipelineConfig,
-    offered: int,
-    admitted: int,
-    completed: int,
-    attempts: int,
-    retried: int,
-    dead_letters: list[DeadLetter],
-    shed: ShedLog,
-    unfinished: list[int],
-    drain_timed_out: bool,
-    finished_s: float,
-    queue_peak: int,
-    producer_blocked_s: float,
-) -> RunReport:
-    """The :class:`~pipeline.RunReport` the engine's close would have built.
-
-    At the close every worker has stopped and the queue, the retry timers and
-    the producers' waits are empty, so those statistics are 0.
-    """
-    statistics = Statistics(
-        state="closed",
-        queue_size=0,
-        queue_peak=queue_peak,
-        queue_maxsize=config.queue_maxsize,
-        workers=config.concurrency,
-        workers_busy=0,
-        retry_waiting=0,
-        tasks_waiting_put=0,
-        offered=offered,
-        admitted=admitted,
-        completed=completed,
-        retried=retried,
-        dead_lettered=len(dead_letters),
-        shed=len(shed),
-        attempts=attempts,
-        producer_blocked_s=producer_blocked_s,
-        listener_errors=0,
-    )
-    return RunReport(
-        offered=offered,
-        admitted=admitted,
-        completed=completed,
-        dead_letters=dead_letters,
-        unfinished=unfinished,
-        shed=shed,
-        attempts=attempts,
-        drain_timed_out=drain_timed_out,
-        started_s=0.0,
-        finished_s=finished_s,
-        statistics=statistics,
-    )

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import real, show
+from ..._validate import real, show
 
 __all__ = [
     "Constant",

@@ -14,7 +14,7 @@ with its time, the counters, the dead letters with their errors -- is the
 engine's, ties at equal times included, at a fraction of the cost: no
 futures, no tasks, no handles.
 
-The model covers what :func:`pipeline.sim.kernel.unsupported` lets through;
+The model covers what :func:`pipeline.sim.running.kernel.unsupported` lets through;
 its rules are the engine's own (see the README, "Ties at equal times"):
 
 - a worker takes the retry lane before the main queue;
@@ -36,10 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import PipelineConfig
-from ..events import EventKind
-from ..records import AttemptError, DeadLetter, ShedLog
-from .failures import AttemptFailures
+from ...config import PipelineConfig
+from ...events import EventKind
+from ...records import AttemptError, DeadLetter, ShedLog
+from ..workloads.failures import AttemptFailures
 
 __all__ = ["EventRun", "run_events"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.sim.distributions import _integer, _number
+from pipeline.sim.workloads.distributions import _integer, _number
 
 __all__ = [
     "MMcKResult",

@@ -1,10 +1,10 @@
 """The detectors behind :func:`~pipeline.sim.diagnose`, one function per finding code.
 
-Each check takes the run's :class:`~pipeline.sim._facts.Facts` and returns a
-:class:`~pipeline.sim.diagnostics.Finding` or None: what went wrong, the
+Each check takes the run's :class:`~pipeline.sim.analysis._facts.Facts` and returns a
+:class:`~pipeline.sim.analysis.diagnostics.Finding` or None: what went wrong, the
 evidence (numbers with units), why, and a fix computed from the run. The
-thresholds that decide severity live in :mod:`pipeline.sim.diagnostics`, next
-to the codes. :data:`CHECKS` lists the checks in :data:`~pipeline.sim.diagnostics.CODES`
+thresholds that decide severity live in :mod:`pipeline.sim.analysis.diagnostics`, next
+to the codes. :data:`CHECKS` lists the checks in :data:`~pipeline.sim.analysis.diagnostics.CODES`
 order.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ._facts import Facts, error_counts, independent_p, lag_growth, service_spread
-from .diagnostics import (
+from .findings import (
     AMP_INFO,
     AMP_WARN,
     BLOCKED_CRITICAL,
@@ -310,7 +310,7 @@ def _lease_expired(f: Facts) -> Finding | None:
     if not f.attempts:
         return None
     mean, std, p999 = service_spread(f.scenario)
-    from .scenario import ServiceTrace
+    from ..workloads.scenario import ServiceTrace
 
     service = f.scenario.service
     if isinstance(service, ServiceTrace):
@@ -448,7 +448,7 @@ def _drain_timeout(f: Facts) -> Finding | None:
 
 
 def _dead_letters(f: Facts) -> Finding | None:
-    from .stats import proportion_ci
+    from ..stats import proportion_ci
 
     letters = f.report.dead_letters
     if not letters or not f.admitted:

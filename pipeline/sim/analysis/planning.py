@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .arrivals import DailyCurve, Trace, daily_curve
-from .distributions import _number
-from .scenario import ServiceTrace
-from .stats import t_quantile
+from ..stats import t_quantile
+from ..workloads.arrivals import DailyCurve, Trace, daily_curve
+from ..workloads.distributions import _number
+from ..workloads.scenario import ServiceTrace
+from ..workloads.traces import ScriptedFailures, TraceWorkload
 from .sweep import _grid_columns, _grid_groups, _keep_none
-from .trace import ScriptedFailures, TraceWorkload
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .arrivals import TimeVarying
+    from ..workloads.arrivals import TimeVarying
 
 __all__ = [
     "fit_daily_curve",
@@ -84,7 +84,7 @@ def fit_daily_curve(
 
     Returns:
         A :class:`~pipeline.sim.TimeVarying` whose ``rate_fn`` is the fitted
-        :class:`~pipeline.sim.arrivals.DailyCurve`.
+        :class:`~pipeline.sim.workloads.arrivals.DailyCurve`.
 
     Raises:
         ValueError: fewer than 100 arrivals, or times outside ``[0, 86400]`` s.

@@ -1,11 +1,11 @@
 """Derived quantities of one simulated run, computed once and shared by every check.
 
 :class:`Facts` turns a :class:`~pipeline.sim.SimulationResult` into the numbers
-the detectors in :mod:`pipeline.sim._checks` reason with: arrival rate (items
+the detectors in :mod:`pipeline.sim.analysis._checks` reason with: arrival rate (items
 per second), mean attempt time (seconds), attempts per item, offered load (busy
 workers) and demanded utilisation. The functions below add facts a single
 check needs but that do not depend on any threshold. Nothing here decides
-whether a run has a problem; that is :mod:`pipeline.sim._checks`.
+whether a run has a problem; that is :mod:`pipeline.sim.analysis._checks`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .stats import time_weighted_mean
+from ..stats import time_weighted_mean
 
 if TYPE_CHECKING:
-    from .simulate import SimulationResult
+    from ..running.simulate import SimulationResult
 
 __all__ = ["Facts", "error_counts", "independent_p", "lag_growth", "service_spread"]
 
@@ -93,7 +93,7 @@ class Facts:
 
 def service_spread(scenario: Any) -> tuple[float, float, float]:
     """(mean, standard deviation, 99.9th percentile) of one attempt's service time, seconds."""
-    from .scenario import ServiceTrace
+    from ..workloads.scenario import ServiceTrace
 
     service = scenario.service
     if isinstance(service, ServiceTrace):
@@ -121,7 +121,7 @@ def error_counts(f: Facts) -> Counter[str]:
 
 def independent_p(scenario: Any) -> float | None:
     """The per-attempt failure probability ``p`` if failures are independent, else None."""
-    from .failures import IndependentFailures
+    from ..workloads.failures import IndependentFailures
 
     failures = scenario.failures
     return failures.p if isinstance(failures, IndependentFailures) else None

@@ -34,10 +34,11 @@ import heapq
 
 import numpy as np
 
-from ..config import PipelineConfig
-from ..events import EventKind
-from ..records import RunReport, ShedLog
+from ...config import PipelineConfig
+from ...events import EventKind
+from ...records import RunReport, ShedLog
 from .recorder import ARRIVAL, ItemColumns, StepSeries, stream_series
+from .report import make_report
 
 __all__ = ["run_fcfs"]
 
@@ -115,8 +116,6 @@ def run_fcfs(
     Returns:
         (report, arrival times, item columns, step series), as the engine's run gives.
     """
-    from .kernel import make_report
-
     n = len(arrival)
     c = config.concurrency
     m = config.queue_maxsize

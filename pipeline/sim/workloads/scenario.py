@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import FLOAT_MAX, real, show
-from ..config import PipelineConfig
+from ..._validate import FLOAT_MAX, real, show
+from ...config import PipelineConfig
 from .arrivals import ArrivalProcess
 from .distributions import Distribution
 from .failures import FailureModel, NoFailures

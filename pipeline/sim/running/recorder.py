@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..events import EventKind
-from ..items import WorkItem
+from ...events import EventKind
+from ...items import WorkItem
 
 __all__ = ["ARRIVAL", "ItemColumns", "Recorder", "StepSeries", "step_series", "stream_series"]
 
@@ -177,7 +177,7 @@ class StepSeries:
 
     def window(self, start_s: float) -> tuple[np.ndarray, np.ndarray]:
         """Each row's duration clipped to ``[start_s, end_s]``, and the time each row ends."""
-        from .stats import _step_durations
+        from ..stats import _step_durations
 
         ends = np.append(self.time_s[1:], self.end_s)
         return _step_durations(self.time_s, self.end_s, start_s), ends
@@ -188,7 +188,7 @@ class StepSeries:
         See :func:`pipeline.sim.stats.time_weighted_mean`; a ``start_s`` before
         the first row counts from the first row.
         """
-        from .stats import time_weighted_mean
+        from ..stats import time_weighted_mean
 
         start = max(float(start_s), float(self.time_s[0]))
         if not self.end_s > start:

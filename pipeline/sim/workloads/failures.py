@@ -33,7 +33,7 @@ import numpy as np
 
 from pipeline.errors import PermanentError, RateLimited
 from pipeline.ratelimit import SlidingWindow
-from pipeline.sim.distributions import _generator, _integer, _number
+from pipeline.sim.workloads.distributions import _generator, _integer, _number
 
 __all__ = [
     "BLOCK",
@@ -185,7 +185,7 @@ class IndependentFailures(FailureModel):
     """Each attempt fails independently with probability ``p`` (:class:`SimulatedFailure`).
 
     With a budget of ``k`` attempts an item is dead-lettered with probability
-    ``p**k`` (see :func:`pipeline.sim.theory.dead_letter_rate`).
+    ``p**k`` (see :func:`pipeline.sim.analysis.theory.dead_letter_rate`).
     """
 
     p: float

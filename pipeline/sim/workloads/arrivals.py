@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.sim.distributions import (
+from .distributions import (
     _build,
     _generator,
     _integer,
@@ -38,6 +38,7 @@ from pipeline.sim.distributions import (
     _show,
     _split_spec,
 )
+from .tracefile import read_trace_csv
 
 __all__ = [
     "ArrivalProcess",
@@ -517,9 +518,7 @@ class Trace(ArrivalProcess):
                 e.g. ``arrivals.csv row 3: arrival_s must be finite and >= 0 seconds, got -1``.
             OSError: the file cannot be read.
         """
-        from .trace import _read_trace_csv  # trace.py imports this module
-
-        name, columns = _read_trace_csv(path, ("arrival_s",))
+        name, columns = read_trace_csv(path, ("arrival_s",))
         trace = cls(columns["arrival_s"])
         trace._path = name
         return trace

@@ -1,0 +1,1 @@
+"""Reading results: queueing theory, diagnostics, sweeps and capacity planning."""

@@ -1,0 +1,61 @@
+"""``Workload``: one replication's random inputs, shared by the engine and the kernel.
+
+Both engines must see the very same numbers: arrival times, first service
+times and failure draws come from the scenario's seeded streams up front;
+retry service times come from their own stream, in the order attempts start.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..workloads.failures import AttemptFailures
+from ..workloads.scenario import Scenario, ServiceTrace, Streams
+
+__all__ = ["Workload"]
+
+_RETRY_BLOCK = 4096  # retry service times drawn at a time
+
+
+class Workload:
+    """One replication's random inputs, drawn exactly as both engines use them.
+
+    ``first_attempt_s[i]`` is item *i*'s first service time; :meth:`retry_time`
+    gives the service time of a later attempt, drawn on demand from the retry
+    stream (in the order attempts start), so the asyncio engine and the kernel
+    see the same numbers when they start attempts in the same order.
+    """
+
+    __slots__ = ("_pool", "_service", "arrival_s", "failures", "first_attempt_s", "streams")
+
+    def __init__(self, scenario: Scenario, replication: int) -> None:
+        streams = Streams.from_seed(scenario.seed, replication)
+        arrivals = scenario.arrivals.times(
+            streams.arrivals, n=scenario.n_items, duration_s=scenario.duration_s
+        )
+        n = len(arrivals)
+        service = scenario.service
+        if isinstance(service, ServiceTrace):
+            if len(service.times_s) < n:
+                raise ValueError(
+                    f"the service trace has {len(service.times_s)} times but {n} items arrive"
+                )
+            first_attempt = np.array(service.times_s[:n], dtype=np.float64)
+        else:
+            first_attempt = service.sample(streams.service, n)
+        self.streams = streams
+        self.arrival_s: np.ndarray = arrivals
+        self.first_attempt_s: np.ndarray = first_attempt
+        self.failures: AttemptFailures = scenario.failures.bind(streams.failures, n)
+        self._service = service
+        self._pool: list[float] = []
+
+    def retry_time(self, item_id: int) -> float:
+        """Service time of a retry of ``item_id`` (the next draw of the retry stream)."""
+        service = self._service
+        if isinstance(service, ServiceTrace):
+            return service.times_s[item_id]
+        pool = self._pool
+        if not pool:
+            pool.extend(service.sample(self.streams.retry_service, _RETRY_BLOCK).tolist()[::-1])
+        return pool.pop()

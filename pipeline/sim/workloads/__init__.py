@@ -1,0 +1,3 @@
+"""What drives a simulation: distributions, arrival processes, failure models and traces,
+and the Scenario that binds them to a pipeline configuration.
+"""
