@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.sim import arrivals
 from pipeline.sim.stats import batch_means_ci
+from pipeline.sim.workloads import arrivals
 from pipeline.sim.workloads.arrivals import (
     DailyCurve,
     Deterministic,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.sim import distributions
+from pipeline.sim.workloads import distributions
 from pipeline.sim.workloads.distributions import (
     Constant,
     Empirical,

@@ -504,7 +504,7 @@ def test_sweep_passes_the_engine_through_and_refuses_up_front():
 @pytest.mark.parametrize("window", [1, 2, 5, 1 << 18])
 def test_stream_series_equals_step_series_however_it_is_windowed(monkeypatch, window):
     from pipeline.events import EventKind
-    from pipeline.sim import recorder
+    from pipeline.sim.running import recorder
     from pipeline.sim.running.simulate import _run
     from pipeline.sim.vloop import run_virtual
 
@@ -531,7 +531,7 @@ def test_stream_series_equals_step_series_however_it_is_windowed(monkeypatch, wi
 def test_long_run_chunks_give_the_same_run(monkeypatch):
     # The FCFS path converts items to Python floats a chunk at a time and builds the
     # series a window at a time; tiny chunks and windows must change nothing.
-    from pipeline.sim import _kernel_fcfs, recorder
+    from pipeline.sim.running import _kernel_fcfs, recorder
 
     scenario = Scenario(
         arrivals=Poisson(rate=3.5),

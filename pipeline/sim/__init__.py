@@ -12,6 +12,7 @@ formulas the results are checked against.
 
 from __future__ import annotations
 
+from .analysis import theory
 from .analysis.diagnostics import Finding, diagnose, findings_frame, format_findings
 from .analysis.sweep import simulate_replication, summarise_sweep, sweep
 from .running.simulate import Replications, SimulationResult, simulate
@@ -101,4 +102,5 @@ __all__ = [
     "simulate_replication",
     "summarise_sweep",
     "sweep",
+    "theory",
 ]
