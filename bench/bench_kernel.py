@@ -1,7 +1,7 @@
 """Benchmark: the exact kernel and the asyncio engine against SimPy, in CPU time, M/M/4 at rho 0.8.
 
 What is timed is CPU time (user + sys), which drifts far less than wall time
-on a busy machine (see /work/shared/NOTES.md, "Measuring on a busy machine").
+on a busy machine.
 
 - **whole process**: ``python -m pipeline simulate --arrivals poisson:rate=3.2
   --service exponential:mean=1.0 --concurrency 4 --maxsize 100 --items N
