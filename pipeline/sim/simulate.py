@@ -22,6 +22,7 @@ from ..records import DeadLetter, RunReport
 from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
 from .scenario import Scenario, ServiceTrace, Streams
 from .vloop import run_virtual
+from .vloop import wake_unless_cancelled as _wake_unless_cancelled
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,11 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["Replications", "SimulationResult", "simulate"]
 
 _RETRY_BLOCK = 4096
-
-
-def _wake_unless_cancelled(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 class SimulationResult:

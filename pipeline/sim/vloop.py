@@ -23,6 +23,12 @@ Rules that keep runs exact and repeatable:
   the machine. Results are handed back one at a time, when the loop is idle,
   in submission order (not in the order threads happen to finish), so
   concurrent offloaded calls resume in the same order on every run.
+- **Sleeps are cheap.** A timer whose callback only resolves a future (every
+  ``asyncio.sleep``, and :func:`wake_unless_cancelled`) is a lean handle, and
+  when the clock jumps to a batch made only of such timers their futures are
+  resolved straight from the heap: the sleepers wake in the same iteration
+  instead of the next one. The order in which callbacks and tasks run is
+  exactly what the plain two-step path gives (see :meth:`VirtualEventLoop._run_once`).
 - **No needless polling.** The OS poll (epoll) is skipped unless a file
   descriptor other than the loop's self-pipe is registered or a thread is
   working; in a pure simulation it never runs.
@@ -66,7 +72,7 @@ import heapq
 import os
 import threading
 import time
-from asyncio import base_events, events
+from asyncio import base_events, events, futures
 from asyncio.log import logger
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -74,7 +80,7 @@ from typing import Any, TypeVar
 from pipeline._validate import real
 from pipeline.errors import DeadlockError
 
-__all__ = ["VirtualEventLoop", "new_virtual_loop", "run_virtual"]
+__all__ = ["VirtualEventLoop", "new_virtual_loop", "run_virtual", "wake_unless_cancelled"]
 
 T = TypeVar("T")
 
@@ -85,6 +91,69 @@ _MIN_CANCELLED_TIMER_HANDLES_FRACTION = base_events._MIN_CANCELLED_TIMER_HANDLES
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__)
 # Friendlier names, in deadlock messages, for futures asyncio makes on the user's behalf.
 _FUTURE_LABELS = {"_GatheringFuture": "asyncio.gather(...)"}
+
+
+def wake_unless_cancelled(future: asyncio.Future[Any]) -> None:
+    """Set ``future``'s result to None unless it is done already (cancelled, say).
+
+    The callback for a hand-made sleep: ``loop.call_at(when, wake_unless_cancelled, fut)``
+    then ``await fut``. The virtual loop knows this callback touches nothing but
+    the future, so such a timer costs less than an arbitrary one (see
+    :class:`VirtualEventLoop`). The future can be cancelled safely while the
+    timer is pending.
+    """
+    if not future.done():
+        future.set_result(None)
+
+
+# Timer callbacks that only resolve the future they are given (no other effect, no user code).
+_WAKERS = frozenset({wake_unless_cancelled, futures._set_result_unless_cancelled})
+
+
+class _WakeTimer(events.TimerHandle):
+    """A timer for a callback in ``_WAKERS``: a sleep's wake-up, made without asyncio's overhead.
+
+    It behaves as a :class:`asyncio.TimerHandle` (``cancel``, ``cancelled``,
+    ``when``, comparison, repr), but skips what a wake-up does not need: no
+    context copy (resolving a future runs no user code; the future's own
+    callbacks keep their contexts) and no debug bookkeeping (debug loops make
+    plain handles).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, when: float, callback: Any, args: tuple[Any, ...], loop: Any) -> None:
+        self._when = when
+        self._callback = callback
+        self._args = args
+        self._loop = loop
+        self._cancelled = False
+        self._scheduled = True
+        self._context = None
+        self._repr = None
+        self._source_traceback = None
+
+    def cancel(self) -> None:
+        if not self._cancelled:
+            self._cancelled = True
+            if self._scheduled:
+                self._loop._timer_cancelled_count += 1
+            self._callback = None
+            self._args = None
+
+    def _run(self) -> None:
+        try:
+            self._callback(*self._args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._loop.call_exception_handler(
+                {
+                    "message": f"Exception in callback {self._callback!r}{self._args!r}",
+                    "exception": exc,
+                    "handle": self,
+                }
+            )
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
@@ -152,17 +221,21 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         when = float(when)
         if when != when:
             raise ValueError(f"{caller}() got a NaN deadline; it would never fire")
-        self._check_closed()
-        if self._debug:
-            self._check_thread()
-            self._check_callback(callback, caller)
-        timer = events.TimerHandle(when, callback, args, self, context)
-        if timer._source_traceback:
-            # Drop our own frames so the traceback ends at the user's call.
-            del timer._source_traceback[-2:]
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        if callback in _WAKERS and not self._debug:
+            timer = _WakeTimer(when, callback, args, self)
+        else:
+            if self._debug:
+                self._check_thread()
+                self._check_callback(callback, caller)
+            timer = events.TimerHandle(when, callback, args, self, context)
+            if timer._source_traceback:
+                # Drop our own frames so the traceback ends at the user's call.
+                del timer._source_traceback[-2:]
+            timer._scheduled = True
         self._timer_seq += 1
         heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
-        timer._scheduled = True
         return timer
 
     # -- threads: virtual time stands still while they work ------------------
@@ -295,10 +368,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             raise self._deadlock_error()
 
         now = self._now
-        while scheduled and scheduled[0][0] <= now:
-            handle = heapq.heappop(scheduled)[2]
-            handle._scheduled = False
-            ready.append(handle)
+        if scheduled and scheduled[0][0] <= now:
+            if ready or self._stopping or self._io_watched or self._debug:
+                while scheduled and scheduled[0][0] <= now:
+                    handle = heapq.heappop(scheduled)[2]
+                    handle._scheduled = False
+                    ready.append(handle)
+            else:
+                self._fire_due_timers(scheduled, now)
 
         # Run only the callbacks queued so far; those they add wait a turn (as asyncio).
         ntodo = len(ready)
@@ -310,6 +387,41 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             handle = popleft()
             if not handle._cancelled:
                 handle._run()
+
+    def _fire_due_timers(self, scheduled: list, now: float) -> None:
+        """Move the timers due at ``now`` to the ready queue, or wake their sleepers directly.
+
+        Called only with nothing else ready. If every due timer (cancelled ones
+        aside) is a :class:`_WakeTimer`, they are run here, in heap order: each
+        resolves its future, whose callbacks (the sleeping tasks' wake-ups)
+        land in the ready queue and run in this same iteration. The plain path
+        would run those timers in this iteration and the wake-ups in the next;
+        as the timers run no other code, the callbacks then run in exactly the
+        same order either way, one iteration sooner. A batch with any other
+        timer in it takes the plain path, which keeps callbacks that timers add
+        behind the wake-ups queued before them.
+        """
+        heappop = heapq.heappop
+        handle = heappop(scheduled)[2]
+        handle._scheduled = False
+        if not scheduled or scheduled[0][0] > now:  # the usual batch: one timer
+            if handle.__class__ is _WakeTimer:
+                if not handle._cancelled:
+                    handle._run()
+            else:
+                self._ready.append(handle)
+            return
+        batch = [handle]
+        while scheduled and scheduled[0][0] <= now:
+            handle = heappop(scheduled)[2]
+            handle._scheduled = False
+            batch.append(handle)
+        if all(h.__class__ is _WakeTimer or h._cancelled for h in batch):
+            for handle in batch:
+                if not handle._cancelled:
+                    handle._run()
+        else:
+            self._ready.extend(batch)
 
     def _purge_cancelled_timers(self) -> None:
         kept = []
