@@ -156,6 +156,21 @@ class _WakeTimer(events.TimerHandle):
             )
 
 
+class _Handle(events.Handle):
+    """A :class:`asyncio.Handle` made without asking the loop for its debug flag (not in debug)."""
+
+    __slots__ = ()
+
+    def __init__(self, callback: Any, args: tuple[Any, ...], loop: Any, context: Any) -> None:
+        self._context = contextvars.copy_context() if context is None else context
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+
+
 class VirtualEventLoop(asyncio.SelectorEventLoop):
     """An asyncio event loop whose clock is virtual and jumps to the next timer.
 
@@ -237,6 +252,20 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._timer_seq += 1
         heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
         return timer
+
+    def call_soon(self, callback, *args, context=None):
+        """Like :meth:`asyncio.loop.call_soon` (FIFO), with less overhead per call.
+
+        Every task wake-up and future callback comes through here; outside
+        debug mode the handle is made and queued directly.
+        """
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        if self._debug:
+            return super().call_soon(callback, *args, context=context)
+        handle = _Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
 
     # -- threads: virtual time stands still while they work ------------------
 
