@@ -404,7 +404,20 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     handle._scheduled = False
                     ready.append(handle)
             else:
-                self._fire_due_timers(scheduled, now)
+                handle = heapq.heappop(scheduled)[2]
+                handle._scheduled = False
+                if handle.__class__ is _WakeTimer and (not scheduled or scheduled[0][0] > now):
+                    # The usual case in a simulation: one sleep is due. Wake it now.
+                    if handle._cancelled:
+                        pass
+                    elif handle._callback is wake_unless_cancelled:
+                        future = handle._args[0]
+                        if not future.done():
+                            future.set_result(None)
+                    else:
+                        handle._run()
+                else:
+                    self._fire_due_timers(handle, scheduled, now)
 
         # Run only the callbacks queued so far; those they add wait a turn (as asyncio).
         ntodo = len(ready)
@@ -417,8 +430,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if not handle._cancelled:
                 handle._run()
 
-    def _fire_due_timers(self, scheduled: list, now: float) -> None:
-        """Move the timers due at ``now`` to the ready queue, or wake their sleepers directly.
+    def _fire_due_timers(self, first: events.TimerHandle, scheduled: list, now: float) -> None:
+        """Queue the timers due at ``now`` (``first`` already popped), or wake their sleepers.
 
         Called only with nothing else ready. If every due timer (cancelled ones
         aside) is a :class:`_WakeTimer`, they are run here, in heap order: each
@@ -428,21 +441,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         as the timers run no other code, the callbacks then run in exactly the
         same order either way, one iteration sooner. A batch with any other
         timer in it takes the plain path, which keeps callbacks that timers add
-        behind the wake-ups queued before them.
+        behind the wake-ups queued before them. (``_run_once`` handles the
+        usual batch, one sleep, inline.)
         """
-        heappop = heapq.heappop
-        handle = heappop(scheduled)[2]
-        handle._scheduled = False
-        if not scheduled or scheduled[0][0] > now:  # the usual batch: one timer
-            if handle.__class__ is _WakeTimer:
-                if not handle._cancelled:
-                    handle._run()
-            else:
-                self._ready.append(handle)
-            return
-        batch = [handle]
+        batch = [first]
         while scheduled and scheduled[0][0] <= now:
-            handle = heappop(scheduled)[2]
+            handle = heapq.heappop(scheduled)[2]
             handle._scheduled = False
             batch.append(handle)
         if all(h.__class__ is _WakeTimer or h._cancelled for h in batch):
