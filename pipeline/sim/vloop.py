@@ -220,6 +220,18 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def call_at(self, when, callback, *args, context=None):
         """Like :meth:`asyncio.loop.call_at`; equal ``when`` values fire FIFO."""
+        if (
+            when.__class__ is float
+            and when == when
+            and callback in _WAKERS
+            and not self._closed
+            and not self._debug
+        ):
+            # A sleep's wake-up (most timers): the checks below, made cheaply.
+            timer = _WakeTimer(when, callback, args, self)
+            self._timer_seq += 1
+            heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
+            return timer
         if when is None:
             raise TypeError("when cannot be None")
         return self._schedule(when, callback, args, context, "call_at")
@@ -228,8 +240,20 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """Like :meth:`asyncio.loop.call_later`, ``delay`` in virtual seconds."""
         if delay is None:
             raise TypeError("delay must not be None")
-        # One call less than asyncio's call_later -> call_at: every asyncio.sleep comes here.
-        return self._schedule(self._now + delay, callback, args, context, "call_later")
+        # Not via call_at, as asyncio does: every asyncio.sleep comes here.
+        when = self._now + delay
+        if (
+            when.__class__ is float
+            and when == when
+            and callback in _WAKERS
+            and not self._closed
+            and not self._debug
+        ):
+            timer = _WakeTimer(when, callback, args, self)
+            self._timer_seq += 1
+            heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
+            return timer
+        return self._schedule(when, callback, args, context, "call_later")
 
     def _schedule(self, when, callback, args, context, caller):
         # A numpy scalar would otherwise leak into time(); NaN would never fire and spin.
