@@ -1,13 +1,14 @@
 """``Recorder``: every engine event of a run, stored columnar, turned into exact tables.
 
-During a run the recorder keeps three numbers per event (kind, loop time,
-item id), packed into compact numpy arrays as it goes: no per-event objects
-are kept for long, so a million items fit in a few hundred megabytes.
-Afterwards numpy turns the log into per-item records and exact step functions.
+During a run the recorder appends three numbers per event (kind, loop time,
+item id) to compact arrays: no per-event objects are kept, so a million items
+fit in a few hundred megabytes. Afterwards numpy turns the log into per-item
+records and exact step functions.
 """
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,79 +25,35 @@ K = EventKind
 class Recorder:
     """An event listener for :class:`~pipeline.Pipeline` that logs every event.
 
-    Payloads must be integer item ids (the simulator's items are). Events go
-    to plain lists first, since appending to a list costs a fraction of
-    appending to an ``array.array`` (which parses every value), and are packed
-    into numpy arrays every :attr:`CHUNK` events, so a run still holds 17
-    bytes per event.
+    Payloads must be integer item ids (the simulator's items are).
     """
 
-    #: Events kept in lists before they are packed into numpy arrays.
-    CHUNK = 1 << 16
-
     def __init__(self) -> None:
-        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        kinds: list[int] = []
-        times: list[float] = []
-        ids: list[int] = []
-        self._pending = (kinds, times, ids)
-        add_kind, add_time, add_id = kinds.append, times.append, ids.append
+        self.kinds = array("b")
+        self.times = array("d")
+        self.ids = array("q")
+        kinds, times, ids = self.kinds.append, self.times.append, self.ids.append
         work_item = WorkItem
-        chunk = self.CHUNK
-        pack = self._pack
 
         def listener(kind: EventKind, now_s: float, item: Any) -> None:
-            add_kind(kind)
-            add_time(now_s)
+            kinds(kind)
+            times(now_s)
             if item.__class__ is work_item:
-                add_id(item.payload)
+                ids(item.payload)
             elif item is None:
-                add_id(-1)
+                ids(-1)
             else:  # SHED passes the bare payload
-                add_id(item)
-            if len(kinds) == chunk:
-                pack()
+                ids(item)
 
         self.listener = listener
 
-    def _pack(self) -> None:
-        kinds, times, ids = self._pending
-        if kinds:
-            self._chunks.append(
-                (
-                    np.frombuffer(bytes(kinds), dtype=np.int8),  # kinds are 0..11
-                    np.array(times, dtype=np.float64),
-                    np.array(ids, dtype=np.int64),
-                )
-            )
-            kinds.clear()
-            times.clear()
-            ids.clear()
-
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(kinds, times, ids) of every event so far, in order, as numpy arrays."""
-        self._pack()
-        if not self._chunks:
-            return np.empty(0, np.int8), np.empty(0), np.empty(0, np.int64)
-        if len(self._chunks) > 1:
-            kinds, times, ids = zip(*self._chunks, strict=True)
-            self._chunks[:] = [(np.concatenate(kinds), np.concatenate(times), np.concatenate(ids))]
-        return self._chunks[0]
-
-    @property
-    def kinds(self) -> np.ndarray:
-        """Event kinds (:class:`~pipeline.EventKind` values), one per event."""
-        return self.arrays()[0]
-
-    @property
-    def times(self) -> np.ndarray:
-        """Loop time of each event, seconds."""
-        return self.arrays()[1]
-
-    @property
-    def ids(self) -> np.ndarray:
-        """Item id of each event (-1 for events about no item)."""
-        return self.arrays()[2]
+        """(kinds, times, ids) as numpy arrays (views, no copy)."""
+        return (
+            np.frombuffer(self.kinds, dtype=np.int8) if self.kinds else np.empty(0, np.int8),
+            np.frombuffer(self.times, dtype=np.float64) if self.times else np.empty(0),
+            np.frombuffer(self.ids, dtype=np.int64) if self.ids else np.empty(0, np.int64),
+        )
 
 
 @dataclass(frozen=True)
