@@ -22,7 +22,8 @@ sys, ``resource.getrusage(RUSAGE_CHILDREN)`` around it) as well as wall time:
 on a loaded shared machine wall-time ratios do not reproduce, CPU-time ratios
 do. The headline ratio is the median, over the interleaved rounds, of ours'
 CPU time over SimPy's in the same round. ``OPENBLAS_NUM_THREADS=1`` is set for
-every child (numpy's thread pool would otherwise burn CPU at import). Each
+every child (numpy's thread pool would otherwise burn CPU at import), and
+children may write bytecode caches, as an installed package has them. Each
 mean wait is compared with Erlang C (one 100,000-item run is typically within
 4-8% of it: waits are autocorrelated).
 Then peak RSS of a 1,000,000-item run of ours, measured from a wrapper process
@@ -156,7 +157,14 @@ print(json.dumps({"returncode": done.returncode, "wall_s": wall, "stdout": done.
 """
 
 
-CHILD_ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+# Children run as an installed package does: from cached bytecode (.pyc). With
+# PYTHONDONTWRITEBYTECODE set (as on some CI machines) every run of ours would
+# recompile this package from source, about 0.1 s of CPU that SimPy, installed
+# with its .pyc files, never pays. The first (warm-up) run writes the caches.
+CHILD_ENV = {
+    **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+    "OPENBLAS_NUM_THREADS": "1",
+}
 
 
 def cli_command(items: int, extra: Sequence[str] = ()) -> list[str]:
