@@ -397,51 +397,34 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 heapq.heappop(scheduled)[2]._scheduled = False
 
         ready = self._ready
-        jobs = self._jobs
         now = self._now
         if ready or self._stopping or (scheduled and scheduled[0][0] <= now):
             if self._io_watched:
                 self._process_events(self._selector.select(0))
-        elif jobs and jobs[0][0].done():
-            # Only when idle, one job at a time, oldest first: the same order on every run.
-            self._deliver_oldest_job()
-        elif jobs or self._held:
-            # Frozen: wait for real until a thread reports back (it writes to the self-pipe).
-            self._process_events(self._selector.select(None))
-        elif self._io_watched:
-            # Real I/O cannot be predicted: take what has arrived, then move on.
-            self._process_events(self._selector.select(0 if scheduled else None))
-            if not ready and scheduled:
-                self._now = max(now, scheduled[0][0])
-        elif scheduled:
-            when = scheduled[0][0]
-            if when > now:
-                self._now = when
-        else:
-            raise self._deadlock_error()
-
-        now = self._now
-        if scheduled and scheduled[0][0] <= now:
-            if ready or self._stopping or self._io_watched or self._debug:
-                while scheduled and scheduled[0][0] <= now:
-                    handle = heapq.heappop(scheduled)[2]
-                    handle._scheduled = False
-                    ready.append(handle)
-            else:
+            # Timers due now join the callbacks already queued, behind them.
+            while scheduled and scheduled[0][0] <= now:
                 handle = heapq.heappop(scheduled)[2]
                 handle._scheduled = False
-                if handle.__class__ is _WakeTimer and (not scheduled or scheduled[0][0] > now):
-                    # The usual case in a simulation: one sleep is due. Wake it now.
-                    if handle._cancelled:
-                        pass
-                    elif handle._callback is wake_unless_cancelled:
-                        future = handle._args[0]
-                        if not future.done():
-                            future.set_result(None)
-                    else:
-                        handle._run()
+                ready.append(handle)
+        elif scheduled and not (self._jobs or self._held or self._io_watched or self._debug):
+            # A pure simulation, idle: jump the clock to the next deadline.
+            now = self._now = scheduled[0][0]
+            handle = heapq.heappop(scheduled)[2]
+            handle._scheduled = False
+            if handle.__class__ is _WakeTimer and (not scheduled or scheduled[0][0] > now):
+                # The usual case: one sleep is due. Wake it now (see _fire_due_timers).
+                if handle._cancelled:
+                    pass
+                elif handle._callback is wake_unless_cancelled:
+                    future = handle._args[0]
+                    if not future.done():
+                        future.set_result(None)
                 else:
-                    self._fire_due_timers(handle, scheduled, now)
+                    handle._run()
+            else:
+                self._fire_due_timers(handle, scheduled, now)
+        else:
+            self._wait_when_idle(scheduled, now)
 
         # Run only the callbacks queued so far; those they add wait a turn (as asyncio).
         ntodo = len(ready)
@@ -454,10 +437,37 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if not handle._cancelled:
                 handle._run()
 
+    def _wait_when_idle(self, scheduled: list, now: float) -> None:
+        """Nothing is ready and the loop is not a pure simulation: wait, jump or give up."""
+        jobs = self._jobs
+        if jobs and jobs[0][0].done():
+            # Only when idle, one job at a time, oldest first: the same order on every run.
+            self._deliver_oldest_job()
+        elif jobs or self._held:
+            # Frozen: wait for real until a thread reports back (it writes to the self-pipe).
+            self._process_events(self._selector.select(None))
+        elif self._io_watched:
+            # Real I/O cannot be predicted: take what has arrived, then move on.
+            self._process_events(self._selector.select(0 if scheduled else None))
+            if not self._ready and scheduled:
+                self._now = max(now, scheduled[0][0])
+        elif scheduled:  # debug mode: jump, and run the timers as plain callbacks
+            self._now = max(now, scheduled[0][0])
+        else:
+            raise self._deadlock_error()
+        now = self._now
+        ready = self._ready
+        while scheduled and scheduled[0][0] <= now:
+            handle = heapq.heappop(scheduled)[2]
+            handle._scheduled = False
+            ready.append(handle)
+
     def _fire_due_timers(self, first: events.TimerHandle, scheduled: list, now: float) -> None:
         """Queue the timers due at ``now`` (``first`` already popped), or wake their sleepers.
 
-        Called only with nothing else ready. If every due timer (cancelled ones
+        Called only in a pure simulation with nothing else ready (no thread
+        working, no file descriptor watched, not in debug mode), after the clock
+        jumped to ``now``. If every due timer (cancelled ones
         aside) is a :class:`_WakeTimer`, they are run here, in heap order: each
         resolves its future, whose callbacks (the sleeping tasks' wake-ups)
         land in the ready queue and run in this same iteration. The plain path
