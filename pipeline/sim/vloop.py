@@ -27,8 +27,8 @@ Rules that keep runs exact and repeatable:
   ``asyncio.sleep``, and :func:`wake_unless_cancelled`) is a lean handle, and
   when the clock jumps to a batch made only of such timers their futures are
   resolved straight from the heap: the sleepers wake in the same iteration
-  instead of the next one. The order in which callbacks and tasks run is
-  exactly what the plain two-step path gives (see :meth:`VirtualEventLoop._run_once`).
+  instead of the next one. Callbacks and tasks run in exactly the order the
+  plain two-step path gives (see ``VirtualEventLoop._fire_due_timers``).
 - **No needless polling.** The OS poll (epoll) is skipped unless a file
   descriptor other than the loop's self-pipe is registered or a thread is
   working; in a pure simulation it never runs.
@@ -72,7 +72,7 @@ import heapq
 import os
 import threading
 import time
-from asyncio import base_events, events, futures
+from asyncio import base_events, events, format_helpers, futures
 from asyncio.log import logger
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -106,8 +106,12 @@ def wake_unless_cancelled(future: asyncio.Future[Any]) -> None:
         future.set_result(None)
 
 
-# Timer callbacks that only resolve the future they are given (no other effect, no user code).
-_WAKERS = frozenset({wake_unless_cancelled, futures._set_result_unless_cancelled})
+# Timer callbacks that only resolve the future they are given (no other effect, no user
+# code): ours, and the one asyncio.sleep schedules (if a Python release renamed it, sleeps
+# would merely take the general path).
+_WAKERS = frozenset(
+    {wake_unless_cancelled, getattr(futures, "_set_result_unless_cancelled", wake_unless_cancelled)}
+)
 
 
 class _WakeTimer(events.TimerHandle):
@@ -146,13 +150,10 @@ class _WakeTimer(events.TimerHandle):
             self._callback(*self._args)
         except (SystemExit, KeyboardInterrupt):
             raise
-        except BaseException as exc:
+        except BaseException as exc:  # reported as asyncio.Handle._run reports it
+            callback = format_helpers._format_callback_source(self._callback, self._args)
             self._loop.call_exception_handler(
-                {
-                    "message": f"Exception in callback {self._callback!r}{self._args!r}",
-                    "exception": exc,
-                    "handle": self,
-                }
+                {"message": f"Exception in callback {callback}", "exception": exc, "handle": self}
             )
 
 
@@ -381,7 +382,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
         Same semantics as asyncio's ``BaseEventLoop._run_once`` (cancelled-timer
         cleanup, callbacks added while running wait for the next iteration),
-        except how the loop waits: it jumps the clock instead of sleeping.
+        except how the loop waits: it jumps the clock instead of sleeping. In a
+        pure simulation, sleepers whose timers the jump makes due are woken at
+        once (see :meth:`_fire_due_timers`).
         """
         scheduled = self._scheduled
         sched_count = len(scheduled)
@@ -466,8 +469,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """Queue the timers due at ``now`` (``first`` already popped), or wake their sleepers.
 
         Called only in a pure simulation with nothing else ready (no thread
-        working, no file descriptor watched, not in debug mode), after the clock
-        jumped to ``now``. If every due timer (cancelled ones
+        working, no file descriptor watched, not stopping, not in debug mode),
+        after the clock jumped to ``now``. If every due timer (cancelled ones
         aside) is a :class:`_WakeTimer`, they are run here, in heap order: each
         resolves its future, whose callbacks (the sleeping tasks' wake-ups)
         land in the ready queue and run in this same iteration. The plain path
