@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 
 from .config import PipelineConfig, RateLimit
-from .deadletters import export_csv, export_jsonl, load_jsonl, replay
 from .engine import Pipeline, State
 from .errors import (
     DeadlockError,
@@ -70,11 +69,28 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    # The simulation layer needs numpy and pandas; import it only when asked,
-    # so the core stays importable with the standard library alone.
-    if name in ("Scenario", "simulate", "sweep"):
-        from . import sim
+# Public names imported on first use: name -> module that defines it. The
+# simulation layer needs numpy; dead-letter export and replay need neither the
+# command line nor a running pipeline.
+_LAZY = {
+    "export_csv": ".deadletters",
+    "export_jsonl": ".deadletters",
+    "load_jsonl": ".deadletters",
+    "replay": ".deadletters",
+    "Scenario": ".sim",
+    "simulate": ".sim",
+    "sweep": ".sim",
+}
 
-        return getattr(sim, name)
-    raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
+
+def __getattr__(name: str) -> object:
+    # The core stays importable with the standard library alone, and quick to import.
+    if name not in _LAZY:
+        raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name], __name__), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | set(_LAZY))

@@ -251,3 +251,65 @@ def test_a_short_drain_under_overload_hands_items_back(explorer):
     summary = explorer.last_result.summary
     assert summary["items_unfinished"] > 0 and summary["drain_timed_out"]
     assert "unfinished" in explorer.summary_html
+
+
+def _drawn_afresh(ex: Explorer) -> bytes:
+    """The explorer's figure as plot_depth, plot_lag and plot_memory draw it in a new figure."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    from pipeline.viz import explorer as module
+    from pipeline.viz.plots import plot_depth, plot_lag, plot_memory
+
+    result, compare = ex.last_result, ex.previous_result
+    fig = Figure(figsize=module._FIGSIZE, dpi=module._DPI)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 3)
+    fig.subplots_adjust(left=0.045, right=0.99, bottom=0.14, top=0.83, wspace=0.22)
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.yaxis.set_major_locator(MaxNLocator(5))
+    points = module._MAX_POINTS
+    plot_depth(result, axes[0], compare=compare, max_points=points)
+    plot_lag(result, axes[1], compare=compare, max_points=points, panels=("distribution",))
+    plot_memory(result, axes[2], compare=compare, max_points=points)
+    fig.suptitle(
+        ex._settings_text() + ("   (faded: previous run)" if compare else ""), fontsize="medium"
+    )
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=module._DPI)
+    return buffer.getvalue()
+
+
+def _pixels(png: bytes):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+
+
+def test_the_updated_figure_is_what_the_plot_functions_draw_afresh(explorer):
+    # The explorer keeps one figure and updates its artists; every pixel must still
+    # be what plots.py draws from scratch: lines, faded run, limits, legends, titles.
+    changes = [
+        ("concurrency", 6),  # the previous run peaks just under the new bound
+        ("failure_rate", 0.5),  # dead letters: a second memory line and legend entry
+        ("unbounded", True),  # no limit line, "unbounded" legend entries
+        ("maxsize", 20.0),
+        ("unbounded", False),
+        ("on_full", "reject"),
+        ("arrival_rate", 8.0),
+        ("service_cv", 0.0),
+    ]
+    assert (_pixels(figure_png(explorer)) == _pixels(_drawn_afresh(explorer))).all()
+    for name, value in changes:
+        explorer.controls[name].value = value
+        assert explorer.error is None
+        new, fresh = _pixels(figure_png(explorer)), _pixels(_drawn_afresh(explorer))
+        assert new.shape == fresh.shape
+        assert (new == fresh).all(), f"after {name}={value!r}: {(new != fresh).any(-1).sum()} px"

@@ -208,7 +208,7 @@ def test_workload_checks_lengths():
 def test_scripted_permanent_failure_dead_letters_after_its_scripted_attempts():
     from pipeline import PipelineConfig
     from pipeline.sim import Constant, Deterministic, Scenario, simulate
-    from pipeline.sim.workloads.traces import ScriptedFailures
+    from pipeline.sim.workloads.failures import ScriptedFailures
 
     failures = ScriptedFailures((0, 1, 2, 1), permanent=frozenset({1}))
     result = simulate(

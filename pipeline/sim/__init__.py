@@ -4,17 +4,27 @@ An hour of traffic through the real :class:`~pipeline.Pipeline` takes a
 fraction of a second: a virtual clock (:mod:`~pipeline.sim.vloop`) jumps to
 the next timer, arrival processes and service-time distributions drive the
 engine, and a recorder turns its events into exact per-item records and
-time series. :mod:`~pipeline.sim.running.kernel` computes the same run exactly, and
-much faster, for the scenarios inside its domain (``simulate(engine="auto")``,
-the default, picks it). :mod:`~pipeline.sim.analysis.theory` holds the queueing
-formulas the results are checked against.
+time series. The exact kernel computes the same run, much faster, for the
+scenarios inside its domain (``simulate(engine="auto")``, the default, picks
+it). :mod:`~pipeline.sim.analysis.theory` holds the queueing formulas the
+results are checked against.
+
+The package has three layers, each importing only those below it:
+``analysis`` (theory, diagnostics, sweeps, planning) over ``running``
+(simulate, the engine's run and the kernel, the recorder) over ``workloads``
+(distributions, arrivals, failures, traces, Scenario), all over the virtual
+clock (``vloop``) and the step-function statistics (``stats``).
+
+What ``python -m pipeline simulate`` needs is imported at once; sweeps
+(process pools), traces, theory and diagnostics are imported on first use of
+one of their names.
 """
 
 from __future__ import annotations
 
-from .analysis import theory
-from .analysis.diagnostics import Finding, diagnose, findings_frame, format_findings
-from .analysis.sweep import simulate_replication, summarise_sweep, sweep
+import importlib
+from typing import Any
+
 from .running.simulate import Replications, SimulationResult, simulate
 from .vloop import VirtualEventLoop, new_virtual_loop, run_virtual
 from .workloads.arrivals import (
@@ -48,11 +58,11 @@ from .workloads.failures import (
     NoFailures,
     Overload,
     PermanentFailures,
+    ScriptedFailures,
     SimulatedFailure,
     TokenQuota,
 )
 from .workloads.scenario import Scenario, ServiceTrace
-from .workloads.traces import ScriptedFailures, TraceWorkload, exact_fcfs_waits, load_trace
 
 __all__ = [
     "ArrivalProcess",
@@ -104,3 +114,32 @@ __all__ = [
     "sweep",
     "theory",
 ]
+
+# Public names imported on first use: name -> (module, attribute; None for the module itself).
+_LAZY = {
+    "Finding": ("analysis.diagnostics", "Finding"),
+    "diagnose": ("analysis.diagnostics", "diagnose"),
+    "findings_frame": ("analysis.diagnostics", "findings_frame"),
+    "format_findings": ("analysis.diagnostics", "format_findings"),
+    "simulate_replication": ("analysis.sweep", "simulate_replication"),
+    "summarise_sweep": ("analysis.sweep", "summarise_sweep"),
+    "sweep": ("analysis.sweep", "sweep"),
+    "theory": ("analysis.theory", None),
+    "TraceWorkload": ("workloads.traces", "TraceWorkload"),
+    "exact_fcfs_waits": ("workloads.traces", "exact_fcfs_waits"),
+    "load_trace": ("workloads.traces", "load_trace"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

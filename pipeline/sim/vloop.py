@@ -23,6 +23,12 @@ Rules that keep runs exact and repeatable:
   the machine. Results are handed back one at a time, when the loop is idle,
   in submission order (not in the order threads happen to finish), so
   concurrent offloaded calls resume in the same order on every run.
+- **Sleeps are cheap.** A timer whose callback only resolves a future (every
+  ``asyncio.sleep``, and :func:`wake_unless_cancelled`) is a lean handle, and
+  when the clock jumps to a batch made only of such timers their futures are
+  resolved straight from the heap: the sleepers wake in the same iteration
+  instead of the next one. Callbacks and tasks run in exactly the order the
+  plain two-step path gives (see ``VirtualEventLoop._fire_due_timers``).
 - **No needless polling.** The OS poll (epoll) is skipped unless a file
   descriptor other than the loop's self-pipe is registered or a thread is
   working; in a pure simulation it never runs.
@@ -66,7 +72,7 @@ import heapq
 import os
 import threading
 import time
-from asyncio import base_events, events
+from asyncio import base_events, events, format_helpers, futures
 from asyncio.log import logger
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -74,7 +80,7 @@ from typing import Any, TypeVar
 from pipeline._validate import real
 from pipeline.errors import DeadlockError
 
-__all__ = ["VirtualEventLoop", "new_virtual_loop", "run_virtual"]
+__all__ = ["VirtualEventLoop", "new_virtual_loop", "run_virtual", "wake_unless_cancelled"]
 
 T = TypeVar("T")
 
@@ -85,6 +91,85 @@ _MIN_CANCELLED_TIMER_HANDLES_FRACTION = base_events._MIN_CANCELLED_TIMER_HANDLES
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__)
 # Friendlier names, in deadlock messages, for futures asyncio makes on the user's behalf.
 _FUTURE_LABELS = {"_GatheringFuture": "asyncio.gather(...)"}
+
+
+def wake_unless_cancelled(future: asyncio.Future[Any]) -> None:
+    """Set ``future``'s result to None unless it is done already (cancelled, say).
+
+    The callback for a hand-made sleep: ``loop.call_at(when, wake_unless_cancelled, fut)``
+    then ``await fut``. The virtual loop knows this callback touches nothing but
+    the future, so such a timer costs less than an arbitrary one (see
+    :class:`VirtualEventLoop`). The future can be cancelled safely while the
+    timer is pending.
+    """
+    if not future.done():
+        future.set_result(None)
+
+
+# Timer callbacks that only resolve the future they are given (no other effect, no user
+# code): ours, and the one asyncio.sleep schedules (if a Python release renamed it, sleeps
+# would merely take the general path).
+_WAKERS = frozenset(
+    {wake_unless_cancelled, getattr(futures, "_set_result_unless_cancelled", wake_unless_cancelled)}
+)
+
+
+class _WakeTimer(events.TimerHandle):
+    """A timer for a callback in ``_WAKERS``: a sleep's wake-up, made without asyncio's overhead.
+
+    It behaves as a :class:`asyncio.TimerHandle` (``cancel``, ``cancelled``,
+    ``when``, comparison, repr), but skips what a wake-up does not need: no
+    context copy (resolving a future runs no user code; the future's own
+    callbacks keep their contexts) and no debug bookkeeping (debug loops make
+    plain handles).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, when: float, callback: Any, args: tuple[Any, ...], loop: Any) -> None:
+        self._when = when
+        self._callback = callback
+        self._args = args
+        self._loop = loop
+        self._cancelled = False
+        self._scheduled = True
+        self._context = None
+        self._repr = None
+        self._source_traceback = None
+
+    def cancel(self) -> None:
+        if not self._cancelled:
+            self._cancelled = True
+            if self._scheduled:
+                self._loop._timer_cancelled_count += 1
+            self._callback = None
+            self._args = None
+
+    def _run(self) -> None:
+        try:
+            self._callback(*self._args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # reported as asyncio.Handle._run reports it
+            callback = format_helpers._format_callback_source(self._callback, self._args)
+            self._loop.call_exception_handler(
+                {"message": f"Exception in callback {callback}", "exception": exc, "handle": self}
+            )
+
+
+class _Handle(events.Handle):
+    """A :class:`asyncio.Handle` made without asking the loop for its debug flag (not in debug)."""
+
+    __slots__ = ()
+
+    def __init__(self, callback: Any, args: tuple[Any, ...], loop: Any, context: Any) -> None:
+        self._context = contextvars.copy_context() if context is None else context
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
@@ -136,6 +221,18 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def call_at(self, when, callback, *args, context=None):
         """Like :meth:`asyncio.loop.call_at`; equal ``when`` values fire FIFO."""
+        if (
+            when.__class__ is float
+            and when == when
+            and callback in _WAKERS
+            and not self._closed
+            and not self._debug
+        ):
+            # A sleep's wake-up (most timers): the checks below, made cheaply.
+            timer = _WakeTimer(when, callback, args, self)
+            self._timer_seq += 1
+            heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
+            return timer
         if when is None:
             raise TypeError("when cannot be None")
         return self._schedule(when, callback, args, context, "call_at")
@@ -144,26 +241,56 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """Like :meth:`asyncio.loop.call_later`, ``delay`` in virtual seconds."""
         if delay is None:
             raise TypeError("delay must not be None")
-        # One call less than asyncio's call_later -> call_at: every asyncio.sleep comes here.
-        return self._schedule(self._now + delay, callback, args, context, "call_later")
+        # Not via call_at, as asyncio does: every asyncio.sleep comes here.
+        when = self._now + delay
+        if (
+            when.__class__ is float
+            and when == when
+            and callback in _WAKERS
+            and not self._closed
+            and not self._debug
+        ):
+            timer = _WakeTimer(when, callback, args, self)
+            self._timer_seq += 1
+            heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
+            return timer
+        return self._schedule(when, callback, args, context, "call_later")
 
     def _schedule(self, when, callback, args, context, caller):
         # A numpy scalar would otherwise leak into time(); NaN would never fire and spin.
         when = float(when)
         if when != when:
             raise ValueError(f"{caller}() got a NaN deadline; it would never fire")
-        self._check_closed()
-        if self._debug:
-            self._check_thread()
-            self._check_callback(callback, caller)
-        timer = events.TimerHandle(when, callback, args, self, context)
-        if timer._source_traceback:
-            # Drop our own frames so the traceback ends at the user's call.
-            del timer._source_traceback[-2:]
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        if callback in _WAKERS and not self._debug:
+            timer = _WakeTimer(when, callback, args, self)
+        else:
+            if self._debug:
+                self._check_thread()
+                self._check_callback(callback, caller)
+            timer = events.TimerHandle(when, callback, args, self, context)
+            if timer._source_traceback:
+                # Drop our own frames so the traceback ends at the user's call.
+                del timer._source_traceback[-2:]
+            timer._scheduled = True
         self._timer_seq += 1
         heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
-        timer._scheduled = True
         return timer
+
+    def call_soon(self, callback, *args, context=None):
+        """Like :meth:`asyncio.loop.call_soon` (FIFO), with less overhead per call.
+
+        Every task wake-up and future callback comes through here; outside
+        debug mode the handle is made and queued directly.
+        """
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        if self._debug:
+            return super().call_soon(callback, *args, context=context)
+        handle = _Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
 
     # -- threads: virtual time stands still while they work ------------------
 
@@ -255,7 +382,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
         Same semantics as asyncio's ``BaseEventLoop._run_once`` (cancelled-timer
         cleanup, callbacks added while running wait for the next iteration),
-        except how the loop waits: it jumps the clock instead of sleeping.
+        except how the loop waits: it jumps the clock instead of sleeping. In a
+        pure simulation, sleepers whose timers the jump makes due are woken at
+        once (see :meth:`_fire_due_timers`).
         """
         scheduled = self._scheduled
         sched_count = len(scheduled)
@@ -271,34 +400,34 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 heapq.heappop(scheduled)[2]._scheduled = False
 
         ready = self._ready
-        jobs = self._jobs
         now = self._now
         if ready or self._stopping or (scheduled and scheduled[0][0] <= now):
             if self._io_watched:
                 self._process_events(self._selector.select(0))
-        elif jobs and jobs[0][0].done():
-            # Only when idle, one job at a time, oldest first: the same order on every run.
-            self._deliver_oldest_job()
-        elif jobs or self._held:
-            # Frozen: wait for real until a thread reports back (it writes to the self-pipe).
-            self._process_events(self._selector.select(None))
-        elif self._io_watched:
-            # Real I/O cannot be predicted: take what has arrived, then move on.
-            self._process_events(self._selector.select(0 if scheduled else None))
-            if not ready and scheduled:
-                self._now = max(now, scheduled[0][0])
-        elif scheduled:
-            when = scheduled[0][0]
-            if when > now:
-                self._now = when
-        else:
-            raise self._deadlock_error()
-
-        now = self._now
-        while scheduled and scheduled[0][0] <= now:
+            # Timers due now join the callbacks already queued, behind them.
+            while scheduled and scheduled[0][0] <= now:
+                handle = heapq.heappop(scheduled)[2]
+                handle._scheduled = False
+                ready.append(handle)
+        elif scheduled and not (self._jobs or self._held or self._io_watched or self._debug):
+            # A pure simulation, idle: jump the clock to the next deadline.
+            now = self._now = scheduled[0][0]
             handle = heapq.heappop(scheduled)[2]
             handle._scheduled = False
-            ready.append(handle)
+            if handle.__class__ is _WakeTimer and (not scheduled or scheduled[0][0] > now):
+                # The usual case: one sleep is due. Wake it now (see _fire_due_timers).
+                if handle._cancelled:
+                    pass
+                elif handle._callback is wake_unless_cancelled:
+                    future = handle._args[0]
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    handle._run()
+            else:
+                self._fire_due_timers(handle, scheduled, now)
+        else:
+            self._wait_when_idle(scheduled, now)
 
         # Run only the callbacks queued so far; those they add wait a turn (as asyncio).
         ntodo = len(ready)
@@ -310,6 +439,59 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             handle = popleft()
             if not handle._cancelled:
                 handle._run()
+
+    def _wait_when_idle(self, scheduled: list, now: float) -> None:
+        """Nothing is ready and the loop is not a pure simulation: wait, jump or give up."""
+        jobs = self._jobs
+        if jobs and jobs[0][0].done():
+            # Only when idle, one job at a time, oldest first: the same order on every run.
+            self._deliver_oldest_job()
+        elif jobs or self._held:
+            # Frozen: wait for real until a thread reports back (it writes to the self-pipe).
+            self._process_events(self._selector.select(None))
+        elif self._io_watched:
+            # Real I/O cannot be predicted: take what has arrived, then move on.
+            self._process_events(self._selector.select(0 if scheduled else None))
+            if not self._ready and scheduled:
+                self._now = max(now, scheduled[0][0])
+        elif scheduled:  # debug mode: jump, and run the timers as plain callbacks
+            self._now = max(now, scheduled[0][0])
+        else:
+            raise self._deadlock_error()
+        now = self._now
+        ready = self._ready
+        while scheduled and scheduled[0][0] <= now:
+            handle = heapq.heappop(scheduled)[2]
+            handle._scheduled = False
+            ready.append(handle)
+
+    def _fire_due_timers(self, first: events.TimerHandle, scheduled: list, now: float) -> None:
+        """Queue the timers due at ``now`` (``first`` already popped), or wake their sleepers.
+
+        Called only in a pure simulation with nothing else ready (no thread
+        working, no file descriptor watched, not stopping, not in debug mode),
+        after the clock jumped to ``now``. If every due timer (cancelled ones
+        aside) is a :class:`_WakeTimer`, they are run here, in heap order: each
+        resolves its future, whose callbacks (the sleeping tasks' wake-ups)
+        land in the ready queue and run in this same iteration. The plain path
+        would run those timers in this iteration and the wake-ups in the next;
+        as the timers run no other code, the callbacks then run in exactly the
+        same order either way, one iteration sooner. A batch with any other
+        timer in it takes the plain path, which keeps callbacks that timers add
+        behind the wake-ups queued before them. (``_run_once`` handles the
+        usual batch, one sleep, inline.)
+        """
+        batch = [first]
+        while scheduled and scheduled[0][0] <= now:
+            handle = heapq.heappop(scheduled)[2]
+            handle._scheduled = False
+            batch.append(handle)
+        if all(h.__class__ is _WakeTimer or h._cancelled for h in batch):
+            for handle in batch:
+                if not handle._cancelled:
+                    handle._run()
+        else:
+            self._ready.extend(batch)
 
     def _purge_cancelled_timers(self) -> None:
         kept = []

@@ -9,7 +9,9 @@ plus a summary of the key numbers and the diagnostics in words.
 
 The figure is rendered to PNG once per change and placed in an ``Output``
 widget as ``image/png`` display data, which the browser shows as an ``<img>``
-with a ``data:`` URL; no pyplot figure stays open.
+with a ``data:`` URL; no pyplot figure stays open. One figure is kept and its
+artists are updated in place (:mod:`~pipeline.viz._explorer_figure`), so a
+change costs a simulation and one rasterisation.
 
 Example:
     >>> from pipeline.viz import explore
@@ -20,15 +22,11 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import math
 import time
 from typing import Any
 
 import ipywidgets as widgets
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from pipeline.config import PipelineConfig
 from pipeline.retry import Backoff
@@ -45,7 +43,8 @@ from pipeline.sim import (
     simulate,
 )
 
-from .plots import human_bytes, plot_depth, plot_lag, plot_memory
+from ._explorer_figure import ExplorerFigure
+from .plots import human_bytes
 
 __all__ = ["Explorer", "explore"]
 
@@ -70,17 +69,6 @@ def _default_scenario() -> Scenario:
         n_items=5000,
         seed=1,
     )
-
-
-def _reset_axes(ax) -> None:
-    """Remove an axes' data artists and legend, keeping its ticks; autoscale again."""
-    for artist in [*ax.lines, *ax.texts, *ax.collections, *ax.patches, *ax.images]:
-        artist.remove()
-    legend = ax.get_legend()
-    if legend is not None:
-        legend.remove()
-    ax.set_autoscale_on(True)
-    ax.relim()
 
 
 _SERVICE_FAMILIES = (Exponential, LogNormal, Gamma, Constant)
@@ -129,8 +117,7 @@ class Explorer:
         self.timings_s: list[float] = []
         self.last_breakdown: dict[str, float] = {}
         self.error: str | None = None
-        self._fig: Figure | None = None
-        self._axes: Any = None
+        self._figure: ExplorerFigure | None = None
         self.controls = self._build_controls(self.base)
         self.figure = widgets.Output()
         self.figure.add_class(FIGURE_CLASS)
@@ -379,31 +366,15 @@ class Explorer:
     def render_png(self, result, compare=None) -> bytes:
         """Depth, lag and memory side by side (previous run faded), as PNG bytes.
 
-        One figure is kept and its data artists replaced on each call: reusing
-        the axes and their ticks is markedly cheaper than building a figure, and
-        nothing is registered with pyplot, so nothing accumulates.
+        One figure is kept and its artists updated on each call (the same
+        lines, limits and legends as :func:`~pipeline.viz.plots.plot_depth`,
+        :func:`~pipeline.viz.plots.plot_lag` and :func:`~pipeline.viz.plots.plot_memory`
+        would draw); nothing is registered with pyplot, so nothing accumulates.
         """
-        if self._fig is None:
-            self._fig = Figure(figsize=_FIGSIZE, dpi=_DPI)
-            FigureCanvasAgg(self._fig)
-            self._axes = self._fig.subplots(1, 3)
-            self._fig.subplots_adjust(left=0.045, right=0.99, bottom=0.14, top=0.83, wspace=0.22)
-            for ax in self._axes:
-                ax.xaxis.set_major_locator(MaxNLocator(5))
-                ax.yaxis.set_major_locator(MaxNLocator(5))
-        fig, axes = self._fig, self._axes
-        for ax in axes:
-            _reset_axes(ax)
-        plot_depth(result, axes[0], compare=compare, max_points=_MAX_POINTS)
-        plot_lag(result, axes[1], compare=compare, max_points=_MAX_POINTS, panels=("distribution",))
-        plot_memory(result, axes[2], compare=compare, max_points=_MAX_POINTS)
-        fig.suptitle(
-            self._settings_text() + ("   (faded: previous run)" if compare else ""),
-            fontsize="medium",
-        )
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=_DPI, pil_kwargs={"compress_level": 1})
-        return buffer.getvalue()
+        if self._figure is None:
+            self._figure = ExplorerFigure(_FIGSIZE, _DPI, _MAX_POINTS)
+        title = self._settings_text() + ("   (faded: previous run)" if compare else "")
+        return self._figure.render_png(result, compare, title)
 
     def _settings_text(self) -> str:
         s = self.settings

@@ -95,6 +95,15 @@ def _downsample_steps(t: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS
     return t[starts], np.maximum.reduceat(y, starts)
 
 
+def _step_data(
+    result: SimulationResult, values: np.ndarray, max_points: int = MAX_POINTS
+) -> tuple[np.ndarray, np.ndarray]:
+    """The vertices of one step series of ``result``, held to its end time (steps-post)."""
+    s = result.series
+    t, y = _downsample_steps(s.time_s, values, max_points)
+    return np.append(t, s.end_s), np.append(y, y[-1] if len(y) else 0)
+
+
 def _step(
     ax: Axes,
     result: SimulationResult,
@@ -104,11 +113,7 @@ def _step(
     **kwargs: Any,
 ):
     """Draw one step series of ``result`` to its end time; returns the Line2D."""
-    s = result.series
-    t, y = _downsample_steps(s.time_s, values, max_points)
-    t = np.append(t, s.end_s)
-    y = np.append(y, y[-1] if len(y) else 0)
-    (line,) = ax.plot(t, y, drawstyle="steps-post", **kwargs)
+    (line,) = ax.plot(*_step_data(result, values, max_points), drawstyle="steps-post", **kwargs)
     return line
 
 
@@ -321,18 +326,30 @@ def _thin(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np
     return x[keep], y[keep]
 
 
+#: Percentiles marked on the wait and latency distributions.
+_MARKS = (50, 95, 99)
+
+
+def _waits_and_latencies(run: SimulationResult) -> tuple[tuple[str, np.ndarray, str], ...]:
+    """``(name, seconds, colour)`` of waits (items that started) and latencies (completed)."""
+    c = run.columns
+    return (
+        ("wait", (c.start_s - c.arrival_s)[~np.isnan(c.start_s)], _COLORS["wait"]),
+        ("latency", (c.finish_s - c.arrival_s)[c.outcome == 0], _COLORS["latency"]),
+    )
+
+
+def _percentile_note(name: str, q: np.ndarray) -> str:
+    return f"{name} " + " · ".join(f"p{m} {v:.3g}" for m, v in zip(_MARKS, q, strict=True)) + " s"
+
+
 def _draw_distribution(
     ax: Axes, result: SimulationResult, compare: SimulationResult | None, max_points: int
 ) -> None:
-    marks = (50, 95, 99)
+    marks = _MARKS
     notes: list[str] = []
     for run, faded in _layers(result, compare):
-        c = run.columns
-        done = c.outcome == 0
-        for name, values, color in (
-            ("wait", (c.start_s - c.arrival_s)[~np.isnan(c.start_s)], _COLORS["wait"]),
-            ("latency", (c.finish_s - c.arrival_s)[done], _COLORS["latency"]),
-        ):
+        for name, values, color in _waits_and_latencies(run):
             x, y = _thin(*_ecdf(values), max_points)
             if not len(x):
                 continue
@@ -344,11 +361,7 @@ def _draw_distribution(
             ax.plot(
                 q, np.array(marks) / 100, linestyle="none", marker="o", markersize=4, color=color
             )
-            notes.append(
-                f"{name} "
-                + " · ".join(f"p{m} {v:.3g}" for m, v in zip(marks, q, strict=True))
-                + " s"
-            )
+            notes.append(_percentile_note(name, q))
     if notes:
         ax.text(
             0.98,
@@ -433,6 +446,19 @@ def memory_bound_bytes(result: SimulationResult) -> int | None:
     return (cfg.queue_maxsize + cfg.concurrency) * result.scenario.item_size_bytes
 
 
+def _memory_scale(result: SimulationResult, compare: SimulationResult | None) -> tuple[float, str]:
+    """(divisor, unit) for a memory axis showing ``result``, its bound and ``compare``."""
+    bound = memory_bound_bytes(result)
+    peaks = [float(result.summary["memory_peak_bytes"]), float(bound or 0)]
+    if compare is not None:
+        peaks.append(float(compare.summary["memory_peak_bytes"]))
+    return _scale_bytes(max(peaks))
+
+
+def _memory_bound_label(item_size_bytes: int, bound: int | None) -> str:
+    return f"bound (maxsize + concurrency) × {human_bytes(item_size_bytes)} = {human_bytes(bound)}"
+
+
 def plot_memory(
     result: SimulationResult,
     ax: Axes | None = None,
@@ -454,10 +480,7 @@ def plot_memory(
     fig, (ax,) = _axes_list(ax, 1)
     bound = memory_bound_bytes(result)
     size = result.scenario.item_size_bytes
-    peaks = [float(result.summary["memory_peak_bytes"]), float(bound or 0)]
-    if compare is not None:
-        peaks.append(float(compare.summary["memory_peak_bytes"]))
-    divisor, unit = _scale_bytes(max(peaks))
+    divisor, unit = _memory_scale(result, compare)
     for run, faded in _layers(result, compare):
         s = run.series
         memory = (s.in_system + s.dead_letters) * run.scenario.item_size_bytes / divisor
@@ -479,7 +502,7 @@ def plot_memory(
         ax,
         None if bound is None else bound / divisor,
         color=_COLORS["memory"],
-        label=f"bound (maxsize + concurrency) × {human_bytes(size)} = {human_bytes(bound)}",
+        label=_memory_bound_label(size, bound),
         unbounded_label="no bound (unbounded queue)",
     )
     if title:

@@ -49,10 +49,10 @@ from ..workloads.failures import (
     NoFailures,
     Overload,
     PermanentFailures,
+    ScriptedFailures,
     TokenQuota,
 )
 from ..workloads.scenario import Scenario
-from ..workloads.traces import ScriptedFailures
 from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
 from .report import make_report
 from .workload import Workload

@@ -24,6 +24,7 @@ import numpy as np
 from ...engine import Pipeline
 from ...records import DeadLetter, RunReport
 from ..vloop import run_virtual
+from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
 from ..workloads.scenario import Scenario
 from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
 from .workload import Workload
@@ -33,11 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Replications", "SimulationResult", "simulate"]
 
-
-
-def _wake_unless_cancelled(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 class SimulationResult:

@@ -1,0 +1,95 @@
+"""Public names load on first use; the command line's JSON path imports only what it needs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import pipeline
+import pipeline.sim
+
+# Not needed to simulate and print a JSON summary.
+HEAVY = [
+    "multiprocessing",
+    "concurrent.futures.process",
+    "pipeline.deadletters",
+    "pipeline.jsoncodec",
+    "pipeline.sim.analysis.sweep",
+    "pipeline.sim.analysis.diagnostics",
+    "pipeline.sim.workloads.traces",
+    "pipeline.sim.analysis.theory",
+    "pipeline.sim.analysis.planning",
+    "pandas",
+    "matplotlib",
+]
+
+
+def run_python(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_the_json_path_imports_nothing_it_does_not_need():
+    code = f"""
+import contextlib, io, json, sys
+from pipeline.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    main(["simulate", "--arrivals", "poisson:rate=3.2", "--service", "exponential:mean=1.0",
+          "--items", "50", "--seed", "1", "--json"])
+assert json.loads(out.getvalue())["items_completed"] == 50
+print(json.dumps(sorted(set({HEAVY!r}) & set(sys.modules))))
+"""
+    assert json.loads(run_python(code)) == []
+
+
+def test_every_public_name_resolves_and_is_listed():
+    for module in (pipeline, pipeline.sim):
+        for name in module.__all__:
+            assert getattr(module, name) is not None, f"{module.__name__}.{name}"
+        assert set(module.__all__) <= set(dir(module))
+    from pipeline import Scenario, export_jsonl, replay, simulate, sweep
+    from pipeline.sim import Finding, TraceWorkload, load_trace, simulate_replication
+
+    assert replay.__module__ == export_jsonl.__module__ == "pipeline.deadletters"
+    assert Scenario is pipeline.sim.Scenario and simulate is pipeline.sim.simulate
+    assert sweep is pipeline.sim.sweep and callable(sweep)
+    assert load_trace.__module__ == TraceWorkload.__module__ == "pipeline.sim.workloads.traces"
+    assert Finding.__module__ == "pipeline.sim.analysis.findings"
+    assert simulate_replication.__module__ == "pipeline.sim.analysis.sweep"
+
+
+def test_star_imports_give_every_public_name():
+    code = """
+import json
+scope = {}
+exec("from pipeline import *", scope)
+exec("from pipeline.sim import *", scope)
+import pipeline, pipeline.sim
+missing = [n for n in pipeline.__all__ + pipeline.sim.__all__ if n not in scope]
+print(json.dumps(missing))
+"""
+    assert json.loads(run_python(code)) == []
+
+
+def test_sweep_stays_the_function_when_its_module_is_imported_first():
+    code = """
+import importlib, json
+import pipeline.sim.analysis.sweep             # the submodule, before the package's name
+module = importlib.import_module("pipeline.sim.analysis.sweep")
+from pipeline.sim import sweep
+import pipeline
+print(json.dumps([callable(sweep), sweep is module.sweep, pipeline.sim.sweep is module.sweep,
+                  pipeline.sweep is module.sweep]))
+"""
+    assert json.loads(run_python(code)) == [True, True, True, True]
+
+
+def test_unknown_names_are_attribute_errors():
+    for module in (pipeline, pipeline.sim):
+        with pytest.raises(AttributeError, match="no_such_name"):
+            module.no_such_name  # noqa: B018
