@@ -107,10 +107,15 @@ class Attempts:
         else:
             self._busy -= 1
             del self._running[item]
-            self._thread_calls.pop(item, None)
+            if not self._is_async:
+                self._thread_calls.pop(item, None)
             self._completed += 1
-            self._emit(EventKind.COMPLETED, item)
-            await self._finish(Result(item.payload, value, item.attempts))
+            if self._on_event is not None:
+                self._on_event(EventKind.COMPLETED, self._loop.time(), item)
+            if self._stream is None:
+                self._settle()
+            else:
+                await self._finish(Result(item.payload, value, item.attempts))
             return
         if not began:  # the limiter refused the item outright: that is its attempt
             self._begin(item)
@@ -132,7 +137,8 @@ class Attempts:
         self._attempts += 1
         if item.first_start_s is None:
             item.first_start_s = now
-        self._emit_at(EventKind.STARTED, now, item)
+        if self._on_event is not None:
+            self._on_event(EventKind.STARTED, now, item)
 
     def _call(self, item: WorkItem) -> Awaitable[Any]:
         if self._is_async:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import inspect
 import logging
 import random
@@ -41,6 +40,7 @@ from .queue import WorkQueue
 from .ratelimit import RateLimiter
 from .records import DeadLetter, Result, RunReport, ShedLog
 from .results import ResultStream
+from .state import State
 from .stats import Statistics
 
 __all__ = ["Pipeline", "State"]
@@ -48,15 +48,6 @@ __all__ = ["Pipeline", "State"]
 log = logging.getLogger("pipeline")
 
 Handler = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
-
-
-class State(enum.Enum):
-    """Lifecycle: IDLE -> OPEN -> DRAINING -> CLOSED."""
-
-    IDLE = "idle"
-    OPEN = "open"
-    DRAINING = "draining"
-    CLOSED = "closed"
 
 
 def _is_async_callable(handler: object) -> bool:

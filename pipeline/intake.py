@@ -33,6 +33,7 @@ from typing import Any
 from .errors import PipelineClosed, QueueFull
 from .events import EventKind
 from .items import WorkItem
+from .state import State
 
 __all__: list[str] = []
 
@@ -56,7 +57,7 @@ class Intake:
         give_turns = reject or self.config.queue_maxsize is None
         exhausted = False
         try:
-            while self._accepting():
+            while self.state is State.OPEN:
                 if not reject:
                     try:
                         await self._reserve_slot()
@@ -163,8 +164,9 @@ class Intake:
         item = WorkItem(payload, self._admitted, self._loop.time())
         self._offered += 1
         self._admitted += 1
-        self._emit_at(EventKind.ADMITTED, item.admitted_s, item)
-        if not self._accepting():
+        if self._on_event is not None:
+            self._on_event(EventKind.ADMITTED, item.admitted_s, item)
+        if self.state is not State.OPEN:
             # stop() ran while the producer was inside the source reading this
             # payload: it is accounted for and handed back unfinished, not queued.
             if reserved:
