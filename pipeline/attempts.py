@@ -110,8 +110,12 @@ class Attempts:
             if not self._is_async:
                 self._thread_calls.pop(item, None)
             self._completed += 1
-            if self._on_event is not None:
-                self._on_event(EventKind.COMPLETED, self._loop.time(), item)
+            listener = self._listener  # inline, not the guarded wrapper: the hot path
+            if listener is not None:
+                try:
+                    listener(EventKind.COMPLETED, self._loop.time(), item)
+                except BaseException as error:
+                    self._listener_failed(EventKind.COMPLETED, error)
             if self._stream is None:
                 self._settle()
             else:
@@ -137,8 +141,12 @@ class Attempts:
         self._attempts += 1
         if item.first_start_s is None:
             item.first_start_s = now
-        if self._on_event is not None:
-            self._on_event(EventKind.STARTED, now, item)
+        listener = self._listener  # inline, not the guarded wrapper: the hot path
+        if listener is not None:
+            try:
+                listener(EventKind.STARTED, now, item)
+            except BaseException as error:
+                self._listener_failed(EventKind.STARTED, error)
 
     def _call(self, item: WorkItem) -> Awaitable[Any]:
         if self._is_async:

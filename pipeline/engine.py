@@ -519,24 +519,27 @@ class Pipeline(Intake, Attempts):
         def guarded(kind: EventKind, now_s: float, item: Any) -> None:
             try:
                 listener(kind, now_s, item)
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except Exception as error:
-                self._listener_errors += 1
-                if self._listener_errors == 1:
-                    self._log(
-                        logging.ERROR,
-                        "pipeline.listener_failed",
-                        pipeline=self.name,
-                        kind=kind.name,
-                        error=f"{type(error).__name__}",
-                        exc_info=error,
-                    )
             except BaseException as error:
-                self._listener_errors += 1
-                self._abort(error)
+                self._listener_failed(kind, error)
 
         return guarded
+
+    def _listener_failed(self, kind: EventKind, error: BaseException) -> None:
+        """Count a listener's failure; log the first; a non-Exception stops the run."""
+        if isinstance(error, KeyboardInterrupt | SystemExit):
+            raise error
+        self._listener_errors += 1
+        if not isinstance(error, Exception):
+            self._abort(error)
+        elif self._listener_errors == 1:
+            self._log(
+                logging.ERROR,
+                "pipeline.listener_failed",
+                pipeline=self.name,
+                kind=kind.name,
+                error=f"{type(error).__name__}",
+                exc_info=error,
+            )
 
     def _log(self, level: int, event: str, *, exc_info: Any = None, **fields: Any) -> None:
         """Log a structured event; a failing log handler or filter never breaks the run."""

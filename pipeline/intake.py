@@ -142,8 +142,7 @@ class Intake:
 
     async def _reserve_slot(self) -> None:
         queue = self._queue
-        if not queue.full():
-            queue.reserve_nowait()
+        if queue.try_reserve():
             return
         loop = self._loop
         since = loop.time()
@@ -164,8 +163,12 @@ class Intake:
         item = WorkItem(payload, self._admitted, self._loop.time())
         self._offered += 1
         self._admitted += 1
-        if self._on_event is not None:
-            self._on_event(EventKind.ADMITTED, item.admitted_s, item)
+        listener = self._listener  # inline, not the guarded wrapper: the hot path
+        if listener is not None:
+            try:
+                listener(EventKind.ADMITTED, item.admitted_s, item)
+            except BaseException as error:
+                self._listener_failed(EventKind.ADMITTED, error)
         if self.state is not State.OPEN:
             # stop() ran while the producer was inside the source reading this
             # payload: it is accounted for and handed back unfinished, not queued.

@@ -108,6 +108,22 @@ class WorkQueue(Generic[T]):
             raise QueueFull(f"{self!r} is full")
         self._reserved += 1
 
+    def try_reserve(self) -> bool:
+        """Take a slot if one is free; False (nothing taken) when the queue is full.
+
+        Raises:
+            PipelineClosed: the queue was closed.
+        """
+        if self._closed:
+            raise PipelineClosed(f"{self!r} is closed to new items")
+        if (
+            self.maxsize is not None
+            and len(self._items) + len(self._retries) + self._reserved + self._held >= self.maxsize
+        ):
+            return False
+        self._reserved += 1
+        return True
+
     async def reserve(self) -> None:
         """Wait until a slot is free, then take it.
 
