@@ -33,6 +33,9 @@ test: $(STAMP)
 test-all-pythons:
 	$(PYTHON) -m tests.all_pythons
 
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
 bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_sim.py
