@@ -48,7 +48,8 @@ class Attempts:
         queue = self._queue
         if self._is_async or self.config.prefetch == 1:
             while True:
-                item = await queue.get()
+                # get_nowait when something is queued: no coroutine for the common case
+                item = queue.get_nowait() if len(queue) else await queue.get()
                 await self._attempt(item)
         # A plain-function handler runs on threads: keep up to `prefetch` in flight.
         in_flight = asyncio.Semaphore(self.config.prefetch)

@@ -58,9 +58,9 @@ class Intake:
         exhausted = False
         try:
             while self.state is State.OPEN:
-                if not reject:
+                if not reject and not queue.try_reserve():  # no coroutine when a slot is free
                     try:
-                        await self._reserve_slot()
+                        await self._wait_for_slot()
                     except PipelineClosed:
                         return
                 try:
@@ -109,7 +109,8 @@ class Intake:
             raise PipelineClosed(f"{self!r} is not taking items (use 'async with' or run())")
         if self.config.on_full == "reject":
             return self._offer_or_shed(payload)
-        await self._reserve_slot()
+        if not self._queue.try_reserve():
+            await self._wait_for_slot()
         self._admit(payload)
         return True
 
@@ -140,10 +141,9 @@ class Intake:
         self._admit(payload)
         return True
 
-    async def _reserve_slot(self) -> None:
+    async def _wait_for_slot(self) -> None:
+        """Wait for a free slot and take it, counting the time a producer is blocked."""
         queue = self._queue
-        if queue.try_reserve():
-            return
         loop = self._loop
         since = loop.time()
         self._blocked_now += 1
