@@ -58,9 +58,10 @@ class Intake:
         exhausted = False
         try:
             while self.state is State.OPEN:
-                if not reject and not queue.try_reserve():  # no coroutine when a slot is free
+                if not reject:
                     try:
-                        await self._wait_for_slot()
+                        if not queue.try_reserve():  # no coroutine when a slot is free
+                            await self._wait_for_slot()
                     except PipelineClosed:
                         return
                 try:
