@@ -85,7 +85,18 @@ class Attempts:
                 # counts as waiting (not started) until the limiter lets it go.
                 await self._limiter.acquire(item.payload)
             began = True
-            self._begin(item)
+            # _begin, inline: this runs once per attempt
+            now = self._loop.time()
+            item.attempts += 1
+            self._attempts += 1
+            if item.first_start_s is None:
+                item.first_start_s = now
+            listener = self._listener
+            if listener is not None:
+                try:
+                    listener(EventKind.STARTED, now, item)
+                except BaseException as error:
+                    self._listener_failed(EventKind.STARTED, error)
             if config.attempt_timeout_s is None:
                 value = await self._call(item)
             else:

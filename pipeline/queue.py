@@ -150,7 +150,13 @@ class WorkQueue(Generic[T]):
     def put_reserved(self, item: T) -> None:
         """Queue ``item`` in the slot taken by :meth:`reserve`."""
         self._reserved -= 1
-        self._append(item)
+        items = self._items
+        items.append(item)
+        size = len(items) + len(self._retries)  # _note_peak, inline: once per item
+        if size > self.peak:
+            self.peak = size
+        if self._getters:
+            wake_first(self._getters)
 
     def release(self) -> None:
         """Give back a reserved slot that will not be used."""
@@ -235,12 +241,6 @@ class WorkQueue(Generic[T]):
         return items
 
     # -- helpers -------------------------------------------------------------------
-
-    def _append(self, item: T) -> None:
-        self._items.append(item)
-        self._note_peak()
-        if self._getters:
-            wake_first(self._getters)
 
     def _note_peak(self) -> None:
         size = len(self._items) + len(self._retries)

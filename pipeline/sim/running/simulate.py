@@ -25,6 +25,7 @@ from ...engine import Pipeline
 from ...records import DeadLetter, RunReport
 from ..vloop import run_virtual
 from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
+from ..workloads.failures import NoFailures
 from ..workloads.scenario import Scenario
 from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
 from .workload import Workload
@@ -246,6 +247,11 @@ async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndar
     in_flight = 0
     retry_time = workload.retry_time
 
+    async def cannot_fail(item_id: int) -> None:
+        # NoFailures: no failure draws and no count in flight, which only failure models read.
+        attempt = attempts[item_id] = attempts[item_id] + 1
+        await sleep(first_attempt[item_id] if attempt == 1 else retry_time(item_id))
+
     async def handler(item_id: int) -> None:
         nonlocal in_flight
         attempt = attempts[item_id] = attempts[item_id] + 1
@@ -273,7 +279,11 @@ async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndar
 
     recorder = Recorder()
     pipe = Pipeline(
-        handler, scenario.config, on_event=recorder.listener, rng=streams.jitter, name="sim"
+        cannot_fail if isinstance(scenario.failures, NoFailures) else handler,
+        scenario.config,
+        on_event=recorder.listener,
+        rng=streams.jitter,
+        name="sim",
     )
     report = await pipe.run(source())
     return report, arrivals, recorder
