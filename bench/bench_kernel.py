@@ -44,51 +44,12 @@ import subprocess
 import sys
 import time
 
-RATE = 3.2
-MEAN_SERVICE_S = 1.0
-CONCURRENCY = 4
-MAXSIZE = 100
-SEED = 1
+from bench_sim import CONCURRENCY, MAXSIZE, MEAN_SERVICE_S, RATE, SEED, SIMPY, SIMPY_MODEL
+
 WHOLE_TARGET = 0.5
 IN_PROCESS_TARGET = 10.0
 RSS_TARGET_BYTES = 2 * 1024**3
 
-SIMPY_MODEL = f"""
-def simpy_model(n):
-    import numpy as np
-    import simpy
-
-    rng = np.random.default_rng({SEED})
-    arrivals = np.cumsum(rng.exponential(1.0 / {RATE}, n)).tolist()
-    services = rng.exponential({MEAN_SERVICE_S}, n).tolist()
-    env = simpy.Environment()
-    store = simpy.Store(env, capacity={MAXSIZE})
-    waits = []
-
-    def producer():
-        for i, arrival in enumerate(arrivals):
-            if arrival > env.now:
-                yield env.timeout(arrival - env.now)
-            yield store.put(i)
-
-    def worker():
-        while True:
-            i = yield store.get()
-            waits.append(env.now - arrivals[i])
-            yield env.timeout(services[i])
-
-    env.process(producer())
-    for _ in range({CONCURRENCY}):
-        env.process(worker())
-    env.run()
-    return {{"items_completed": len(waits), "wait_mean_s": sum(waits) / len(waits)}}
-"""
-
-SIMPY = (
-    "import json, sys\n"
-    + SIMPY_MODEL
-    + "print(json.dumps(simpy_model(int(sys.argv[1]))))\n"
-)  # fmt: skip
 
 MEASURE_RSS = """
 import json, resource, subprocess, sys

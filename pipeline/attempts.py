@@ -78,14 +78,16 @@ class Attempts:
         config = self.config
         self._busy += 1
         self._running[item] = None
-        began = False
         try:
+            refused: Exception | None = None
             if self._limiter is not None:
                 # Waiting for the rate limit is not part of the attempt: the item
                 # counts as waiting (not started) until the limiter lets it go.
-                await self._limiter.acquire(item.payload)
-            began = True
-            # _begin, inline: this runs once per attempt
+                try:
+                    await self._limiter.acquire(item.payload)
+                except Exception as error:
+                    refused = error  # refused outright: that is its attempt
+            # The attempt starts now (written out here: this runs once per attempt).
             now = self._loop.time()
             item.attempts += 1
             self._attempts += 1
@@ -97,6 +99,8 @@ class Attempts:
                     listener(EventKind.STARTED, now, item)
                 except BaseException as error:
                     self._listener_failed(EventKind.STARTED, error)
+            if refused is not None:
+                raise refused
             if config.attempt_timeout_s is None:
                 value = await self._call(item)
             else:
@@ -133,8 +137,6 @@ class Attempts:
             else:
                 await self._finish(Result(item.payload, value, item.attempts))
             return
-        if not began:  # the limiter refused the item outright: that is its attempt
-            self._begin(item)
         self._busy -= 1
         try:
             letter = self._fail(item, failure)
@@ -145,20 +147,6 @@ class Attempts:
             return
         if letter is not None:
             await self._finish(Result(item.payload, None, item.attempts, letter))
-
-    def _begin(self, item: WorkItem) -> None:
-        """Count one attempt as started now."""
-        now = self._loop.time()
-        item.attempts += 1
-        self._attempts += 1
-        if item.first_start_s is None:
-            item.first_start_s = now
-        listener = self._listener  # inline, not the guarded wrapper: the hot path
-        if listener is not None:
-            try:
-                listener(EventKind.STARTED, now, item)
-            except BaseException as error:
-                self._listener_failed(EventKind.STARTED, error)
 
     def _call(self, item: WorkItem) -> Awaitable[Any]:
         if self._is_async:

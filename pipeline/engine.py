@@ -38,7 +38,7 @@ from .intake import Intake
 from .items import WorkItem
 from .queue import WorkQueue
 from .ratelimit import RateLimiter
-from .records import DeadLetter, Result, RunReport, ShedLog
+from .records import DeadLetter, Result, RunReport, ShedLog, describe_error
 from .results import ResultStream
 from .state import State
 from .stats import Statistics
@@ -448,7 +448,8 @@ class Pipeline(Intake, Attempts):
         report = await self.drain()
         if failures:
             raise SourceError(
-                f"source raised {type(failures[0]).__name__}: {failures[0]}", report
+                f"source raised {type(failures[0]).__name__}: {describe_error(failures[0])}",
+                report,
             ) from failures[0]
         return report
 

@@ -231,7 +231,12 @@ def step_series(arrival_s: np.ndarray, recorder: Recorder, end_s: float) -> Step
             columns[name] = np.concatenate([np.zeros(1, np.int32), steps])
         else:  # no event of this run moves this column
             columns[name] = np.zeros(len(last) + 1, np.int32)
-    if len(time_s) > 1 and time_s[1] == 0.0:
+    return _finish_series(time_s, columns, end_s)
+
+
+def _finish_series(time_s: np.ndarray, columns: dict[str, np.ndarray], end_s: float) -> StepSeries:
+    """The series from rows that start with the state at 0.0 s, closed at ``end_s``."""
+    if len(time_s) > 1 and time_s[1] == 0.0:  # events at 0.0 replace the initial row
         time_s = time_s[1:]
         columns = {name: values[1:] for name, values in columns.items()}
     # Whatever the drain handed back as unfinished leaves at the very end.
@@ -313,14 +318,4 @@ def stream_series(
     time_s.resize(rows, refcheck=False)
     for values in columns.values():
         values.resize(rows, refcheck=False)
-    if rows > 1 and time_s[1] == 0.0:
-        time_s = time_s[1:]
-        columns = {name: values[1:] for name, values in columns.items()}
-    inside = ("queue_depth", "in_flight", "retry_waiting")
-    if any(columns[name][-1] for name in inside):
-        if time_s[-1] < end_s:
-            time_s = np.append(time_s, end_s)
-            columns = {name: np.append(values, values[-1]) for name, values in columns.items()}
-        for name in inside:
-            columns[name][-1] = 0
-    return StepSeries(time_s=time_s, end_s=end_s, **columns)
+    return _finish_series(time_s, columns, end_s)
