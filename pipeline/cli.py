@@ -66,11 +66,12 @@ print one line, ``pipeline: error: ...``, and exit with status 2. The
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -307,6 +308,12 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+# Further commands, one module each: ``add_command(subparsers)`` registers the
+# command's parser with ``set_defaults(run=function)``; the module imports what
+# it needs to run lazily, so that ``simulate --json`` does not pay for it.
+_MORE_COMMANDS: tuple[str, ...] = ()
+
+
 def _build_parser() -> _Parser:
     parser = _Parser(
         prog=PROG,
@@ -318,17 +325,33 @@ def _build_parser() -> _Parser:
         help="run a scenario in virtual time and report",
         description="Run a scenario in virtual time. Flags override the scenario file.",
     )
-    simulate.add_argument("scenario", nargs="?", help="scenario.toml (keys mirror the flags)")
-    for name, (_, metavar, text) in _OPTIONS.items():
-        simulate.add_argument(_flag(name), dest=name, metavar=metavar, help=text)
+    add_scenario_flags(simulate)
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
+    simulate.set_defaults(run=_simulate)
+    for module in _MORE_COMMANDS:
+        importlib.import_module(module).add_command(commands)
     return parser
+
+
+def add_scenario_flags(parser: argparse.ArgumentParser) -> None:
+    """The scenario file argument and one flag per :data:`_OPTIONS` entry.
+
+    Shared by every command that builds a scenario (``simulate``, ``plan``, ``sweep``).
+    """
+    parser.add_argument("scenario", nargs="?", help="scenario.toml (keys mirror the flags)")
+    for name, (_, metavar, text) in _OPTIONS.items():
+        parser.add_argument(_flag(name), dest=name, metavar=metavar, help=text)
 
 
 # -- settings: TOML file, then flags -----------------------------------------------------------
 
 
-def _read_toml(path: str) -> dict[str, Any]:
+def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str], dict[str, Any]]:
+    """A scenario file's settings as flag texts, and its ``tables`` keys as TOML gave them.
+
+    ``tables`` names the keys a command reads itself (e.g. a sweep's grid);
+    every other key must be one of :data:`_OPTIONS`.
+    """
     import tomllib
 
     try:
@@ -338,10 +361,15 @@ def _read_toml(path: str) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
     base = os.path.dirname(os.path.abspath(path))
     raw: dict[str, str] = {}
+    extra: dict[str, Any] = {}
     for key, value in data.items():
         name = key.replace("-", "_")
+        if name in tables:
+            extra[name] = value
+            continue
         if name not in _OPTIONS:
-            raise ValueError(f"{path}: unknown key {key!r}; allowed: {', '.join(sorted(_OPTIONS))}")
+            allowed = ", ".join(sorted([*_OPTIONS, *tables]))
+            raise ValueError(f"{path}: unknown key {key!r}; allowed: {allowed}")
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ValueError(
                 f"{path}: {key} must be a string or a number, got {type(value).__name__} {value!r}"
@@ -350,7 +378,7 @@ def _read_toml(path: str) -> dict[str, Any]:
         if name in _FILE_PATHS:
             text = os.path.join(base, text)
         raw[name] = text
-    return raw
+    return raw, extra
 
 
 class _Settings(dict[str, Any]):
@@ -359,6 +387,7 @@ class _Settings(dict[str, Any]):
     def __init__(self) -> None:
         super().__init__()
         self.origins: dict[str, str] = {}
+        self.tables: dict[str, Any] = {}
 
 
 def _source(settings: dict[str, Any], name: str) -> str:
@@ -366,11 +395,16 @@ def _source(settings: dict[str, Any], name: str) -> str:
     return getattr(settings, "origins", {}).get(name, _flag(name))
 
 
-def _settings(args: argparse.Namespace) -> _Settings:
-    """Parsed settings: the scenario file's values, overridden by the flags given."""
+def _settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Settings:
+    """Parsed settings: the scenario file's values, overridden by the flags given.
+
+    The file's keys named in ``tables`` are kept, unparsed, in ``settings.tables``.
+    """
     sources: list[tuple[str, dict[str, str]]] = []
+    file_tables: dict[str, Any] = {}
     if args.scenario is not None:
-        sources.append((args.scenario, _read_toml(args.scenario)))
+        raw, file_tables = _read_toml(args.scenario, tables)
+        sources.append((args.scenario, raw))
     flags = {name: getattr(args, name) for name in _OPTIONS if getattr(args, name) is not None}
     if sources and ("items" in flags or "duration" in flags):
         # --items and --duration are one choice: a flag for either replaces the file's.
@@ -386,6 +420,7 @@ def _settings(args: argparse.Namespace) -> _Settings:
             except ValueError as exc:
                 raise ValueError(f"{label}: {exc}") from None
             settings.origins[name] = f"{name!r} in {origin}" if origin else _flag(name)
+    settings.tables = file_tables
     return settings
 
 
@@ -640,7 +675,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 bad input)."""
     args = _build_parser().parse_args(argv)
     try:
-        return _simulate(args)
+        return args.run(args)
     except BrokenPipeError:
         # The reader went away (| head): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

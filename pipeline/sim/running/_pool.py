@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import multiprocessing.context
+    from concurrent.futures import Executor
 
 __all__: list[str] = []
 
@@ -64,11 +65,15 @@ def run_tasks(
     workers: int,
     bar: Any,
     what: str,
+    executor: Executor | None = None,
 ) -> list[Any]:
-    """``[function(*task) for task in tasks]``, on ``workers`` processes when > 1.
+    """``[function(*task) for task in tasks]``: on ``executor``, or on ``workers`` processes.
 
     ``function`` must be defined at module level (worker processes import it).
-    ``bar.update()`` is called as each task finishes.
+    ``bar.update()`` is called as each task finishes. An ``executor`` given
+    (any :class:`concurrent.futures.Executor`, e.g. a Dask client's
+    ``get_executor()``) runs every task, whatever ``workers`` is, and is left
+    open; otherwise ``workers`` > 1 starts a process pool for this call.
 
     Raises:
         RuntimeError: called (``workers`` > 1) by a worker process that is
@@ -76,16 +81,14 @@ def run_tasks(
         Whatever a task raises; pickling and start-up failures carry a note
             saying how to fix them.
     """
-    # Imported here: a run that needs no pool (the command line's) does not pay for it.
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
-
     results: list[Any] = [None] * len(tasks)
-    if workers <= 1:
+    if executor is None and workers <= 1:
         for index, task in enumerate(tasks):
             results[index] = function(*task)
             bar.update()
         return results
+    if executor is not None:
+        return _gather(executor, function, tasks, bar, what, results)
     if bootstrapping():
         # A script without the guard, re-imported by the pool's worker: say so here,
         # where the user sees it, instead of letting this worker start a pool of its own.
@@ -93,24 +96,42 @@ def run_tasks(
             f"{what} was called while a worker process imported the script that started "
             "it; put the call under 'if __name__ == \"__main__\":'"
         )
+    # Imported here: a run that needs no pool (the command line's) does not pay for it.
+    from concurrent.futures import ProcessPoolExecutor
+
     with ProcessPoolExecutor(max_workers=workers, mp_context=context()) as pool:
-        futures = {pool.submit(function, *task): index for index, task in enumerate(tasks)}
-        try:
-            for future in as_completed(futures):
-                results[futures[future]] = future.result()
-                bar.update()
-        except BaseException as exc:
-            for future in futures:
-                future.cancel()
-            if isinstance(exc, AttributeError | ImportError | pickle.PicklingError):
-                exc.add_note(
-                    f"{what}: a worker process could not rebuild the scenario; "
-                    "functions defined in a notebook or __main__ cannot be sent to "
-                    "worker processes -- move them to a module or pass processes=1"
-                )
-            elif isinstance(exc, BrokenProcessPool):
-                exc.add_note(f"{what}: {_MAIN_GUARD}")
-            raise
+        return _gather(pool, function, tasks, bar, what, results)
+
+
+def _gather(
+    executor: Executor,
+    function: Callable[..., Any],
+    tasks: Sequence[tuple[Any, ...]],
+    bar: Any,
+    what: str,
+    results: list[Any],
+) -> list[Any]:
+    """Submit every task and fill ``results`` in task order; on an error, cancel the rest."""
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    futures = {executor.submit(function, *task): index for index, task in enumerate(tasks)}
+    try:
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            bar.update()
+    except BaseException as exc:
+        for future in futures:
+            future.cancel()
+        if isinstance(exc, AttributeError | ImportError | pickle.PicklingError):
+            exc.add_note(
+                f"{what}: a worker process could not rebuild the scenario; "
+                "functions defined in a notebook or __main__ cannot be sent to "
+                "worker processes -- move them to a module or pass processes=1"
+            )
+        elif isinstance(exc, BrokenProcessPool):
+            exc.add_note(f"{what}: {_MAIN_GUARD}")
+        raise
     return results
 
 
