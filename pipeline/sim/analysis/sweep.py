@@ -32,6 +32,8 @@ from ..stats import summarise_values
 from ..workloads.scenario import Scenario
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     import pandas as pd
 
 __all__ = ["DEFAULT_METRICS", "simulate_replication", "summarise_sweep", "sweep"]
@@ -107,6 +109,7 @@ def sweep(
     processes: int | None = None,
     progress: bool = True,
     engine: str = "auto",
+    executor: Executor | None = None,
 ) -> pd.DataFrame:
     """Run every combination of ``grid`` x ``replications`` and return one tidy frame.
 
@@ -123,6 +126,10 @@ def sweep(
         engine: ``"auto"`` (default), ``"asyncio"`` or ``"kernel"``, as for
             :func:`~pipeline.sim.simulate`; the frame's ``engine`` column says
             which one ran each row.
+        executor: a :class:`concurrent.futures.Executor` to run the runs on
+            instead of a local process pool (``processes`` is then ignored), e.g.
+            a Dask client's ``get_executor()``; see
+            :func:`~pipeline.sim.analysis.cluster.scheduler_executor`. It is left open.
 
     Returns:
         A DataFrame with one row per (grid point, replication), in grid order:
@@ -160,13 +167,15 @@ def sweep(
                 raise ValueError(f"grid point {point}: {refusal(feature)}")
     tasks = [(scenario, r, engine) for scenario in scenarios for r in range(replications)]
     workers = default_workers(processes, len(tasks))
-    if workers > 1:
+    if workers > 1 or executor is not None:
         check_picklable(scenarios, workers, "sweep")
 
     from tqdm.auto import tqdm
 
     with tqdm(total=len(tasks), desc="sweep", unit="run", disable=not progress) as bar:
-        summaries = run_tasks(_run_task, tasks, workers=workers, bar=bar, what="sweep")
+        summaries = run_tasks(
+            _run_task, tasks, workers=workers, bar=bar, what="sweep", executor=executor
+        )
 
     rows = []
     for index, ((_, r, _), summary) in enumerate(zip(tasks, summaries, strict=True)):
