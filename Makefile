@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine:
-#   make lab    -- JupyterLab on notebooks/ (creates .venv first if needed)
+#   make lab    -- JupyterLab on notebooks/, opened at 00-start-here (creates .venv first if needed)
 #   make test   -- the whole test suite (creates .venv first if needed)
 
 PYTHON ?= python3
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/ $(LAB_ROOT_FLAG) $(LAB_ARGS)
+	$(BIN)/jupyter lab notebooks/00-start-here.ipynb $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -62,13 +62,14 @@ def test_make_lab_allows_root_only_when_the_effective_uid_is_0():
         line = lab_command(workdir / "Makefile", as_nobody=True)
     finally:
         shutil.rmtree(workdir)
-    assert "jupyter lab notebooks/" in line
+    assert "jupyter lab notebooks/00-start-here.ipynb" in line
     assert "--allow-root" not in line.split()
 
 
 @pytest.mark.skipif(not (BIN / "jupyter").exists(), reason="jupyter is not in this venv")
 def test_make_lab_starts_a_server_that_answers(tmp_path):
     (tmp_path / "notebooks").mkdir()
+    shutil.copy(REPO / "notebooks" / "00-start-here.ipynb", tmp_path / "notebooks")
     port, token = free_port(), secrets.token_hex(24)
     lab_args = " ".join(
         [
@@ -83,7 +84,7 @@ def test_make_lab_starts_a_server_that_answers(tmp_path):
     )
     log_path = tmp_path / "make-lab.log"
     log_file = log_path.open("wb")
-    # The repository's Makefile, run in an empty folder: the server writes nothing here.
+    # The repository's Makefile, run in a folder holding only the first notebook.
     proc = subprocess.Popen(
         [
             MAKE,
@@ -104,7 +105,10 @@ def test_make_lab_starts_a_server_that_answers(tmp_path):
     lab = JupyterLab(proc, port, token, tmp_path / "notebooks", log_path, log_file)
     try:
         lab.wait_until_ready(timeout_s=120)
-        assert lab.api("GET", "/api/contents")["type"] == "directory"
+        root = lab.api("GET", "/api/contents")
+        assert root["type"] == "directory"
+        # Served from notebooks/ (the folder of the notebook it opens), not from beside it.
+        assert [entry["name"] for entry in root["content"]] == ["00-start-here.ipynb"]
     finally:
         lab.stop()
     assert "is running at" in lab.log_path.read_text(errors="replace")
