@@ -71,6 +71,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -309,6 +310,8 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
     "out": (_path, "DIR", "write summary.json, items.csv, timeseries.csv, report.png"),
 }
 _FILE_PATHS = ("trace", "out")
+# Options whose spec may name a file (``empirical:file=...``, ``counts:file=...``).
+_SPECS_WITH_FILES = ("arrivals", "service")
 
 
 def _flag(name: str) -> str:
@@ -384,8 +387,21 @@ def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str],
         text = str(value)
         if name in _FILE_PATHS:
             text = os.path.join(base, text)
+        elif name in _SPECS_WITH_FILES:
+            text = _anchor_file_key(text, base)
         raw[name] = text
     return raw, extra
+
+
+def _anchor_file_key(spec: str, base: str) -> str:
+    """``spec`` with a relative ``file=PATH`` taken relative to ``base`` (the scenario's folder)."""
+    name, colon, rest = spec.partition(":")
+    parts = rest.split(",")
+    for i, part in enumerate(parts):
+        key, eq, value = part.partition("=")
+        if eq and key.strip().lower() == "file" and value.strip():
+            parts[i] = f"{key}={os.path.join(base, value.strip())}"
+    return name + colon + ",".join(parts)
 
 
 class _Settings(dict[str, Any]):
@@ -751,16 +767,38 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+def _one_line_warnings(show_others: Callable[..., None]) -> Callable[..., None]:
+    """A ``warnings.showwarning`` printing user-facing warnings as ``pipeline: warning: ...``.
+
+    Other categories (a numpy ``RuntimeWarning``) go to ``show_others``, as Python shows them.
+    """
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, UserWarning):
+            print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+        else:
+            show_others(message, category, filename, lineno, file, line)
+
+    return show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 bad input)."""
+    """Run the command line; returns the exit status (0 ok, 2 bad input).
+
+    A ``UserWarning`` (an :class:`~pipeline.sim.InconsistentWorkloadWarning`
+    for one) is printed as one line on stderr, ``pipeline: warning: ...``;
+    turned into an error (``python -W error``) it is a one-line error, exit 2.
+    """
     args = _build_parser().parse_args(argv)
     try:
-        return args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            return args.run(args)
     except BrokenPipeError:
         # The reader went away (| head): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (ValueError, TypeError, OverflowError, MemoryError, OSError) as exc:
+    except (ValueError, TypeError, OverflowError, MemoryError, OSError, Warning) as exc:
         # Bad input, however deep it is found (building the scenario or running it).
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
