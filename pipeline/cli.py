@@ -10,9 +10,14 @@ Usage::
     python -m pipeline simulate --trace arrivals.csv --concurrency 4 --out DIR
 
 Flags (units in brackets): ``--arrivals SPEC`` (``poisson:rate=R``,
-``constant:rate=R``, ``onoff:rate_on=R,rate_off=R,mean_on_s=S,mean_off_s=S``),
-``--service SPEC`` (``exponential:mean=S``, ``constant:value=S``,
-``lognormal:mean=S,cv=C``, ``gamma:mean=S,cv=C``, ``uniform:low=S,high=S``),
+``constant:rate=R``, ``onoff:rate_on=R,rate_off=R,mean_on_s=S,mean_off_s=S``,
+``counts:file=FILE.csv,column=NAME,interval_s=S``: Poisson arrivals at the
+rate of counts measured per interval, constant within an interval and
+repeating), ``--service SPEC`` (``exponential:mean=S``, ``constant:value=S``,
+``lognormal:mean=S,cv=C`` or any two of ``mean``, ``cv``, ``p50``, ``p90``,
+``p95``, ``p99`` such as ``lognormal:p50=S,p99=S`` or ``lognormal:mean=S,p99=S``,
+``gamma:mean=S,cv=C``, ``uniform:low=S,high=S``,
+``empirical:file=FILE.csv,column=NAME``: resample measured durations),
 ``--concurrency N``, ``--maxsize N|unbounded``, ``--on-full block|reject``,
 ``--max-attempts N``, ``--failure-rate p`` (each attempt fails independently
 with probability p), ``--backoff SPEC`` (``exponential:base=S,factor=F,cap=S,jitter=0|1``,
@@ -32,7 +37,8 @@ fails at once instead of hanging or running out of memory: ``--concurrency``
 
 A scenario file (TOML) holds the same settings; its keys are the flag names
 without the dashes (``-`` or ``_`` inside a name), and flags given on the
-command line override it. Paths in the file are relative to the file::
+command line override it. Paths in the file are relative to the file, the
+``file=`` of an ``arrivals`` or ``service`` spec too::
 
     # scenario.toml
     arrivals = "poisson:rate=3.2"
@@ -59,8 +65,11 @@ short table and the run's diagnostics are printed. ``--out DIR`` writes
 ``report.png`` (per-item files and the figure from replication 0).
 
 Bad flags, specs or files -- and a run that overflows or runs out of memory --
-print one line, ``pipeline: error: ...``, and exit with status 2. The
-``--json`` path imports neither pandas nor matplotlib.
+print one line, ``pipeline: error: ...``, and exit with status 2. Numbers
+that cannot all hold (``lognormal:mean=0.08,p99=1.2``: a log-normal's p99 is
+at most 14.97 times its mean) print one line, ``pipeline: warning: ...``,
+saying which fit is used instead, and the run goes on. The ``--json`` path
+imports neither pandas nor matplotlib.
 """
 
 from __future__ import annotations
@@ -235,8 +244,18 @@ def _path(text: str) -> str:
 
 # name -> (parser, metavar, help). Names are the TOML keys; flags are --name-with-dashes.
 _OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
-    "arrivals": (_arrivals, "SPEC", "arrival process, e.g. poisson:rate=3.2 (per second)"),
-    "service": (_service, "SPEC", "service time per attempt, e.g. exponential:mean=1.0 (s)"),
+    "arrivals": (
+        _arrivals,
+        "SPEC",
+        "arrival process, e.g. poisson:rate=3.2 (per second) or "
+        "counts:file=counts.csv,column=count,interval_s=60",
+    ),
+    "service": (
+        _service,
+        "SPEC",
+        "service time per attempt (s), e.g. exponential:mean=1.0, lognormal:p50=0.05,p99=1.2 "
+        "or empirical:file=durations.csv,column=duration_s",
+    ),
     "concurrency": (
         lambda t: _int(t, at_least=1, at_most=MAX_CONCURRENCY, what="workers"),
         "N",
