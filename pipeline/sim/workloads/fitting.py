@@ -176,7 +176,7 @@ def fit_lognormal(known: dict[str, float], *, rtol: float = 0.05) -> tuple[float
     Raises:
         ValueError: fewer than two numbers, an unknown name, a value that is
             not finite and > 0, an ordering no log-normal has, or numbers whose
-            log-normal is too wide or too narrow for floating point.
+            log-normal is too wide for floating point.
         TypeError: a value that is not a real number.
 
     Warns:
@@ -203,7 +203,7 @@ def fit_lognormal(known: dict[str, float], *, rtol: float = 0.05) -> tuple[float
     used, sigma, mu = _fit_sigma_mu(given)
     try:
         mean = given["mean"] if "mean" in given else math.exp(mu + sigma * sigma / 2)
-        cv = math.sqrt(math.expm1(sigma * sigma))
+        cv = given["cv"] if "cv" in given else math.sqrt(math.expm1(sigma * sigma))
     except OverflowError:
         mean = cv = math.inf
     if not (math.isfinite(mean) and math.isfinite(cv)):
@@ -211,10 +211,10 @@ def fit_lognormal(known: dict[str, float], *, rtol: float = 0.05) -> tuple[float
             f"{_given(given, used)} imply a log-normal too wide for floating point "
             f"(sigma={sigma:.4g}, mean or cv overflows)"
         )
-    if not (mean > 0 and cv > 0):
+    if not mean > 0:  # exp underflows: a median below 1e-308 s
         raise ValueError(
-            f"{_given(given, used)} imply a log-normal too narrow to draw (cv={cv:.3g}); "
-            "use constant:value=... for a fixed service time"
+            f"{_given(given, used)} imply a log-normal whose mean underflows to 0 s "
+            f"(sigma={sigma:.4g})"
         )
     _check_the_rest(given, used, mean, cv, rtol)
     return mean, cv
@@ -244,7 +244,7 @@ def _check_the_rest(
             warnings.warn(
                 InconsistentWorkloadWarning(
                     f"lognormal: {name}={value:g}{unit} does not fit {_given(given, used)}: "
-                    f"the log-normal they give has {name}={fitted:.4g}{unit} ({off:.0%} off, "
+                    f"the log-normal they give has {name}={fitted:.4g}{unit} ({off:.1%} off, "
                     f"more than rtol={rtol:g}); using the fit from {' and '.join(used)}"
                 ),
                 stacklevel=4,  # the caller of LogNormal.from_quantiles
