@@ -263,7 +263,8 @@ class LogNormal(Distribution):
 
         Args:
             rtol: relative distance a third number may be from the fit before
-                it is reported as inconsistent (0.05: two significant figures).
+                it is reported as inconsistent (0.05: about the rounding of two
+                significant figures).
 
         Raises:
             ValueError: fewer than two numbers, one not finite and > 0,

@@ -167,8 +167,8 @@ def fit_lognormal(known: dict[str, float], *, rtol: float = 0.05) -> tuple[float
         known: two or more of ``mean``, ``p50``, ``p90``, ``p95``, ``p99``
             (seconds) and ``cv`` (std / mean); ``None`` values are ignored.
         rtol: how far (relative) a number beyond the two that make the fit may
-            be from what the fit gives before it is reported; 0.05 lets numbers
-            quoted to two significant figures pass.
+            be from what the fit gives before it is reported; 0.05 is about the
+            rounding of a number quoted to two significant figures.
 
     Returns:
         ``(mean, cv)``: seconds, and the dimensionless coefficient of variation.
