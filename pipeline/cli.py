@@ -10,9 +10,14 @@ Usage::
     python -m pipeline simulate --trace arrivals.csv --concurrency 4 --out DIR
 
 Flags (units in brackets): ``--arrivals SPEC`` (``poisson:rate=R``,
-``constant:rate=R``, ``onoff:rate_on=R,rate_off=R,mean_on_s=S,mean_off_s=S``),
-``--service SPEC`` (``exponential:mean=S``, ``constant:value=S``,
-``lognormal:mean=S,cv=C``, ``gamma:mean=S,cv=C``, ``uniform:low=S,high=S``),
+``constant:rate=R``, ``onoff:rate_on=R,rate_off=R,mean_on_s=S,mean_off_s=S``,
+``counts:file=FILE.csv,column=NAME,interval_s=S``: Poisson arrivals at the
+rate of counts measured per interval, constant within an interval and
+repeating), ``--service SPEC`` (``exponential:mean=S``, ``constant:value=S``,
+``lognormal:mean=S,cv=C`` or any two of ``mean``, ``cv``, ``p50``, ``p90``,
+``p95``, ``p99`` such as ``lognormal:p50=S,p99=S`` or ``lognormal:mean=S,p99=S``,
+``gamma:mean=S,cv=C``, ``uniform:low=S,high=S``,
+``empirical:file=FILE.csv,column=NAME``: resample measured durations),
 ``--concurrency N``, ``--maxsize N|unbounded``, ``--on-full block|reject``,
 ``--max-attempts N``, ``--failure-rate p`` (each attempt fails independently
 with probability p), ``--backoff SPEC`` (``exponential:base=S,factor=F,cap=S,jitter=0|1``,
@@ -32,7 +37,8 @@ fails at once instead of hanging or running out of memory: ``--concurrency``
 
 A scenario file (TOML) holds the same settings; its keys are the flag names
 without the dashes (``-`` or ``_`` inside a name), and flags given on the
-command line override it. Paths in the file are relative to the file::
+command line override it. Paths in the file are relative to the file, the
+``file=`` of an ``arrivals`` or ``service`` spec too::
 
     # scenario.toml
     arrivals = "poisson:rate=3.2"
@@ -59,8 +65,11 @@ short table and the run's diagnostics are printed. ``--out DIR`` writes
 ``report.png`` (per-item files and the figure from replication 0).
 
 Bad flags, specs or files -- and a run that overflows or runs out of memory --
-print one line, ``pipeline: error: ...``, and exit with status 2. The
-``--json`` path imports neither pandas nor matplotlib.
+print one line, ``pipeline: error: ...``, and exit with status 2. Numbers
+that cannot all hold (``lognormal:mean=0.08,p99=1.2``: a log-normal's p99 is
+at most 14.97 times its mean) print one line, ``pipeline: warning: ...``,
+saying which fit is used instead, and the run goes on. The ``--json`` path
+imports neither pandas nor matplotlib.
 """
 
 from __future__ import annotations
@@ -71,6 +80,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -234,8 +244,18 @@ def _path(text: str) -> str:
 
 # name -> (parser, metavar, help). Names are the TOML keys; flags are --name-with-dashes.
 _OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
-    "arrivals": (_arrivals, "SPEC", "arrival process, e.g. poisson:rate=3.2 (per second)"),
-    "service": (_service, "SPEC", "service time per attempt, e.g. exponential:mean=1.0 (s)"),
+    "arrivals": (
+        _arrivals,
+        "SPEC",
+        "arrival process, e.g. poisson:rate=3.2 (per second) or "
+        "counts:file=counts.csv,column=count,interval_s=60",
+    ),
+    "service": (
+        _service,
+        "SPEC",
+        "service time per attempt (s), e.g. exponential:mean=1.0, lognormal:p50=0.05,p99=1.2 "
+        "or empirical:file=durations.csv,column=duration_s",
+    ),
     "concurrency": (
         lambda t: _int(t, at_least=1, at_most=MAX_CONCURRENCY, what="workers"),
         "N",
@@ -309,6 +329,8 @@ _OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
     "out": (_path, "DIR", "write summary.json, items.csv, timeseries.csv, report.png"),
 }
 _FILE_PATHS = ("trace", "out")
+# Options whose spec may name a file (``empirical:file=...``, ``counts:file=...``).
+_SPECS_WITH_FILES = ("arrivals", "service")
 
 
 def _flag(name: str) -> str:
@@ -384,8 +406,21 @@ def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str],
         text = str(value)
         if name in _FILE_PATHS:
             text = os.path.join(base, text)
+        elif name in _SPECS_WITH_FILES:
+            text = _anchor_file_key(text, base)
         raw[name] = text
     return raw, extra
+
+
+def _anchor_file_key(spec: str, base: str) -> str:
+    """``spec`` with a relative ``file=PATH`` taken relative to ``base`` (the scenario's folder)."""
+    name, colon, rest = spec.partition(":")
+    parts = rest.split(",")
+    for i, part in enumerate(parts):
+        key, eq, value = part.partition("=")
+        if eq and key.strip().lower() == "file" and value.strip():
+            parts[i] = f"{key}={os.path.join(base, value.strip())}"
+    return name + colon + ",".join(parts)
 
 
 class _Settings(dict[str, Any]):
@@ -751,16 +786,38 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+def _one_line_warnings(show_others: Callable[..., None]) -> Callable[..., None]:
+    """A ``warnings.showwarning`` printing user-facing warnings as ``pipeline: warning: ...``.
+
+    Other categories (a numpy ``RuntimeWarning``) go to ``show_others``, as Python shows them.
+    """
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, UserWarning):
+            print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+        else:
+            show_others(message, category, filename, lineno, file, line)
+
+    return show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 bad input)."""
+    """Run the command line; returns the exit status (0 ok, 2 bad input).
+
+    A ``UserWarning`` (an :class:`~pipeline.sim.InconsistentWorkloadWarning`
+    for one) is printed as one line on stderr, ``pipeline: warning: ...``;
+    turned into an error (``python -W error``) it is a one-line error, exit 2.
+    """
     args = _build_parser().parse_args(argv)
     try:
-        return args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            return args.run(args)
     except BrokenPipeError:
         # The reader went away (| head): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (ValueError, TypeError, OverflowError, MemoryError, OSError) as exc:
+    except (ValueError, TypeError, OverflowError, MemoryError, OSError, Warning) as exc:
         # Bad input, however deep it is found (building the scenario or running it).
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from pipeline.sim.workloads import arrivals
 from pipeline.sim.workloads.arrivals import (
     DailyCurve,
     Deterministic,
+    IntervalCounts,
     MarkovModulated,
     OnOff,
     PiecewiseLinear,
@@ -34,6 +35,7 @@ PROCESSES = [
     OnOff(rate_on=10.0, rate_off=0.0, mean_on_s=1.0, mean_off_s=4.0),
     MarkovModulated((1.0, 5.0, 0.0), (2.0, 1.0, 3.0)),
     TimeVarying.from_profile([0.0, 100.0, 200.0], [1.0, 5.0, 1.0]),
+    TimeVarying.from_counts([30, 120, 60, 0, 90], interval_s=60),
     daily_curve(1.0, 8.0, 9.5),
     Trace([0.0, 0.5, 0.5, 2.0]),
 ]
@@ -285,7 +287,7 @@ def test_parse_arrivals(spec, expected):
 @pytest.mark.parametrize(
     ("spec", "match"),
     [
-        ("weibull:rate=1", r"unknown arrivals 'weibull'.*allowed: constant, onoff, poisson"),
+        ("weibull:rate=1", r"unknown arrivals 'weibull'.*allowed: constant, counts, onoff"),
         ("poisson:lambda=1", r"unknown key 'lambda' for poisson.*allowed: rate"),
         ("poisson", r"missing rate for poisson"),
         ("poisson:rate=fast", r"bad number 'fast' for rate"),
@@ -296,3 +298,128 @@ def test_parse_arrivals(spec, expected):
 def test_parse_arrivals_errors(spec, match):
     with pytest.raises(ValueError, match=match):
         parse_arrivals(spec)
+
+
+# -- arrivals from counts per interval --------------------------------------------------
+
+COUNTS = [30, 120, 60, 0, 90]  # arrivals in five one-minute intervals
+
+
+def test_counts_give_a_piecewise_constant_rate_that_repeats():
+    p = TimeVarying.from_counts(COUNTS, interval_s=60)
+    profile = p.rate_fn
+    assert isinstance(profile, IntervalCounts) and profile.period_s == 300.0
+    assert p.max_rate == 2.0 and p.rate == pytest.approx(sum(COUNTS) / 300, rel=1e-12)
+    t = np.array([0.0, 59.999, 60.0, 179.0, 240.0, 299.999, 300.0, 361.0, 300.0 * 10**6 + 61])
+    assert profile(t).tolist() == [0.5, 0.5, 2.0, 1.0, 1.5, 1.5, 0.5, 2.0, 2.0]
+    # the expected arrivals in each interval are exactly its count, in any period
+    for period in (0, 7, 10**6):
+        for i, count in enumerate(COUNTS):
+            start = period * 300.0 + i * 60.0
+            assert p.integrated_rate(start, start + 60.0) == pytest.approx(count, abs=1e-6)
+    assert p.integrated_rate(30.0, 90.0) == pytest.approx(15 + 60)
+    assert p.integrated_rate(0.0, 3000.0) == pytest.approx(10 * sum(COUNTS))
+
+
+def _poisson_band(mean: float, level: float) -> float:
+    """Half-width of a two-sided normal-approximation interval for a Poisson(mean) count."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(1 - (1 - level) / 2) * math.sqrt(mean)
+
+
+@pytest.mark.parametrize("mode", ["duration", "n"])
+def test_simulated_counts_per_interval_match_the_counts(mode):
+    # Over `periods` repetitions the arrivals in interval i (pooled) are Poisson with
+    # mean periods * COUNTS[i], independent across intervals. Each is checked at the
+    # 99.9% level, Bonferroni over the 4 non-zero intervals (so 99.975% each); an
+    # interval with count 0 must see no arrival at all.
+    p = TimeVarying.from_counts(COUNTS, interval_s=60)
+    periods = 400
+    if mode == "duration":
+        t = p.times(rng(11), duration_s=periods * 300.0)
+    else:
+        # the first n arrivals: on [0, T] with T before the n-th arrival, still Poisson
+        t = p.times(rng(11), n=int(1.25 * periods * sum(COUNTS)))
+        assert t[-1] > periods * 300.0
+        t = t[t < periods * 300.0]
+    observed = np.bincount(((t % 300.0) // 60.0).astype(int), minlength=5)
+    for i, count in enumerate(COUNTS):
+        expected = periods * count
+        if count == 0:
+            assert observed[i] == 0
+            continue
+        assert abs(observed[i] - expected) <= _poisson_band(expected, 1 - 0.001 / 4), i
+
+
+def test_counts_accept_fractions_and_numpy():
+    p = TimeVarying.from_counts(np.array([0.5, 2.5]), interval_s=10.0)
+    assert p.rate_fn.counts == (0.5, 2.5) and p.rate == pytest.approx(3.0 / 20)
+    assert TimeVarying.from_counts((c for c in (1, 2)), interval_s=1).rate_fn.counts == (1.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("make", "exc", "match"),
+    [
+        (lambda: TimeVarying.from_counts([], interval_s=60), ValueError, "must not be empty"),
+        (lambda: TimeVarying.from_counts([0, 0], interval_s=60), ValueError, "must not all be 0"),
+        (lambda: TimeVarying.from_counts([1, -1], interval_s=60), ValueError, r"counts\[1\] must"),
+        (lambda: TimeVarying.from_counts([1, math.nan], interval_s=60), ValueError, "finite"),
+        (lambda: TimeVarying.from_counts([math.inf], interval_s=60), ValueError, "finite"),
+        (lambda: TimeVarying.from_counts(["1"], interval_s=60), TypeError, r"counts\[0\]"),
+        (lambda: TimeVarying.from_counts("12", interval_s=60), TypeError, "sequence of numbers"),
+        (lambda: TimeVarying.from_counts(5, interval_s=60), TypeError, "sequence of numbers"),
+        (lambda: TimeVarying.from_counts([1], interval_s=0), ValueError, "interval_s must be > 0"),
+        (lambda: TimeVarying.from_counts([1], interval_s=math.inf), ValueError, "interval_s"),
+        (lambda: TimeVarying.from_counts([1], interval_s=-60), ValueError, "interval_s"),
+        (
+            lambda: TimeVarying.from_counts([1, 1], interval_s=1e308),
+            ValueError,
+            "interval_s \\* len\\(counts\\) must be a finite number",
+        ),
+        (lambda: IntervalCounts(5, 60.0), TypeError, "sequence of numbers"),
+    ],
+)
+def test_bad_counts_are_named(make, exc, match):
+    with pytest.raises(exc, match=match) as info:
+        make()
+    assert "\n" not in str(info.value)
+
+
+def test_counts_from_a_csv_column(tmp_path):
+    path = tmp_path / "counts.csv"
+    path.write_text("minute,count\n09:00,30\n09:01,120\n09:02,60\n09:03,0\n09:04,90\n")
+    p = TimeVarying.from_counts_csv(path, interval_s=60, column="count")
+    assert p == TimeVarying.from_counts(COUNTS, interval_s=60)
+    assert parse_arrivals(f"counts:file={path},column=count,interval_s=60") == p
+    (tmp_path / "one.csv").write_text("n\n3\n4\n")
+    assert parse_arrivals(f"counts:file={tmp_path / 'one.csv'},interval_s=1") == (
+        TimeVarying.from_counts([3, 4], interval_s=1)
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "spec", "match"),
+    [
+        ("count\n1\n", "counts:file={path}", r"missing interval_s for counts"),
+        ("count\n1\n", "counts:interval_s=60", r"missing file for counts"),
+        ("count\n1\n", "counts:file={path},interval=60", r"unknown key 'interval'"),
+        ("count\n1\n", "counts:file={path},interval_s=0", r"interval_s must be > 0"),
+        ("a,b\n1,2\n", "counts:file={path},interval_s=60", r"the header has a, b"),
+        ("a,b\n1,2\n", "counts:file={path},column=count,interval_s=60", r"no column 'count'"),
+        ("count\n", "counts:file={path},interval_s=60", "no data rows"),
+        ("count\n5\nmany\n", "counts:file={path},interval_s=60", r"row 2: count must be a number"),
+        ("count\n-5\n", "counts:file={path},interval_s=60", r"row 1: count must be finite and"),
+        ("count\nNaN\n", "counts:file={path},interval_s=60", r"row 1: count must be finite"),
+        ("count\n0\n0\n", "counts:file={path},interval_s=60", "must not all be 0"),
+        (None, "counts:file={path},interval_s=60", r"cannot read .*: No such file"),
+    ],
+)
+def test_counts_spec_errors_are_one_line_naming_the_spec(tmp_path, text, spec, match):
+    path = tmp_path / "counts.csv"
+    if text is not None:
+        path.write_text(text)
+    spec = spec.format(path=path)
+    with pytest.raises(ValueError, match=match) as info:
+        parse_arrivals(spec)
+    assert "\n" not in str(info.value) and repr(spec) in str(info.value)

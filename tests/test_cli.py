@@ -361,3 +361,92 @@ def test_engine_flag_names_the_engine_and_both_agree(capsys):
 def test_the_largest_item_size_does_not_overflow(capsys):
     out = main_json(capsys, *MM4, "--items", 200, "--item-size", 2**32, "--maxsize", "unbounded")
     assert out["memory_peak_bytes"] > 0 and out["memory_peak_bytes"] % 2**32 == 0
+
+
+# -- workloads as users measured them ----------------------------------------------------
+
+ISSUE_SERVICE = ["--service", "lognormal:mean=0.08,p99=1.2"]  # p99 / mean = 15 > 14.97
+
+
+def test_inconsistent_percentiles_warn_in_one_line_and_the_run_goes_on():
+    done = cli("--arrivals", "poisson:rate=5", *ISSUE_SERVICE, "--items", 200, "--json")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pipeline: warning: "), done.stderr
+    assert "p99 at most 1.197 s" in lines[0] and "p99 will be 1.197 s" in lines[0]
+    assert json.loads(done.stdout)["items_completed"] == 200
+    # consistent numbers: no warning at all (cli_json checks stderr is empty)
+    consistent = ["--service", "lognormal:p50=0.05,p99=1.2"]
+    out = cli_json("--arrivals", "poisson:rate=5", *consistent, "--items", 200)
+    assert out["items_completed"] == 200
+
+
+def test_a_warning_made_an_error_is_one_line_and_exit_2():
+    command = [sys.executable, "-W", "error", "-m", "pipeline", "simulate"]
+    args = [*MM4[:2], *ISSUE_SERVICE, "--items", "10"]
+    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("pipeline: error: ")
+    assert "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def measured(tmp_path):
+    (tmp_path / "durations.csv").write_text("request,duration_s\na,0.2\nb,0.05\nc,1.4\n")
+    (tmp_path / "counts.csv").write_text("minute,count\n0,30\n1,90\n2,0\n")
+    (tmp_path / "words.csv").write_text("duration_s\n0.2\nslow\n")
+    return tmp_path
+
+
+BAD_WORKLOADS = [
+    (["--service", "lognormal:p50=0.5,p99=0.2"], "--service: invalid distribution spec"),
+    (["--service", "lognormal:p50=0.5,p99=0.2"], "p99 must be > p50"),
+    (["--service", "lognormal:mean=0.1,p50=0.2"], "p50 must be < mean"),
+    (["--service", "lognormal:p99=1"], "needs two of mean, cv, p50, p90, p95, p99"),
+    (["--service", "empirical:file=missing.csv"], "cannot read missing.csv: No such file"),
+    (["--service", "empirical:file=durations.csv"], "the header has request, duration_s"),
+    (["--service", "empirical:file=durations.csv,column=ms"], "no column 'ms'"),
+    (["--service", "empirical:file=words.csv"], "words.csv row 2: duration_s must be a number"),
+    (["--arrivals", "counts:file=counts.csv,column=count"], "missing interval_s for counts"),
+    (["--arrivals", "counts:file=nope.csv,interval_s=60"], "cannot read nope.csv"),
+    (["--arrivals", "counts:file=counts.csv,column=count,interval_s=-1"], "interval_s must be > 0"),
+]
+
+
+@pytest.mark.parametrize(("change", "words"), BAD_WORKLOADS)
+def test_bad_measured_workloads_are_one_line_and_exit_2(
+    measured, monkeypatch, capsys, change, words
+):
+    base = {"--arrivals": "poisson:rate=1", "--service": "constant:value=0.1"}
+    base[change[0]] = change[1]
+    args = [text for pair in base.items() for text in pair] + ["--items", "5"]
+    status, out, err = run_main(args, measured, monkeypatch, capsys)
+    assert status == 2 and out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pipeline: error: "), err
+    assert words in lines[0]
+
+
+def test_spec_files_are_relative_to_the_scenario_file(measured):
+    (measured / "scenarios").mkdir()
+    (measured / "scenarios" / "measured.toml").write_text(
+        'arrivals = "counts:file=../counts.csv,column=count,interval_s=60"\n'
+        'service = "empirical:file=../durations.csv,column=duration_s"\n'
+        "duration = 1800\n"
+        "concurrency = 2\n"
+    )
+    elsewhere = measured / "elsewhere"
+    elsewhere.mkdir()
+    from_file = cli_json(measured / "scenarios" / "measured.toml", "--seed", 3, cwd=elsewhere)
+    # flags are relative to the working directory, as --trace is
+    arrivals = "counts:file=counts.csv,column=count,interval_s=60"
+    service = "empirical:file=durations.csv,column=duration_s"
+    from_flags = cli_json(
+        *("--arrivals", arrivals, "--service", service),
+        *("--duration", 1800, "--concurrency", 2, "--seed", 3),
+        cwd=measured,
+    )
+    assert from_file == {**from_flags, "wall_time_s": from_file["wall_time_s"]}
+    # 10 periods of 30 + 90 + 0 arrivals: 1200 expected, a Poisson count (4 sd: 139)
+    assert abs(from_file["items_offered"] - 1200) < 4 * 1200**0.5
+    assert from_file["engine"] == "kernel"

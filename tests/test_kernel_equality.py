@@ -477,6 +477,37 @@ def test_auto_runs_the_kernel_inside_the_domain_and_asyncio_runs_the_engine():
     assert simulate(BASE, engine="kernel").summary["engine"] == "kernel"
 
 
+def _measured_workloads(tmp_path):
+    """One of each workload built from measurements: percentiles, durations, counts."""
+    (tmp_path / "durations.csv").write_text("duration_s\n0.2\n0.05\n1.4\n0.3\n0.1\n")
+    (tmp_path / "counts.csv").write_text("count\n30\n90\n0\n45\n")
+    counts = TimeVarying.from_counts_csv(tmp_path / "counts.csv", interval_s=10)
+    return {
+        "percentiles": (Poisson(2.5), LogNormal.from_quantiles(p50=0.4, p99=6.0)),
+        "durations": (Poisson(2.5), Empirical.from_csv(tmp_path / "durations.csv")),
+        "counts": (counts, Exponential(1.2)),
+    }
+
+
+@pytest.mark.parametrize("which", ["percentiles", "durations", "counts"])
+def test_workloads_from_measurements_are_inside_the_domain_and_agree(tmp_path, which):
+    arrivals, service = _measured_workloads(tmp_path)[which]
+    config = PipelineConfig(
+        concurrency=3, queue_maxsize=4, max_attempts=3, backoff=Backoff.constant(0.5, jitter=True)
+    )
+    scenario = Scenario(
+        arrivals=arrivals,
+        service=service,
+        config=config,
+        failures=IndependentFailures(0.2),
+        n_items=400,
+        seed=5,
+    )
+    assert unsupported(scenario) is None
+    kernel = run_both(scenario)
+    assert kernel.summary["retries_total"] > 0 and kernel.summary["producer_blocked_s"] > 0
+
+
 @pytest.mark.parametrize("engine", ["fast", "", None, 1, "Kernel"])
 def test_a_bad_engine_is_named(engine):
     with pytest.raises(ValueError, match=r"engine must be 'auto', 'asyncio' or 'kernel', got"):

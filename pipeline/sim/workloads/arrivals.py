@@ -13,8 +13,10 @@ arrivals or every arrival in ``[0, duration_s]`` -- drawn in bulk with numpy.
   with Poisson rate ``rates[i]``, then state ``i + 1`` (cyclically).
 - :class:`OnOff` -- the bursty two-state MMPP.
 - :class:`TimeVarying` -- a non-homogeneous Poisson process with rate
-  ``rate_fn(t)``, drawn by Lewis-Shedler thinning; :func:`daily_curve` and
-  :meth:`TimeVarying.from_profile` build common rate functions.
+  ``rate_fn(t)``, drawn by Lewis-Shedler thinning; :func:`daily_curve`,
+  :meth:`TimeVarying.from_profile` and :meth:`TimeVarying.from_counts`
+  (measured counts per interval, :class:`IntervalCounts`) build common rate
+  functions.
 - :class:`Trace` -- replays recorded timestamps (``Trace.from_csv``).
 
 :func:`parse_arrivals` reads the CLI spelling (``poisson:rate=3.2``).
@@ -24,26 +26,28 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .distributions import (
     _build,
+    _build_from_file,
     _generator,
     _integer,
     _number,
     _require,
-    _show,
     _split_spec,
 )
+from .profiles import DailyCurve, IntervalCounts, PiecewiseLinear
 from .tracefile import read_trace_csv
 
 __all__ = [
     "ArrivalProcess",
     "DailyCurve",
     "Deterministic",
+    "IntervalCounts",
     "MarkovModulated",
     "OnOff",
     "PiecewiseLinear",
@@ -263,88 +267,6 @@ class OnOff(MarkovModulated):
 
 
 @dataclass(frozen=True)
-class PiecewiseLinear:
-    """A rate profile (arrivals per second) linear between ``(times_s[i], rates[i])``.
-
-    Before the first point the rate is ``rates[0]``, after the last
-    ``rates[-1]`` (as ``numpy.interp``); it does not repeat. ``period_s =
-    times_s[-1]`` is the window ``[0, period_s]`` ``TimeVarying.rate`` averages over.
-    """
-
-    times_s: tuple[float, ...]
-    rates: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        t = tuple(
-            _number(f"times_s[{i}]", x, "seconds", at_least=0) for i, x in enumerate(self.times_s)
-        )
-        r = tuple(_number(f"rates[{i}]", x, _UNIT, at_least=0) for i, x in enumerate(self.rates))
-        if len(t) < 2 or len(t) != len(r):
-            raise ValueError(
-                "times_s and rates must have the same length >= 2, "
-                f"got {len(t)} times and {len(r)} rates"
-            )
-        for i in range(1, len(t)):
-            if not t[i] > t[i - 1]:
-                raise ValueError(
-                    f"times_s must be strictly increasing (seconds), got times_s[{i - 1}]="
-                    f"{t[i - 1]!r} then times_s[{i}]={t[i]!r}"
-                )
-        object.__setattr__(self, "times_s", t)
-        object.__setattr__(self, "rates", r)
-
-    @property
-    def period_s(self) -> float:
-        """End of the profile (seconds): ``TimeVarying.rate`` averages over ``[0, period_s]``."""
-        return self.times_s[-1]
-
-    def __call__(self, t: np.ndarray) -> np.ndarray:
-        return np.interp(t, self.times_s, self.rates)
-
-
-@dataclass(frozen=True)
-class DailyCurve:
-    """A 24-hour periodic rate: ``base_rate`` plus a Gaussian bump at ``peak_hour``.
-
-    ``rate(t) = base + (peak - base) * exp(-d**2 / (2 * width_h**2))`` where
-    ``d`` is the circular distance (hours) between ``t``'s hour of day and
-    ``peak_hour``; ``t`` is seconds since midnight of day 0.
-    """
-
-    base_rate: float
-    peak_rate: float
-    peak_hour: float = 9.0
-    width_h: float = 2.0
-
-    def __post_init__(self) -> None:
-        base = _number("base_rate", self.base_rate, _UNIT, at_least=0)
-        peak = _number("peak_rate", self.peak_rate, _UNIT, above=0)
-        if peak < base:
-            raise ValueError(
-                f"peak_rate must be >= base_rate ({_UNIT}), got peak_rate={_show(self.peak_rate)}, "
-                f"base_rate={_show(self.base_rate)}"
-            )
-        object.__setattr__(self, "base_rate", base)
-        object.__setattr__(self, "peak_rate", peak)
-        object.__setattr__(
-            self,
-            "peak_hour",
-            _number("peak_hour", self.peak_hour, "hour of day", at_least=0, at_most=24),
-        )
-        object.__setattr__(
-            self, "width_h", _number("width_h", self.width_h, "hours", above=0, at_most=12)
-        )
-
-    period_s = 86_400.0
-
-    def __call__(self, t: np.ndarray) -> np.ndarray:
-        hours = np.asarray(t, dtype=np.float64) / 3600.0
-        d = np.abs((hours - self.peak_hour + 12.0) % 24.0 - 12.0)
-        bump = np.exp(-0.5 * (d / self.width_h) ** 2)
-        return self.base_rate + (self.peak_rate - self.base_rate) * bump
-
-
-@dataclass(frozen=True)
 class TimeVarying(ArrivalProcess):
     """Non-homogeneous Poisson arrivals with rate ``rate_fn(t)`` (per second at t seconds).
 
@@ -372,6 +294,49 @@ class TimeVarying(ArrivalProcess):
             )
 
     @classmethod
+    def from_counts(cls, counts: Sequence[float], *, interval_s: float) -> TimeVarying:
+        """Poisson arrivals whose rate follows measured counts per interval.
+
+        ``TimeVarying.from_counts([120, 340, 95], interval_s=60)``: 120 arrivals
+        expected in the first minute, 340 in the second, 95 in the third, then
+        again from the start. The rate is constant within an interval (see
+        :class:`IntervalCounts` for why, and for the repetition).
+
+        Raises:
+            ValueError: no counts, all 0, a count that is not finite and >= 0,
+                or ``interval_s`` not finite and > 0.
+            TypeError: ``counts`` is not a sequence of numbers.
+        """
+        if isinstance(counts, str | bytes) or not isinstance(counts, Iterable):
+            raise TypeError(
+                "counts must be a sequence of numbers (arrivals per interval), "
+                f"got {type(counts).__name__}"
+            )
+        profile = IntervalCounts(tuple(counts), interval_s)
+        return cls(profile, profile.max_rate)
+
+    @classmethod
+    def from_counts_csv(
+        cls, path: str | os.PathLike[str], *, interval_s: float, column: str | None = None
+    ) -> TimeVarying:
+        """:meth:`from_counts` with the counts read from one column of a CSV file.
+
+        One row per interval, in time order, under a header; ``column`` may be
+        left out when the file has a single column.
+
+        Raises:
+            ValueError: as :meth:`from_counts`, or no header, no such column
+                (the message lists those present), no data rows, or a value that
+                is missing, not a number, NaN, infinite or negative; the
+                one-line message names the file and the row.
+            OSError: the file cannot be read.
+        """
+        from .csvcolumn import read_csv_column
+
+        _, _, counts = read_csv_column(path, column, unit="arrivals per interval")
+        return cls.from_counts(counts, interval_s=interval_s)
+
+    @classmethod
     def from_profile(cls, times_s: Sequence[float], rates: Sequence[float]) -> TimeVarying:
         """Linear rate between ``(times_s[i], rates[i])`` (see :class:`PiecewiseLinear`)."""
         profile = PiecewiseLinear(tuple(times_s), tuple(rates))
@@ -382,7 +347,8 @@ class TimeVarying(ArrivalProcess):
     def integrated_rate(self, t0_s: float, t1_s: float) -> float:
         """Expected number of arrivals in ``[t0_s, t1_s]``: the integral of ``rate_fn``.
 
-        Exact for :class:`PiecewiseLinear`; otherwise Simpson's rule on a fine grid.
+        Exact for :class:`PiecewiseLinear` and :class:`IntervalCounts`; otherwise
+        Simpson's rule on a fine grid.
         """
         t0 = _number("t0_s", t0_s, "seconds", at_least=0)
         t1 = _number("t1_s", t1_s, "seconds", at_least=t0)
@@ -391,6 +357,8 @@ class TimeVarying(ArrivalProcess):
             grid = np.unique(np.concatenate(([t0, t1], knots[(knots > t0) & (knots < t1)])))
             y = self.rate_fn(grid)
             return float(np.sum((y[1:] + y[:-1]) * np.diff(grid)) / 2)
+        if isinstance(self.rate_fn, IntervalCounts):
+            return self.rate_fn.integral(t0, t1)
         steps = 2 * max(1000, min(200_000, math.ceil((t1 - t0) / 60.0)))
         grid = np.linspace(t0, t1, steps + 1)
         y = self._rates_at(grid)
@@ -563,6 +531,7 @@ _ARRIVAL_KEYS: dict[str, tuple[str, ...]] = {
     "poisson": ("rate",),
     "constant": ("rate",),
     "onoff": ("rate_on", "rate_off", "mean_on_s", "mean_off_s"),
+    "counts": ("file", "column", "interval_s"),
 }
 
 
@@ -571,15 +540,29 @@ def parse_arrivals(spec: str) -> ArrivalProcess:
 
     Spellings: ``poisson:rate=R``, ``constant:rate=R`` (evenly spaced),
     ``onoff:rate_on=R,rate_off=R,mean_on_s=S,mean_off_s=S`` (R per second,
-    S seconds).
+    S seconds), ``counts:file=PATH,column=NAME,interval_s=S`` (Poisson arrivals
+    at the rate of counts measured per interval of S seconds, one row per
+    interval; see :meth:`TimeVarying.from_counts`; ``column`` may be left out
+    for a one-column file, and the path cannot contain a comma).
 
     Raises:
-        ValueError: unknown name or key, missing key, bad number, or a value
-            the process rejects; the one-line message names the spec.
+        ValueError: unknown name or key, missing key, bad number, a file that
+            cannot be read or is malformed, or a value the process rejects;
+            the one-line message names the spec.
         TypeError: ``spec`` is not a str.
     """
     kind = "arrivals"
-    name, p = _split_spec(spec, kind, _ARRIVAL_KEYS)
+    name, p = _split_spec(spec, kind, _ARRIVAL_KEYS, ("file", "column"))
+    if name == "counts":
+        _require(spec, kind, name, p, ("file", "interval_s"))
+        return _build_from_file(  # type: ignore[return-value]
+            spec,
+            kind,
+            p["file"],
+            lambda: TimeVarying.from_counts_csv(
+                p["file"], interval_s=p["interval_s"], column=p.get("column")
+            ),
+        )
     _require(spec, kind, name, p, _ARRIVAL_KEYS[name])
     cls = {"poisson": Poisson, "constant": Deterministic, "onoff": OnOff}[name]
     return _build(spec, kind, lambda: cls(**p))  # type: ignore[return-value]

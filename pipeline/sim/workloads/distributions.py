@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import os
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,11 +74,18 @@ def _generator(rng: object) -> np.random.Generator:
     return rng
 
 
-def _split_spec(spec: object, kind: str, allowed: Mapping[str, Sequence[str]]) -> tuple[str, dict]:
+def _split_spec(
+    spec: object,
+    kind: str,
+    allowed: Mapping[str, Sequence[str]],
+    text_keys: Collection[str] = (),
+) -> tuple[str, dict]:
     """Split ``name:key=value,...`` into a name and a dict of floats.
 
-    ``allowed`` maps each known name to its allowed keys. Errors are one line
-    and name the spec and what is allowed.
+    ``allowed`` maps each known name to its allowed keys; values of
+    ``text_keys`` (a file name, a column) stay non-empty strings, so they
+    cannot contain a comma. Errors are one line and name the spec and what is
+    allowed.
     """
     if not isinstance(spec, str):
         raise TypeError(f"{kind} spec must be a str like 'name:key=value', got {_show(spec)}")
@@ -102,6 +110,11 @@ def _split_spec(spec: object, kind: str, allowed: Mapping[str, Sequence[str]]) -
             )
         if key in params:
             raise ValueError(f"key {key!r} given twice in {kind} spec {spec!r}")
+        if key in text_keys:
+            if not raw.strip():
+                raise ValueError(f"empty value for {key} in {kind} spec {spec!r}")
+            params[key] = raw.strip()
+            continue
         try:
             number = float(raw)
         except ValueError:
@@ -227,8 +240,70 @@ class LogNormal(Distribution):
             self, "cv", _number("cv", self.cv, "std / mean; use Constant for cv=0", above=0)
         )
 
+    @classmethod
+    def from_quantiles(
+        cls,
+        *,
+        mean: float | None = None,
+        cv: float | None = None,
+        p50: float | None = None,
+        p90: float | None = None,
+        p95: float | None = None,
+        p99: float | None = None,
+        rtol: float = 0.05,
+    ) -> LogNormal:
+        """The log-normal that meets two (or more) of the numbers users quote.
+
+        ``LogNormal.from_quantiles(p50=0.05, p99=1.2)`` or
+        ``LogNormal.from_quantiles(mean=0.08, p99=1.0)``: any two of ``mean``,
+        ``p50``, ``p90``, ``p95``, ``p99`` (seconds) and ``cv``. The result is
+        a plain ``LogNormal(mean=..., cv=...)``, drawing exactly as one. How
+        the fit is chosen, and why some pairs have none, is in
+        :mod:`pipeline.sim.workloads.fitting`.
+
+        Args:
+            rtol: relative distance a third number may be from the fit before
+                it is reported as inconsistent (0.05: about the rounding of two
+                significant figures).
+
+        Raises:
+            ValueError: fewer than two numbers, one not finite and > 0,
+                percentiles that do not increase (``p99 <= p50``), a median at or
+                above the mean, or a mean not below the percentile it is fitted with.
+            TypeError: a number that is not a real number.
+
+        Warns:
+            InconsistentWorkloadWarning: no log-normal meets all the numbers
+                (``mean=0.08, p99=1.2``: p99 is at most 14.97 x the mean); the
+                message says which fit is used and what it implies.
+        """
+        from .fitting import fit_lognormal
+
+        known = {"mean": mean, "cv": cv, "p50": p50, "p90": p90, "p95": p95, "p99": p99}
+        fitted_mean, fitted_cv = fit_lognormal(known, rtol=rtol)
+        return cls(fitted_mean, fitted_cv)
+
+    def quantile(self, q: float) -> float:
+        """The service time (seconds) below which a fraction ``q`` (0 < q < 1) of draws fall.
+
+        ``quantile(0.5)`` is the median, ``quantile(0.99)`` the p99.
+        """
+        from .fitting import normal_quantile
+
+        q = _number("q", q, "probability", above=0)
+        if not q < 1:
+            raise ValueError(f"q must be < 1 (probability), got {_show(q)}")
+        sigma2 = self.sigma2
+        return math.exp(math.log(self.mean) - sigma2 / 2 + normal_quantile(q) * math.sqrt(sigma2))
+
+    @property
+    def sigma2(self) -> float:
+        """Variance of the underlying normal: ``log(1 + cv**2)`` (dimensionless)."""
+        # cv**2 overflows past cv ~ 1e154, where log(1 + cv**2) is 2 log(cv) to the last bit.
+        return math.log1p(self.cv**2) if self.cv < 1e150 else 2.0 * math.log(self.cv)
+
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        sigma2 = math.log1p(self.cv**2)
+        sigma2 = self.sigma2
         return rng.lognormal(math.log(self.mean) - sigma2 / 2, math.sqrt(sigma2), size)
 
 
@@ -295,6 +370,8 @@ class Empirical(Distribution):
 
     samples: tuple[float, ...]
     _array: np.ndarray = field(init=False, repr=False, compare=False, hash=False)
+    # How from_csv built it: the repr then names the file, not a million samples.
+    _source: str | None = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         try:
@@ -322,6 +399,33 @@ class Empirical(Distribution):
         object.__setattr__(self, "samples", tuple(array.tolist()))
         object.__setattr__(self, "_array", array)
 
+    @classmethod
+    def from_csv(cls, path: str | os.PathLike[str], *, column: str | None = None) -> Empirical:
+        """Resample measured durations: one column (seconds) of a CSV file with a header.
+
+        ``Empirical.from_csv("durations.csv", column="duration_s")``; ``column``
+        may be left out when the file has a single column. The repr names the
+        file and column.
+
+        Raises:
+            ValueError: no header, no such column (the message lists those
+                present), no data rows, or a value that is missing, not a
+                number, NaN, infinite or negative; the one-line message names the
+                file and the row (1 = the first after the header).
+            OSError: the file cannot be read.
+        """
+        from .csvcolumn import read_csv_column
+
+        name, column, values = read_csv_column(path, column, unit="seconds")
+        measured = cls(tuple(values))
+        object.__setattr__(measured, "_source", f"Empirical.from_csv({name!r}, column={column!r})")
+        return measured
+
+    def __repr__(self) -> str:
+        if self._source is not None:
+            return self._source
+        return f"Empirical(samples={self.samples!r})"
+
     @property
     def mean(self) -> float:
         """Mean of the data (seconds)."""
@@ -340,26 +444,37 @@ class Empirical(Distribution):
 _DIST_KEYS: dict[str, tuple[str, ...]] = {
     "constant": ("value",),
     "exponential": ("mean", "rate"),
-    "lognormal": ("mean", "cv"),
+    "lognormal": ("mean", "cv", "p50", "p90", "p95", "p99"),
     "gamma": ("mean", "cv"),
     "uniform": ("low", "high"),
+    "empirical": ("file", "column"),
 }
+_TEXT_KEYS = ("file", "column")
 
 
 def parse_distribution(spec: str) -> Distribution:
     """Parse the CLI spelling of a service-time distribution.
 
-    Spellings: ``constant:value=S``, ``exponential:mean=S`` (or ``rate=R``,
-    per second), ``lognormal:mean=S,cv=C``, ``gamma:mean=S,cv=C``,
-    ``uniform:low=S,high=S`` (S in seconds).
+    Spellings (S in seconds): ``constant:value=S``, ``exponential:mean=S``
+    (or ``rate=R``, per second), ``gamma:mean=S,cv=C``, ``uniform:low=S,high=S``;
+    ``lognormal:`` with any two of ``mean=S``, ``cv=C``, ``p50=S``, ``p90=S``,
+    ``p95=S``, ``p99=S`` (``lognormal:mean=S,cv=C``, ``lognormal:p50=S,p99=S``,
+    ``lognormal:mean=S,p99=S``; see :meth:`LogNormal.from_quantiles`);
+    ``empirical:file=PATH,column=NAME`` resamples measured durations (see
+    :meth:`Empirical.from_csv`; ``column`` may be left out for a one-column
+    file, and the path cannot contain a comma).
 
     Raises:
-        ValueError: unknown name or key, missing key, a bad number, or a value
-            the distribution rejects; the one-line message names the spec.
+        ValueError: unknown name or key, missing key, a bad number, a file
+            that cannot be read or is malformed, or a value the distribution
+            rejects; the one-line message names the spec.
         TypeError: ``spec`` is not a str.
+
+    Warns:
+        InconsistentWorkloadWarning: log-normal numbers that cannot all hold.
     """
     kind = "distribution"
-    name, p = _split_spec(spec, kind, _DIST_KEYS)
+    name, p = _split_spec(spec, kind, _DIST_KEYS, _TEXT_KEYS)
     if name == "exponential":
         if ("mean" in p) == ("rate" in p):
             raise ValueError(
@@ -375,7 +490,31 @@ def parse_distribution(spec: str) -> Distribution:
                 )
             return Exponential(1.0 / rate)
         return _build(spec, kind, lambda: Exponential(p["mean"]))  # type: ignore[return-value]
+    if name == "lognormal":
+        if set(p) == {"mean", "cv"}:  # the classic spelling, exactly as before
+            return _build(spec, kind, lambda: LogNormal(**p))  # type: ignore[return-value]
+        if len(p) < 2:
+            raise ValueError(
+                f"lognormal spec {spec!r} needs two of mean, cv, p50, p90, p95, p99 "
+                "(e.g. lognormal:mean=S,cv=C or lognormal:p50=S,p99=S), "
+                f"got {', '.join(p) or 'none'}"
+            )
+        return _build(spec, kind, lambda: LogNormal.from_quantiles(**p))  # type: ignore[return-value]
+    if name == "empirical":
+        _require(spec, kind, name, p, ("file",))
+        return _build_from_file(
+            spec, kind, p["file"], lambda: Empirical.from_csv(p["file"], column=p.get("column"))
+        )
     keys = _DIST_KEYS[name]
     _require(spec, kind, name, p, keys)
-    cls = {"constant": Constant, "lognormal": LogNormal, "gamma": Gamma, "uniform": Uniform}[name]
+    cls = {"constant": Constant, "gamma": Gamma, "uniform": Uniform}[name]
     return _build(spec, kind, lambda: cls(**p))  # type: ignore[return-value]
+
+
+def _build_from_file(spec: str, kind: str, path: str, make: Callable[[], object]) -> object:
+    """:func:`_build`, and a file that cannot be read is a ValueError naming the spec too."""
+    try:
+        return _build(spec, kind, make)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(f"invalid {kind} spec {spec!r}: cannot read {path}: {reason}") from None
