@@ -4,7 +4,8 @@
 
 - **one axis**: the metric's mean over replications against the axis, with
   95% error bars (Student t half-widths across replications);
-- **two axes**: a heatmap of the mean, each cell annotated ``mean ± half-width``;
+- **two axes**: a heatmap of the mean, each cell annotated ``mean ± half-width``
+  (up to :data:`MAX_ANNOTATED` columns and rows);
 - **three or more**: one heatmap panel per combination of the other axes'
   values, all on one colour scale so that panels compare; ``x`` and ``y``
   choose the heatmap's two axes (default: the grid's first two).
@@ -38,6 +39,12 @@ __all__ = ["MAX_PANELS", "plot_sweep"]
 
 MAX_PANELS = 16
 """Most heatmap panels one figure holds (a sweep of three or more axes)."""
+
+MAX_ANNOTATED = (24, 40)
+"""Most columns and rows of a heatmap whose cells are annotated (more would not be legible)."""
+
+MAX_PANEL_INCHES = 24.0
+"""Largest width or height of one heatmap panel, inches."""
 
 
 def _key(value: Any) -> Any:
@@ -161,7 +168,10 @@ def plot_sweep(
     if ax is None:
         columns = min(len(panels), 3)
         rows = math.ceil(len(panels) / columns)
-        fig, grid_axes = _new_figure(rows, columns, figsize=(5.6 * columns, 4.4 * rows))
+        # Room for each cell's two lines of text: the panel grows with the grid (inches).
+        width = min(max(5.6, 0.95 * len(levels[x]) + 2.4), MAX_PANEL_INCHES)
+        height = min(max(4.4, 0.6 * len(levels[y]) + 1.8), MAX_PANEL_INCHES)
+        fig, grid_axes = _new_figure(rows, columns, figsize=(width * columns, height * rows))
         axes = list(grid_axes.ravel())
     else:
         fig, axes = _axes_list(ax, 1)
@@ -215,6 +225,8 @@ def _heatmap(
     ax.set_yticks(range(len(ys)), [_axis_label(v) for v in ys])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
+    if len(xs) > MAX_ANNOTATED[0] or len(ys) > MAX_ANNOTATED[1]:
+        return image  # cells too small for text; the colour scale still reads
     for (row, col), cell in np.ndenumerate(mean):
         # White on the dark lower half of the colour scale; black on cells left blank.
         shade = np.ma.filled(image.norm(np.ma.masked_invalid([cell])), np.nan)[0]
