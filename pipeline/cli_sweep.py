@@ -100,6 +100,9 @@ MAX_PROCESSES = 4096
 MAX_GRID_POINTS = 100_000
 """Grid points one sweep may hold (the product of the axes' lengths)."""
 
+MAX_RUNS = 1_000_000
+"""Runs one sweep may hold (grid points x replications): each is a task kept in memory."""
+
 _SPEC_AXES = ("arrivals", "service", "backoff")
 
 
@@ -173,7 +176,7 @@ def add_command(subparsers: Any) -> None:
         "--metrics",
         type=_metrics_flag,
         metavar="M1,M2",
-        help=f"summary keys to report and plot (default {','.join(DEFAULT_METRICS)})",
+        help=f"summary keys to report and plot (default {', '.join(DEFAULT_METRICS)})",
     )
     parser.add_argument(
         "--axes",
@@ -473,6 +476,14 @@ def _run(args: argparse.Namespace) -> int:
     settings = _settings(args, tables=("grid",))
     base = _scenario(settings)
     grid = _grid(args, settings)
+    runs = math.prod(len(values) for values in grid.values()) * settings.get(
+        "replications", DEFAULT_REPLICATIONS
+    )
+    if runs > MAX_RUNS:
+        raise ValueError(
+            f"{runs:,} runs (grid points x replications) are more than {MAX_RUNS:,}; "
+            "sweep fewer values or fewer replications"
+        )
     metrics = args.metrics or list(DEFAULT_METRICS)
     _check_metrics(metrics, _summary_metrics(base))
     x, y = _plot_axes(grid, args.axes)

@@ -242,6 +242,10 @@ BAD = [
         ["--grid", "concurrency=1..10000", "--grid", "maxsize=1..11"],
         "the grid has 110,000 points, more than 100,000",
     ),
+    (
+        ["--grid", "concurrency=1..10000", "--replications", "101"],
+        "1,010,000 runs (grid points x replications) are more than 1,000,000",
+    ),
     ([], "no grid: give --grid NAME=VALUES"),
     (["--grid", "concurrency=2", "--metrics", "wait,latency_p95_s"], "unknown metric(s) ['wait']"),
     (["--grid", "concurrency=2", "--metrics", "engine"], "unknown metric(s) ['engine']"),
