@@ -9,6 +9,17 @@ Usage::
     python -m pipeline simulate scenario.toml --json
     python -m pipeline simulate --trace arrivals.csv --concurrency 4 --out DIR
 
+Further commands take the same scenario flags and document themselves in
+their own modules: ``python -m pipeline sweep`` (:mod:`pipeline.cli_sweep`)
+runs a grid of scenarios x replications, locally or on a Dask cluster, and
+writes ``sweep.csv`` and one heatmap per metric::
+
+    python -m pipeline sweep --arrivals poisson:rate=3.2 \\
+        --service exponential:mean=1.0 --items 20000 \\
+        --grid concurrency=4..8 --grid maxsize=10,100,unbounded \\
+        --replications 5 --metrics latency_p95_s,memory_peak_bytes --out DIR
+    python -m pipeline sweep scenario.toml --scheduler tcp://host:8786 --json
+
 Flags (units in brackets): ``--arrivals SPEC`` (``poisson:rate=R``,
 ``constant:rate=R``, ``onoff:rate_on=R,rate_off=R,mean_on_s=S,mean_off_s=S``,
 ``counts:file=FILE.csv,column=NAME,interval_s=S``: Poisson arrivals at the
@@ -340,7 +351,7 @@ def _flag(name: str) -> str:
 # Further commands, one module each: ``add_command(subparsers)`` registers the
 # command's parser with ``set_defaults(run=function)``; the module imports what
 # it needs to run lazily, so that ``simulate --json`` does not pay for it.
-_MORE_COMMANDS: tuple[str, ...] = ()
+_MORE_COMMANDS: tuple[str, ...] = ("pipeline.cli_sweep",)
 
 
 def _build_parser() -> _Parser:

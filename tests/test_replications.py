@@ -62,7 +62,7 @@ def test_progress_bar_counts_replications(capsys):
 def test_small_runs_stay_in_this_process_and_quiet(monkeypatch, capsys):
     seen = {}
 
-    def record(function, tasks, *, workers, bar, what):
+    def record(function, tasks, *, workers, bar, what, **options):
         seen["workers"] = workers
         seen["bar"] = not bar.disable
         return [function(*task) for task in tasks]

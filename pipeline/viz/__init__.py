@@ -25,6 +25,7 @@ from .plots import (
     plot_retries,
     report_figure,
 )
+from .sweeps import plot_sweep
 
 __all__ = [
     "Explorer",
@@ -39,6 +40,7 @@ __all__ = [
     "plot_memory",
     "plot_retries",
     "plot_shed_vs_theory",
+    "plot_sweep",
     "plot_sweep_heatmap",
     "plot_wait_vs_theory",
     "report_figure",

@@ -44,7 +44,9 @@ def scheduler_executor(scheduler: str, *, workers: int | None = None) -> Iterato
 
     Raises:
         ValueError: an empty ``scheduler``, or ``workers`` < 1.
-        RuntimeError: Dask is not installed.
+        RuntimeError: Dask is not installed, or ``"local"`` asked for from the
+            top level of a script without an ``if __name__ == "__main__":``
+            guard (the cluster's worker processes would re-run the script).
         OSError: the scheduler cannot be reached (Dask's own error, with the address).
     """
     if not isinstance(scheduler, str) or not scheduler.strip():
@@ -57,8 +59,11 @@ def scheduler_executor(scheduler: str, *, workers: int | None = None) -> Iterato
         from distributed import Client, LocalCluster
     except ImportError:
         raise RuntimeError(_INSTALL) from None
+    local = scheduler.strip().lower() == "local"
+    if local:
+        _refuse_unguarded_script()
     with contextlib.ExitStack() as stack:
-        if scheduler.strip().lower() == "local":
+        if local:
             cluster = stack.enter_context(
                 LocalCluster(
                     n_workers=workers or os.cpu_count() or 1,
@@ -71,3 +76,16 @@ def scheduler_executor(scheduler: str, *, workers: int | None = None) -> Iterato
         else:
             client = stack.enter_context(Client(scheduler.strip(), timeout="10s"))
         yield client.get_executor()
+
+
+def _refuse_unguarded_script() -> None:
+    """A LocalCluster's workers are spawned processes: they re-run an unguarded script."""
+    from ..running._main_guard import unguarded_call_site
+
+    site = unguarded_call_site()
+    if site is not None:
+        raise RuntimeError(
+            f"scheduler_executor('local') at {os.path.basename(site[0])}:{site[1]} would "
+            "start worker processes, and each re-runs this script from the top; put the "
+            "call under 'if __name__ == \"__main__\":'"
+        )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..running._pool import check_picklable, default_workers, run_tasks
+from ..running._pool import check_executor, check_picklable, default_workers, run_tasks
 from ..running.kernel import check_engine, refusal, unsupported
 from ..running.simulate import SimulationResult, _simulate_once
 from ..stats import summarise_values
@@ -138,11 +138,16 @@ def sweep(
         ``wall_time_s`` is the same whatever ``processes`` is.
 
     Raises:
-        TypeError: ``base`` is not a Scenario, or a bad grid.
+        TypeError: ``base`` is not a Scenario, a bad grid, or ``executor`` is
+            not a :class:`concurrent.futures.Executor`.
         ValueError: an unknown field name or a value the scenario rejects (named
             with its grid point), bad ``replications``, ``processes`` or ``engine``,
             ``engine="kernel"`` for a scenario outside the kernel's domain, or a
             scenario that cannot be pickled for the worker processes.
+        RuntimeError: ``processes`` > 1 asked for from the top level of a script
+            without an ``if __name__ == "__main__":`` guard (worker processes
+            re-run the script); with the default ``processes`` such a call runs
+            in this process, with a warning.
 
     Example:
         >>> sweep(base, {"concurrency": [4, 8]}, replications=5, progress=False)
@@ -158,6 +163,7 @@ def sweep(
     ):
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
     check_engine(engine)
+    check_executor(executor)
     points = _grid_points(base, grid)
     scenarios = _scenarios(base, points)
     if engine == "kernel":
@@ -174,7 +180,13 @@ def sweep(
 
     with tqdm(total=len(tasks), desc="sweep", unit="run", disable=not progress) as bar:
         summaries = run_tasks(
-            _run_task, tasks, workers=workers, bar=bar, what="sweep", executor=executor
+            _run_task,
+            tasks,
+            workers=workers,
+            bar=bar,
+            what="sweep",
+            executor=executor,
+            workers_asked=processes is not None,
         )
 
     rows = []

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
+import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from ._main_guard import unguarded_call_site
 
 if TYPE_CHECKING:
     import multiprocessing.context
@@ -18,10 +22,12 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
-_MAIN_GUARD = (
-    "a worker process failed while starting: worker processes re-import the script that "
-    "started them, so in a script put the call under 'if __name__ == \"__main__\":' "
-    "(or pass processes=1)"
+_MAIN_GUARD = "put the call under 'if __name__ == \"__main__\":'"
+
+_WORKER_DIED = (
+    "a worker process died. If it printed that it re-ran the script, " + _MAIN_GUARD + "; "
+    "otherwise it may have run out of memory (try fewer processes or shorter runs), "
+    "or pass processes=1 to see the error in this process"
 )
 
 
@@ -51,6 +57,20 @@ def check_picklable(scenarios: Sequence[Any], processes: int, what: str) -> None
             ) from None
 
 
+def check_executor(executor: object) -> None:
+    """Raise a TypeError unless ``executor`` is None or a :class:`concurrent.futures.Executor`."""
+    if executor is None:
+        return
+    from concurrent.futures import Executor
+
+    if not isinstance(executor, Executor):
+        raise TypeError(
+            "executor must be a concurrent.futures.Executor (e.g. ProcessPoolExecutor, "
+            f"or a Dask client's get_executor()) or None, got {type(executor).__name__} "
+            f"{executor!r:.60}"
+        )
+
+
 def bootstrapping() -> bool:
     """True inside a worker process that is still importing its parent's script."""
     import multiprocessing
@@ -66,6 +86,7 @@ def run_tasks(
     bar: Any,
     what: str,
     executor: Executor | None = None,
+    workers_asked: bool = True,
 ) -> list[Any]:
     """``[function(*task) for task in tasks]``: on ``executor``, or on ``workers`` processes.
 
@@ -75,32 +96,68 @@ def run_tasks(
     ``get_executor()``) runs every task, whatever ``workers`` is, and is left
     open; otherwise ``workers`` > 1 starts a process pool for this call.
 
+    Worker processes re-run the script that started them (see
+    :mod:`~pipeline.sim.running._main_guard`). Called from a script's top level
+    without an ``if __name__ == "__main__":`` guard, a pool would only break,
+    so none is started: the call raises at once if the caller asked for the
+    processes (``workers_asked``), or runs here with a warning saying how to
+    get them if the number was a default.
+
     Raises:
-        RuntimeError: called (``workers`` > 1) by a worker process that is
-            still importing the script that started it (no ``__main__`` guard).
+        RuntimeError: ``workers`` > 1 were asked for by a call at the top level of
+            a script without a ``__main__`` guard.
         Whatever a task raises; pickling and start-up failures carry a note
             saying how to fix them.
     """
     results: list[Any] = [None] * len(tasks)
-    if executor is None and workers <= 1:
+    if executor is not None:
+        return _gather(executor, function, tasks, bar, what, results)
+    if workers > 1 and bootstrapping():
+        _stop_bootstrapping_worker(what)
+    if workers > 1:
+        site = unguarded_call_site()
+        if site is not None:
+            place = f"{os.path.basename(site[0])}:{site[1]}"
+            if workers_asked:
+                raise RuntimeError(
+                    f"{what} at {place} would start {workers} worker processes, and each "
+                    f"re-runs this script from the top; {_MAIN_GUARD} or pass processes=1"
+                )
+            warnings.warn_explicit(
+                f"{what} runs in this process, not {workers}: worker processes would re-run "
+                f"this script from the top; {_MAIN_GUARD} to use them",
+                RuntimeWarning,
+                site[0],
+                site[1],
+            )
+            workers = 1
+    if workers <= 1:
         for index, task in enumerate(tasks):
             results[index] = function(*task)
             bar.update()
         return results
-    if executor is not None:
-        return _gather(executor, function, tasks, bar, what, results)
-    if bootstrapping():
-        # A script without the guard, re-imported by the pool's worker: say so here,
-        # where the user sees it, instead of letting this worker start a pool of its own.
-        raise RuntimeError(
-            f"{what} was called while a worker process imported the script that started "
-            "it; put the call under 'if __name__ == \"__main__\":'"
-        )
     # Imported here: a run that needs no pool (the command line's) does not pay for it.
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=context()) as pool:
         return _gather(pool, function, tasks, bar, what, results)
+
+
+def _stop_bootstrapping_worker(what: str) -> NoReturn:
+    """End a worker process that is re-running an unguarded script and reached a pool.
+
+    :func:`unguarded_call_site` catches this in the parent; this is the safety
+    net for scripts it cannot read. The worker cannot carry on (it would start
+    a pool of its own); one line on stderr, not a traceback per worker, then
+    an exit that the parent reports as a broken pool.
+    """
+    print(
+        f"pipeline: a worker process re-ran the script that started it and reached "
+        f"{what} again; {_MAIN_GUARD}",
+        file=sys.stderr,
+        flush=True,
+    )
+    raise SystemExit(1)
 
 
 def _gather(
@@ -115,8 +172,11 @@ def _gather(
     from concurrent.futures import as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    futures = {executor.submit(function, *task): index for index, task in enumerate(tasks)}
+    futures: dict[Any, int] = {}
     try:
+        # Submitting inside the try: a pool can break while tasks are still submitted.
+        for index, task in enumerate(tasks):
+            futures[executor.submit(function, *task)] = index
         for future in as_completed(futures):
             results[futures[future]] = future.result()
             bar.update()
@@ -130,7 +190,7 @@ def _gather(
                 "worker processes -- move them to a module or pass processes=1"
             )
         elif isinstance(exc, BrokenProcessPool):
-            exc.add_note(f"{what}: {_MAIN_GUARD}")
+            exc.add_note(f"{what}: {_WORKER_DIED}")
         raise
     return results
 

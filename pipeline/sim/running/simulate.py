@@ -31,6 +31,8 @@ from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_seri
 from .workload import Workload
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     import pandas as pd
 
 __all__ = ["Replications", "SimulationResult", "simulate"]
@@ -397,6 +399,7 @@ def _replicate(
     engine: str,
     processes: int | None,
     progress: bool | None,
+    executor: Executor | None = None,
 ) -> list[SimulationResult]:
     from ._pool import check_picklable, default_workers, run_tasks
     from .kernel import unsupported
@@ -407,16 +410,24 @@ def _replicate(
         workers = default_workers(None, replications) if guess >= _POOL_WORTH_S else 1
     else:
         workers = default_workers(processes, replications)
-    if workers > 1:
-        check_picklable([scenario], workers, "simulate(replications=...)")
-    show = progress if progress is not None else (workers > 1 or guess >= _POOL_WORTH_S)
+    what = "simulate(replications=...)"
+    if workers > 1 or executor is not None:
+        check_picklable([scenario], workers, what)
+    pooled = workers > 1 or executor is not None
+    show = progress if progress is not None else (pooled or guess >= _POOL_WORTH_S)
 
     from tqdm.auto import tqdm
 
     tasks = [(scenario, r, engine) for r in range(replications)]
     with tqdm(total=replications, desc="replications", unit="run", disable=not show) as bar:
         return run_tasks(
-            _simulate_once, tasks, workers=workers, bar=bar, what="simulate(replications=...)"
+            _simulate_once,
+            tasks,
+            workers=workers,
+            bar=bar,
+            what=what,
+            executor=executor,
+            workers_asked=processes is not None,
         )
 
 
@@ -427,6 +438,7 @@ def simulate(
     engine: str = "auto",
     processes: int | None = None,
     progress: bool | None = None,
+    executor: Executor | None = None,
 ) -> Any:
     """Run a scenario on the virtual clock.
 
@@ -447,17 +459,30 @@ def simulate(
             seconds of work); 1 runs everything in this process. Results are
             the same either way (except ``wall_time_s``).
         progress: show a tqdm progress bar over the replications; None
-            (default) shows one when a pool is used or the runs are long.
+            (default) shows one when a pool or an executor is used or the runs are long.
+        executor: a :class:`concurrent.futures.Executor` to run the
+            replications on instead of a local process pool (``processes`` is
+            then ignored), e.g. a Dask client's ``get_executor()`` (see
+            :func:`~pipeline.sim.analysis.cluster.scheduler_executor`); results
+            are the same as a local run's (except ``wall_time_s``). It is left
+            open. Needs ``replications``.
 
     Returns:
         A :class:`SimulationResult`, or :class:`Replications` when asked.
 
     Raises:
-        TypeError: ``scenario`` is not a Scenario.
-        ValueError: ``replications`` < 1, bad ``engine`` or ``processes``, or
+        TypeError: ``scenario`` is not a Scenario, or ``executor`` is not a
+            :class:`concurrent.futures.Executor`.
+        ValueError: ``replications`` < 1, bad ``engine`` or ``processes``,
             ``engine="kernel"`` for a scenario outside the kernel's domain
-            (the one-line message names the feature).
+            (the one-line message names the feature), an ``executor`` without
+            ``replications``, or a scenario an executor cannot be sent.
+        RuntimeError: ``processes`` > 1 asked for from the top level of a script
+            without an ``if __name__ == "__main__":`` guard (worker processes
+            re-run the script); with the default ``processes`` such a call runs
+            in this process, with a warning.
         DeadlockError: the run can never progress (a bug in custom code).
+        Whatever a replication raises on the executor.
 
     Example:
         >>> result = simulate(Scenario(arrivals=Poisson(rate=3.2),
@@ -476,8 +501,17 @@ def simulate(
         isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
     ):
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
+    if executor is not None:
+        from ._pool import check_executor
+
+        check_executor(executor)
+        if replications is None:
+            raise ValueError(
+                "executor runs replications: pass replications=R (R >= 1) with it, "
+                "got replications=None"
+            )
     if replications is None:
         return _simulate_once(scenario, 0, engine)
     if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
         raise ValueError(f"replications must be an integer >= 1 or None, got {replications!r}")
-    return Replications(_replicate(scenario, replications, engine, processes, progress))
+    return Replications(_replicate(scenario, replications, engine, processes, progress, executor))

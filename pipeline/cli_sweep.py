@@ -1,0 +1,518 @@
+"""``python -m pipeline sweep``: a grid of what-ifs x replications, as a tidy CSV and heatmaps.
+
+Usage::
+
+    python -m pipeline sweep --arrivals poisson:rate=3.2 --service exponential:mean=1.0 \\
+        --items 20000 --grid concurrency=4..8 --grid maxsize=10,100,unbounded \\
+        --replications 5 --out sweep-out
+    python -m pipeline sweep scenario.toml --metrics latency_p95_s,memory_peak_bytes --json
+    python -m pipeline sweep scenario.toml --scheduler tcp://10.0.0.5:8786 --out sweep-out
+
+Every scenario flag of ``simulate`` is accepted and sets the base scenario;
+then:
+
+- ``--grid NAME=VALUES`` (repeatable) is one axis of the grid: ``NAME`` is an
+  option name (``concurrency``, ``maxsize``, ``max-attempts``, ``on-full``,
+  ``failure-rate``, ``item-size``, ``backoff``, ``attempt-timeout``,
+  ``drain-timeout``, ``arrivals``, ``service``) and ``VALUES`` is
+  ``LOW..HIGH`` (integers, both ends included) or ``V1,V2,...``, each checked
+  as the flag's own value is (``maxsize=10,100,unbounded``; specs, which hold
+  commas, are separated by ``;``). A scenario file may hold the grid as a
+  table, flags replacing its axes of the same name::
+
+      [grid]
+      concurrency = "2..8"              # or [2, 4, 8]
+      maxsize = [10, 100, "unbounded"]
+
+- ``--replications R`` runs per grid point (default 3; replication *r* of every
+  point sees the same traffic), ``--engine auto|asyncio|kernel``;
+- ``--processes N`` local worker processes (default: one per CPU), or
+  ``--scheduler ADDRESS|local``: the runs go to a Dask distributed scheduler
+  (``tcp://host:8786``), or to a LocalCluster started for this sweep;
+- ``--metrics m1,m2`` summary keys to report and plot (default
+  :data:`DEFAULT_METRICS`); ``--axes X,Y`` the two grid axes of the heatmaps
+  (default: the first two; other axes get one panel per value);
+- ``--out DIR`` where the files go. Without it, a new directory
+  ``sweep-YYYYMMDD-HHMMSS`` is made in the current directory; its name is
+  printed (``out`` in the JSON).
+
+Files: ``sweep.csv`` (one row per grid point and replication: the grid's
+columns, ``replication``, then every summary key; ``unbounded`` and ``none``
+spelled out) and ``heatmap_<metric>.png`` per metric: the mean over
+replications on the grid, each cell annotated ``mean ± 95% half-width`` (a
+line plot with error bars for a one-axis grid).
+
+Output: a progress bar on stderr; ``--json`` prints one object, ``grid``
+(axis -> values), ``replications``, ``metrics``, ``engine``, ``out``,
+``files`` and ``points``: per grid point its ``point`` (axis -> value) and the
+metrics' ``mean`` and ``ci95`` (95% half-width; null with one replication).
+Otherwise a short table. Bad input -- a bad grid, an unknown metric, an
+unwritable ``--out``, a scheduler that cannot be reached -- is one line,
+``pipeline: error: ...``, exit status 2, before any run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any
+
+from .cli import (
+    AXIS_FIELDS,
+    _got,
+    _int,
+    _plain,
+    _settings,
+    _show,
+    add_scenario_flags,
+    axis_change,
+    parse_axis,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .sim.workloads.scenario import Scenario
+
+__all__ = ["DEFAULT_METRICS", "add_command"]
+
+DEFAULT_METRICS = (
+    "latency_p95_s",
+    "wait_mean_s",
+    "throughput_per_s",
+    "utilisation",
+    "memory_peak_bytes",
+)
+"""Summary keys the sweep reports and plots unless ``--metrics`` says otherwise."""
+
+DEFAULT_REPLICATIONS = 3
+"""Runs per grid point without ``--replications``: the fewest that give an interval, plus one."""
+
+MAX_PROCESSES = 4096
+"""``--processes``: local worker processes (a typo guard, far above any machine)."""
+
+MAX_GRID_POINTS = 100_000
+"""Grid points one sweep may hold (the product of the axes' lengths)."""
+
+MAX_RUNS = 1_000_000
+"""Runs one sweep may hold (grid points x replications): each is a task kept in memory."""
+
+_SPEC_AXES = ("arrivals", "service", "backoff")
+
+
+# -- flags ----------------------------------------------------------------------------------
+
+
+def _grid_flag(text: str) -> tuple[str, list[Any]]:
+    try:
+        return parse_axis(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _metrics_flag(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected METRIC[,METRIC...], got {_got(text)}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"metric(s) {repeated} given twice in {_got(text)}")
+    return names
+
+
+def _processes_flag(text: str) -> int:
+    try:
+        return _int(text, at_least=1, at_most=MAX_PROCESSES, what="worker processes")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _scheduler_flag(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected 'local' or an address like tcp://host:8786")
+    return text.strip()
+
+
+def _axes_flag(text: str) -> list[str]:
+    names = [name.strip().replace("-", "_") for name in text.split(",")]
+    if not all(names) or len(names) > 2:
+        raise argparse.ArgumentTypeError(f"expected X or X,Y (grid axis names), got {_got(text)}")
+    return names
+
+
+def add_command(subparsers: Any) -> None:
+    """Register ``sweep`` with the command line's subparsers."""
+    parser = subparsers.add_parser(
+        "sweep",
+        help="run a grid of scenarios x replications; write a CSV and heatmaps",
+        description=(
+            "Run every combination of the --grid axes, each --replications times, on "
+            "the base scenario the other flags (or the scenario file) describe. Writes "
+            "sweep.csv and heatmap_<metric>.png into --out."
+        ),
+    )
+    add_scenario_flags(parser)
+    # The shared flags' help speaks of simulate; say what they do here.
+    options = parser._option_string_actions
+    options["--out"].help = "directory for sweep.csv and the heatmaps (default: a new sweep-* one)"
+    options[
+        "--replications"
+    ].help = f"runs per grid point (default {DEFAULT_REPLICATIONS}; 1 gives no intervals)"
+    parser.add_argument(
+        "--grid",
+        action="append",
+        type=_grid_flag,
+        default=[],
+        metavar="NAME=VALUES",
+        help="one axis: concurrency=2..8 or maxsize=10,100,unbounded (repeat for more axes)",
+    )
+    parser.add_argument(
+        "--metrics",
+        type=_metrics_flag,
+        metavar="M1,M2",
+        help=f"summary keys to report and plot (default {', '.join(DEFAULT_METRICS)})",
+    )
+    parser.add_argument(
+        "--axes",
+        type=_axes_flag,
+        metavar="X,Y",
+        help="grid axes of the heatmaps (default: the first two; others get panels)",
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--processes",
+        type=_processes_flag,
+        metavar="N",
+        help="local worker processes (default: one per CPU; 1 runs here)",
+    )
+    where.add_argument(
+        "--scheduler",
+        type=_scheduler_flag,
+        metavar="ADDRESS|local",
+        help="run on a Dask scheduler (tcp://host:8786), or 'local' for a LocalCluster",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=_run)
+
+
+# -- the grid: flags and the scenario file's [grid] table ------------------------------------
+
+
+def _table_axis(origin: str, key: Any, value: Any) -> tuple[str, list[Any]]:
+    """One entry of a scenario file's ``[grid]`` table, parsed as ``--grid`` would be."""
+    where = f"{origin}: [grid] {key}"
+    if isinstance(value, str):
+        texts = [value]
+    elif isinstance(value, list) and value:
+        texts = []
+        for element in value:
+            if isinstance(element, bool) or not isinstance(element, str | int | float):
+                raise ValueError(
+                    f"{where}: values must be strings or numbers, got "
+                    f"{type(element).__name__} {element!r}"
+                )
+            texts.append(str(element))
+    else:
+        raise ValueError(
+            f'{where}: expected a list of values or a string like "2..8", got {value!r}'
+        )
+    name, values = "", []
+    for text in texts:
+        try:
+            name, parsed = parse_axis(f"{key}={text}")
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        values.extend(parsed)
+    return name, values
+
+
+def _grid(args: argparse.Namespace, settings: Any) -> dict[str, list[Any]]:
+    """Axis (option name) -> values: the file's ``[grid]``, axes replaced by ``--grid`` flags."""
+    grid: dict[str, list[Any]] = {}
+    table = settings.tables.get("grid")
+    if table is not None:
+        if not isinstance(table, dict):
+            raise ValueError(f"{args.scenario}: grid must be a table ([grid]), got {table!r}")
+        for key, value in table.items():
+            name, values = _table_axis(args.scenario, key, value)
+            grid[name] = values
+    flagged: set[str] = set()
+    for name, values in args.grid:
+        if name in flagged:
+            raise ValueError(f"--grid {name.replace('_', '-')} given twice; give each axis once")
+        flagged.add(name)
+        grid[name] = values
+    if not grid:
+        raise ValueError(
+            "no grid: give --grid NAME=VALUES (e.g. --grid concurrency=2..8) "
+            "or a [grid] table in the scenario file"
+        )
+    for name, values in grid.items():
+        seen: set[str] = set()
+        for value in values:
+            if repr(value) in seen:
+                raise ValueError(f"grid axis {name}: value {_label(name, value)} given twice")
+            seen.add(repr(value))
+    points = math.prod(len(values) for values in grid.values())
+    if points > MAX_GRID_POINTS:
+        raise ValueError(f"the grid has {points:,} points, more than {MAX_GRID_POINTS:,}")
+    return grid
+
+
+def _label(name: str, value: Any) -> Any:
+    """A grid value as the CSV, JSON and plots show it: plain numbers and words, specs as text."""
+    if value is None:
+        return None
+    if name in _SPEC_AXES:
+        return repr(value)
+    return value
+
+
+def _csv_text(name: str, value: Any) -> Any:
+    if value is None:
+        return "unbounded" if name == "maxsize" else "none"
+    return value
+
+
+def _plot_axes(grid: dict[str, list[Any]], axes: list[str] | None) -> tuple[str, str | None]:
+    """The heatmaps' x and y axes, checked before anything runs."""
+    from .viz.sweeps import MAX_PANELS  # the viz package is needed for the heatmaps anyway
+
+    names = list(grid)
+    if axes is not None:
+        unknown = [a for a in axes if a not in grid]
+        if unknown:
+            raise ValueError(f"--axes {','.join(unknown)}: not a grid axis; grid axes: {names}")
+        if len(axes) == 2 and axes[0] == axes[1]:
+            raise ValueError(f"--axes needs two different grid axes, got {axes[0]!r} twice")
+        if len(names) >= 2 and len(axes) == 1:
+            raise ValueError(f"--axes needs two grid axes X,Y for a grid of {names}")
+        if len(names) == 1 and len(axes) == 2:
+            raise ValueError(f"--axes: the grid has one axis, {names[0]!r}")
+    x, y = (axes or names)[0], None
+    if len(names) >= 2:
+        x, y = axes if axes is not None else names[:2]
+    extra = [a for a in names if a not in (x, y)]
+    panels = math.prod(len(grid[a]) for a in extra)
+    if panels > MAX_PANELS:
+        raise ValueError(
+            f"the heatmaps of {x} x {y} would need {panels} panels (one per value of "
+            f"{', '.join(extra)}), more than {MAX_PANELS}; choose the two axes with the most "
+            "values via --axes X,Y, or sweep fewer values"
+        )
+    return x, y
+
+
+# -- metrics and the output directory, checked before the sweep -----------------------------
+
+
+def _summary_metrics(base: Scenario) -> list[str]:
+    """The numeric summary keys, read off a one-item run of the base scenario (a millisecond)."""
+    from .sim.running.simulate import simulate
+
+    probe = base.replace(n_items=1, duration_s=None, warmup_s=0.0)
+    summary = simulate(probe).summary
+    return [
+        key
+        for key, value in summary.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    ]
+
+
+def _check_metrics(metrics: list[str], allowed: list[str]) -> None:
+    unknown = [m for m in metrics if m not in allowed]
+    if unknown:
+        raise ValueError(f"--metrics: unknown metric(s) {unknown}; allowed: {', '.join(allowed)}")
+
+
+def _output_directory(given: str | None) -> str:
+    """The directory the files go to, made (a new one by default) and shown writable."""
+    if given is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for attempt in itertools.count(1):
+            path = f"sweep-{stamp}" + ("" if attempt == 1 else f"-{attempt}")
+            try:
+                os.makedirs(path)
+            except FileExistsError:
+                continue
+            return path
+    assert given is not None
+    if os.path.exists(given) and not os.path.isdir(given):
+        raise ValueError(f"--out {given}: exists and is not a directory")
+    os.makedirs(given, exist_ok=True)
+    # Writable? Found now, not after an hour of runs (os.access says yes to root).
+    with tempfile.TemporaryFile(dir=given):
+        pass
+    return given
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def _sweep_frame(
+    base: Scenario,
+    grid: dict[str, list[Any]],
+    settings: Any,
+    args: argparse.Namespace,
+) -> pd.DataFrame:
+    """Run the sweep; the frame's grid columns are the option names, values as :func:`_label`."""
+    from .sim.analysis.sweep import sweep
+
+    replications = settings.get("replications", DEFAULT_REPLICATIONS)
+    fields = {
+        AXIS_FIELDS[name]: [axis_change(name, v)[AXIS_FIELDS[name]] for v in values]
+        for name, values in grid.items()
+    }
+    options = {
+        "replications": replications,
+        "engine": settings.get("engine", "auto"),
+        "progress": True,
+    }
+    if args.scheduler is None:
+        frame = sweep(base, fields, processes=args.processes, **options)
+    else:
+        from .sim.analysis.cluster import scheduler_executor
+
+        try:
+            with scheduler_executor(args.scheduler) as executor:
+                frame = sweep(base, fields, executor=executor, **options)
+        except RuntimeError as exc:  # Dask missing, or refused here: one line, exit 2
+            raise ValueError(f"--scheduler {args.scheduler}: {exc}") from None
+        except OSError as exc:  # cannot reach the scheduler, or lost it while running
+            raise ValueError(f"--scheduler {args.scheduler}: {exc}") from None
+    # Rows come in grid order (the product of the axes, replications innermost): put the
+    # option names and their plain values in place of the Scenario fields and objects.
+    import pandas as pd
+
+    rows = [combo for combo in itertools.product(*grid.values()) for _ in range(replications)]
+    columns = {
+        name: pd.Series([_label(name, row[i]) for row in rows], dtype=object, index=frame.index)
+        for i, name in enumerate(grid)
+    }
+    rest = frame.drop(columns=list(fields))
+    out = pd.concat([pd.DataFrame(columns), rest], axis=1)
+    for name in grid:
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in out[name]):
+            out[name] = pd.to_numeric(out[name])
+    out.attrs["grid"] = list(grid)
+    return out
+
+
+def _points(frame: pd.DataFrame, grid: list[str], metrics: list[str]) -> list[dict[str, Any]]:
+    """Per grid point, in grid order: its values and each metric's mean and 95% half-width."""
+    from .sim.stats import summarise_values
+
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for index, row in enumerate(frame[grid].itertuples(index=False, name=None)):
+        groups.setdefault(tuple(repr(v) for v in row), []).append(index)
+    points = []
+    for rows in groups.values():
+        part = frame.iloc[rows]
+        point = {name: _plain(part[name].iloc[0]) for name in grid}
+        mean, half = {}, {}
+        for metric in metrics:
+            stats = summarise_values(part[metric].to_numpy(dtype=float))
+            mean[metric], half[metric] = _plain(stats.mean), _plain(stats.half_width)
+        points.append({"point": point, "replications": len(rows), "mean": mean, "ci95": half})
+    return points
+
+
+def _write_files(
+    directory: str,
+    frame: pd.DataFrame,
+    metrics: list[str],
+    x: str,
+    y: str | None,
+) -> list[str]:
+    """``sweep.csv`` and one heatmap per metric; returns the file names written."""
+    csv = frame.copy()
+    for name in frame.attrs["grid"]:
+        csv[name] = [_csv_text(name, v) for v in frame[name]]
+    csv.to_csv(os.path.join(directory, "sweep.csv"), index=False)
+    written = ["sweep.csv"]
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .viz.sweeps import plot_sweep
+
+    for metric in metrics:
+        figure = plot_sweep(frame, metric, x=x, y=y)
+        name = f"heatmap_{metric}.png"
+        figure.savefig(os.path.join(directory, name), dpi=100)
+        written.append(name)
+    return written
+
+
+def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) -> str:
+    """One line per grid point: its values, then each metric as ``mean ± half-width``."""
+    header = [*grid, *metrics]
+    body = []
+    for point in points:
+        cells = [str(_csv_text(name, point["point"][name])) for name in grid]
+        for metric in metrics:
+            mean, half = point["mean"][metric], point["ci95"][metric]
+            text = _show(metric, mean)
+            if mean is not None and half is not None:
+                text += f" ± {_show(metric, half)}"
+            cells.append(text)
+        body.append(cells)
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *body]
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .cli import _scenario
+
+    settings = _settings(args, tables=("grid",))
+    base = _scenario(settings)
+    grid = _grid(args, settings)
+    runs = math.prod(len(values) for values in grid.values()) * settings.get(
+        "replications", DEFAULT_REPLICATIONS
+    )
+    if runs > MAX_RUNS:
+        raise ValueError(
+            f"{runs:,} runs (grid points x replications) are more than {MAX_RUNS:,}; "
+            "sweep fewer values or fewer replications"
+        )
+    metrics = args.metrics or list(DEFAULT_METRICS)
+    _check_metrics(metrics, _summary_metrics(base))
+    x, y = _plot_axes(grid, args.axes)
+    made = not os.path.isdir(settings.get("out", ""))
+    directory = _output_directory(settings.get("out"))
+    try:
+        frame = _sweep_frame(base, grid, settings, args)
+    except BaseException:
+        if made and not os.listdir(directory):
+            os.rmdir(directory)  # leave no empty directory behind a sweep that failed
+        raise
+    files = _write_files(directory, frame, metrics, x, y)
+    points = _points(frame, list(grid), metrics)
+    if args.json:
+        engines = sorted(set(frame["engine"]))
+        summary = {
+            "grid": {name: [_plain(_label(name, v)) for v in grid[name]] for name in grid},
+            "replications": int(frame["replication"].max()) + 1,
+            "metrics": metrics,
+            "engine": ",".join(engines),
+            "out": directory,
+            "files": files,
+            "points": points,
+        }
+        print(json.dumps(summary, allow_nan=False))
+    else:
+        replications = int(frame["replication"].max()) + 1
+        print(f"{len(points)} grid points x {replications} replications (mean ± 95% half-width)")
+        print(_table(points, list(grid), metrics))
+        print(f"\nwrote {', '.join(files)} to {directory}{os.sep}")
+    sys.stdout.flush()
+    return 0
