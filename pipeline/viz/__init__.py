@@ -25,6 +25,7 @@ from .plots import (
     plot_retries,
     report_figure,
 )
+from .warmup import plot_warmup
 
 __all__ = [
     "Explorer",
@@ -41,6 +42,7 @@ __all__ = [
     "plot_shed_vs_theory",
     "plot_sweep_heatmap",
     "plot_wait_vs_theory",
+    "plot_warmup",
     "report_figure",
     "say",
     "theory_for",
