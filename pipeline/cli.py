@@ -664,8 +664,10 @@ def _table(summary: dict[str, Any], scenario: Scenario) -> str:
         elif not ci and key in _BATCH_MEANS_KEYS and value is not None:
             # One run: its own batch-means interval (replications show theirs instead).
             half = summary.get(_BATCH_MEANS_KEYS[key])
-            text += " ± ? (too few items for batch means)" if half is None else (
-                f" ± {_show(key, half)} (95%, batch means)"
+            text += (
+                " ± ? (too few items for batch means)"
+                if half is None
+                else (f" ± {_show(key, half)} (95%, batch means)")
             )
         lines.append(f"  {key:<{width}}  {text}")
     return "\n".join(lines)

@@ -27,12 +27,13 @@ from pipeline.sim.analysis.diagnostics import (
     findings_frame,
     format_findings,
 )
+from pipeline.sim.stats import scaled_run_length
 
 WARNINGS = {"warning", "critical"}
 
 
 def run(rate=3.2, n_items=4000, failures=None, expect_drain_timeout=False, **config):
-    """Simulate; ``expect_drain_timeout=True`` for a run whose drain times out (and warns) on purpose."""
+    """Simulate; ``expect_drain_timeout=True``: the drain times out (and warns) on purpose."""
     config.setdefault("concurrency", 4)
     scenario = Scenario(
         arrivals=Poisson(rate=rate),
@@ -239,7 +240,7 @@ def test_a_short_run_is_told_how_many_items_would_do():
     relative = too_short.numbers["relative_half_width"]
     assert relative > 0.10
     # n ~ n0 (h0 / h)**2 with h = 10% of the mean
-    expected = math.ceil(too_short.numbers["items_counted"] * (relative / 0.10) ** 2)
+    expected = scaled_run_length(too_short.numbers["items_counted"], relative, 0.10)
     assert too_short.numbers["suggested_items"] == expected
     assert f"about {expected:,} items" in too_short.fix
     # Asked for less precision, the same run is precise enough; None skips the check.

@@ -67,8 +67,8 @@ from .workloads.scenario import Scenario, ServiceTrace
 __all__ = [
     "ArrivalProcess",
     "CombinedFailures",
-    "Constant",
     "Comparison",
+    "Constant",
     "DailyCurve",
     "Deterministic",
     "Distribution",

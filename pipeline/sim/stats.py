@@ -45,6 +45,7 @@ __all__ = [
     "quantile_ci",
     "replications_needed",
     "run_length_advice",
+    "scaled_run_length",
     "summarise_values",
     "t_quantile",
     "time_weighted_mean",
@@ -431,15 +432,35 @@ def replications_needed(
     if s == 0.0:
         return int(x.size)
     p = (1.0 + level) / 2.0
-    n = max(2.0, (NormalDist().inv_cdf(p) * s / target) ** 2)
+
+    def enough(n: int) -> bool:
+        return t_quantile(p, n - 1) * s / math.sqrt(n) <= target
+
+    # The normal quantile gives a lower bound; the t fixed point converges from there in a
+    # few steps; the last steps make n the smallest that is enough.
+    n = max(2, math.ceil((NormalDist().inv_cdf(p) * s / target) ** 2))
     for _ in range(50):
-        if n > 1e15:  # beyond any run: report it rather than loop
-            break
-        needed = max(2.0, math.ceil((t_quantile(p, math.ceil(n) - 1) * s / target) ** 2))
-        if needed <= math.ceil(n):
+        if n > 10**15:  # beyond any run: report it rather than loop
+            return max(int(x.size), n)
+        needed = max(2, math.ceil((t_quantile(p, n - 1) * s / target) ** 2))
+        if needed <= n:
             break
         n = needed
-    return max(int(x.size), math.ceil(n))
+    while not enough(n):
+        n += 1
+    while n > 2 and enough(n - 1):
+        n -= 1
+    return max(int(x.size), n)
+
+
+def scaled_run_length(n: int, half_width: float, target: float) -> int:
+    """``ceil(n (half_width / target)**2)``: the run length to shrink ``half_width`` to ``target``.
+
+    The square-root rule behind :func:`run_length_advice`; ``n`` counts
+    replications or items. A relative slack of 1e-9 keeps an exact ratio (4x)
+    from rounding up to one more.
+    """
+    return math.ceil(n * (half_width / target) ** 2 * (1.0 - 1e-9))
 
 
 def run_length_advice(
@@ -489,8 +510,9 @@ def run_length_advice(
             ``limit``, ``level`` not in (0, 1), or an unknown ``unit``.
 
     Example:
-        >>> run_length_advice(2.0, 0.5, 5, metric="latency_p95_s")
-        'latency_p95_s = 2 ± 0.5 (95%) is ±25% of its mean, wider than the 10% asked: about 32 replications (now 5) would give ±10%, by n ~ n0 (h0/h)^2.'
+        >>> print(run_length_advice(2.0, 0.5, 5, metric="latency_p95_s"))
+        latency_p95_s = 2 ± 0.5 (95%) is ±25% of its mean, wider than the 10% asked:
+        about 32 replications (now 5) would give ±10%, by n ~ n0 (h0/h)^2.
     """
     n = _integer("n", n, unit, at_least=1)
     precision = _number("relative_precision", relative_precision, "share of the mean", above=0)
@@ -522,10 +544,9 @@ def run_length_advice(
         )
         goal = f"an interval that clears {limit:.4g}"
     if target > 0:
-        needed = math.ceil(n * (half_width / target) ** 2)
+        needed = scaled_run_length(n, half_width, target)
         advice = (
-            f"{problem}: about {needed:,} {unit} (now {n:,}) would give {goal}, "
-            "by n ~ n0 (h0/h)^2."
+            f"{problem}: about {needed:,} {unit} (now {n:,}) would give {goal}, by n ~ n0 (h0/h)^2."
         )
     else:
         advice = f"{problem}; no run length will settle it: change the configuration instead."

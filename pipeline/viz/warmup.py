@@ -64,7 +64,13 @@ def plot_warmup(
     color = _COLORS["wait" if column == "wait_s" else "latency"]
     step = max(1, len(values) // MAX_ITEMS)
     series_ax.plot(
-        times[::step], values[::step], ".", ms=2, alpha=0.35, color=color, label=f"{column} per item"
+        times[::step],
+        values[::step],
+        ".",
+        ms=2,
+        alpha=0.35,
+        color=color,
+        label=f"{column} per item",
     )
     m = len(cut.batch_means)
     batch_times = times[: m * batch_size].reshape(m, batch_size).mean(axis=1)

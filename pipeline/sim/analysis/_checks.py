@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import run_length_advice
+from ..stats import run_length_advice, scaled_run_length
 from ._facts import Facts, error_counts, independent_p, lag_growth, service_spread
 from .findings import (
     AMP_INFO,
@@ -585,7 +585,7 @@ def _run_too_short(f: Facts) -> Finding | None:
     )
     if advice is None:
         return None
-    needed = math.ceil(counted * (half / (precision * abs(mean))) ** 2) if mean else math.inf
+    needed = scaled_run_length(counted, half, precision * abs(mean)) if mean else math.inf
     return Finding(
         code="RUN_TOO_SHORT",
         severity="info",
@@ -602,8 +602,7 @@ def _run_too_short(f: Facts) -> Finding | None:
             "the nearer utilisation is to 1."
         ),
         fix=(
-            f"{advice} Or run replications (simulate(..., replications=R)) and read their "
-            "interval."
+            f"{advice} Or run replications (simulate(..., replications=R)) and read their interval."
         ),
         numbers={
             "latency_mean_s": mean,

@@ -176,7 +176,9 @@ def compare(
     first = _run_task(a, 0, engine)
     if metric not in first or isinstance(first[metric], bool | str):
         allowed = [k for k, v in first.items() if not isinstance(v, bool | str)]
-        raise ValueError(f"metric must be a numeric summary key, got {metric!r}; allowed: {allowed}")
+        raise ValueError(
+            f"metric must be a numeric summary key, got {metric!r}; allowed: {allowed}"
+        )
     tasks = [(scenario, r, engine) for scenario in (a, b) for r in range(replications)][1:]
     workers = default_workers(processes, len(tasks))
     if workers > 1 or executor is not None:
@@ -195,7 +197,7 @@ def compare(
         r = int(missing[0])
         raise ValueError(
             f"metric {metric!r} has no value in replication {r} "
-            f"(a={values[0, r]!r}, b={values[1, r]!r}); compare a metric every run has"
+            f"(a={float(values[0, r])}, b={float(values[1, r])}); compare a metric every run has"
         )
     paired = paired_difference(values[0], values[1], level)
     return Comparison(

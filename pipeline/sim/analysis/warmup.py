@@ -90,8 +90,7 @@ def mser5(values: Sequence[float] | np.ndarray, batch_size: int = 5) -> WarmupCu
         raise ValueError(f"values must be 1-D, got shape {x.shape}")
     if x.size < 4 * size:
         raise ValueError(
-            f"values must hold at least {4 * size} observations (4 batches of {size}), "
-            f"got {x.size}"
+            f"values must hold at least {4 * size} observations (4 batches of {size}), got {x.size}"
         )
     if not np.isfinite(x).all():
         i = int(np.flatnonzero(~np.isfinite(x))[0])
@@ -110,7 +109,9 @@ def mser5(values: Sequence[float] | np.ndarray, batch_size: int = 5) -> WarmupCu
     return WarmupCut(best * size, z, statistic, size, best == candidates - 1 and best > 0)
 
 
-def warmup_series(result: SimulationResult, column: str = "wait_s") -> tuple[np.ndarray, np.ndarray]:
+def warmup_series(
+    result: SimulationResult, column: str = "wait_s"
+) -> tuple[np.ndarray, np.ndarray]:
     """(arrival times, values) of a run's items in arrival order, for warm-up detection.
 
     ``wait_s`` takes every item that started, ``latency_s`` every item that

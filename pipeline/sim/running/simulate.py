@@ -130,7 +130,6 @@ class SimulationResult:
         return frame
 
 
-
 def _percentile(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
