@@ -60,7 +60,11 @@ class SimulationResult:
         columns: per-item numpy columns (see :class:`~pipeline.sim.running.recorder.ItemColumns`).
         series: exact step functions (see :class:`~pipeline.sim.running.recorder.StepSeries`).
         wall_time_s: real seconds the simulation took.
-        summary: headline numbers, keys as in the command line's JSON.
+        summary: headline numbers, keys as in the command line's JSON;
+            ``wait_mean_ci95_s`` and ``latency_mean_ci95_s`` are the 95%
+            batch-means half-widths of ``wait_mean_s`` and ``latency_mean_s``
+            (:data:`BATCHES` batches in arrival order; NaN below
+            :data:`BATCH_MEANS_MIN_ITEMS` values), the run's own precision.
         items: one row per item (DataFrame, built on first use).
         timeseries: the step functions as a DataFrame (built on first use).
     """
@@ -347,7 +351,12 @@ class Replications:
     """Independent replications of one scenario, with 95% confidence intervals.
 
     Replication *r* uses streams derived from ``(seed, r)``, so the same
-    replication of two what-if scenarios sees the same traffic.
+    replication of two what-if scenarios sees the same traffic
+    (:func:`~pipeline.sim.compare` uses that for paired intervals).
+    :meth:`interval` gives a key's t interval (percentile keys included),
+    :meth:`quantile_interval` a distribution-free one for the median run, and
+    :meth:`advice` says when an interval is too wide and how many
+    replications would do.
 
     Attributes:
         results: one :class:`SimulationResult` per replication.
