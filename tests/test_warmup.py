@@ -37,6 +37,13 @@ def test_the_cut_is_in_batches_and_leftovers_are_ignored():
     assert len(cut.batch_means) == 8
 
 
+@pytest.mark.parametrize("scale", [1e-300, 1e-9, 1e9, 1e200])
+def test_the_cut_does_not_depend_on_units(scale):
+    ramp = np.r_[np.linspace(100.0, 1.0, 100), np.tile([0.0, 1.0], 450)]
+    assert mser5(ramp * scale).index == 100
+    assert mser5(ramp + 1e12).index == 100  # large and close together
+
+
 def test_a_transient_longer_than_half_the_run_is_at_the_limit():
     values = np.r_[np.linspace(100.0, 1.0, 800), np.zeros(200)]
     assert mser5(values).at_limit

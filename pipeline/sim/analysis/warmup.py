@@ -28,6 +28,7 @@ statistic and the cut.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -97,8 +98,12 @@ def mser5(values: Sequence[float] | np.ndarray, batch_size: int = 5) -> WarmupCu
         raise ValueError(f"values must be finite, got values[{i}]={float(x[i])!r}")
     m = x.size // size
     z = x[: m * size].reshape(m, size).mean(axis=1)
-    # Centre first: sums of squares of large, close numbers lose their digits otherwise.
+    # Centre and scale first: sums of squares of large, close numbers lose their digits, and
+    # of huge ones overflow. A constant factor does not move the minimum.
     centred = z - z.mean()
+    scale = float(np.abs(centred).max())
+    if scale > 0 and math.isfinite(scale):
+        centred /= scale
     kept = np.arange(m, 0, -1, dtype=np.float64)  # batches left after dropping d = 0 .. m-1
     s1 = np.cumsum(centred[::-1])[::-1]
     s2 = np.cumsum((centred * centred)[::-1])[::-1]
