@@ -71,7 +71,18 @@ replications, ``drain_timed_out`` is true if any replication's drain timed
 out, the ``engine`` key names the engine once, and a ``ci95`` object holds
 the 95% half-widths. Replications long enough to repay it (a few seconds of
 work) run on a process pool, with a progress bar on stderr. Without ``--json`` a
-short table and the run's diagnostics are printed. ``--out DIR`` writes
+short table and the run's diagnostics are printed; a single run's
+``wait_mean_s`` and ``latency_mean_s`` rows show their 95% batch-means
+half-widths (the summary keys ``wait_mean_ci95_s`` and ``latency_mean_ci95_s``,
+20 batches in arrival order, ``null`` below 200 items).
+
+On stderr, whatever the output: ``pipeline: warning: ...`` when a drain timed
+out (the unfinished items are missing from the latency statistics; the line
+says how many and what to change), and, with ``--replications R`` > 1,
+``pipeline: advice: ...`` for each of ``latency_mean_s`` and ``latency_p95_s``
+whose 95% half-width is above 10% of its mean: about how many replications
+would bring it to 10% (``n ~ n0 (h0/h)^2``), and that heavy traffic
+(utilisation >= 0.85) needs longer runs. ``--out DIR`` writes
 ``summary.json`` (the same object), ``items.csv``, ``timeseries.csv`` and
 ``report.png`` (per-item files and the figure from replication 0).
 
@@ -675,6 +686,10 @@ def _show(key: str, value: Any) -> str:
     return f"{value:.4g}"
 
 
+# Means whose one-run 95% batch-means half-width the summary carries, shown on one row.
+_BATCH_MEANS_KEYS = {"wait_mean_s": "wait_mean_ci95_s", "latency_mean_s": "latency_mean_ci95_s"}
+
+
 def _table(summary: dict[str, Any], scenario: Scenario) -> str:
     config = scenario.config
     maxsize = "unbounded" if config.queue_maxsize is None else config.queue_maxsize
@@ -686,12 +701,20 @@ def _table(summary: dict[str, Any], scenario: Scenario) -> str:
     ci = summary.get("ci95", {})
     width = max(len(k) for k in summary)
     for key, value in summary.items():
-        if key in ("ci95", "replications"):
+        if key in ("ci95", "replications") or key in _BATCH_MEANS_KEYS.values():
             continue
         text = _show(key, value)
         half = ci.get(key)
         if half is not None and value is not None:
             text += f" ± {_show(key, half)}"
+        elif not ci and key in _BATCH_MEANS_KEYS and value is not None:
+            # One run: its own batch-means interval (replications show theirs instead).
+            half = summary.get(_BATCH_MEANS_KEYS[key])
+            text += (
+                " ± ? (too few items for batch means)"
+                if half is None
+                else (f" ± {_show(key, half)} (95%, batch means)")
+            )
         lines.append(f"  {key:<{width}}  {text}")
     return "\n".join(lines)
 
@@ -760,18 +783,54 @@ def _write_out(directory: str, summary: dict[str, Any], result: SimulationResult
         sys.modules["matplotlib.pyplot"].close(fig)
 
 
+# Summary keys whose replication intervals get run-length advice: latency is never near 0
+# (it includes the service time), so a share of its mean is a fair precision target.
+_ADVICE_METRICS = ("latency_mean_s", "latency_p95_s")
+
+
+def _run_length_notes(summary: dict[str, Any], replications: int) -> list[str]:
+    """Run-length advice for the replication intervals wider than 10% of their mean."""
+    from .sim.stats import run_length_advice
+
+    notes = []
+    for key in _ADVICE_METRICS:
+        mean, half = summary.get(key), summary.get("ci95", {}).get(key)
+        if mean is None or half is None:
+            continue
+        advice = run_length_advice(
+            mean, half, replications, metric=key, utilisation=summary.get("utilisation")
+        )
+        if advice is not None:
+            notes.append(advice)
+    return notes
+
+
 def _simulate(args: argparse.Namespace) -> int:
+    import warnings
+
     settings = _settings(args)
     scenario = _scenario(settings)
-    from .sim.running.simulate import simulate
+    from .sim.running.simulate import DrainTimeoutWarning, simulate
 
     replications = settings.get("replications", 1)
     engine = settings.get("engine", "auto")
-    if replications == 1:
-        results = [simulate(scenario, engine=engine)]
-    else:
-        results = simulate(scenario, replications=replications, engine=engine).results
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DrainTimeoutWarning)
+        if replications == 1:
+            results = [simulate(scenario, engine=engine)]
+        else:
+            results = simulate(scenario, replications=replications, engine=engine).results
+    for warning in caught:
+        if issubclass(warning.category, DrainTimeoutWarning):
+            print(f"{PROG}: warning: {_one_line(warning.message)}", file=sys.stderr)
+        else:  # not ours to reword: pass it on as it came
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
     summary = _summary_object(results)
+    if len(results) > 1:
+        for note in _run_length_notes(summary, len(results)):
+            print(f"{PROG}: advice: {note}", file=sys.stderr)
     if "out" in settings:
         _write_out(settings["out"], summary, results[0])
     if args.json:

@@ -10,6 +10,7 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import (
+    DrainTimeoutWarning,
     Exponential,
     Hangs,
     IndependentFailures,
@@ -26,11 +27,13 @@ from pipeline.sim.analysis.diagnostics import (
     findings_frame,
     format_findings,
 )
+from pipeline.sim.stats import scaled_run_length
 
 WARNINGS = {"warning", "critical"}
 
 
-def run(rate=3.2, n_items=4000, failures=None, **config):
+def run(rate=3.2, n_items=4000, failures=None, expect_drain_timeout=False, **config):
+    """Simulate; ``expect_drain_timeout=True``: the drain times out (and warns) on purpose."""
     config.setdefault("concurrency", 4)
     scenario = Scenario(
         arrivals=Poisson(rate=rate),
@@ -40,7 +43,10 @@ def run(rate=3.2, n_items=4000, failures=None, **config):
         seed=7,
         **({"failures": failures} if failures is not None else {}),
     )
-    return simulate(scenario)
+    if not expect_drain_timeout:
+        return simulate(scenario)
+    with pytest.warns(DrainTimeoutWarning, match=r"item\(s\) were left unfinished"):
+        return simulate(scenario)
 
 
 def by_code(findings):
@@ -49,7 +55,8 @@ def by_code(findings):
 
 @pytest.fixture(scope="module")
 def healthy():
-    return run()
+    # Long enough that the mean latency is known to +-10% (no RUN_TOO_SHORT).
+    return run(n_items=100_000)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +89,9 @@ def test_overload_shows_lag_and_saturation(overloaded):
 
 
 def test_unbounded_overload_mentions_memory():
-    found = by_code(diagnose(run(rate=5.0, queue_maxsize=None, n_items=3000)))
+    found = by_code(
+        diagnose(run(rate=5.0, queue_maxsize=None, n_items=3000, expect_drain_timeout=True))
+    )
     assert "memory peaked" in found["CONSUMER_LAG"].evidence
     assert "QUEUE_SATURATED" not in found
 
@@ -113,14 +122,23 @@ def test_hangs_cut_by_a_timeout_are_lease_expired():
 
 
 def test_hangs_without_a_timeout_suggest_one():
-    found = by_code(diagnose(run(rate=1.0, concurrency=8, failures=Hangs(p=0.05, hang_s=60.0))))
+    found = by_code(
+        diagnose(
+            run(
+                rate=1.0,
+                concurrency=8,
+                failures=Hangs(p=0.05, hang_s=60.0),
+                expect_drain_timeout=True,
+            )
+        )
+    )
     lease = found["LEASE_EXPIRED"]
     assert "Set attempt_timeout_s" in lease.fix
     assert lease.numbers["suggested_attempt_timeout_s"] < 60
 
 
 def test_drain_timeout_reports_what_was_left():
-    result = run(rate=6.0, n_items=3000, drain_timeout_s=5.0)
+    result = run(rate=6.0, n_items=3000, drain_timeout_s=5.0, expect_drain_timeout=True)
     assert result.report.drain_timed_out
     drain = by_code(diagnose(result))["DRAIN_TIMEOUT"]
     left = len(result.report.unfinished)
@@ -205,3 +223,32 @@ def test_finding_is_frozen_and_validated():
         finding.code = "Y"  # type: ignore[misc]
     with pytest.raises(ValueError, match="severity must be"):
         Finding("X", "fatal", "t", "e", "x", "f")  # type: ignore[arg-type]
+
+
+def test_drain_timeout_says_the_tail_is_missing_from_the_statistics():
+    result = run(rate=6.0, n_items=3000, drain_timeout_s=5.0, expect_drain_timeout=True)
+    drain = by_code(diagnose(result))["DRAIN_TIMEOUT"]
+    assert "latency statistics leave them out" in drain.explanation
+    assert "drain_timeout_s=None" in drain.fix
+
+
+def test_a_short_run_is_told_how_many_items_would_do():
+    short = run(n_items=4000)  # M/M/4 at 80%: the mean latency is known to about +-20%
+    found = by_code(diagnose(short))
+    too_short = found["RUN_TOO_SHORT"]
+    assert too_short.severity == "info"
+    relative = too_short.numbers["relative_half_width"]
+    assert relative > 0.10
+    # n ~ n0 (h0 / h)**2 with h = 10% of the mean
+    expected = scaled_run_length(too_short.numbers["items_counted"], relative, 0.10)
+    assert too_short.numbers["suggested_items"] == expected
+    assert f"about {expected:,} items" in too_short.fix
+    # Asked for less precision, the same run is precise enough; None skips the check.
+    assert "RUN_TOO_SHORT" not in by_code(diagnose(short, precision=2 * relative))
+    assert "RUN_TOO_SHORT" not in by_code(diagnose(short, precision=None))
+
+
+@pytest.mark.parametrize("precision", [0, -0.1, float("nan"), float("inf"), "10%"])
+def test_a_bad_precision_is_named(healthy, precision):
+    with pytest.raises((ValueError, TypeError), match="precision"):
+        diagnose(healthy, precision=precision)

@@ -58,7 +58,8 @@ def test_the_bounds_themselves_are_allowed():
 
 
 def test_the_largest_item_size_gives_exact_memory():
-    config = PipelineConfig(concurrency=1, queue_maxsize=None)
+    # drain_timeout_s=None: every item finishes (the 30 s default would leave a few unfinished).
+    config = PipelineConfig(concurrency=1, queue_maxsize=None, drain_timeout_s=None)
     result = simulate(scenario(n_items=50, item_size_bytes=MAX_ITEM_SIZE_BYTES, config=config))
     peak = result.summary["memory_peak_bytes"]
     assert peak > 0 and peak % MAX_ITEM_SIZE_BYTES == 0

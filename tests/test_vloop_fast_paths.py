@@ -11,6 +11,7 @@ of timers, sleeps, cancellations and callbacks must run in the same order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import inspect
 import logging
@@ -26,6 +27,7 @@ from pipeline.retry import Backoff
 from pipeline.sim import (
     Constant,
     Deterministic,
+    DrainTimeoutWarning,
     Exponential,
     Hangs,
     IndependentFailures,
@@ -278,13 +280,25 @@ def _assert_same_run(new, old) -> None:
     ]
 
 
+# Scenarios whose drain times out (on purpose, or with the 30 s default): simulate() warns.
+DRAIN_TIMES_OUT = {"drain_timeout", "trace_equal_times"}
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_simulations_are_bit_identical_to_the_reference_loop(name, monkeypatch):
     scenario = SCENARIOS[name]
-    new = _simulate_engine(scenario)
+
+    def expect_drain_warning():
+        if name in DRAIN_TIMES_OUT:
+            return pytest.warns(DrainTimeoutWarning, match="drain timed out")
+        return contextlib.nullcontext()
+
+    with expect_drain_warning():
+        new = _simulate_engine(scenario)
     with monkeypatch.context() as patch:
         _on_reference_loop(patch)
-        old = _simulate_engine(scenario)
+        with expect_drain_warning():
+            old = _simulate_engine(scenario)
     _assert_same_run(new, old)
     assert new.summary["items_offered"] == scenario.n_items
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .running.simulate import Replications, SimulationResult, simulate
+from .running.simulate import DrainTimeoutWarning, Replications, SimulationResult, simulate
 from .vloop import VirtualEventLoop, new_virtual_loop, run_virtual
 from .workloads.arrivals import (
     ArrivalProcess,
@@ -68,10 +68,12 @@ from .workloads.scenario import Scenario, ServiceTrace
 __all__ = [
     "ArrivalProcess",
     "CombinedFailures",
+    "Comparison",
     "Constant",
     "DailyCurve",
     "Deterministic",
     "Distribution",
+    "DrainTimeoutWarning",
     "Empirical",
     "Exponential",
     "FailureModel",
@@ -101,12 +103,16 @@ __all__ = [
     "TraceWorkload",
     "Uniform",
     "VirtualEventLoop",
+    "WarmupCut",
+    "compare",
     "daily_curve",
+    "detect_warmup",
     "diagnose",
     "exact_fcfs_waits",
     "findings_frame",
     "format_findings",
     "load_trace",
+    "mser5",
     "new_virtual_loop",
     "parse_arrivals",
     "parse_distribution",
@@ -121,6 +127,11 @@ __all__ = [
 
 # Public names imported on first use: name -> (module, attribute; None for the module itself).
 _LAZY = {
+    "Comparison": ("analysis.compare", "Comparison"),
+    "compare": ("analysis.compare", "compare"),
+    "WarmupCut": ("analysis.warmup", "WarmupCut"),
+    "detect_warmup": ("analysis.warmup", "detect_warmup"),
+    "mser5": ("analysis.warmup", "mser5"),
     "Finding": ("analysis.diagnostics", "Finding"),
     "diagnose": ("analysis.diagnostics", "diagnose"),
     "findings_frame": ("analysis.diagnostics", "findings_frame"),

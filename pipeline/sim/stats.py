@@ -3,6 +3,15 @@
 - :func:`mean_ci` -- Student t interval across independent replications;
 - :func:`batch_means_ci` -- the same for one long, autocorrelated run;
 - :func:`proportion_ci` -- Wilson interval for a fraction (shed, dead-lettered);
+- :func:`quantile_ci` -- distribution-free order-statistic interval for a
+  quantile of independent values (e.g. one p95 per replication, or measured
+  service times);
+- :func:`paired_difference` -- mean difference and t interval of paired values
+  (two configurations run on the same random numbers, replication by
+  replication);
+- :func:`replications_needed`, :func:`run_length_advice` -- how many more
+  replications (or items) an interval needs to be precise enough, or to decide
+  an SLO, by the rule ``n ~ n0 (h0 / h)**2``;
 - :func:`summarise_values` -- mean and half-width of per-replication values that
   may be missing (NaN), without warnings: the one rule the CLI, ``sweep`` and
   ``Replications`` share;
@@ -22,14 +31,22 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pipeline.sim._tdist import t_quantile
 from pipeline.sim.workloads.distributions import _integer, _number
 
 __all__ = [
+    "DEFAULT_RELATIVE_PRECISION",
     "MeanCI",
     "ProportionCI",
+    "QuantileCI",
     "batch_means_ci",
     "mean_ci",
+    "paired_difference",
     "proportion_ci",
+    "quantile_ci",
+    "replications_needed",
+    "run_length_advice",
+    "scaled_run_length",
     "summarise_values",
     "t_quantile",
     "time_weighted_mean",
@@ -70,100 +87,20 @@ class ProportionCI(NamedTuple):
         return self.low <= value <= self.high
 
 
-# -- Student t quantile ------------------------------------------------------------------
+class QuantileCI(NamedTuple):
+    """A sample quantile and its distribution-free interval ``[low, high]``.
 
-
-def _betacf(a: float, b: float, x: float) -> float:
-    # Continued fraction of the incomplete beta, modified Lentz (Numerical Recipes 6.4).
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 10_000):
-        m2 = 2 * m
-        for aa in (
-            m * (b - m) * x / ((a - 1.0 + m2) * (a + m2)),
-            -(a + m) * (a + b + m) * x / ((a + m2) * (a + 1.0 + m2)),
-        ):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _t_upper_tail(t: float, df: float) -> float:
-    """P(T > t) for t >= 0: ``I_x(df/2, 1/2) / 2`` with ``x = df / (df + t**2)``."""
-    x = df / (df + t * t)
-    a, b = df / 2.0, 0.5
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1.0) / (a + b + 2.0):
-        ix = math.exp(log_front) * _betacf(a, b, x) / a
-    else:
-        ix = 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
-    return ix / 2.0
-
-
-def _cornish_fisher(z: float, df: float) -> float:
-    # Hill (1970) / Abramowitz & Stegun 26.7.5: t in powers of 1/df around the normal z.
-    z2 = z * z
-    g1 = (z2 + 1.0) * z / 4.0
-    g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0
-    g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0
-    g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0
-    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
-
-
-def t_quantile(p: float, df: float) -> float:
-    """The ``p``-quantile of Student's t with ``df`` degrees of freedom.
-
-    Exact forms for df = 1 and 2; the Cornish-Fisher expansion for df > 200
-    (error below 1e-9); otherwise Newton/bisection on the t CDF computed from
-    the regularised incomplete beta (about 1e-12). Example:
-    ``t_quantile(0.975, 9)`` is 2.2622.
-
-    Raises:
-        ValueError: ``p`` not in (0, 1) or ``df <= 0``.
+    ``low`` is ``-inf`` (``high`` is ``+inf``) when the sample is too small to
+    bound that side at the level asked.
     """
-    p = _number("p", p, "probability in (0, 1)", above=0)
-    if not p < 1:
-        raise ValueError(f"p must be < 1 (probability in (0, 1)), got {p!r}")
-    df = _number("df", df, "degrees of freedom", above=0)
-    if p == 0.5:
-        return 0.0
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    if df == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if df == 2:
-        return (2.0 * p - 1.0) / math.sqrt(2.0 * p * (1.0 - p))
-    z = NormalDist().inv_cdf(p)
-    guess = _cornish_fisher(z, df)
-    if df > 200:
-        return guess
-    tail = 1.0 - p
-    lo, hi = 0.0, max(guess, 1.0)
-    while _t_upper_tail(hi, df) > tail:
-        lo, hi = hi, 2.0 * hi
-    t = min(max(guess, lo), hi)
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-    for _ in range(100):
-        excess = _t_upper_tail(t, df) - tail  # > 0 means t is too small
-        if excess > 0:
-            lo = t
-        else:
-            hi = t
-        density = math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
-        step = t + excess / density
-        t = step if lo < step < hi else (lo + hi) / 2
-        if hi - lo < 1e-13 * max(1.0, t) or abs(excess) < 1e-16:
-            break
-    return t
+
+    estimate: float
+    low: float
+    high: float
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` lies in ``[low, high]``."""
+        return self.low <= value <= self.high
 
 
 # -- intervals ---------------------------------------------------------------------------
@@ -287,6 +224,244 @@ def proportion_ci(successes: int, n: int, level: float = 0.95) -> ProportionCI:
     low = 0.0 if k == 0 else max(0.0, center - half)
     high = 1.0 if k == n else min(1.0, center + half)
     return ProportionCI(p, low, high)
+
+
+def _binomial_cdf(n: int, p: float) -> np.ndarray:
+    """``P(B <= k)`` for ``k = 0..n``, ``B ~ Binomial(n, p)``, ``0 < p < 1`` (log-space pmf)."""
+    k = np.arange(1, n + 1, dtype=np.float64)
+    log_pmf = np.empty(n + 1)
+    log_pmf[0] = n * math.log1p(-p)
+    # pmf(k) / pmf(k-1) = (n - k + 1) / k * p / (1 - p)
+    np.cumsum(np.log((n - k + 1.0) / k) + (math.log(p) - math.log1p(-p)), out=log_pmf[1:])
+    log_pmf[1:] += log_pmf[0]
+    return np.cumsum(np.exp(log_pmf - log_pmf.max())) * math.exp(log_pmf.max())
+
+
+def quantile_ci(
+    samples: Sequence[float] | np.ndarray, q: float = 0.5, level: float = 0.95
+) -> QuantileCI:
+    """The ``q``-quantile of independent samples, with an order-statistic interval.
+
+    Distribution-free: with ``B ~ Binomial(n, q)`` the number of samples below
+    the true quantile, ``[X_(j), X_(k)]`` (1-based order statistics) covers it
+    with probability ``P(j <= B < k)``; ``j`` and ``k`` are the tightest with at
+    most ``(1 - level) / 2`` in each tail, so coverage is at least ``level``
+    (exactly, not asymptotically). The estimate is ``np.quantile(samples, q)``
+    (linear interpolation, as the summary's percentiles).
+
+    Valid only for *independent* values: one value per replication (e.g. each
+    run's ``latency_p95_s``: ``q=0.5`` then bounds the median run), or measured
+    service times. The items of one run are correlated (a slow item delays
+    the next), and this interval would be far too narrow for them.
+
+    Raises:
+        ValueError: no samples, a non-finite one, ``q`` not in (0, 1) or
+            ``level`` not in (0, 1).
+
+    Example:
+        >>> quantile_ci(np.random.default_rng(1).exponential(1.0, 1000), 0.95)
+        QuantileCI(estimate=2.93..., low=2.68..., high=3.35...)   # true: ln 20 = 2.996
+    """
+    x = np.sort(_samples(samples, 1))
+    q = _number("q", q, "probability in (0, 1)", above=0)
+    if not q < 1:
+        raise ValueError(f"q must be < 1 (probability in (0, 1)), got {q!r}")
+    tail = (1.0 - _level(level)) / 2.0
+    n = x.size
+    cdf = _binomial_cdf(n, q)
+    # j: the largest with P(B <= j - 1) <= tail; k: the smallest with P(B >= k) <= tail.
+    j = int(np.searchsorted(cdf, tail, side="right"))  # count of cdf[i] <= tail
+    k = int(np.searchsorted(cdf, 1.0 - tail, side="left")) + 1
+    low = float(x[j - 1]) if j >= 1 else -math.inf
+    high = float(x[k - 1]) if k <= n else math.inf
+    return QuantileCI(float(np.quantile(x, q)), low, high)
+
+
+def paired_difference(
+    values_a: Sequence[float] | np.ndarray,
+    values_b: Sequence[float] | np.ndarray,
+    level: float = 0.95,
+) -> MeanCI:
+    """Mean of ``b - a`` over pairs, with its Student t half-width.
+
+    Pair *r* holds the same replication of two configurations, run on the same
+    random numbers (replication *r* of two scenarios with one seed sees the same
+    arrivals and service times). The noise both share cancels in the
+    difference, so its interval is usually far narrower than two separate
+    intervals would suggest; it is still valid when they share nothing.
+
+    Raises:
+        ValueError: the two lengths differ, fewer than 2 pairs, a non-finite
+            value, or ``level`` not in (0, 1).
+    """
+    a, b = _samples(values_a, 2), _samples(values_b, 2)
+    if a.size != b.size:
+        raise ValueError(
+            f"values_a and values_b must pair up (one value per replication each), "
+            f"got {a.size} and {b.size} values"
+        )
+    return mean_ci(b - a, level)
+
+
+DEFAULT_RELATIVE_PRECISION = 0.10
+"""Half-width, as a share of the mean, above which an interval gets run-length advice."""
+
+# Utilisation above which the advice adds that heavy traffic needs longer runs.
+_HEAVY_TRAFFIC = 0.85
+
+
+def replications_needed(
+    values: Sequence[float] | np.ndarray, half_width: float, level: float = 0.95
+) -> int:
+    """Replications needed for a Student t half-width of at most ``half_width``.
+
+    From pilot ``values`` (one per replication; their standard deviation ``s``
+    is taken as known): the smallest ``n`` with ``t_{(1+level)/2, n-1} s /
+    sqrt(n) <= half_width``, found by iterating ``n = (t s / half_width)**2``.
+    For n beyond a few tens this is the familiar rule ``n ~ n0 (h0 / h)**2``,
+    with ``h0`` the pilot's half-width over ``n0`` values. Never less than
+    ``len(values)`` (replications already run are not given back).
+
+    Raises:
+        ValueError: fewer than 2 values, a non-finite one, ``half_width`` not a
+            finite number > 0, or ``level`` not in (0, 1).
+
+    Example:
+        >>> replications_needed([1.0, 1.4, 0.8, 1.2, 1.1], half_width=0.05)
+        80
+    """
+    x = _samples(values, 2)
+    target = _number("half_width", half_width, "seconds or units of the values", above=0)
+    level = _level(level)
+    s = float(x.std(ddof=1))
+    if s == 0.0:
+        return int(x.size)
+    p = (1.0 + level) / 2.0
+
+    def enough(n: int) -> bool:
+        return t_quantile(p, n - 1) * s / math.sqrt(n) <= target
+
+    # The normal quantile gives a lower bound; the t fixed point converges from there in a
+    # few steps; the last steps make n the smallest that is enough.
+    n = max(2, math.ceil((NormalDist().inv_cdf(p) * s / target) ** 2))
+    for _ in range(50):
+        if n > 10**15:  # beyond any run: report it rather than loop
+            return max(int(x.size), n)
+        needed = max(2, math.ceil((t_quantile(p, n - 1) * s / target) ** 2))
+        if needed <= n:
+            break
+        n = needed
+    while not enough(n):
+        n += 1
+    while n > 2 and enough(n - 1):
+        n -= 1
+    return max(int(x.size), n)
+
+
+def scaled_run_length(n: int, half_width: float, target: float) -> int:
+    """``ceil(n (half_width / target)**2)``: the run length to shrink ``half_width`` to ``target``.
+
+    The square-root rule behind :func:`run_length_advice`; ``n`` counts
+    replications or items. A relative slack of 1e-9 keeps an exact ratio (4x)
+    from rounding up to one more.
+    """
+    return math.ceil(n * (half_width / target) ** 2 * (1.0 - 1e-9))
+
+
+def run_length_advice(
+    mean: float,
+    half_width: float,
+    n: int,
+    *,
+    metric: str = "the metric",
+    relative_precision: float = DEFAULT_RELATIVE_PRECISION,
+    limit: float | None = None,
+    level: float = 0.95,
+    unit: str = "replications",
+    utilisation: float | None = None,
+) -> str | None:
+    """A sentence of advice when an interval is too wide for the decision, else None.
+
+    Two decisions are judged:
+
+    - *precision* (``limit`` None): the half-width must be at most
+      ``relative_precision`` times ``|mean|`` (default
+      :data:`DEFAULT_RELATIVE_PRECISION`, 10%);
+    - *an SLO* (``limit`` given): the interval ``mean +- half_width`` must not
+      contain the limit, or it cannot tell whether the SLO is met.
+
+    The advice scales the run by ``n ~ n0 (h0 / h)**2``: a half-width shrinks
+    like one over the square root of the replications (or, for batch means of
+    one run, of the items). When ``utilisation`` is given and near 1 it adds
+    that heavy traffic needs longer runs: the variance of a mean wait grows
+    roughly like ``1 / (1 - rho)**2`` times the item count needed at light load.
+
+    Args:
+        mean, half_width: the interval (the half-width at ``level``).
+        n: what it was computed from: replications, or items for a single run.
+        metric: the name shown in the sentence (e.g. ``"latency_p95_s"``).
+        relative_precision: largest acceptable ``half_width / |mean|``, > 0.
+        limit: an SLO bound the interval should clear, or None.
+        level: the interval's confidence, for the wording.
+        unit: what ``n`` counts: ``"replications"`` or ``"items"``.
+        utilisation: the run's utilisation (0..1), or None.
+
+    Returns:
+        None when the interval is good enough (or NaN: nothing to judge), else
+        one sentence with the numbers.
+
+    Raises:
+        ValueError: ``n < 1``, ``relative_precision`` not > 0, a non-finite
+            ``limit``, ``level`` not in (0, 1), or an unknown ``unit``.
+
+    Example:
+        >>> print(run_length_advice(2.0, 0.5, 5, metric="latency_p95_s"))
+        latency_p95_s = 2 ± 0.5 (95%) is ±25% of its mean, wider than the 10% asked:
+        about 32 replications (now 5) would give ±10%, by n ~ n0 (h0/h)^2.
+    """
+    n = _integer("n", n, unit, at_least=1)
+    precision = _number("relative_precision", relative_precision, "share of the mean", above=0)
+    level = _level(level)
+    if unit not in ("replications", "items"):
+        raise ValueError(f"unit must be 'replications' or 'items', got {unit!r}")
+    if limit is not None:
+        limit = _number("limit", limit, "the SLO's bound, in the metric's units")
+    if not (math.isfinite(mean) and math.isfinite(half_width)) or half_width <= 0:
+        return None
+    shown = f"{metric} = {mean:.4g} ± {half_width:.3g} ({level:.0%})"
+    if limit is None:
+        target = precision * abs(mean)
+        if half_width <= target:
+            return None
+        problem = (
+            f"{shown} is ±{half_width / abs(mean):.0%} of its mean, wider than the "
+            f"{precision:.0%} asked"
+            if mean != 0
+            else f"{shown} has a mean of 0: no relative precision can be met"
+        )
+        goal = f"±{precision:.0%}"
+    else:
+        target = abs(mean - limit)
+        if half_width < target:
+            return None
+        problem = (
+            f"{shown} contains the limit {limit:.4g}, so it cannot tell whether the SLO is met"
+        )
+        goal = f"an interval that clears {limit:.4g}"
+    if target > 0:
+        needed = scaled_run_length(n, half_width, target)
+        advice = (
+            f"{problem}: about {needed:,} {unit} (now {n:,}) would give {goal}, by n ~ n0 (h0/h)^2."
+        )
+    else:
+        advice = f"{problem}; no run length will settle it: change the configuration instead."
+    if utilisation is not None and math.isfinite(utilisation) and utilisation >= _HEAVY_TRAFFIC:
+        advice += (
+            f" At utilisation {utilisation:.2f} (rho near 1) waits are long-correlated and "
+            "runs must be longer: the items needed grow roughly like 1/(1-rho)^2, so prefer "
+            "more items per replication and cut the warm-up (detect_warmup)."
+        )
+    return advice
 
 
 # -- step functions ----------------------------------------------------------------------

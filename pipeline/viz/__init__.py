@@ -26,6 +26,7 @@ from .plots import (
     report_figure,
 )
 from .sweeps import plot_sweep
+from .warmup import plot_warmup
 
 __all__ = [
     "Explorer",
@@ -43,6 +44,7 @@ __all__ = [
     "plot_sweep",
     "plot_sweep_heatmap",
     "plot_wait_vs_theory",
+    "plot_warmup",
     "report_figure",
     "say",
     "theory_for",

@@ -24,6 +24,7 @@ import base64
 import html
 import math
 import time
+import warnings
 from typing import Any
 
 import ipywidgets as widgets
@@ -32,6 +33,7 @@ from pipeline.config import PipelineConfig
 from pipeline.retry import Backoff
 from pipeline.sim import (
     Constant,
+    DrainTimeoutWarning,
     Exponential,
     Gamma,
     IndependentFailures,
@@ -328,7 +330,10 @@ class Explorer:
         """Re-simulate with the current settings and redraw; returns the seconds it took."""
         began = time.perf_counter()
         try:
-            result = simulate(self.scenario())
+            with warnings.catch_warnings():
+                # The panel shows unfinished items and the DRAIN_TIMEOUT finding itself.
+                warnings.simplefilter("ignore", DrainTimeoutWarning)
+                result = simulate(self.scenario())
         except Exception as exc:  # a bad combination must not break the panel
             self.error = f"{type(exc).__name__}: {exc}"
             self.summary.value = self._error_html(self.error)
@@ -390,7 +395,8 @@ class Explorer:
 
     def _diagnostics(self, result) -> list[tuple[str, str, str]]:
         try:
-            findings = diagnose(result)
+            # The explorer's runs are short on purpose (a redraw must be quick): no RUN_TOO_SHORT.
+            findings = diagnose(result, precision=None)
         except ImportError:
             return []
         except Exception as exc:  # diagnostics must never break the panel

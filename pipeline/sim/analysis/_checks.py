@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..stats import run_length_advice, scaled_run_length
 from ._facts import Facts, error_counts, independent_p, lag_growth, service_spread
 from .findings import (
     AMP_INFO,
@@ -411,7 +412,8 @@ def _drain_timeout(f: Facts) -> Finding | None:
     suggestion = _nice_up(drain_s + clear_s)
     fix = (
         f"Re-queue the {_n(left)} unfinished item(s) (report.unfinished) -- they are handed back, "
-        f"not lost. To let the drain finish, raise drain_timeout_s from {_s(drain_s)} to at "
+        f"not lost. To let the drain finish (and count every item in the statistics, "
+        f"drain_timeout_s=None in a simulation), raise drain_timeout_s from {_s(drain_s)} to at "
         f"least {_s(suggestion)} (the left work is about {_s(clear_s)} for {f.concurrency} "
         "workers)"
     )
@@ -433,7 +435,8 @@ def _drain_timeout(f: Facts) -> Finding | None:
             "At shutdown the pipeline stops intake and waits, at most drain_timeout_s, for "
             "queued, running and retry-waiting items. Whatever is left is cancelled and handed "
             "back as unfinished: not lost, but not done either, and a caller that ignores "
-            "report.unfinished drops it."
+            "report.unfinished drops it. In a simulation those items have no finish time, so "
+            "the latency statistics leave them out: the slowest tail is missing."
         ),
         fix=fix,
         numbers={
@@ -560,6 +563,57 @@ def _retry_amplification(f: Facts) -> Finding | None:
     )
 
 
+def _run_too_short(f: Facts) -> Finding | None:
+    precision = f.precision
+    summary = f.result.summary
+    mean, half = summary.get("latency_mean_s"), summary.get("latency_mean_ci95_s")
+    if precision is None or mean is None or half is None or not math.isfinite(half):
+        return None
+    if f.rho >= 1.0:  # an overloaded run has no steady state to estimate; CONSUMER_LAG says so
+        return None
+    c = f.columns
+    counted = int(np.count_nonzero((c.arrival_s >= f.scenario.warmup_s) & (c.outcome == 0)))
+    utilisation = summary.get("utilisation")
+    advice = run_length_advice(
+        mean,
+        half,
+        max(counted, 1),
+        metric="latency_mean_s",
+        relative_precision=precision,
+        unit="items",
+        utilisation=utilisation,
+    )
+    if advice is None:
+        return None
+    needed = scaled_run_length(counted, half, precision * abs(mean)) if mean else math.inf
+    return Finding(
+        code="RUN_TOO_SHORT",
+        severity="info",
+        title="The run is too short for a precise mean",
+        evidence=(
+            f"Mean latency {_s(mean)} ± {_s(half)} (95%, batch means of {_n(counted)} completed "
+            f"items): ±{_pct(half / abs(mean))} of the mean, wider than the {_pct(precision)} "
+            "asked for."
+        ),
+        explanation=(
+            "Consecutive items share their queue, so their latencies are correlated and one run "
+            "holds fewer independent observations than items. Batch means measure that: the "
+            "half-width shrinks like one over the square root of the run length, and slower "
+            "the nearer utilisation is to 1."
+        ),
+        fix=(
+            f"{advice} Or run replications (simulate(..., replications=R)) and read their interval."
+        ),
+        numbers={
+            "latency_mean_s": mean,
+            "half_width_s": half,
+            "relative_half_width": half / abs(mean) if mean else math.inf,
+            "items_counted": counted,
+            "suggested_items": needed,
+        },
+    )
+
+
 #: Every check, in CODES order (``diagnose`` sorts by severity, then by code).
 CHECKS = (
     _lost_task,
@@ -569,4 +623,5 @@ CHECKS = (
     _drain_timeout,
     _dead_letters,
     _retry_amplification,
+    _run_too_short,
 )

@@ -30,8 +30,10 @@ __all__ = ["Facts", "error_counts", "independent_p", "lag_growth", "service_spre
 class Facts:
     """Derived quantities of a run, computed once."""
 
-    def __init__(self, result: SimulationResult) -> None:
+    def __init__(self, result: SimulationResult, precision: float | None = None) -> None:
         self.result = result
+        # Largest acceptable relative half-width of the mean latency; None: not judged.
+        self.precision = precision
         self.scenario = scenario = result.scenario
         self.config = config = scenario.config
         self.report = result.report

@@ -15,9 +15,14 @@ Codes (most severe first in the returned list):
   of the time, or (``on_full="reject"``) a large share of items is shed.
 - ``LEASE_EXPIRED`` -- attempts hold their worker far longer than the work
   needs (hangs, timeouts, blocking code on the event loop).
-- ``DRAIN_TIMEOUT`` -- the drain hit ``drain_timeout_s``; items were handed back.
+- ``DRAIN_TIMEOUT`` -- the drain hit ``drain_timeout_s``; items were handed back,
+  and are missing from the latency statistics (``simulate`` also warns:
+  :class:`~pipeline.sim.DrainTimeoutWarning`).
 - ``DEAD_LETTERS`` -- items that used their attempt budget or failed for good.
 - ``HIGH_RETRY_AMPLIFICATION`` -- retries multiply the load on the downstream.
+- ``RUN_TOO_SHORT`` -- the mean latency's batch-means interval is wider than
+  the precision asked for (10% of the mean by default); says how many items
+  would do (info).
 
 This module holds the entry points. The vocabulary (:class:`Finding`,
 :data:`CODES`, the severity thresholds) is in
@@ -35,6 +40,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..stats import DEFAULT_RELATIVE_PRECISION
+from ..workloads.distributions import _number
 from ._checks import CHECKS
 from ._facts import Facts
 from .findings import CODES, RANK, Finding
@@ -49,12 +56,18 @@ __all__ = ["CODES", "Finding", "diagnose", "findings_frame", "format_findings"]
 # -- entry points ---------------------------------------------------------------------------
 
 
-def diagnose(result: SimulationResult) -> list[Finding]:
+def diagnose(
+    result: SimulationResult, *, precision: float | None = DEFAULT_RELATIVE_PRECISION
+) -> list[Finding]:
     """Check one simulated run for the classic failure modes.
 
     Args:
         result: a :class:`~pipeline.sim.SimulationResult` (anything with its
             ``scenario``, ``report``, ``columns``, ``series`` and ``summary``).
+        precision: the largest acceptable half-width of the mean latency's
+            95% batch-means interval, as a share of the mean (default 10%);
+            a wider one gives ``RUN_TOO_SHORT``. None skips that check (a
+            short run on purpose, e.g. in the explorer).
 
     Returns:
         Findings, most severe first (then in :data:`CODES` order); empty for a
@@ -64,7 +77,9 @@ def diagnose(result: SimulationResult) -> list[Finding]:
         >>> [f.code for f in diagnose(simulate(overloaded))]
         ['CONSUMER_LAG', 'QUEUE_SATURATED']
     """
-    facts = Facts(result)
+    if precision is not None:
+        precision = _number("precision", precision, "share of the mean, e.g. 0.1", above=0)
+    facts = Facts(result, precision)
     findings = [finding for check in CHECKS if (finding := check(facts)) is not None]
     return sorted(findings, key=lambda x: (RANK[x.severity], CODES.index(x.code)))
 

@@ -17,6 +17,7 @@ CODES = (
     "DRAIN_TIMEOUT",
     "DEAD_LETTERS",
     "HIGH_RETRY_AMPLIFICATION",
+    "RUN_TOO_SHORT",
 )
 """Every finding code, in the order findings of equal severity are listed."""
 

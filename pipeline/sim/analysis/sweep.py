@@ -230,6 +230,13 @@ def summarise_sweep(
     The rule is :func:`pipeline.sim.stats.summarise_values`: Student t
     half-widths across replications; NaN with a single replication or when
     some replication has no value (then the mean is over those that do).
+    For a percentile (``latency_p95_s``) that is the t interval of the
+    per-replication percentiles, valid because each replication is one
+    independent value (its coverage is tested); for a distribution-free
+    interval of the median run use :func:`pipeline.sim.stats.quantile_ci` on
+    one grid point's column. To compare two grid points, replication by
+    replication (they share their random numbers), use
+    :func:`pipeline.sim.stats.paired_difference` on their columns.
 
     Args:
         frame: what :func:`sweep` returned.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import warnings
 from collections.abc import AsyncIterator
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -35,8 +36,21 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-__all__ = ["Replications", "SimulationResult", "simulate"]
+    from ..stats import MeanCI, QuantileCI
 
+__all__ = ["DrainTimeoutWarning", "Replications", "SimulationResult", "simulate"]
+
+
+class DrainTimeoutWarning(UserWarning):
+    """Warned by :func:`simulate` when a run's drain hit ``drain_timeout_s``.
+
+    The items still queued, running or waiting for a retry at the deadline were
+    handed back unfinished: they have no finish time, so they are missing from
+    every latency statistic, and the heaviest tail is what gets cut. The
+    message names how many items were left and the remedies
+    (``drain_timeout_s=None`` or a longer one, or fewer items). Silence it on
+    purpose with ``warnings.simplefilter("ignore", DrainTimeoutWarning)``.
+    """
 
 
 class SimulationResult:
@@ -48,7 +62,11 @@ class SimulationResult:
         columns: per-item numpy columns (see :class:`~pipeline.sim.running.recorder.ItemColumns`).
         series: exact step functions (see :class:`~pipeline.sim.running.recorder.StepSeries`).
         wall_time_s: real seconds the simulation took.
-        summary: headline numbers, keys as in the command line's JSON.
+        summary: headline numbers, keys as in the command line's JSON;
+            ``wait_mean_ci95_s`` and ``latency_mean_ci95_s`` are the 95%
+            batch-means half-widths of ``wait_mean_s`` and ``latency_mean_s``
+            (:data:`BATCHES` batches in arrival order; NaN below
+            :data:`BATCH_MEANS_MIN_ITEMS` values), the run's own precision.
         items: one row per item (DataFrame, built on first use).
         timeseries: the step functions as a DataFrame (built on first use).
     """
@@ -118,7 +136,6 @@ class SimulationResult:
         return frame
 
 
-
 def _percentile(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
@@ -157,6 +174,21 @@ class _Window:
         return values[live].max() if live.any() else 0.0
 
 
+BATCHES = 20
+"""Batches of the batch-means half-widths ``wait_mean_ci95_s`` and ``latency_mean_ci95_s``."""
+BATCH_MEANS_MIN_ITEMS = 200
+"""Fewest values (10 per batch) for which those half-widths are given; NaN below."""
+
+
+def _batch_half_width(values: np.ndarray) -> float:
+    """95% batch-means half-width of values in arrival order (NaN when too few)."""
+    if len(values) < BATCH_MEANS_MIN_ITEMS:
+        return math.nan
+    from ..stats import batch_means_ci
+
+    return batch_means_ci(values, n_batches=BATCHES).half_width
+
+
 def _summarise(result: SimulationResult) -> dict[str, Any]:
     scenario, report, c, s = result.scenario, result.report, result.columns, result.series
     warm = scenario.warmup_s
@@ -169,6 +201,7 @@ def _summarise(result: SimulationResult) -> dict[str, Any]:
     waits = (c.start_s - c.arrival_s)[started]
     del started
     wait_mean, wait_p95 = _mean(waits), _percentile(waits, 95)
+    wait_half = _batch_half_width(waits)
     del waits
     latencies = (c.finish_s - c.arrival_s)[done]
     del done
@@ -177,6 +210,7 @@ def _summarise(result: SimulationResult) -> dict[str, Any]:
         _mean(latencies),
         *(np.percentile(latencies, (50, 95, 99)).tolist() if len(latencies) else [math.nan] * 3),
     )
+    latency_half = _batch_half_width(latencies)
     del latencies
     sim_time = s.end_s
     span = max(sim_time - warm, 0.0)
@@ -205,8 +239,10 @@ def _summarise(result: SimulationResult) -> dict[str, Any]:
         "attempts_total": report.attempts,
         "retries_total": report.statistics.retried,
         "wait_mean_s": wait_mean,
+        "wait_mean_ci95_s": wait_half,
         "wait_p95_s": wait_p95,
         "latency_mean_s": latency[0],
+        "latency_mean_ci95_s": latency_half,
         "latency_p50_s": latency[1],
         "latency_p95_s": latency[2],
         "latency_p99_s": latency[3],
@@ -317,7 +353,12 @@ class Replications:
     """Independent replications of one scenario, with 95% confidence intervals.
 
     Replication *r* uses streams derived from ``(seed, r)``, so the same
-    replication of two what-if scenarios sees the same traffic.
+    replication of two what-if scenarios sees the same traffic
+    (:func:`~pipeline.sim.compare` uses that for paired intervals).
+    :meth:`interval` gives a key's t interval (percentile keys included),
+    :meth:`quantile_interval` a distribution-free one for the median run, and
+    :meth:`advice` says when an interval is too wide and how many
+    replications would do.
 
     Attributes:
         results: one :class:`SimulationResult` per replication.
@@ -336,11 +377,70 @@ class Replications:
         """One summary value per replication."""
         return np.array([float(r.summary[key]) for r in self.results])
 
-    def interval(self, key: str, level: float = 0.95) -> tuple[float, float]:
-        """(mean, half-width) of a summary key across replications (Student t)."""
+    def interval(self, key: str, level: float = 0.95) -> MeanCI:
+        """(mean, half-width) of a summary key across replications (Student t).
+
+        For a percentile key (``latency_p95_s``) this is the t interval of the
+        per-replication percentiles: each run's p95 is one independent value,
+        so the interval is valid although the items inside a run are
+        correlated. It bounds the p95 expected of a run of this length
+        (``tests/test_percentile_intervals.py`` checks its coverage).
+
+        Raises:
+            ValueError: fewer than 2 replications, or a replication without a value (NaN).
+        """
         from ..stats import mean_ci
 
         return mean_ci(self.values(key), level=level)
+
+    def quantile_interval(self, key: str, q: float = 0.5, level: float = 0.95) -> QuantileCI:
+        """Distribution-free interval for the ``q``-quantile of a key's per-replication values.
+
+        With ``q=0.5``, the median run's value (e.g. its ``latency_p95_s``):
+        unlike :meth:`interval` it assumes nothing about the shape of the
+        per-replication values, which heavy traffic makes skewed. It needs at
+        least 6 replications for a finite 95% interval of the median (and
+        ``low``/``high`` are infinite below that). See
+        :func:`~pipeline.sim.stats.quantile_ci`.
+
+        Raises:
+            ValueError: a replication without a value (NaN), or bad ``q``/``level``.
+        """
+        from ..stats import quantile_ci
+
+        return quantile_ci(self.values(key), q, level)
+
+    def advice(
+        self,
+        key: str,
+        *,
+        relative_precision: float | None = None,
+        limit: float | None = None,
+        level: float = 0.95,
+    ) -> str | None:
+        """Run-length advice for a key's interval, or None when it is precise enough.
+
+        See :func:`~pipeline.sim.stats.run_length_advice`: the half-width is
+        judged against ``relative_precision`` of the mean (default 10%), or
+        against an SLO ``limit`` the interval should clear; the sentence says
+        about how many replications would do, and warns when the runs'
+        utilisation is near 1.
+        """
+        from ..stats import DEFAULT_RELATIVE_PRECISION, run_length_advice, summarise_values
+
+        mean, half = summarise_values(self.values(key), level)
+        return run_length_advice(
+            mean,
+            half,
+            len(self.results),
+            metric=key,
+            relative_precision=(
+                DEFAULT_RELATIVE_PRECISION if relative_precision is None else relative_precision
+            ),
+            limit=limit,
+            level=level,
+            utilisation=summarise_values(self.values("utilisation")).mean,
+        )
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -470,6 +570,11 @@ def simulate(
     Returns:
         A :class:`SimulationResult`, or :class:`Replications` when asked.
 
+    Warns:
+        DrainTimeoutWarning: a run's drain hit ``drain_timeout_s`` (default 30 s)
+            and left items unfinished, so they are missing from the latency
+            statistics; the message says how many and what to change.
+
     Raises:
         TypeError: ``scenario`` is not a Scenario, or ``executor`` is not a
             :class:`concurrent.futures.Executor`.
@@ -511,7 +616,34 @@ def simulate(
                 "got replications=None"
             )
     if replications is None:
-        return _simulate_once(scenario, 0, engine)
+        result = _simulate_once(scenario, 0, engine)
+        _warn_if_drain_timed_out([result])
+        return result
     if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
         raise ValueError(f"replications must be an integer >= 1 or None, got {replications!r}")
-    return Replications(_replicate(scenario, replications, engine, processes, progress, executor))
+    runs = Replications(_replicate(scenario, replications, engine, processes, progress, executor))
+    _warn_if_drain_timed_out(runs.results)
+    return runs
+
+
+def _drain_timeout_message(results: list[SimulationResult]) -> str | None:
+    """What :class:`DrainTimeoutWarning` says about these runs, or None if every drain finished."""
+    cut = [r for r in results if r.report.drain_timed_out]
+    if not cut:
+        return None
+    left = sum(len(r.report.unfinished) for r in cut)
+    timeout = cut[0].scenario.config.drain_timeout_s
+    where = "the run" if len(results) == 1 else f"{len(cut)} of {len(results)} replications"
+    return (
+        f"the drain timed out (drain_timeout_s={timeout}) in {where}: {left:,} item(s) were "
+        "left unfinished and are missing from the latency statistics (the slowest tail); "
+        "use drain_timeout_s=None (or a longer one) to let every item finish, or simulate "
+        "fewer items"
+    )
+
+
+def _warn_if_drain_timed_out(results: list[SimulationResult]) -> None:
+    message = _drain_timeout_message(results)
+    if message is not None:
+        # stacklevel 3: the warning points at the caller of simulate().
+        warnings.warn(message, DrainTimeoutWarning, stacklevel=3)
