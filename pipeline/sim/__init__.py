@@ -10,7 +10,7 @@ it). :mod:`~pipeline.sim.analysis.theory` holds the queueing formulas the
 results are checked against.
 
 The package has three layers, each importing only those below it:
-``analysis`` (theory, diagnostics, sweeps, planning) over ``running``
+``analysis`` (theory, diagnostics, sweeps, plans) over ``running``
 (simulate, the engine's run and the kernel, the recorder) over ``workloads``
 (distributions, arrivals, failures, traces, Scenario), all over the virtual
 clock (``vloop``) and the step-function statistics (``stats``).
@@ -65,6 +65,7 @@ from .workloads.failures import (
 from .workloads.scenario import Scenario, ServiceTrace
 
 __all__ = [
+    "SLO",
     "ArrivalProcess",
     "CombinedFailures",
     "Constant",
@@ -85,6 +86,7 @@ __all__ = [
     "Overload",
     "PermanentFailures",
     "PiecewiseLinear",
+    "Plan",
     "Poisson",
     "Replications",
     "Scenario",
@@ -107,6 +109,7 @@ __all__ = [
     "new_virtual_loop",
     "parse_arrivals",
     "parse_distribution",
+    "plan",
     "run_virtual",
     "simulate",
     "simulate_replication",
@@ -121,6 +124,9 @@ _LAZY = {
     "diagnose": ("analysis.diagnostics", "diagnose"),
     "findings_frame": ("analysis.diagnostics", "findings_frame"),
     "format_findings": ("analysis.diagnostics", "format_findings"),
+    "Plan": ("analysis.plan_result", "Plan"),
+    "SLO": ("analysis.slo", "SLO"),
+    "plan": ("analysis.plan", "plan"),
     "simulate_replication": ("analysis.sweep", "simulate_replication"),
     "summarise_sweep": ("analysis.sweep", "summarise_sweep"),
     "sweep": ("analysis.sweep", "sweep"),
