@@ -318,7 +318,7 @@ def _flag(name: str) -> str:
 # Further commands, one module each: ``add_command(subparsers)`` registers the
 # command's parser with ``set_defaults(run=function)``; the module imports what
 # it needs to run lazily, so that ``simulate --json`` does not pay for it.
-_MORE_COMMANDS: tuple[str, ...] = ()
+_MORE_COMMANDS: tuple[str, ...] = ("pipeline.cli_plan",)
 
 
 def _build_parser() -> _Parser:

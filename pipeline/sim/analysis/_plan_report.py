@@ -109,8 +109,8 @@ def plan_report(plan: Plan) -> str:
     lines.append(
         f"  examined {len(plan._candidates)} of {plan.total_candidates} configurations in "
         f"cost order ({', '.join(plan.cost)}), {unstable} rejected by queueing theory as "
-        f"unstable; {plan.runs_total} runs of {plan.replications[0]} to "
-        f"{plan.replications[1]} replications each"
+        f"unstable; {plan.runs_total} runs ({plan.replications[0]} to "
+        f"{plan.replications[1]} replications per configuration)"
     )
     if plan._candidates:
         lines.append("")

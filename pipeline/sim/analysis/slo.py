@@ -173,7 +173,7 @@ class SLO:
         return cls(metric, op, limit)
 
     def __str__(self) -> str:
-        return f"{self.metric}{self.op}{self.limit:g}"
+        return f"{self.metric}{self.op}{self.limit:.15g}"
 
     @property
     def upper(self) -> bool:
