@@ -103,7 +103,7 @@ def frontier_figure(plan: Plan, ax: Any = None) -> Figure:
         handles, _ = axis.get_legend_handles_labels()
         if handles:
             axis.legend(fontsize="small")
-    level = f"{100 * plan.confidence:.4g}%"
+    level = f"{100 * plan.look_confidence:.4g}%"
     fig.suptitle(
         f"plan: {plan.status} -- means with one-sided {level} bounds; shaded: unstable, not run"
     )

@@ -23,6 +23,10 @@ def _point(point: dict[str, Any]) -> str:
     return ", ".join(f"{name}={_show(value)}" for name, value in point.items())
 
 
+def _per_look(plan: Plan) -> str:
+    return f"{100 * plan.look_confidence:.4g}% per look"
+
+
 def _outcome(plan: Plan, level: str) -> list[str]:
     target = plan._target
     if plan.status == "chosen":
@@ -30,7 +34,7 @@ def _outcome(plan: Plan, level: str) -> list[str]:
         lines = [
             f"plan: chosen {_point(plan.chosen)}",
             f"  meets every SLO at {level} confidence (one-sided bounds over "
-            f"{target.replications} replications):",
+            f"{target.replications} replications, {_per_look(plan)}):",
         ]
         width = max(len(str(j.slo)) for j in target.judgements)
         for j in target.judgements:
@@ -54,7 +58,7 @@ def _outcome(plan: Plan, level: str) -> list[str]:
         for q in plan.undecided:
             lines.append(
                 f"  {_point(q['candidate'])}: {q['slo']} is undecided after "
-                f"{q['replications']} replications: mean {_num(q['mean'])}, {level} one-sided "
+                f"{q['replications']} replications: mean {_num(q['mean'])}, {_per_look(plan)} "
                 f"bounds [{_num(q['low'])}, {_num(q['high'])}]"
             )
             lines.append(f"    advice: {q['advice']}")
@@ -114,6 +118,7 @@ def plan_report(plan: Plan) -> str:
     )
     if plan._candidates:
         lines.append("")
-        lines.append(f"candidates (mean ± one-sided {level} half-width, verdict):")
+        look = f"{100 * plan.look_confidence:.4g}%"
+        lines.append(f"candidates (mean ± one-sided {look} half-width per look, verdict):")
         lines += _table(plan)
     return "\n".join(lines)

@@ -123,6 +123,28 @@ def _replication_range(replications: int | Sequence[int]) -> tuple[int, int]:
     return low, high
 
 
+def replication_schedule(low: int, high: int) -> list[int]:
+    """Replication counts a configuration can reach: ``low``, doubling, capped at ``high``.
+
+    ``(3, 30)`` gives ``[3, 6, 12, 24, 30]``: a verdict is looked at after each.
+    """
+    counts = [low]
+    while counts[-1] < high:
+        counts.append(min(2 * counts[-1], high))
+    return counts
+
+
+def look_confidence(confidence: float, looks: int) -> float:
+    """The level of each look so that ``looks`` looks together keep ``confidence``.
+
+    Looking again after more replications, and stopping at the first decisive
+    bound, gives a wrong verdict more chances (optional stopping). By
+    Bonferroni, judging each look at ``1 - (1 - confidence) / looks`` keeps the
+    probability that any look gives a wrong verdict at most ``1 - confidence``.
+    """
+    return 1.0 - (1.0 - confidence) / looks
+
+
 def _plain_value(value: Any) -> Any:
     """numpy scalars as Python ones, so the plan's tables and JSON hold plain values."""
     return value.item() if isinstance(value, np.generic) else value
@@ -309,11 +331,15 @@ def plan(
     """The cheapest configuration in ``search`` that meets every SLO with ``confidence``.
 
     **Verdicts.** For each configuration and SLO, one value per replication;
-    the SLO *meets* when its one-sided Student t bound at ``confidence`` is on
-    the right side of the limit, *fails* when the opposite bound is on the
-    wrong side, and is *undecided* otherwise (see
-    :func:`~pipeline.sim.analysis.slo.judge`). A configuration meets when
-    every SLO meets, fails when any SLO fails, and is undecided otherwise.
+    the SLO *meets* when its one-sided Student t bound is on the right side of
+    the limit, *fails* when the opposite bound is on the wrong side, and is
+    *undecided* otherwise (see :func:`~pipeline.sim.analysis.slo.judge`). A
+    configuration meets when every SLO meets, fails when any SLO fails, and is
+    undecided otherwise. A verdict may be looked at after each step of the
+    replication schedule (3, 6, 12, 24, 30 for ``(3, 30)``: L looks), so each
+    look uses the level ``1 - (1 - confidence) / L`` (:func:`look_confidence`):
+    the chance that a configuration gets a wrong verdict on an SLO, over all
+    its looks, stays at most ``1 - confidence``.
 
     **Rounds (the stopping rule).** Configurations are ranked by cost (see
     ``cost``). Each round:
@@ -409,6 +435,7 @@ def plan(
     fields = _cost_fields(axes, cost)
     candidates = [_Candidate(rank, point) for rank, point in enumerate(_cost_order(axes, fields))]
     metrics = tuple(slo.metric for slo in parsed)
+    per_look = look_confidence(level, len(replication_schedule(low, high)))
 
     workers = _workers(processes, executor, base, engine, lookahead * low)
     if workers > 1 or executor is not None:
@@ -453,7 +480,7 @@ def plan(
                 candidate.engines.add(ran)
                 touched[candidate.rank] = candidate
             for candidate in touched.values():
-                candidate.judge(parsed, level)
+                candidate.judge(parsed, per_look)
 
     return Plan(
         base=base,
@@ -461,6 +488,7 @@ def plan(
         cost=fields,
         slos=parsed,
         confidence=level,
+        look_confidence=per_look,
         replications=(low, high),
         candidates=candidates[:examined],
         total=len(candidates),

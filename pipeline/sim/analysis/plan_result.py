@@ -79,7 +79,10 @@ class Plan:
         undecided: with status ``"undecided"``, one dict per open question:
             ``candidate``, ``slo``, ``replications``, ``mean``, ``low``, ``high``, ``advice``.
         slos: the SLOs, in the order given.
-        confidence: the one-sided confidence level.
+        confidence: the one-sided confidence level asked for.
+        look_confidence: the level of each look at a verdict (Bonferroni over
+            the looks the replication schedule allows); the bounds in
+            :attr:`candidates` are at this level.
         replications: ``(min, max)`` replications per configuration.
         search: field -> values searched; ``cost``: the fields in cost order.
         base: the scenario every configuration started from.
@@ -93,6 +96,7 @@ class Plan:
         cost: Sequence[str],
         slos: Sequence[SLO],
         confidence: float,
+        look_confidence: float,
         replications: tuple[int, int],
         candidates: Sequence[_Candidate],
         total: int,
@@ -102,6 +106,7 @@ class Plan:
         self.cost = list(cost)
         self.slos = tuple(slos)
         self.confidence = confidence
+        self.look_confidence = look_confidence
         self.replications = replications
         self.total_candidates = total
         self._candidates = list(candidates)
@@ -278,6 +283,7 @@ class Plan:
                 "undecided": self.undecided,
                 "slos": [str(s) for s in self.slos],
                 "confidence": self.confidence,
+                "look_confidence": self.look_confidence,
                 "replications": {"min": self.replications[0], "max": self.replications[1]},
                 "search": self.search,
                 "cost": self.cost,

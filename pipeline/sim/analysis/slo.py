@@ -125,7 +125,7 @@ class SLO:
     def __post_init__(self) -> None:
         if not isinstance(self.metric, str) or self.metric not in METRICS:
             raise ValueError(
-                f"unknown metric {self.metric!r} in SLO; allowed: {', '.join(METRICS)}"
+                f"unknown metric {_quoted(str(self.metric))} in SLO; allowed: {', '.join(METRICS)}"
             )
         if self.op not in _OPERATORS:
             raise ValueError(f"SLO operator must be '<=' or '>=', got {self.op!r}")
@@ -155,7 +155,8 @@ class SLO:
         metric, op, limit_text = match.groups()
         if metric not in METRICS:
             raise ValueError(
-                f"unknown metric {metric!r} in SLO {_quoted(text)}; allowed: {', '.join(METRICS)}"
+                f"unknown metric {_quoted(metric)} in SLO {_quoted(text)}; "
+                f"allowed: {', '.join(METRICS)}"
             )
         if op not in _OPERATORS:
             raise ValueError(
@@ -233,7 +234,7 @@ def metric_value(summary: Mapping[str, Any], metric: str) -> float:
         bottom = float(summary[denominator])
         return float(summary[numerator]) / bottom if bottom > 0 else math.nan
     if metric not in SUMMARY_METRICS:
-        raise ValueError(f"unknown metric {metric!r}; allowed: {', '.join(METRICS)}")
+        raise ValueError(f"unknown metric {_quoted(metric)}; allowed: {', '.join(METRICS)}")
     return float(summary[metric])
 
 
