@@ -9,6 +9,9 @@ Usage::
     python -m pipeline simulate scenario.toml --json
     python -m pipeline simulate --trace arrivals.csv --concurrency 4 --out DIR
 
+Other commands live in their own modules (:data:`_MORE_COMMANDS`): ``plan``
+(:mod:`pipeline.cli_plan`) finds the cheapest configuration meeting every SLO.
+
 Flags (units in brackets): ``--arrivals SPEC`` (``poisson:rate=R``,
 ``constant:rate=R``, ``onoff:rate_on=R,rate_off=R,mean_on_s=S,mean_off_s=S``),
 ``--service SPEC`` (``exponential:mean=S``, ``constant:value=S``,
