@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from pipeline import PipelineConfig
+from pipeline import PipelineConfig, RetryPolicy
 from pipeline.sim import (
     Constant,
     Deterministic,
@@ -28,12 +28,7 @@ from pipeline.sim import (
     simulate_replication,
     theory,
 )
-from pipeline.sim.analysis.plan import (
-    look_confidence,
-    plan,
-    replication_schedule,
-    unstable_note,
-)
+from pipeline.sim.analysis.plan import look_confidence, plan, replication_schedule
 from pipeline.sim.analysis.slo import (
     METRICS,
     SLO,
@@ -42,6 +37,7 @@ from pipeline.sim.analysis.slo import (
     metric_value,
     parse_slos,
 )
+from pipeline.sim.analysis.stability import unstable_note
 from pipeline.sim.stats import t_quantile
 
 RATE, MEAN = 3.2, 1.0  # offered load 3.2 Erlangs: four workers are 80% busy
@@ -427,6 +423,10 @@ def test_theory_skips_only_where_the_argument_is_exact() -> None:
     # retries add load: 3.2 x (1 + 0.5) = 4.8 > 4 workers
     retrying = mmc_base(concurrency=4, max_attempts=2).replace(failures=IndependentFailures(0.5))
     assert "4.8" in unstable_note(retrying, slos)
+    # a policy that retries nothing: one attempt per item, 3.2 < 4 workers
+    no_retries = retrying.replace(retry=RetryPolicy(retry_on=()))
+    assert unstable_note(no_retries, slos) is None
+    assert "3.2 > concurrency 3" in unstable_note(no_retries.replace(concurrency=3), slos)
 
 
 def test_cost_order_puts_the_unbounded_queue_last_and_follows_cost() -> None:

@@ -25,7 +25,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -35,12 +34,10 @@ import numpy as np
 from ..running._pool import bootstrapping, check_picklable, run_tasks
 from ..running.kernel import check_engine, refusal, unsupported
 from ..running.simulate import _POOL_WORTH_S, _estimated_seconds, _simulate_once
-from ..workloads.arrivals import Deterministic, MarkovModulated, Poisson
-from ..workloads.distributions import Distribution
-from ..workloads.failures import IndependentFailures, NoFailures
 from ..workloads.scenario import Scenario
 from .plan_result import Plan, value_rank
 from .slo import SLO, Judgement, _check_confidence, judge, metric_value, parse_slos
+from .stability import unstable_note
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -51,13 +48,6 @@ MAX_CANDIDATES = 100_000
 """Most configurations a search space may hold (the product of its value lists)."""
 
 _MAX_REPLICATIONS = 10_000
-
-# Metrics that grow without bound when the offered load exceeds the workers: an
-# upper limit on one of them cannot hold in a long enough run of an unstable system.
-_GROW_WHEN_UNSTABLE = frozenset(
-    {"wait_mean_s", "wait_p95_s", "latency_mean_s", "latency_p50_s", "latency_p95_s",
-     "latency_p99_s"}
-)  # fmt: skip
 
 
 @dataclass
@@ -217,58 +207,6 @@ def _cost_order(axes: Mapping[str, list[Any]], fields: Sequence[str]) -> list[di
     return [dict(zip(fields, combo, strict=True)) for combo in points]
 
 
-# -- queueing theory: configurations that cannot keep up --------------------------------------
-
-
-def _expected_attempts(scenario: Scenario) -> float | None:
-    failures = scenario.failures
-    if isinstance(failures, NoFailures):
-        return 1.0
-    if type(failures) is IndependentFailures:
-        p, k = failures.p, scenario.config.max_attempts
-        return float(k) if p == 1 else (1 - p**k) / (1 - p)
-    return None
-
-
-def unstable_note(scenario: Scenario, slos: Sequence[SLO]) -> str | None:
-    """Why queueing theory rejects ``scenario`` for these SLOs without a run (or None).
-
-    When the offered load (arrival rate x mean service time x mean attempts per
-    item) exceeds the workers, the backlog of a blocking or unbounded queue
-    grows without bound, and so do waits and latencies: an upper limit on a
-    wait or latency cannot hold in steady state, however long the run. A
-    finite simulation would only measure how long it ran. The rule is applied
-    only where that argument is exact: stationary arrivals with a known
-    long-run rate (Poisson, constant, Markov-modulated), a service-time
-    distribution with a known mean, no failures or independent ones (mean
-    attempts ``(1 - p**k) / (1 - p)``), no attempt timeout (it would cut
-    service short), ``on_full="block"`` or an unbounded queue, and at least
-    one SLO ``<=`` on a wait or latency. At a load exactly equal to the
-    workers the configuration is simulated (a deterministic system can keep up).
-    """
-    if not any(slo.upper and slo.metric in _GROW_WHEN_UNSTABLE for slo in slos):
-        return None
-    config = scenario.config
-    if config.on_full == "reject" and config.queue_maxsize is not None:
-        return None
-    if config.attempt_timeout_s is not None:
-        return None
-    if not isinstance(scenario.arrivals, Poisson | Deterministic | MarkovModulated):
-        return None
-    if not isinstance(scenario.service, Distribution):
-        return None
-    attempts = _expected_attempts(scenario)
-    if attempts is None:
-        return None
-    load = float(scenario.arrivals.rate) * float(scenario.service.mean) * attempts
-    if not (math.isfinite(load) and load > config.concurrency):
-        return None
-    return (
-        f"unstable: offered load {load:.4g} > concurrency {config.concurrency} "
-        "(queueing theory: waits grow without bound; not simulated)"
-    )
-
-
 # -- running rounds of replications ------------------------------------------------------------
 
 
@@ -350,8 +288,9 @@ def plan(
        has (3, 6, 12, 24, ... capped at ``max``), replications ``n .. 2n - 1``;
     3. with no target yet, the next ``lookahead`` configurations not yet
        examined get ``min`` replications each; with ``skip_unstable``, ones that
-       queueing theory rejects (:func:`unstable_note`) are marked ``unstable``
-       without runs and do not count towards ``lookahead``;
+       queueing theory rejects
+       (:func:`~pipeline.sim.analysis.stability.unstable_note`) are marked
+       ``unstable`` without runs and do not count towards ``lookahead``;
     4. the round's runs go out together (in parallel on a pool or ``executor``);
        when a round has nothing to run, the plan stops.
 
@@ -386,7 +325,8 @@ def plan(
         lookahead: configurations examined per round while no target is known
             (more means fewer rounds, each with more parallel runs).
         skip_unstable: reject configurations queueing theory shows cannot keep
-            up, without running them (see :func:`unstable_note`).
+            up, without running them (see
+            :func:`~pipeline.sim.analysis.stability.unstable_note`).
         executor: a :class:`concurrent.futures.Executor` to run on (e.g. a Dask
             client's ``get_executor()``, see
             :func:`~pipeline.sim.analysis.cluster.scheduler_executor`); left open.
