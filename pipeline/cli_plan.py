@@ -92,6 +92,15 @@ def add_command(subparsers: Any) -> None:
         ),
     )
     add_scenario_flags(parser)
+    # Two scenario flags mean something else here: say so in --help.
+    _reword(
+        parser,
+        "replications",
+        "MIN..MAX|N",
+        f"replications per configuration, added only where a verdict is open "
+        f"(default {_DEFAULT_MIN_REPLICATIONS}..{_DEFAULT_MAX_REPLICATIONS}; N: exactly N)",
+    )
+    _reword(parser, "out", "DIR", "write plan.json, candidates.csv, runs.csv, frontier.png")
     parser.add_argument(
         "--search",
         action="append",
@@ -122,6 +131,12 @@ def add_command(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     # --replications is a scenario flag (an integer for simulate); plan reads it itself.
     parser.set_defaults(run=_plan)
+
+
+def _reword(parser: argparse.ArgumentParser, dest: str, metavar: str, text: str) -> None:
+    for action in parser._actions:  # argparse has no public way to edit an added flag
+        if action.dest == dest:
+            action.metavar, action.help = metavar, text
 
 
 # -- reading the plan's own settings ------------------------------------------------------------

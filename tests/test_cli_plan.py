@@ -233,3 +233,60 @@ def test_simulate_json_stays_light_with_plan_registered():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_scheduler_runs_the_plan_on_the_cluster_executor(tmp_path, monkeypatch, capsys):
+    # The wiring only: a fake scheduler_executor hands out a thread pool (the real Dask
+    # LocalCluster is tested once, in test_plan.py).
+    import contextlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipeline.sim.analysis import cluster
+
+    asked = []
+
+    @contextlib.contextmanager
+    def fake(scheduler, workers=None):
+        asked.append(scheduler)
+        with ThreadPoolExecutor(max_workers=2) as executor:
+            yield executor
+
+    args = [*MM, "--search", "concurrency=4..8", "--slo", f"wait_mean_s<={WAIT_LIMIT}", "--json"]
+    status, local, err = run_main(args, tmp_path, monkeypatch, capsys)
+    assert status == 0, err
+    monkeypatch.setattr(cluster, "scheduler_executor", fake)
+    status, remote, err = run_main(
+        [*args, "--scheduler", "tcp://10.0.0.5:8786"], tmp_path, monkeypatch, capsys
+    )
+    assert status == 0, err
+    assert asked == ["tcp://10.0.0.5:8786"]
+    assert json.loads(remote) == json.loads(local)
+
+
+@pytest.mark.parametrize("scheduler", ["", "  "])
+def test_an_empty_scheduler_is_an_error(tmp_path, monkeypatch, capsys, scheduler):
+    status, out, err = run_main(
+        [*MM, "--search", "concurrency=4", "--slo", "wait_mean_s<=1", "--scheduler", scheduler],
+        tmp_path, monkeypatch, capsys,
+    )  # fmt: skip
+    assert status == 2 and out == ""
+    assert err.startswith("pipeline: error: --scheduler: expected an address or 'local'")
+
+
+def test_a_missing_dask_is_one_line(tmp_path, monkeypatch, capsys):
+    import contextlib
+
+    from pipeline.sim.analysis import cluster
+
+    @contextlib.contextmanager
+    def missing(scheduler, workers=None):
+        raise RuntimeError("Dask is not installed; pip install 'pipeline-lab[cluster]'")
+        yield
+
+    monkeypatch.setattr(cluster, "scheduler_executor", missing)
+    status, out, err = run_main(
+        [*MM, "--search", "concurrency=4", "--slo", "wait_mean_s<=1", "--scheduler", "local"],
+        tmp_path, monkeypatch, capsys,
+    )  # fmt: skip
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and "Dask is not installed" in err
