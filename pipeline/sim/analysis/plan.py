@@ -35,7 +35,7 @@ from ..running._pool import bootstrapping, check_picklable, run_tasks
 from ..running.kernel import check_engine, refusal, unsupported
 from ..running.simulate import _POOL_WORTH_S, _estimated_seconds, _simulate_once
 from ..workloads.scenario import Scenario
-from .plan_result import Plan, value_rank
+from .plan_result import Plan, ranked_values
 from .slo import SLO, Judgement, _check_confidence, judge, metric_value, parse_slos
 from .stability import unstable_note
 
@@ -140,6 +140,26 @@ def _plain_value(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+class _Seen:
+    """Values met so far: a set where they hash, a list for the rest (a 10,000-value range)."""
+
+    def __init__(self) -> None:
+        self._hashed: set[Any] = set()
+        self._other: list[Any] = []
+
+    def add(self, value: Any) -> bool:
+        """Remember ``value``; True if an equal one was met before."""
+        try:
+            if value in self._hashed:
+                return True
+            self._hashed.add(value)
+        except TypeError:
+            if value in self._other:
+                return True
+            self._other.append(value)
+        return False
+
+
 def _search_axes(
     base: Scenario, search: Mapping[str, Sequence[Any]], engine: str
 ) -> dict[str, list[Any]]:
@@ -164,8 +184,9 @@ def _search_axes(
         plain = [_plain_value(v) for v in values]
         if not plain:
             raise ValueError(f"the search space is empty: search[{name!r}] holds no value")
-        for i, value in enumerate(plain):
-            if value in plain[:i]:
+        seen = _Seen()
+        for value in plain:
+            if seen.add(value):
                 raise ValueError(f"search[{name!r}] repeats the value {value!r}")
             try:
                 scenario = base.replace(**{name: value})
@@ -199,10 +220,7 @@ def _cost_order(axes: Mapping[str, list[Any]], fields: Sequence[str]) -> list[di
     """Every configuration, cheapest first (lexicographic in ``fields``)."""
     import itertools
 
-    ranked = {
-        name: sorted(values, key=lambda v, vs=values: value_rank(v, vs.index(v)))
-        for name, values in axes.items()
-    }
+    ranked = {name: ranked_values(values) for name, values in axes.items()}
     points = itertools.product(*(ranked[f] for f in fields))
     return [dict(zip(fields, combo, strict=True)) for combo in points]
 

@@ -55,6 +55,12 @@ def value_rank(value: Any, position: int) -> tuple[int, float]:
     return (1, float(position))
 
 
+def ranked_values(values: Sequence[Any]) -> list[Any]:
+    """``values`` in cost order (see :func:`value_rank`)."""
+    order = sorted(range(len(values)), key=lambda i: value_rank(values[i], i))
+    return [values[i] for i in order]
+
+
 def _point_text(point: Mapping[str, Any]) -> str:
     def show(value: Any) -> str:
         return "unbounded" if value is None else str(value)
@@ -146,16 +152,12 @@ class Plan:
             out.setdefault(name, getattr(config, name))
         return out
 
-    def _by_point(self) -> dict[tuple[Any, ...], _Candidate]:
-        return {tuple(c.point[f] for f in self.cost): c for c in self._candidates}
-
     def _binding(self, target: _Candidate) -> dict[str, Any]:
         def slack(j: Judgement) -> float:
             gap = (j.slo.limit - j.bound) if j.slo.upper else (j.bound - j.slo.limit)
             return gap / abs(j.slo.limit) if j.slo.limit != 0 else gap
 
         closest = min(target.judgements, key=slack)
-        by_point = self._by_point()
         cheaper = []
         for name in self.cost:
             ranked = self._ranked_values(name)
@@ -163,7 +165,9 @@ class Plan:
             if index == 0:
                 continue
             point = {**target.point, name: ranked[index - 1]}
-            neighbour = by_point[tuple(point[f] for f in self.cost)]
+            # Cheaper in cost order, so examined before the target; a scan, not a dict:
+            # searched values need not hash.
+            neighbour = next(c for c in self._candidates if c.point == point)
             cheaper.append(
                 {
                     "change": {name: ranked[index - 1]},
@@ -182,8 +186,7 @@ class Plan:
 
     def _ranked_values(self, name: str) -> list[Any]:
         """The field's values in cost order, as the search walked them."""
-        values = self.search[name]
-        return sorted(values, key=lambda v: value_rank(v, values.index(v)))
+        return ranked_values(self.search[name])
 
     def _questions(self, candidate: _Candidate) -> list[dict[str, Any]]:
         scenario = candidate.scenario
