@@ -20,6 +20,14 @@ writes ``sweep.csv`` and one heatmap per metric::
         --replications 5 --metrics latency_p95_s,memory_peak_bytes --out DIR
     python -m pipeline sweep scenario.toml --scheduler tcp://host:8786 --json
 
+``python -m pipeline plan`` (:mod:`pipeline.cli_plan`) finds the cheapest
+configuration that meets every SLO with confidence::
+
+    python -m pipeline plan --arrivals poisson:rate=50 \
+        --service lognormal:p50=0.05,p99=1.2 --search concurrency=1..64 \
+        --search maxsize=100,1000 --slo 'latency_p95_s<=0.5' \
+        --slo 'memory_peak_bytes<=200e6' --item-size 20000 --items 100000 --json
+
 Flags (units in brackets): ``--arrivals SPEC`` (``poisson:rate=R``,
 ``constant:rate=R``, ``onoff:rate_on=R,rate_off=R,mean_on_s=S,mean_off_s=S``,
 ``counts:file=FILE.csv,column=NAME,interval_s=S``: Poisson arrivals at the
@@ -362,7 +370,7 @@ def _flag(name: str) -> str:
 # Further commands, one module each: ``add_command(subparsers)`` registers the
 # command's parser with ``set_defaults(run=function)``; the module imports what
 # it needs to run lazily, so that ``simulate --json`` does not pay for it.
-_MORE_COMMANDS: tuple[str, ...] = ("pipeline.cli_sweep",)
+_MORE_COMMANDS: tuple[str, ...] = ("pipeline.cli_sweep", "pipeline.cli_plan")
 
 
 def _build_parser() -> _Parser:

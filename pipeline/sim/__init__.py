@@ -10,7 +10,7 @@ it). :mod:`~pipeline.sim.analysis.theory` holds the queueing formulas the
 results are checked against.
 
 The package has three layers, each importing only those below it:
-``analysis`` (theory, diagnostics, sweeps, planning) over ``running``
+``analysis`` (theory, diagnostics, sweeps, plans) over ``running``
 (simulate, the engine's run and the kernel, the recorder) over ``workloads``
 (distributions, arrivals, failures, traces, Scenario), all over the virtual
 clock (``vloop``) and the step-function statistics (``stats``).
@@ -66,6 +66,7 @@ from .workloads.failures import (
 from .workloads.scenario import Scenario, ServiceTrace
 
 __all__ = [
+    "SLO",
     "ArrivalProcess",
     "CombinedFailures",
     "Comparison",
@@ -90,6 +91,7 @@ __all__ = [
     "Overload",
     "PermanentFailures",
     "PiecewiseLinear",
+    "Plan",
     "Poisson",
     "Replications",
     "Scenario",
@@ -116,6 +118,7 @@ __all__ = [
     "new_virtual_loop",
     "parse_arrivals",
     "parse_distribution",
+    "plan",
     "run_virtual",
     "scheduler_executor",
     "simulate",
@@ -137,6 +140,9 @@ _LAZY = {
     "findings_frame": ("analysis.diagnostics", "findings_frame"),
     "format_findings": ("analysis.diagnostics", "format_findings"),
     "scheduler_executor": ("analysis.cluster", "scheduler_executor"),
+    "Plan": ("analysis.plan_result", "Plan"),
+    "SLO": ("analysis.slo", "SLO"),
+    "plan": ("analysis.plan", "plan"),
     "simulate_replication": ("analysis.sweep", "simulate_replication"),
     "summarise_sweep": ("analysis.sweep", "summarise_sweep"),
     "sweep": ("analysis.sweep", "sweep"),

@@ -1,0 +1,325 @@
+"""``python -m pipeline plan``: the cheapest configuration that meets every SLO.
+
+Usage::
+
+    python -m pipeline plan --arrivals poisson:rate=50 \\
+        --service lognormal:mean=0.08,cv=2 --failure-rate 0.02 --max-attempts 3 \\
+        --item-size 20000 --items 100000 --seed 1 \\
+        --search concurrency=1..64 --search maxsize=100,1000 \\
+        --slo 'latency_p95_s<=0.5' --slo 'memory_peak_bytes<=200e6' \\
+        --confidence 0.95 --json
+    python -m pipeline plan scenario.toml --out DIR
+
+Flags, besides every scenario flag of ``simulate``:
+
+- ``--search NAME=VALUES`` (repeatable): a field to vary, ``concurrency=1..64``,
+  ``maxsize=100,1000,unbounded``, ``on-full=block,reject``, ``max-attempts=1..5``
+  (any field ``sweep`` may vary); values are checked as the flags are.
+- ``--slo 'METRIC<=LIMIT'`` or ``'METRIC>=LIMIT'`` (repeatable): every one must
+  hold. Metrics are the summary keys (``latency_p95_s``, ``memory_peak_bytes``,
+  ``utilisation``, ``throughput_per_s``, ...) and the fractions
+  ``shed_fraction``, ``dead_letter_fraction``, ``unfinished_fraction``,
+  ``completed_fraction``, ``attempts_per_item``.
+- ``--confidence LEVEL``: the one-sided confidence of each verdict (default 0.95).
+- ``--replications MIN..MAX`` (default 3..30) or N (exactly N each), or
+  ``--max-replications N`` (MIN stays 3): replications per configuration,
+  added only where a verdict is still open.
+- ``--scheduler ADDRESS|local``: run on a Dask cluster (``local`` starts a
+  LocalCluster on this machine); ``--processes N``: local worker processes.
+- ``--json``: one JSON object with ``status`` (chosen, undecided, infeasible),
+  ``chosen`` (config fields incl. ``concurrency``; null unless chosen),
+  ``binding``, ``fallback``, ``undecided``, ``candidates`` (one object per
+  configuration examined) and what was searched.
+- ``--out DIR``: writes ``plan.json`` (the same object), ``candidates.csv``,
+  ``runs.csv`` (one row per run) and ``frontier.png``.
+
+A scenario file may hold the plan too: ``search = {concurrency = "1..64",
+maxsize = [100, 1000]}``, ``slo = ["latency_p95_s<=0.5"]``, ``confidence``,
+``replications = "3..30"``, ``max_replications``, ``scheduler``, ``processes``.
+Flags override it (``--search`` per field; ``--slo`` replaces the file's list).
+
+A progress bar goes to stderr. Bad input -- a malformed SLO, an unknown metric,
+an empty search -- prints one line, ``pipeline: error: ...``, and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .cli import (
+    MAX_REPLICATIONS,
+    _int,
+    _scenario,
+    _settings,
+    add_scenario_flags,
+    axis_change,
+    parse_axis,
+)
+
+__all__ = ["add_command"]
+
+# Scenario-file keys the plan reads itself (not scenario settings).
+_TABLES = (
+    "search",
+    "slo",
+    "confidence",
+    "replications",
+    "max_replications",
+    "scheduler",
+    "processes",
+)
+MAX_PROCESSES = 1024
+"""``--processes``: local worker processes (each one imports numpy and pandas)."""
+_DEFAULT_MIN_REPLICATIONS = 3
+_DEFAULT_MAX_REPLICATIONS = 30
+
+
+def add_command(subparsers: Any) -> None:
+    """Register ``plan`` with the command line's subparsers."""
+    parser = subparsers.add_parser(
+        "plan",
+        help="find the cheapest configuration that meets every SLO",
+        description=(
+            "Search configurations in cost order (fewest workers, then the smallest queue) "
+            "for the cheapest one that meets every SLO at the given confidence. "
+            "Flags override the scenario file."
+        ),
+    )
+    add_scenario_flags(parser)
+    # Two scenario flags mean something else here: say so in --help.
+    _reword(
+        parser,
+        "replications",
+        "MIN..MAX|N",
+        f"replications per configuration, added only where a verdict is open "
+        f"(default {_DEFAULT_MIN_REPLICATIONS}..{_DEFAULT_MAX_REPLICATIONS}; N: exactly N)",
+    )
+    _reword(parser, "out", "DIR", "write plan.json, candidates.csv, runs.csv, frontier.png")
+    parser.add_argument(
+        "--search",
+        action="append",
+        metavar="NAME=VALUES",
+        help="a field to vary: concurrency=1..64, maxsize=100,1000,unbounded (repeatable)",
+    )
+    parser.add_argument(
+        "--slo",
+        action="append",
+        metavar="METRIC<=LIMIT",
+        help="an objective, e.g. 'latency_p95_s<=0.5' or 'throughput_per_s>=49' (repeatable)",
+    )
+    parser.add_argument(
+        "--confidence", metavar="LEVEL", help="one-sided confidence of each verdict (0.95)"
+    )
+    parser.add_argument(
+        "--max-replications",
+        dest="max_replications",
+        metavar="N",
+        help=f"most replications per configuration (default {_DEFAULT_MAX_REPLICATIONS})",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS|local",
+        help="run on a Dask cluster: a scheduler address, or 'local' for a LocalCluster",
+    )
+    parser.add_argument("--processes", metavar="N", help="local worker processes")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    # --replications is a scenario flag (an integer for simulate); plan reads it itself.
+    parser.set_defaults(run=_plan)
+
+
+def _reword(parser: argparse.ArgumentParser, dest: str, metavar: str, text: str) -> None:
+    for action in parser._actions:  # argparse has no public way to edit an added flag
+        if action.dest == dest:
+            action.metavar, action.help = metavar, text
+
+
+# -- reading the plan's own settings ------------------------------------------------------------
+
+
+def _search(file_search: Any, flags: Sequence[str] | None) -> dict[str, list[Any]]:
+    """Scenario.replace field -> values, from the file's ``search`` table and ``--search``."""
+    axes: dict[str, list[Any]] = {}
+    if file_search is not None:
+        if not isinstance(file_search, dict):
+            raise ValueError(
+                "search in the scenario file must be a table, e.g. "
+                f'search = {{concurrency = "1..64"}}, got {file_search!r}'
+            )
+        for name, values in file_search.items():
+            if isinstance(values, list):
+                if not values:
+                    raise ValueError(f"search.{name} in the scenario file holds no value")
+                parsed: list[Any] = []
+                for value in values:
+                    if isinstance(value, bool) or not isinstance(value, str | int | float):
+                        raise ValueError(
+                            f"search.{name} in the scenario file: values must be strings or "
+                            f"numbers, got {value!r}"
+                        )
+                    key, one = parse_axis(f"{name}={value}")
+                    parsed += one
+                axes[key] = parsed
+            elif isinstance(values, str | int) and not isinstance(values, bool):
+                key, parsed = parse_axis(f"{name}={values}")
+                axes[key] = parsed
+            else:
+                raise ValueError(
+                    f"search.{name} in the scenario file must be a list or a string like "
+                    f'"1..64", got {values!r}'
+                )
+    for text in flags or ():
+        key, values = parse_axis(text)
+        axes[key] = values
+    if not axes:
+        raise ValueError(
+            "the search space is empty: give --search NAME=VALUES (e.g. --search concurrency=1..64)"
+        )
+    fields: dict[str, list[Any]] = {}
+    for key, values in axes.items():
+        field = next(iter(axis_change(key, values[0])))
+        fields[field] = [axis_change(key, v)[field] for v in values]
+    return fields
+
+
+def _slos(file_slos: Any, flags: Sequence[str] | None) -> list[str]:
+    if flags:
+        return list(flags)
+    if file_slos is None:
+        raise ValueError("give at least one --slo 'METRIC<=LIMIT' (e.g. 'latency_p95_s<=0.5')")
+    if isinstance(file_slos, str):
+        return [file_slos]
+    if not isinstance(file_slos, list) or not all(isinstance(s, str) for s in file_slos):
+        raise ValueError(
+            f'slo in the scenario file must be a list of strings like ["latency_p95_s<=0.5"], '
+            f"got {file_slos!r}"
+        )
+    return file_slos
+
+
+def _confidence(text: Any) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ValueError(
+            f"--confidence: expected a number >= 0.5 and < 1, got {str(text)!r}"
+        ) from None
+    if not 0.5 <= value < 1:
+        raise ValueError(f"--confidence: expected a number >= 0.5 and < 1, got {str(text)!r}")
+    return value
+
+
+def _replications(text: Any, maximum: Any, origin: str) -> tuple[int, int]:
+    """``MIN..MAX``, ``N`` (exactly N) or only ``--max-replications`` -> (min, max)."""
+    limit = MAX_REPLICATIONS
+
+    def whole(part: str, what: str) -> int:
+        return _int(part, at_least=2, at_most=limit, what=what)
+
+    if text is not None:
+        if maximum is not None:
+            raise ValueError("give --replications or --max-replications, not both")
+        low, dots, high = str(text).partition("..")
+        try:
+            if dots:
+                first, last = whole(low, "replications"), whole(high, "replications")
+                if last < first:
+                    raise ValueError(f"MIN..MAX needs MIN <= MAX, got {str(text)!r}")
+                return first, last
+            n = whole(low, "replications")
+        except ValueError as exc:
+            raise ValueError(f"{origin}: {exc}") from None
+        return n, n
+    if maximum is not None:
+        try:
+            high = whole(str(maximum), "most replications per configuration")
+        except ValueError as exc:
+            raise ValueError(f"--max-replications: {exc}") from None
+        return min(_DEFAULT_MIN_REPLICATIONS, high), high
+    return _DEFAULT_MIN_REPLICATIONS, _DEFAULT_MAX_REPLICATIONS
+
+
+def _processes(text: Any) -> int | None:
+    if text is None:
+        return None
+    try:
+        return _int(str(text), at_least=1, at_most=MAX_PROCESSES, what="worker processes")
+    except ValueError as exc:
+        raise ValueError(f"--processes: {exc}") from None
+
+
+def _pick(flag: Any, tables: dict[str, Any], name: str) -> Any:
+    return flag if flag is not None else tables.get(name)
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def _plan(args: argparse.Namespace) -> int:
+    replications_flag, args.replications = args.replications, None
+    settings = _settings(args, tables=_TABLES)
+    tables = settings.tables
+    base = _scenario(settings)
+    search = _search(tables.get("search"), args.search)
+    slos = _slos(tables.get("slo"), args.slo)
+    confidence_text = _pick(args.confidence, tables, "confidence")
+    confidence = 0.95 if confidence_text is None else _confidence(confidence_text)
+    origin = "--replications" if replications_flag is not None else "replications"
+    replications = _replications(
+        _pick(replications_flag, tables, "replications"),
+        _pick(args.max_replications, tables, "max_replications"),
+        origin,
+    )
+    processes = _processes(_pick(args.processes, tables, "processes"))
+    scheduler = _pick(args.scheduler, tables, "scheduler")
+
+    from .sim.analysis.plan import plan
+
+    options = dict(
+        confidence=confidence,
+        replications=replications,
+        processes=processes,
+        engine=settings.get("engine", "auto"),
+        progress=True,
+    )
+    with contextlib.ExitStack() as stack:
+        executor = None
+        if scheduler is not None:
+            if not isinstance(scheduler, str) or not scheduler.strip():
+                raise ValueError(f"--scheduler: expected an address or 'local', got {scheduler!r}")
+            from .sim.analysis.cluster import scheduler_executor
+
+            try:
+                executor = stack.enter_context(scheduler_executor(scheduler))
+            except RuntimeError as exc:  # Dask is not installed: say so in one line
+                raise ValueError(str(exc)) from None
+        result = plan(base, search, slos, executor=executor, **options)
+
+    payload = result.to_dict()
+    if "out" in settings:
+        _write_out(settings["out"], payload, result)
+    if args.json:
+        print(json.dumps(payload, allow_nan=False))
+    else:
+        print(result.report())
+    sys.stdout.flush()
+    return 0
+
+
+def _write_out(directory: str, payload: dict[str, Any], result: Any) -> None:
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "plan.json"), "w", encoding="utf-8") as f:
+        json.dump(payload, f, indent=2, allow_nan=False)
+        f.write("\n")
+    result.candidates.to_csv(os.path.join(directory, "candidates.csv"), index=False)
+    result.runs.to_csv(os.path.join(directory, "runs.csv"), index=False)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    result.figure().savefig(os.path.join(directory, "frontier.png"), dpi=100)

@@ -1,0 +1,349 @@
+"""Service-level objectives: ``latency_p95_s<=0.5``, parsed, checked and judged with confidence.
+
+An :class:`SLO` bounds one metric of a run from above (``<=``) or below
+(``>=``). The metrics are the numeric keys of a run's summary
+(:data:`SUMMARY_METRICS`, as the command line's JSON names them) and a few
+fractions derived from its counts (:data:`DERIVED_METRICS`).
+
+:func:`judge` decides an SLO from one value per replication with a one-sided
+Student t bound at a chosen confidence:
+
+- ``meets`` when the bound on the safe side is within the limit (``<=``: the
+  upper bound ``mean + t s / sqrt(n)`` is at most the limit);
+- ``fails`` when the opposite bound is beyond it (``<=``: the lower bound
+  ``mean - t s / sqrt(n)`` is above the limit);
+- ``undecided`` otherwise: more replications (or longer runs) are needed.
+
+``t`` is the ``confidence`` quantile of Student t with ``n - 1`` degrees of
+freedom, so each verdict is wrong with probability at most ``1 - confidence``
+(for a metric whose per-run values are roughly normal across runs, as means
+and percentiles of long runs are).
+
+Example:
+    >>> slo = SLO.parse("latency_p95_s<=0.5")
+    >>> judge(slo, [0.41, 0.44, 0.43], confidence=0.95).verdict
+    'meets'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..stats import t_quantile
+
+__all__ = [
+    "DERIVED_METRICS",
+    "METRICS",
+    "SLO",
+    "SUMMARY_METRICS",
+    "Judgement",
+    "judge",
+    "metric_value",
+    "parse_slos",
+]
+
+SUMMARY_METRICS: tuple[str, ...] = (
+    "items_offered",
+    "items_admitted",
+    "items_completed",
+    "items_dead_lettered",
+    "items_shed",
+    "items_unfinished",
+    "attempts_total",
+    "retries_total",
+    "wait_mean_s",
+    "wait_p95_s",
+    "latency_mean_s",
+    "latency_p50_s",
+    "latency_p95_s",
+    "latency_p99_s",
+    "throughput_per_s",
+    "utilisation",
+    "queue_depth_mean",
+    "queue_depth_max",
+    "in_system_mean",
+    "upstream_backlog_max",
+    "producer_blocked_s",
+    "memory_peak_bytes",
+    "sim_time_s",
+)
+"""Numeric summary keys an SLO may bound. ``wall_time_s`` is left out on purpose:
+it measures the machine, not the pipeline, and would make a plan depend on where it ran."""
+
+DERIVED_METRICS: dict[str, tuple[str, str, str]] = {
+    "shed_fraction": ("items_shed", "items_offered", "share of offered items shed"),
+    "completed_fraction": ("items_completed", "items_offered", "share of offered items completed"),
+    "dead_letter_fraction": (
+        "items_dead_lettered",
+        "items_admitted",
+        "share of admitted items dead-lettered (p**k with independent failures)",
+    ),
+    "unfinished_fraction": (
+        "items_unfinished",
+        "items_admitted",
+        "share of admitted items left unfinished by the drain",
+    ),
+    "attempts_per_item": ("attempts_total", "items_admitted", "attempts per admitted item"),
+}
+"""name -> (numerator, denominator, meaning): ratios of two summary counts (NaN when 0/0)."""
+
+METRICS: tuple[str, ...] = (*SUMMARY_METRICS, *DERIVED_METRICS)
+"""Every metric an SLO may name."""
+
+_OPERATORS = ("<=", ">=")
+_EXPRESSION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|==|=<|=>|<|>|=)\s*(.*?)\s*$")
+
+
+def _quoted(text: str) -> str:
+    return repr(text) if len(text) <= 60 else f"{text[:50]!r}... ({len(text)} characters)"
+
+
+@dataclass(frozen=True)
+class SLO:
+    """One objective: ``metric op limit`` with ``op`` ``"<="`` or ``">="``.
+
+    Attributes:
+        metric: one of :data:`METRICS`, e.g. ``"latency_p95_s"`` (units in its name).
+        op: ``"<="`` (an upper limit) or ``">="`` (a lower limit).
+        limit: a finite number, in the metric's units.
+
+    Raises:
+        ValueError: an unknown metric (the message lists the allowed ones), an
+            operator other than ``<=``/``>=``, or a limit that is not a finite number.
+    """
+
+    metric: str
+    op: str
+    limit: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.metric, str) or self.metric not in METRICS:
+            raise ValueError(
+                f"unknown metric {_quoted(str(self.metric))} in SLO; allowed: {', '.join(METRICS)}"
+            )
+        if self.op not in _OPERATORS:
+            raise ValueError(f"SLO operator must be '<=' or '>=', got {self.op!r}")
+        limit = self.limit
+        if isinstance(limit, bool) or not isinstance(limit, int | float | np.number):
+            raise ValueError(f"SLO limit must be a finite number, got {limit!r}")
+        if not math.isfinite(float(limit)):
+            raise ValueError(f"SLO limit must be a finite number, got {float(limit)!r}")
+        object.__setattr__(self, "limit", float(limit))
+
+    @classmethod
+    def parse(cls, text: str) -> SLO:
+        """``"METRIC<=LIMIT"`` or ``"METRIC>=LIMIT"`` -> SLO (spaces allowed, ``200e6`` too).
+
+        Raises:
+            ValueError: a malformed expression, an unknown metric, ``<``, ``>`` or
+                ``=`` instead of ``<=``/``>=``, or a limit that is not a finite number.
+        """
+        if not isinstance(text, str):
+            raise ValueError(f"an SLO must be a string like 'latency_p95_s<=0.5', got {text!r}")
+        match = _EXPRESSION.match(text)
+        if match is None:
+            raise ValueError(
+                f"an SLO must look like METRIC<=LIMIT or METRIC>=LIMIT "
+                f"(e.g. 'latency_p95_s<=0.5'), got {_quoted(text)}"
+            )
+        metric, op, limit_text = match.groups()
+        if metric not in METRICS:
+            raise ValueError(
+                f"unknown metric {_quoted(metric)} in SLO {_quoted(text)}; "
+                f"allowed: {', '.join(METRICS)}"
+            )
+        if op not in _OPERATORS:
+            raise ValueError(
+                f"SLO {_quoted(text)}: use '<=' or '>=' (a limit the metric may reach), not {op!r}"
+            )
+        try:
+            limit = float(limit_text)
+        except ValueError:
+            raise ValueError(
+                f"SLO {_quoted(text)}: the limit must be a number (e.g. 0.5 or 200e6), "
+                f"got {_quoted(limit_text)}"
+            ) from None
+        if not math.isfinite(limit):
+            raise ValueError(f"SLO {_quoted(text)}: the limit must be finite, got {limit_text!r}")
+        return cls(metric, op, limit)
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.limit:.15g}"
+
+    @property
+    def upper(self) -> bool:
+        """True for an upper limit (``<=``)."""
+        return self.op == "<="
+
+
+def parse_slos(slos: Sequence[str | SLO] | str | SLO) -> tuple[SLO, ...]:
+    """SLOs from expressions or :class:`SLO` objects; at least one, no repeated (metric, op).
+
+    Two SLOs on one metric are allowed when they bound it from both sides
+    (``utilisation>=0.5`` and ``utilisation<=0.85``).
+
+    Raises:
+        ValueError: no SLO, a bad expression, or one metric bounded twice from one side.
+    """
+    if isinstance(slos, str | SLO):
+        slos = [slos]
+    if not isinstance(slos, Sequence) or isinstance(slos, bytes):
+        raise ValueError(
+            f"slos must be a list of expressions like 'latency_p95_s<=0.5', got {slos!r}"
+        )
+    if len(slos) == 0:
+        raise ValueError("give at least one SLO, e.g. 'latency_p95_s<=0.5'")
+    parsed = tuple(s if isinstance(s, SLO) else SLO.parse(s) for s in slos)
+    seen: dict[tuple[str, str], SLO] = {}
+    for slo in parsed:
+        key = (slo.metric, slo.op)
+        if key in seen:
+            raise ValueError(
+                f"two SLOs bound {slo.metric} from the same side ({seen[key]} and {slo}); "
+                "keep the one you mean"
+            )
+        seen[key] = slo
+    return parsed
+
+
+def _slo_keys(slos: Sequence[SLO]) -> dict[SLO, str]:
+    """Column prefix of each SLO: its metric, or ``metric_le``/``metric_ge`` when both sides."""
+    counts: dict[str, int] = {}
+    for slo in slos:
+        counts[slo.metric] = counts.get(slo.metric, 0) + 1
+    return {
+        slo: slo.metric if counts[slo.metric] == 1 else slo.metric + ("_le" if slo.upper else "_ge")
+        for slo in slos
+    }
+
+
+def metric_value(summary: Mapping[str, Any], metric: str) -> float:
+    """One run's value of ``metric`` (a summary key or a derived fraction); NaN if undefined.
+
+    Raises:
+        ValueError: ``metric`` is not one of :data:`METRICS`.
+    """
+    if metric in DERIVED_METRICS:
+        numerator, denominator, _ = DERIVED_METRICS[metric]
+        bottom = float(summary[denominator])
+        return float(summary[numerator]) / bottom if bottom > 0 else math.nan
+    if metric not in SUMMARY_METRICS:
+        raise ValueError(f"unknown metric {_quoted(metric)}; allowed: {', '.join(METRICS)}")
+    return float(summary[metric])
+
+
+def _check_confidence(confidence: float) -> float:
+    """``confidence`` as a float in [0.5, 1), or a one-line ValueError."""
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.number):
+        raise ValueError(f"confidence must be a number in [0.5, 1), got {confidence!r}")
+    level = float(confidence)
+    if not 0.5 <= level < 1:  # also refuses NaN
+        raise ValueError(
+            f"confidence must be >= 0.5 and < 1 (a one-sided level, e.g. 0.95), got {level!r}"
+        )
+    return level
+
+
+class Judgement(NamedTuple):
+    """One SLO judged on one configuration's replications.
+
+    Attributes:
+        slo: the objective.
+        replications: values judged (one per run).
+        mean: mean of the finite values (NaN if none).
+        half_width: ``t(confidence, n-1) s / sqrt(n)``, the distance from the mean
+            to either one-sided bound; inf with one value, NaN when a run had no value.
+        bound: the bound on the SLO's safe side (``<=``: ``mean + half_width``;
+            ``>=``: ``mean - half_width``).
+        verdict: ``"meets"``, ``"fails"`` or ``"undecided"``.
+    """
+
+    slo: SLO
+    replications: int
+    mean: float
+    half_width: float
+    bound: float
+    verdict: str
+
+    @property
+    def low(self) -> float:
+        """Lower one-sided bound, ``mean - half_width``."""
+        return self.mean - self.half_width
+
+    @property
+    def high(self) -> float:
+        """Upper one-sided bound, ``mean + half_width``."""
+        return self.mean + self.half_width
+
+
+def judge(slo: SLO, values: Sequence[float] | np.ndarray, *, confidence: float) -> Judgement:
+    """Judge ``slo`` from one value per replication (see the module docstring for the rule).
+
+    A run without a value (NaN: e.g. nothing completed, so no latency) counts
+    against the SLO: the verdict is ``fails``, since nothing shows the
+    objective is met and the run itself shows a failure to measure it.
+
+    Raises:
+        ValueError: no values, or ``confidence`` not in [0.5, 1).
+    """
+    level = _check_confidence(confidence)
+    x = np.asarray(values, dtype=np.float64)
+    n = x.size
+    if n == 0:
+        raise ValueError(f"cannot judge {slo} on no replications")
+    finite = np.isfinite(x)
+    if not finite.all():
+        mean = float(x[finite].mean()) if finite.any() else math.nan
+        return Judgement(slo, n, mean, math.nan, math.nan, "fails")
+    mean = float(x.mean())
+    # One run has no spread to measure: its interval is the whole line.
+    half = math.inf if n == 1 else t_quantile(level, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
+    low, high = mean - half, mean + half
+    if slo.upper:
+        verdict = "meets" if high <= slo.limit else "fails" if low > slo.limit else "undecided"
+        bound = high
+    else:
+        verdict = "meets" if low >= slo.limit else "fails" if high < slo.limit else "undecided"
+        bound = low
+    return Judgement(slo, n, mean, half, bound, verdict)
+
+
+def _run_length_advice(judgement: Judgement, n_items: int | None, duration_s: float | None) -> str:
+    """How much more simulation would decide an undecided SLO: ``n ~ n0 (h0 / h)**2``.
+
+    (Private for now: ``pipeline.sim.stats`` is getting the same rule as
+    ``replications_needed``/``run_length_advice``; this one will call it.)
+
+    The half-width ``h0`` must shrink below ``h = |mean - limit|``. It falls
+    as one over the square root of the number of replications, and (for means
+    and percentiles of long, stationary runs) of the run length, so either
+    about ``n0 (h0 / h)**2`` replications, or runs ``(h0 / h)**2`` times longer,
+    would decide it.
+    """
+    n0, h0 = judgement.replications, judgement.half_width
+    gap = abs(judgement.mean - judgement.slo.limit)
+    if not (math.isfinite(h0) and math.isfinite(gap)):
+        return "no interval to extrapolate from (a run had no value, or only one run)"
+    if gap <= 1e-12 * max(abs(judgement.slo.limit), 1e-300):
+        return (
+            "the mean sits on the limit: no run length will decide it; this configuration "
+            "is at the SLO's edge (relax the limit or pick a neighbour)"
+        )
+    factor = (h0 / gap) ** 2
+    replications = math.ceil(n0 * factor)
+    longer = ""
+    if n_items is not None:
+        items = math.ceil(n_items * factor)
+        longer = f", or runs about {factor:.3g}x longer (about {items:,} items)"
+    elif duration_s is not None:
+        longer = f", or runs about {factor:.3g}x longer (about {duration_s * factor:.4g} s)"
+    return (
+        f"the half-width {h0:.3g} must shrink below |mean - limit| = {gap:.3g}: about "
+        f"{replications:,} replications (now {n0}){longer}"
+    )
