@@ -72,6 +72,8 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "producer_blocked_s",
     "memory_peak_bytes",
     "sim_time_s",
+    "wait_mean_ci95_s",
+    "latency_mean_ci95_s",
 )
 """Numeric summary keys an SLO may bound. ``wall_time_s`` is left out on purpose:
 it measures the machine, not the pipeline, and would make a plan depend on where it ran."""
@@ -315,35 +317,29 @@ def judge(slo: SLO, values: Sequence[float] | np.ndarray, *, confidence: float) 
 
 
 def _run_length_advice(judgement: Judgement, n_items: int | None, duration_s: float | None) -> str:
-    """How much more simulation would decide an undecided SLO: ``n ~ n0 (h0 / h)**2``.
+    """How much more simulation would decide an undecided SLO.
 
-    (Private for now: ``pipeline.sim.stats`` is getting the same rule as
-    ``replications_needed``/``run_length_advice``; this one will call it.)
-
-    The half-width ``h0`` must shrink below ``h = |mean - limit|``. It falls
-    as one over the square root of the number of replications, and (for means
-    and percentiles of long, stationary runs) of the run length, so either
-    about ``n0 (h0 / h)**2`` replications, or runs ``(h0 / h)**2`` times longer,
-    would decide it.
+    :func:`~pipeline.sim.stats.run_length_advice`'s rule, ``n ~ n0 (h0 / h)**2``
+    with ``h = |mean - limit|``, in replications; and since a half-width also
+    falls as one over the square root of the run length (for means and
+    percentiles of long, stationary runs), the same factor in items or seconds.
     """
+    from ..stats import run_length_advice, scaled_run_length
+
     n0, h0 = judgement.replications, judgement.half_width
     gap = abs(judgement.mean - judgement.slo.limit)
     if not (math.isfinite(h0) and math.isfinite(gap)):
         return "no interval to extrapolate from (a run had no value, or only one run)"
-    if gap <= 1e-12 * max(abs(judgement.slo.limit), 1e-300):
-        return (
-            "the mean sits on the limit: no run length will decide it; this configuration "
-            "is at the SLO's edge (relax the limit or pick a neighbour)"
-        )
-    factor = (h0 / gap) ** 2
-    replications = math.ceil(n0 * factor)
-    longer = ""
-    if n_items is not None:
-        items = math.ceil(n_items * factor)
-        longer = f", or runs about {factor:.3g}x longer (about {items:,} items)"
-    elif duration_s is not None:
-        longer = f", or runs about {factor:.3g}x longer (about {duration_s * factor:.4g} s)"
-    return (
-        f"the half-width {h0:.3g} must shrink below |mean - limit| = {gap:.3g}: about "
-        f"{replications:,} replications (now {n0}){longer}"
+    advice = run_length_advice(
+        judgement.mean, h0, n0, metric=judgement.slo.metric, limit=judgement.slo.limit
     )
+    if advice is None or gap <= 0:
+        return advice or "the interval already clears the limit"
+    factor = scaled_run_length(n0, h0, gap) / n0
+    if n_items is not None:
+        advice += (
+            f" Or runs about {factor:.3g}x longer: about {math.ceil(n_items * factor):,} items."
+        )
+    elif duration_s is not None:
+        advice += f" Or runs about {factor:.3g}x longer: about {duration_s * factor:.4g} s."
+    return advice
