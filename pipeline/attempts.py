@@ -47,8 +47,10 @@ class Attempts:
     async def _work(self) -> None:
         queue = self._queue
         if self._is_async or self.config.prefetch == 1:
-            # Until the close starts: it cancels this worker, but a handler may swallow that.
-            while self._closing is None:
+            # Until the close cancels this worker, even if a handler swallowed that cancel
+            # (work already woken when the close begins still happens).
+            cancelling = asyncio.current_task().cancelling
+            while not cancelling():
                 # get_nowait when something is queued: no coroutine for the common case
                 item = queue.get_nowait() if len(queue) else await queue.get()
                 await self._attempt(item)
