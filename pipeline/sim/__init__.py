@@ -66,6 +66,7 @@ from .workloads.scenario import Scenario, ServiceTrace
 
 __all__ = [
     "ArrivalProcess",
+    "ChainSimulationResult",
     "CombinedFailures",
     "Constant",
     "DailyCurve",
@@ -92,6 +93,7 @@ __all__ = [
     "ServiceTrace",
     "SimulatedFailure",
     "SimulationResult",
+    "StageSpec",
     "TimeVarying",
     "TokenQuota",
     "Trace",
@@ -117,6 +119,7 @@ __all__ = [
 
 # Public names imported on first use: name -> (module, attribute; None for the module itself).
 _LAZY = {
+    "ChainSimulationResult": ("running.chained", "ChainSimulationResult"),
     "Finding": ("analysis.diagnostics", "Finding"),
     "diagnose": ("analysis.diagnostics", "diagnose"),
     "findings_frame": ("analysis.diagnostics", "findings_frame"),
@@ -125,6 +128,7 @@ _LAZY = {
     "summarise_sweep": ("analysis.sweep", "summarise_sweep"),
     "sweep": ("analysis.sweep", "sweep"),
     "theory": ("analysis.theory", None),
+    "StageSpec": ("workloads.stages", "StageSpec"),
     "TraceWorkload": ("workloads.traces", "TraceWorkload"),
     "exact_fcfs_waits": ("workloads.traces", "exact_fcfs_waits"),
     "load_trace": ("workloads.traces", "load_trace"),
