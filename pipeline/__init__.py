@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 
+from .chain import Chain
+from .chainreport import ChainReport, ChainStatistics, StageReport, StageStatistics
 from .config import PipelineConfig, RateLimit
 from .engine import Pipeline, State
 from .errors import (
@@ -34,6 +36,7 @@ from .items import WorkItem
 from .queue import WorkQueue
 from .records import AttemptError, DeadLetter, Result, RunReport, ShedLog
 from .retry import Backoff, RetryPolicy
+from .stage import Stage
 from .stats import Statistics
 
 logging.getLogger("pipeline").addHandler(logging.NullHandler())
@@ -41,6 +44,9 @@ logging.getLogger("pipeline").addHandler(logging.NullHandler())
 __all__ = [
     "AttemptError",
     "Backoff",
+    "Chain",
+    "ChainReport",
+    "ChainStatistics",
     "DeadLetter",
     "DeadlockError",
     "EventKind",
@@ -57,6 +63,9 @@ __all__ = [
     "RunReport",
     "ShedLog",
     "SourceError",
+    "Stage",
+    "StageReport",
+    "StageStatistics",
     "State",
     "Statistics",
     "WorkItem",

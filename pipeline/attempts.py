@@ -47,10 +47,14 @@ class Attempts:
     async def _work(self) -> None:
         queue = self._queue
         if self._is_async or self.config.prefetch == 1:
-            while True:
+            # Until the close cancels this worker, even if a handler swallowed that cancel
+            # (work already woken when the close begins still happens).
+            cancelling = asyncio.current_task().cancelling
+            while not cancelling():
                 # get_nowait when something is queued: no coroutine for the common case
                 item = queue.get_nowait() if len(queue) else await queue.get()
                 await self._attempt(item)
+            raise asyncio.CancelledError
         # A plain-function handler runs on threads: keep up to `prefetch` in flight.
         in_flight = asyncio.Semaphore(self.config.prefetch)
         calls: set[asyncio.Task[None]] = set()

@@ -87,6 +87,8 @@ def unsupported(scenario: Scenario) -> str | None:
     ``simulate(engine="auto")`` runs the asyncio engine when this is not None;
     ``engine="kernel"`` raises a ValueError naming it.
     """
+    if scenario.stages is not None:
+        return "multi-stage chains (Scenario.stages)"
     config = scenario.config
     if config.rate_limit is not None:
         return "rate limits (config.rate_limit)"

@@ -331,6 +331,13 @@ def _simulate_once(scenario: Scenario, replication: int, engine: str = "auto") -
     """One replication on the engine ``engine`` names (module level: pools pickle it)."""
     from .kernel import refusal, run_kernel, unsupported
 
+    if scenario.stages is not None:
+        from .chained import simulate_chain
+
+        require = unsupported(scenario)
+        if engine == "kernel" and require is not None:
+            raise ValueError(refusal(require))
+        return simulate_chain(scenario, replication)
     began = time.perf_counter()
     if engine != "asyncio":
         outside = unsupported(scenario)

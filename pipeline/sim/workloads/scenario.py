@@ -20,6 +20,7 @@ from ...config import PipelineConfig
 from .arrivals import ArrivalProcess
 from .distributions import Distribution
 from .failures import FailureModel, NoFailures
+from .stages import StageSpec
 
 __all__ = ["MAX_ITEM_SIZE_BYTES", "MAX_N_ITEMS", "Scenario", "ServiceTrace", "Streams"]
 
@@ -95,6 +96,10 @@ class Scenario:
         service: how long each attempt takes, seconds (a distribution, or a
             :class:`ServiceTrace` for exact replay).
         config: the pipeline's :class:`~pipeline.PipelineConfig`.
+        stages: instead of ``service`` and ``config``, the stages of a chain
+            (:class:`~pipeline.sim.StageSpec`, at least one, names unique):
+            ``simulate`` then runs the real :class:`~pipeline.Chain`, each stage
+            with its own service, config, fan-out and failures.
         n_items: how many items arrive (0 to :data:`MAX_N_ITEMS`, 10**9); or
         duration_s: arrivals during this many seconds of virtual time (finite).
         seed: the run's seed (>= 0).
@@ -114,8 +119,9 @@ class Scenario:
     """
 
     arrivals: ArrivalProcess
-    service: Distribution | ServiceTrace
+    service: Distribution | ServiceTrace | None = None
     config: PipelineConfig = field(default_factory=PipelineConfig)
+    stages: tuple[StageSpec, ...] | None = None
     n_items: int | None = None
     duration_s: float | None = None
     seed: int = 0
@@ -126,7 +132,9 @@ class Scenario:
     def __post_init__(self) -> None:
         if not isinstance(self.arrivals, ArrivalProcess):
             raise TypeError(f"arrivals must be an arrival process, got {self.arrivals!r}")
-        if not isinstance(self.service, Distribution | ServiceTrace):
+        if self.stages is not None:
+            self._check_stages()
+        elif not isinstance(self.service, Distribution | ServiceTrace):
             raise TypeError(
                 f"service must be a distribution or a ServiceTrace, got {self.service!r}"
             )
@@ -153,6 +161,40 @@ class Scenario:
                 f"(4 GiB), got {show(self.item_size_bytes)}"
             )
         real("warmup_s", self.warmup_s, "seconds", at_least=0)
+        if self.stages is not None and self.n_items is not None:
+            reaching = self.n_items
+            for stage in self.stages[:-1]:
+                reaching *= stage.fan_out
+            if reaching > MAX_N_ITEMS:
+                raise ValueError(
+                    f"n_items ({self.n_items:_}) times the stages' fan_out makes {reaching:_} "
+                    f"items at the last stage; allowed: at most {MAX_N_ITEMS:_}"
+                )
+
+    def _check_stages(self) -> None:
+        stages = self.stages
+        if self.service is not None:
+            raise ValueError(
+                "give either service (one stage) or stages (a chain), not both; a chain's "
+                "service times belong to each StageSpec"
+            )
+        if isinstance(stages, str | bytes) or not isinstance(stages, list | tuple):
+            raise TypeError(f"stages must be a list of StageSpec, got {show(stages)}")
+        if not stages:
+            raise ValueError("stages must hold at least one StageSpec, got none")
+        names: set[str] = set()
+        for index, stage in enumerate(stages):
+            if not isinstance(stage, StageSpec):
+                raise TypeError(f"stages[{index}] must be a StageSpec, got {show(stage)}")
+            if stage.name in names:
+                raise ValueError(f"stage names must be unique, got {stage.name!r} twice")
+            names.add(stage.name)
+        if not isinstance(self.failures, NoFailures):
+            raise ValueError(
+                f"failures={self.failures!r} applies to one stage; with stages, give each "
+                "StageSpec its own failures"
+            )
+        object.__setattr__(self, "stages", tuple(stages))
 
     def replace(self, **changes: Any) -> Scenario:
         """A copy with some fields changed; config fields may be named directly.
@@ -174,5 +216,14 @@ class Scenario:
 
     @property
     def offered_load(self) -> float:
-        """Arrival rate x mean service time: the average number of busy workers needed."""
-        return self.arrivals.rate * self.service.mean
+        """Arrival rate x mean service time: the average number of busy workers needed.
+
+        For a chain, that of its busiest stage (fan-out multiplies the rate downstream).
+        """
+        if self.stages is None:
+            return self.arrivals.rate * self.service.mean
+        rate, busiest = self.arrivals.rate, 0.0
+        for stage in self.stages:
+            busiest = max(busiest, rate * stage.service.mean)
+            rate *= stage.fan_out
+        return busiest

@@ -1,0 +1,337 @@
+"""Simulate a multi-stage scenario: the real :class:`~pipeline.Chain` on the virtual clock.
+
+Each :class:`~pipeline.sim.StageSpec` becomes a :class:`~pipeline.Stage` whose
+handler sleeps (in virtual time) for the attempt's service time and fails as
+the stage's failure model says; a fan-out stage returns its children's ids.
+Everything else is the engine: bounded queues, the hand-off with blocking
+after service, retries, dead letters, the end-to-end drain. One recorder per
+stage logs its events; afterwards each stage gets the per-item columns, step
+series and summary a single-stage run has, and the chain an end-to-end
+summary.
+
+Item ids: the source's items are 0, 1, 2, ... in arrival order; child *j* of
+item *i* at a stage with ``fan_out=F`` is item ``i * F + j`` of the next
+stage. An item's arrival at a stage is the moment the stage before it
+finished the item (or its parent): time spent waiting for room in this
+stage's queue counts as this stage's wait, as backpressure at the source
+counts as waiting at the source.
+
+Random streams: arrivals come from the scenario's own streams, and each stage
+draws service times, retries, failures and jitter from streams of its own,
+derived from ``(seed, replication, stage number)``: changing one stage does
+not change the traffic another sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import AsyncIterator
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...chain import Chain
+from ...chainreport import ChainReport
+from ...stage import Stage
+from ..vloop import run_virtual, wake_unless_cancelled
+from ..workloads.scenario import Scenario, ServiceTrace, Streams
+from ..workloads.stages import StageSpec
+from .recorder import ItemColumns, Recorder, item_columns, step_series
+from .simulate import SimulationResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ChainSimulationResult", "simulate_chain"]
+
+_RETRY_BLOCK = 4096
+
+
+class _StageWorkload:
+    """One stage's random inputs: first service times up front, retries on demand."""
+
+    def __init__(self, spec: StageSpec, n: int, seed: int, replication: int, number: int) -> None:
+        service_seq, retry_seq, failure_seq, jitter_seq = np.random.SeedSequence(
+            [seed, replication, 1 + number]
+        ).spawn(4)
+        service = spec.service
+        if isinstance(service, ServiceTrace):
+            if len(service.times_s) < n:
+                raise ValueError(
+                    f"stage {spec.name!r}: the service trace has {len(service.times_s)} times "
+                    f"but {n} items may reach the stage"
+                )
+            first = np.array(service.times_s[:n], dtype=np.float64)
+        else:
+            first = service.sample(np.random.default_rng(service_seq), n)
+        self.spec = spec
+        self.n = n
+        self.first_attempt_s = first.tolist()
+        self.failures = spec.failures.bind(np.random.default_rng(failure_seq), n)
+        self.jitter = random.Random(int(jitter_seq.generate_state(1)[0]))
+        self._retry_rng = np.random.default_rng(retry_seq)
+        self._pool: list[float] = []
+
+    def retry_time(self, item_id: int) -> float:
+        service = self.spec.service
+        if isinstance(service, ServiceTrace):
+            return service.times_s[item_id]
+        if not self._pool:
+            self._pool.extend(service.sample(self._retry_rng, _RETRY_BLOCK).tolist()[::-1])
+        return self._pool.pop()
+
+
+def _handler(work: _StageWorkload, sleep: Any) -> Any:
+    """The simulated handler of one stage: service time, failures, children."""
+    attempts = [0] * work.n
+    first, failures, fan_out = work.first_attempt_s, work.failures, work.spec.fan_out
+    in_flight = 0
+
+    async def handler(item_id: int) -> Any:
+        nonlocal in_flight
+        attempt = attempts[item_id] = attempts[item_id] + 1
+        seconds = first[item_id] if attempt == 1 else work.retry_time(item_id)
+        in_flight += 1
+        try:
+            failure = failures.check(item_id, attempt, in_flight)
+            if failure is not None:
+                await sleep(seconds if failure.hang_s is None else failure.hang_s)
+                raise failure.error
+            await sleep(seconds)
+        finally:
+            in_flight -= 1
+        if fan_out == 1:
+            return item_id
+        return range(item_id * fan_out, (item_id + 1) * fan_out)
+
+    return handler
+
+
+async def _run_chain(
+    scenario: Scenario, replication: int
+) -> tuple[ChainReport, np.ndarray, list[Recorder]]:
+    streams = Streams.from_seed(scenario.seed, replication)
+    arrivals = scenario.arrivals.times(
+        streams.arrivals, n=scenario.n_items, duration_s=scenario.duration_s
+    )
+    loop = asyncio.get_running_loop()
+    create_future, call_at, now = loop.create_future, loop.call_at, loop.time
+
+    def fast_sleep(seconds: float) -> asyncio.Future[None]:
+        wake = create_future()
+        call_at(now() + seconds, wake_unless_cancelled, wake)
+        return wake
+
+    stages, recorders = [], []
+    reaching = len(arrivals)
+    for number, spec in enumerate(scenario.stages):
+        work = _StageWorkload(spec, reaching, scenario.seed, replication, number)
+        # Attempts cut short by a timeout must cancel their timers too, as asyncio.sleep does.
+        sleep = asyncio.sleep if spec.config.attempt_timeout_s is not None else fast_sleep
+        recorder = Recorder()
+        stages.append(
+            Stage(
+                spec.name,
+                _handler(work, sleep),
+                spec.config,
+                fan_out=spec.fan_out > 1,
+                on_event=recorder.listener,
+                rng=work.jitter,
+            )
+        )
+        recorders.append(recorder)
+        reaching *= spec.fan_out
+
+    async def source() -> AsyncIterator[int]:
+        for item_id, arrival in enumerate(arrivals.tolist()):
+            if arrival > now():
+                wake = create_future()
+                call_at(arrival, wake_unless_cancelled, wake)  # exactly at `arrival`
+                await wake
+            yield item_id
+
+    report = await Chain(stages, name="sim").run(source())
+    return report, arrivals, recorders
+
+
+class ChainSimulationResult:
+    """One simulated run of a chain: per-stage results and the end-to-end view.
+
+    Attributes:
+        scenario: what was simulated.
+        report: the chain's :class:`~pipeline.ChainReport` (payloads are item ids).
+        stages: by name, each stage's :class:`SimulationResult`, with the
+            ``summary`` keys, ``items`` columns and ``timeseries`` columns of a
+            single-stage run (``arrival_s`` is the arrival at that stage).
+        summary: end to end: items offered at the source and completed by the
+            last stage, end-to-end latency (source arrival to the last stage's
+            finish) percentiles, throughput, and the memory of every stage together.
+        items: one row per item of the last stage, with its source item and
+            end-to-end latency (built on first use).
+        timeseries: items held by the whole chain over time, and their memory.
+        wall_time_s: real seconds the run took.
+    """
+
+    engine = "asyncio"
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        report: ChainReport,
+        arrival_s: np.ndarray,
+        stages: dict[str, SimulationResult],
+        wall_time_s: float,
+    ) -> None:
+        self.scenario = scenario
+        self.report = report
+        self.arrival_s = arrival_s
+        self.stages = stages
+        self.wall_time_s = wall_time_s
+        self._held_time_s, self._held = _items_held(list(stages.values()))
+        self.summary = self._summarise()
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (
+            f"<ChainSimulationResult stages={list(self.stages)} items={s['items_offered']} "
+            f"completed={s['items_completed']} latency_p95_s={s['latency_p95_s']:.4g}>"
+        )
+
+    def _source_ids(self, ids: np.ndarray) -> np.ndarray:
+        spread = 1
+        for spec in self.scenario.stages[:-1]:
+            spread *= spec.fan_out
+        return ids // spread
+
+    def _summarise(self) -> dict[str, Any]:
+        scenario, report = self.scenario, self.report
+        tail = list(self.stages.values())[-1].columns
+        warm = scenario.warmup_s
+        ids = np.arange(len(tail.finish_s))
+        done = tail.outcome == 0
+        source_arrival = self.arrival_s[self._source_ids(ids[done])]
+        counted = source_arrival >= warm
+        latencies = tail.finish_s[done][counted] - source_arrival[counted]
+        if len(latencies):
+            mean = float(latencies.mean())
+            p50, p95, p99 = np.percentile(latencies, (50, 95, 99)).tolist()
+        else:
+            mean = p50 = p95 = p99 = math.nan
+        sim_time = report.finished_s
+        span = sim_time - warm
+        live = np.append(self._held_time_s[1:] >= warm, sim_time >= warm)
+        held_peak = int(self._held[live].max()) if live.any() else 0
+        return {
+            "items_offered": report.offered,
+            "items_admitted": next(iter(report.stages.values())).admitted,
+            "items_completed": report.completed,
+            "items_dead_lettered": report.dead_lettered,
+            "items_shed": report.shed,
+            "items_unfinished": report.unfinished,
+            "attempts_total": sum(stage.attempts for stage in report.stages.values()),
+            "latency_mean_s": mean,
+            "latency_p50_s": p50,
+            "latency_p95_s": p95,
+            "latency_p99_s": p99,
+            "throughput_per_s": float(len(latencies) / span) if span > 0 else math.nan,
+            "memory_peak_bytes": held_peak * scenario.item_size_bytes,
+            "items_held_max": held_peak,
+            "drain_timed_out": report.drain_timed_out,
+            "sim_time_s": sim_time,
+            "wall_time_s": self.wall_time_s,
+            "engine": self.engine,
+            "stages": len(self.stages),
+        }
+
+    @cached_property
+    def items(self) -> pd.DataFrame:
+        """One row per item of the last stage: its source item, times and outcome."""
+        import pandas as pd
+
+        tail = list(self.stages.values())[-1].columns
+        ids = np.arange(len(tail.finish_s))
+        source = self._source_ids(ids)
+        arrival = self.arrival_s[source]
+        return pd.DataFrame(
+            {
+                "item_id": ids,
+                "source_item_id": source,
+                "arrival_s": arrival,
+                "finish_s": tail.finish_s,
+                "latency_s": tail.finish_s - arrival,
+                "outcome": pd.Categorical.from_codes(tail.outcome, ItemColumns.OUTCOMES),
+            }
+        )
+
+    @cached_property
+    def timeseries(self) -> pd.DataFrame:
+        """Items held by the whole chain (every stage, hand-offs and dead letters) over time."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "time_s": self._held_time_s,
+                "items_held": self._held,
+                "memory_bytes": self._held.astype(np.int64) * self.scenario.item_size_bytes,
+            }
+        )
+
+
+def _items_held(stages: list[SimulationResult]) -> tuple[np.ndarray, np.ndarray]:
+    """The chain's held items as one step function: every stage's, summed.
+
+    A stage holds its in-system items and dead letters; after the first stage
+    also the items finished upstream and waiting to be handed over (its
+    ``upstream_backlog``), which the stage before it holds in memory.
+    """
+    times = np.unique(np.concatenate([stage.series.time_s for stage in stages]))
+    total = np.zeros(len(times), dtype=np.int64)
+    for number, stage in enumerate(stages):
+        series = stage.series
+        held = series.in_system.astype(np.int64) + series.dead_letters
+        if number:
+            held = held + series.upstream_backlog
+        rows = np.searchsorted(series.time_s, times, side="right") - 1
+        total += np.where(rows >= 0, held[np.maximum(rows, 0)], 0)
+    return times, total
+
+
+def simulate_chain(scenario: Scenario, replication: int) -> ChainSimulationResult:
+    """Run one replication of a multi-stage ``scenario`` on the asyncio engine."""
+    began = time.perf_counter()
+    report, arrivals, recorders = run_virtual(_run_chain(scenario, replication))
+    results: dict[str, SimulationResult] = {}
+    arrival = arrivals
+    for spec, recorder in zip(scenario.stages, recorders, strict=True):
+        stage_report = report.stages[spec.name]
+        columns = item_columns(arrival, recorder)
+        # An item that reached the stage but was never taken (stranded) is unfinished.
+        stranded = ~np.isnan(arrival) & (columns.outcome == 4)
+        columns.outcome[stranded] = 3
+        series = step_series(arrival[~np.isnan(arrival)], recorder, report.finished_s)
+        stage_scenario = Scenario(
+            arrivals=scenario.arrivals,
+            service=spec.service,
+            config=spec.config,
+            n_items=scenario.n_items,
+            duration_s=scenario.duration_s,
+            seed=scenario.seed,
+            failures=spec.failures,
+            item_size_bytes=scenario.item_size_bytes,
+            warmup_s=scenario.warmup_s,
+        )
+        results[spec.name] = SimulationResult(
+            stage_scenario, stage_report, columns, series, 0.0, "asyncio"
+        )
+        # The next stage's items arrive when this stage finishes them (or their parent).
+        finished = np.where(columns.outcome == 0, columns.finish_s, np.nan)
+        arrival = np.repeat(finished, spec.fan_out)
+    wall = time.perf_counter() - began
+    for result in results.values():
+        result.wall_time_s = wall
+        result.summary["wall_time_s"] = wall
+    return ChainSimulationResult(scenario, report, arrivals, results, wall)
