@@ -41,7 +41,7 @@ from .errors import PipelineClosed, SourceError
 from .handoff import BatchFormer, HandOff
 from .records import DeadLetter, RunReport, ShedLog, describe_error
 from .stage import Stage
-from .state import State
+from .state import State, close_once
 
 __all__ = ["Chain"]
 
@@ -307,21 +307,7 @@ class Chain:
 
     async def _shutdown(self) -> ChainReport:
         """Close every stage once, however many callers ask or cancel (as Pipeline does)."""
-        if self._closing is None:
-            self._closing = self._loop.create_task(self._close(), name=f"{self.name}-close")
-        closing = self._closing
-        cancelled = False
-        while not closing.done():
-            try:
-                await asyncio.shield(closing)
-            except asyncio.CancelledError:
-                if closing.cancelled():
-                    raise
-                cancelled = True
-        report = closing.result()
-        if cancelled:
-            raise asyncio.CancelledError
-        return report
+        return await close_once(self, self._close)
 
     async def _close(self) -> ChainReport:
         """Close the stages head first; what is still inside is unfinished or stranded."""

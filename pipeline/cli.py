@@ -402,6 +402,18 @@ def add_scenario_flags(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(_flag(name), dest=name, metavar=metavar, help=text)
 
 
+# Options that are PipelineConfig fields -> the field each sets.
+CONFIG_FIELDS: dict[str, str] = {
+    "concurrency": "concurrency",
+    "maxsize": "queue_maxsize",
+    "on_full": "on_full",
+    "max_attempts": "max_attempts",
+    "backoff": "backoff",
+    "attempt_timeout": "attempt_timeout_s",
+    "drain_timeout": "drain_timeout_s",
+}
+
+
 # -- settings: TOML file, then flags -----------------------------------------------------------
 
 
@@ -501,17 +513,8 @@ def _scenario(settings: dict[str, Any]) -> Scenario:
     from .sim.workloads.failures import IndependentFailures, NoFailures
     from .sim.workloads.scenario import Scenario
 
-    config_fields = {
-        "concurrency": "concurrency",
-        "maxsize": "queue_maxsize",
-        "on_full": "on_full",
-        "max_attempts": "max_attempts",
-        "backoff": "backoff",
-        "attempt_timeout": "attempt_timeout_s",
-        "drain_timeout": "drain_timeout_s",
-    }
     config = PipelineConfig(
-        **{field: settings[name] for name, field in config_fields.items() if name in settings}
+        **{field: settings[name] for name, field in CONFIG_FIELDS.items() if name in settings}
     )
     if "items" in settings and "duration" in settings:
         raise ValueError(
@@ -570,13 +573,7 @@ def _scenario(settings: dict[str, Any]) -> Scenario:
 
 # Options a grid or a search may vary -> the Scenario.replace field each sets.
 AXIS_FIELDS: dict[str, str] = {
-    "concurrency": "concurrency",
-    "maxsize": "queue_maxsize",
-    "on_full": "on_full",
-    "max_attempts": "max_attempts",
-    "backoff": "backoff",
-    "attempt_timeout": "attempt_timeout_s",
-    "drain_timeout": "drain_timeout_s",
+    **CONFIG_FIELDS,
     "failure_rate": "failures",
     "item_size": "item_size_bytes",
     "arrivals": "arrivals",
@@ -770,11 +767,17 @@ def _report_figure(result: SimulationResult) -> Any:
     return fig
 
 
-def _write_out(directory: str, summary: dict[str, Any], result: SimulationResult) -> None:
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2, allow_nan=False)
+def write_json(path: str, payload: dict[str, Any]) -> None:
+    """``payload`` as indented JSON (NaN refused: pass it through :func:`_plain` first),
+    in a directory made if missing."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(payload, f, indent=2, allow_nan=False)
         f.write("\n")
+
+
+def _write_out(directory: str, summary: dict[str, Any], result: SimulationResult) -> None:
+    write_json(os.path.join(directory, "summary.json"), summary)
     result.items.to_csv(os.path.join(directory, "items.csv"), index=False)
     result.timeseries.to_csv(os.path.join(directory, "timeseries.csv"), index=False)
 

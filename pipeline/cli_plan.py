@@ -60,6 +60,7 @@ from .cli import (
     add_scenario_flags,
     axis_change,
     parse_axis,
+    write_json,
 )
 
 __all__ = ["add_command"]
@@ -312,10 +313,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _write_out(directory: str, payload: dict[str, Any], result: Any) -> None:
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "plan.json"), "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=2, allow_nan=False)
-        f.write("\n")
+    write_json(os.path.join(directory, "plan.json"), payload)
     result.candidates.to_csv(os.path.join(directory, "candidates.csv"), index=False)
     result.runs.to_csv(os.path.join(directory, "runs.csv"), index=False)
 

@@ -40,7 +40,7 @@ from .queue import WorkQueue
 from .ratelimit import RateLimiter
 from .records import DeadLetter, Result, RunReport, ShedLog, describe_error
 from .results import ResultStream
-from .state import State
+from .state import State, close_once
 from .stats import Statistics
 
 __all__ = ["Pipeline", "State"]
@@ -311,28 +311,8 @@ class Pipeline(Intake, Attempts):
             self._settled.set()
 
     async def _shutdown(self) -> RunReport:
-        """Close once, however many callers ask (a drain, a cancelled run, ``async with``).
-
-        The work runs in its own task. A caller cancelled meanwhile keeps
-        waiting until the close is done, then raises CancelledError, as a
-        TaskGroup does: nobody sees a half-closed pipeline, and every caller
-        gets the same report.
-        """
-        if self._closing is None:
-            self._closing = self._loop.create_task(self._close(), name=f"{self.name}-close")
-        closing = self._closing
-        cancelled = False
-        while not closing.done():
-            try:
-                await asyncio.shield(closing)
-            except asyncio.CancelledError:
-                if closing.cancelled():
-                    raise
-                cancelled = True
-        report = closing.result()
-        if cancelled:
-            raise asyncio.CancelledError
-        return report
+        """Close once, however many callers ask (a drain, a cancelled run, ``async with``)."""
+        return await close_once(self, self._close)
 
     async def _close(self) -> RunReport:
         """Cancel workers and retry timers; whatever is still inside is unfinished."""
