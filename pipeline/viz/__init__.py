@@ -25,6 +25,7 @@ from .plots import (
     plot_retries,
     report_figure,
 )
+from .stages import plot_stages
 from .sweeps import plot_sweep
 from .warmup import plot_warmup
 
@@ -41,6 +42,7 @@ __all__ = [
     "plot_memory",
     "plot_retries",
     "plot_shed_vs_theory",
+    "plot_stages",
     "plot_sweep",
     "plot_sweep_heatmap",
     "plot_wait_vs_theory",
