@@ -225,3 +225,38 @@ def test_sweep_varies_one_stage():
     assert list(frame["write.concurrency"]) == [2, 8]
     slow, fast = frame["latency_p95_s"]
     assert slow > fast
+
+
+@pytest.mark.parametrize(("fetch_s", "slow"), [(0.3, "write"), (3.0, "fetch")])
+def test_a_batch_is_paced_by_its_lowest_capacity_stage(fetch_s, slow):
+    """Every page at t=0 (no arrival rate): the stage with the least capacity sets the pace."""
+    from pipeline.sim import LogNormal, Trace
+
+    pages = 60
+    scenario = Scenario(
+        arrivals=Trace([0.0] * pages),
+        stages=[
+            StageSpec(
+                name="fetch",
+                service=LogNormal(mean=fetch_s, cv=0.5),
+                config=PipelineConfig(concurrency=1, queue_maxsize=1),
+                fan_out=100,
+            ),
+            StageSpec(
+                name="write",
+                service=Exponential(mean=0.1),
+                config=PipelineConfig(concurrency=20, queue_maxsize=80, drain_timeout_s=None),
+            ),
+        ],
+        n_items=pages,
+        seed=1,
+    )
+    result = simulate(scenario)
+    (finding,) = diagnose(result)
+    assert finding.code == "BOTTLENECK" and finding.severity == "warning"
+    assert finding.numbers["stage"] == slow
+    assert finding.title == f"Stage '{slow}' sets the pace of the batch"
+    # The pace it names is the run's: source items per second over the run, within 10%
+    # (the run's start and end are not at full pace).
+    pace = pages / result.summary["sim_time_s"]
+    assert finding.numbers["capacity_per_s"] == pytest.approx(pace, rel=0.1)

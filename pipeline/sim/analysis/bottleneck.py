@@ -71,6 +71,9 @@ class StageLoad:
             at the source for the first stage, else finished by the stage
             before it and waiting for room (blocked hand-offs).
         hand_off_blocked_s: worker-seconds the stage's hand-offs waited for room.
+        capacity_per_s: source items per second the stage finishes with every
+            worker in attempts (its items per second divided by the fan-outs
+            before it), the pace it sets when it is the bottleneck.
     """
 
     name: str
@@ -87,6 +90,7 @@ class StageLoad:
     queue_full_share: float
     backlog_before_mean: float
     hand_off_blocked_s: float
+    capacity_per_s: float
 
     def workers_for(self, utilisation: float = 0.8) -> int:
         """Workers that carry the demanded load at about ``utilisation`` (and at least load + 1)."""
@@ -117,7 +121,9 @@ def stage_loads(result: ChainSimulationResult) -> list[StageLoad]:
     span = float(result.summary["sim_time_s"])
     arrivals = np.asarray(result.arrival_s, dtype=np.float64)
     last = float(arrivals[-1]) if len(arrivals) else 0.0
-    rate = len(arrivals) / last if last > 0 else math.nan
+    # A batch (every item at one instant) has no finite arrival rate: demand is unbounded.
+    rate = len(arrivals) / last if last > 0 else (math.inf if len(arrivals) > 1 else math.nan)
+    spread = 1  # stage items per source item, so far
     loads = []
     for number, (spec, stage) in enumerate(zip(specs, stages, strict=True)):
         series, report = stage.series, result.report.stages[spec.name]
@@ -127,7 +133,7 @@ def stage_loads(result: ChainSimulationResult) -> list[StageLoad]:
         started = int(np.count_nonzero(np.asarray(stage.columns.attempts) > 0))
         attempt_mean = busy_s / attempts if attempts else math.nan
         per_item = attempts / started if started else math.nan
-        load = rate * per_item * attempt_mean
+        load = rate * spread * per_item * attempt_mean
         capacity = config.concurrency * span
         if number + 1 < len(stages):
             after = stages[number + 1].series
@@ -145,7 +151,7 @@ def stage_loads(result: ChainSimulationResult) -> list[StageLoad]:
                 name=spec.name,
                 concurrency=config.concurrency,
                 queue_maxsize=maxsize,
-                arrival_rate_per_s=rate,
+                arrival_rate_per_s=rate * spread,
                 attempt_mean_s=attempt_mean,
                 attempts_per_item=per_item,
                 load=load,
@@ -156,9 +162,12 @@ def stage_loads(result: ChainSimulationResult) -> list[StageLoad]:
                 queue_full_share=full,
                 backlog_before_mean=_time_mean(series, series.upstream_backlog, span),
                 hand_off_blocked_s=float(report.hand_off_blocked_s),
+                capacity_per_s=config.concurrency / (per_item * attempt_mean * spread)
+                if attempts and attempt_mean > 0
+                else math.inf,
             )
         )
-        rate *= spec.fan_out
+        spread *= spec.fan_out
     return loads
 
 
@@ -190,10 +199,13 @@ def _sentence(text: str) -> str:
 
 
 def _bottleneck(result: ChainSimulationResult, loads: list[StageLoad]) -> Finding | None:
-    finite = [load for load in loads if math.isfinite(load.demanded_utilisation)]
-    if not finite:
+    known = [load for load in loads if not math.isnan(load.demanded_utilisation)]
+    if not known:
         return None
-    worst = max(finite, key=lambda load: load.demanded_utilisation)
+    # Highest demand first; when demand is unbounded (a batch), the lowest capacity.
+    worst = max(known, key=lambda load: (load.demanded_utilisation, -load.capacity_per_s))
+    if math.isinf(worst.demanded_utilisation):
+        return _batch_bottleneck(loads, worst)
     rho = worst.demanded_utilisation
     severity = "critical" if rho >= LOAD_CRITICAL else "warning" if rho >= BUSY_WARN else "info"
     where, backlog = _backlog_place(loads)
@@ -282,6 +294,58 @@ def _bottleneck(result: ChainSimulationResult, loads: list[StageLoad]) -> Findin
             "backlog_where": where,
             "backlog_mean": backlog,
             "bound_queues": [load.name for load in unbounded],
+        },
+    )
+
+
+def _batch_bottleneck(loads: list[StageLoad], worst: StageLoad) -> Finding:
+    """Every item arrived at once: the slowest stage sets the pace of the whole batch."""
+    severity = "warning" if worst.busy_share >= BUSY_WARN else "info"
+    where, backlog = _backlog_place(loads)
+    others = sorted((load for load in loads if load is not worst), key=lambda x: x.capacity_per_s)
+    evidence = (
+        f"every item arrived at once (a batch), so the run goes at its slowest stage's pace: "
+        f"'{worst.name}' finishes at most {worst.capacity_per_s:.3g} source items/s with "
+        f"{worst.concurrency} workers ({worst.attempt_mean_s:.3g} s per attempt) and was busy "
+        f"{_pct(worst.busy_share)} of the time"
+        + "".join(f"; '{x.name}' could do {x.capacity_per_s:.3g}/s" for x in others)
+        + f". Most items wait {where}: {backlog:.3g} on average."
+    )
+    if others and math.isfinite(others[0].capacity_per_s):
+        following = others[0]
+        workers = math.ceil(worst.concurrency * following.capacity_per_s / worst.capacity_per_s)
+        fix = (
+            f"To finish sooner, add workers to stage '{worst.name}': concurrency "
+            f"{worst.concurrency} -> {workers} brings it to the pace of '{following.name}' "
+            f"({following.capacity_per_s:.3g} source items/s), which then sets it. If "
+            f"'{worst.name}' cannot take more (a connection pool, a rate limit), this is the pace."
+        )
+    else:
+        workers = worst.concurrency
+        fix = (
+            f"To finish sooner, add workers to stage '{worst.name}': each adds about "
+            f"{worst.capacity_per_s / worst.concurrency:.3g} source items/s."
+        )
+    return Finding(
+        code="BOTTLENECK",
+        severity=severity,
+        title=f"Stage '{worst.name}' sets the pace of the batch",
+        evidence=evidence,
+        explanation=(
+            "A batch offers all its work at once, so some stage is always the limit: the "
+            "stages before it fill their queues and block, and the source waits. That is fine "
+            "when it is the stage you meant to be the limit; otherwise give it more workers."
+        ),
+        fix=fix,
+        numbers={
+            "stage": worst.name,
+            "demanded_utilisation": worst.demanded_utilisation,
+            "capacity_per_s": worst.capacity_per_s,
+            "concurrency": worst.concurrency,
+            "suggested_concurrency": workers,
+            "backlog_where": where,
+            "backlog_mean": backlog,
+            "bound_queues": [load.name for load in loads if load.queue_maxsize is None],
         },
     )
 
