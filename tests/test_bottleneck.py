@@ -260,3 +260,28 @@ def test_a_batch_is_paced_by_its_lowest_capacity_stage(fetch_s, slow):
     # (the run's start and end are not at full pace).
     pace = pages / result.summary["sim_time_s"]
     assert finding.numbers["capacity_per_s"] == pytest.approx(pace, rel=0.1)
+
+
+# -- the widget -----------------------------------------------------------------------------
+
+
+def test_the_stage_explorer_resimulates_and_keeps_the_previous_run():
+    from pipeline.viz import explore_stages
+
+    explorer = explore_stages(chain(n=100, maxsize=(10, 10, None)))
+    first = explorer.result
+    assert explorer.settings()["write.queue_maxsize"] is None  # unbounded stays unbounded
+    explorer.controls["write"]["concurrency"].value = 2
+    assert explorer.previous is first
+    assert explorer.scenario.stages[2].config.concurrency == 2
+    assert explorer.result.summary["sim_time_s"] > first.summary["sim_time_s"]
+    assert "Stage 'write' is the bottleneck" in explorer.summary.value
+    explorer.controls["parse"]["queue_maxsize"].value = 3
+    assert explorer.scenario.stages[1].config.queue_maxsize == 3
+
+
+def test_the_stage_explorer_needs_a_chain():
+    from pipeline.viz import explore_stages
+
+    with pytest.raises(TypeError, match="scenario must be a chain"):
+        explore_stages(Scenario(arrivals=Poisson(rate=1), service=Exponential(mean=1), n_items=5))
