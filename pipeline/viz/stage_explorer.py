@@ -114,11 +114,8 @@ class StageExplorer:
     def _summary_html(self) -> str:
         s = self.result.summary
         finding = next((f for f in diagnose(self.result) if f.code == "BOTTLENECK"), None)
-        words = (
-            f"<b>{html.escape(finding.title, quote=False)}.</b> {html.escape(finding.fix, quote=False)}"
-            if finding
-            else ""
-        )
+        escape = lambda text: html.escape(text, quote=False)  # noqa: E731
+        words = f"<b>{escape(finding.title)}.</b> {escape(finding.fix)}" if finding else ""
         return (
             f"<p>{s['items_completed']:,} completed in {s['sim_time_s']:.1f} s of virtual "
             f"time; end-to-end p95 latency {s['latency_p95_s']:.2f} s; at most "

@@ -71,6 +71,8 @@ class StageLoad:
             at the source for the first stage, else finished by the stage
             before it and waiting for room (blocked hand-offs).
         hand_off_blocked_s: worker-seconds the stage's hand-offs waited for room.
+        items_per_source_item: the stage's items per item of the source (the
+            product of the fan-outs before it).
         capacity_per_s: source items per second the stage finishes with every
             worker in attempts (its items per second divided by the fan-outs
             before it), the pace it sets when it is the bottleneck.
@@ -90,6 +92,7 @@ class StageLoad:
     queue_full_share: float
     backlog_before_mean: float
     hand_off_blocked_s: float
+    items_per_source_item: int
     capacity_per_s: float
 
     def workers_for(self, utilisation: float = 0.8) -> int:
@@ -162,6 +165,7 @@ def stage_loads(result: ChainSimulationResult) -> list[StageLoad]:
                 queue_full_share=full,
                 backlog_before_mean=_time_mean(series, series.upstream_backlog, span),
                 hand_off_blocked_s=float(report.hand_off_blocked_s),
+                items_per_source_item=spread,
                 capacity_per_s=config.concurrency / (per_item * attempt_mean * spread)
                 if attempts and attempt_mean > 0
                 else math.inf,
@@ -179,7 +183,11 @@ def _pct(share: float) -> str:
 
 
 def _backlog_place(loads: list[StageLoad]) -> tuple[str, float]:
-    """Where the most items wait on average, in words, and how many."""
+    """Where the most work waits on average, in words, and how many items (of that place).
+
+    Places are compared in source items, so that 100 records waiting after a fan-out of
+    100 weigh as much as the one page they came from.
+    """
     places = []
     for number, load in enumerate(loads):
         before = (
@@ -188,9 +196,16 @@ def _backlog_place(loads: list[StageLoad]) -> tuple[str, float]:
             else f"between '{loads[number - 1].name}' and '{load.name}' (finished by "
             f"'{loads[number - 1].name}', its workers blocked handing them on)"
         )
-        places.append((load.backlog_before_mean, before))
-        places.append((load.queue_depth_mean, f"in the queue of stage '{load.name}'"))
-    mean, where = max(places, key=lambda place: place[0])
+        spread = load.items_per_source_item
+        places.append((load.backlog_before_mean / spread, load.backlog_before_mean, before))
+        places.append(
+            (
+                load.queue_depth_mean / spread,
+                load.queue_depth_mean,
+                f"in the queue of stage '{load.name}'",
+            )
+        )
+    _, mean, where = max(places, key=lambda place: place[0])
     return where, mean
 
 
