@@ -250,9 +250,7 @@ class Scenario:
         for key, value in staged.items():
             name, _, field_name = key.rpartition(".")
             if name not in by_name:
-                raise ValueError(
-                    f"{key!r}: no stage named {name!r}; stages: {', '.join(by_name)}"
-                )
+                raise ValueError(f"{key!r}: no stage named {name!r}; stages: {', '.join(by_name)}")
             if field_name in config_fields:
                 config_changes.setdefault(name, {})[field_name] = value
             elif field_name in stage_fields:
