@@ -73,6 +73,36 @@ command line override it. Paths in the file are relative to the file, the
     seed = 1
     replications = 5
 
+A chain of stages (``simulate`` only) is a file with ``[[stages]]`` tables,
+one per stage in chain order, each with ``name`` and ``service`` and any of
+``concurrency``, ``maxsize``, ``on_full``, ``max_attempts``,
+``failure_rate``, ``backoff``, ``attempt_timeout``, ``drain_timeout`` and
+``fan_out`` (children per item); the top level keeps ``arrivals``, the
+length, ``seed`` and the other whole-run keys (:mod:`pipeline.cli_stages`)::
+
+    arrivals = "poisson:rate=2"      # pages per second
+    items = 5000
+    [[stages]]
+    name = "fetch"
+    service = "lognormal:mean=0.5,cv=1"
+    concurrency = 2
+    maxsize = 10
+    fan_out = 100                    # a page becomes 100 records
+    [[stages]]
+    name = "write"
+    service = "exponential:mean=0.08"
+    concurrency = 20
+    maxsize = 80
+
+Its ``--json`` object is the end-to-end summary (items offered at the
+source, completed by the last stage, end-to-end latency, memory of every
+stage together) whose ``stages`` key holds each stage's summary by name (the
+single-stage keys); the table shows a few rows per stage, and the
+diagnostics name the bottleneck. ``--out`` adds ``items-NAME.csv`` and
+``timeseries-NAME.csv`` per stage, and ``report.png`` shows the stages side
+by side. A per-stage setting at the top level or as a flag, and a bad stage
+table, are one-line errors naming the file, the stage and the key.
+
 Output: ``--json`` prints one JSON object with every summary key (NaN as
 ``null``); with ``--replications R`` > 1 the values are means over the
 replications, ``drain_timed_out`` is true if any replication's drain timed
@@ -438,6 +468,12 @@ def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str],
         if name in tables:
             extra[name] = value
             continue
+        if name == "stages":
+            raise ValueError(
+                f"{path}: [[stages]] (a chain) works with 'simulate' only; sweep and plan cannot "
+                "vary a chain from the command line yet (from Python, sweep() and plan() take "
+                "'stage.field' names such as 'write.concurrency')"
+            )
         if name not in _OPTIONS:
             allowed = ", ".join(sorted([*_OPTIONS, *tables]))
             raise ValueError(f"{path}: unknown key {key!r}; allowed: {allowed}")
@@ -472,6 +508,7 @@ class _Settings(dict[str, Any]):
         super().__init__()
         self.origins: dict[str, str] = {}
         self.tables: dict[str, Any] = {}
+        self.path: str | None = None
 
 
 def _source(settings: dict[str, Any], name: str) -> str:
@@ -505,6 +542,7 @@ def _settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Settin
                 raise ValueError(f"{label}: {exc}") from None
             settings.origins[name] = f"{name!r} in {origin}" if origin else _flag(name)
     settings.tables = file_tables
+    settings.path = args.scenario
     return settings
 
 
@@ -521,7 +559,7 @@ def _scenario(settings: dict[str, Any]) -> Scenario:
             f"give --items N or --duration S, not both (got {_source(settings, 'items')} "
             f"and {_source(settings, 'duration')})"
         )
-    length = {}
+    length: dict[str, Any] = {}
     if "items" in settings:
         length["n_items"] = settings["items"]
     elif "duration" in settings:
@@ -537,6 +575,9 @@ def _scenario(settings: dict[str, Any]) -> Scenario:
         )
         if name in settings
     }
+    stage_tables = getattr(settings, "tables", {}).get("stages")
+    if stage_tables is not None:
+        return _chain_scenario(settings, stage_tables, length, extra)
     if "trace" in settings:
         given = [_source(settings, n) for n in ("arrivals", "service") if n in settings]
         if given:
@@ -566,6 +607,29 @@ def _scenario(settings: dict[str, Any]) -> Scenario:
         failures=failures,
         **length,
         **extra,
+    )
+
+
+def _chain_scenario(
+    settings: dict[str, Any], tables: Any, length: dict[str, Any], extra: dict[str, Any]
+) -> Scenario:
+    """A chain from the scenario file's ``[[stages]]`` tables (see :mod:`pipeline.cli_stages`)."""
+    from .cli_stages import PER_STAGE, parse_stages
+    from .sim.workloads.scenario import Scenario
+
+    path = settings.path
+    misplaced = [_source(settings, name) for name in PER_STAGE if name in settings]
+    if misplaced:
+        raise ValueError(
+            f"{', '.join(misplaced)}: with [[stages]] in {path}, each stage has its own "
+            "service and settings; set them in its [[stages]] table"
+        )
+    if "arrivals" not in settings:
+        raise ValueError(f"missing --arrivals (the chain's source: items arriving at {path})")
+    if not length:
+        raise ValueError("give --items N or --duration S (how much traffic to simulate)")
+    return Scenario(
+        arrivals=settings["arrivals"], stages=parse_stages(tables, path), **length, **extra
     )
 
 
@@ -695,24 +759,57 @@ def _show(key: str, value: Any) -> str:
 _BATCH_MEANS_KEYS = {"wait_mean_s": "wait_mean_ci95_s", "latency_mean_s": "latency_mean_ci95_s"}
 
 
-def _table(summary: dict[str, Any], scenario: Scenario) -> str:
-    config = scenario.config
+def _config_line(config: Any) -> str:
     maxsize = "unbounded" if config.queue_maxsize is None else config.queue_maxsize
-    lines = [
+    return (
         f"concurrency {config.concurrency}, maxsize {maxsize}, on_full {config.on_full}, "
-        f"max_attempts {config.max_attempts}, seed {scenario.seed}"
-        + (f", {summary['replications']} replications (mean ± 95%)" if "ci95" in summary else "")
-    ]
+        f"max_attempts {config.max_attempts}"
+    )
+
+
+# A chain stage's rows in the table: enough to see which stage is the bottleneck.
+_STAGE_TABLE_KEYS = (
+    "items_completed",
+    "items_dead_lettered",
+    "wait_mean_s",
+    "latency_p95_s",
+    "utilisation",
+    "queue_depth_mean",
+    "producer_blocked_s",
+)
+
+
+def _table(summary: dict[str, Any], scenario: Scenario) -> str:
+    reps = f", {summary['replications']} replications (mean ± 95%)" if "ci95" in summary else ""
+    if scenario.stages is None:
+        lines = [f"{_config_line(scenario.config)}, seed {scenario.seed}{reps}"]
+    else:
+        names = " -> ".join(stage.name for stage in scenario.stages)
+        lines = [f"chain {names}, seed {scenario.seed}{reps}; end to end:"]
+    lines += _rows(summary)
+    for spec in scenario.stages or ():
+        stage = summary["stages"][spec.name]
+        fan = f", fan_out {spec.fan_out}" if spec.fan_out > 1 else ""
+        lines.append(f"stage {spec.name}: {_config_line(spec.config)}{fan}")
+        keys = (*_STAGE_TABLE_KEYS, *_BATCH_MEANS_KEYS.values())
+        shown = {key: stage[key] for key in keys if key in stage}
+        lines += _rows({**shown, "ci95": stage.get("ci95", {})})
+    return "\n".join(lines)
+
+
+def _rows(summary: dict[str, Any]) -> list[str]:
+    """One line per summary key (value ± its 95% half-width when known)."""
+    lines = []
     ci = summary.get("ci95", {})
     width = max(len(k) for k in summary)
     for key, value in summary.items():
-        if key in ("ci95", "replications") or key in _BATCH_MEANS_KEYS.values():
+        if key in ("ci95", "replications", "stages") or key in _BATCH_MEANS_KEYS.values():
             continue
         text = _show(key, value)
         half = ci.get(key)
         if half is not None and value is not None:
             text += f" ± {_show(key, half)}"
-        elif not ci and key in _BATCH_MEANS_KEYS and value is not None:
+        elif not ci and _BATCH_MEANS_KEYS.get(key) in summary and value is not None:
             # One run: its own batch-means interval (replications show theirs instead).
             half = summary.get(_BATCH_MEANS_KEYS[key])
             text += (
@@ -721,7 +818,7 @@ def _table(summary: dict[str, Any], scenario: Scenario) -> str:
                 else (f" ± {_show(key, half)} (95%, batch means)")
             )
         lines.append(f"  {key:<{width}}  {text}")
-    return "\n".join(lines)
+    return lines
 
 
 def _report_figure(result: SimulationResult) -> Any:
@@ -780,10 +877,20 @@ def _write_out(directory: str, summary: dict[str, Any], result: SimulationResult
     write_json(os.path.join(directory, "summary.json"), summary)
     result.items.to_csv(os.path.join(directory, "items.csv"), index=False)
     result.timeseries.to_csv(os.path.join(directory, "timeseries.csv"), index=False)
+    stages = getattr(result, "stages", None) if not hasattr(result, "columns") else None
+    for name, stage in (stages or {}).items():
+        stage.items.to_csv(os.path.join(directory, f"items-{name}.csv"), index=False)
+        stage.timeseries.to_csv(os.path.join(directory, f"timeseries-{name}.csv"), index=False)
 
     import matplotlib
 
     matplotlib.use("Agg")
+    if stages is not None:
+        from .viz.stages import plot_stages
+
+        fig = plot_stages(result)
+        fig.savefig(os.path.join(directory, "report.png"), dpi=100)
+        return
     try:
         from .viz.plots import report_figure  # type: ignore[import-not-found]
     except ImportError:
@@ -819,7 +926,7 @@ def _run_length_notes(summary: dict[str, Any], replications: int) -> list[str]:
 def _simulate(args: argparse.Namespace) -> int:
     import warnings
 
-    settings = _settings(args)
+    settings = _settings(args, tables=("stages",))
     scenario = _scenario(settings)
     from .sim.running.simulate import DrainTimeoutWarning, simulate
 
@@ -839,6 +946,11 @@ def _simulate(args: argparse.Namespace) -> int:
                 warning.message, warning.category, warning.filename, warning.lineno
             )
     summary = _summary_object(results)
+    if scenario.stages is not None:
+        # The end-to-end summary's stage count becomes each stage's own summary, by name.
+        summary["stages"] = {
+            name: _summary_object([r.stages[name] for r in results]) for name in results[0].stages
+        }
     if len(results) > 1:
         for note in _run_length_notes(summary, len(results)):
             print(f"{PROG}: advice: {note}", file=sys.stderr)

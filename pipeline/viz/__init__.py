@@ -25,13 +25,17 @@ from .plots import (
     plot_retries,
     report_figure,
 )
+from .stage_explorer import StageExplorer, explore_stages
+from .stages import plot_stages
 from .sweeps import plot_sweep
 from .warmup import plot_warmup
 
 __all__ = [
     "Explorer",
+    "StageExplorer",
     "check",
     "explore",
+    "explore_stages",
     "human_bytes",
     "memory_bound_bytes",
     "oldest_unfinished_age",
@@ -41,6 +45,7 @@ __all__ = [
     "plot_memory",
     "plot_retries",
     "plot_shed_vs_theory",
+    "plot_stages",
     "plot_sweep",
     "plot_sweep_heatmap",
     "plot_wait_vs_theory",

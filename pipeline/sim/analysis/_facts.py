@@ -41,6 +41,9 @@ class Facts:
         self.series = s = result.series
         self.concurrency = config.concurrency
         arrivals = np.asarray(c.arrival_s, dtype=np.float64)
+        # A chain stage's columns hold every item that could reach it; those that did
+        # not (a parent dead-lettered or shed upstream) have no arrival.
+        arrivals = arrivals[~np.isnan(arrivals)]
         self.n_arrived = len(arrivals)
         self.first_arrival_s = float(arrivals[0]) if len(arrivals) else 0.0
         self.last_arrival_s = float(arrivals[-1]) if len(arrivals) else 0.0
@@ -70,6 +73,8 @@ class Facts:
 
     def comfortable_concurrency(self) -> int:
         """Workers for about 80% utilisation."""
+        if not math.isfinite(self.load):
+            return self.required_concurrency()
         return max(self.required_concurrency(), math.ceil(self.load / 0.8))
 
     def share_of_time(self, mask: np.ndarray, start_s: float, end_s: float) -> float:

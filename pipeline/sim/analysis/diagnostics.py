@@ -13,6 +13,11 @@ Codes (most severe first in the returned list):
   backlog trends up.
 - ``QUEUE_SATURATED`` -- the queue is full / producers blocked a large share
   of the time, or (``on_full="reject"``) a large share of items is shed.
+- ``BOTTLENECK`` -- (chains) the stage that sets the pace: its demanded
+  utilisation, where the backlog waits (a stage's queue, between two stages,
+  or at the source) and what to change (workers for that stage, a bound for
+  an unbounded queue); see :mod:`pipeline.sim.analysis.bottleneck`. A chain
+  also gets each stage's own findings, its name in the title.
 - ``LEASE_EXPIRED`` -- attempts hold their worker far longer than the work
   needs (hangs, timeouts, blocking code on the event loop).
 - ``DRAIN_TIMEOUT`` -- the drain hit ``drain_timeout_s``; items were handed back,
@@ -63,7 +68,9 @@ def diagnose(
 
     Args:
         result: a :class:`~pipeline.sim.SimulationResult` (anything with its
-            ``scenario``, ``report``, ``columns``, ``series`` and ``summary``).
+            ``scenario``, ``report``, ``columns``, ``series`` and ``summary``),
+            or a :class:`~pipeline.sim.ChainSimulationResult`: its ``BOTTLENECK``
+            and each stage's own findings.
         precision: the largest acceptable half-width of the mean latency's
             95% batch-means interval, as a share of the mean (default 10%);
             a wider one gives ``RUN_TOO_SHORT``. None skips that check (a
@@ -77,6 +84,10 @@ def diagnose(
         >>> [f.code for f in diagnose(simulate(overloaded))]
         ['CONSUMER_LAG', 'QUEUE_SATURATED']
     """
+    if hasattr(result, "stages") and not hasattr(result, "columns"):
+        from .bottleneck import diagnose_chain
+
+        return diagnose_chain(result)
     if precision is not None:
         precision = _number("precision", precision, "share of the mean, e.g. 0.1", above=0)
     facts = Facts(result, precision)

@@ -638,8 +638,15 @@ def _drain_timeout_message(results: list[SimulationResult]) -> str | None:
     cut = [r for r in results if r.report.drain_timed_out]
     if not cut:
         return None
-    left = sum(len(r.report.unfinished) for r in cut)
-    timeout = cut[0].scenario.config.drain_timeout_s
+    # A chain's report counts its unfinished items (stranded ones too) and drains
+    # within its first stage's drain_timeout_s.
+    left = sum(
+        r.report.unfinished if isinstance(r.report.unfinished, int) else len(r.report.unfinished)
+        for r in cut
+    )
+    scenario = cut[0].scenario
+    config = scenario.config if scenario.stages is None else scenario.stages[0].config
+    timeout = config.drain_timeout_s
     where = "the run" if len(results) == 1 else f"{len(cut)} of {len(results)} replications"
     return (
         f"the drain timed out (drain_timeout_s={timeout}) in {where}: {left:,} item(s) were "

@@ -199,20 +199,75 @@ class Scenario:
     def replace(self, **changes: Any) -> Scenario:
         """A copy with some fields changed; config fields may be named directly.
 
+        For a chain, a stage's fields are named ``"stage.field"``: a
+        :class:`~pipeline.sim.StageSpec` field (``service``, ``config``,
+        ``fan_out``, ``failures``) or a :class:`~pipeline.PipelineConfig` field of
+        that stage (``"write.concurrency"``), so ``sweep()`` and ``plan()`` can
+        vary one stage.
+
+        Raises:
+            ValueError: an unknown field or stage, or a config field without its
+                stage on a chain (which stage's would it be?).
+
         Example:
             >>> scenario.replace(concurrency=8, seed=2)   # concurrency goes to config
+            >>> chain.replace(**{"write.concurrency": 40, "fetch.queue_maxsize": 5})
         """
         config_fields = {f.name for f in dataclasses.fields(PipelineConfig)}
+        staged = {k: changes.pop(k) for k in list(changes) if isinstance(k, str) and "." in k}
         config_changes = {k: changes.pop(k) for k in list(changes) if k in config_fields}
         unknown = set(changes) - {f.name for f in dataclasses.fields(Scenario)}
         if unknown:
             raise ValueError(
                 f"unknown scenario or config field(s) {sorted(unknown)}; allowed: "
                 f"{sorted({f.name for f in dataclasses.fields(Scenario)} | config_fields)}"
+                + (" or 'stage.field' for a chain's stage" if self.stages else "")
+            )
+        if config_changes and self.stages is not None and "stages" not in changes:
+            names = [stage.name for stage in self.stages]
+            first = next(iter(config_changes))
+            raise ValueError(
+                f"{first!r} is a stage's setting in a chain; name the stage, e.g. "
+                f"'{names[-1]}.{first}' (stages: {', '.join(names)})"
             )
         if config_changes:
             changes["config"] = dataclasses.replace(self.config, **config_changes)
+        if staged:
+            changes["stages"] = self._replace_stages(staged, config_fields)
         return dataclasses.replace(self, **changes)
+
+    def _replace_stages(self, staged: dict[str, Any], config_fields: set[str]) -> tuple:
+        """The stages with ``{"stage.field": value}`` changes applied."""
+        if self.stages is None:
+            raise ValueError(
+                f"{next(iter(staged))!r} names a stage, but this scenario has no stages "
+                "(give stages=[StageSpec(...), ...] for a chain)"
+            )
+        by_name = {stage.name: stage for stage in self.stages}
+        stage_fields = {f.name for f in dataclasses.fields(StageSpec)} - {"name"}
+        spec_changes: dict[str, dict[str, Any]] = {}
+        config_changes: dict[str, dict[str, Any]] = {}
+        for key, value in staged.items():
+            name, _, field_name = key.rpartition(".")
+            if name not in by_name:
+                raise ValueError(f"{key!r}: no stage named {name!r}; stages: {', '.join(by_name)}")
+            if field_name in config_fields:
+                config_changes.setdefault(name, {})[field_name] = value
+            elif field_name in stage_fields:
+                spec_changes.setdefault(name, {})[field_name] = value
+            else:
+                raise ValueError(
+                    f"{key!r}: unknown stage field {field_name!r}; allowed: "
+                    f"{sorted(stage_fields | config_fields)}"
+                )
+        stages = []
+        for stage in self.stages:
+            fields = dict(spec_changes.get(stage.name, {}))
+            if stage.name in config_changes:
+                config = fields.get("config", stage.config)
+                fields["config"] = dataclasses.replace(config, **config_changes[stage.name])
+            stages.append(dataclasses.replace(stage, **fields) if fields else stage)
+        return tuple(stages)
 
     @property
     def offered_load(self) -> float:

@@ -1,0 +1,150 @@
+"""A scenario file's ``[[stages]]`` tables: a chain of stages for ``python -m pipeline simulate``.
+
+Each ``[[stages]]`` table is one :class:`~pipeline.sim.StageSpec`, in chain
+order. Its keys are the stage's settings, spelled as the flags are (``-`` or
+``_`` inside a name) and parsed as the flags are::
+
+    arrivals = "poisson:rate=2"     # pages per second, at the source
+    items = 5000                    # pages
+    seed = 1
+
+    [[stages]]
+    name = "fetch"                  # required, unique
+    service = "lognormal:mean=0.5,cv=1"   # required: seconds per attempt
+    concurrency = 2
+    maxsize = 10                    # or "unbounded"
+    fan_out = 100                   # each page becomes 100 records
+    max_attempts = 3
+    failure_rate = 0.01
+    backoff = "exponential:base=0.1,factor=2,cap=30,jitter=1"
+
+    [[stages]]
+    name = "write"
+    service = "exponential:mean=0.08"
+    concurrency = 20
+    maxsize = 80
+
+Allowed keys: ``name``, ``service``, ``concurrency``, ``maxsize``,
+``on_full``, ``max_attempts``, ``failure_rate``, ``backoff``,
+``attempt_timeout``, ``drain_timeout`` (the chain drains within the first
+stage's) and ``fan_out`` (children per item, 1 to 10,000; default 1). With
+stages, the top level keeps what belongs to the whole run (``arrivals``,
+``items`` or ``duration``, ``seed``, ``warmup``, ``item_size``,
+``replications``, ``engine``, ``out``); a per-stage setting there (the file's
+or a flag's) is an error that names the stage tables, as is ``--trace``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["STAGE_KEYS", "parse_stages"]
+
+# Keys of a [[stages]] table parsed by the flag of the same name.
+_STAGE_OPTIONS = (
+    "service",
+    "concurrency",
+    "maxsize",
+    "on_full",
+    "max_attempts",
+    "failure_rate",
+    "backoff",
+    "attempt_timeout",
+    "drain_timeout",
+)
+STAGE_KEYS = ("name", *_STAGE_OPTIONS, "fan_out")
+"""Every key a ``[[stages]]`` table may hold."""
+
+# Top-level settings that belong to one stage once a file has stages.
+PER_STAGE = (*_STAGE_OPTIONS, "trace")
+
+_CONFIG_FIELDS = {
+    "concurrency": "concurrency",
+    "maxsize": "queue_maxsize",
+    "on_full": "on_full",
+    "max_attempts": "max_attempts",
+    "backoff": "backoff",
+    "attempt_timeout": "attempt_timeout_s",
+    "drain_timeout": "drain_timeout_s",
+}
+
+
+def _fan_out(text: str) -> int:
+    from .cli import _int
+    from .sim.workloads.stages import MAX_FAN_OUT
+
+    return _int(text, at_least=1, at_most=MAX_FAN_OUT, what="children per item")
+
+
+def _one_stage(table: Any, label: str, base: str) -> Any:
+    """One ``[[stages]]`` table -> a StageSpec; ``label`` says where it is, for errors."""
+    from .cli import _OPTIONS, _anchor_file_key
+    from .config import PipelineConfig
+    from .sim.workloads.failures import IndependentFailures, NoFailures
+    from .sim.workloads.stages import StageSpec
+
+    if not isinstance(table, dict):
+        raise ValueError(f"{label} must be a table ([[stages]]), got {type(table).__name__}")
+    values: dict[str, Any] = {}
+    for key, raw in table.items():
+        name = key.replace("-", "_")
+        if name not in STAGE_KEYS:
+            raise ValueError(f"{label}: unknown key {key!r}; allowed: {', '.join(STAGE_KEYS)}")
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            raise ValueError(
+                f"{label}: {key} must be a string or a number, got {type(raw).__name__} {raw!r}"
+            )
+        text = str(raw)
+        if name == "name":
+            if not isinstance(raw, str) or not raw.strip():
+                raise ValueError(f"{label}: name must be a non-empty string, got {raw!r}")
+            values[name] = raw
+            continue
+        if name == "service":
+            text = _anchor_file_key(text, base)
+        parse = _fan_out if name == "fan_out" else _OPTIONS[name][0]
+        try:
+            values[name] = parse(text)
+        except ValueError as exc:
+            raise ValueError(f"{label}: {key}: {exc}") from None
+    for required in ("name", "service"):
+        if required not in values:
+            raise ValueError(f"{label}: missing {required!r} (each stage needs a name and service)")
+    rate = values.get("failure_rate", 0.0)
+    try:
+        return StageSpec(
+            name=values["name"],
+            service=values["service"],
+            config=PipelineConfig(
+                **{field: values[k] for k, field in _CONFIG_FIELDS.items() if k in values}
+            ),
+            fan_out=values.get("fan_out", 1),
+            failures=IndependentFailures(rate) if rate > 0 else NoFailures(),
+        )
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{label}: {exc}") from None
+
+
+def parse_stages(tables: Any, path: str) -> list[Any]:
+    """The ``stages`` value of scenario file ``path`` -> StageSpecs, in chain order.
+
+    Raises:
+        ValueError: not a list of tables, an empty list, an unknown key, a bad
+            or missing value; the message names the file, the stage (number
+            and name) and the key.
+    """
+    if not isinstance(tables, list):
+        raise ValueError(
+            f"{path}: stages must be [[stages]] tables (one per stage), "
+            f"got {type(tables).__name__} {tables!r}"
+        )
+    if not tables:
+        raise ValueError(f"{path}: stages holds no stage; give at least one [[stages]] table")
+    base = os.path.dirname(os.path.abspath(path))
+    specs = []
+    for number, table in enumerate(tables, start=1):
+        name = table.get("name") if isinstance(table, dict) else None
+        label = f"{path}: stage {number}" + (f" ({name!r})" if isinstance(name, str) else "")
+        specs.append(_one_stage(table, label, base))
+    return specs
