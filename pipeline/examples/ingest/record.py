@@ -35,7 +35,7 @@ from .sink import open_sink
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["METRICS", "Recording", "live_figure", "measure", "record_run"]
+__all__ = ["METRICS", "Recording", "live_figure", "measure", "record_run", "redraw_in"]
 
 METRICS = ("throughput_per_s", "latency_p95_s", "queue_depth_max")
 """What a twin predicts and a real run measures, by the simulator's summary keys."""
@@ -129,3 +129,27 @@ def live_figure(samples: list[dict[str, Any]], *, total: int | None = None) -> F
     right.plot(t, [s["write_queue"] for s in samples], drawstyle="steps-post", color="C1")
     right.set(xlabel="seconds since start", ylabel="records queued", title="Write queue")
     return fig
+
+
+def redraw_in(output: Any, *, total: int | None = None, every_s: float = 0.25) -> Any:
+    """An ``on_sample`` callback that redraws :func:`live_figure` in an ``ipywidgets.Output``.
+
+    It redraws at most every ``every_s`` seconds of samples, and always for the
+    last sample (the run's end), so the figure keeps up without slowing the run.
+    """
+    import matplotlib.pyplot as plt
+
+    last = {"time_s": -math.inf}
+
+    def redraw(samples: list[dict[str, Any]]) -> None:
+        now = samples[-1]["time_s"]
+        final = samples[-1].get("writers_busy") == 0 and samples[-1].get("write_queue") == 0
+        if now - last["time_s"] < every_s and not final:
+            return
+        last["time_s"] = now
+        with output:
+            output.clear_output(wait=True)
+            live_figure(samples, total=total)
+            plt.show()
+
+    return redraw
