@@ -29,6 +29,7 @@ from .errors import (
     PipelineError,
     QueueFull,
     RateLimited,
+    RetryLater,
     SourceError,
 )
 from .events import EventKind, fan_out
@@ -59,6 +60,7 @@ __all__ = [
     "RateLimit",
     "RateLimited",
     "Result",
+    "RetryLater",
     "RetryPolicy",
     "RunReport",
     "ShedLog",

@@ -37,6 +37,7 @@ from .events import EventKind
 from .intake import trace_id
 from .items import WorkItem
 from .records import AttemptError, DeadLetter, Result, describe_error
+from .retry import requested_delay
 
 __all__: list[str] = []
 
@@ -196,6 +197,9 @@ class Attempts:
                     f"the backoff delay must be a finite number of seconds >= 0, got {delay!r} "
                     f"(from {config.backoff!r} with rng {self._rng!r})"
                 )
+            asked = requested_delay(error)
+            if asked is not None and asked > delay:
+                delay = asked  # the downstream said when (Retry-After): no sooner
             del self._running[item]
             item.errors.append(record)
             self._retried += 1

@@ -15,6 +15,7 @@ __all__ = [
     "PipelineError",
     "QueueFull",
     "RateLimited",
+    "RetryLater",
     "SourceError",
 ]
 
@@ -39,10 +40,46 @@ class PermanentError(PipelineError):
     """
 
 
-class RateLimited(PipelineError):
-    """Raised by a (simulated) downstream that refuses a call, like HTTP 429.
+class RetryLater(PipelineError):
+    """Raised by a handler when the downstream said when to try again (HTTP 429 or 503
+    with ``Retry-After``).
 
-    It is retryable: the pipeline backs off and tries again.
+    It is retryable like any ``Exception``, and the next attempt waits at least
+    ``retry_after_s`` seconds of loop time (or the backoff, if longer). The
+    engine honours any exception with a ``retry_after_s`` attribute this way;
+    this class is the ready-made one.
+
+    Args:
+        message: what the downstream said.
+        retry_after_s: seconds to wait before the next attempt (a finite number
+            >= 0), or None for the backoff alone.
+
+    Raises:
+        ValueError: ``retry_after_s`` is negative, NaN or infinite.
+        TypeError: ``retry_after_s`` is not a number.
+    """
+
+    def __init__(self, message: str = "", *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        if retry_after_s is not None:
+            if isinstance(retry_after_s, bool) or not isinstance(retry_after_s, int | float):
+                raise TypeError(
+                    f"retry_after_s must be a number of seconds >= 0, or None, got "
+                    f"{retry_after_s!r}"
+                )
+            if not 0.0 <= retry_after_s < float("inf"):
+                raise ValueError(
+                    f"retry_after_s must be a finite number of seconds >= 0, got {retry_after_s!r}"
+                )
+            retry_after_s = float(retry_after_s)
+        self.retry_after_s = retry_after_s
+
+
+class RateLimited(RetryLater):
+    """Raised by a downstream that refuses a call, like HTTP 429.
+
+    It is retryable: the pipeline backs off and tries again, no sooner than
+    ``retry_after_s`` when one is given (see :class:`RetryLater`).
     """
 
 

@@ -8,6 +8,7 @@ generator handed in, never from module-level state.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from dataclasses import dataclass
 from typing import Literal
@@ -15,7 +16,7 @@ from typing import Literal
 from ._validate import real
 from .errors import PermanentError
 
-__all__ = ["Backoff", "RetryPolicy"]
+__all__ = ["Backoff", "RetryPolicy", "requested_delay"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,3 +104,27 @@ class RetryPolicy:
     def is_retryable(self, error: BaseException) -> bool:
         """True when ``error`` should be retried (budget permitting)."""
         return isinstance(error, self.retry_on) and not isinstance(error, self.give_up_on)
+
+
+def requested_delay(error: BaseException) -> float | None:
+    """Seconds the failed attempt's error asks to wait before the next one, or None.
+
+    An error asks by carrying a ``retry_after_s`` attribute (as
+    :class:`~pipeline.errors.RetryLater` does): a finite number >= 0. Anything
+    else there (None, NaN, a negative number, a string, a property that raises)
+    is no request, and the backoff alone decides: this runs while the engine
+    records a failure, where nothing may raise.
+    """
+    try:
+        value = getattr(error, "retry_after_s", None)
+    except Exception:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        value = float(value)
+    except (OverflowError, ValueError):
+        return None
+    if not 0.0 <= value < math.inf:
+        return None
+    return value

@@ -1,0 +1,248 @@
+"""Where records land: SQLite (the embedded default) or Postgres, by idempotent upserts.
+
+Writing a record twice leaves one row (``INSERT ... ON CONFLICT (id) DO
+UPDATE``), so a run stopped half way and run again, or a retried write whose
+first try did land, never duplicates anything.
+
+Each sink says how many writes it can really do at once, :attr:`writers`,
+because that, not the number of pipeline workers, is the database's
+concurrency: SQLite has a single writer (one connection, a lock around each
+write and its commit: concurrent writers would only queue on SQLite's own
+lock); Postgres has its connection pool. A digital twin models the write
+stage with that many servers.
+
+A record that can never be written (a field of the wrong type) raises
+:class:`~pipeline.PermanentError`, so the pipeline dead-letters it at once;
+a database error is an ordinary exception, retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from ...errors import PermanentError
+
+__all__ = ["PostgresSink", "SinkError", "SqliteSink", "open_sink", "validate"]
+
+_COLUMNS = ("id", "name", "amount_cents", "updated_at")
+_SQLITE_TABLE = """CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL, amount_cents INTEGER NOT NULL,
+    updated_at TEXT NOT NULL)"""
+_SQLITE_UPSERT = """INSERT INTO records (id, name, amount_cents, updated_at) VALUES (?, ?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET name = excluded.name, amount_cents = excluded.amount_cents,
+    updated_at = excluded.updated_at"""
+_PG_TABLE = """CREATE TABLE IF NOT EXISTS records (
+    id BIGINT PRIMARY KEY, name TEXT NOT NULL, amount_cents BIGINT NOT NULL,
+    updated_at TEXT NOT NULL)"""
+_PG_UPSERT = """INSERT INTO records (id, name, amount_cents, updated_at) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, amount_cents = EXCLUDED.amount_cents,
+    updated_at = EXCLUDED.updated_at"""
+
+
+class SinkError(Exception):
+    """Raised when a sink cannot be opened: a bad path, a bad DSN, a missing driver.
+
+    The message is one line that names what is wrong.
+    """
+
+
+def validate(record: Any) -> tuple[int, str, int, str]:
+    """The row for ``record``, or PermanentError when it can never be written."""
+    if not isinstance(record, dict):
+        raise PermanentError(f"a record must be an object, got {type(record).__name__}")
+    missing = [name for name in _COLUMNS if name not in record]
+    if missing:
+        raise PermanentError(f"record {record.get('id')!r} lacks {', '.join(missing)}")
+    row = tuple(record[name] for name in _COLUMNS)
+    ident, name, amount, updated = row
+    for field, value, kind in (
+        ("id", ident, int),
+        ("amount_cents", amount, int),
+        ("name", name, str),
+        ("updated_at", updated, str),
+    ):
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise PermanentError(
+                f"record {ident!r}: {field} must be {kind.__name__}, got {value!r}"
+            )
+    if not -(2**63) <= ident < 2**63 or not -(2**63) <= amount < 2**63:
+        raise PermanentError(f"record {ident!r}: id and amount_cents must fit 64 bits")
+    return row
+
+
+class SqliteSink:
+    """Records in an SQLite file, written by one connection: a single writer.
+
+    Args:
+        path: the database file; created with its table if missing. Its folder
+            must exist and be writable.
+
+    Use ``async with SqliteSink(path) as sink:``. Raises :class:`SinkError` on
+    entry when the file cannot be opened or written.
+    """
+
+    writers = 1
+    """Writes the database does at once: SQLite has one writer."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._db: Any = None
+        self._writer = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"<SqliteSink {str(self.path)!r} writers=1>"
+
+    async def __aenter__(self) -> SqliteSink:
+        try:
+            import aiosqlite
+        except ImportError:
+            raise SinkError("SQLite needs the aiosqlite package: pip install aiosqlite") from None
+        folder = self.path.parent
+        if not folder.is_dir():
+            raise SinkError(f"cannot open database {str(self.path)!r}: folder does not exist")
+        if not os.access(folder, os.W_OK):
+            raise SinkError(f"cannot open database {str(self.path)!r}: folder is not writable")
+        try:
+            self._db = await aiosqlite.connect(self.path)
+            await self._db.execute("PRAGMA journal_mode=WAL")
+            await self._db.execute("PRAGMA synchronous=NORMAL")
+            await self._db.execute(_SQLITE_TABLE)
+            await self._db.commit()
+        except sqlite3.Error as error:
+            await self._close()
+            raise SinkError(f"cannot open database {str(self.path)!r}: {error}") from None
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            await db.close()
+
+    async def upsert(self, record: Any) -> None:
+        """Write ``record`` (insert, or update the row with its id), committed.
+
+        Raises:
+            PermanentError: the record can never be written (see :func:`validate`).
+            sqlite3.Error: the database failed; worth a retry.
+        """
+        row = validate(record)
+        # One connection is shared by every worker: without the lock, one worker's
+        # commit would commit another's half-done write.
+        async with self._writer:
+            await self._db.execute(_SQLITE_UPSERT, row)
+            await self._db.commit()
+
+    async def count(self) -> tuple[int, int]:
+        """(rows, distinct ids): equal when nothing is duplicated."""
+        async with self._db.execute("SELECT count(*), count(DISTINCT id) FROM records") as rows:
+            total, distinct = await rows.fetchone()
+        return int(total), int(distinct)
+
+    async def ids(self) -> set[int]:
+        async with self._db.execute("SELECT id FROM records") as rows:
+            return {int(row[0]) for row in await rows.fetchall()}
+
+
+class PostgresSink:
+    """Records in Postgres, written through an asyncpg pool of ``pool_size`` connections.
+
+    Args:
+        dsn: ``postgresql://user:password@host:port/database``.
+        pool_size: connections, hence writes at once (1 to 1,000).
+        connect_timeout_s: most seconds to wait for the server.
+
+    Raises :class:`SinkError` on entry for a bad DSN, an unreachable server or
+    a missing asyncpg (``pip install 'pipeline-lab[postgres]'``).
+    """
+
+    def __init__(self, dsn: str, *, pool_size: int = 10, connect_timeout_s: float = 5.0) -> None:
+        if (
+            isinstance(pool_size, bool)
+            or not isinstance(pool_size, int)
+            or not (1 <= pool_size <= 1000)
+        ):
+            raise ValueError(f"pool_size must be an integer >= 1 and <= 1000, got {pool_size!r}")
+        if not isinstance(dsn, str) or not dsn.startswith(("postgresql://", "postgres://")):
+            raise SinkError(
+                f"bad DSN {_hide_password(dsn)!r}: expected postgresql://user@host:port/database"
+            )
+        self.dsn = dsn
+        self.writers = pool_size
+        self.connect_timeout_s = connect_timeout_s
+        self._pool: Any = None
+
+    def __repr__(self) -> str:
+        return f"<PostgresSink {_hide_password(self.dsn)!r} writers={self.writers}>"
+
+    async def __aenter__(self) -> PostgresSink:
+        try:
+            import asyncpg
+        except ImportError:
+            raise SinkError(
+                "Postgres needs the asyncpg package: pip install 'pipeline-lab[postgres]'"
+            ) from None
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn, min_size=1, max_size=self.writers, timeout=self.connect_timeout_s
+            )
+            async with self._pool.acquire() as connection:
+                await connection.execute(_PG_TABLE)
+        except (OSError, TimeoutError, ValueError, asyncpg.PostgresError) as error:
+            await self._close()
+            message = " ".join(str(error).split()) or type(error).__name__
+            raise SinkError(
+                f"cannot connect to Postgres at {_hide_password(self.dsn)!r}: {message}"
+            ) from None
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def upsert(self, record: Any) -> None:
+        """Write ``record`` (insert, or update its row); as :meth:`SqliteSink.upsert`."""
+        row = validate(record)
+        async with self._pool.acquire() as connection:
+            await connection.execute(_PG_UPSERT, *row)
+
+    async def count(self) -> tuple[int, int]:
+        async with self._pool.acquire() as connection:
+            row = await connection.fetchrow("SELECT count(*), count(DISTINCT id) FROM records")
+        return int(row[0]), int(row[1])
+
+    async def ids(self) -> set[int]:
+        async with self._pool.acquire() as connection:
+            return {int(row[0]) for row in await connection.fetch("SELECT id FROM records")}
+
+    async def clear(self) -> None:
+        """Empty the table (tests use a scratch database)."""
+        async with self._pool.acquire() as connection:
+            await connection.execute("TRUNCATE records")
+
+
+def _hide_password(dsn: object) -> str:
+    text = str(dsn)
+    scheme, sep, rest = text.partition("://")
+    if sep and "@" in rest:
+        credentials, _, host = rest.rpartition("@")
+        user = credentials.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}" if ":" in credentials else text
+    return text
+
+
+def open_sink(target: str | os.PathLike[str], *, pool_size: int = 10) -> SqliteSink | PostgresSink:
+    """A Postgres sink for a ``postgresql://`` DSN, else an SQLite sink at that path."""
+    if isinstance(target, str) and "://" in target:
+        return PostgresSink(target, pool_size=pool_size)
+    return SqliteSink(target)

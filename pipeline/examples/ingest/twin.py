@@ -1,0 +1,321 @@
+"""Record, calibrate, predict, verify: the ingestion and its digital twin.
+
+:func:`run_loop` does the whole loop on one machine:
+
+1. starts the partner API (a child process on loopback) and records a real
+   baseline ingestion into the database (a file in a temporary folder unless
+   a path or a DSN is given);
+2. fits the twin to the recording (:func:`~pipeline.sim.calibrate`);
+3. applies a what-if to the twin and simulates it, ``replications`` times;
+4. makes the same change for real and measures it (``repeats`` times);
+5. compares predicted and measured throughput, p95 latency and peak queue.
+
+What-ifs (:class:`WhatIf`): ``concurrency=N`` gives the write stage N
+workers (the twin gives it ``min(N, writers)`` servers: the database's real
+concurrency, 1 for SQLite); ``api_latency=F`` makes the partner answer in F
+times its time (the twin subtracts ``(1 - F)`` times the partner's mean
+``Server-Timing`` from each fetch: what the client spends itself does not
+change).
+
+Intervals: the twin's ``predicted`` interval is the range in which the mean
+of ``repeats`` real runs should fall with 95% probability if the twin is
+right (a prediction interval from the replications' spread: ``mean +- t *
+s * sqrt(1/repeats + 1/replications)``); the ``measured`` interval is the
+t interval of the real runs' mean (null for one run). A metric *agrees* when
+the measured value is within the prediction interval widened by
+``tolerance`` (a share of the predicted value) for what no twin models: a
+loaded machine, connection set-up, the GIL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...sim._tdist import t_quantile
+from ...sim.analysis.calibrate import Calibration, calibrate
+from ...sim.running.simulate import simulate
+from ...sim.workloads.distributions import Empirical
+from .chain import IngestConfig
+from .record import METRICS, Recording, record_run
+from .server import PartnerConfig, PartnerProcess
+
+__all__ = ["WhatIf", "apply_to_config", "apply_to_twin", "compare", "predict", "run_loop"]
+
+MAX_RECORDS = 1_000_000
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """A change to try: write workers, or the partner's speed.
+
+    Attributes:
+        concurrency: the write stage's workers, or None to keep them.
+        api_latency: factor on the partner's latency (0.5 halves it), or None.
+    """
+
+    concurrency: int | None = None
+    api_latency: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency is not None and (
+            isinstance(self.concurrency, bool)
+            or not isinstance(self.concurrency, int)
+            or not 1 <= self.concurrency <= 10_000
+        ):
+            raise ValueError(
+                f"what-if concurrency must be an integer from 1 to 10000, got {self.concurrency!r}"
+            )
+        if self.api_latency is not None and not (
+            isinstance(self.api_latency, int | float)
+            and not isinstance(self.api_latency, bool)
+            and 0 < self.api_latency <= 100
+        ):
+            raise ValueError(
+                f"what-if api_latency must be a factor > 0 and <= 100, got {self.api_latency!r}"
+            )
+
+    @classmethod
+    def parse(cls, specs: Sequence[str]) -> WhatIf:
+        """From ``["concurrency=40", "api_latency=0.5"]``; ValueError naming a bad one."""
+        fields: dict[str, Any] = {}
+        for spec in specs:
+            name, sep, value = spec.partition("=")
+            name = name.strip()
+            if not sep or name not in ("concurrency", "api_latency"):
+                raise ValueError(
+                    f"--what-if must be concurrency=N or api_latency=FACTOR, got {spec!r}"
+                )
+            try:
+                fields[name] = int(value) if name == "concurrency" else float(value)
+            except ValueError:
+                kind = "an integer" if name == "concurrency" else "a number"
+                raise ValueError(f"--what-if {name} must be {kind}, got {value!r}") from None
+        return cls(**fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def __str__(self) -> str:
+        return ", ".join(f"{k}={v:g}" for k, v in self.to_dict().items()) or "no change"
+
+
+def apply_to_config(config: IngestConfig, what_if: WhatIf) -> IngestConfig:
+    """The ingestion configured with the what-if's write workers."""
+    if what_if.concurrency is None:
+        return config
+    write = dataclasses.replace(config.write, concurrency=what_if.concurrency)
+    return dataclasses.replace(config, write=write)
+
+
+def apply_to_twin(fit: Calibration, recording: Recording, what_if: WhatIf) -> Any:
+    """The calibrated scenario with the what-if applied."""
+    stages = []
+    for spec in fit.scenario.stages:
+        if spec.name == "write" and what_if.concurrency is not None:
+            servers = min(what_if.concurrency, recording.writers)
+            config = dataclasses.replace(spec.config, concurrency=servers)
+            spec = dataclasses.replace(spec, config=config)
+        if spec.name == "fetch" and what_if.api_latency is not None:
+            spent = np.asarray(recording.run.server_s, dtype=float)
+            spent = spent[np.isfinite(spent)]
+            saved = (1.0 - what_if.api_latency) * (float(spent.mean()) if spent.size else 0.0)
+            service = recording.trace.stages["fetch"].service_s()
+            spec = dataclasses.replace(
+                spec, service=Empirical(tuple(np.maximum(service - saved, 0.0).tolist()))
+            )
+        stages.append(spec)
+    return fit.scenario.replace(stages=stages)
+
+
+def _prediction_interval(values: np.ndarray, repeats: int) -> tuple[float, float, float]:
+    mean = float(values.mean())
+    if values.size < 2:
+        return mean, math.nan, math.nan
+    half = t_quantile(0.975, values.size - 1) * float(values.std(ddof=1))
+    half *= math.sqrt(1.0 / repeats + 1.0 / values.size)
+    return mean, mean - half, mean + half
+
+
+def predict(scenario: Any, *, replications: int = 20, repeats: int = 1) -> dict[str, Any]:
+    """The twin's prediction of :data:`METRICS` for the mean of ``repeats`` real runs."""
+    runs = simulate(scenario, replications=replications)
+    per_run = {
+        "throughput_per_s": [r.summary["throughput_per_s"] for r in runs.results],
+        "latency_p95_s": [r.summary["latency_p95_s"] for r in runs.results],
+        "queue_depth_max": [r.stages["write"].summary["queue_depth_max"] for r in runs.results],
+    }
+    predicted: dict[str, Any] = {"replications": replications}
+    for key in METRICS:
+        mean, low, high = _prediction_interval(np.asarray(per_run[key], float), repeats)
+        predicted[key] = mean
+        predicted[f"{key}_interval"] = [_finite(low), _finite(high)]
+    return predicted
+
+
+def _measured(recordings: Sequence[Recording]) -> dict[str, Any]:
+    measured: dict[str, Any] = {"repeats": len(recordings)}
+    for key in METRICS:
+        values = np.array([r.measured[key] for r in recordings], dtype=float)
+        mean = float(values.mean())
+        measured[key] = mean
+        if values.size >= 2:
+            half = t_quantile(0.975, values.size - 1) * float(values.std(ddof=1))
+            half /= math.sqrt(values.size)
+            measured[f"{key}_interval"] = [mean - half, mean + half]
+        else:
+            measured[f"{key}_interval"] = None
+    return measured
+
+
+def compare(measured: dict[str, Any], predicted: dict[str, Any], *, tolerance: float) -> dict:
+    """Per metric: both values, the relative error, and whether they agree."""
+    out = {}
+    for key in METRICS:
+        m, p = measured[key], predicted[key]
+        low, high = predicted[f"{key}_interval"]
+        low = p if low is None else low
+        high = p if high is None else high
+        slack = tolerance * abs(p)
+        out[key] = {
+            "measured": m,
+            "predicted": p,
+            "relative_error": (m - p) / p if p else math.nan,
+            "within_interval": bool(low <= m <= high),
+            "agrees": bool(low - slack <= m <= high + slack),
+        }
+    return out
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become null."""
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+async def run_loop(
+    records: int,
+    what_if: WhatIf,
+    *,
+    partner: PartnerConfig | None = None,
+    config: IngestConfig | None = None,
+    database: str | os.PathLike[str] | None = None,
+    replications: int = 20,
+    repeats: int = 1,
+    tolerance: float = 0.25,
+    seed: int = 1,
+    on_sample: Callable[[list[dict[str, Any]]], None] | None = None,
+    stop_on_sigterm: bool = False,
+    twin: bool = True,
+) -> dict[str, Any]:
+    """The whole loop: record a baseline, calibrate, predict the what-if, verify it for real.
+
+    Args:
+        records: records the partner lists (1 to 1,000,000).
+        what_if: the change to predict and verify.
+        partner: the partner's behaviour (its ``records`` is replaced by ``records``).
+        config: the baseline ingestion.
+        database: an SQLite path or a ``postgresql://`` DSN; default: a file in a
+            temporary folder, removed afterwards.
+        replications: simulated runs per prediction (>= 2).
+        repeats: real runs of the what-if (>= 1).
+        tolerance: share of the predicted value allowed beyond the interval.
+        seed: the twin's seed.
+        on_sample: live samples of each real run (a plot).
+        stop_on_sigterm: SIGTERM drains the running ingestion and ends the loop.
+        twin: False runs the baseline ingestion only.
+
+    Returns:
+        One JSON-ready dict: ``measured``, ``predicted``, ``comparison``,
+        ``baseline``, ``calibration``, ``accounting`` and more.
+
+    The partner process is stopped and the temporary folder removed whatever
+    happens (an error, a cancel).
+    """
+    if isinstance(records, bool) or not isinstance(records, int) or not 1 <= records <= MAX_RECORDS:
+        raise ValueError(f"records must be an integer from 1 to {MAX_RECORDS:,}, got {records!r}")
+    if isinstance(replications, bool) or not isinstance(replications, int) or replications < 2:
+        raise ValueError(f"replications must be an integer >= 2, got {replications!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 100:
+        raise ValueError(f"repeats must be an integer from 1 to 100, got {repeats!r}")
+    if not (isinstance(tolerance, int | float) and 0 <= tolerance < math.inf):
+        raise ValueError(f"tolerance must be a finite share >= 0, got {tolerance!r}")
+    config = config or IngestConfig()
+    partner = dataclasses.replace(
+        partner or PartnerConfig(), records=records, page_size=config.page_size
+    )
+    began = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        if database is None:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ingest-"))
+            database = Path(folder) / "records.sqlite"
+        server = stack.enter_context(PartnerProcess(partner))
+        options: dict[str, Any] = {"on_sample": on_sample, "stop_on_sigterm": stop_on_sigterm}
+        baseline = await record_run(server.url, database, config, **options)
+        result: dict[str, Any] = {
+            "records": records,
+            "what_if": what_if.to_dict(),
+            "database": "postgres" if "://" in str(database) else "sqlite",
+            "writers": baseline.writers,
+            "ended": baseline.run.ended,
+            "accounting": baseline.run.accounting(),
+        }
+        if not twin or baseline.run.ended != "done":
+            result["measured"] = baseline.measured
+            result["wall_time_s"] = time.perf_counter() - began
+            return _clean(result)
+        fit = calibrate(baseline.trace, seed=seed)
+        base_twin = predict(fit.scenario, replications=replications, repeats=1)
+        scenario = apply_to_twin(fit, baseline, what_if)
+        predicted = predict(scenario, replications=replications, repeats=repeats)
+        if what_if.api_latency is not None:
+            server.stop()
+            server = stack.enter_context(PartnerProcess(partner.scaled(what_if.api_latency)))
+        changed = apply_to_config(config, what_if)
+        runs = []
+        for _ in range(repeats):
+            runs.append(await record_run(server.url, database, changed, **options))
+            if runs[-1].run.ended != "done":
+                break
+        measured = _measured(runs)
+        result.update(
+            measured=measured,
+            predicted=predicted,
+            comparison=compare(measured, predicted, tolerance=tolerance),
+            tolerance=tolerance,
+            baseline={
+                "measured": baseline.measured,
+                "predicted": base_twin,
+                "comparison": compare(_measured([baseline]), base_twin, tolerance=tolerance),
+            },
+            calibration=fit.to_dict(),
+            accounting_what_if=[r.run.accounting() for r in runs],
+            ended=runs[-1].run.ended,
+            wall_time_s=time.perf_counter() - began,
+        )
+        return _clean(result)
+
+
+def run_loop_sync(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """:func:`run_loop` from synchronous code (a script, the command line)."""
+    return asyncio.run(run_loop(*args, **kwargs))
