@@ -18,18 +18,15 @@ from typing import TYPE_CHECKING
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
-from matplotlib.transforms import offset_copy
 
 from ._png import displayed_size, figure_png
-from .panels import DepthPanel, LagPanel, MemoryPanel
+from .panels import DepthPanel, LagPanel, MemoryPanel, pin_title_and_xlabel
 
 if TYPE_CHECKING:
     from pipeline.sim import SimulationResult
 
 __all__ = ["ExplorerFigure", "layout_explorer_axes"]
 
-#: Where the x label's top sits below the axes, points: under the tick labels.
-_XLABEL_DROP_PT = 19
 #: Margins (figure fractions) that leave room for the title above and the legends below.
 _MARGINS = {"left": 0.055, "right": 0.985, "bottom": 0.33, "top": 0.86, "wspace": 0.25}
 
@@ -41,11 +38,7 @@ def layout_explorer_axes(figure: Figure):
     for ax in axes:
         ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.yaxis.set_major_locator(MaxNLocator(5))
-        # Fixed places for the title and the x label: matplotlib would otherwise measure
-        # every tick label on every draw to place them, a fifth of the explorer's redraw.
-        ax.set_title(" ", y=1.0)
-        below = offset_copy(ax.transAxes, fig=figure, y=-_XLABEL_DROP_PT, units="points")
-        ax.xaxis.set_label_coords(0.5, 0.0, transform=below)
+        pin_title_and_xlabel(ax)
     return axes
 
 
