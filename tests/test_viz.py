@@ -606,3 +606,53 @@ def test_sweep_heatmap_colorbar_is_labelled_in_words():
     fig = plot_sweep_heatmap(frame, "queue_maxsize", "concurrency", "latency_p95_s")
     colorbar = fig.axes[-1]
     assert colorbar.get_ylabel() == "p95 latency (s)"
+
+
+# -- trade-offs across runs --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def drains():
+    from pipeline.sim import LogNormal
+
+    batch = Scenario(
+        arrivals=Poisson(rate=0.16),
+        service=LogNormal(mean=20.0, cv=1.5),
+        config=PipelineConfig(concurrency=4, drain_timeout_s=30.0),
+        duration_s=600,
+        seed=4,
+    )
+    return {t: simulate(batch.replace(drain_timeout_s=t)) for t in (0, 30, 120, None)}
+
+
+def test_drain_tradeoff_has_a_title_a_point_for_none_and_no_clipped_label(drains):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from pipeline.viz.tradeoffs import drain_tradeoff_table, plot_drain_tradeoff
+
+    fig = plot_drain_tradeoff(drains)
+    ax = fig.axes[0]
+    assert ax.get_title()
+    rows = drain_tradeoff_table(drains)
+    assert [row["timeout_s"] for row in rows] == [0, 30, 120, None]
+    assert rows[-1]["unfinished"] == 0 and rows[0]["unfinished"] > 0
+    star = next(ln for ln in ax.get_lines() if ln.get_marker() == "*")
+    assert star.get_xdata()[0] == pytest.approx(rows[-1]["shutdown_s"])
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    area = ax.get_window_extent(canvas.get_renderer())
+    labels = [t for t in ax.texts if t.get_text()]
+    assert {"0 s", "None"} <= {t.get_text() for t in labels} | {
+        part for t in labels for part in t.get_text().split(", ")
+    }
+    for text in labels:
+        box = text.get_window_extent(canvas.get_renderer())
+        assert area.contains(box.x0, box.y0) and area.contains(box.x1, box.y1), text.get_text()
+    assert_legend_outside(ax)
+
+
+def test_drain_tradeoff_needs_runs():
+    from pipeline.viz.tradeoffs import plot_drain_tradeoff
+
+    with pytest.raises(ValueError, match="runs"):
+        plot_drain_tradeoff({})
