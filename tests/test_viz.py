@@ -656,3 +656,39 @@ def test_drain_tradeoff_needs_runs():
 
     with pytest.raises(ValueError, match="runs"):
         plot_drain_tradeoff({})
+
+
+def batch_frame():
+    return pd.DataFrame(
+        {
+            "concurrency": [8, 16, 24, 32],
+            "items_completed": [100, 100, 90, 60],
+            "items_dead_lettered": [0, 0, 10, 40],
+            "attempts_total": [100, 101, 300, 600],
+            "items_admitted": [100, 100, 100, 100],
+            "sim_time_s": [400.0, 200.0, 150.0, 120.0],
+        }
+    ).set_index("concurrency")
+
+
+def test_batch_completion_plots_only_complete_runs_as_times():
+    from pipeline.viz.tradeoffs import plot_batch_completion
+
+    fig = plot_batch_completion(batch_frame(), batch_size=100, knee=20, limit=24)
+    left, right = fig.axes
+    times = next(ln for ln in left.get_lines() if ln.get_label() == "every item completed")
+    # The runs that gave up on items are not drawn at their (shorter) run times ...
+    assert list(times.get_xdata()) == [8, 16] and list(times.get_ydata()) == [400.0, 200.0]
+    # ... but marked as not finished, with the number of items they lost.
+    assert {t.get_text() for t in left.texts} == {"10\nlost", "40\nlost"}
+    attempts = next(ln for ln in right.get_lines() if ln.get_label() == "attempts per item")
+    assert np.allclose(attempts.get_ydata(), [1.0, 1.01, 3.0, 6.0])
+    for ax in (left, right):
+        assert_legend_outside(ax)
+
+
+def test_batch_completion_names_missing_columns():
+    from pipeline.viz.tradeoffs import plot_batch_completion
+
+    with pytest.raises(KeyError, match="sim_time_s"):
+        plot_batch_completion(batch_frame().drop(columns="sim_time_s"), batch_size=100)
