@@ -281,9 +281,18 @@ class _Redraw:
         if not force and began < self._next_s:
             return
         fig = live_figure(samples, title=self.title, compare=self.compare)
-        with self.output:
-            self.output.clear_output(wait=True)
-            display(fig)
+        if hasattr(self.output, "outputs"):
+            # An ipywidgets Output: set its outputs directly. Capturing with ``with output:``
+            # depends on which message the kernel is handling, and a redraw from a task
+            # that a button started (not a cell) would go nowhere.
+            from ._png import displayed_size, figure_png, png_display_data
+
+            png = figure_png(fig, scale=1)
+            self.output.outputs = (png_display_data(png, displayed_size(fig), "<live figure>"),)
+        else:
+            with self.output:
+                self.output.clear_output(wait=True)
+                display(fig)
         spent = time.perf_counter() - began
         self._next_s = began + max(self.every_s, 4 * spent)
 

@@ -100,13 +100,12 @@ class LiveRunWidget:
         return self.task is not None and not self.task.done()
 
     def _show(self, samples: Any) -> None:
-        from IPython.display import display
-
+        from ._png import displayed_size, figure_png, png_display_data
         from .live import live_figure
 
-        with self.figure:
-            self.figure.clear_output(wait=True)
-            display(live_figure(samples, title=self.title, compare=self.previous_samples))
+        figure = live_figure(samples, title=self.title, compare=self.previous_samples)
+        png = figure_png(figure, scale=1)
+        self.figure.outputs = (png_display_data(png, displayed_size(figure), "<live figure>"),)
 
     def start(self) -> asyncio.Task[Any] | None:
         """Start a run on the running loop (the kernel's); None if one is running already."""
