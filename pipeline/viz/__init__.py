@@ -7,6 +7,9 @@ explorer, which re-simulates when a control moves.
 from __future__ import annotations
 
 from .explorer import Explorer, explore
+from .focused import FocusedWidget
+from .labels import metric_label
+from .live_widget import LiveRunWidget
 from .notebook import check, say
 from .overlays import (
     plot_dead_letters_vs_theory,
@@ -25,16 +28,22 @@ from .plots import (
     plot_retries,
     report_figure,
 )
+from .tradeoffs import plot_batch_completion, plot_drain_tradeoff
 
 __all__ = [
     "Explorer",
+    "FocusedWidget",
+    "LiveRunWidget",
     "check",
     "explore",
     "human_bytes",
     "memory_bound_bytes",
+    "metric_label",
     "oldest_unfinished_age",
+    "plot_batch_completion",
     "plot_dead_letters_vs_theory",
     "plot_depth",
+    "plot_drain_tradeoff",
     "plot_lag",
     "plot_memory",
     "plot_retries",
