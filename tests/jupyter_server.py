@@ -178,8 +178,9 @@ def server_env(home: Path) -> dict[str, str]:
 def start_lab(notebooks: Path, workdir: Path, *, startup_timeout_s: float = 90) -> JupyterLab:
     """Copy ``notebooks`` into ``workdir`` and start JupyterLab on the copy.
 
-    The copy keeps the repository's layout one level up (``data/`` is linked
-    beside it) so relative paths such as ``../data/x.csv`` still resolve.
+    The copy keeps the repository's layout one level up (``data/`` and ``docs/``
+    are linked beside it) so relative paths such as ``../data/x.csv`` and
+    ``../docs/pipeline.svg`` still resolve.
 
     Raises:
         RuntimeError: the server exited or did not answer ``/api/status`` in time.
@@ -188,9 +189,10 @@ def start_lab(notebooks: Path, workdir: Path, *, startup_timeout_s: float = 90) 
     shutil.copytree(
         notebooks, root_dir, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
     )
-    data = REPO / "data"
-    if data.is_dir() and not (workdir / "data").exists():
-        (workdir / "data").symlink_to(data)
+    for folder in ("data", "docs"):
+        source = REPO / folder
+        if source.is_dir() and not (workdir / folder).exists():
+            (workdir / folder).symlink_to(source)
 
     port = free_port()
     token = secrets.token_hex(24)

@@ -4,9 +4,12 @@ What a user does, the test does: open the notebook in JupyterLab, wait until the
 status bar really says the kernel is ``Idle``, click Run -> Run All Cells, wait
 until every code cell has an execution count, then look at what rendered. A
 notebook fails when a cell errors, a cell never finishes, a widget cannot be
-displayed, or ipywidgets' frontend did not load. The explorer test then moves
-the explorer's sliders with the keyboard and through a readout and checks that
-the summary and the figure redraw.
+displayed, or ipywidgets' frontend did not load. In every notebook with a
+focused widget (class ``pipeline-widget``), the test then moves one slider (or
+clicks a live widget's Start) and checks that its figure and summary change and
+that no widget error shows. The explorer test moves the explorer's sliders with
+the keyboard and through a readout and checks that the summary and the figure
+redraw.
 
 Run it alone (a JupyterLab server and Chromium are started and stopped for you)::
 
@@ -477,7 +480,83 @@ def _run_and_screenshot(browser, lab: JupyterLab, name: str, shot: Path) -> None
             with contextlib.suppress(Exception):
                 screenshot_notebook(page, shot)
         _RESULTS[name] = page.locator(EXPLORER).count() > 0
-        print(f"{name}: ran in {time.monotonic() - started:.1f} s, screenshot {shot}")
+        moved = _drive_focused_widgets(page, name)
+        print(
+            f"{name}: ran in {time.monotonic() - started:.1f} s"
+            + (f", {moved} widget(s) redrew" if moved else "")
+            + f", screenshot {shot}"
+        )
+
+
+# ------------------------------------------------------- the notebooks' focused widgets
+
+WIDGET = ".pipeline-widget"
+
+WIDGET_STATE_JS = """(index) => {
+  const root = document.querySelectorAll('.pipeline-widget')[index];
+  const summary = root && root.querySelector('.pipeline-widget-summary');
+  const img = root && root.querySelector('.pipeline-widget-figure img');
+  return {summary: summary ? summary.innerText : null, img: img ? img.src : null,
+          ready: !!(img && img.complete && img.naturalWidth > 0)};
+}"""
+
+
+def _wait_for_widget_redraw(page, index: int, before: dict, name: str, action: str) -> None:
+    """Wait until widget ``index``'s summary and figure both differ from ``before``."""
+    try:
+        page.wait_for_function(
+            """([index, before]) => {
+              const root = document.querySelectorAll('.pipeline-widget')[index];
+              const summary = root && root.querySelector('.pipeline-widget-summary');
+              const img = root && root.querySelector('.pipeline-widget-figure img');
+              return summary && img && img.complete && img.naturalWidth > 0
+                && summary.innerText !== before.summary && img.src !== before.img;
+            }""",
+            arg=[index, before],
+            timeout=60_000,
+        )
+    except Exception:
+        after = page.evaluate(WIDGET_STATE_JS, index)
+        pytest.fail(
+            f"{name}: widget {index} did not redraw after {action}: summary changed: "
+            f"{after['summary'] != before['summary']} ({after['summary']!r}); figure changed: "
+            f"{after['img'] != before['img']}",
+            pytrace=False,
+        )
+
+
+def _drive_focused_widgets(page, name: str) -> int:
+    """Move one slider of each focused widget (or Start a live one); check that it redraws.
+
+    Returns how many widgets were driven. Fails the notebook when a widget's
+    figure or summary does not change, or when "Error displaying widget" shows.
+    """
+    roots = page.locator(WIDGET)
+    for index in range(roots.count()):
+        root = roots.nth(index)
+        root.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "(i) => { const s = " + WIDGET_STATE_JS + "; return s(i).ready; }",
+            arg=index,
+            timeout=30_000,
+        )
+        before = page.evaluate(WIDGET_STATE_JS, index)
+        start = root.locator("button", has_text="Start")
+        if start.count():
+            start.first.click()
+            action = "clicking Start"
+        else:
+            handle = root.locator(".widget-slider .noUi-handle").first
+            at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+            handle.focus()
+            key = "ArrowLeft" if at_max else "ArrowRight"
+            page.keyboard.press(key)
+            action = f"{key} on its first slider"
+        _wait_for_widget_redraw(page, index, before, name, action)
+    problems = snapshot(page).problems()
+    if problems:
+        pytest.fail(f"{name}: after moving its widgets: " + "\n  ".join(problems), pytrace=False)
+    return roots.count()
 
 
 @pytest.mark.parametrize("name", _params(MAIN_NOTEBOOKS, "notebooks"))

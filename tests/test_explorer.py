@@ -259,19 +259,16 @@ def _drawn_afresh(ex: Explorer) -> bytes:
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
     from pipeline.viz import explorer as module
+    from pipeline.viz._explorer_figure import layout_explorer_axes
+    from pipeline.viz._png import RETINA_SCALE
     from pipeline.viz.plots import plot_depth, plot_lag, plot_memory
 
     result, compare = ex.last_result, ex.previous_result
     fig = Figure(figsize=module._FIGSIZE, dpi=module._DPI)
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, 3)
-    fig.subplots_adjust(left=0.045, right=0.99, bottom=0.14, top=0.83, wspace=0.22)
-    for ax in axes:
-        ax.xaxis.set_major_locator(MaxNLocator(5))
-        ax.yaxis.set_major_locator(MaxNLocator(5))
+    axes = layout_explorer_axes(fig)
     points = module._MAX_POINTS
     plot_depth(result, axes[0], compare=compare, max_points=points)
     plot_lag(result, axes[1], compare=compare, max_points=points, panels=("distribution",))
@@ -280,7 +277,9 @@ def _drawn_afresh(ex: Explorer) -> bytes:
         ex._settings_text() + ("   (faded: previous run)" if compare else ""), fontsize="medium"
     )
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=module._DPI)
+    fig.savefig(
+        buffer, format="png", dpi=module._DPI * RETINA_SCALE, pil_kwargs={"compress_level": 1}
+    )
     return buffer.getvalue()
 
 
@@ -313,3 +312,67 @@ def test_the_updated_figure_is_what_the_plot_functions_draw_afresh(explorer):
         new, fresh = _pixels(figure_png(explorer)), _pixels(_drawn_afresh(explorer))
         assert new.shape == fresh.shape
         assert (new == fresh).all(), f"after {name}={value!r}: {(new != fresh).any(-1).sum()} px"
+
+
+# -- the figure: crisp, readable, truthful ----------------------------------------------------
+
+
+def _texts(figure):
+    from matplotlib.text import Text
+
+    return [t for t in figure.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def test_the_figure_is_crisp_fills_the_cell_and_is_sharp_on_retina(explorer):
+    import io
+
+    from PIL import Image
+
+    (output,) = explorer.figure.outputs
+    width, height = (
+        output["metadata"]["image/png"]["width"],
+        output["metadata"]["image/png"]["height"],
+    )
+    figure = explorer._figure.figure
+    assert figure.dpi >= 100
+    assert width >= 1000  # about a JupyterLab cell's width, in CSS pixels
+    png = Image.open(io.BytesIO(figure_png(explorer)))
+    assert png.size == (2 * width, 2 * height)  # two device pixels per CSS pixel
+
+
+def test_every_text_in_the_figure_is_at_least_9_points(explorer):
+    explorer.controls["failure_rate"].value = 0.3  # more legend entries: dead letters
+    texts = _texts(explorer._figure.figure)
+    assert any("p95" in t.get_text() for t in texts)  # the percentile annotation is among them
+    small = [(t.get_text(), t.get_fontsize()) for t in texts if t.get_fontsize() < 9]
+    assert small == []
+
+
+def test_the_faded_previous_run_never_sets_the_axes(explorer):
+    from pipeline.viz._explorer_figure import ExplorerFigure
+    from pipeline.viz.explorer import _DPI, _FIGSIZE, _MAX_POINTS
+
+    explorer.controls["concurrency"].value = 2  # overloaded: a queue of hundreds, big memory
+    explorer.controls["concurrency"].value = 8  # then a quiet run, drawn over the faded big one
+    big, small = explorer.previous_result, explorer.last_result
+    assert big.summary["memory_peak_bytes"] > 10 * small.summary["memory_peak_bytes"]
+    alone = ExplorerFigure(_FIGSIZE, _DPI, _MAX_POINTS)
+    alone.render_png(small, None, "alone")
+    for with_previous, without in zip(explorer._figure.axes, alone.axes, strict=True):
+        assert with_previous.get_xlim() == without.get_xlim()
+        assert with_previous.get_ylim() == without.get_ylim()
+    memory = explorer._figure.axes[2]
+    scale = {"B": 1, "KiB": 1024, "MiB": 1024**2}[memory.get_ylabel().split("(")[1].rstrip(")")]
+    assert memory.get_ylim()[1] * scale < 1.5 * small.summary["memory_peak_bytes"]
+
+
+def test_memory_shows_dead_letters_apart_and_names_the_bound(explorer):
+    panel = explorer._figure.memory
+    assert not panel.dead_letter_band.get_visible()
+    explorer.controls["failure_rate"].value = 0.5
+    explorer.controls["max_attempts"].value = 2
+    assert explorer.last_result.summary["items_dead_lettered"] > 0
+    assert panel.dead_letter_band.get_visible()
+    texts = [t.get_text() for t in panel.ax.get_legend().get_texts()]
+    assert any(t.startswith("dead letters kept") for t in texts)
+    assert any("(maxsize + concurrency) × item size" in t for t in texts)

@@ -87,6 +87,25 @@ def labels(ax):
     return [line.get_label() for line in ax.get_lines()]
 
 
+def legend_texts(ax):
+    legend = ax.get_legend()
+    return [] if legend is None else [text.get_text() for text in legend.get_texts()]
+
+
+def assert_legend_outside(ax):
+    """The legend's box and the axes' data area do not overlap (drawn at the figure's dpi)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = ax.get_figure(root=True)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    legend = ax.get_legend()
+    assert legend is not None, "no legend"
+    box, area = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert not box.overlaps(area), f"legend {box} overlaps the axes {area}"
+
+
 def png_bytes(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=30)
@@ -205,9 +224,11 @@ def test_plot_depth_draws_queue_in_flight_and_the_bound(runs):
     (ax,) = fig.axes
     names = labels(ax)
     assert "queued" in names and "in flight" in names
-    assert "maxsize = 20" in names
+    # The queue reaches its bound of 20 in this run, so the bound is a line.
+    assert runs["plain"].summary["queue_depth_max"] >= 10
+    assert "maxsize = 20" in names and "maxsize = 20" in legend_texts(ax)
     bound = next(line for line in ax.get_lines() if line.get_label() == "maxsize = 20")
-    assert bound.get_linestyle() == "--"
+    assert bound.get_linestyle() == "--" and bound.get_visible()
     assert "(s)" in ax.get_xlabel()
     queued = next(line for line in ax.get_lines() if line.get_label() == "queued")
     assert queued.get_drawstyle() == "steps-post"
@@ -216,18 +237,28 @@ def test_plot_depth_draws_queue_in_flight_and_the_bound(runs):
 
 def test_plot_depth_unbounded_says_so_and_shows_upstream_backlog(runs):
     fig = plot_depth(runs["unbounded"])
-    names = labels(fig.axes[0])
-    assert any("∞" in n for n in names)
+    assert any("∞" in n for n in legend_texts(fig.axes[0]))
     # Unbounded: nothing waits upstream, so no backlog line is drawn.
-    assert "upstream backlog" not in names
+    assert "upstream backlog" not in legend_texts(fig.axes[0])
+    assert not [
+        line
+        for line in fig.axes[0].get_lines()
+        if line.get_visible() and line.get_linestyle() == "--"
+    ]
 
 
 def test_plot_depth_compare_draws_a_faded_previous_run(runs):
     fig = plot_depth(runs["plain"], compare=runs["unbounded"])
     ax = fig.axes[0]
-    faded = [line for line in ax.get_lines() if line.get_alpha() == pytest.approx(0.3)]
+    faded = [
+        line
+        for line in ax.get_lines()
+        if line.get_visible() and line.get_alpha() == pytest.approx(0.3)
+    ]
     assert len(faded) >= 2
     assert all(line.get_label().startswith("_") for line in faded)  # not in the legend
+    legend = ax.get_legend()
+    assert not set(map(id, faded)) & set(map(id, legend.legend_handles))
 
 
 def test_plot_depth_draws_into_a_given_axes(runs):
@@ -250,7 +281,10 @@ def test_plot_lag_has_distribution_and_age_panels(runs):
     # p50/p95/p99 markers of wait and latency
     markers = [line for line in dist.get_lines() if line.get_marker() == "o"]
     assert len(markers) == 2 and all(len(m.get_xdata()) == 3 for m in markers)
-    assert any("p95" in text.get_text() for text in dist.texts)
+    # The percentiles are named in the legend, outside the data, in readable type.
+    notes = [text for text in dist.get_legend().get_texts() if "p95" in text.get_text()]
+    assert len(notes) == 2 and all(text.get_fontsize() >= 9 for text in notes)
+    assert_legend_outside(dist)
 
 
 def test_plot_lag_single_axes_and_panel_choice(runs):
@@ -264,10 +298,19 @@ def test_plot_memory_uses_human_units_and_the_bound(runs):
     fig = plot_memory(runs["plain"])
     ax = fig.axes[0]
     assert ax.get_ylabel() == "memory (KiB)"
-    bound = [line for line in ax.get_lines() if line.get_label().startswith("bound")]
+    bound = [
+        line
+        for line in ax.get_lines()
+        if line.get_label().startswith("bound") and line.get_visible()
+    ]
     assert len(bound) == 1
     assert bound[0].get_ydata()[0] == pytest.approx(24.0)  # (20 + 4) x 1 KiB, in KiB
-    memory = next(line for line in ax.get_lines() if line.get_label() == "items in memory")
+    # The bound's legend entry says what it bounds.
+    (entry,) = [text for text in legend_texts(ax) if "item size" in text]
+    assert "(maxsize + concurrency) × item size" in entry and "24 KiB" in entry
+    memory = next(
+        line for line in ax.get_lines() if line.get_label() == "queued + running + retrying"
+    )
     assert max(memory.get_ydata()) * 1024 == pytest.approx(
         runs["plain"].summary["memory_peak_bytes"]
     )
@@ -275,8 +318,12 @@ def test_plot_memory_uses_human_units_and_the_bound(runs):
 
 def test_plot_memory_unbounded_has_no_bound_line(runs):
     ax = plot_memory(runs["unbounded"]).axes[0]
-    assert not [line for line in ax.get_lines() if line.get_label().startswith("bound")]
-    assert any("unbounded" in name for name in labels(ax))
+    assert not [
+        line
+        for line in ax.get_lines()
+        if line.get_label().startswith("bound") and line.get_visible()
+    ]
+    assert any("unbounded" in name for name in legend_texts(ax))
 
 
 def test_plot_memory_scales_to_mebibytes_for_big_items(runs):
@@ -284,9 +331,19 @@ def test_plot_memory_scales_to_mebibytes_for_big_items(runs):
     assert plot_memory(big).axes[0].get_ylabel() == "memory (MiB)"
 
 
-def test_plot_memory_shows_dead_letters_kept_in_memory(runs):
-    names = labels(plot_memory(runs["dead"]).axes[0])
-    assert any("dead letters" in name for name in names)
+def test_plot_memory_shows_dead_letters_apart_from_the_bounded_part(runs):
+    r = runs["dead"]
+    ax = plot_memory(r).axes[0]
+    assert any("dead letters kept" in name for name in legend_texts(ax))
+    # The line is what the bound bounds; the dead letters are a band stacked on it.
+    (band,) = [c for c in ax.collections if c.get_visible() and "dead" in c.get_label()]
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "queued + running + retrying")
+    size = r.scenario.item_size_bytes
+    assert max(line.get_ydata()) * 1024 == pytest.approx(r.series.in_system.max() * size)
+    assert max(line.get_ydata()) * 1024 <= memory_bound_bytes(r)
+    top = max(v[:, 1].max() for v in (p.vertices for p in band.get_paths()))
+    assert top * 1024 == pytest.approx(r.summary["memory_peak_bytes"])
+    assert r.summary["memory_peak_bytes"] > memory_bound_bytes(r)  # only the band exceeds it
 
 
 def test_plot_retries_attempts_histogram_and_timeline(runs):
@@ -454,3 +511,184 @@ def test_dead_letter_overlay_with_no_failures_falls_back_to_a_linear_axis():
     ax = plot_dead_letters_vs_theory(clean).axes[0]
     assert ax.get_yscale() == "linear"
     png_bytes(ax.get_figure())
+
+
+# -- figures that tell the truth at a glance ----------------------------------------------
+
+
+def visible_peak(ax, label_prefix=""):
+    """Highest y of the visible, non-faded lines whose label starts with ``label_prefix``."""
+    peaks = [
+        np.max(line.get_ydata())
+        for line in ax.get_lines()
+        if line.get_visible()
+        and len(line.get_ydata())
+        and not line.get_label().startswith("_")
+        and line.get_label().startswith(label_prefix)
+    ]
+    return max(peaks)
+
+
+def test_the_current_run_sets_the_axes_and_the_faded_one_does_not(runs):
+    small, big = runs["plain"], runs["unbounded"]  # big: rate 5 on 4 workers, the queue grows
+    assert big.series.queue_depth.max() > 3 * small.series.queue_depth.max()
+    depth = plot_depth(small, compare=big).axes[0]
+    alone = plot_depth(small).axes[0]
+    assert depth.get_ylim() == alone.get_ylim() and depth.get_xlim() == alone.get_xlim()
+    assert depth.get_xlim()[1] == pytest.approx(small.series.end_s)
+    assert depth.get_ylim()[1] <= 1.07 * max(visible_peak(depth), 20)
+    memory = plot_memory(small, compare=big).axes[0]
+    assert memory.get_ylim() == plot_memory(small).axes[0].get_ylim()
+    lag = plot_lag(small, compare=big)
+    assert [ax.get_xlim() for ax in lag.axes] == [ax.get_xlim() for ax in plot_lag(small).axes]
+    retries = plot_retries(runs["plain"], compare=runs["dead"])
+    alone = plot_retries(runs["plain"])
+    assert [ax.get_ylim() for ax in retries.axes] == [ax.get_ylim() for ax in alone.axes]
+
+
+def test_maxsize_is_a_line_only_where_the_data_come_near_it(runs):
+    far = simulate(scenario(queue_maxsize=5000))
+    peak = far.series.queue_depth.max()
+    ax = plot_depth(far).axes[0]
+    dashed = [ln for ln in ax.get_lines() if ln.get_visible() and ln.get_linestyle() == "--"]
+    assert dashed == []
+    assert ax.get_ylim()[1] < 5000 and ax.get_ylim()[1] <= 1.07 * max(peak, 4)
+    assert "maxsize = 5000 (above this scale)" in legend_texts(ax)
+    # At its bound (the reject run fills its queue of 5), the bound is a line again.
+    shed = plot_depth(runs["shed"]).axes[0]
+    assert [
+        ln.get_ydata()[0]
+        for ln in shed.get_lines()
+        if ln.get_visible() and ln.get_linestyle() == "--"
+    ] == [5]
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda r: plot_depth(r).axes,
+        lambda r: plot_memory(r).axes,
+        lambda r: plot_lag(r).axes,
+        lambda r: plot_retries(r).axes,
+        lambda r: report_figure(r).axes,
+    ],
+    ids=["depth", "memory", "lag", "retries", "report"],
+)
+def test_legends_sit_outside_the_data(runs, draw):
+    for ax in draw(runs["dead"]):
+        assert_legend_outside(ax)
+        for text in ax.get_legend().get_texts():
+            assert text.get_fontsize() >= 9
+
+
+@pytest.mark.parametrize(
+    ("key", "label"),
+    [
+        ("latency_p95_s", "p95 latency (s)"),
+        ("wait_p99_s", "p99 wait (s)"),
+        ("wait_mean_s", "mean wait (s)"),
+        ("memory_peak_bytes", "peak memory (bytes)"),
+        ("items_shed", "items shed"),
+        ("throughput_per_s", "throughput (items/s)"),
+        ("backlog_bytes", "backlog (bytes)"),
+        ("mystery_key", "mystery key"),
+        ("", ""),
+    ],
+)
+def test_metric_labels_read_as_words(key, label):
+    from pipeline.viz.labels import metric_label
+
+    assert metric_label(key) == label
+
+
+def test_sweep_heatmap_colorbar_is_labelled_in_words():
+    frame = sweep_frame().rename(columns={"wait_mean_s": "latency_p95_s"})
+    fig = plot_sweep_heatmap(frame, "queue_maxsize", "concurrency", "latency_p95_s")
+    colorbar = fig.axes[-1]
+    assert colorbar.get_ylabel() == "p95 latency (s)"
+
+
+# -- trade-offs across runs --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def drains():
+    from pipeline.sim import LogNormal
+
+    batch = Scenario(
+        arrivals=Poisson(rate=0.16),
+        service=LogNormal(mean=20.0, cv=1.5),
+        config=PipelineConfig(concurrency=4, drain_timeout_s=30.0),
+        duration_s=600,
+        seed=4,
+    )
+    return {t: simulate(batch.replace(drain_timeout_s=t)) for t in (0, 30, 120, None)}
+
+
+def test_drain_tradeoff_has_a_title_a_point_for_none_and_no_clipped_label(drains):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from pipeline.viz.tradeoffs import drain_tradeoff_table, plot_drain_tradeoff
+
+    fig = plot_drain_tradeoff(drains)
+    ax = fig.axes[0]
+    assert ax.get_title()
+    rows = drain_tradeoff_table(drains)
+    assert [row["timeout_s"] for row in rows] == [0, 30, 120, None]
+    assert rows[-1]["unfinished"] == 0 and rows[0]["unfinished"] > 0
+    star = next(ln for ln in ax.get_lines() if ln.get_marker() == "*")
+    assert star.get_xdata()[0] == pytest.approx(rows[-1]["shutdown_s"])
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    area = ax.get_window_extent(canvas.get_renderer())
+    labels = [t for t in ax.texts if t.get_text()]
+    assert {"0 s", "None"} <= {t.get_text() for t in labels} | {
+        part for t in labels for part in t.get_text().split(", ")
+    }
+    for text in labels:
+        box = text.get_window_extent(canvas.get_renderer())
+        assert area.contains(box.x0, box.y0) and area.contains(box.x1, box.y1), text.get_text()
+    assert_legend_outside(ax)
+
+
+def test_drain_tradeoff_needs_runs():
+    from pipeline.viz.tradeoffs import plot_drain_tradeoff
+
+    with pytest.raises(ValueError, match="runs"):
+        plot_drain_tradeoff({})
+
+
+def batch_frame():
+    return pd.DataFrame(
+        {
+            "concurrency": [8, 16, 24, 32],
+            "items_completed": [100, 100, 90, 60],
+            "items_dead_lettered": [0, 0, 10, 40],
+            "attempts_total": [100, 101, 300, 600],
+            "items_admitted": [100, 100, 100, 100],
+            "sim_time_s": [400.0, 200.0, 150.0, 120.0],
+        }
+    ).set_index("concurrency")
+
+
+def test_batch_completion_plots_only_complete_runs_as_times():
+    from pipeline.viz.tradeoffs import plot_batch_completion
+
+    fig = plot_batch_completion(batch_frame(), batch_size=100, knee=20, limit=24)
+    left, right = fig.axes
+    times = next(ln for ln in left.get_lines() if ln.get_label() == "every item completed")
+    # The runs that gave up on items are not drawn at their (shorter) run times ...
+    assert list(times.get_xdata()) == [8, 16] and list(times.get_ydata()) == [400.0, 200.0]
+    # ... but marked as not finished, with the number of items they lost.
+    assert {t.get_text() for t in left.texts} == {"10\nlost", "40\nlost"}
+    attempts = next(ln for ln in right.get_lines() if ln.get_label() == "attempts per item")
+    assert np.allclose(attempts.get_ydata(), [1.0, 1.01, 3.0, 6.0])
+    for ax in (left, right):
+        assert_legend_outside(ax)
+
+
+def test_batch_completion_names_missing_columns():
+    from pipeline.viz.tradeoffs import plot_batch_completion
+
+    with pytest.raises(KeyError, match="sim_time_s"):
+        plot_batch_completion(batch_frame().drop(columns="sim_time_s"), batch_size=100)

@@ -7,6 +7,9 @@ explorer, which re-simulates when a control moves.
 from __future__ import annotations
 
 from .explorer import Explorer, explore
+from .focused import FocusedWidget
+from .labels import metric_label
+from .live_widget import LiveRunWidget
 from .notebook import check, say
 from .overlays import (
     plot_dead_letters_vs_theory,
@@ -28,19 +31,25 @@ from .plots import (
 from .stage_explorer import StageExplorer, explore_stages
 from .stages import plot_stages
 from .sweeps import plot_sweep
+from .tradeoffs import plot_batch_completion, plot_drain_tradeoff
 from .warmup import plot_warmup
 
 __all__ = [
     "Explorer",
+    "FocusedWidget",
+    "LiveRunWidget",
     "StageExplorer",
     "check",
     "explore",
     "explore_stages",
     "human_bytes",
     "memory_bound_bytes",
+    "metric_label",
     "oldest_unfinished_age",
+    "plot_batch_completion",
     "plot_dead_letters_vs_theory",
     "plot_depth",
+    "plot_drain_tradeoff",
     "plot_lag",
     "plot_memory",
     "plot_retries",

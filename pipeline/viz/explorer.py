@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import base64
 import html
 import math
 import time
@@ -46,6 +45,7 @@ from pipeline.sim import (
 )
 
 from ._explorer_figure import ExplorerFigure
+from ._png import RETINA_SCALE, png_display_data
 from .plots import human_bytes
 
 __all__ = ["Explorer", "explore"]
@@ -57,8 +57,9 @@ SUMMARY_CLASS = "pipeline-explorer-summary"
 
 _STYLE = {"description_width": "initial"}
 _MAXSIZE_RANGE = (10, 5000)
-_FIGSIZE = (13.5, 3.6)
-_DPI = 72
+#: Inches at _DPI: 1150 x 440 CSS pixels, about the width of a JupyterLab cell.
+_FIGSIZE = (11.5, 4.4)
+_DPI = 100
 #: Points per step line in the explorer: enough for a 1000-pixel-wide axes.
 _MAX_POINTS = 800
 
@@ -349,14 +350,9 @@ class Explorer:
         self.previous_result, self.last_result = self.last_result, result
         self.last_png = png
         self.figure.outputs = (
-            {
-                "output_type": "display_data",
-                "data": {
-                    "image/png": base64.b64encode(png).decode("ascii"),
-                    "text/plain": f"<explorer figure: {self._settings_text()}>",
-                },
-                "metadata": {},
-            },
+            png_display_data(
+                png, self._figure.size_px, f"<explorer figure: {self._settings_text()}>"
+            ),
         )
         self.summary.value = self._summary_html(result)
         elapsed = time.perf_counter() - began
@@ -372,12 +368,13 @@ class Explorer:
         """Depth, lag and memory side by side (previous run faded), as PNG bytes.
 
         One figure is kept and its artists updated on each call (the same
-        lines, limits and legends as :func:`~pipeline.viz.plots.plot_depth`,
-        :func:`~pipeline.viz.plots.plot_lag` and :func:`~pipeline.viz.plots.plot_memory`
-        would draw); nothing is registered with pyplot, so nothing accumulates.
+        panels :func:`~pipeline.viz.plots.plot_depth`, :func:`~pipeline.viz.plots.plot_lag`
+        and :func:`~pipeline.viz.plots.plot_memory` draw); nothing is registered
+        with pyplot, so nothing accumulates. The PNG has twice the displayed
+        pixels (sharp on retina screens); the output's metadata sets its size.
         """
         if self._figure is None:
-            self._figure = ExplorerFigure(_FIGSIZE, _DPI, _MAX_POINTS)
+            self._figure = ExplorerFigure(_FIGSIZE, _DPI, _MAX_POINTS, RETINA_SCALE)
         title = self._settings_text() + ("   (faded: previous run)" if compare else "")
         return self._figure.render_png(result, compare, title)
 

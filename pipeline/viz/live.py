@@ -168,36 +168,59 @@ class LiveMonitor:
         return pd.DataFrame(self.samples)
 
 
-def live_figure(samples: pd.DataFrame | Sequence[dict[str, Any]], *, title: str = "") -> Figure:
+def live_figure(
+    samples: pd.DataFrame | Sequence[dict[str, Any]],
+    *,
+    title: str = "",
+    compare: pd.DataFrame | Sequence[dict[str, Any]] | None = None,
+) -> Figure:
     """Queue depth, busy workers and completions over time, from monitor samples.
 
     Returns a ``matplotlib.figure.Figure`` not attached to pyplot, so building
     one in a loop does not make the inline backend show extra copies.
+    ``compare`` (a previous run's samples) is drawn faded behind; the axes fit
+    the current run once it has samples, so the previous one never squashes it.
+    Legends sit below the panels.
     """
     import pandas as pd
     from matplotlib.figure import Figure
 
-    frame = samples if isinstance(samples, pd.DataFrame) else pd.DataFrame(list(samples))
+    from .panels import legend_below
+
+    def frame_of(data):
+        return data if isinstance(data, pd.DataFrame) else pd.DataFrame(list(data))
+
+    frame = frame_of(samples)
+    previous = frame_of(compare) if compare is not None else None
     # No layout engine and fixed legend places: this figure is redrawn during a run,
     # and constrained layout or loc="best" would triple the cost of each redraw.
-    fig = Figure(figsize=(9, 3.2), dpi=80)
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.82 if title else 0.9, wspace=0.25)
+    fig = Figure(figsize=(9, 3.8), dpi=80)
+    top = 0.84 if title else 0.9
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.3, top=top, wspace=0.25)
     left, right = fig.subplots(1, 2)
     left.set(xlabel="seconds since start", ylabel="items", title="inside the pipeline")
     right.set(xlabel="seconds since start", ylabel="items (cumulative)", title="counters")
+    faded = {"alpha": 0.3, "label": None}
+    for data, style in ((previous, faded), (frame, {})):
+        if data is None or not len(data):
+            continue
+        t = data["time_s"]
+        left.step(t, data["queue_size"], where="post", color="C0", label="queue depth", **style)
+        left.step(t, data["workers_busy"], where="post", color="C1", label="workers busy", **style)
+        right.plot(t, data["offered"], ls="--", color="C0", label="offered", **style)
+        right.plot(t, data["completed"], color="C1", label="completed", **style)
+        right.plot(t, data["dead_lettered"], color="C3", label="dead-lettered", **style)
     if len(frame):
-        t = frame["time_s"]
-        left.step(t, frame["queue_size"], where="post", label="queue depth")
-        left.step(t, frame["workers_busy"], where="post", label="workers busy")
+        end = max(float(frame["time_s"].iloc[-1]), 1e-3)
         bound = frame["queue_maxsize"].iloc[0]
+        busiest = max(float(frame["queue_size"].max()), float(frame["workers_busy"].max()), 1.0)
         if bound is not None and bound == bound:  # neither None nor NaN: a bounded queue
             left.axhline(bound, ls=":", c="grey", label="maxsize")
-            left.set_ylim(0, bound * 1.3)  # room for the legend above the bound
-        right.plot(t, frame["offered"], ls="--", label="offered")
-        right.plot(t, frame["completed"], label="completed")
-        right.plot(t, frame["dead_lettered"], label="dead-lettered")
-        left.legend(loc="upper right", fontsize="small")
-        right.legend(loc="upper left", fontsize="small")
+            busiest = max(busiest, float(bound))
+        left.set(xlim=(0, end), ylim=(0, busiest * 1.08))
+        right.set(xlim=(0, end), ylim=(0, max(float(frame["offered"].max()), 1.0) * 1.08))
+        legend_below(left, ncols=3)
+        legend_below(right, ncols=3)
     if title:
         fig.suptitle(title)
     return fig
@@ -244,10 +267,11 @@ class _Redraw:
     ``every_s`` and by three times the last redraw's cost.
     """
 
-    def __init__(self, output: Any, title: str, every_s: float) -> None:
+    def __init__(self, output: Any, title: str, every_s: float, compare: Any = None) -> None:
         self.output = output
         self.title = title
         self.every_s = every_s
+        self.compare = compare
         self._next_s = 0.0
 
     def __call__(self, samples: list[dict[str, Any]], *, force: bool = False) -> None:
@@ -256,10 +280,19 @@ class _Redraw:
         began = time.perf_counter()
         if not force and began < self._next_s:
             return
-        fig = live_figure(samples, title=self.title)
-        with self.output:
-            self.output.clear_output(wait=True)
-            display(fig)
+        fig = live_figure(samples, title=self.title, compare=self.compare)
+        if hasattr(self.output, "outputs"):
+            # An ipywidgets Output: set its outputs directly. Capturing with ``with output:``
+            # depends on which message the kernel is handling, and a redraw from a task
+            # that a button started (not a cell) would go nowhere.
+            from ._png import displayed_size, figure_png, png_display_data
+
+            png = figure_png(fig, scale=1)
+            self.output.outputs = (png_display_data(png, displayed_size(fig), "<live figure>"),)
+        else:
+            with self.output:
+                self.output.clear_output(wait=True)
+                display(fig)
         spent = time.perf_counter() - began
         self._next_s = began + max(self.every_s, 4 * spent)
 
@@ -272,6 +305,7 @@ async def monitor_run(
     output: Any = None,
     title: str = "",
     measure_memory: bool = False,
+    compare: pd.DataFrame | None = None,
 ) -> tuple[RunReport, pd.DataFrame]:
     """Run ``pipeline`` over ``source`` on the running loop while sampling it.
 
@@ -285,6 +319,7 @@ async def monitor_run(
             one, after the run, always happens.
         title: the figure's title.
         measure_memory: sample ``tracemalloc`` too (see :class:`LiveMonitor`).
+        compare: a previous run's samples, drawn faded in the figure.
 
     Returns:
         ``(report, samples)``: the run's :class:`~pipeline.RunReport` and a
@@ -293,7 +328,7 @@ async def monitor_run(
     Raises:
         Whatever :meth:`Pipeline.run` raises; the monitor is stopped first.
     """
-    redraw = _Redraw(output, title, every_s) if output is not None else None
+    redraw = _Redraw(output, title, every_s, compare) if output is not None else None
     if redraw is not None:
         # The first figure of a session is slow to draw (fonts, caches): pay for it
         # before the run starts, not by stalling the loop in the middle of it.

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from ..sim.stats import mean_ci
 from ._style import _COLORS, _axes_list, _legend
+from .labels import metric_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -120,7 +121,7 @@ def plot_sweep_heatmap(
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.set_title(title if title is not None else f"{value} (mean over replications)")
-    fig.colorbar(image, ax=ax, label=value)
+    fig.colorbar(image, ax=ax, label=metric_label(value))
     if annotate:
         for (row, col), cell in np.ndenumerate(data):
             text = "n/a" if not np.isfinite(cell) else fmt.format(cell)

@@ -17,15 +17,30 @@ Figures across many runs (sweep heatmaps, simulation against theory) live in
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ._style import _COLORS, _axes_list, _legend, _new_figure
+from ._series import (
+    _FADED,
+    _MARKS,
+    MAX_POINTS,
+    _downsample_steps,
+    _ecdf,
+    _layers,
+    _percentile_note,
+    _scale_bytes,
+    _step_data,
+    _styled,
+    _thin,
+    _waits_and_latencies,
+    human_bytes,
+    memory_bound_bytes,
+)
+from ._style import _COLORS, _axes_list, _new_figure
 
 # Re-exported: these lived here before overlays.py, and notebooks import them from here.
 from .overlays import (
@@ -35,12 +50,14 @@ from .overlays import (
     plot_wait_vs_theory,
     theory_for,
 )
+from .panels import DepthPanel, LagPanel, MemoryPanel, legend_below
 
 if TYPE_CHECKING:
     from pipeline.sim import SimulationResult
 
 # The overlays' names stay listed so that ``from pipeline.viz.plots import *`` is unchanged.
 __all__ = [
+    "MAX_POINTS",
     "human_bytes",
     "memory_bound_bytes",
     "oldest_unfinished_age",
@@ -56,52 +73,17 @@ __all__ = [
     "theory_for",
 ]
 
-#: Step series longer than this are reduced to per-bucket maxima before drawing.
-MAX_POINTS = 2000
-
-_FADED = {"alpha": 0.3, "linewidth": 1.0}
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-# -- small helpers ----------------------------------------------------------------------
-
-
-def human_bytes(n: float) -> str:
-    """Format a byte count with binary units: ``human_bytes(1536) == '1.5 KiB'``."""
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "n/a"
-    value, unit = _scale_bytes(abs(float(n)))
-    sign = "-" if n < 0 else ""
-    if unit == "B":
-        return f"{sign}{int(abs(n))} B"
-    return f"{sign}{abs(n) / value:.3g} {unit}"
-
-
-def _scale_bytes(peak: float) -> tuple[float, str]:
-    """(divisor, unit) so that ``peak / divisor`` is below 1024."""
-    power = 0
-    while peak >= 1024 and power < len(_UNITS) - 1:
-        peak /= 1024
-        power += 1
-    return float(1024**power), _UNITS[power]
-
-
-def _downsample_steps(t: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS):
-    """Reduce a step function to at most ``max_points`` steps, keeping each bucket's max."""
-    n = len(t)
-    if n <= max_points:
-        return t, y
-    starts = np.linspace(0, n, max_points, endpoint=False).astype(np.int64)
-    return t[starts], np.maximum.reduceat(y, starts)
-
-
-def _step_data(
-    result: SimulationResult, values: np.ndarray, max_points: int = MAX_POINTS
-) -> tuple[np.ndarray, np.ndarray]:
-    """The vertices of one step series of ``result``, held to its end time (steps-post)."""
-    s = result.series
-    t, y = _downsample_steps(s.time_s, values, max_points)
-    return np.append(t, s.end_s), np.append(y, y[-1] if len(y) else 0)
+# Kept importable from here, where they used to live (the explorer's benchmark uses them).
+_HELPERS = (
+    _FADED,
+    _MARKS,
+    _downsample_steps,
+    _ecdf,
+    _percentile_note,
+    _scale_bytes,
+    _thin,
+    _waits_and_latencies,
+)
 
 
 def _step(
@@ -117,41 +99,13 @@ def _step(
     return line
 
 
-def _bound(result: SimulationResult) -> int | None:
-    return result.scenario.config.queue_maxsize
-
-
-def _layers(
-    result: SimulationResult, compare: SimulationResult | None
-) -> Iterator[tuple[SimulationResult, bool]]:
-    """``(run, faded)`` in drawing order: the previous run (if any) first, faded, behind."""
-    if compare is not None:
-        yield compare, True
-    yield result, False
-
-
-def _styled(kwargs: dict[str, Any], faded: bool) -> dict[str, Any]:
-    """Line keywords as given, or faded and unlabelled (the legend describes the current run)."""
-    return {**kwargs, **_FADED, "label": None} if faded else kwargs
-
-
 def _finish_time_axes(ax: Axes, ylabel: str) -> None:
     """Label a time-series panel (x in seconds of virtual time), start both axes at 0, legend."""
     ax.set_xlabel("virtual time (s)")
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
-    _legend(ax, loc="upper left", fontsize="small")
-
-
-def _draw_limit(
-    ax: Axes, level: float | None, *, color: str, label: str, unbounded_label: str
-) -> None:
-    """A dashed horizontal line at ``level``; with no limit, only its legend entry says so."""
-    if level is not None:
-        ax.axhline(level, color=color, linestyle="--", linewidth=1, label=label)
-    else:
-        ax.plot([], [], color=color, linestyle="--", label=unbounded_label)
+    legend_below(ax)
 
 
 _Panel = Callable[[Axes, "SimulationResult", "SimulationResult | None", int], None]
@@ -196,8 +150,11 @@ def plot_depth(
 ) -> Figure:
     """Queue depth, items in flight and upstream backlog over virtual time.
 
-    The queue bound (``queue_maxsize``) is a dashed line; an unbounded queue
-    says so in the legend. ``compare`` draws a previous run faded.
+    The axes fit this run's data (``compare``, a previous run drawn faded,
+    never sets them). The queue bound (``queue_maxsize``) is a dashed line
+    when the data come near it (half of it or more); further below, the legend
+    names it and says it lies above the scale, so the line does not squash the
+    data. An unbounded queue says so in the legend, which sits below the axes.
 
     Args:
         result: the run to draw.
@@ -212,31 +169,9 @@ def plot_depth(
         The figure.
     """
     fig, (ax,) = _axes_list(ax, 1)
-    series = [
-        ("queue_depth", "queued", _COLORS["queue"]),
-        ("in_flight", "in flight", _COLORS["in_flight"]),
-    ]
-    if upstream:
-        series.append(("upstream_backlog", "upstream backlog", _COLORS["upstream"]))
-    for run, faded in _layers(result, compare):
-        s = run.series
-        for name, label, color in series:
-            values = getattr(s, name)
-            if name == "upstream_backlog" and not values.any():
-                continue
-            kwargs = {"color": color, "linewidth": 1.2, "label": label}
-            _step(ax, run, values, max_points=max_points, **_styled(kwargs, faded))
-    maxsize = _bound(result)
-    _draw_limit(
-        ax,
-        maxsize,
-        color=_COLORS["queue"],
-        label=f"maxsize = {maxsize}",
-        unbounded_label="maxsize = ∞ (unbounded)",
-    )
+    DepthPanel(ax, upstream=upstream, max_points=max_points).draw(result, compare)
     if title:
         ax.set_title(title)
-    _finish_time_axes(ax, "items")
     return fig
 
 
@@ -314,80 +249,27 @@ def _thin_extremes(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.nd
     return x[keep], y[keep]
 
 
-def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    x = np.sort(values[~np.isnan(values)])
-    return x, np.arange(1, len(x) + 1) / max(len(x), 1)
-
-
-def _thin(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
-    if len(x) <= max_points:
-        return x, y
-    keep = np.unique(np.linspace(0, len(x) - 1, max_points).astype(np.int64))
-    return x[keep], y[keep]
-
-
-#: Percentiles marked on the wait and latency distributions.
-_MARKS = (50, 95, 99)
-
-
-def _waits_and_latencies(run: SimulationResult) -> tuple[tuple[str, np.ndarray, str], ...]:
-    """``(name, seconds, colour)`` of waits (items that started) and latencies (completed)."""
-    c = run.columns
-    return (
-        ("wait", (c.start_s - c.arrival_s)[~np.isnan(c.start_s)], _COLORS["wait"]),
-        ("latency", (c.finish_s - c.arrival_s)[c.outcome == 0], _COLORS["latency"]),
-    )
-
-
-def _percentile_note(name: str, q: np.ndarray) -> str:
-    return f"{name} " + " · ".join(f"p{m} {v:.3g}" for m, v in zip(_MARKS, q, strict=True)) + " s"
-
-
 def _draw_distribution(
     ax: Axes, result: SimulationResult, compare: SimulationResult | None, max_points: int
 ) -> None:
-    marks = _MARKS
-    notes: list[str] = []
-    for run, faded in _layers(result, compare):
-        for name, values, color in _waits_and_latencies(run):
-            x, y = _thin(*_ecdf(values), max_points)
-            if not len(x):
-                continue
-            kwargs = {"color": color, "linewidth": 1.4, "label": name}
-            ax.plot(x, y, drawstyle="steps-post", **_styled(kwargs, faded))
-            if faded:
-                continue
-            q = np.percentile(values, marks)
-            ax.plot(
-                q, np.array(marks) / 100, linestyle="none", marker="o", markersize=4, color=color
-            )
-            notes.append(_percentile_note(name, q))
-    if notes:
-        ax.text(
-            0.98,
-            0.3,
-            "\n".join(notes),
-            transform=ax.transAxes,
-            ha="right",
-            va="bottom",
-            fontsize="x-small",
-        )
-    ax.set_xlabel("seconds since arrival")
-    ax.set_ylabel("share of items ≤ x")
-    ax.set_ylim(0, 1.02)
-    ax.set_xlim(left=0)
-    _legend(ax, loc="lower right", fontsize="small")
+    LagPanel(ax, max_points=max_points).draw(result, compare)
 
 
 def _draw_age(
     ax: Axes, result: SimulationResult, compare: SimulationResult | None, max_points: int
 ) -> None:
+    top = 0.0
     for run, faded in _layers(result, compare):
         t, age = oldest_unfinished_age(run)
         t, age = _thin_extremes(t, age, 4 * max_points)
         kwargs = {"color": _COLORS["age"], "linewidth": 1.2, "label": "oldest unfinished item"}
         ax.plot(t, age, **_styled(kwargs, faded))
+        if not faded:
+            top = float(age.max(initial=0))
     _finish_time_axes(ax, "age (s)")
+    end = result.series.end_s
+    ax.set_xlim(0, end if end > 0 else 1.0)
+    ax.set_ylim(0, top * 1.06 if top > 0 else 1.0)
 
 
 _LAG_PANELS = {"distribution": _draw_distribution, "age": _draw_age}
@@ -438,27 +320,6 @@ def plot_lag(
 # -- memory -----------------------------------------------------------------------------
 
 
-def memory_bound_bytes(result: SimulationResult) -> int | None:
-    """``(maxsize + concurrency) * item_size``, the in-system ceiling; None if unbounded."""
-    cfg = result.scenario.config
-    if cfg.queue_maxsize is None:
-        return None
-    return (cfg.queue_maxsize + cfg.concurrency) * result.scenario.item_size_bytes
-
-
-def _memory_scale(result: SimulationResult, compare: SimulationResult | None) -> tuple[float, str]:
-    """(divisor, unit) for a memory axis showing ``result``, its bound and ``compare``."""
-    bound = memory_bound_bytes(result)
-    peaks = [float(result.summary["memory_peak_bytes"]), float(bound or 0)]
-    if compare is not None:
-        peaks.append(float(compare.summary["memory_peak_bytes"]))
-    return _scale_bytes(max(peaks))
-
-
-def _memory_bound_label(item_size_bytes: int, bound: int | None) -> str:
-    return f"bound (maxsize + concurrency) × {human_bytes(item_size_bytes)} = {human_bytes(bound)}"
-
-
 def plot_memory(
     result: SimulationResult,
     ax: Axes | None = None,
@@ -470,44 +331,17 @@ def plot_memory(
     """Modelled memory held by items over time, against the bound a bounded queue gives.
 
     Memory is (queued + running + retry-waiting + dead letters kept) times the
-    scenario's item size. With a bounded queue the first three are at most
-    ``(maxsize + concurrency) * item_size`` (dashed); dead letters kept in
-    memory come on top. The axis uses binary units (KiB, MiB, ...).
+    scenario's item size. The line is the first three, which a bounded queue
+    caps at ``(maxsize + concurrency) * item_size`` (dashed, where the data
+    come near it); dead letters kept in memory are a band stacked on top, not
+    bounded. The axes fit this run; ``compare`` is drawn faded. The axis uses
+    binary units (KiB, MiB, ...).
 
     Returns:
         The figure.
     """
     fig, (ax,) = _axes_list(ax, 1)
-    bound = memory_bound_bytes(result)
-    size = result.scenario.item_size_bytes
-    divisor, unit = _memory_scale(result, compare)
-    for run, faded in _layers(result, compare):
-        s = run.series
-        memory = (s.in_system + s.dead_letters) * run.scenario.item_size_bytes / divisor
-        kwargs = {"color": _COLORS["memory"], "linewidth": 1.4, "label": "items in memory"}
-        _step(ax, run, memory, max_points=max_points, **_styled(kwargs, faded))
-        if not faded and s.dead_letters.any():
-            kept = s.dead_letters * run.scenario.item_size_bytes / divisor
-            _step(
-                ax,
-                run,
-                kept,
-                max_points=max_points,
-                color=_COLORS["dead"],
-                linewidth=1.0,
-                linestyle=":",
-                label="of which dead letters kept (not bounded)",
-            )
-    _draw_limit(
-        ax,
-        None if bound is None else bound / divisor,
-        color=_COLORS["memory"],
-        label=_memory_bound_label(size, bound),
-        unbounded_label="no bound (unbounded queue)",
-    )
-    if title:
-        ax.set_title(f"{title}, peak {human_bytes(result.summary['memory_peak_bytes'])}")
-    _finish_time_axes(ax, f"memory ({unit})")
+    MemoryPanel(ax, max_points=max_points, title=title).draw(result, compare)
     return fig
 
 
@@ -533,7 +367,10 @@ def _draw_attempts(
     ax.set_xlabel("attempts per item")
     ax.set_ylabel("items")
     ax.set_xticks(range(1, top + 1))
-    _legend(ax, loc="upper right", fontsize="small")
+    # The current run sets the axes; a taller faded histogram runs off the top.
+    current = np.histogram(result.columns.attempts[result.columns.attempts > 0], bins=bins)[0]
+    ax.set_ylim(0, max(float(current.max(initial=0)), 1.0) * 1.06)
+    legend_below(ax, ncols=2)
 
 
 def _draw_retry_timeline(
@@ -548,6 +385,10 @@ def _draw_retry_timeline(
             kwargs = {"color": color, "linewidth": 1.2, "label": label}
             _step(ax, run, values, max_points=max_points, **_styled(kwargs, faded))
     _finish_time_axes(ax, "items")
+    s = result.series
+    top = max(float(s.dead_letters.max(initial=0)), float(s.retry_waiting.max(initial=0)), 1.0)
+    ax.set_xlim(0, s.end_s if s.end_s > 0 else 1.0)
+    ax.set_ylim(0, top * 1.06)
 
 
 _RETRY_PANELS = {"attempts": _draw_attempts, "timeline": _draw_retry_timeline}

@@ -1,0 +1,292 @@
+"""The notebooks' small widgets: FocusedWidget's contract, and each lesson's widget redraws."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from pipeline import Backoff, PipelineConfig
+from pipeline.sim import (
+    Exponential,
+    IndependentFailures,
+    LogNormal,
+    OnOff,
+    Poisson,
+    Scenario,
+    simulate,
+)
+from pipeline.viz import lessons
+from pipeline.viz.focused import FocusedWidget, slider
+
+BASE = Scenario(
+    arrivals=Poisson(rate=3.2),
+    service=Exponential(mean=1.0),
+    config=PipelineConfig(concurrency=4, queue_maxsize=100),
+    n_items=300,
+    seed=1,
+)
+
+
+def png_of(widget) -> bytes:
+    (output,) = widget.figure.outputs
+    return base64.b64decode(output["data"]["image/png"])
+
+
+def tiny(debounce_s=0.0, **kw):
+    """A widget over BASE with one concurrency slider: depth drawn, two numbers summarised."""
+    from pipeline.viz.plots import plot_depth
+
+    return FocusedWidget(
+        {"concurrency": slider("concurrency", 4, 1, 8)},
+        run=lambda s: simulate(BASE.replace(concurrency=s["concurrency"])),
+        draw=lambda axes, r, prev: plot_depth(r, axes[0], compare=prev),
+        summarise=lambda r: [("p95 latency", f"{r.summary['latency_p95_s']:.3g} s")],
+        panels=1,
+        debounce_s=debounce_s,
+        **kw,
+    )
+
+
+@pytest.fixture(autouse=True)
+def no_open_figures():
+    yield
+    assert plt.get_fignums() == []
+
+
+def test_first_draw_at_once_with_dom_classes_and_a_retina_png():
+    w = tiny()
+    assert "pipeline-widget" in w.widget._dom_classes
+    assert "pipeline-widget-figure" in w.figure._dom_classes
+    assert "pipeline-widget-summary" in w.summary._dom_classes
+    (output,) = w.figure.outputs
+    size = output["metadata"]["image/png"]
+    assert Image.open(io.BytesIO(png_of(w))).size == (2 * size["width"], 2 * size["height"])
+    assert w.last_result is not None and w.previous_result is None
+    assert "p95 latency" in w.summary_html and "concurrency=4" in w.summary_html
+    assert w.error is None and len(w.timings_s) == 1
+
+
+def test_a_change_redraws_and_keeps_the_previous_run_for_comparison():
+    w = tiny()
+    first, before_png, before_html = w.last_result, png_of(w), w.summary_html
+    w.controls["concurrency"].value = 2
+    assert w.previous_result is first
+    assert w.last_result.scenario.config.concurrency == 2
+    assert png_of(w) != before_png and w.summary_html != before_html
+    assert "was " in w.summary_html  # the previous run's value beside the new one
+    faded = [ln for ln in w.axes[0].get_lines() if ln.get_visible() and ln.get_alpha() == 0.3]
+    assert faded, "the previous run is drawn, faded"
+    assert set(w.last_breakdown) == {"run_s", "render_s"}
+
+
+def test_a_failing_run_is_reported_in_the_summary_not_raised():
+    def run(settings):
+        if settings["concurrency"] == 3:
+            raise ValueError("no such thing")
+        return simulate(BASE.replace(concurrency=settings["concurrency"]))
+
+    w = FocusedWidget(
+        {"concurrency": slider("concurrency", 4, 1, 8)},
+        run=run,
+        draw=lambda axes, r, prev: None,
+        panels=1,
+        debounce_s=0,
+    )
+    last = w.last_result
+    w.controls["concurrency"].value = 3
+    assert w.error == "ValueError: no such thing"
+    assert "no such thing" in w.summary_html and w.last_result is last
+    w.controls["concurrency"].value = 5
+    assert w.error is None and w.last_result.scenario.config.concurrency == 5
+
+
+def test_a_burst_of_changes_in_a_running_loop_makes_one_update():
+    async def burst():
+        w = tiny(debounce_s=0.05)
+        for value in (5, 6, 7, 8):
+            w.controls["concurrency"].value = value
+        assert len(w.timings_s) == 1  # nothing yet: waiting for quiet
+        await asyncio.sleep(0.3)
+        return w
+
+    w = asyncio.run(burst())
+    assert len(w.timings_s) == 2
+    assert w.last_result.scenario.config.concurrency == 8
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"controls": {}}, ValueError, "controls"),
+        ({"controls": {"x": object()}}, TypeError, "control 'x'"),
+        ({"run": None}, TypeError, "run must be callable"),
+        ({"draw": 3}, TypeError, "draw must be callable"),
+        ({"panels": 0}, ValueError, "panels"),
+        ({"panels": True}, ValueError, "panels"),
+        ({"debounce_s": math.nan}, ValueError, "debounce_s"),
+        ({"debounce_s": math.inf}, ValueError, "debounce_s"),
+        ({"debounce_s": -1}, ValueError, "debounce_s"),
+        ({"debounce_s": "fast"}, ValueError, "debounce_s"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, error, match):
+    arguments = {
+        "controls": {"c": widgets.IntSlider(1)},
+        "run": lambda s: s,
+        "draw": lambda axes, r, p: None,
+        **kwargs,
+    }
+    controls, run, draw = arguments.pop("controls"), arguments.pop("run"), arguments.pop("draw")
+    with pytest.raises(error, match=match):
+        FocusedWidget(controls, run, draw, **arguments)
+
+
+def test_slider_picks_int_or_float_and_updates_on_release():
+    assert isinstance(slider("n", 4, 1, 8), widgets.IntSlider)
+    s = slider("p", 0.3, 0.0, 0.9, 0.05)
+    assert isinstance(s, widgets.FloatSlider) and s.continuous_update is False
+
+
+# -- each lesson's widget ----------------------------------------------------------------------
+
+
+def _llm_batch():
+    from pathlib import Path
+
+    from pipeline.sim.workloads.traces import load_trace
+
+    data = Path(__file__).resolve().parents[1] / "data" / "llm_batch.csv"
+    return load_trace(data), pd.read_csv(data)["tokens"].to_numpy()
+
+
+def _widgets():
+    bursty = Scenario(
+        arrivals=OnOff(rate_on=8.0, rate_off=1.0, mean_on_s=60, mean_off_s=120),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(concurrency=4, queue_maxsize=50, drain_timeout_s=None),
+        n_items=3000,
+        seed=3,
+        item_size_bytes=64 * 1024,
+    )
+    retries = BASE.replace(arrivals=Poisson(rate=2.0), failures=IndependentFailures(0.3))
+    drain = Scenario(
+        arrivals=Poisson(rate=0.16),
+        service=LogNormal(mean=20.0, cv=1.5),
+        config=PipelineConfig(concurrency=4, backoff=Backoff.constant(5.0), drain_timeout_s=30.0),
+        failures=IndependentFailures(p=0.2),
+        duration_s=600,
+        seed=4,
+    )
+    batch, tokens = _llm_batch()
+    llm = PipelineConfig(
+        concurrency=8,
+        queue_maxsize=200,
+        max_attempts=8,
+        drain_timeout_s=None,
+        backoff=Backoff(base_s=1.0, factor=2.0, cap_s=30.0, jitter=True),
+    )
+    return {
+        "burst": (lambda: lessons.burst_widget(bursty), "maxsize", 20.0),
+        "knee": (lambda: lessons.knee_widget(BASE, n_items=1000), "concurrency", 5),
+        "retry": (lambda: lessons.retry_widget(retries, n_items=1000), "max_attempts", 5),
+        "drain": (lambda: lessons.drain_widget(drain), "drain_timeout_s", 60),
+        "provider": (
+            lambda: lessons.provider_widget(batch, tokens, config=llm, n_items=200),
+            "concurrency",
+            32,
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", ["burst", "knee", "retry", "drain", "provider"])
+def test_each_lesson_widget_draws_and_redraws_on_its_knob(name):
+    build, control, value = _widgets()[name]
+    w = build()
+    assert w.error is None, w.error
+    before_png, before_html = png_of(w), w.summary_html
+    w.controls[control].value = value
+    assert w.error is None, w.error
+    assert w.settings[control] == value
+    assert png_of(w) != before_png and w.summary_html != before_html
+    assert w.previous_result is not None
+
+
+def test_the_burst_widget_sheds_with_reject_and_blocks_otherwise():
+    build, _, _ = _widgets()["burst"]
+    w = build()
+    w.controls["maxsize"].value = 20.0
+    blocked = w.last_result.summary
+    assert blocked["items_shed"] == 0 and blocked["upstream_backlog_max"] > 0
+    w.controls["on_full"].value = "reject"
+    shed = w.last_result.summary
+    assert shed["items_shed"] > 0 and shed["upstream_backlog_max"] == 0
+    assert shed["queue_depth_max"] <= 20
+
+
+def test_the_knee_widget_overlays_erlang_c_at_its_settings():
+    from pipeline.sim import theory
+
+    w = lessons.knee_widget(BASE, n_items=1000)
+    curve = next(ln for ln in w.axes[0].get_lines() if ln.get_label() == "Erlang C (M/M/c)")
+    xs, ys = curve.get_xdata(), curve.get_ydata()
+    assert ys[list(xs).index(4)] == pytest.approx(theory.mmc(3.2, 1.0, 4).wait_mean_s)
+    w.controls["arrival_rate"].value = 4.5  # past four workers' capacity: no steady state
+    assert w.error is None and "ρ ≥ 1" in w.summary_html
+
+
+def test_the_drain_widget_rings_the_current_timeout_on_the_trade_off():
+    build, _, _ = _widgets()["drain"]
+    w = build()
+    w.controls["drain_timeout_s"].value = 60
+    ring = [ln for ln in w.axes[1].get_lines() if ln.get_label() == "this setting"]
+    assert len(ring) == 1
+    run, _, current = w.last_result
+    assert current == 60 and run.scenario.config.drain_timeout_s == 60
+    shutdown = run.summary["sim_time_s"] - run.columns.arrival_s.max()
+    assert ring[0].get_xdata()[0] == pytest.approx(shutdown)
+    assert np.isclose(ring[0].get_ydata()[0], run.summary["items_unfinished"])
+
+
+# -- the live run ------------------------------------------------------------------------------
+
+
+def test_the_live_widget_starts_a_real_run_and_stop_drains_it():
+    from pipeline.viz.live_widget import LiveRunWidget, approval_widget
+
+    async def two_runs():
+        w = approval_widget(capacity_per_s=40.0, duration_s=0.5)
+        w.every_s = 0.05
+        assert not w.running and "Start" in w.summary.value
+        first = w.start()
+        assert w.start() is None  # one run at a time
+        assert w.start_button.disabled and not w.stop_button.disabled
+        await first
+        report = w.last_report
+        assert report.balanced and report.offered > 0 and "completed" in w.summary.value
+        w.controls["concurrency"].value = 1
+        second = w.start()
+        await asyncio.sleep(0.1)
+        w.stop()  # intake closes: fewer items offered than the source holds
+        await second
+        return w, report
+
+    w, first = asyncio.run(two_runs())
+    assert w.previous_samples is not None and w.last_report is not first
+    assert w.last_report.balanced and w.last_report.offered < first.offered
+    assert "was " in w.summary.value and not w.start_button.disabled
+    assert w.error is None
+    with pytest.raises(TypeError, match="start must be callable"):
+        LiveRunWidget({}, start=None)
