@@ -34,7 +34,8 @@ from pipeline.viz.focused import FocusedWidget, slider
 BASE = Scenario(
     arrivals=Poisson(rate=3.2),
     service=Exponential(mean=1.0),
-    config=PipelineConfig(concurrency=4, queue_maxsize=100),
+    # No drain timeout: a slider down to 2 workers overloads the run, and its tail counts.
+    config=PipelineConfig(concurrency=4, queue_maxsize=100, drain_timeout_s=None),
     n_items=300,
     seed=1,
 )
