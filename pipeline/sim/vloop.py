@@ -24,7 +24,8 @@ Rules that keep runs exact and repeatable:
   in submission order (not in the order threads happen to finish), so
   concurrent offloaded calls resume in the same order on every run.
 - **Sleeps are cheap.** A timer whose callback only resolves a future (every
-  ``asyncio.sleep``, and :func:`wake_unless_cancelled`) is a lean handle, and
+  ``asyncio.sleep``, :func:`wake_unless_cancelled` and
+  :func:`resolve_unless_cancelled`) is a lean handle, and
   when the clock jumps to a batch made only of such timers their futures are
   resolved straight from the heap: the sleepers wake in the same iteration
   instead of the next one. Callbacks and tasks run in exactly the order the
@@ -80,7 +81,13 @@ from typing import Any, TypeVar
 from pipeline._validate import real
 from pipeline.errors import DeadlockError
 
-__all__ = ["VirtualEventLoop", "new_virtual_loop", "run_virtual", "wake_unless_cancelled"]
+__all__ = [
+    "VirtualEventLoop",
+    "new_virtual_loop",
+    "resolve_unless_cancelled",
+    "run_virtual",
+    "wake_unless_cancelled",
+]
 
 T = TypeVar("T")
 
@@ -106,11 +113,26 @@ def wake_unless_cancelled(future: asyncio.Future[Any]) -> None:
         future.set_result(None)
 
 
+def resolve_unless_cancelled(future: asyncio.Future[T], value: T) -> None:
+    """Set ``future``'s result to ``value`` unless it is done already (cancelled, say).
+
+    :func:`wake_unless_cancelled` for a wait that hands over a value:
+    ``loop.call_at(when, resolve_unless_cancelled, fut, value)`` then
+    ``await fut`` gives ``value`` at ``when``, as cheaply as a sleep.
+    """
+    if not future.done():
+        future.set_result(value)
+
+
 # Timer callbacks that only resolve the future they are given (no other effect, no user
 # code): ours, and the one asyncio.sleep schedules (if a Python release renamed it, sleeps
 # would merely take the general path).
 _WAKERS = frozenset(
-    {wake_unless_cancelled, getattr(futures, "_set_result_unless_cancelled", wake_unless_cancelled)}
+    {
+        wake_unless_cancelled,
+        resolve_unless_cancelled,
+        getattr(futures, "_set_result_unless_cancelled", wake_unless_cancelled),
+    }
 )
 
 
@@ -422,6 +444,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     future = handle._args[0]
                     if not future.done():
                         future.set_result(None)
+                elif handle._callback is resolve_unless_cancelled:
+                    future, value = handle._args
+                    if not future.done():
+                        future.set_result(value)
                 else:
                     handle._run()
             else:

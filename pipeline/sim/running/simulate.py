@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ import numpy as np
 from ...engine import Pipeline
 from ...records import DeadLetter, RunReport
 from ..vloop import run_virtual
+from ..vloop import resolve_unless_cancelled as _resolve_unless_cancelled
 from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
 from ..workloads.failures import NoFailures
 from ..workloads.scenario import Scenario
@@ -267,16 +267,6 @@ async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndar
         finally:
             in_flight -= 1
 
-    async def source() -> AsyncIterator[int]:
-        for item_id, arrival in enumerate(arrivals.tolist()):
-            if arrival > loop.time():
-                # call_at, not sleep(delay): the timer fires at exactly `arrival`,
-                # which exact trace replay depends on.
-                wake = create_future()
-                call_at(arrival, _wake_unless_cancelled, wake)
-                await wake
-            yield item_id
-
     recorder = Recorder()
     pipe = Pipeline(
         cannot_fail if isinstance(scenario.failures, NoFailures) else handler,
@@ -285,8 +275,50 @@ async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndar
         rng=streams.jitter,
         name="sim",
     )
-    report = await pipe.run(source())
+    report = await pipe.run(_ArrivalSource(arrivals.tolist(), loop))
     return report, arrivals, recorder
+
+
+class _ArrivalSource:
+    """The simulated source: yields item ids 0, 1, ..., each at its arrival time.
+
+    An async iterator, as an async generator would be, but without one: its
+    ``__anext__`` returns a future that the arrival's timer resolves with the
+    item id, so taking an item costs no generator frame to resume, no
+    ``asend`` object and no coroutine (this runs once per item). The producer
+    awaits that future exactly where it would have awaited the generator's
+    sleep, so every callback runs in the same order.
+
+    Args:
+        arrival_s: arrival times, seconds of virtual time, non-decreasing.
+        loop: the virtual loop the run is on.
+    """
+
+    __slots__ = ("_arrival_s", "_loop", "_next")
+
+    def __init__(self, arrival_s: list[float], loop: asyncio.AbstractEventLoop) -> None:
+        self._arrival_s = arrival_s
+        self._loop = loop
+        self._next = 0
+
+    def __aiter__(self) -> _ArrivalSource:
+        return self
+
+    def __anext__(self) -> asyncio.Future[int]:
+        item_id = self._next
+        if item_id >= len(self._arrival_s):
+            raise StopAsyncIteration
+        self._next = item_id + 1
+        loop = self._loop
+        arrival = self._arrival_s[item_id]
+        future = loop.create_future()
+        if arrival > loop.time():
+            # call_at, not call_later(delay): the timer fires at exactly `arrival`,
+            # which exact trace replay depends on.
+            loop.call_at(arrival, _resolve_unless_cancelled, future, item_id)
+        else:  # already arrived (the producer was held up): no wait
+            future.set_result(item_id)
+        return future
 
 
 def _simulate_once(scenario: Scenario, replication: int, engine: str = "auto") -> SimulationResult:
