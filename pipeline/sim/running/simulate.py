@@ -22,8 +22,8 @@ import numpy as np
 
 from ...engine import Pipeline
 from ...records import DeadLetter, RunReport
-from ..vloop import run_virtual
 from ..vloop import resolve_unless_cancelled as _resolve_unless_cancelled
+from ..vloop import run_virtual
 from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
 from ..workloads.failures import NoFailures
 from ..workloads.scenario import Scenario
