@@ -143,21 +143,10 @@ class _WakeTimer(events.TimerHandle):
     ``when``, comparison, repr), but skips what a wake-up does not need: no
     context copy (resolving a future runs no user code; the future's own
     callbacks keep their contexts) and no debug bookkeeping (debug loops make
-    plain handles).
+    plain handles). Made by :func:`_new_wake_timer`, not by calling the class.
     """
 
     __slots__ = ()
-
-    def __init__(self, when: float, callback: Any, args: tuple[Any, ...], loop: Any) -> None:
-        self._when = when
-        self._callback = callback
-        self._args = args
-        self._loop = loop
-        self._cancelled = False
-        self._scheduled = True
-        self._context = None
-        self._repr = None
-        self._source_traceback = None
 
     def cancel(self) -> None:
         if not self._cancelled:
@@ -180,18 +169,35 @@ class _WakeTimer(events.TimerHandle):
 
 
 class _Handle(events.Handle):
-    """A :class:`asyncio.Handle` made without asking the loop for its debug flag (not in debug)."""
+    """A :class:`asyncio.Handle` made without asking the loop for its debug flag (not in debug).
+
+    Made by :meth:`VirtualEventLoop.call_soon`, not by calling the class.
+    """
 
     __slots__ = ()
 
-    def __init__(self, callback: Any, args: tuple[Any, ...], loop: Any, context: Any) -> None:
-        self._context = contextvars.copy_context() if context is None else context
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+
+_new_instance = object.__new__
+
+
+def _new_wake_timer(when: float, callback: Any, args: tuple[Any, ...], loop: Any) -> _WakeTimer:
+    """A scheduled :class:`_WakeTimer` due at ``when`` (seconds of loop time).
+
+    It fills the slots of a bare instance rather than calling the class: a
+    class call that runs a Python ``__init__`` costs more than the stores
+    themselves, and handles are made several times per simulated item.
+    """
+    timer = _new_instance(_WakeTimer)
+    timer._when = when
+    timer._callback = callback
+    timer._args = args
+    timer._loop = loop
+    timer._cancelled = False
+    timer._scheduled = True
+    timer._context = None
+    timer._repr = None
+    timer._source_traceback = None
+    return timer
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
@@ -250,8 +256,18 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             and not self._closed
             and not self._debug
         ):
-            # A sleep's wake-up (most timers): the checks below, made cheaply.
-            timer = _WakeTimer(when, callback, args, self)
+            # A sleep's wake-up (most timers): the checks below, made cheaply, and
+            # _new_wake_timer written out (this runs for every simulated sleep).
+            timer = _new_instance(_WakeTimer)
+            timer._when = when
+            timer._callback = callback
+            timer._args = args
+            timer._loop = self
+            timer._cancelled = False
+            timer._scheduled = True
+            timer._context = None
+            timer._repr = None
+            timer._source_traceback = None
             self._timer_seq += 1
             heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
             return timer
@@ -272,7 +288,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             and not self._closed
             and not self._debug
         ):
-            timer = _WakeTimer(when, callback, args, self)
+            timer = _new_wake_timer(when, callback, args, self)
             self._timer_seq += 1
             heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
             return timer
@@ -286,7 +302,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._closed:
             raise RuntimeError("Event loop is closed")
         if callback in _WAKERS and not self._debug:
-            timer = _WakeTimer(when, callback, args, self)
+            timer = _new_wake_timer(when, callback, args, self)
         else:
             if self._debug:
                 self._check_thread()
@@ -310,7 +326,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             raise RuntimeError("Event loop is closed")
         if self._debug:
             return super().call_soon(callback, *args, context=context)
-        handle = _Handle(callback, args, self, context)
+        # A bare _Handle filled in here (see _new_wake_timer for why).
+        handle = _new_instance(_Handle)
+        handle._context = contextvars.copy_context() if context is None else context
+        handle._loop = self
+        handle._callback = callback
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None
+        handle._source_traceback = None
         self._ready.append(handle)
         return handle
 
