@@ -161,11 +161,8 @@ class _WakeTimer(events.TimerHandle):
             self._callback(*self._args)
         except (SystemExit, KeyboardInterrupt):
             raise
-        except BaseException as exc:  # reported as asyncio.Handle._run reports it
-            callback = format_helpers._format_callback_source(self._callback, self._args)
-            self._loop.call_exception_handler(
-                {"message": f"Exception in callback {callback}", "exception": exc, "handle": self}
-            )
+        except BaseException as exc:
+            _report_callback_error(self, exc)
 
 
 class _Handle(events.Handle):
@@ -198,6 +195,15 @@ def _new_wake_timer(when: float, callback: Any, args: tuple[Any, ...], loop: Any
     timer._repr = None
     timer._source_traceback = None
     return timer
+
+
+def _report_callback_error(handle: events.Handle, exc: BaseException) -> None:
+    """Report a callback's exception to its loop, word for word as ``Handle._run`` does."""
+    callback = format_helpers._format_callback_source(handle._callback, handle._args)
+    context = {"message": f"Exception in callback {callback}", "exception": exc, "handle": handle}
+    if handle._source_traceback:
+        context["source_traceback"] = handle._source_traceback
+    handle._loop.call_exception_handler(context)
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
@@ -433,17 +439,19 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         once (see :meth:`_fire_due_timers`).
         """
         scheduled = self._scheduled
-        sched_count = len(scheduled)
-        if (
-            sched_count > _MIN_SCHEDULED_TIMER_HANDLES
-            and self._timer_cancelled_count / sched_count > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
-        ):
-            self._purge_cancelled_timers()
-            scheduled = self._scheduled
-        else:
-            while scheduled and scheduled[0][2]._cancelled:
-                self._timer_cancelled_count -= 1
-                heapq.heappop(scheduled)[2]._scheduled = False
+        if self._timer_cancelled_count:  # no cancelled timer in the heap otherwise
+            sched_count = len(scheduled)
+            if (
+                sched_count > _MIN_SCHEDULED_TIMER_HANDLES
+                and self._timer_cancelled_count / sched_count
+                > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+            ):
+                self._purge_cancelled_timers()
+                scheduled = self._scheduled
+            else:
+                while scheduled and scheduled[0][2]._cancelled:
+                    self._timer_cancelled_count -= 1
+                    heapq.heappop(scheduled)[2]._scheduled = False
 
         ready = self._ready
         now = self._now
@@ -485,10 +493,22 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._run_ready_debug(ntodo)
             return
         popleft = ready.popleft
-        for _ in range(ntodo):
+        while ntodo:
+            ntodo -= 1
             handle = popleft()
-            if not handle._cancelled:
+            if handle._cancelled:
+                continue
+            if handle.__class__ is not _Handle:
                 handle._run()
+                continue
+            # Handle._run written out for call_soon's handles (task steps, future
+            # callbacks: most of what runs), saving a Python call for each.
+            try:
+                handle._context.run(handle._callback, *handle._args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                _report_callback_error(handle, exc)
 
     def _wait_when_idle(self, scheduled: list, now: float) -> None:
         """Nothing is ready and the loop is not a pure simulation: wait, jump or give up."""
