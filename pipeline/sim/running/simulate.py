@@ -117,10 +117,6 @@ class SimulationResult:
 
 
 
-def _percentile(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if len(values) else float("nan")
-
-
 def _mean(values: np.ndarray) -> float:
     return float(values.mean()) if len(values) else float("nan")
 
@@ -156,6 +152,8 @@ class _Window:
 
 
 def _summarise(result: SimulationResult) -> dict[str, Any]:
+    from ..stats import percentiles
+
     scenario, report, c, s = result.scenario, result.report, result.columns, result.series
     warm = scenario.warmup_s
     counted = c.arrival_s >= warm
@@ -166,15 +164,12 @@ def _summarise(result: SimulationResult) -> dict[str, Any]:
     # One statistic at a time, freeing as it goes: a long run has tens of millions of rows.
     waits = (c.start_s - c.arrival_s)[started]
     del started
-    wait_mean, wait_p95 = _mean(waits), _percentile(waits, 95)
+    wait_mean, (wait_p95,) = _mean(waits), percentiles(waits, (95,))
     del waits
     latencies = (c.finish_s - c.arrival_s)[done]
     del done
     # One partition for the three percentiles (the same values as three calls).
-    latency = (
-        _mean(latencies),
-        *(np.percentile(latencies, (50, 95, 99)).tolist() if len(latencies) else [math.nan] * 3),
-    )
+    latency = (_mean(latencies), *percentiles(latencies, (50, 95, 99)))
     del latencies
     sim_time = s.end_s
     span = max(sim_time - warm, 0.0)
