@@ -11,6 +11,7 @@ import pytest
 from pipeline.sim.stats import (
     batch_means_ci,
     mean_ci,
+    percentiles,
     proportion_ci,
     summarise_values,
     t_quantile,
@@ -262,3 +263,19 @@ def test_share_of_time_is_the_time_mean_of_the_mask(run):
     expected = s.time_mean(full, start) * (s.end_s - start) / (s.end_s + 100.0 - start)
     assert longer == pytest.approx(expected)
     assert facts.share_of_time(full, end, start) == 0.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 100, 1001])
+def test_percentiles_equal_numpy_bit_for_bit(n):
+    rng = np.random.default_rng(n)
+    qs = (0, 1, 25, 33.3, 50, 95, 99, 99.9, 100)
+    for values in (rng.exponential(1.0, n), np.round(rng.exponential(1.0, n), 1), np.ones(n)):
+        original = values.copy()
+        assert percentiles(values, qs) == np.percentile(values, qs).tolist()
+        assert percentiles(values, (95,)) == [float(np.percentile(values, 95))]
+        assert np.array_equal(values, original)  # the input is left alone
+
+
+def test_percentiles_of_nothing_or_of_nan_are_nan():
+    assert all(math.isnan(v) for v in percentiles(np.empty(0), (50, 95)))
+    assert all(math.isnan(v) for v in percentiles(np.array([1.0, np.nan, 2.0]), (0, 50)))

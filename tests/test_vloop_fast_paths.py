@@ -484,6 +484,31 @@ def test_a_failing_wake_up_goes_to_the_exception_handler(fast):
     assert run_virtual(main()) == (["InvalidStateError"], "early")
 
 
+def test_a_failing_call_soon_callback_is_reported_as_on_a_plain_loop():
+    # call_soon's handles run inline in _run_once, not through Handle._run: the
+    # report (message, exception, handle) and what runs after must not change.
+    async def main():
+        loop = asyncio.get_running_loop()
+        reports, ran = [], []
+        loop.set_exception_handler(lambda _loop, context: reports.append(context))
+
+        def fail(tag):
+            ran.append(tag)
+            raise KeyError(tag)
+
+        handle = loop.call_soon(fail, "a")
+        loop.call_soon(ran.append, "b")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        (report,) = reports
+        assert report["handle"] is handle
+        return report["message"], repr(report["exception"]), ran
+
+    on_plain_loop = asyncio.run(main())
+    assert run_virtual(main()) == on_plain_loop
+    assert on_plain_loop[0].startswith("Exception in callback ")
+
+
 def test_hand_made_sleeps_complete_at_their_exact_deadline_at_any_magnitude():
     async def main(seconds):
         loop = asyncio.get_running_loop()

@@ -24,7 +24,8 @@ Rules that keep runs exact and repeatable:
   in submission order (not in the order threads happen to finish), so
   concurrent offloaded calls resume in the same order on every run.
 - **Sleeps are cheap.** A timer whose callback only resolves a future (every
-  ``asyncio.sleep``, and :func:`wake_unless_cancelled`) is a lean handle, and
+  ``asyncio.sleep``, :func:`wake_unless_cancelled` and
+  :func:`resolve_unless_cancelled`) is a lean handle, and
   when the clock jumps to a batch made only of such timers their futures are
   resolved straight from the heap: the sleepers wake in the same iteration
   instead of the next one. Callbacks and tasks run in exactly the order the
@@ -80,7 +81,13 @@ from typing import Any, TypeVar
 from pipeline._validate import real
 from pipeline.errors import DeadlockError
 
-__all__ = ["VirtualEventLoop", "new_virtual_loop", "run_virtual", "wake_unless_cancelled"]
+__all__ = [
+    "VirtualEventLoop",
+    "new_virtual_loop",
+    "resolve_unless_cancelled",
+    "run_virtual",
+    "wake_unless_cancelled",
+]
 
 T = TypeVar("T")
 
@@ -106,11 +113,26 @@ def wake_unless_cancelled(future: asyncio.Future[Any]) -> None:
         future.set_result(None)
 
 
+def resolve_unless_cancelled(future: asyncio.Future[T], value: T) -> None:
+    """Set ``future``'s result to ``value`` unless it is done already (cancelled, say).
+
+    :func:`wake_unless_cancelled` for a wait that hands over a value:
+    ``loop.call_at(when, resolve_unless_cancelled, fut, value)`` then
+    ``await fut`` gives ``value`` at ``when``, as cheaply as a sleep.
+    """
+    if not future.done():
+        future.set_result(value)
+
+
 # Timer callbacks that only resolve the future they are given (no other effect, no user
 # code): ours, and the one asyncio.sleep schedules (if a Python release renamed it, sleeps
 # would merely take the general path).
 _WAKERS = frozenset(
-    {wake_unless_cancelled, getattr(futures, "_set_result_unless_cancelled", wake_unless_cancelled)}
+    {
+        wake_unless_cancelled,
+        resolve_unless_cancelled,
+        getattr(futures, "_set_result_unless_cancelled", wake_unless_cancelled),
+    }
 )
 
 
@@ -121,21 +143,10 @@ class _WakeTimer(events.TimerHandle):
     ``when``, comparison, repr), but skips what a wake-up does not need: no
     context copy (resolving a future runs no user code; the future's own
     callbacks keep their contexts) and no debug bookkeeping (debug loops make
-    plain handles).
+    plain handles). Made by :func:`_new_wake_timer`, not by calling the class.
     """
 
     __slots__ = ()
-
-    def __init__(self, when: float, callback: Any, args: tuple[Any, ...], loop: Any) -> None:
-        self._when = when
-        self._callback = callback
-        self._args = args
-        self._loop = loop
-        self._cancelled = False
-        self._scheduled = True
-        self._context = None
-        self._repr = None
-        self._source_traceback = None
 
     def cancel(self) -> None:
         if not self._cancelled:
@@ -150,26 +161,49 @@ class _WakeTimer(events.TimerHandle):
             self._callback(*self._args)
         except (SystemExit, KeyboardInterrupt):
             raise
-        except BaseException as exc:  # reported as asyncio.Handle._run reports it
-            callback = format_helpers._format_callback_source(self._callback, self._args)
-            self._loop.call_exception_handler(
-                {"message": f"Exception in callback {callback}", "exception": exc, "handle": self}
-            )
+        except BaseException as exc:
+            _report_callback_error(self, exc)
 
 
 class _Handle(events.Handle):
-    """A :class:`asyncio.Handle` made without asking the loop for its debug flag (not in debug)."""
+    """A :class:`asyncio.Handle` made without asking the loop for its debug flag (not in debug).
+
+    Made by :meth:`VirtualEventLoop.call_soon`, not by calling the class.
+    """
 
     __slots__ = ()
 
-    def __init__(self, callback: Any, args: tuple[Any, ...], loop: Any, context: Any) -> None:
-        self._context = contextvars.copy_context() if context is None else context
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+
+_new_instance = object.__new__
+
+
+def _new_wake_timer(when: float, callback: Any, args: tuple[Any, ...], loop: Any) -> _WakeTimer:
+    """A scheduled :class:`_WakeTimer` due at ``when`` (seconds of loop time).
+
+    It fills the slots of a bare instance rather than calling the class: a
+    class call that runs a Python ``__init__`` costs more than the stores
+    themselves, and handles are made several times per simulated item.
+    """
+    timer = _new_instance(_WakeTimer)
+    timer._when = when
+    timer._callback = callback
+    timer._args = args
+    timer._loop = loop
+    timer._cancelled = False
+    timer._scheduled = True
+    timer._context = None
+    timer._repr = None
+    timer._source_traceback = None
+    return timer
+
+
+def _report_callback_error(handle: events.Handle, exc: BaseException) -> None:
+    """Report a callback's exception to its loop, word for word as ``Handle._run`` does."""
+    callback = format_helpers._format_callback_source(handle._callback, handle._args)
+    context = {"message": f"Exception in callback {callback}", "exception": exc, "handle": handle}
+    if handle._source_traceback:
+        context["source_traceback"] = handle._source_traceback
+    handle._loop.call_exception_handler(context)
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
@@ -228,8 +262,18 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             and not self._closed
             and not self._debug
         ):
-            # A sleep's wake-up (most timers): the checks below, made cheaply.
-            timer = _WakeTimer(when, callback, args, self)
+            # A sleep's wake-up (most timers): the checks below, made cheaply, and
+            # _new_wake_timer written out (this runs for every simulated sleep).
+            timer = _new_instance(_WakeTimer)
+            timer._when = when
+            timer._callback = callback
+            timer._args = args
+            timer._loop = self
+            timer._cancelled = False
+            timer._scheduled = True
+            timer._context = None
+            timer._repr = None
+            timer._source_traceback = None
             self._timer_seq += 1
             heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
             return timer
@@ -250,7 +294,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             and not self._closed
             and not self._debug
         ):
-            timer = _WakeTimer(when, callback, args, self)
+            timer = _new_wake_timer(when, callback, args, self)
             self._timer_seq += 1
             heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
             return timer
@@ -264,7 +308,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._closed:
             raise RuntimeError("Event loop is closed")
         if callback in _WAKERS and not self._debug:
-            timer = _WakeTimer(when, callback, args, self)
+            timer = _new_wake_timer(when, callback, args, self)
         else:
             if self._debug:
                 self._check_thread()
@@ -288,7 +332,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             raise RuntimeError("Event loop is closed")
         if self._debug:
             return super().call_soon(callback, *args, context=context)
-        handle = _Handle(callback, args, self, context)
+        # A bare _Handle filled in here (see _new_wake_timer for why).
+        handle = _new_instance(_Handle)
+        handle._context = contextvars.copy_context() if context is None else context
+        handle._loop = self
+        handle._callback = callback
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None
+        handle._source_traceback = None
         self._ready.append(handle)
         return handle
 
@@ -387,17 +439,19 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         once (see :meth:`_fire_due_timers`).
         """
         scheduled = self._scheduled
-        sched_count = len(scheduled)
-        if (
-            sched_count > _MIN_SCHEDULED_TIMER_HANDLES
-            and self._timer_cancelled_count / sched_count > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
-        ):
-            self._purge_cancelled_timers()
-            scheduled = self._scheduled
-        else:
-            while scheduled and scheduled[0][2]._cancelled:
-                self._timer_cancelled_count -= 1
-                heapq.heappop(scheduled)[2]._scheduled = False
+        if self._timer_cancelled_count:  # no cancelled timer in the heap otherwise
+            sched_count = len(scheduled)
+            if (
+                sched_count > _MIN_SCHEDULED_TIMER_HANDLES
+                and self._timer_cancelled_count / sched_count
+                > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+            ):
+                self._purge_cancelled_timers()
+                scheduled = self._scheduled
+            else:
+                while scheduled and scheduled[0][2]._cancelled:
+                    self._timer_cancelled_count -= 1
+                    heapq.heappop(scheduled)[2]._scheduled = False
 
         ready = self._ready
         now = self._now
@@ -422,6 +476,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     future = handle._args[0]
                     if not future.done():
                         future.set_result(None)
+                elif handle._callback is resolve_unless_cancelled:
+                    future, value = handle._args
+                    if not future.done():
+                        future.set_result(value)
                 else:
                     handle._run()
             else:
@@ -435,10 +493,22 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._run_ready_debug(ntodo)
             return
         popleft = ready.popleft
-        for _ in range(ntodo):
+        while ntodo:
+            ntodo -= 1
             handle = popleft()
-            if not handle._cancelled:
+            if handle._cancelled:
+                continue
+            if handle.__class__ is not _Handle:
                 handle._run()
+                continue
+            # Handle._run written out for call_soon's handles (task steps, future
+            # callbacks: most of what runs), saving a Python call for each.
+            try:
+                handle._context.run(handle._callback, *handle._args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                _report_callback_error(handle, exc)
 
     def _wait_when_idle(self, scheduled: list, now: float) -> None:
         """Nothing is ready and the loop is not a pure simulation: wait, jump or give up."""

@@ -16,7 +16,6 @@ import asyncio
 import math
 import time
 import warnings
-from collections.abc import AsyncIterator
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ import numpy as np
 
 from ...engine import Pipeline
 from ...records import DeadLetter, RunReport
+from ..vloop import resolve_unless_cancelled as _resolve_unless_cancelled
 from ..vloop import run_virtual
 from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
 from ..workloads.failures import NoFailures
@@ -136,9 +136,6 @@ class SimulationResult:
         return frame
 
 
-def _percentile(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if len(values) else float("nan")
-
 
 def _mean(values: np.ndarray) -> float:
     return float(values.mean()) if len(values) else float("nan")
@@ -190,6 +187,8 @@ def _batch_half_width(values: np.ndarray) -> float:
 
 
 def _summarise(result: SimulationResult) -> dict[str, Any]:
+    from ..stats import percentiles
+
     scenario, report, c, s = result.scenario, result.report, result.columns, result.series
     warm = scenario.warmup_s
     counted = c.arrival_s >= warm
@@ -200,16 +199,13 @@ def _summarise(result: SimulationResult) -> dict[str, Any]:
     # One statistic at a time, freeing as it goes: a long run has tens of millions of rows.
     waits = (c.start_s - c.arrival_s)[started]
     del started
-    wait_mean, wait_p95 = _mean(waits), _percentile(waits, 95)
+    wait_mean, (wait_p95,) = _mean(waits), percentiles(waits, (95,))
     wait_half = _batch_half_width(waits)
     del waits
     latencies = (c.finish_s - c.arrival_s)[done]
     del done
     # One partition for the three percentiles (the same values as three calls).
-    latency = (
-        _mean(latencies),
-        *(np.percentile(latencies, (50, 95, 99)).tolist() if len(latencies) else [math.nan] * 3),
-    )
+    latency = (_mean(latencies), *percentiles(latencies, (50, 95, 99)))
     latency_half = _batch_half_width(latencies)
     del latencies
     sim_time = s.end_s
@@ -305,16 +301,6 @@ async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndar
         finally:
             in_flight -= 1
 
-    async def source() -> AsyncIterator[int]:
-        for item_id, arrival in enumerate(arrivals.tolist()):
-            if arrival > loop.time():
-                # call_at, not sleep(delay): the timer fires at exactly `arrival`,
-                # which exact trace replay depends on.
-                wake = create_future()
-                call_at(arrival, _wake_unless_cancelled, wake)
-                await wake
-            yield item_id
-
     recorder = Recorder()
     pipe = Pipeline(
         cannot_fail if isinstance(scenario.failures, NoFailures) else handler,
@@ -323,8 +309,50 @@ async def _run(scenario: Scenario, replication: int) -> tuple[RunReport, np.ndar
         rng=streams.jitter,
         name="sim",
     )
-    report = await pipe.run(source())
+    report = await pipe.run(_ArrivalSource(arrivals.tolist(), loop))
     return report, arrivals, recorder
+
+
+class _ArrivalSource:
+    """The simulated source: yields item ids 0, 1, ..., each at its arrival time.
+
+    An async iterator, as an async generator would be, but without one: its
+    ``__anext__`` returns a future that the arrival's timer resolves with the
+    item id, so taking an item costs no generator frame to resume, no
+    ``asend`` object and no coroutine (this runs once per item). The producer
+    awaits that future exactly where it would have awaited the generator's
+    sleep, so every callback runs in the same order.
+
+    Args:
+        arrival_s: arrival times, seconds of virtual time, non-decreasing.
+        loop: the virtual loop the run is on.
+    """
+
+    __slots__ = ("_arrival_s", "_loop", "_next")
+
+    def __init__(self, arrival_s: list[float], loop: asyncio.AbstractEventLoop) -> None:
+        self._arrival_s = arrival_s
+        self._loop = loop
+        self._next = 0
+
+    def __aiter__(self) -> _ArrivalSource:
+        return self
+
+    def __anext__(self) -> asyncio.Future[int]:
+        item_id = self._next
+        if item_id >= len(self._arrival_s):
+            raise StopAsyncIteration
+        self._next = item_id + 1
+        loop = self._loop
+        arrival = self._arrival_s[item_id]
+        future = loop.create_future()
+        if arrival > loop.time():
+            # call_at, not call_later(delay): the timer fires at exactly `arrival`,
+            # which exact trace replay depends on.
+            loop.call_at(arrival, _resolve_unless_cancelled, future, item_id)
+        else:  # already arrived (the producer was held up): no wait
+            future.set_result(item_id)
+        return future
 
 
 def _simulate_once(scenario: Scenario, replication: int, engine: str = "auto") -> SimulationResult:
