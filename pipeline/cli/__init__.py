@@ -145,8 +145,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
-    from .sim.running.simulate import SimulationResult
-    from .sim.workloads.scenario import Scenario
+    from ..sim.running.simulate import SimulationResult
+    from ..sim.workloads.scenario import Scenario
 
 __all__ = [
     "AXIS_FIELDS",
@@ -199,13 +199,13 @@ MAX_REPLICATIONS = 10_000
 
 
 def _items(text: str) -> int:
-    from .sim.workloads.scenario import MAX_N_ITEMS  # the Scenario's own bound
+    from ..sim.workloads.scenario import MAX_N_ITEMS  # the Scenario's own bound
 
     return _int(text, at_least=0, at_most=MAX_N_ITEMS, what="items")
 
 
 def _item_size(text: str) -> int:
-    from .sim.workloads.scenario import MAX_ITEM_SIZE_BYTES  # the Scenario's own bound
+    from ..sim.workloads.scenario import MAX_ITEM_SIZE_BYTES  # the Scenario's own bound
 
     return _int(text, at_least=0, at_most=MAX_ITEM_SIZE_BYTES, what="bytes")
 
@@ -246,8 +246,8 @@ def parse_backoff(spec: str) -> Any:
     Raises:
         ValueError: unknown name or key, a bad number, or a value Backoff rejects.
     """
-    from .retry import Backoff
-    from .sim.workloads.distributions import _build, _split_spec
+    from ..retry import Backoff
+    from ..sim.workloads.distributions import _build, _split_spec
 
     kind = "backoff"
     allowed = {
@@ -271,13 +271,13 @@ def parse_backoff(spec: str) -> Any:
 
 
 def _arrivals(text: str) -> Any:
-    from .sim.workloads.arrivals import parse_arrivals
+    from ..sim.workloads.arrivals import parse_arrivals
 
     return parse_arrivals(text)
 
 
 def _service(text: str) -> Any:
-    from .sim.workloads.distributions import parse_distribution
+    from ..sim.workloads.distributions import parse_distribution
 
     return parse_distribution(text)
 
@@ -400,7 +400,7 @@ def _flag(name: str) -> str:
 # Further commands, one module each: ``add_command(subparsers)`` registers the
 # command's parser with ``set_defaults(run=function)``; the module imports what
 # it needs to run lazily, so that ``simulate --json`` does not pay for it.
-_MORE_COMMANDS: tuple[str, ...] = ("pipeline.cli_sweep", "pipeline.cli_plan")
+_MORE_COMMANDS: tuple[str, ...] = ("pipeline.cli.sweep", "pipeline.cli.plan")
 
 
 def _build_parser() -> _Parser:
@@ -547,9 +547,9 @@ def _settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Settin
 
 
 def _scenario(settings: dict[str, Any]) -> Scenario:
-    from .config import PipelineConfig
-    from .sim.workloads.failures import IndependentFailures, NoFailures
-    from .sim.workloads.scenario import Scenario
+    from ..config import PipelineConfig
+    from ..sim.workloads.failures import IndependentFailures, NoFailures
+    from ..sim.workloads.scenario import Scenario
 
     config = PipelineConfig(
         **{field: settings[name] for name, field in CONFIG_FIELDS.items() if name in settings}
@@ -585,7 +585,7 @@ def _scenario(settings: dict[str, Any]) -> Scenario:
                 f"{_source(settings, 'trace')} replays the arrival and service times recorded "
                 f"in {settings['trace']}; drop {' and '.join(given)}"
             )
-        from .sim.workloads.traces import load_trace
+        from ..sim.workloads.traces import load_trace
 
         workload = load_trace(settings["trace"])
         if length.get("n_items", 0) > len(workload):
@@ -614,8 +614,8 @@ def _chain_scenario(
     settings: dict[str, Any], tables: Any, length: dict[str, Any], extra: dict[str, Any]
 ) -> Scenario:
     """A chain from the scenario file's ``[[stages]]`` tables (see :mod:`pipeline.cli_stages`)."""
-    from .cli_stages import PER_STAGE, parse_stages
-    from .sim.workloads.scenario import Scenario
+    from ..sim.workloads.scenario import Scenario
+    from .stages import PER_STAGE, parse_stages
 
     path = settings.path
     misplaced = [_source(settings, name) for name in PER_STAGE if name in settings]
@@ -694,7 +694,7 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
 def axis_change(name: str, value: Any) -> dict[str, Any]:
     """The ``Scenario.replace`` keyword for one axis value (``failure_rate`` -> ``failures``)."""
     if name == "failure_rate":
-        from .sim.workloads.failures import IndependentFailures, NoFailures
+        from ..sim.workloads.failures import IndependentFailures, NoFailures
 
         value = IndependentFailures(value) if value > 0 else NoFailures()
     return {AXIS_FIELDS[name]: value}
@@ -718,7 +718,7 @@ def _summary_object(results: Sequence[SimulationResult]) -> dict[str, Any]:
     """The JSON object: one run's summary, or means plus ``ci95`` over replications."""
     if len(results) == 1:
         return {key: _plain(value) for key, value in results[0].summary.items()}
-    from .sim.stats import summarise_values
+    from ..sim.stats import summarise_values
 
     out: dict[str, Any] = {"replications": len(results)}
     ci95: dict[str, Any] = {}
@@ -886,13 +886,13 @@ def _write_out(directory: str, summary: dict[str, Any], result: SimulationResult
 
     matplotlib.use("Agg")
     if stages is not None:
-        from .viz.stages import plot_stages
+        from ..viz.stages import plot_stages
 
         fig = plot_stages(result)
         fig.savefig(os.path.join(directory, "report.png"), dpi=100)
         return
     try:
-        from .viz.plots import report_figure  # type: ignore[import-not-found]
+        from ..viz.plots import report_figure  # type: ignore[import-not-found]
     except ImportError:
         report_figure = _report_figure
     fig = report_figure(result)
@@ -908,7 +908,7 @@ _ADVICE_METRICS = ("latency_mean_s", "latency_p95_s")
 
 def _run_length_notes(summary: dict[str, Any], replications: int) -> list[str]:
     """Run-length advice for the replication intervals wider than 10% of their mean."""
-    from .sim.stats import run_length_advice
+    from ..sim.stats import run_length_advice
 
     notes = []
     for key in _ADVICE_METRICS:
@@ -928,7 +928,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     settings = _settings(args, tables=("stages",))
     scenario = _scenario(settings)
-    from .sim.running.simulate import DrainTimeoutWarning, simulate
+    from ..sim.running.simulate import DrainTimeoutWarning, simulate
 
     replications = settings.get("replications", 1)
     engine = settings.get("engine", "auto")
@@ -960,7 +960,7 @@ def _simulate(args: argparse.Namespace) -> int:
         print(json.dumps(summary, allow_nan=False))
     else:
         print(_table(summary, scenario))
-        from .sim.analysis.diagnostics import diagnose, format_findings
+        from ..sim.analysis.diagnostics import diagnose, format_findings
 
         which = " (replication 0)" if len(results) > 1 else ""
         print(f"\ndiagnostics{which}:")

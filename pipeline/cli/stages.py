@@ -71,18 +71,18 @@ _CONFIG_FIELDS = {
 
 
 def _fan_out(text: str) -> int:
-    from .cli import _int
-    from .sim.workloads.stages import MAX_FAN_OUT
+    from ..sim.workloads.stages import MAX_FAN_OUT
+    from . import _int
 
     return _int(text, at_least=1, at_most=MAX_FAN_OUT, what="children per item")
 
 
 def _one_stage(table: Any, label: str, base: str) -> Any:
     """One ``[[stages]]`` table -> a StageSpec; ``label`` says where it is, for errors."""
-    from .cli import _OPTIONS, _anchor_file_key
-    from .config import PipelineConfig
-    from .sim.workloads.failures import IndependentFailures, NoFailures
-    from .sim.workloads.stages import StageSpec
+    from ..config import PipelineConfig
+    from ..sim.workloads.failures import IndependentFailures, NoFailures
+    from ..sim.workloads.stages import StageSpec
+    from . import _OPTIONS, _anchor_file_key
 
     if not isinstance(table, dict):
         raise ValueError(f"{label} must be a table ([[stages]]), got {type(table).__name__}")

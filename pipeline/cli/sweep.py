@@ -63,7 +63,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from .cli import (
+from . import (
     AXIS_FIELDS,
     _got,
     _int,
@@ -78,7 +78,7 @@ from .cli import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .sim.workloads.scenario import Scenario
+    from ..sim.workloads.scenario import Scenario
 
 __all__ = ["DEFAULT_METRICS", "add_command"]
 
@@ -282,7 +282,7 @@ def _csv_text(name: str, value: Any) -> Any:
 
 def _plot_axes(grid: dict[str, list[Any]], axes: list[str] | None) -> tuple[str, str | None]:
     """The heatmaps' x and y axes, checked before anything runs."""
-    from .viz.sweeps import MAX_PANELS  # the viz package is needed for the heatmaps anyway
+    from ..viz.sweeps import MAX_PANELS  # the viz package is needed for the heatmaps anyway
 
     names = list(grid)
     if axes is not None:
@@ -314,7 +314,7 @@ def _plot_axes(grid: dict[str, list[Any]], axes: list[str] | None) -> tuple[str,
 
 def _summary_metrics(base: Scenario) -> list[str]:
     """The numeric summary keys, read off a one-item run of the base scenario (a millisecond)."""
-    from .sim.running.simulate import simulate
+    from ..sim.running.simulate import simulate
 
     probe = base.replace(n_items=1, duration_s=None, warmup_s=0.0)
     summary = simulate(probe).summary
@@ -362,7 +362,7 @@ def _sweep_frame(
     args: argparse.Namespace,
 ) -> pd.DataFrame:
     """Run the sweep; the frame's grid columns are the option names, values as :func:`_label`."""
-    from .sim.analysis.sweep import sweep
+    from ..sim.analysis.sweep import sweep
 
     replications = settings.get("replications", DEFAULT_REPLICATIONS)
     fields = {
@@ -377,7 +377,7 @@ def _sweep_frame(
     if args.scheduler is None:
         frame = sweep(base, fields, processes=args.processes, **options)
     else:
-        from .sim.analysis.cluster import scheduler_executor
+        from ..sim.analysis.cluster import scheduler_executor
 
         try:
             with scheduler_executor(args.scheduler) as executor:
@@ -406,7 +406,7 @@ def _sweep_frame(
 
 def _points(frame: pd.DataFrame, grid: list[str], metrics: list[str]) -> list[dict[str, Any]]:
     """Per grid point, in grid order: its values and each metric's mean and 95% half-width."""
-    from .sim.stats import summarise_values
+    from ..sim.stats import summarise_values
 
     groups: dict[tuple[str, ...], list[int]] = {}
     for index, row in enumerate(frame[grid].itertuples(index=False, name=None)):
@@ -440,7 +440,7 @@ def _write_files(
     import matplotlib
 
     matplotlib.use("Agg")
-    from .viz.sweeps import plot_sweep
+    from ..viz.sweeps import plot_sweep
 
     for metric in metrics:
         figure = plot_sweep(frame, metric, x=x, y=y)
@@ -471,7 +471,7 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .cli import _scenario
+    from . import _scenario
 
     settings = _settings(args, tables=("grid",))
     base = _scenario(settings)

@@ -52,7 +52,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .cli import (
+from . import (
     MAX_REPLICATIONS,
     _int,
     _scenario,
@@ -279,7 +279,7 @@ def _plan(args: argparse.Namespace) -> int:
     processes = _processes(_pick(args.processes, tables, "processes"))
     scheduler = _pick(args.scheduler, tables, "scheduler")
 
-    from .sim.analysis.plan import plan
+    from ..sim.analysis.plan import plan
 
     options = dict(
         confidence=confidence,
@@ -293,7 +293,7 @@ def _plan(args: argparse.Namespace) -> int:
         if scheduler is not None:
             if not isinstance(scheduler, str) or not scheduler.strip():
                 raise ValueError(f"--scheduler: expected an address or 'local', got {scheduler!r}")
-            from .sim.analysis.cluster import scheduler_executor
+            from ..sim.analysis.cluster import scheduler_executor
 
             try:
                 executor = stack.enter_context(scheduler_executor(scheduler))
