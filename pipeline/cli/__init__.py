@@ -144,12 +144,30 @@ import warnings
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .values import (
+    CONFIG_FIELDS,
+    MAX_ATTEMPTS,
+    MAX_CONCURRENCY,
+    MAX_MAXSIZE,
+    MAX_REPLICATIONS,
+    OPTIONS,
+    anchor_file_key,
+    flag_name,
+    parse_backoff,
+    quoted,
+)
+
 if TYPE_CHECKING:
     from ..sim.running.simulate import SimulationResult
     from ..sim.workloads.scenario import Scenario
 
 __all__ = [
     "AXIS_FIELDS",
+    "CONFIG_FIELDS",
+    "MAX_ATTEMPTS",
+    "MAX_CONCURRENCY",
+    "MAX_MAXSIZE",
+    "MAX_REPLICATIONS",
     "add_scenario_flags",
     "axis_change",
     "main",
@@ -165,236 +183,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
-
-
-# -- value parsers: str -> value, ValueError naming what is allowed --------------------------
-
-
-def _got(text: str) -> str:
-    """``text`` for an error message, cut short if someone pasted a novel."""
-    return repr(text) if len(text) <= 40 else f"{text[:30]!r}... ({len(text)} characters)"
-
-
-def _int(text: str, *, at_least: int, at_most: int | None = None, what: str) -> int:
-    allowed = f">= {at_least}" + ("" if at_most is None else f" and <= {at_most:_}")
-    try:
-        value = int(text.strip())
-    except ValueError:  # also an integer of thousands of digits (int() refuses those)
-        raise ValueError(f"expected an integer {allowed} ({what}), got {_got(text)}") from None
-    if value < at_least or (at_most is not None and value > at_most):
-        raise ValueError(f"expected an integer {allowed} ({what}), got {_got(text.strip())}")
-    return value
-
-
-# Upper bounds of the integer flags: far above any real pipeline, low enough that a typo
-# (an extra zero or ten) fails at once instead of hanging or exhausting memory.
-MAX_CONCURRENCY = 100_000
-"""``--concurrency``: one asyncio task per worker."""
-MAX_MAXSIZE = 10**9
-"""``--maxsize``: queue slots (use ``unbounded`` for no bound)."""
-MAX_ATTEMPTS = 1000
-"""``--max-attempts``: attempts per item before it is dead-lettered."""
-MAX_REPLICATIONS = 10_000
-"""``--replications``: independent runs, each one full simulation."""
-
-
-def _items(text: str) -> int:
-    from ..sim.workloads.scenario import MAX_N_ITEMS  # the Scenario's own bound
-
-    return _int(text, at_least=0, at_most=MAX_N_ITEMS, what="items")
-
-
-def _item_size(text: str) -> int:
-    from ..sim.workloads.scenario import MAX_ITEM_SIZE_BYTES  # the Scenario's own bound
-
-    return _int(text, at_least=0, at_most=MAX_ITEM_SIZE_BYTES, what="bytes")
-
-
-def _float(text: str, *, low: float, high: float = math.inf, open_low: bool, what: str) -> float:
-    allowed = f"> {low:g}" if open_low else f">= {low:g}"
-    if high < math.inf:
-        allowed += f" and <= {high:g}"
-    try:
-        value = float(text.strip())
-    except ValueError:
-        raise ValueError(f"expected a number {allowed} ({what}), got {text!r}") from None
-    if not math.isfinite(value) or value < low or (open_low and value == low) or value > high:
-        raise ValueError(f"expected a number {allowed} ({what}), got {text!r}")
-    return value
-
-
-def _or_none(parse: Callable[[str], Any], word: str) -> Callable[[str], Any]:
-    def parser(text: str) -> Any:
-        if text.strip().lower() == word:
-            return None
-        try:
-            return parse(text)
-        except ValueError as exc:
-            allowed, sep, got = str(exc).rpartition(", got ")
-            raise ValueError(f"{allowed} or {word!r}{sep}{got}" if sep else str(exc)) from None
-
-    return parser
-
-
-def parse_backoff(spec: str) -> Any:
-    """Parse a backoff spec into a :class:`~pipeline.Backoff`.
-
-    Spellings: ``exponential:base=S,factor=F,cap=S,jitter=0|1`` (any key may
-    be left out; defaults 0.1 s, 2, 30 s, 0), ``constant:delay=S,jitter=0|1``,
-    ``none`` (retry at once). S in seconds.
-
-    Raises:
-        ValueError: unknown name or key, a bad number, or a value Backoff rejects.
-    """
-    from ..retry import Backoff
-    from ..sim.workloads.distributions import _build, _split_spec
-
-    kind = "backoff"
-    allowed = {
-        "exponential": ("base", "factor", "cap", "jitter"),
-        "constant": ("delay", "jitter"),
-        "none": (),
-    }
-    name, p = _split_spec(spec, kind, allowed)
-    jitter = p.pop("jitter", 0.0)
-    if jitter not in (0.0, 1.0):
-        raise ValueError(f"jitter must be 0 or 1 in backoff spec {spec!r}, got {jitter:g}")
-    if name == "none":
-        return Backoff.none()
-    if name == "constant":
-        if "delay" not in p:
-            raise ValueError(f"missing delay for constant in backoff spec {spec!r}")
-        return _build(spec, kind, lambda: Backoff.constant(p["delay"], jitter=bool(jitter)))
-    renamed = {"base_s": p.get("base"), "factor": p.get("factor"), "cap_s": p.get("cap")}
-    values = {k: v for k, v in renamed.items() if v is not None}
-    return _build(spec, kind, lambda: Backoff(kind="exponential", jitter=bool(jitter), **values))
-
-
-def _arrivals(text: str) -> Any:
-    from ..sim.workloads.arrivals import parse_arrivals
-
-    return parse_arrivals(text)
-
-
-def _service(text: str) -> Any:
-    from ..sim.workloads.distributions import parse_distribution
-
-    return parse_distribution(text)
-
-
-def _on_full(text: str) -> str:
-    value = text.strip().lower()
-    if value not in ("block", "reject"):
-        raise ValueError(f"expected 'block' or 'reject', got {text!r}")
-    return value
-
-
-def _engine(text: str) -> str:
-    value = text.strip().lower()
-    if value not in ("auto", "asyncio", "kernel"):
-        raise ValueError(f"expected 'auto', 'asyncio' or 'kernel', got {_got(text)}")
-    return value
-
-
-def _path(text: str) -> str:
-    if not text.strip():
-        raise ValueError("expected a path, got an empty string")
-    return text
-
-
-# name -> (parser, metavar, help). Names are the TOML keys; flags are --name-with-dashes.
-_OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
-    "arrivals": (
-        _arrivals,
-        "SPEC",
-        "arrival process, e.g. poisson:rate=3.2 (per second) or "
-        "counts:file=counts.csv,column=count,interval_s=60",
-    ),
-    "service": (
-        _service,
-        "SPEC",
-        "service time per attempt (s), e.g. exponential:mean=1.0, lognormal:p50=0.05,p99=1.2 "
-        "or empirical:file=durations.csv,column=duration_s",
-    ),
-    "concurrency": (
-        lambda t: _int(t, at_least=1, at_most=MAX_CONCURRENCY, what="workers"),
-        "N",
-        "workers (default 4, at most 100000)",
-    ),
-    "maxsize": (
-        _or_none(
-            lambda t: _int(t, at_least=1, at_most=MAX_MAXSIZE, what="queue slots"), "unbounded"
-        ),
-        "N|unbounded",
-        "queue bound in items (at most 10**9), or 'unbounded' (default 100)",
-    ),
-    "on_full": (_on_full, "block|reject", "when the queue is full (default block)"),
-    "max_attempts": (
-        lambda t: _int(t, at_least=1, at_most=MAX_ATTEMPTS, what="attempts per item"),
-        "N",
-        "attempts before an item is dead-lettered (default 3, at most 1000)",
-    ),
-    "failure_rate": (
-        lambda t: _float(t, low=0, high=1, open_low=False, what="probability per attempt"),
-        "p",
-        "each attempt fails independently with probability p (default 0)",
-    ),
-    "backoff": (
-        parse_backoff,
-        "SPEC",
-        "retry delay: exponential:base=0.1,factor=2,cap=30,jitter=1 | constant:delay=1 | none",
-    ),
-    "attempt_timeout": (
-        _or_none(lambda t: _float(t, low=0, open_low=True, what="seconds"), "none"),
-        "S|none",
-        "seconds one attempt may take (default none)",
-    ),
-    "drain_timeout": (
-        _or_none(lambda t: _float(t, low=0, open_low=False, what="seconds"), "none"),
-        "S|none",
-        "seconds the final drain may take (default 30)",
-    ),
-    "items": (
-        _items,
-        "N",
-        "number of items to simulate (at most 10**9)",
-    ),
-    "duration": (
-        lambda t: _float(t, low=0, open_low=True, what="seconds of virtual time"),
-        "S",
-        "simulate arrivals during S seconds instead of --items",
-    ),
-    "seed": (lambda t: _int(t, at_least=0, what="seed"), "N", "random seed (default 0)"),
-    "warmup": (
-        lambda t: _float(t, low=0, open_low=False, what="seconds"),
-        "S",
-        "seconds excluded from the statistics (default 0)",
-    ),
-    "item_size": (
-        _item_size,
-        "BYTES",
-        "memory one item holds, for the memory model (default 1024, at most 4 GiB)",
-    ),
-    "replications": (
-        lambda t: _int(t, at_least=1, at_most=MAX_REPLICATIONS, what="independent runs"),
-        "R",
-        "independent runs; R > 1 reports means and 95%% half-widths (default 1, at most 10000)",
-    ),
-    "engine": (
-        _engine,
-        "auto|asyncio|kernel",
-        "auto (default): the exact kernel where it applies, else the asyncio engine",
-    ),
-    "trace": (_path, "FILE.csv", "replay a trace: columns arrival_s, service_s[, fails]"),
-    "out": (_path, "DIR", "write summary.json, items.csv, timeseries.csv, report.png"),
-}
-_FILE_PATHS = ("trace", "out")
-# Options whose spec may name a file (``empirical:file=...``, ``counts:file=...``).
-_SPECS_WITH_FILES = ("arrivals", "service")
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 # Further commands, one module each: ``add_command(subparsers)`` registers the
@@ -423,35 +211,27 @@ def _build_parser() -> _Parser:
 
 
 def add_scenario_flags(parser: argparse.ArgumentParser) -> None:
-    """The scenario file argument and one flag per :data:`_OPTIONS` entry.
+    """The scenario file argument and one flag per :data:`OPTIONS` entry.
 
     Shared by every command that builds a scenario (``simulate``, ``plan``, ``sweep``).
     """
     parser.add_argument("scenario", nargs="?", help="scenario.toml (keys mirror the flags)")
-    for name, (_, metavar, text) in _OPTIONS.items():
-        parser.add_argument(_flag(name), dest=name, metavar=metavar, help=text)
-
-
-# Options that are PipelineConfig fields -> the field each sets.
-CONFIG_FIELDS: dict[str, str] = {
-    "concurrency": "concurrency",
-    "maxsize": "queue_maxsize",
-    "on_full": "on_full",
-    "max_attempts": "max_attempts",
-    "backoff": "backoff",
-    "attempt_timeout": "attempt_timeout_s",
-    "drain_timeout": "drain_timeout_s",
-}
+    for name, (_, metavar, text) in OPTIONS.items():
+        parser.add_argument(flag_name(name), dest=name, metavar=metavar, help=text)
 
 
 # -- settings: TOML file, then flags -----------------------------------------------------------
+
+_FILE_PATHS = ("trace", "out")
+# Options whose spec may name a file (``empirical:file=...``, ``counts:file=...``).
+_SPECS_WITH_FILES = ("arrivals", "service")
 
 
 def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str], dict[str, Any]]:
     """A scenario file's settings as flag texts, and its ``tables`` keys as TOML gave them.
 
     ``tables`` names the keys a command reads itself (e.g. a sweep's grid);
-    every other key must be one of :data:`_OPTIONS`.
+    every other key must be one of :data:`OPTIONS`.
     """
     import tomllib
 
@@ -474,8 +254,8 @@ def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str],
                 "vary a chain from the command line yet (from Python, sweep() and plan() take "
                 "'stage.field' names such as 'write.concurrency')"
             )
-        if name not in _OPTIONS:
-            allowed = ", ".join(sorted([*_OPTIONS, *tables]))
+        if name not in OPTIONS:
+            allowed = ", ".join(sorted([*OPTIONS, *tables]))
             raise ValueError(f"{path}: unknown key {key!r}; allowed: {allowed}")
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ValueError(
@@ -485,20 +265,9 @@ def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str],
         if name in _FILE_PATHS:
             text = os.path.join(base, text)
         elif name in _SPECS_WITH_FILES:
-            text = _anchor_file_key(text, base)
+            text = anchor_file_key(text, base)
         raw[name] = text
     return raw, extra
-
-
-def _anchor_file_key(spec: str, base: str) -> str:
-    """``spec`` with a relative ``file=PATH`` taken relative to ``base`` (the scenario's folder)."""
-    name, colon, rest = spec.partition(":")
-    parts = rest.split(",")
-    for i, part in enumerate(parts):
-        key, eq, value = part.partition("=")
-        if eq and key.strip().lower() == "file" and value.strip():
-            parts[i] = f"{key}={os.path.join(base, value.strip())}"
-    return name + colon + ",".join(parts)
 
 
 class _Settings(dict[str, Any]):
@@ -513,7 +282,7 @@ class _Settings(dict[str, Any]):
 
 def _source(settings: dict[str, Any], name: str) -> str:
     """Where a setting came from: ``--items`` (a flag) or ``'items' in scenario.toml``."""
-    return getattr(settings, "origins", {}).get(name, _flag(name))
+    return getattr(settings, "origins", {}).get(name, flag_name(name))
 
 
 def _settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Settings:
@@ -526,7 +295,7 @@ def _settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Settin
     if args.scenario is not None:
         raw, file_tables = _read_toml(args.scenario, tables)
         sources.append((args.scenario, raw))
-    flags = {name: getattr(args, name) for name in _OPTIONS if getattr(args, name) is not None}
+    flags = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
     if sources and ("items" in flags or "duration" in flags):
         # --items and --duration are one choice: a flag for either replaces the file's.
         for name in ("items", "duration"):
@@ -535,12 +304,12 @@ def _settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Settin
     settings = _Settings()
     for origin, raw in sources:
         for name, text in raw.items():
-            label = f"{origin}: {name}" if origin else _flag(name)
+            label = f"{origin}: {name}" if origin else flag_name(name)
             try:
-                settings[name] = _OPTIONS[name][0](text)
+                settings[name] = OPTIONS[name][0](text)
             except ValueError as exc:
                 raise ValueError(f"{label}: {exc}") from None
-            settings.origins[name] = f"{name!r} in {origin}" if origin else _flag(name)
+            settings.origins[name] = f"{name!r} in {origin}" if origin else flag_name(name)
     settings.tables = file_tables
     settings.path = args.scenario
     return settings
@@ -595,7 +364,7 @@ def _scenario(settings: dict[str, Any]) -> Scenario:
             )
         failures = workload.failures | failures if rate > 0 else workload.failures
         return workload.scenario(config, failures=failures, **length, **extra)
-    missing = [_flag(n) for n in ("arrivals", "service") if n not in settings]
+    missing = [flag_name(n) for n in ("arrivals", "service") if n not in settings]
     if missing:
         raise ValueError(f"missing {' and '.join(missing)} (or give --trace FILE.csv)")
     if not length:
@@ -660,11 +429,11 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
     name, sep, values_text = text.partition("=")
     name = name.strip().replace("-", "_")
     if not sep or not name:
-        raise ValueError(f"expected NAME=VALUES (e.g. concurrency=1..64), got {_got(text)}")
+        raise ValueError(f"expected NAME=VALUES (e.g. concurrency=1..64), got {quoted(text)}")
     if name not in AXIS_FIELDS:
         allowed = ", ".join(n.replace("_", "-") for n in AXIS_FIELDS)
         raise ValueError(f"cannot vary {name!r}; allowed: {allowed}")
-    parse = _OPTIONS[name][0]
+    parse = OPTIONS[name][0]
     low, dots, high = values_text.partition("..")
     if dots:
         try:
@@ -673,7 +442,7 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
             raise ValueError(f"{name}={values_text.strip()}: {exc}") from None
         if not (isinstance(first, int) and isinstance(last, int)) or last < first:
             raise ValueError(
-                f"{name}: a range LOW..HIGH needs integers LOW <= HIGH, got {_got(text)}"
+                f"{name}: a range LOW..HIGH needs integers LOW <= HIGH, got {quoted(text)}"
             )
         if last - first >= _MAX_AXIS_VALUES:
             raise ValueError(f"{name}: {values_text} holds more than {_MAX_AXIS_VALUES:,} values")
@@ -681,7 +450,7 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
     separator = ";" if name in ("arrivals", "service", "backoff") else ","
     parts = [part for part in values_text.split(separator) if part.strip()]
     if not parts:
-        raise ValueError(f"{name}: no values given in {_got(text)}")
+        raise ValueError(f"{name}: no values given in {quoted(text)}")
     values = []
     for part in parts:
         try:

@@ -53,8 +53,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import (
-    MAX_REPLICATIONS,
-    _int,
     _scenario,
     _settings,
     add_scenario_flags,
@@ -62,6 +60,7 @@ from . import (
     parse_axis,
     write_json,
 )
+from .values import MAX_REPLICATIONS, parse_int
 
 __all__ = ["add_command"]
 
@@ -220,7 +219,7 @@ def _replications(text: Any, maximum: Any, origin: str) -> tuple[int, int]:
     limit = MAX_REPLICATIONS
 
     def whole(part: str, what: str) -> int:
-        return _int(part, at_least=2, at_most=limit, what=what)
+        return parse_int(part, at_least=2, at_most=limit, what=what)
 
     if text is not None:
         if maximum is not None:
@@ -249,7 +248,7 @@ def _processes(text: Any) -> int | None:
     if text is None:
         return None
     try:
-        return _int(str(text), at_least=1, at_most=MAX_PROCESSES, what="worker processes")
+        return parse_int(str(text), at_least=1, at_most=MAX_PROCESSES, what="worker processes")
     except ValueError as exc:
         raise ValueError(f"--processes: {exc}") from None
 

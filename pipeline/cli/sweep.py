@@ -65,8 +65,6 @@ from typing import TYPE_CHECKING, Any
 
 from . import (
     AXIS_FIELDS,
-    _got,
-    _int,
     _plain,
     _settings,
     _show,
@@ -74,6 +72,7 @@ from . import (
     axis_change,
     parse_axis,
 )
+from .values import parse_int, quoted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -119,16 +118,16 @@ def _grid_flag(text: str) -> tuple[str, list[Any]]:
 def _metrics_flag(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",")]
     if not all(names):
-        raise argparse.ArgumentTypeError(f"expected METRIC[,METRIC...], got {_got(text)}")
+        raise argparse.ArgumentTypeError(f"expected METRIC[,METRIC...], got {quoted(text)}")
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise argparse.ArgumentTypeError(f"metric(s) {repeated} given twice in {_got(text)}")
+        raise argparse.ArgumentTypeError(f"metric(s) {repeated} given twice in {quoted(text)}")
     return names
 
 
 def _processes_flag(text: str) -> int:
     try:
-        return _int(text, at_least=1, at_most=MAX_PROCESSES, what="worker processes")
+        return parse_int(text, at_least=1, at_most=MAX_PROCESSES, what="worker processes")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -142,7 +141,7 @@ def _scheduler_flag(text: str) -> str:
 def _axes_flag(text: str) -> list[str]:
     names = [name.strip().replace("-", "_") for name in text.split(",")]
     if not all(names) or len(names) > 2:
-        raise argparse.ArgumentTypeError(f"expected X or X,Y (grid axis names), got {_got(text)}")
+        raise argparse.ArgumentTypeError(f"expected X or X,Y (grid axis names), got {quoted(text)}")
     return names
 
 
