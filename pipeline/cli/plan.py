@@ -56,10 +56,9 @@ from . import (
     _scenario,
     _settings,
     add_scenario_flags,
-    axis_change,
-    parse_axis,
     write_json,
 )
+from .axes import axis_change, parse_axis
 from .values import MAX_REPLICATIONS, parse_int
 
 __all__ = ["add_command"]

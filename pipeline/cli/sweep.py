@@ -64,14 +64,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import (
-    AXIS_FIELDS,
     _plain,
     _settings,
     _show,
     add_scenario_flags,
-    axis_change,
-    parse_axis,
 )
+from .axes import AXIS_FIELDS, axis_change, parse_axis
 from .values import parse_int, quoted
 
 if TYPE_CHECKING:
