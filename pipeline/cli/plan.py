@@ -53,12 +53,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import (
-    _scenario,
-    _settings,
-    add_scenario_flags,
     write_json,
 )
 from .axes import axis_change, parse_axis
+from .settings import add_scenario_flags, build_scenario, read_settings
 from .values import MAX_REPLICATIONS, parse_int
 
 __all__ = ["add_command"]
@@ -261,9 +259,9 @@ def _pick(flag: Any, tables: dict[str, Any], name: str) -> Any:
 
 def _plan(args: argparse.Namespace) -> int:
     replications_flag, args.replications = args.replications, None
-    settings = _settings(args, tables=_TABLES)
+    settings = read_settings(args, tables=_TABLES)
     tables = settings.tables
-    base = _scenario(settings)
+    base = build_scenario(settings)
     search = _search(tables.get("search"), args.search)
     slos = _slos(tables.get("slo"), args.slo)
     confidence_text = _pick(args.confidence, tables, "confidence")

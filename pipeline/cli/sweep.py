@@ -65,11 +65,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import (
     _plain,
-    _settings,
     _show,
-    add_scenario_flags,
 )
 from .axes import AXIS_FIELDS, axis_change, parse_axis
+from .settings import add_scenario_flags, build_scenario, read_settings
 from .values import parse_int, quoted
 
 if TYPE_CHECKING:
@@ -468,10 +467,8 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import _scenario
-
-    settings = _settings(args, tables=("grid",))
-    base = _scenario(settings)
+    settings = read_settings(args, tables=("grid",))
+    base = build_scenario(settings)
     grid = _grid(args, settings)
     runs = math.prod(len(values) for values in grid.values()) * settings.get(
         "replications", DEFAULT_REPLICATIONS
