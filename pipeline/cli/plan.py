@@ -52,10 +52,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import (
-    write_json,
-)
 from .axes import axis_change, parse_axis
+from .output import write_json
 from .settings import add_scenario_flags, build_scenario, read_settings
 from .values import MAX_REPLICATIONS, parse_int
 

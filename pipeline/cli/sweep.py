@@ -63,11 +63,8 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import (
-    _plain,
-    _show,
-)
 from .axes import AXIS_FIELDS, axis_change, parse_axis
+from .output import format_value, json_safe
 from .settings import add_scenario_flags, build_scenario, read_settings
 from .values import parse_int, quoted
 
@@ -410,11 +407,11 @@ def _points(frame: pd.DataFrame, grid: list[str], metrics: list[str]) -> list[di
     points = []
     for rows in groups.values():
         part = frame.iloc[rows]
-        point = {name: _plain(part[name].iloc[0]) for name in grid}
+        point = {name: json_safe(part[name].iloc[0]) for name in grid}
         mean, half = {}, {}
         for metric in metrics:
             stats = summarise_values(part[metric].to_numpy(dtype=float))
-            mean[metric], half[metric] = _plain(stats.mean), _plain(stats.half_width)
+            mean[metric], half[metric] = json_safe(stats.mean), json_safe(stats.half_width)
         points.append({"point": point, "replications": len(rows), "mean": mean, "ci95": half})
     return points
 
@@ -454,9 +451,9 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
         cells = [str(_csv_text(name, point["point"][name])) for name in grid]
         for metric in metrics:
             mean, half = point["mean"][metric], point["ci95"][metric]
-            text = _show(metric, mean)
+            text = format_value(metric, mean)
             if mean is not None and half is not None:
-                text += f" ± {_show(metric, half)}"
+                text += f" ± {format_value(metric, half)}"
             cells.append(text)
         body.append(cells)
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
@@ -494,7 +491,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         engines = sorted(set(frame["engine"]))
         summary = {
-            "grid": {name: [_plain(_label(name, v)) for v in grid[name]] for name in grid},
+            "grid": {name: [json_safe(_label(name, v)) for v in grid[name]] for name in grid},
             "replications": int(frame["replication"].max()) + 1,
             "metrics": metrics,
             "engine": ",".join(engines),
