@@ -73,6 +73,7 @@ def summary_object(results: Sequence[SimulationResult]) -> dict[str, Any]:
 
 
 def format_value(key: str, value: Any) -> str:
+    """A summary value for people, its unit read off the key (``_s``, ``_bytes``, ``_per_s``)."""
     if value is None:
         return "-"
     if isinstance(value, str):
@@ -115,6 +116,7 @@ _STAGE_TABLE_KEYS = (
 
 
 def summary_table(summary: dict[str, Any], scenario: Scenario) -> str:
+    """The summary as a short table: the configuration, one row per key, a block per stage."""
     reps = f", {summary['replications']} replications (mean ± 95%)" if "ci95" in summary else ""
     if scenario.stages is None:
         lines = [f"{_config_line(scenario.config)}, seed {scenario.seed}{reps}"]
@@ -209,6 +211,7 @@ def write_json(path: str, payload: dict[str, Any]) -> None:
 
 
 def write_out(directory: str, summary: dict[str, Any], result: SimulationResult) -> None:
+    """``--out``: summary.json, items.csv, timeseries.csv (and per stage) and report.png."""
     write_json(os.path.join(directory, "summary.json"), summary)
     result.items.to_csv(os.path.join(directory, "items.csv"), index=False)
     result.timeseries.to_csv(os.path.join(directory, "timeseries.csv"), index=False)
@@ -259,6 +262,7 @@ def run_length_notes(summary: dict[str, Any], replications: int) -> list[str]:
 
 
 def one_line(exc: BaseException) -> str:
+    """What went wrong, on one line, for ``pipeline: error: ...``."""
     if isinstance(exc, OSError) and exc.filename is not None:
         text = f"cannot use {exc.filename}: {exc.strerror or exc}"
     elif isinstance(exc, MemoryError):

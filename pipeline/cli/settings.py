@@ -41,7 +41,7 @@ __all__ = ["add_scenario_flags", "build_scenario", "read_settings"]
 
 
 def add_scenario_flags(parser: argparse.ArgumentParser) -> None:
-    """The scenario file argument and one flag per :data:`OPTIONS` entry.
+    """The scenario file argument and one flag per :data:`~pipeline.cli.values.OPTIONS` entry.
 
     Shared by every command that builds a scenario (``simulate``, ``plan``, ``sweep``).
     """
@@ -50,6 +50,7 @@ def add_scenario_flags(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag_name(name), dest=name, metavar=metavar, help=text)
 
 
+# Options that are paths, taken relative to the scenario file.
 _FILE_PATHS = ("trace", "out")
 # Options whose spec may name a file (``empirical:file=...``, ``counts:file=...``).
 _SPECS_WITH_FILES = ("arrivals", "service")
@@ -59,7 +60,7 @@ def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str],
     """A scenario file's settings as flag texts, and its ``tables`` keys as TOML gave them.
 
     ``tables`` names the keys a command reads itself (e.g. a sweep's grid);
-    every other key must be one of :data:`OPTIONS`.
+    every other key must be one of :data:`~pipeline.cli.values.OPTIONS`.
     """
     import tomllib
 
@@ -144,6 +145,11 @@ def read_settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Se
 
 
 def build_scenario(settings: dict[str, Any]) -> Scenario:
+    """The Scenario the settings describe: a trace, a chain of ``[[stages]]``, or one stage.
+
+    Raises:
+        ValueError: settings that cannot go together, or a missing one, named as given.
+    """
     from ..config import PipelineConfig
     from ..sim.workloads.failures import IndependentFailures, NoFailures
     from ..sim.workloads.scenario import Scenario
