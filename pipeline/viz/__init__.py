@@ -15,6 +15,7 @@ from .overlays import (
     plot_wait_vs_theory,
     theory_for,
 )
+from .plan_explorer import PlanExplorer, explore_plan
 from .plots import (
     human_bytes,
     memory_bound_bytes,
@@ -30,8 +31,10 @@ from .warmup import plot_warmup
 
 __all__ = [
     "Explorer",
+    "PlanExplorer",
     "check",
     "explore",
+    "explore_plan",
     "human_bytes",
     "memory_bound_bytes",
     "oldest_unfinished_age",
