@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import matplotlib
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -26,7 +27,7 @@ def test_every_metric_an_slo_may_name_has_words() -> None:
     assert set(METRICS) <= set(METRIC_LABELS)
     assert metric_label("latency_p95_s") == "p95 latency (s)"
     assert metric_label("memory_peak_bytes") == "peak memory (bytes)"
-    assert metric_label("shed_fraction") == "shed fraction (share)"
+    assert metric_label("shed_fraction") == "shed fraction (0 to 1)"
     assert metric_label("memory_peak_mib") == "memory_peak_mib"  # a column of one's own
 
 
@@ -124,3 +125,18 @@ def test_the_frontier_shows_a_previous_answer_for_comparison(plans) -> None:
     other = plan(loose.base, loose.search, ["utilisation<=0.9"], processes=1, progress=False)
     with pytest.raises(ValueError, match="previous must be a plan of the same metrics"):
         tight.figure(previous=other)
+
+
+def test_a_zero_on_a_log_colour_scale_is_the_bottom_colour_not_a_blank() -> None:
+    rows = [
+        {"concurrency": c, "queue_maxsize": m, "replication": 0, "shed": shed}
+        for (c, m), shed in {(2, 10): 0.5, (2, 50): 0.2, (4, 10): 0.001, (4, 50): 0.0}.items()
+    ]
+    frame = pd.DataFrame(rows)
+    frame.attrs["grid"] = ["concurrency", "queue_maxsize"]
+    heat = plot_sweep(frame, "shed", x="queue_maxsize", y="concurrency").axes[0]
+    (image,) = heat.images
+    colours = image.get_array()
+    assert image.norm.vmin == pytest.approx(0.001)  # a log scale: the values span 500x
+    assert not np.ma.getmaskarray(colours)[1, 1] and colours[1, 1] == pytest.approx(0.001)
+    assert "0" in [t.get_text() for t in heat.texts]  # the cell still says what it holds

@@ -227,8 +227,15 @@ def _heatmap(
         found = stats.get(tuple(where[axis] for axis in grid))
         if found is not None:
             mean[row, col], half[row, col] = found.mean, found.half_width
+    from matplotlib.colors import LogNorm
+
+    shown = mean
+    if isinstance(norm, LogNorm) and norm.vmin is not None:
+        # A log scale has no place for 0 (no request shed): colour it as the scale's
+        # bottom, not blank like a missing value. Its annotation still says 0.
+        shown = np.where(mean <= 0, norm.vmin, mean)
     image = ax.imshow(
-        np.ma.masked_invalid(mean), origin="lower", aspect="auto", cmap=cmap, norm=norm
+        np.ma.masked_invalid(shown), origin="lower", aspect="auto", cmap=cmap, norm=norm
     )
     ax.set_xticks(range(len(xs)), [_axis_label(v) for v in xs])
     ax.set_yticks(range(len(ys)), [_axis_label(v) for v in ys])
@@ -238,7 +245,7 @@ def _heatmap(
         return image  # cells too small for text; the colour scale still reads
     for (row, col), cell in np.ndenumerate(mean):
         # White on the dark lower half of the colour scale; black on cells left blank.
-        shade = np.ma.filled(image.norm(np.ma.masked_invalid([cell])), np.nan)[0]
+        shade = np.ma.filled(image.norm(np.ma.masked_invalid([shown[row, col]])), np.nan)[0]
         ax.text(
             col,
             row,

@@ -67,7 +67,7 @@ def metric_label(metric: str) -> str:
     """``"p95 latency (s)"`` for ``"latency_p95_s"``; an unknown name is returned as it is."""
     words, unit = METRIC_LABELS.get(metric, (metric, ""))
     if unit == "fraction":
-        return f"{words} (share)"
+        return f"{words} (0 to 1)"
     return f"{words} ({unit})" if unit else words
 
 
