@@ -16,6 +16,7 @@ from pipeline.sim.analysis.metric_labels import (
     limit_text,
     metric_label,
     slo_text,
+    value_text,
 )
 from pipeline.sim.analysis.slo import METRICS
 from pipeline.viz import plot_sweep
@@ -50,6 +51,21 @@ def test_every_metric_an_slo_may_name_has_words() -> None:
 )
 def test_limits_are_written_in_their_unit(metric, value, text) -> None:
     assert limit_text(metric, value) == text
+
+
+@pytest.mark.parametrize(
+    ("metric", "value", "text"),
+    [
+        ("memory_peak_bytes", 1_835_008, "1.75 MiB"),  # measured sizes: binary, as memory is
+        ("memory_peak_bytes", 200e6, "191 MiB"),
+        ("memory_peak_bytes", 512, "512 B"),
+        ("latency_p95_s", 18.0829, "18.1 s"),
+        ("shed_fraction", 0.0026531, "0.265%"),
+        ("latency_p95_s", math.nan, "nan"),
+    ],
+)
+def test_measured_values_are_written_in_their_unit(metric, value, text) -> None:
+    assert value_text(metric, value) == text
 
 
 def test_an_slo_in_words() -> None:

@@ -38,6 +38,10 @@ def test_the_first_draw_is_the_plan_with_the_given_limits(panel) -> None:
     assert panel.new_runs == [fresh.runs_total]
     assert "chosen: <b>concurrency=" in panel.summary.value
     assert "mean wait ≤ 0.5 s" in panel.summary.value  # limits in words, not keys
+    assert [c.description for c in panel.controls.values()] == [
+        "mean wait (s) ≤",
+        "peak memory (bytes) ≤",
+    ]
     assert [s.limit for s in panel.current_slos()] == [0.5, 8388608.0]  # 8 MiB stays exact
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..sim import RunCache, Scenario, plan
-from ..sim.analysis.metric_labels import METRIC_LABELS, limit_text, slo_text
+from ..sim.analysis.metric_labels import METRIC_LABELS, slo_text, value_text
 from ..sim.analysis.slo import SLO, parse_slos
 
 __all__ = ["PlanExplorer", "explore_plan"]
@@ -59,10 +59,11 @@ def _default_range(slo: SLO) -> tuple[float, float]:
 
 
 def _slider(slo: SLO, low: float, high: float) -> widgets.Widget:
-    unit = METRIC_LABELS.get(slo.metric, ("", ""))[1]
-    words = METRIC_LABELS.get(slo.metric, (slo.metric, ""))[0]
+    words, unit = METRIC_LABELS.get(slo.metric, (slo.metric, ""))
+    # The readout shows the number; the description says its unit (a fraction reads as %).
+    shown = f" ({unit})" if unit and unit not in ("fraction", "attempts", "items") else ""
     common = {
-        "description": f"{words} {'≤' if slo.upper else '≥'}",
+        "description": f"{words}{shown} {'≤' if slo.upper else '≥'}",
         "readout_format": _READOUT.get(unit, ".3g"),
         "continuous_update": False,
         "style": _STYLE,
@@ -256,7 +257,7 @@ def _answer_html(answer: Any, *, short: bool = False) -> str:
         searched = {k: answer.chosen[k] for k in answer.search}
         binding = answer.binding
         slo = next(s for s in answer.slos if str(s) == binding["slo"])
-        bound = limit_text(slo.metric, float(f"{binding['bound']:.3g}"))
+        bound = value_text(slo.metric, binding["bound"])
         text = (
             f"<b>{html.escape(_point_text(searched))}</b> for {html.escape(limits)}; "
             f"binding: {html.escape(slo_text(slo))} (bound {html.escape(bound)})"

@@ -3,8 +3,9 @@
 Summary keys carry their units in their names (``_s``, ``_bytes``) so that code
 and JSON stay unambiguous; a figure's title, axis or colour bar should read as
 prose instead. :func:`metric_label` names a metric with its unit,
-:func:`limit_text` writes a limit in that unit (``4 MiB``, ``1%``, ``30 s``)
-and :func:`slo_text` writes a whole SLO (``p95 latency ≤ 30 s``). A name this
+:func:`limit_text` writes a limit in that unit (``4 MiB``, ``1%``, ``30 s``),
+:func:`value_text` a measured value (``1.75 MiB``, ``18.1 s``) and
+:func:`slo_text` a whole SLO (``p95 latency ≤ 30 s``). A name this
 module does not know (a column a notebook added) is shown as it is.
 
 Example:
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .slo import SLO
 
-__all__ = ["METRIC_LABELS", "limit_text", "metric_label", "slo_text"]
+__all__ = ["METRIC_LABELS", "limit_text", "metric_label", "slo_text", "value_text"]
 
 METRIC_LABELS: dict[str, tuple[str, str]] = {
     "items_offered": ("items offered", "items"),
@@ -98,6 +99,20 @@ def limit_text(metric: str, value: float) -> str:
     if unit in ("", "attempts"):
         return f"{value:g}"
     return f"{value:g} {unit}"
+
+
+def value_text(metric: str, value: float) -> str:
+    """A measured ``value`` in its unit, 3 significant digits: ``"1.75 MiB"``, ``"18.1 s"``.
+
+    Unlike a limit, a measured size has no typed form to echo: it is always in
+    binary units, as memory is counted.
+    """
+    value = float(value)
+    unit = METRIC_LABELS.get(metric, ("", ""))[1]
+    if unit == "bytes" and math.isfinite(value):
+        scale, name = next(((s, u) for s, u in _BINARY if abs(value) >= s), (1, "B"))
+        return f"{value / scale:.3g} {name}"
+    return limit_text(metric, float(f"{value:.3g}") if math.isfinite(value) else value)
 
 
 def slo_text(slo: SLO) -> str:
