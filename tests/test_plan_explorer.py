@@ -88,6 +88,8 @@ def test_a_shared_cache_makes_the_first_draw_free() -> None:
         ({"wait_mean_s": (1.0, 2.0)}, r"must contain the limit of wait_mean_s<=0.5"),
         ({"wait_mean_s": (2.0, 1.0)}, r"two finite numbers, low < high"),
         ({"wait_mean_s": (0.1, float("nan"))}, r"two finite numbers, low < high"),
+        ({"wait_mean_s": 5}, r"ranges\['wait_mean_s'\] must be two finite numbers"),
+        ({"wait_mean_s": (0.1, 1, 2)}, r"two finite numbers, low < high, got \(0.1, 1, 2\)"),
         ({"latency_p99_s": (1, 2)}, r"ranges names no SLO of this plan: \['latency_p99_s'\]"),
     ],
 )

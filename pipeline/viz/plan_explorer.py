@@ -149,11 +149,13 @@ class PlanExplorer:
             both = metrics.count(slo.metric) > 1
             key = slo.metric + ("_le" if slo.upper else "_ge") * both
             span = ranges.pop(key, None) or ranges.pop(slo.metric, None) or _default_range(slo)
-            low, high = (float(v) for v in span)
+            wrong = f"ranges[{key!r}] must be two finite numbers, low < high, got {span!r}"
+            try:
+                low, high = (float(v) for v in span)
+            except (TypeError, ValueError):
+                raise ValueError(wrong) from None
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
-                raise ValueError(
-                    f"ranges[{key!r}] must be two finite numbers, low < high, got {span!r}"
-                )
+                raise ValueError(wrong)
             if not low <= slo.limit <= high:
                 raise ValueError(f"ranges[{key!r}] = {span!r} must contain the limit of {slo}")
             controls[key] = _slider(slo, low, high)
