@@ -34,6 +34,7 @@ import ipywidgets as widgets
 from ..sim import RunCache, Scenario, plan
 from ..sim.analysis.metric_labels import METRIC_LABELS, slo_text, value_text
 from ..sim.analysis.slo import SLO, parse_slos
+from ._shown import ShowsWidget
 
 __all__ = ["PlanExplorer", "explore_plan"]
 
@@ -90,7 +91,7 @@ def _limit(slider: widgets.Widget, typed: float) -> float:
     return typed if math.isclose(value, typed, rel_tol=1e-9) else float(f"{value:.3g}")
 
 
-class PlanExplorer:
+class PlanExplorer(ShowsWidget):
     """A panel of SLO-limit sliders over :func:`~pipeline.sim.plan`.
 
     Attributes:
@@ -230,14 +231,6 @@ class PlanExplorer:
         return f"<div>{now}{before}{cost}</div>"
 
     # -- display ----------------------------------------------------------------------
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
         limits = ", ".join(str(s) for s in self.current_slos())
