@@ -150,7 +150,10 @@ def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
 def _settles_at_a_deadline(engine) -> bool:
     """Whether some item of the run finished at a time a drain deadline could fall on."""
     times = np.concatenate(
-        [stage.columns.finish_s[~np.isnan(stage.columns.finish_s)] for stage in engine.stages.values()]
+        [
+            stage.columns.finish_s[~np.isnan(stage.columns.finish_s)]
+            for stage in engine.stages.values()
+        ]
     )
     ends = [stage.report.finished_s for stage in engine.report.stages.values()]
     return bool(np.isin(ends, times).any())
