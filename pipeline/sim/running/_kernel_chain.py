@@ -148,6 +148,9 @@ class _Stage:
         self.failure_of: list[Any] = [None] * c
         self.steps: list[tuple[Any, Any]] = []
         self.next: _Stage | None = None
+        self.log_kind = self.run.kinds.append
+        self.log_time = self.run.times.append
+        self.log_id = self.run.ids.append
 
     def full(self) -> bool:
         return len(self.items) + len(self.retries) + self.reserved + self.held >= self.bound
@@ -187,17 +190,18 @@ def run_chain_events(
     now = 0.0
 
     def log(stage: _Stage, kind: int, item: int) -> None:
-        run = stage.run
-        run.kinds.append(kind)
-        run.times.append(now)
-        run.ids.append(item)
+        stage.log_kind(kind)
+        stage.log_time(now)
+        stage.log_id(item)
 
     def admit(stage: _Stage, item: int) -> None:
         # Pipeline._admit with its slot reserved: queue the item, wake a waiting worker.
         run = stage.run
         run.offered += 1
         run.admitted += 1
-        log(stage, _ADMITTED, item)
+        stage.log_kind(_ADMITTED)  # log(), inline: the hot path
+        stage.log_time(now)
+        stage.log_id(item)
         stage.unsettled += 1
         stage.reserved -= 1
         stage.items.append(item)
@@ -308,7 +312,9 @@ def run_chain_events(
             stage.in_flight -= 1
             if failure is None:
                 run.completed += 1
-                log(stage, _COMPLETED, item)
+                stage.log_kind(_COMPLETED)
+                stage.log_time(now)
+                stage.log_id(item)
                 if stage.check is not None:
                     stage.errors.pop(item, None)
                 run.outputs += stage.fan_out
@@ -346,7 +352,9 @@ def run_chain_events(
             schedule(stage.waiters.popleft())
         attempt = stage.attempts[item] = stage.attempts[item] + 1
         run.attempts += 1
-        log(stage, _STARTED, item)
+        stage.log_kind(_STARTED)
+        stage.log_time(now)
+        stage.log_id(item)
         seconds = stage.first[item] if attempt == 1 else stage.retry_time(item)
         stage.in_flight += 1
         if stage.check is not None:
