@@ -16,6 +16,10 @@ finished the item (or its parent): time spent waiting for room in this
 stage's queue counts as this stage's wait, as backpressure at the source
 counts as waiting at the source.
 
+The kernel's chain path (:mod:`pipeline.sim.running._kernel_chain`) replays
+that run without asyncio and hands back the same report and event logs;
+:func:`simulate_chain` turns either into the same result.
+
 Random streams: arrivals come from the scenario's own streams, and each stage
 draws service times, retries, failures and jitter from streams of its own,
 derived from ``(seed, replication, stage number)``: changing one stage does

@@ -32,6 +32,13 @@ cancelling an attempt, a quota reading the loop's clock) or run code of
 yours whose behaviour the kernel cannot know; ``engine="auto"`` runs the
 engine for them.
 
+Chains (``Scenario.stages``) take a third path,
+:mod:`pipeline.sim.running._kernel_chain` (:func:`run_chain_kernel`): the
+real :class:`~pipeline.Chain` replayed stage by stage, hand-offs that block
+after service and fan-out included. A chain is inside the domain when every
+stage is; a drain that reaches its timeout is found only by running and then
+declined (:class:`KernelDeclined`), and ``engine="auto"`` runs the engine.
+
 The event path reproduces CPython's asyncio scheduling (what 3.11 to 3.13
 do; the equality tests run on each), not a property of asyncio in general.
 """
