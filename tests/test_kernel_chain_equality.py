@@ -439,3 +439,16 @@ def test_a_drain_that_times_out_is_declined_and_auto_runs_the_engine():
 def test_auto_runs_a_chain_inside_the_domain_on_the_kernel():
     assert simulate(tandem()).summary["engine"] == "kernel"
     assert simulate(tandem(), engine="asyncio").summary["engine"] == "asyncio"
+
+
+def test_an_empty_source_gives_the_same_empty_chain_run():
+    result = run_both(tandem().replace(n_items=0))
+    assert result.summary["items_offered"] == 0 and result.report.finished_s == 0.0
+
+
+@pytest.mark.parametrize("engine", ["kernel", "asyncio"])
+def test_a_stage_trace_too_short_is_the_same_one_line_error_on_both_engines(engine):
+    # Two items fan out into four at s1, whose trace has three times.
+    scenario = line([0.0, 1.0], ([1.0, 1.0], {}, 2), ([1.0, 1.0, 1.0], {}, 1))
+    with pytest.raises(ValueError, match=r"^stage 's1': the service trace has 3 times but 4 items"):
+        simulate(scenario, engine=engine)
