@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_sim.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_kernel.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_chain.py
 	$(BIN)/python bench/bench_vloop.py
 	$(BIN)/python bench/bench_explorer.py
 

@@ -63,7 +63,7 @@ def test_tandem_mmc_stages_wait_as_erlang_c_at_the_external_rate():
         expected = theory.mmc(2.0, mean_s, c).wait_mean_s
         assert abs(mean - expected) <= half, (name, mean, half, expected)
         assert half <= 0.35 * expected  # the interval is narrow enough to mean something
-    assert all(run.summary["engine"] == "asyncio" for run in runs)
+    assert all(run.summary["engine"] == "kernel" for run in runs)  # the chain path ran them
 
 
 # -- exact replay --------------------------------------------------------------------------
@@ -196,11 +196,13 @@ def test_a_slow_last_stage_backs_up_into_the_first():
 # -- engines and validation ----------------------------------------------------------------
 
 
-def test_the_kernel_refuses_a_chain_in_one_line_and_auto_runs_the_engine():
-    with pytest.raises(ValueError, match="multi-stage chains") as caught:
-        simulate(tandem(n_items=5), engine="kernel")
+def test_the_kernel_refuses_a_chain_stage_outside_its_domain_in_one_line():
+    scenario = tandem(n_items=5).replace(**{"fetch.attempt_timeout_s": 1.0})
+    with pytest.raises(ValueError, match="stage 'fetch': attempt timeouts") as caught:
+        simulate(scenario, engine="kernel")
     assert "\n" not in str(caught.value)
-    assert simulate(tandem(n_items=5), engine="auto").summary["engine"] == "asyncio"
+    assert simulate(scenario, engine="auto").summary["engine"] == "asyncio"
+    assert simulate(tandem(n_items=5), engine="auto").summary["engine"] == "kernel"
 
 
 def test_one_seed_reproduces_a_chain_run():

@@ -16,6 +16,10 @@ finished the item (or its parent): time spent waiting for room in this
 stage's queue counts as this stage's wait, as backpressure at the source
 counts as waiting at the source.
 
+The kernel's chain path (:mod:`pipeline.sim.running._kernel_chain`) replays
+that run without asyncio and hands back the same report and event logs;
+:func:`simulate_chain` turns either into the same result.
+
 Random streams: arrivals come from the scenario's own streams, and each stage
 draws service times, retries, failures and jitter from streams of its own,
 derived from ``(seed, replication, stage number)``: changing one stage does
@@ -25,6 +29,7 @@ not change the traffic another sees.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import random
 import time
@@ -35,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...chain import Chain
-from ...chainreport import ChainReport
+from ...chainreport import ChainReport, StageReport
+from ...records import RunReport
 from ...stage import Stage
 from ..vloop import run_virtual, wake_unless_cancelled
 from ..workloads.scenario import Scenario, ServiceTrace, Streams
@@ -174,9 +180,8 @@ class ChainSimulationResult:
             end-to-end latency (built on first use).
         timeseries: items held by the whole chain over time, and their memory.
         wall_time_s: real seconds the run took.
+        engine: which one ran it, ``"asyncio"`` or ``"kernel"`` (also the summary's ``engine``).
     """
-
-    engine = "asyncio"
 
     def __init__(
         self,
@@ -185,7 +190,9 @@ class ChainSimulationResult:
         arrival_s: np.ndarray,
         stages: dict[str, SimulationResult],
         wall_time_s: float,
+        engine: str = "asyncio",
     ) -> None:
+        self.engine = engine
         self.scenario = scenario
         self.report = report
         self.arrival_s = arrival_s
@@ -300,10 +307,58 @@ def _items_held(stages: list[SimulationResult]) -> tuple[np.ndarray, np.ndarray]
     return times, total
 
 
-def simulate_chain(scenario: Scenario, replication: int) -> ChainSimulationResult:
-    """Run one replication of a multi-stage ``scenario`` on the asyncio engine."""
+def chain_report(stages: list[tuple[str, RunReport, Any]], finished_s: float) -> ChainReport:
+    """The :class:`~pipeline.ChainReport` the engine's close builds, for a kernel run.
+
+    Args:
+        stages: per stage, in order: its name, its :class:`~pipeline.RunReport`
+            and its hand-off account (``outputs``, ``handed_on``,
+            ``hand_off_blocked_s``; nothing is stranded in a run whose drain
+            finished).
+        finished_s: the loop time the chain closed.
+    """
+    reports = {
+        name: StageReport(
+            **{field.name: getattr(report, field.name) for field in dataclasses.fields(RunReport)},
+            name=name,
+            outputs=joint.outputs,
+            handed_on=joint.handed_on,
+            stranded=[],
+            hand_off_blocked_s=joint.hand_off_blocked_s,
+            batches=0,
+        )
+        for name, report, joint in stages
+    }
+    head, tail = reports[stages[0][0]], reports[stages[-1][0]]
+    return ChainReport(
+        stages=reports,
+        offered=head.offered,
+        completed=tail.outputs,
+        drain_timed_out=False,
+        started_s=head.started_s,
+        finished_s=finished_s,
+    )
+
+
+def simulate_chain(
+    scenario: Scenario, replication: int, engine: str = "asyncio"
+) -> ChainSimulationResult:
+    """Run one replication of a multi-stage ``scenario``.
+
+    Args:
+        engine: ``"asyncio"`` runs the real chain on the virtual loop;
+            ``"kernel"`` its exact replay (the caller checks the domain first).
+
+    Raises:
+        KernelDeclined: ``engine="kernel"`` and a drain runs into its timeout.
+    """
     began = time.perf_counter()
-    report, arrivals, recorders = run_virtual(_run_chain(scenario, replication))
+    if engine == "kernel":
+        from .kernel import run_chain_kernel
+
+        report, arrivals, recorders = run_chain_kernel(scenario, replication)
+    else:
+        report, arrivals, recorders = run_virtual(_run_chain(scenario, replication))
     results: dict[str, SimulationResult] = {}
     arrival = arrivals
     for spec, recorder in zip(scenario.stages, recorders, strict=True):
@@ -325,7 +380,7 @@ def simulate_chain(scenario: Scenario, replication: int) -> ChainSimulationResul
             warmup_s=scenario.warmup_s,
         )
         results[spec.name] = SimulationResult(
-            stage_scenario, stage_report, columns, series, 0.0, "asyncio"
+            stage_scenario, stage_report, columns, series, 0.0, engine
         )
         # The next stage's items arrive when this stage finishes them (or their parent).
         finished = np.where(columns.outcome == 0, columns.finish_s, np.nan)
@@ -334,4 +389,4 @@ def simulate_chain(scenario: Scenario, replication: int) -> ChainSimulationResul
     for result in results.values():
         result.wall_time_s = wall
         result.summary["wall_time_s"] = wall
-    return ChainSimulationResult(scenario, report, arrivals, results, wall)
+    return ChainSimulationResult(scenario, report, arrivals, results, wall, engine)

@@ -32,6 +32,13 @@ cancelling an attempt, a quota reading the loop's clock) or run code of
 yours whose behaviour the kernel cannot know; ``engine="auto"`` runs the
 engine for them.
 
+Chains (``Scenario.stages``) take a third path,
+:mod:`pipeline.sim.running._kernel_chain` (:func:`run_chain_kernel`): the
+real :class:`~pipeline.Chain` replayed stage by stage, hand-offs that block
+after service and fan-out included. A chain is inside the domain when every
+stage is; a drain that reaches its timeout is found only by running and then
+declined (:class:`KernelDeclined`), and ``engine="auto"`` runs the engine.
+
 The event path reproduces CPython's asyncio scheduling (what 3.11 to 3.13
 do; the equality tests run on each), not a property of asyncio in general.
 """
@@ -40,10 +47,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...chainreport import ChainReport
+from ...config import PipelineConfig
 from ...records import RunReport
 from ...retry import Backoff, RetryPolicy
 from ..workloads.failures import (
     CombinedFailures,
+    FailureModel,
     Hangs,
     IndependentFailures,
     NoFailures,
@@ -52,12 +62,21 @@ from ..workloads.failures import (
     ScriptedFailures,
     TokenQuota,
 )
-from ..workloads.scenario import Scenario
+from ..workloads.scenario import Scenario, Streams
 from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
 from .report import make_report
 from .workload import Workload
 
-__all__ = ["ENGINES", "check_engine", "refusal", "require_kernel", "run_kernel", "unsupported"]
+__all__ = [
+    "ENGINES",
+    "KernelDeclined",
+    "check_engine",
+    "refusal",
+    "require_kernel",
+    "run_chain_kernel",
+    "run_kernel",
+    "unsupported",
+]
 
 ENGINES = ("auto", "asyncio", "kernel")
 """Values of ``engine=`` for :func:`~pipeline.sim.simulate` and :func:`~pipeline.sim.sweep`."""
@@ -84,12 +103,23 @@ def check_engine(engine: object) -> str:
 def unsupported(scenario: Scenario) -> str | None:
     """The first feature of ``scenario`` outside the kernel's domain, or None if it has none.
 
-    ``simulate(engine="auto")`` runs the asyncio engine when this is not None;
-    ``engine="kernel"`` raises a ValueError naming it.
+    A chain is inside when every stage is (its feature is then named with the
+    stage, ``"stage 'write': rate limits (config.rate_limit)"``); a chain's
+    drain that runs into its timeout is only known by running it (see
+    :func:`run_chain_kernel`). ``simulate(engine="auto")`` runs the asyncio
+    engine when this is not None; ``engine="kernel"`` raises a ValueError naming it.
     """
     if scenario.stages is not None:
-        return "multi-stage chains (Scenario.stages)"
-    config = scenario.config
+        for spec in scenario.stages:
+            feature = _unsupported_stage(spec.config, spec.failures)
+            if feature is not None:
+                return f"stage {spec.name!r}: {feature}"
+        return None
+    return _unsupported_stage(scenario.config, scenario.failures)
+
+
+def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | None:
+    """The first feature of one pipeline (or stage) outside the kernel's domain, or None."""
     if config.rate_limit is not None:
         return "rate limits (config.rate_limit)"
     if config.attempt_timeout_s is not None:
@@ -98,7 +128,6 @@ def unsupported(scenario: Scenario) -> str | None:
         return f"a backoff of its own ({type(config.backoff).__name__})"
     if type(config.retry) is not RetryPolicy:
         return f"a retry policy of its own ({type(config.retry).__name__})"
-    failures = scenario.failures
     models = failures.models if type(failures) is CombinedFailures else (failures,)
     for model in models:
         if type(model) in _KERNEL_FAILURES:
@@ -124,7 +153,11 @@ def require_kernel(scenario: Scenario) -> None:
 
 def _cannot_fail(scenario: Scenario, n: int) -> bool:
     """True when no attempt of the first ``n`` items can fail, whatever the draws."""
-    failures = scenario.failures
+    return _never_fails(scenario.failures, n)
+
+
+def _never_fails(failures: FailureModel, n: int) -> bool:
+    """True when ``failures`` fails no attempt of the first ``n`` items, whatever the draws."""
     models = failures.models if type(failures) is CombinedFailures else (failures,)
     for model in models:
         if type(model) is NoFailures:
@@ -186,3 +219,75 @@ def run_kernel(
         producer_blocked_s=run.producer_blocked_s,
     )
     return report, arrivals, columns, series
+
+
+class KernelDeclined(Exception):
+    """Raised by :func:`run_chain_kernel` when a run turns out to leave the kernel's domain.
+
+    ``feature`` names what (for :func:`refusal`); ``engine="auto"`` then runs the engine.
+    """
+
+    def __init__(self, feature: str) -> None:
+        super().__init__(feature)
+        self.feature = feature
+
+
+def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport, np.ndarray, list]:
+    """Run one replication of a chain in the kernel: (chain report, arrival times, recorders).
+
+    The same triple the engine's run gives (one :class:`Recorder` per stage),
+    from the same streams: the source's arrivals from the scenario's, each
+    stage's service times, retries, failures and jitter from its own.
+
+    Raises:
+        KernelDeclined: a drain runs into its timeout (outside the chain path's domain).
+    """
+    from ._kernel_chain import StageInput, run_chain_events
+    from .chained import _StageWorkload, chain_report
+
+    streams = Streams.from_seed(scenario.seed, replication)
+    arrivals = scenario.arrivals.times(
+        streams.arrivals, n=scenario.n_items, duration_s=scenario.duration_s
+    )
+    inputs, reaching = [], len(arrivals)
+    for number, spec in enumerate(scenario.stages):
+        work = _StageWorkload(spec, reaching, scenario.seed, replication, number)
+        quiet = _never_fails(spec.failures, reaching)
+        inputs.append(
+            StageInput(
+                name=spec.name,
+                config=spec.config,
+                fan_out=spec.fan_out,
+                first_attempt_s=work.first_attempt_s,
+                retry_time=work.retry_time,
+                failures=None if quiet else work.failures,
+                rng=work.jitter,
+            )
+        )
+        reaching *= spec.fan_out
+    played = run_chain_events(arrivals.tolist(), inputs, scenario.stages[0].config.drain_timeout_s)
+    if isinstance(played, str):
+        raise KernelDeclined(played)
+    runs, finished_s = played
+    reports, recorders = [], []
+    for spec, run in zip(scenario.stages, runs, strict=True):
+        report = make_report(
+            config=spec.config,
+            offered=run.offered,
+            admitted=run.admitted,
+            completed=run.completed,
+            attempts=run.attempts,
+            retried=run.retried,
+            dead_letters=run.dead_letters,
+            shed=run.shed,
+            unfinished=[],
+            drain_timed_out=False,
+            finished_s=run.finished_s,
+            queue_peak=run.queue_peak,
+            producer_blocked_s=run.producer_blocked_s,
+        )
+        reports.append((spec.name, report, run))
+        log = Recorder()
+        log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
+        recorders.append(log)
+    return chain_report(reports, finished_s), arrivals, recorders

@@ -361,10 +361,17 @@ def _simulate_once(scenario: Scenario, replication: int, engine: str = "auto") -
 
     if scenario.stages is not None:
         from .chained import simulate_chain
+        from .kernel import KernelDeclined
 
-        require = unsupported(scenario)
-        if engine == "kernel" and require is not None:
-            raise ValueError(refusal(require))
+        outside = unsupported(scenario)
+        if engine == "kernel" and outside is not None:
+            raise ValueError(refusal(outside))
+        if engine != "asyncio" and outside is None:
+            try:
+                return simulate_chain(scenario, replication, "kernel")
+            except KernelDeclined as declined:
+                if engine == "kernel":
+                    raise ValueError(refusal(declined.feature)) from None
         return simulate_chain(scenario, replication)
     began = time.perf_counter()
     if engine != "asyncio":
