@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import logging
 
-from .chain import Chain
-from .chainreport import ChainReport, ChainStatistics, StageReport, StageStatistics
 from .config import PipelineConfig, RateLimit
 from .engine import Pipeline, State
 from .errors import (
@@ -37,7 +35,6 @@ from .items import WorkItem
 from .queue import WorkQueue
 from .records import AttemptError, DeadLetter, Result, RunReport, ShedLog
 from .retry import Backoff, RetryPolicy
-from .stage import Stage
 from .stats import Statistics
 
 logging.getLogger("pipeline").addHandler(logging.NullHandler())
@@ -82,8 +79,14 @@ __all__ = [
 
 # Public names imported on first use: name -> module that defines it. The
 # simulation layer needs numpy; dead-letter export and replay need neither the
-# command line nor a running pipeline.
+# command line nor a running pipeline; a single-stage run needs no chain.
 _LAZY = {
+    "Chain": ".chain",
+    "ChainReport": ".chainreport",
+    "ChainStatistics": ".chainreport",
+    "Stage": ".stage",
+    "StageReport": ".chainreport",
+    "StageStatistics": ".chainreport",
     "export_csv": ".deadletters",
     "export_jsonl": ".deadletters",
     "load_jsonl": ".deadletters",

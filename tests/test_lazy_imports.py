@@ -22,6 +22,12 @@ HEAVY = [
     "pipeline.sim.workloads.traces",
     "pipeline.sim.analysis.theory",
     "pipeline.sim.analysis.planning",
+    "pipeline.sim.analysis.plan",
+    "pipeline.chain",  # a single-stage run needs no chain of stages
+    "pipeline.chainreport",
+    "pipeline.sim.running.chained",
+    "distributed",
+    "aiohttp",
     "numpy.ma",  # np.percentile and np.unique import it: 6 ms of start-up
     "pandas",
     "matplotlib",

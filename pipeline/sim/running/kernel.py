@@ -45,9 +45,10 @@ do; the equality tests run on each), not a property of asyncio in general.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ...chainreport import ChainReport
 from ...config import PipelineConfig
 from ...records import RunReport
 from ...retry import Backoff, RetryPolicy
@@ -66,6 +67,9 @@ from ..workloads.scenario import Scenario, Streams
 from .recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
 from .report import make_report
 from .workload import Workload
+
+if TYPE_CHECKING:
+    from ...chainreport import ChainReport
 
 __all__ = [
     "ENGINES",
