@@ -1,4 +1,4 @@
-"""``python -m pipeline``: the command line (see :mod:`pipeline.cli`)."""
+"""``python -m pipeline``: the command line (see :mod:`pipeline.cli`, one module per command)."""
 
 from pipeline.cli import main
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .errors import PipelineClosed
-from .queue import wake_first
+from .queue import wait_in_line, wake_first
 from .records import Result, ShedLog
 from .stage import Batch
 from .state import State
@@ -226,7 +226,7 @@ class BatchFormer:
                 raise PipelineClosed(f"{self!r} is not taking payloads")
             if not self._sealed:
                 break
-            await _wait(self._room_waiters)
+            await wait_in_line(self._room_waiters)
         forming = self._forming
         forming.append(payload)
         self.offered += 1
@@ -249,7 +249,7 @@ class BatchFormer:
             while not self._sealed:
                 if self._closed:
                     return
-                await _wait(self._flush_waiters)
+                await wait_in_line(self._flush_waiters)
             batch = Batch(self._forming)
             try:
                 accepted = await self._pipe.put(batch)
@@ -308,15 +308,3 @@ class BatchFormer:
     def unsent(self) -> list[Any]:
         """Payloads taken but never sent to the pipeline (unfinished at the close)."""
         return list(self._forming)
-
-
-async def _wait(waiters: deque[asyncio.Future[None]]) -> None:
-    waiter = asyncio.get_running_loop().create_future()
-    waiters.append(waiter)
-    try:
-        await waiter
-    finally:
-        if not waiter.done():
-            waiter.cancel()
-        if waiter in waiters:
-            waiters.remove(waiter)

@@ -248,6 +248,19 @@ class WorkQueue(Generic[T]):
             self.peak = size
 
 
+async def wait_in_line(waiters: deque[asyncio.Future[None]]) -> None:
+    """Wait until :func:`wake_first` wakes this task; leave the line if cancelled first."""
+    waiter = asyncio.get_running_loop().create_future()
+    waiters.append(waiter)
+    try:
+        await waiter
+    finally:
+        if not waiter.done():
+            waiter.cancel()
+        if waiter in waiters:
+            waiters.remove(waiter)
+
+
 def wake_first(waiters: deque[asyncio.Future[Any]]) -> None:
     """Wake the longest-waiting task that is still waiting (skipping cancelled ones)."""
     while waiters:

@@ -23,7 +23,7 @@ import asyncio
 from collections import deque
 from typing import Any
 
-from .queue import wake_first
+from .queue import wait_in_line, wake_first
 from .records import Result
 
 __all__ = ["ResultReader", "ResultStream"]
@@ -76,7 +76,7 @@ class ResultStream:
         """
         while len(self._results) >= self.maxsize and not (self._closed or self._detached):
             try:
-                await self._wait(self._senders)
+                await wait_in_line(self._senders)
             except asyncio.CancelledError:
                 self.dropped += 1
                 raise
@@ -108,7 +108,7 @@ class ResultStream:
         while not self._results:
             if self._closed:
                 raise StopAsyncIteration
-            await self._wait(self._receivers)
+            await wait_in_line(self._receivers)
         result = self._results.popleft()
         wake_first(self._senders)
         self.delivered += 1
@@ -125,17 +125,6 @@ class ResultStream:
         for waiters in (self._senders, self._receivers):
             while waiters:
                 wake_first(waiters)
-
-    @staticmethod
-    async def _wait(waiters: deque[asyncio.Future[None]]) -> None:
-        waiter = asyncio.get_running_loop().create_future()
-        waiters.append(waiter)
-        try:
-            await waiter
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-                waiters.remove(waiter)
 
 
 class ResultReader:

@@ -36,6 +36,10 @@ base = Scenario(arrivals=Poisson(rate=3.2), service=Exponential(mean=1.0),
 """
 SWEEP = 'frame = sweep(base, {"concurrency": [4, 5]}, replications=2, processes=2, progress=False)'
 SIMULATE = "runs = simulate(base, replications=4, processes=2, progress=False)"
+PLAN = (
+    "from pipeline.sim import plan; "
+    "answer = plan(base, {'concurrency': [4, 5]}, ['wait_mean_s<=5'], processes=2, progress=False)"
+)
 
 
 def run_script(path: Path) -> subprocess.CompletedProcess[str]:
@@ -56,7 +60,7 @@ def write(tmp_path: Path, body: str, method: str = "forkserver") -> Path:
     return path
 
 
-@pytest.mark.parametrize("call", [SWEEP, SIMULATE], ids=["sweep", "simulate"])
+@pytest.mark.parametrize("call", [SWEEP, SIMULATE, PLAN], ids=["sweep", "simulate", "plan"])
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 def test_an_unguarded_call_stops_at_once_with_one_line(tmp_path, call, method):
     done = run_script(write(tmp_path, call + "\nprint('finished')\n", method))
@@ -74,6 +78,23 @@ def test_the_default_process_count_runs_here_with_a_warning(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["rows", "4"]
     assert "planning_script.py:9: RuntimeWarning: sweep runs in this process" in done.stderr
+
+
+def test_a_plan_left_to_its_default_processes_runs_here_with_a_warning(tmp_path):
+    # The planner starts a pool by default when its first round would take a few seconds
+    # (the README's 100,000-item call); made to here, for a quick run on two CPUs.
+    call = (
+        "import os, pipeline.sim.analysis.plan as p; os.cpu_count = lambda: 2; "
+        "p._POOL_WORTH_S = 0.0; "
+        "answer = p.plan(base, {'concurrency': [4, 5]}, ['wait_mean_s<=5'], progress=False)"
+    )
+    done = run_script(
+        write(tmp_path, call + "\nprint(answer.status, answer.chosen['concurrency'])\n")
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["chosen", "4"]
+    assert "planning_script.py:9: RuntimeWarning: plan runs in this process, not 2" in done.stderr
+    assert "BrokenProcessPool" not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_guarded_script_uses_worker_processes(tmp_path):

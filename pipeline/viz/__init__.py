@@ -18,6 +18,7 @@ from .overlays import (
     plot_wait_vs_theory,
     theory_for,
 )
+from .plan_explorer import PlanExplorer, explore_plan
 from .plots import (
     human_bytes,
     memory_bound_bytes,
@@ -38,9 +39,11 @@ __all__ = [
     "Explorer",
     "FocusedWidget",
     "LiveRunWidget",
+    "PlanExplorer",
     "StageExplorer",
     "check",
     "explore",
+    "explore_plan",
     "explore_stages",
     "human_bytes",
     "memory_bound_bytes",

@@ -46,6 +46,7 @@ from pipeline.sim import (
 
 from ._explorer_figure import ExplorerFigure
 from ._png import RETINA_SCALE, png_display_data
+from ._shown import ShowsWidget, error_html
 from .plots import human_bytes
 
 __all__ = ["Explorer", "explore"]
@@ -88,7 +89,7 @@ def _service(mean: float, cv: float, family: type = LogNormal):
     return LogNormal(mean=mean, cv=cv)
 
 
-class Explorer:
+class Explorer(ShowsWidget):
     """An interactive what-if panel over one scenario.
 
     Attributes:
@@ -447,21 +448,9 @@ class Explorer:
         )
 
     def _error_html(self, message: str) -> str:
-        return (
-            f"<div><div style='color:#555'>{html.escape(self._settings_text())}</div>"
-            f"<div style='color:#b00'><b>Cannot simulate this setting:</b> "
-            f"{html.escape(message)}</div></div>"
-        )
+        return error_html(self._settings_text(), "simulate", message)
 
     # -- display ----------------------------------------------------------------------
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
         return f"<Explorer {self._settings_text()} updates={len(self.timings_s)}>"

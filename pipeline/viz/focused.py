@@ -37,6 +37,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ._png import RETINA_SCALE, displayed_size, figure_png, png_display_data
+from ._shown import ShowsWidget, error_html
 from .panels import pin_title_and_xlabel
 
 __all__ = ["FIGURE_CLASS", "ROOT_CLASS", "SUMMARY_CLASS", "FocusedWidget", "slider"]
@@ -77,7 +78,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-class FocusedWidget:
+class FocusedWidget(ShowsWidget):
     """A small what-if widget: controls -> ``run`` -> ``draw``, previous run faded.
 
     Args:
@@ -259,21 +260,9 @@ class FocusedWidget:
         )
 
     def _error_html(self, settings: Mapping[str, Any], message: str) -> str:
-        return (
-            f"<div><div style='color:#555'>{html.escape(self._settings_text(settings))}</div>"
-            f"<div style='color:#b00'><b>Cannot run this setting:</b> "
-            f"{html.escape(message)}</div></div>"
-        )
+        return error_html(self._settings_text(settings), "run", message)
 
     # -- display ----------------------------------------------------------------------
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
         return f"<FocusedWidget {self._settings_text(self.settings)} updates={len(self.timings_s)}>"

@@ -21,6 +21,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from ._shown import ShowsWidget
 from .focused import FIGURE_CLASS, ROOT_CLASS, SUMMARY_CLASS, slider
 
 __all__ = ["LiveRunWidget", "approval_widget"]
@@ -28,7 +29,7 @@ __all__ = ["LiveRunWidget", "approval_widget"]
 Start = Callable[[dict[str, Any]], tuple[Any, Any]]
 
 
-class LiveRunWidget:
+class LiveRunWidget(ShowsWidget):
     """Start/Stop buttons around a live, monitored run.
 
     Args:
@@ -176,14 +177,6 @@ class LiveRunWidget:
         settings = ", ".join(f"{k}={v}" for k, v in self.settings.items())
         head = f"<div style='color:#555'>{html.escape(settings)}</div>"
         return f"<div>{head}<table><tr>{cells}</tr></table></div>"
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"

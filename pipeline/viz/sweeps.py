@@ -14,6 +14,8 @@ Grid values may be numbers, None (an unbounded ``maxsize``, drawn as "∞" and
 sorted last) or anything else (a service spec), which keeps the order in
 which the sweep ran it. Half-widths follow
 :func:`pipeline.sim.stats.summarise_values`: none with one replication.
+Titles and colour bars name the metric in words ("p95 latency (s)", see
+:func:`~pipeline.sim.analysis.metric_labels.metric_label`), or as ``label`` says.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from ..sim.analysis.metric_labels import metric_label
 from ..sim.analysis.sweep import _grid_columns
 from ..sim.stats import summarise_values
 from ._style import _axes_list, _new_figure
@@ -110,6 +113,7 @@ def plot_sweep(
     ax: Axes | None = None,
     log: bool | None = None,
     cmap: str = "viridis",
+    label: str | None = None,
 ) -> Figure:
     """The mean of ``metric`` over replications, with 95% half-widths, per grid point.
 
@@ -123,6 +127,9 @@ def plot_sweep(
         log: colour (heatmaps) or y (line plot) on a log scale; None (default)
             chooses it when the positive means span more than a factor of 100.
         cmap: matplotlib colormap name of the heatmaps.
+        label: the metric's name on the figure, with its unit (default: words
+            for a summary key, ``"p95 latency (s)"`` for ``"latency_p95_s"``;
+            a column of your own is shown by its name).
 
     Returns:
         The figure.
@@ -149,13 +156,15 @@ def plot_sweep(
     positive = means[np.isfinite(means) & (means > 0)]
     if log is None:
         log = bool(positive.size) and positive.max() > 100 * positive.min()
+    if label is None:
+        label = metric_label(metric)
     levels = {axis: _levels(frame[axis].tolist()) for axis in grid}
     x, y = _choose_axes(grid, levels, x, y)
     extra = [axis for axis in grid if axis not in (x, y)]
     if y is None:
         # Every other axis holds one value here: one line.
         fixed = {axis: levels[axis][0] for axis in extra}
-        return _line(stats, grid, x, levels[x], fixed, metric, ax, log)
+        return _line(stats, grid, x, levels[x], fixed, label, ax, log)
     panels = list(itertools.product(*(levels[a] for a in extra)))
     if len(panels) > MAX_PANELS:
         raise ValueError(
@@ -180,12 +189,12 @@ def plot_sweep(
         fixed = dict(zip(extra, panel, strict=True))
         image = _heatmap(axes_here, stats, grid, x, y, levels, fixed, norm, cmap)
         title = ", ".join(f"{a}={_axis_label(v)}" for a, v in fixed.items())
-        axes_here.set_title(title or f"{metric}: mean ± 95% half-width")
+        axes_here.set_title(title or f"{label}: mean ± 95% half-width")
     for spare in axes[len(panels) :]:
         spare.set_visible(False)
-    fig.colorbar(image, ax=axes[: len(panels)], label=f"{metric} (mean)")
+    fig.colorbar(image, ax=axes[: len(panels)], label=f"{label}, mean over replications")
     if extra:
-        fig.suptitle(f"{metric}: mean ± 95% half-width over replications")
+        fig.suptitle(f"{label}: mean ± 95% half-width over replications")
     return fig
 
 
@@ -218,8 +227,15 @@ def _heatmap(
         found = stats.get(tuple(where[axis] for axis in grid))
         if found is not None:
             mean[row, col], half[row, col] = found.mean, found.half_width
+    from matplotlib.colors import LogNorm
+
+    shown = mean
+    if isinstance(norm, LogNorm) and norm.vmin is not None:
+        # A log scale has no place for 0 (no request shed): colour it as the scale's
+        # bottom, not blank like a missing value. Its annotation still says 0.
+        shown = np.where(mean <= 0, norm.vmin, mean)
     image = ax.imshow(
-        np.ma.masked_invalid(mean), origin="lower", aspect="auto", cmap=cmap, norm=norm
+        np.ma.masked_invalid(shown), origin="lower", aspect="auto", cmap=cmap, norm=norm
     )
     ax.set_xticks(range(len(xs)), [_axis_label(v) for v in xs])
     ax.set_yticks(range(len(ys)), [_axis_label(v) for v in ys])
@@ -229,7 +245,7 @@ def _heatmap(
         return image  # cells too small for text; the colour scale still reads
     for (row, col), cell in np.ndenumerate(mean):
         # White on the dark lower half of the colour scale; black on cells left blank.
-        shade = np.ma.filled(image.norm(np.ma.masked_invalid([cell])), np.nan)[0]
+        shade = np.ma.filled(image.norm(np.ma.masked_invalid([shown[row, col]])), np.nan)[0]
         ax.text(
             col,
             row,
@@ -248,7 +264,7 @@ def _line(
     x: str,
     levels: list[Any],
     fixed: dict[str, Any],
-    metric: str,
+    label: str,
     ax: Axes | None,
     log: bool,
 ) -> Figure:
@@ -270,7 +286,7 @@ def _line(
     if log:
         ax.set_yscale("log")
     ax.set_xlabel(x)
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric}: mean ± 95% half-width over replications")
+    ax.set_ylabel(label)
+    ax.set_title(f"{label}: mean ± 95% half-width over replications")
     ax.grid(alpha=0.3)
     return fig

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..running._pool import bootstrapping, check_picklable, run_tasks
+from ..running._pool import bootstrapping, check_picklable, pool_workers, run_tasks
 from ..running.kernel import check_engine, refusal, unsupported
 from ..running.simulate import _POOL_WORTH_S, _estimated_seconds, _simulate_once
 from ..workloads.scenario import Scenario
@@ -231,10 +231,13 @@ def _cost_order(axes: Mapping[str, list[Any]], fields: Sequence[str]) -> list[di
 class _Runner:
     """Runs a round's tasks on the executor given, a process pool started once, or here."""
 
-    def __init__(self, executor: Executor | None, workers: int, stack: contextlib.ExitStack):
+    def __init__(
+        self, executor: Executor | None, workers: int, stack: contextlib.ExitStack, asked: bool
+    ):
         self._executor = executor
         self._workers = workers
         self._stack = stack
+        self._asked = asked  # processes= was given, not left to the default
 
     def run(self, tasks: list[tuple[Any, ...]], bar: Any) -> list[Any]:
         executor = self._executor
@@ -244,6 +247,9 @@ class _Runner:
                     "plan was called while a worker process imported the script that started "
                     "it; put the call under 'if __name__ == \"__main__\":'"
                 )
+            # From an unguarded script: stop at once (processes asked for) or run here.
+            self._workers = pool_workers(self._workers, "plan", asked=self._asked)
+        if executor is None and self._workers > 1 and len(tasks) > 1:
             from concurrent.futures import ProcessPoolExecutor
 
             from ..running._pool import context
@@ -406,7 +412,7 @@ def plan(
         contextlib.ExitStack() as stack,
         tqdm(total=0, desc="plan", unit="run", disable=not progress) as bar,
     ):
-        runner = _Runner(executor, workers, stack)
+        runner = _Runner(executor, workers, stack, asked=processes is not None)
         while True:
             target = next((c for c in candidates[:examined] if c.verdict == "meets"), None)
             cheaper = candidates[: target.rank if target else examined]

@@ -297,15 +297,17 @@ class Plan:
             }
         )
 
-    def figure(self, ax: Any = None) -> Any:
+    def figure(self, ax: Any = None, *, previous: Plan | None = None) -> Any:
         """The frontier: each SLO's metric against cost, with bounds, limits and the choice.
 
-        One panel per SLO (or the axes given, one per SLO); see
+        One panel per SLO (or the axes given, one per SLO); ``previous``, an
+        earlier plan of the same metrics with other limits, adds its choice (a
+        hollow star) and its limits (faded) for comparison. See
         :func:`~pipeline.sim.analysis._plan_figure.frontier_figure`.
         """
         from ._plan_figure import frontier_figure
 
-        return frontier_figure(self, ax)
+        return frontier_figure(self, ax, previous)
 
     def __repr__(self) -> str:
         chosen = "" if self.chosen is None else f" chosen={_point_text(self._target.point)}"

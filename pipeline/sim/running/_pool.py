@@ -114,23 +114,7 @@ def run_tasks(
         return _gather(executor, function, tasks, bar, what, results)
     if workers > 1 and bootstrapping():
         _stop_bootstrapping_worker(what)
-    if workers > 1:
-        site = unguarded_call_site()
-        if site is not None:
-            place = f"{os.path.basename(site[0])}:{site[1]}"
-            if workers_asked:
-                raise RuntimeError(
-                    f"{what} at {place} would start {workers} worker processes, and each "
-                    f"re-runs this script from the top; {_MAIN_GUARD} or pass processes=1"
-                )
-            warnings.warn_explicit(
-                f"{what} runs in this process, not {workers}: worker processes would re-run "
-                f"this script from the top; {_MAIN_GUARD} to use them",
-                RuntimeWarning,
-                site[0],
-                site[1],
-            )
-            workers = 1
+    workers = pool_workers(workers, what, asked=workers_asked)
     if workers <= 1:
         for index, task in enumerate(tasks):
             results[index] = function(*task)
@@ -141,6 +125,40 @@ def run_tasks(
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=context()) as pool:
         return _gather(pool, function, tasks, bar, what, results)
+
+
+def pool_workers(workers: int, what: str, *, asked: bool) -> int:
+    """The worker processes a pool may start here: ``workers``, or 1 from an unguarded script.
+
+    Worker processes re-run the script that started them (see
+    :mod:`~pipeline.sim.running._main_guard`), so from the top level of a script
+    without an ``if __name__ == "__main__":`` guard a pool would only break.
+    Then a call that ``asked`` for the processes stops at once, naming the
+    line; one that left the number to a default runs in this process, with a
+    warning that says how to get them.
+
+    Raises:
+        RuntimeError: ``workers`` > 1 were asked for by an unguarded call.
+    """
+    if workers <= 1:
+        return workers
+    site = unguarded_call_site()
+    if site is None:
+        return workers
+    place = f"{os.path.basename(site[0])}:{site[1]}"
+    if asked:
+        raise RuntimeError(
+            f"{what} at {place} would start {workers} worker processes, and each "
+            f"re-runs this script from the top; {_MAIN_GUARD} or pass processes=1"
+        )
+    warnings.warn_explicit(
+        f"{what} runs in this process, not {workers}: worker processes would re-run "
+        f"this script from the top; {_MAIN_GUARD} to use them",
+        RuntimeWarning,
+        site[0],
+        site[1],
+    )
+    return 1
 
 
 def _stop_bootstrapping_worker(what: str) -> NoReturn:

@@ -63,22 +63,15 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from .cli import (
-    AXIS_FIELDS,
-    _got,
-    _int,
-    _plain,
-    _settings,
-    _show,
-    add_scenario_flags,
-    axis_change,
-    parse_axis,
-)
+from .axes import AXIS_FIELDS, axis_change, parse_axis
+from .output import format_value, json_safe
+from .settings import add_scenario_flags, build_scenario, read_settings
+from .values import parse_int, quoted
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .sim.workloads.scenario import Scenario
+    from ..sim.workloads.scenario import Scenario
 
 __all__ = ["DEFAULT_METRICS", "add_command"]
 
@@ -119,16 +112,16 @@ def _grid_flag(text: str) -> tuple[str, list[Any]]:
 def _metrics_flag(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",")]
     if not all(names):
-        raise argparse.ArgumentTypeError(f"expected METRIC[,METRIC...], got {_got(text)}")
+        raise argparse.ArgumentTypeError(f"expected METRIC[,METRIC...], got {quoted(text)}")
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise argparse.ArgumentTypeError(f"metric(s) {repeated} given twice in {_got(text)}")
+        raise argparse.ArgumentTypeError(f"metric(s) {repeated} given twice in {quoted(text)}")
     return names
 
 
 def _processes_flag(text: str) -> int:
     try:
-        return _int(text, at_least=1, at_most=MAX_PROCESSES, what="worker processes")
+        return parse_int(text, at_least=1, at_most=MAX_PROCESSES, what="worker processes")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -142,7 +135,7 @@ def _scheduler_flag(text: str) -> str:
 def _axes_flag(text: str) -> list[str]:
     names = [name.strip().replace("-", "_") for name in text.split(",")]
     if not all(names) or len(names) > 2:
-        raise argparse.ArgumentTypeError(f"expected X or X,Y (grid axis names), got {_got(text)}")
+        raise argparse.ArgumentTypeError(f"expected X or X,Y (grid axis names), got {quoted(text)}")
     return names
 
 
@@ -282,7 +275,7 @@ def _csv_text(name: str, value: Any) -> Any:
 
 def _plot_axes(grid: dict[str, list[Any]], axes: list[str] | None) -> tuple[str, str | None]:
     """The heatmaps' x and y axes, checked before anything runs."""
-    from .viz.sweeps import MAX_PANELS  # the viz package is needed for the heatmaps anyway
+    from ..viz.sweeps import MAX_PANELS  # the viz package is needed for the heatmaps anyway
 
     names = list(grid)
     if axes is not None:
@@ -314,7 +307,7 @@ def _plot_axes(grid: dict[str, list[Any]], axes: list[str] | None) -> tuple[str,
 
 def _summary_metrics(base: Scenario) -> list[str]:
     """The numeric summary keys, read off a one-item run of the base scenario (a millisecond)."""
-    from .sim.running.simulate import simulate
+    from ..sim.running.simulate import simulate
 
     probe = base.replace(n_items=1, duration_s=None, warmup_s=0.0)
     summary = simulate(probe).summary
@@ -362,7 +355,7 @@ def _sweep_frame(
     args: argparse.Namespace,
 ) -> pd.DataFrame:
     """Run the sweep; the frame's grid columns are the option names, values as :func:`_label`."""
-    from .sim.analysis.sweep import sweep
+    from ..sim.analysis.sweep import sweep
 
     replications = settings.get("replications", DEFAULT_REPLICATIONS)
     fields = {
@@ -377,7 +370,7 @@ def _sweep_frame(
     if args.scheduler is None:
         frame = sweep(base, fields, processes=args.processes, **options)
     else:
-        from .sim.analysis.cluster import scheduler_executor
+        from ..sim.analysis.cluster import scheduler_executor
 
         try:
             with scheduler_executor(args.scheduler) as executor:
@@ -406,7 +399,7 @@ def _sweep_frame(
 
 def _points(frame: pd.DataFrame, grid: list[str], metrics: list[str]) -> list[dict[str, Any]]:
     """Per grid point, in grid order: its values and each metric's mean and 95% half-width."""
-    from .sim.stats import summarise_values
+    from ..sim.stats import summarise_values
 
     groups: dict[tuple[str, ...], list[int]] = {}
     for index, row in enumerate(frame[grid].itertuples(index=False, name=None)):
@@ -414,11 +407,11 @@ def _points(frame: pd.DataFrame, grid: list[str], metrics: list[str]) -> list[di
     points = []
     for rows in groups.values():
         part = frame.iloc[rows]
-        point = {name: _plain(part[name].iloc[0]) for name in grid}
+        point = {name: json_safe(part[name].iloc[0]) for name in grid}
         mean, half = {}, {}
         for metric in metrics:
             stats = summarise_values(part[metric].to_numpy(dtype=float))
-            mean[metric], half[metric] = _plain(stats.mean), _plain(stats.half_width)
+            mean[metric], half[metric] = json_safe(stats.mean), json_safe(stats.half_width)
         points.append({"point": point, "replications": len(rows), "mean": mean, "ci95": half})
     return points
 
@@ -440,7 +433,7 @@ def _write_files(
     import matplotlib
 
     matplotlib.use("Agg")
-    from .viz.sweeps import plot_sweep
+    from ..viz.sweeps import plot_sweep
 
     for metric in metrics:
         figure = plot_sweep(frame, metric, x=x, y=y)
@@ -458,9 +451,9 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
         cells = [str(_csv_text(name, point["point"][name])) for name in grid]
         for metric in metrics:
             mean, half = point["mean"][metric], point["ci95"][metric]
-            text = _show(metric, mean)
+            text = format_value(metric, mean)
             if mean is not None and half is not None:
-                text += f" ± {_show(metric, half)}"
+                text += f" ± {format_value(metric, half)}"
             cells.append(text)
         body.append(cells)
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
@@ -471,10 +464,8 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .cli import _scenario
-
-    settings = _settings(args, tables=("grid",))
-    base = _scenario(settings)
+    settings = read_settings(args, tables=("grid",))
+    base = build_scenario(settings)
     grid = _grid(args, settings)
     runs = math.prod(len(values) for values in grid.values()) * settings.get(
         "replications", DEFAULT_REPLICATIONS
@@ -500,7 +491,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         engines = sorted(set(frame["engine"]))
         summary = {
-            "grid": {name: [_plain(_label(name, v)) for v in grid[name]] for name in grid},
+            "grid": {name: [json_safe(_label(name, v)) for v in grid[name]] for name in grid},
             "replications": int(frame["replication"].max()) + 1,
             "metrics": metrics,
             "engine": ",".join(engines),

@@ -52,16 +52,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .cli import (
-    MAX_REPLICATIONS,
-    _int,
-    _scenario,
-    _settings,
-    add_scenario_flags,
-    axis_change,
-    parse_axis,
-    write_json,
-)
+from .axes import axis_change, parse_axis
+from .output import write_json
+from .settings import add_scenario_flags, build_scenario, read_settings
+from .values import MAX_REPLICATIONS, parse_int
 
 __all__ = ["add_command"]
 
@@ -220,7 +214,7 @@ def _replications(text: Any, maximum: Any, origin: str) -> tuple[int, int]:
     limit = MAX_REPLICATIONS
 
     def whole(part: str, what: str) -> int:
-        return _int(part, at_least=2, at_most=limit, what=what)
+        return parse_int(part, at_least=2, at_most=limit, what=what)
 
     if text is not None:
         if maximum is not None:
@@ -249,7 +243,7 @@ def _processes(text: Any) -> int | None:
     if text is None:
         return None
     try:
-        return _int(str(text), at_least=1, at_most=MAX_PROCESSES, what="worker processes")
+        return parse_int(str(text), at_least=1, at_most=MAX_PROCESSES, what="worker processes")
     except ValueError as exc:
         raise ValueError(f"--processes: {exc}") from None
 
@@ -263,9 +257,9 @@ def _pick(flag: Any, tables: dict[str, Any], name: str) -> Any:
 
 def _plan(args: argparse.Namespace) -> int:
     replications_flag, args.replications = args.replications, None
-    settings = _settings(args, tables=_TABLES)
+    settings = read_settings(args, tables=_TABLES)
     tables = settings.tables
-    base = _scenario(settings)
+    base = build_scenario(settings)
     search = _search(tables.get("search"), args.search)
     slos = _slos(tables.get("slo"), args.slo)
     confidence_text = _pick(args.confidence, tables, "confidence")
@@ -279,7 +273,7 @@ def _plan(args: argparse.Namespace) -> int:
     processes = _processes(_pick(args.processes, tables, "processes"))
     scheduler = _pick(args.scheduler, tables, "scheduler")
 
-    from .sim.analysis.plan import plan
+    from ..sim.analysis.plan import plan
 
     options = dict(
         confidence=confidence,
@@ -293,7 +287,7 @@ def _plan(args: argparse.Namespace) -> int:
         if scheduler is not None:
             if not isinstance(scheduler, str) or not scheduler.strip():
                 raise ValueError(f"--scheduler: expected an address or 'local', got {scheduler!r}")
-            from .sim.analysis.cluster import scheduler_executor
+            from ..sim.analysis.cluster import scheduler_executor
 
             try:
                 executor = stack.enter_context(scheduler_executor(scheduler))

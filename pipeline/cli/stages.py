@@ -39,6 +39,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, parse_int
+
 __all__ = ["STAGE_KEYS", "parse_stages"]
 
 # Keys of a [[stages]] table parsed by the flag of the same name.
@@ -59,30 +61,18 @@ STAGE_KEYS = ("name", *_STAGE_OPTIONS, "fan_out")
 # Top-level settings that belong to one stage once a file has stages.
 PER_STAGE = (*_STAGE_OPTIONS, "trace")
 
-_CONFIG_FIELDS = {
-    "concurrency": "concurrency",
-    "maxsize": "queue_maxsize",
-    "on_full": "on_full",
-    "max_attempts": "max_attempts",
-    "backoff": "backoff",
-    "attempt_timeout": "attempt_timeout_s",
-    "drain_timeout": "drain_timeout_s",
-}
-
 
 def _fan_out(text: str) -> int:
-    from .cli import _int
-    from .sim.workloads.stages import MAX_FAN_OUT
+    from ..sim.workloads.stages import MAX_FAN_OUT
 
-    return _int(text, at_least=1, at_most=MAX_FAN_OUT, what="children per item")
+    return parse_int(text, at_least=1, at_most=MAX_FAN_OUT, what="children per item")
 
 
 def _one_stage(table: Any, label: str, base: str) -> Any:
     """One ``[[stages]]`` table -> a StageSpec; ``label`` says where it is, for errors."""
-    from .cli import _OPTIONS, _anchor_file_key
-    from .config import PipelineConfig
-    from .sim.workloads.failures import IndependentFailures, NoFailures
-    from .sim.workloads.stages import StageSpec
+    from ..config import PipelineConfig
+    from ..sim.workloads.failures import IndependentFailures, NoFailures
+    from ..sim.workloads.stages import StageSpec
 
     if not isinstance(table, dict):
         raise ValueError(f"{label} must be a table ([[stages]]), got {type(table).__name__}")
@@ -102,8 +92,8 @@ def _one_stage(table: Any, label: str, base: str) -> Any:
             values[name] = raw
             continue
         if name == "service":
-            text = _anchor_file_key(text, base)
-        parse = _fan_out if name == "fan_out" else _OPTIONS[name][0]
+            text = anchor_file_key(text, base)
+        parse = _fan_out if name == "fan_out" else OPTIONS[name][0]
         try:
             values[name] = parse(text)
         except ValueError as exc:
@@ -117,7 +107,7 @@ def _one_stage(table: Any, label: str, base: str) -> Any:
             name=values["name"],
             service=values["service"],
             config=PipelineConfig(
-                **{field: values[k] for k, field in _CONFIG_FIELDS.items() if k in values}
+                **{field: values[k] for k, field in CONFIG_FIELDS.items() if k in values}
             ),
             fan_out=values.get("fan_out", 1),
             failures=IndependentFailures(rate) if rate > 0 else NoFailures(),

@@ -1,0 +1,123 @@
+"""Command line: capacity planning without Jupyter (``python -m pipeline COMMAND``).
+
+Usage::
+
+    python -m pipeline simulate --arrivals poisson:rate=3.2 \\
+        --service exponential:mean=1.0 --concurrency 4 --maxsize 100 \\
+        --items 100000 --seed 1 --json
+    python -m pipeline sweep scenario.toml --grid concurrency=4..8 \\
+        --grid maxsize=10,100,unbounded --replications 5 --out DIR
+    python -m pipeline plan scenario.toml --search concurrency=1..64 \\
+        --slo 'latency_p95_s<=0.5' --slo 'memory_peak_bytes<=200e6' --json
+
+Every command builds its scenario from the same flags or scenario file and
+documents itself in its own module:
+
+- ``simulate`` (:mod:`pipeline.cli.simulate`) runs one scenario, or a chain
+  of stages, in virtual time and prints a JSON object or a table;
+- ``sweep`` (:mod:`pipeline.cli.sweep`) runs a grid of scenarios x
+  replications, locally or on a Dask cluster, and writes ``sweep.csv`` and one
+  heatmap per metric;
+- ``plan`` (:mod:`pipeline.cli.plan`) finds the cheapest configuration that
+  meets every SLO with confidence.
+
+What they share, one concept per module: :mod:`~pipeline.cli.values` (each
+flag's parser and limits, the table of options), :mod:`~pipeline.cli.axes`
+(the values a grid or a search tries), :mod:`~pipeline.cli.stages` (a
+scenario file's ``[[stages]]`` tables), :mod:`~pipeline.cli.settings` (file
+and flags -> settings -> Scenario) and :mod:`~pipeline.cli.output` (JSON,
+tables, files, one-line messages). This module holds :func:`main`, the parser
+and the registry of commands.
+
+Bad flags, specs or files -- and a run that overflows or runs out of memory --
+print one line, ``pipeline: error: ...``, and exit with status 2. Numbers
+that cannot all hold (``lognormal:mean=0.08,p99=1.2``: a log-normal's p99 is
+at most 14.97 times its mean) print one line, ``pipeline: warning: ...``,
+saying which fit is used instead, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import NoReturn
+
+from .axes import AXIS_FIELDS, axis_change, parse_axis
+from .output import PROG, one_line, one_line_warnings, write_json
+from .settings import add_scenario_flags
+from .values import (
+    CONFIG_FIELDS,
+    MAX_ATTEMPTS,
+    MAX_CONCURRENCY,
+    MAX_MAXSIZE,
+    MAX_REPLICATIONS,
+    parse_backoff,
+)
+
+__all__ = [
+    "AXIS_FIELDS",
+    "CONFIG_FIELDS",
+    "MAX_ATTEMPTS",
+    "MAX_CONCURRENCY",
+    "MAX_MAXSIZE",
+    "MAX_REPLICATIONS",
+    "add_scenario_flags",
+    "axis_change",
+    "main",
+    "parse_axis",
+    "parse_backoff",
+    "write_json",
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line: ``pipeline: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
+
+
+# The commands, one module each, in the order --help lists them: ``add_command(subparsers)``
+# registers the command's parser with ``set_defaults(run=function)``; the module imports
+# what it needs to run lazily, so that ``simulate --json`` does not pay for it.
+COMMANDS: tuple[str, ...] = ("simulate", "sweep", "plan")
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(
+        prog=PROG,
+        description="Simulate bounded asyncio work pipelines on a virtual clock.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"{__name__}.{name}").add_command(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 2 bad input).
+
+    A ``UserWarning`` (an :class:`~pipeline.sim.InconsistentWorkloadWarning`
+    for one) is printed as one line on stderr, ``pipeline: warning: ...``;
+    turned into an error (``python -W error``) it is a one-line error, exit 2.
+    """
+    args = _build_parser().parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = one_line_warnings(warnings.showwarning)
+            return args.run(args)
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (ValueError, TypeError, OverflowError, MemoryError, OSError, Warning) as exc:
+        # Bad input, however deep it is found (building the scenario or running it).
+        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130

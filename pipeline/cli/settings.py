@@ -1,0 +1,235 @@
+"""Settings: a scenario file and the flags given -> parsed settings -> a Scenario.
+
+A scenario file (TOML) holds the same settings as the flags; its keys are the
+flag names without the dashes (``-`` or ``_`` inside a name), and flags given
+on the command line override it. Paths in the file are relative to the file,
+the ``file=`` of an ``arrivals`` or ``service`` spec too::
+
+    # scenario.toml
+    arrivals = "poisson:rate=3.2"
+    service = "exponential:mean=1.0"
+    concurrency = 4
+    maxsize = 100            # or "unbounded"
+    on_full = "block"
+    max_attempts = 3
+    failure_rate = 0.01
+    backoff = "exponential:base=0.1,factor=2,cap=30,jitter=1"
+    drain_timeout = 30       # or "none"
+    items = 100000           # or: duration = 3600
+    seed = 1
+    replications = 5
+
+A command may read further keys itself (a sweep's ``[grid]``, a plan's
+``search``; ``[[stages]]`` for ``simulate``, :mod:`pipeline.cli.stages`):
+:func:`read_settings` keeps them, unparsed, in ``settings.tables``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from .stages import PER_STAGE, parse_stages
+from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, flag_name
+
+if TYPE_CHECKING:
+    from ..sim.workloads.scenario import Scenario
+
+__all__ = ["add_scenario_flags", "build_scenario", "read_settings"]
+
+
+def add_scenario_flags(parser: argparse.ArgumentParser) -> None:
+    """The scenario file argument and one flag per :data:`~pipeline.cli.values.OPTIONS` entry.
+
+    Shared by every command that builds a scenario (``simulate``, ``plan``, ``sweep``).
+    """
+    parser.add_argument("scenario", nargs="?", help="scenario.toml (keys mirror the flags)")
+    for name, (_, metavar, text) in OPTIONS.items():
+        parser.add_argument(flag_name(name), dest=name, metavar=metavar, help=text)
+
+
+# Options that are paths, taken relative to the scenario file.
+_FILE_PATHS = ("trace", "out")
+# Options whose spec may name a file (``empirical:file=...``, ``counts:file=...``).
+_SPECS_WITH_FILES = ("arrivals", "service")
+
+
+def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str], dict[str, Any]]:
+    """A scenario file's settings as flag texts, and its ``tables`` keys as TOML gave them.
+
+    ``tables`` names the keys a command reads itself (e.g. a sweep's grid);
+    every other key must be one of :data:`~pipeline.cli.values.OPTIONS`.
+    """
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    base = os.path.dirname(os.path.abspath(path))
+    raw: dict[str, str] = {}
+    extra: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name in tables:
+            extra[name] = value
+            continue
+        if name == "stages":
+            raise ValueError(
+                f"{path}: [[stages]] (a chain) works with 'simulate' only; sweep and plan cannot "
+                "vary a chain from the command line yet (from Python, sweep() and plan() take "
+                "'stage.field' names such as 'write.concurrency')"
+            )
+        if name not in OPTIONS:
+            allowed = ", ".join(sorted([*OPTIONS, *tables]))
+            raise ValueError(f"{path}: unknown key {key!r}; allowed: {allowed}")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(
+                f"{path}: {key} must be a string or a number, got {type(value).__name__} {value!r}"
+            )
+        text = str(value)
+        if name in _FILE_PATHS:
+            text = os.path.join(base, text)
+        elif name in _SPECS_WITH_FILES:
+            text = anchor_file_key(text, base)
+        raw[name] = text
+    return raw, extra
+
+
+class _Settings(dict[str, Any]):
+    """Parsed values by option name, and where each came from (``origins``), for messages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.origins: dict[str, str] = {}
+        self.tables: dict[str, Any] = {}
+        self.path: str | None = None
+
+
+def _source(settings: dict[str, Any], name: str) -> str:
+    """Where a setting came from: ``--items`` (a flag) or ``'items' in scenario.toml``."""
+    return getattr(settings, "origins", {}).get(name, flag_name(name))
+
+
+def read_settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Settings:
+    """Parsed settings: the scenario file's values, overridden by the flags given.
+
+    The file's keys named in ``tables`` are kept, unparsed, in ``settings.tables``.
+    """
+    sources: list[tuple[str, dict[str, str]]] = []
+    file_tables: dict[str, Any] = {}
+    if args.scenario is not None:
+        raw, file_tables = _read_toml(args.scenario, tables)
+        sources.append((args.scenario, raw))
+    flags = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
+    if sources and ("items" in flags or "duration" in flags):
+        # --items and --duration are one choice: a flag for either replaces the file's.
+        for name in ("items", "duration"):
+            sources[0][1].pop(name, None)
+    sources.append(("", flags))
+    settings = _Settings()
+    for origin, raw in sources:
+        for name, text in raw.items():
+            label = f"{origin}: {name}" if origin else flag_name(name)
+            try:
+                settings[name] = OPTIONS[name][0](text)
+            except ValueError as exc:
+                raise ValueError(f"{label}: {exc}") from None
+            settings.origins[name] = f"{name!r} in {origin}" if origin else flag_name(name)
+    settings.tables = file_tables
+    settings.path = args.scenario
+    return settings
+
+
+def build_scenario(settings: dict[str, Any]) -> Scenario:
+    """The Scenario the settings describe: a trace, a chain of ``[[stages]]``, or one stage.
+
+    Raises:
+        ValueError: settings that cannot go together, or a missing one, named as given.
+    """
+    from ..config import PipelineConfig
+    from ..sim.workloads.failures import IndependentFailures, NoFailures
+    from ..sim.workloads.scenario import Scenario
+
+    config = PipelineConfig(
+        **{field: settings[name] for name, field in CONFIG_FIELDS.items() if name in settings}
+    )
+    if "items" in settings and "duration" in settings:
+        raise ValueError(
+            f"give --items N or --duration S, not both (got {_source(settings, 'items')} "
+            f"and {_source(settings, 'duration')})"
+        )
+    length: dict[str, Any] = {}
+    if "items" in settings:
+        length["n_items"] = settings["items"]
+    elif "duration" in settings:
+        length["duration_s"] = settings["duration"]
+    rate = settings.get("failure_rate", 0.0)
+    failures = IndependentFailures(rate) if rate > 0 else NoFailures()
+    extra = {
+        field: settings[name]
+        for name, field in (
+            ("seed", "seed"),
+            ("warmup", "warmup_s"),
+            ("item_size", "item_size_bytes"),
+        )
+        if name in settings
+    }
+    stage_tables = getattr(settings, "tables", {}).get("stages")
+    if stage_tables is not None:
+        return _chain_scenario(settings, stage_tables, length, extra)
+    if "trace" in settings:
+        given = [_source(settings, n) for n in ("arrivals", "service") if n in settings]
+        if given:
+            raise ValueError(
+                f"{_source(settings, 'trace')} replays the arrival and service times recorded "
+                f"in {settings['trace']}; drop {' and '.join(given)}"
+            )
+        from ..sim.workloads.traces import load_trace
+
+        workload = load_trace(settings["trace"])
+        if length.get("n_items", 0) > len(workload):
+            raise ValueError(
+                f"{_source(settings, 'items')} {length['n_items']} is more than the "
+                f"{len(workload)} rows of {settings['trace']}"
+            )
+        failures = workload.failures | failures if rate > 0 else workload.failures
+        return workload.scenario(config, failures=failures, **length, **extra)
+    missing = [flag_name(n) for n in ("arrivals", "service") if n not in settings]
+    if missing:
+        raise ValueError(f"missing {' and '.join(missing)} (or give --trace FILE.csv)")
+    if not length:
+        raise ValueError("give --items N or --duration S (how much traffic to simulate)")
+    return Scenario(
+        arrivals=settings["arrivals"],
+        service=settings["service"],
+        config=config,
+        failures=failures,
+        **length,
+        **extra,
+    )
+
+
+def _chain_scenario(
+    settings: dict[str, Any], tables: Any, length: dict[str, Any], extra: dict[str, Any]
+) -> Scenario:
+    """A chain from the scenario file's ``[[stages]]`` tables (see :mod:`pipeline.cli.stages`)."""
+    from ..sim.workloads.scenario import Scenario
+
+    path = settings.path
+    misplaced = [_source(settings, name) for name in PER_STAGE if name in settings]
+    if misplaced:
+        raise ValueError(
+            f"{', '.join(misplaced)}: with [[stages]] in {path}, each stage has its own "
+            "service and settings; set them in its [[stages]] table"
+        )
+    if "arrivals" not in settings:
+        raise ValueError(f"missing --arrivals (the chain's source: items arriving at {path})")
+    if not length:
+        raise ValueError("give --items N or --duration S (how much traffic to simulate)")
+    return Scenario(
+        arrivals=settings["arrivals"], stages=parse_stages(tables, path), **length, **extra
+    )

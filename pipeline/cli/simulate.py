@@ -1,0 +1,145 @@
+"""``python -m pipeline simulate``: run a scenario in virtual time and report.
+
+Usage::
+
+    python -m pipeline simulate --arrivals poisson:rate=3.2 \\
+        --service exponential:mean=1.0 --concurrency 4 --maxsize 100 \\
+        --on-full block --max-attempts 3 --failure-rate 0.0 \\
+        --items 100000 --seed 1 --json
+    python -m pipeline simulate scenario.toml --json
+    python -m pipeline simulate --trace arrivals.csv --concurrency 4 --out DIR
+
+The flags are the scenario flags (:mod:`pipeline.cli.values`), a scenario
+file holds the same settings (:mod:`pipeline.cli.settings`), and ``--json``
+prints one JSON object.
+
+A chain of stages (``simulate`` only) is a file with ``[[stages]]`` tables,
+one per stage in chain order, each with ``name`` and ``service`` and any of
+``concurrency``, ``maxsize``, ``on_full``, ``max_attempts``,
+``failure_rate``, ``backoff``, ``attempt_timeout``, ``drain_timeout`` and
+``fan_out`` (children per item); the top level keeps ``arrivals``, the
+length, ``seed`` and the other whole-run keys (:mod:`pipeline.cli.stages`)::
+
+    arrivals = "poisson:rate=2"      # pages per second
+    items = 5000
+    [[stages]]
+    name = "fetch"
+    service = "lognormal:mean=0.5,cv=1"
+    concurrency = 2
+    maxsize = 10
+    fan_out = 100                    # a page becomes 100 records
+    [[stages]]
+    name = "write"
+    service = "exponential:mean=0.08"
+    concurrency = 20
+    maxsize = 80
+
+Its ``--json`` object is the end-to-end summary (items offered at the
+source, completed by the last stage, end-to-end latency, memory of every
+stage together) whose ``stages`` key holds each stage's summary by name (the
+single-stage keys); the table shows a few rows per stage, and the
+diagnostics name the bottleneck. ``--out`` adds ``items-NAME.csv`` and
+``timeseries-NAME.csv`` per stage, and ``report.png`` shows the stages side
+by side. A per-stage setting at the top level or as a flag, and a bad stage
+table, are one-line errors naming the file, the stage and the key.
+
+Output: ``--json`` prints one JSON object with every summary key (NaN as
+``null``); with ``--replications R`` > 1 the values are means over the
+replications, ``drain_timed_out`` is true if any replication's drain timed
+out, the ``engine`` key names the engine once, and a ``ci95`` object holds
+the 95% half-widths. Replications long enough to repay it (a few seconds of
+work) run on a process pool, with a progress bar on stderr. Without ``--json`` a
+short table and the run's diagnostics are printed; a single run's
+``wait_mean_s`` and ``latency_mean_s`` rows show their 95% batch-means
+half-widths (the summary keys ``wait_mean_ci95_s`` and ``latency_mean_ci95_s``,
+20 batches in arrival order, ``null`` below 200 items).
+
+On stderr, whatever the output: ``pipeline: warning: ...`` when a drain timed
+out (the unfinished items are missing from the latency statistics; the line
+says how many and what to change), and, with ``--replications R`` > 1,
+``pipeline: advice: ...`` for each of ``latency_mean_s`` and ``latency_p95_s``
+whose 95% half-width is above 10% of its mean: about how many replications
+would bring it to 10% (``n ~ n0 (h0/h)^2``), and that heavy traffic
+(utilisation >= 0.85) needs longer runs. ``--out DIR`` writes
+``summary.json`` (the same object), ``items.csv``, ``timeseries.csv`` and
+``report.png`` (per-item files and the figure from replication 0).
+
+The ``--json`` path imports neither pandas nor matplotlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .output import (
+    PROG,
+    one_line,
+    run_length_notes,
+    summary_object,
+    summary_table,
+    write_out,
+)
+from .settings import add_scenario_flags, build_scenario, read_settings
+
+__all__ = ["add_command"]
+
+
+def add_command(subparsers: Any) -> None:
+    """Register ``simulate`` with the command line's subparsers."""
+    parser = subparsers.add_parser(
+        "simulate",
+        help="run a scenario in virtual time and report",
+        description="Run a scenario in virtual time. Flags override the scenario file.",
+    )
+    add_scenario_flags(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=_simulate)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    import warnings
+
+    settings = read_settings(args, tables=("stages",))
+    scenario = build_scenario(settings)
+    from ..sim.running.simulate import DrainTimeoutWarning, simulate
+
+    replications = settings.get("replications", 1)
+    engine = settings.get("engine", "auto")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DrainTimeoutWarning)
+        if replications == 1:
+            results = [simulate(scenario, engine=engine)]
+        else:
+            results = simulate(scenario, replications=replications, engine=engine).results
+    for warning in caught:
+        if issubclass(warning.category, DrainTimeoutWarning):
+            print(f"{PROG}: warning: {one_line(warning.message)}", file=sys.stderr)
+        else:  # not ours to reword: pass it on as it came
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+    summary = summary_object(results)
+    if scenario.stages is not None:
+        # The end-to-end summary's stage count becomes each stage's own summary, by name.
+        summary["stages"] = {
+            name: summary_object([r.stages[name] for r in results]) for name in results[0].stages
+        }
+    if len(results) > 1:
+        for note in run_length_notes(summary, len(results)):
+            print(f"{PROG}: advice: {note}", file=sys.stderr)
+    if "out" in settings:
+        write_out(settings["out"], summary, results[0])
+    if args.json:
+        print(json.dumps(summary, allow_nan=False))
+    else:
+        print(summary_table(summary, scenario))
+        from ..sim.analysis.diagnostics import diagnose, format_findings
+
+        which = " (replication 0)" if len(results) > 1 else ""
+        print(f"\ndiagnostics{which}:")
+        print(format_findings(diagnose(results[0])))
+    sys.stdout.flush()
+    return 0
