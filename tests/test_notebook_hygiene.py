@@ -46,24 +46,6 @@ LESSON_CALLS = (
     "interact",
     "widgets",
 )
-# Pending the prose rework of the first-wave notebooks (issue 12); each one
-# leaves this set as it is reworked, and the set must end empty.
-PENDING = {
-    "00-start-here.ipynb",
-    "01-backpressure.ipynb",
-    "02-workers-and-littles-law.ipynb",
-    "03-retries-and-dead-letters.ipynb",
-    "04-drain-and-shutdown.ipynb",
-    "06-rate-limits-and-llm-batches.ipynb",
-    "07-real-time.ipynb",
-    "00-start-here-solutions.ipynb",
-    "01-backpressure-solutions.ipynb",
-    "02-workers-and-littles-law-solutions.ipynb",
-    "03-retries-and-dead-letters-solutions.ipynb",
-    "04-drain-and-shutdown-solutions.ipynb",
-    "06-rate-limits-and-llm-batches-solutions.ipynb",
-    "07-real-time-solutions.ipynb",
-}
 
 
 def _code(source: str) -> ast.Module | None:
@@ -145,14 +127,8 @@ def _problems(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_follows_the_house_rules(path):
-    if path.name in PENDING:
-        pytest.skip("pending the prose rework (issue 12)")
     problems = _problems(path)
     assert not problems, "\n".join(problems)
-
-
-def test_the_pending_list_names_real_notebooks():
-    assert {path.name for path in NOTEBOOKS} >= PENDING
 
 
 def test_the_rules_catch_what_they_are_for(tmp_path):
