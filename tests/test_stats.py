@@ -237,10 +237,10 @@ def run():
 def test_step_series_time_mean_is_time_weighted_mean(run, start_s):
     s = run.series
     for values in (s.queue_depth, s.in_flight, s.in_system, s.upstream_backlog > 0):
-        # the formula StepSeries used before it delegated, bit for bit
+        # the formula, bit for bit (numpy's own summation loop, never BLAS's threaded dot)
         ends = np.append(s.time_s[1:], s.end_s)
         durations = np.clip(ends - np.maximum(s.time_s, start_s), 0.0, None)
-        before = float(np.dot(values, durations) / durations.sum())
+        before = float(np.einsum("i,i->", values, durations)) / float(durations.sum())
         assert s.time_mean(values, start_s) == before
         assert s.time_mean(values, start_s) == time_weighted_mean(
             s.time_s, values, s.end_s, t_start=start_s
@@ -279,3 +279,28 @@ def test_percentiles_equal_numpy_bit_for_bit(n):
 def test_percentiles_of_nothing_or_of_nan_are_nan():
     assert all(math.isnan(v) for v in percentiles(np.empty(0), (50, 95)))
     assert all(math.isnan(v) for v in percentiles(np.array([1.0, np.nan, 2.0]), (0, 50)))
+
+
+def test_summaries_do_not_depend_on_how_many_blas_threads_a_process_has():
+    # A Dask worker runs with one BLAS thread, a notebook's kernel with several; a
+    # threaded dot product rounded their time-weighted means differently.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json; from pipeline import PipelineConfig; "
+        "from pipeline.sim import Exponential, Poisson, Scenario, simulate; "
+        "s = simulate(Scenario(arrivals=Poisson(3.5), service=Exponential(1.0), "
+        "config=PipelineConfig(concurrency=4), n_items=60_000, seed=2)).summary; "
+        "s.pop('wall_time_s'); print(json.dumps(s))"
+    )
+    outputs = []
+    for threads in ("1", "4"):
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        outputs.append(json.loads(done.stdout))
+    assert outputs[0] == outputs[1]

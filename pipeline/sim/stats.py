@@ -556,6 +556,17 @@ def _segments(
     return v, _step_durations(t, end, start)
 
 
+def weighted_sum(values: np.ndarray, weights: np.ndarray) -> float:
+    """``sum(values * weights)``, bit for bit the same on every machine and process.
+
+    numpy's own loop (``einsum``), not BLAS's ``dot``: OpenBLAS splits a long
+    dot product across its threads, so the rounding depended on how many it
+    had (a Dask worker runs with one, a notebook's kernel with several, and
+    their sweeps differed in the last digit). No temporary array either.
+    """
+    return float(np.einsum("i,i->", values, weights))
+
+
 def time_weighted_mean(
     times: Sequence[float] | np.ndarray,
     values: Sequence[float] | np.ndarray,
@@ -576,7 +587,7 @@ def time_weighted_mean(
             ``t_start < times[0]`` or ``t_end <= t_start``.
     """
     v, d = _segments(times, values, t_end, t_start)
-    return float(np.dot(v, d) / d.sum())
+    return weighted_sum(v, d) / float(d.sum())
 
 
 def time_weighted_quantile(

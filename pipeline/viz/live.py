@@ -240,6 +240,8 @@ def live_summary(report: RunReport, samples: pd.DataFrame) -> dict[str, Any]:
     """
     import numpy as np
 
+    from ..sim.stats import weighted_sum
+
     duration = report.duration_s
     times = samples["time_s"].to_numpy(dtype=float)
     held = np.diff(np.append(times, max(duration, times[-1]))) if len(times) else np.empty(0)
@@ -252,7 +254,7 @@ def live_summary(report: RunReport, samples: pd.DataFrame) -> dict[str, Any]:
         "items_shed": len(report.shed),
         "attempts_total": report.attempts,
         "throughput_per_s": report.completed / duration if duration > 0 else float("nan"),
-        "queue_depth_mean": float(np.dot(depth, held) / held.sum()) if held.sum() > 0 else 0.0,
+        "queue_depth_mean": weighted_sum(depth, held) / held.sum() if held.sum() > 0 else 0.0,
         "queue_depth_max": report.statistics.queue_peak,
         "producer_blocked_s": report.statistics.producer_blocked_s,
         "sim_time_s": duration,

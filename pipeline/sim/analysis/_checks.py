@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import run_length_advice, scaled_run_length
+from ..stats import run_length_advice, scaled_run_length, weighted_sum
 from ._facts import Facts, error_counts, independent_p, lag_growth, service_spread
 from .findings import (
     AMP_INFO,
@@ -316,7 +316,7 @@ def _lease_expired(f: Facts) -> Finding | None:
     service = f.scenario.service
     if isinstance(service, ServiceTrace):
         times = np.asarray(service.times_s)[: len(f.columns.attempts)]
-        expected = float(np.dot(f.columns.attempts[: len(times)], times))
+        expected = weighted_sum(f.columns.attempts[: len(times)], times)
         noise = 1e-9 * max(expected, 1.0)
     else:
         expected = f.attempts * mean

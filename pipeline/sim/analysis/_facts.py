@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..stats import time_weighted_mean
+from ..stats import time_weighted_mean, weighted_sum
 
 if TYPE_CHECKING:
     from ..running.simulate import SimulationResult
@@ -51,7 +51,7 @@ class Facts:
             self.n_arrived / self.last_arrival_s if self.last_arrival_s > 0 else math.nan
         )
         self.end_s = float(s.end_s)
-        self.busy_s = float(np.dot(s.in_flight, s.durations()))
+        self.busy_s = weighted_sum(s.in_flight, s.durations())
         self.attempts = int(self.report.attempts)
         self.admitted = int(self.report.admitted)
         self.mean_attempt_s = self.busy_s / self.attempts if self.attempts else math.nan

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..stats import weighted_sum
 from .findings import CODES, LOAD_CRITICAL, RANK, Finding
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def _time_mean(series: Any, values: np.ndarray, span_s: float) -> float:
     if not span_s > 0 or len(values) == 0:
         return 0.0
     durations = np.diff(np.append(series.time_s, max(series.end_s, series.time_s[-1])))
-    return float(np.dot(values.astype(np.float64), durations) / span_s)
+    return weighted_sum(values.astype(np.float64), durations) / span_s
 
 
 def stage_loads(result: ChainSimulationResult) -> list[StageLoad]:
@@ -131,7 +132,7 @@ def stage_loads(result: ChainSimulationResult) -> list[StageLoad]:
     for number, (spec, stage) in enumerate(zip(specs, stages, strict=True)):
         series, report = stage.series, result.report.stages[spec.name]
         config = spec.config
-        busy_s = float(np.dot(series.in_flight, series.durations()))
+        busy_s = weighted_sum(series.in_flight, series.durations())
         attempts = int(report.attempts)
         started = int(np.count_nonzero(np.asarray(stage.columns.attempts) > 0))
         attempt_mean = busy_s / attempts if attempts else math.nan

@@ -23,6 +23,7 @@ import numpy as np
 
 from ...engine import Pipeline
 from ...records import DeadLetter, RunReport
+from ..stats import percentiles, weighted_sum
 from ..vloop import resolve_unless_cancelled as _resolve_unless_cancelled
 from ..vloop import run_virtual
 from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
@@ -163,7 +164,7 @@ class _Window:
         """Time-weighted mean over the window (NaN if it is empty)."""
         if self._durations is None:
             return float("nan")
-        return float(np.dot(np.asarray(values, dtype=np.float64), self._durations) / self._total)
+        return weighted_sum(np.asarray(values, dtype=np.float64), self._durations) / self._total
 
     def max(self, values: np.ndarray) -> int | float:
         """Largest value held in the window (0.0 if no row is)."""
@@ -187,8 +188,6 @@ def _batch_half_width(values: np.ndarray) -> float:
 
 
 def _summarise(result: SimulationResult) -> dict[str, Any]:
-    from ..stats import percentiles
-
     scenario, report, c, s = result.scenario, result.report, result.columns, result.series
     warm = scenario.warmup_s
     counted = c.arrival_s >= warm
