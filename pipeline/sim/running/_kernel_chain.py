@@ -46,22 +46,23 @@ from itertools import pairwise
 from typing import Any
 
 from ...config import PipelineConfig
-from ...events import EventKind
 from ...records import AttemptError, DeadLetter, ShedLog
 from ..workloads.failures import AttemptFailures
+from ._kinds import (
+    ADMITTED,
+    COMPLETED,
+    DEAD_LETTERED,
+    INTAKE_CLOSED,
+    PRODUCER_BLOCKED,
+    PRODUCER_UNBLOCKED,
+    READMITTED,
+    RETRY_SCHEDULED,
+    SHED,
+    STARTED,
+)
 
 __all__ = ["StageInput", "StageRun", "run_chain_events"]
 
-_ADMITTED = int(EventKind.ADMITTED)
-_SHED = int(EventKind.SHED)
-_STARTED = int(EventKind.STARTED)
-_COMPLETED = int(EventKind.COMPLETED)
-_RETRY_SCHEDULED = int(EventKind.RETRY_SCHEDULED)
-_READMITTED = int(EventKind.READMITTED)
-_DEAD_LETTERED = int(EventKind.DEAD_LETTERED)
-_PRODUCER_BLOCKED = int(EventKind.PRODUCER_BLOCKED)
-_PRODUCER_UNBLOCKED = int(EventKind.PRODUCER_UNBLOCKED)
-_INTAKE_CLOSED = int(EventKind.INTAKE_CLOSED)
 
 # Where the producer resumes.
 _TOP, _SLOT, _ARRIVED = 0, 1, 2
@@ -199,7 +200,7 @@ def run_chain_events(
         run = stage.run
         run.offered += 1
         run.admitted += 1
-        stage.log_kind(_ADMITTED)  # log(), inline: the hot path
+        stage.log_kind(ADMITTED)  # log(), inline: the hot path
         stage.log_time(now)
         stage.log_id(item)
         stage.unsettled += 1
@@ -231,12 +232,12 @@ def run_chain_events(
                         head.waiters.append(producer_slot)
                         return
                     head.reserved += 1
-                    log(head, _PRODUCER_UNBLOCKED, -1)
+                    log(head, PRODUCER_UNBLOCKED, -1)
                     run.producer_blocked_s += now - blocked_since
                 elif not head_reject:
                     if head.full():
                         blocked_since = now
-                        log(head, _PRODUCER_BLOCKED, -1)
+                        log(head, PRODUCER_BLOCKED, -1)
                         head.waiters.append(producer_slot)
                         return
                     head.reserved += 1
@@ -256,7 +257,7 @@ def run_chain_events(
                 if head.full():
                     run.offered += 1
                     run.shed.append(item)
-                    log(head, _SHED, item)
+                    log(head, SHED, item)
                     schedule(producer_turn)
                     return
                 head.reserved += 1
@@ -283,7 +284,7 @@ def run_chain_events(
                     down = downstream.run
                     down.offered += 1
                     down.shed.append(base + j)
-                    log(downstream, _SHED, base + j)
+                    log(downstream, SHED, base + j)
                 else:
                     downstream.reserved += 1
                     admit(downstream, base + j)
@@ -293,7 +294,7 @@ def run_chain_events(
                 stage.since[w] = now
                 stage.child[w] = j
                 stage.state[w] = _HANDING
-                log(downstream, _PRODUCER_BLOCKED, -1)
+                log(downstream, PRODUCER_BLOCKED, -1)
                 downstream.waiters.append(stage.steps[w])
                 return False
             downstream.reserved += 1
@@ -312,7 +313,7 @@ def run_chain_events(
             stage.in_flight -= 1
             if failure is None:
                 run.completed += 1
-                stage.log_kind(_COMPLETED)
+                stage.log_kind(COMPLETED)
                 stage.log_time(now)
                 stage.log_id(item)
                 if stage.check is not None:
@@ -333,7 +334,7 @@ def run_chain_events(
                 return
             downstream.reserved += 1
             waited = now - stage.since[w]
-            log(downstream, _PRODUCER_UNBLOCKED, -1)
+            log(downstream, PRODUCER_UNBLOCKED, -1)
             downstream.run.producer_blocked_s += waited
             admit(downstream, stage.current[w] * stage.fan_out + stage.child[w])
             run.hand_off_blocked_s += waited
@@ -352,7 +353,7 @@ def run_chain_events(
             schedule(stage.waiters.popleft())
         attempt = stage.attempts[item] = stage.attempts[item] + 1
         run.attempts += 1
-        stage.log_kind(_STARTED)
+        stage.log_kind(STARTED)
         stage.log_time(now)
         stage.log_id(item)
         seconds = stage.first[item] if attempt == 1 else stage.retry_time(item)
@@ -382,7 +383,7 @@ def run_chain_events(
             stage.held += 1
             seq += 1
             push(timers, (now + delay, seq, readmit, (stage, item)))
-            log(stage, _RETRY_SCHEDULED, item)
+            log(stage, RETRY_SCHEDULED, item)
             return
         history = stage.errors.pop(item, [])
         history.append((attempt, error, now))
@@ -394,7 +395,7 @@ def run_chain_events(
                 reason="max_attempts" if can_retry else "not_retryable",
             )
         )
-        log(stage, _DEAD_LETTERED, item)
+        log(stage, DEAD_LETTERED, item)
         settle(stage)
 
     def readmit(where: tuple[_Stage, int]) -> None:
@@ -406,7 +407,7 @@ def run_chain_events(
             stage.run.queue_peak = size
         if stage.getters:
             schedule(stage.getters.popleft())
-        log(stage, _READMITTED, item)
+        log(stage, READMITTED, item)
 
     for stage in live:
         stage.steps = [(worker, (stage, w)) for w in range(len(stage.state))]
@@ -467,7 +468,7 @@ def _close(
                     f"(stage {stage.spec.name!r} is still busy at its deadline)"
                 )
         run = stage.run
-        run.kinds.append(_INTAKE_CLOSED)
+        run.kinds.append(INTAKE_CLOSED)
         run.times.append(before)
         run.ids.append(-1)
         if busy:

@@ -37,25 +37,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...config import PipelineConfig
-from ...events import EventKind
 from ...records import AttemptError, DeadLetter, ShedLog
 from ..workloads.failures import AttemptFailures
+from ._kinds import (
+    ADMITTED,
+    COMPLETED,
+    DEAD_LETTERED,
+    DRAIN_TIMEOUT,
+    INTAKE_CLOSED,
+    PRODUCER_BLOCKED,
+    PRODUCER_UNBLOCKED,
+    READMITTED,
+    RETRY_SCHEDULED,
+    SHED,
+    STARTED,
+    UNFINISHED,
+)
 
 __all__ = ["EventRun", "run_events"]
 
-# Event kinds as plain ints (the log stores int8).
-_ADMITTED = int(EventKind.ADMITTED)
-_SHED = int(EventKind.SHED)
-_STARTED = int(EventKind.STARTED)
-_COMPLETED = int(EventKind.COMPLETED)
-_RETRY_SCHEDULED = int(EventKind.RETRY_SCHEDULED)
-_READMITTED = int(EventKind.READMITTED)
-_DEAD_LETTERED = int(EventKind.DEAD_LETTERED)
-_UNFINISHED = int(EventKind.UNFINISHED)
-_PRODUCER_BLOCKED = int(EventKind.PRODUCER_BLOCKED)
-_PRODUCER_UNBLOCKED = int(EventKind.PRODUCER_UNBLOCKED)
-_INTAKE_CLOSED = int(EventKind.INTAKE_CLOSED)
-_DRAIN_TIMEOUT = int(EventKind.DRAIN_TIMEOUT)
 
 # Where the producer resumes.
 _TOP, _SLOT, _ARRIVED = 0, 1, 2
@@ -177,14 +177,14 @@ def run_events(
                         producer_waiting = True
                         return
                     reserved += 1
-                    log_kind(_PRODUCER_UNBLOCKED)
+                    log_kind(PRODUCER_UNBLOCKED)
                     log_time(now)
                     log_id(-1)
                     blocked_s += now - blocked_since
                 elif not reject:
                     if len(items) + len(retries) + reserved + held >= bound:
                         blocked_since = now
-                        log_kind(_PRODUCER_BLOCKED)
+                        log_kind(PRODUCER_BLOCKED)
                         log_time(now)
                         log_id(-1)
                         producer_waiting = True
@@ -206,7 +206,7 @@ def run_events(
             if reject:
                 if len(items) + len(retries) + reserved + held >= bound:
                     shed.append(item)
-                    log_kind(_SHED)
+                    log_kind(SHED)
                     log_time(now)
                     log_id(item)
                     if give_turns:
@@ -217,7 +217,7 @@ def run_events(
                 reserved += 1
             # admit: the slot is reserved; queue the item and wake a waiting worker
             admitted += 1
-            log_kind(_ADMITTED)
+            log_kind(ADMITTED)
             log_time(now)
             log_id(item)
             unsettled += 1
@@ -246,7 +246,7 @@ def run_events(
             if failure is None:
                 running.discard(item)
                 completed += 1
-                log_kind(_COMPLETED)
+                log_kind(COMPLETED)
                 log_time(now)
                 log_id(item)
                 if check is not None:
@@ -270,7 +270,7 @@ def run_events(
         running.add(item)
         attempt = attempts[item] = attempts[item] + 1
         attempts_total += 1
-        log_kind(_STARTED)
+        log_kind(STARTED)
         log_time(now)
         log_id(item)
         seconds = first_attempt_s[item] if attempt == 1 else retry_time(item)
@@ -303,7 +303,7 @@ def run_events(
             waiting_retry.add(item)
             seq += 1
             push(timers, (now + delay, seq, readmit, item))
-            log_kind(_RETRY_SCHEDULED)
+            log_kind(RETRY_SCHEDULED)
             log_time(now)
             log_id(item)
             return
@@ -318,7 +318,7 @@ def run_events(
                 reason="max_attempts" if can_retry else "not_retryable",
             )
         )
-        log_kind(_DEAD_LETTERED)
+        log_kind(DEAD_LETTERED)
         log_time(now)
         log_id(item)
         unsettled -= 1
@@ -335,7 +335,7 @@ def run_events(
             peak = size
         if getters and not closed:
             schedule(getters.popleft())
-        log_kind(_READMITTED)
+        log_kind(READMITTED)
         log_time(now)
         log_id(item)
 
@@ -356,7 +356,7 @@ def run_events(
         nonlocal accepting, run_waiting, run_woken, seq, timeout_cancelled, drain_timed_out
         if resume == _DRAIN:
             accepting = False
-            log_kind(_INTAKE_CLOSED)
+            log_kind(INTAKE_CLOSED)
             log_time(now)
             log_id(-1)
             if unsettled == 0:
@@ -375,7 +375,7 @@ def run_events(
             run_waiting = False
             if timeout_fired:
                 drain_timed_out = True
-                log_kind(_DRAIN_TIMEOUT)
+                log_kind(DRAIN_TIMEOUT)
                 log_time(now)
                 log_id(-1)
             else:
@@ -423,7 +423,7 @@ def run_events(
 
     left = sorted([*running, *retries, *items, *waiting_retry])
     for item in left:
-        log_kind(_UNFINISHED)
+        log_kind(UNFINISHED)
         log_time(now)
         log_id(item)
     return EventRun(
