@@ -184,9 +184,9 @@ BAD_INPUT = [
         "--processes",
     ),
     (["missing.toml"], "missing.toml"),
-    (["badsearch.toml"], "search in the scenario file must be a table"),
+    (["badsearch.toml"], "badsearch.toml: search must be a table ([search])"),
     (["badslo.toml"], "slo in the scenario file must be a list of strings"),
-    (["emptyaxis.toml"], "search.concurrency in the scenario file holds no value"),
+    (["emptyaxis.toml"], "emptyaxis.toml: [search] concurrency: expected a list of values"),
 ]
 
 

@@ -208,12 +208,3 @@ def test_stage_settings_as_flags_are_refused(tmp_path, capsys):
         assert main(["simulate", path, flag, value]) == 2
         err = capsys.readouterr().err
         assert f"{flag}: with [[stages]]" in err and err.count("\n") == 1, err
-
-
-def test_sweep_and_plan_refuse_a_chain_file_in_one_line(tmp_path, capsys):
-    path = _write(tmp_path, CHAIN)
-    assert main(["sweep", path, "--grid", "concurrency=1..2"]) == 2
-    err = capsys.readouterr().err
-    assert "works with 'simulate' only" in err and err.count("\n") == 1, err
-    assert main(["plan", path, "--search", "concurrency=1..2", "--slo", "latency_p95_s<=1"]) == 2
-    assert "works with 'simulate' only" in capsys.readouterr().err

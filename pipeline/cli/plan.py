@@ -9,25 +9,39 @@ Usage::
         --slo 'latency_p95_s<=0.5' --slo 'memory_peak_bytes<=200e6' \\
         --confidence 0.95 --json
     python -m pipeline plan scenario.toml --out DIR
+    python -m pipeline plan chain.toml --search fetch.concurrency=1..4 \\
+        --search write.concurrency=5..40 --slo 'latency_p95_s<=60' --json
 
 Flags, besides every scenario flag of ``simulate``:
 
 - ``--search NAME=VALUES`` (repeatable): a field to vary, ``concurrency=1..64``,
   ``maxsize=100,1000,unbounded``, ``on-full=block,reject``, ``max-attempts=1..5``
-  (any field ``sweep`` may vary); values are checked as the flags are.
+  (any field ``sweep`` may vary); values are checked as the flags are. On a
+  chain (``[[stages]]``), ``STAGE.NAME`` varies one stage
+  (``write.concurrency=5..40``, ``fetch.maxsize=1,10``), as ``sweep``'s
+  ``--grid`` does (:mod:`pipeline.cli.axes`), with the same one-line errors.
+  Configurations are walked in cost order: fewest workers, then the smallest
+  queue; on a chain, total workers over the stages searched, then total
+  queue slots (unbounded counts as infinite), then each field in turn.
 - ``--slo 'METRIC<=LIMIT'`` or ``'METRIC>=LIMIT'`` (repeatable): every one must
   hold. Metrics are the summary keys (``latency_p95_s``, ``memory_peak_bytes``,
   ``utilisation``, ``throughput_per_s``, ...) and the fractions
   ``shed_fraction``, ``dead_letter_fraction``, ``unfinished_fraction``,
-  ``completed_fraction``, ``attempts_per_item``.
+  ``completed_fraction``, ``attempts_per_item``. A chain's metrics are its
+  end-to-end summary's (``latency_p95_s``, ``items_held_max``, ...,
+  :data:`~pipeline.sim.analysis.slo.CHAIN_METRICS`); a stage's own
+  (``write.utilisation``) is refused: a plan answers for what the chain
+  delivers, and one stage's number can look fine while the chain does not.
 - ``--confidence LEVEL``: the one-sided confidence of each verdict (default 0.95).
 - ``--replications MIN..MAX`` (default 3..30) or N (exactly N each), or
   ``--max-replications N`` (MIN stays 3): replications per configuration,
   added only where a verdict is still open.
 - ``--scheduler ADDRESS|local``: run on a Dask cluster (``local`` starts a
-  LocalCluster on this machine); ``--processes N``: local worker processes.
+  LocalCluster on this machine); ``--processes N``: local worker processes
+  (at most :data:`~pipeline.cli.values.MAX_PROCESSES`).
 - ``--json``: one JSON object with ``status`` (chosen, undecided, infeasible),
-  ``chosen`` (config fields incl. ``concurrency``; null unless chosen),
+  ``chosen`` (config fields incl. ``concurrency``; for a chain each stage's,
+  ``write.concurrency``; null unless chosen),
   ``binding``, ``fallback``, ``undecided``, ``candidates`` (one object per
   configuration examined) and what was searched.
 - ``--out DIR``: writes ``plan.json`` (the same object), ``candidates.csv``,
@@ -37,6 +51,8 @@ A scenario file may hold the plan too: ``search = {concurrency = "1..64",
 maxsize = [100, 1000]}``, ``slo = ["latency_p95_s<=0.5"]``, ``confidence``,
 ``replications = "3..30"``, ``max_replications``, ``scheduler``, ``processes``.
 Flags override it (``--search`` per field; ``--slo`` replaces the file's list).
+``search`` is read as a sweep's ``[grid]`` is: a string, a number or a list
+of them per axis; an axis given twice is an error.
 
 A progress bar goes to stderr. Bad input -- a malformed SLO, an unknown metric,
 an empty search -- prints one line, ``pipeline: error: ...``, and exits 2.
@@ -52,10 +68,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .axes import axis_change, parse_axis
+from .axes import Axes, axis_flag, check_axes, gather_axes, replace_fields
 from .output import write_json
 from .settings import add_scenario_flags, build_scenario, read_settings
-from .values import MAX_REPLICATIONS, parse_int
+from .values import MAX_REPLICATIONS, parse_int, parse_processes
 
 __all__ = ["add_command"]
 
@@ -69,8 +85,6 @@ _TABLES = (
     "scheduler",
     "processes",
 )
-MAX_PROCESSES = 1024
-"""``--processes``: local worker processes (each one imports numpy and pandas)."""
 _DEFAULT_MIN_REPLICATIONS = 3
 _DEFAULT_MAX_REPLICATIONS = 30
 
@@ -99,8 +113,13 @@ def add_command(subparsers: Any) -> None:
     parser.add_argument(
         "--search",
         action="append",
+        type=axis_flag,
+        default=[],
         metavar="NAME=VALUES",
-        help="a field to vary: concurrency=1..64, maxsize=100,1000,unbounded (repeatable)",
+        help=(
+            "a field to vary: concurrency=1..64, maxsize=100,1000,unbounded; STAGE.NAME "
+            "for a chain's stage, write.concurrency=10..40 (repeatable)"
+        ),
     )
     parser.add_argument(
         "--slo",
@@ -137,49 +156,20 @@ def _reword(parser: argparse.ArgumentParser, dest: str, metavar: str, text: str)
 # -- reading the plan's own settings ------------------------------------------------------------
 
 
-def _search(file_search: Any, flags: Sequence[str] | None) -> dict[str, list[Any]]:
-    """Scenario.replace field -> values, from the file's ``search`` table and ``--search``."""
-    axes: dict[str, list[Any]] = {}
-    if file_search is not None:
-        if not isinstance(file_search, dict):
-            raise ValueError(
-                "search in the scenario file must be a table, e.g. "
-                f'search = {{concurrency = "1..64"}}, got {file_search!r}'
-            )
-        for name, values in file_search.items():
-            if isinstance(values, list):
-                if not values:
-                    raise ValueError(f"search.{name} in the scenario file holds no value")
-                parsed: list[Any] = []
-                for value in values:
-                    if isinstance(value, bool) or not isinstance(value, str | int | float):
-                        raise ValueError(
-                            f"search.{name} in the scenario file: values must be strings or "
-                            f"numbers, got {value!r}"
-                        )
-                    key, one = parse_axis(f"{name}={value}")
-                    parsed += one
-                axes[key] = parsed
-            elif isinstance(values, str | int) and not isinstance(values, bool):
-                key, parsed = parse_axis(f"{name}={values}")
-                axes[key] = parsed
-            else:
-                raise ValueError(
-                    f"search.{name} in the scenario file must be a list or a string like "
-                    f'"1..64", got {values!r}'
-                )
-    for text in flags or ():
-        key, values = parse_axis(text)
-        axes[key] = values
-    if not axes:
-        raise ValueError(
+def _search(file_search: Any, flags: Sequence[tuple[str, list[Any]]], path: str | None) -> Axes:
+    """Axis -> values, from the file's ``search`` table and ``--search`` (see
+    :func:`~pipeline.cli.axes.gather_axes`)."""
+    return gather_axes(
+        file_search,
+        flags,
+        path=path,
+        table_name="search",
+        flag="--search",
+        what="search axis",
+        missing=(
             "the search space is empty: give --search NAME=VALUES (e.g. --search concurrency=1..64)"
-        )
-    fields: dict[str, list[Any]] = {}
-    for key, values in axes.items():
-        field = next(iter(axis_change(key, values[0])))
-        fields[field] = [axis_change(key, v)[field] for v in values]
-    return fields
+        ),
+    )
 
 
 def _slos(file_slos: Any, flags: Sequence[str] | None) -> list[str]:
@@ -243,7 +233,7 @@ def _processes(text: Any) -> int | None:
     if text is None:
         return None
     try:
-        return parse_int(str(text), at_least=1, at_most=MAX_PROCESSES, what="worker processes")
+        return parse_processes(str(text))
     except ValueError as exc:
         raise ValueError(f"--processes: {exc}") from None
 
@@ -257,10 +247,12 @@ def _pick(flag: Any, tables: dict[str, Any], name: str) -> Any:
 
 def _plan(args: argparse.Namespace) -> int:
     replications_flag, args.replications = args.replications, None
-    settings = read_settings(args, tables=_TABLES)
+    settings = read_settings(args, tables=(*_TABLES, "stages"))
     tables = settings.tables
     base = build_scenario(settings)
-    search = _search(tables.get("search"), args.search)
+    axes = _search(tables.get("search"), args.search, args.scenario)
+    check_axes(axes, base)
+    search = replace_fields(axes)
     slos = _slos(tables.get("slo"), args.slo)
     confidence_text = _pick(args.confidence, tables, "confidence")
     confidence = 0.95 if confidence_text is None else _confidence(confidence_text)

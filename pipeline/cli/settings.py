@@ -20,7 +20,7 @@ the ``file=`` of an ``arrivals`` or ``service`` spec too::
     replications = 5
 
 A command may read further keys itself (a sweep's ``[grid]``, a plan's
-``search``; ``[[stages]]`` for ``simulate``, :mod:`pipeline.cli.stages`):
+``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`):
 :func:`read_settings` keeps them, unparsed, in ``settings.tables``.
 """
 
@@ -77,12 +77,6 @@ def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str],
         if name in tables:
             extra[name] = value
             continue
-        if name == "stages":
-            raise ValueError(
-                f"{path}: [[stages]] (a chain) works with 'simulate' only; sweep and plan cannot "
-                "vary a chain from the command line yet (from Python, sweep() and plan() take "
-                "'stage.field' names such as 'write.concurrency')"
-            )
         if name not in OPTIONS:
             allowed = ", ".join(sorted([*OPTIONS, *tables]))
             raise ValueError(f"{path}: unknown key {key!r}; allowed: {allowed}")

@@ -13,7 +13,8 @@ The flags are the scenario flags (:mod:`pipeline.cli.values`), a scenario
 file holds the same settings (:mod:`pipeline.cli.settings`), and ``--json``
 prints one JSON object.
 
-A chain of stages (``simulate`` only) is a file with ``[[stages]]`` tables,
+A chain of stages is a file with ``[[stages]]`` tables (``sweep`` and ``plan``
+take one too, varying a stage through ``STAGE.NAME`` axes),
 one per stage in chain order, each with ``name`` and ``service`` and any of
 ``concurrency``, ``maxsize``, ``on_full``, ``max_attempts``,
 ``failure_rate``, ``backoff``, ``attempt_timeout``, ``drain_timeout`` and

@@ -41,7 +41,7 @@ from typing import Any
 
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, parse_int
 
-__all__ = ["STAGE_KEYS", "parse_stages"]
+__all__ = ["STAGE_KEYS", "STAGE_SETTINGS", "parse_stages", "stage_value_parser"]
 
 # Keys of a [[stages]] table parsed by the flag of the same name.
 _STAGE_OPTIONS = (
@@ -55,7 +55,10 @@ _STAGE_OPTIONS = (
     "attempt_timeout",
     "drain_timeout",
 )
-STAGE_KEYS = ("name", *_STAGE_OPTIONS, "fan_out")
+STAGE_SETTINGS = (*_STAGE_OPTIONS, "fan_out")
+"""A stage's settings: the keys of a ``[[stages]]`` table but its name, and what a
+sweep's or a plan's ``STAGE.FIELD`` axis may vary."""
+STAGE_KEYS = ("name", *STAGE_SETTINGS)
 """Every key a ``[[stages]]`` table may hold."""
 
 # Top-level settings that belong to one stage once a file has stages.
@@ -66,6 +69,11 @@ def _fan_out(text: str) -> int:
     from ..sim.workloads.stages import MAX_FAN_OUT
 
     return parse_int(text, at_least=1, at_most=MAX_FAN_OUT, what="children per item")
+
+
+def stage_value_parser(setting: str) -> Any:
+    """The parser (text -> value) of one of :data:`STAGE_SETTINGS`: its flag's, or fan-out's."""
+    return _fan_out if setting == "fan_out" else OPTIONS[setting][0]
 
 
 def _one_stage(table: Any, label: str, base: str) -> Any:
@@ -93,9 +101,8 @@ def _one_stage(table: Any, label: str, base: str) -> Any:
             continue
         if name == "service":
             text = anchor_file_key(text, base)
-        parse = _fan_out if name == "fan_out" else OPTIONS[name][0]
         try:
-            values[name] = parse(text)
+            values[name] = stage_value_parser(name)(text)
         except ValueError as exc:
             raise ValueError(f"{label}: {key}: {exc}") from None
     for required in ("name", "service"):

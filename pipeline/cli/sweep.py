@@ -7,6 +7,8 @@ Usage::
         --replications 5 --out sweep-out
     python -m pipeline sweep scenario.toml --metrics latency_p95_s,memory_peak_bytes --json
     python -m pipeline sweep scenario.toml --scheduler tcp://10.0.0.5:8786 --out sweep-out
+    python -m pipeline sweep chain.toml --grid write.concurrency=10,20,40 \\
+        --grid write.maxsize=80,unbounded
 
 Every scenario flag of ``simulate`` is accepted and sets the base scenario;
 then:
@@ -18,19 +20,34 @@ then:
   ``LOW..HIGH`` (integers, both ends included) or ``V1,V2,...``, each checked
   as the flag's own value is (``maxsize=10,100,unbounded``; specs, which hold
   commas, are separated by ``;``). A scenario file may hold the grid as a
-  table, flags replacing its axes of the same name::
+  table, flags replacing its axes of the same name (an axis given twice, by
+  two flags or two spellings in the file, is an error)::
 
       [grid]
       concurrency = "2..8"              # or [2, 4, 8]
       maxsize = [10, 100, "unbounded"]
 
+  A chain (a file with ``[[stages]]``, :mod:`pipeline.cli.stages`) varies
+  one stage: ``STAGE.NAME`` with ``NAME`` any key of a stage table but
+  ``name`` (``fan-out`` too), checked as the stage tables' values are;
+  ``write.concurrency = [10, 20]`` in ``[grid]``. There ``arrivals`` and
+  ``item-size`` stay unqualified (the whole run's); any other unqualified
+  axis, a stage the chain lacks, or a stage axis on a single-stage scenario
+  is an error naming the stages. The output names the axes as given
+  (``write.concurrency``, ``write.maxsize``); the CSV equals
+  :func:`~pipeline.sim.sweep` of the ``Scenario.replace`` fields
+  (``write.queue_maxsize``). Axes are read by :mod:`pipeline.cli.axes`,
+  as a plan's search is.
+
 - ``--replications R`` runs per grid point (default 3; replication *r* of every
   point sees the same traffic), ``--engine auto|asyncio|kernel``;
-- ``--processes N`` local worker processes (default: one per CPU), or
+- ``--processes N`` local worker processes (default: one per CPU; at most
+  :data:`~pipeline.cli.values.MAX_PROCESSES`), or
   ``--scheduler ADDRESS|local``: the runs go to a Dask distributed scheduler
   (``tcp://host:8786``), or to a LocalCluster started for this sweep;
 - ``--metrics m1,m2`` summary keys to report and plot (default
-  :data:`DEFAULT_METRICS`); ``--axes X,Y`` the two grid axes of the heatmaps
+  :data:`DEFAULT_METRICS`, for a chain :data:`DEFAULT_CHAIN_METRICS`: its
+  summary is end to end); ``--axes X,Y`` the two grid axes of the heatmaps
   (default: the first two; other axes get one panel per value);
 - ``--out DIR`` where the files go. Without it, a new directory
   ``sweep-YYYYMMDD-HHMMSS`` is made in the current directory; its name is
@@ -63,17 +80,25 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from .axes import AXIS_FIELDS, axis_change, parse_axis
+from .axes import (
+    Axes,
+    axis_flag,
+    axis_text,
+    axis_value_label,
+    check_axes,
+    gather_axes,
+    replace_fields,
+)
 from .output import format_value, json_safe
 from .settings import add_scenario_flags, build_scenario, read_settings
-from .values import parse_int, quoted
+from .values import parse_processes, quoted
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ..sim.workloads.scenario import Scenario
 
-__all__ = ["DEFAULT_METRICS", "add_command"]
+__all__ = ["DEFAULT_CHAIN_METRICS", "DEFAULT_METRICS", "add_command"]
 
 DEFAULT_METRICS = (
     "latency_p95_s",
@@ -84,11 +109,17 @@ DEFAULT_METRICS = (
 )
 """Summary keys the sweep reports and plots unless ``--metrics`` says otherwise."""
 
+DEFAULT_CHAIN_METRICS = (
+    "latency_p95_s",
+    "latency_mean_s",
+    "throughput_per_s",
+    "memory_peak_bytes",
+    "items_held_max",
+)
+"""The same for a chain, whose summary is end to end (it has no one wait or utilisation)."""
+
 DEFAULT_REPLICATIONS = 3
 """Runs per grid point without ``--replications``: the fewest that give an interval, plus one."""
-
-MAX_PROCESSES = 4096
-"""``--processes``: local worker processes (a typo guard, far above any machine)."""
 
 MAX_GRID_POINTS = 100_000
 """Grid points one sweep may hold (the product of the axes' lengths)."""
@@ -96,17 +127,8 @@ MAX_GRID_POINTS = 100_000
 MAX_RUNS = 1_000_000
 """Runs one sweep may hold (grid points x replications): each is a task kept in memory."""
 
-_SPEC_AXES = ("arrivals", "service", "backoff")
-
 
 # -- flags ----------------------------------------------------------------------------------
-
-
-def _grid_flag(text: str) -> tuple[str, list[Any]]:
-    try:
-        return parse_axis(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _metrics_flag(text: str) -> list[str]:
@@ -121,7 +143,7 @@ def _metrics_flag(text: str) -> list[str]:
 
 def _processes_flag(text: str) -> int:
     try:
-        return parse_int(text, at_least=1, at_most=MAX_PROCESSES, what="worker processes")
+        return parse_processes(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -133,7 +155,11 @@ def _scheduler_flag(text: str) -> str:
 
 
 def _axes_flag(text: str) -> list[str]:
-    names = [name.strip().replace("-", "_") for name in text.split(",")]
+    # As the grid spells them: "-" for "_" in a setting, never in a stage's name.
+    names = []
+    for name in text.split(","):
+        stage, dot, setting = name.strip().rpartition(".")
+        names.append(f"{stage}{dot}{setting.strip().replace('-', '_')}")
     if not all(names) or len(names) > 2:
         raise argparse.ArgumentTypeError(f"expected X or X,Y (grid axis names), got {quoted(text)}")
     return names
@@ -160,10 +186,13 @@ def add_command(subparsers: Any) -> None:
     parser.add_argument(
         "--grid",
         action="append",
-        type=_grid_flag,
+        type=axis_flag,
         default=[],
         metavar="NAME=VALUES",
-        help="one axis: concurrency=2..8 or maxsize=10,100,unbounded (repeat for more axes)",
+        help=(
+            "one axis: concurrency=2..8 or maxsize=10,100,unbounded; STAGE.NAME for a "
+            "chain's stage, write.concurrency=10,20 (repeat for more axes)"
+        ),
     )
     parser.add_argument(
         "--metrics",
@@ -197,80 +226,25 @@ def add_command(subparsers: Any) -> None:
 # -- the grid: flags and the scenario file's [grid] table ------------------------------------
 
 
-def _table_axis(origin: str, key: Any, value: Any) -> tuple[str, list[Any]]:
-    """One entry of a scenario file's ``[grid]`` table, parsed as ``--grid`` would be."""
-    where = f"{origin}: [grid] {key}"
-    if isinstance(value, str):
-        texts = [value]
-    elif isinstance(value, list) and value:
-        texts = []
-        for element in value:
-            if isinstance(element, bool) or not isinstance(element, str | int | float):
-                raise ValueError(
-                    f"{where}: values must be strings or numbers, got "
-                    f"{type(element).__name__} {element!r}"
-                )
-            texts.append(str(element))
-    else:
-        raise ValueError(
-            f'{where}: expected a list of values or a string like "2..8", got {value!r}'
-        )
-    name, values = "", []
-    for text in texts:
-        try:
-            name, parsed = parse_axis(f"{key}={text}")
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from None
-        values.extend(parsed)
-    return name, values
-
-
-def _grid(args: argparse.Namespace, settings: Any) -> dict[str, list[Any]]:
-    """Axis (option name) -> values: the file's ``[grid]``, axes replaced by ``--grid`` flags."""
-    grid: dict[str, list[Any]] = {}
-    table = settings.tables.get("grid")
-    if table is not None:
-        if not isinstance(table, dict):
-            raise ValueError(f"{args.scenario}: grid must be a table ([grid]), got {table!r}")
-        for key, value in table.items():
-            name, values = _table_axis(args.scenario, key, value)
-            grid[name] = values
-    flagged: set[str] = set()
-    for name, values in args.grid:
-        if name in flagged:
-            raise ValueError(f"--grid {name.replace('_', '-')} given twice; give each axis once")
-        flagged.add(name)
-        grid[name] = values
-    if not grid:
-        raise ValueError(
+def _grid(args: argparse.Namespace, settings: Any) -> Axes:
+    """Axis (option name, ``STAGE.NAME`` for a stage) -> values: the file's ``[grid]``,
+    axes replaced by ``--grid`` flags (:func:`~pipeline.cli.axes.gather_axes`)."""
+    grid = gather_axes(
+        settings.tables.get("grid"),
+        args.grid,
+        path=args.scenario,
+        table_name="grid",
+        flag="--grid",
+        what="grid axis",
+        missing=(
             "no grid: give --grid NAME=VALUES (e.g. --grid concurrency=2..8) "
             "or a [grid] table in the scenario file"
-        )
-    for name, values in grid.items():
-        seen: set[str] = set()
-        for value in values:
-            if repr(value) in seen:
-                raise ValueError(f"grid axis {name}: value {_label(name, value)} given twice")
-            seen.add(repr(value))
+        ),
+    )
     points = math.prod(len(values) for values in grid.values())
     if points > MAX_GRID_POINTS:
         raise ValueError(f"the grid has {points:,} points, more than {MAX_GRID_POINTS:,}")
     return grid
-
-
-def _label(name: str, value: Any) -> Any:
-    """A grid value as the CSV, JSON and plots show it: plain numbers and words, specs as text."""
-    if value is None:
-        return None
-    if name in _SPEC_AXES:
-        return repr(value)
-    return value
-
-
-def _csv_text(name: str, value: Any) -> Any:
-    if value is None:
-        return "unbounded" if name == "maxsize" else "none"
-    return value
 
 
 def _plot_axes(grid: dict[str, list[Any]], axes: list[str] | None) -> tuple[str, str | None]:
@@ -314,7 +288,8 @@ def _summary_metrics(base: Scenario) -> list[str]:
     return [
         key
         for key, value in summary.items()
-        if isinstance(value, int | float) and not isinstance(value, bool)
+        # A chain's "stages" counts its stages: a number, not a measurement.
+        if isinstance(value, int | float) and not isinstance(value, bool) and key != "stages"
     ]
 
 
@@ -350,18 +325,16 @@ def _output_directory(given: str | None) -> str:
 
 def _sweep_frame(
     base: Scenario,
-    grid: dict[str, list[Any]],
+    grid: Axes,
     settings: Any,
     args: argparse.Namespace,
 ) -> pd.DataFrame:
-    """Run the sweep; the frame's grid columns are the option names, values as :func:`_label`."""
+    """Run the sweep; the frame's grid columns are the axes as given, values as
+    :func:`~pipeline.cli.axes.axis_value_label`."""
     from ..sim.analysis.sweep import sweep
 
     replications = settings.get("replications", DEFAULT_REPLICATIONS)
-    fields = {
-        AXIS_FIELDS[name]: [axis_change(name, v)[AXIS_FIELDS[name]] for v in values]
-        for name, values in grid.items()
-    }
+    fields = replace_fields(grid)
     options = {
         "replications": replications,
         "engine": settings.get("engine", "auto"),
@@ -385,7 +358,9 @@ def _sweep_frame(
 
     rows = [combo for combo in itertools.product(*grid.values()) for _ in range(replications)]
     columns = {
-        name: pd.Series([_label(name, row[i]) for row in rows], dtype=object, index=frame.index)
+        name: pd.Series(
+            [axis_value_label(name, row[i]) for row in rows], dtype=object, index=frame.index
+        )
         for i, name in enumerate(grid)
     }
     rest = frame.drop(columns=list(fields))
@@ -426,7 +401,7 @@ def _write_files(
     """``sweep.csv`` and one heatmap per metric; returns the file names written."""
     csv = frame.copy()
     for name in frame.attrs["grid"]:
-        csv[name] = [_csv_text(name, v) for v in frame[name]]
+        csv[name] = [axis_text(name, v) for v in frame[name]]
     csv.to_csv(os.path.join(directory, "sweep.csv"), index=False)
     written = ["sweep.csv"]
 
@@ -448,7 +423,7 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
     header = [*grid, *metrics]
     body = []
     for point in points:
-        cells = [str(_csv_text(name, point["point"][name])) for name in grid]
+        cells = [str(axis_text(name, point["point"][name])) for name in grid]
         for metric in metrics:
             mean, half = point["mean"][metric], point["ci95"][metric]
             text = format_value(metric, mean)
@@ -464,9 +439,10 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    settings = read_settings(args, tables=("grid",))
+    settings = read_settings(args, tables=("grid", "stages"))
     base = build_scenario(settings)
     grid = _grid(args, settings)
+    check_axes(grid, base)
     runs = math.prod(len(values) for values in grid.values()) * settings.get(
         "replications", DEFAULT_REPLICATIONS
     )
@@ -475,7 +451,8 @@ def _run(args: argparse.Namespace) -> int:
             f"{runs:,} runs (grid points x replications) are more than {MAX_RUNS:,}; "
             "sweep fewer values or fewer replications"
         )
-    metrics = args.metrics or list(DEFAULT_METRICS)
+    defaults = DEFAULT_METRICS if base.stages is None else DEFAULT_CHAIN_METRICS
+    metrics = args.metrics or list(defaults)
     _check_metrics(metrics, _summary_metrics(base))
     x, y = _plot_axes(grid, args.axes)
     made = not os.path.isdir(settings.get("out", ""))
@@ -491,7 +468,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         engines = sorted(set(frame["engine"]))
         summary = {
-            "grid": {name: [json_safe(_label(name, v)) for v in grid[name]] for name in grid},
+            "grid": {
+                name: [json_safe(axis_value_label(name, v)) for v in grid[name]] for name in grid
+            },
             "replications": int(frame["replication"].max()) + 1,
             "metrics": metrics,
             "engine": ",".join(engines),

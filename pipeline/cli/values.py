@@ -45,12 +45,14 @@ __all__ = [
     "MAX_ATTEMPTS",
     "MAX_CONCURRENCY",
     "MAX_MAXSIZE",
+    "MAX_PROCESSES",
     "MAX_REPLICATIONS",
     "OPTIONS",
     "anchor_file_key",
     "flag_name",
     "parse_backoff",
     "parse_int",
+    "parse_processes",
     "quoted",
 ]
 
@@ -86,6 +88,22 @@ MAX_ATTEMPTS = 1000
 """``--max-attempts``: attempts per item before it is dead-lettered."""
 MAX_REPLICATIONS = 10_000
 """``--replications``: independent runs, each one full simulation."""
+MAX_PROCESSES = 1024
+"""``--processes`` of ``sweep`` and ``plan``: local worker processes.
+
+Each one imports numpy and pandas (tens of MB before it runs anything), so
+1,024 of them already need tens of GB on one host, more threads than
+mainstream servers have; more belongs on a cluster (``--scheduler``).
+"""
+
+
+def parse_processes(text: str) -> int:
+    """``--processes N``: local worker processes, 1 to :data:`MAX_PROCESSES`.
+
+    Raises:
+        ValueError: not an integer in that range.
+    """
+    return parse_int(text, at_least=1, at_most=MAX_PROCESSES, what="worker processes")
 
 
 def _items(text: str) -> int:

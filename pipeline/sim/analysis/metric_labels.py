@@ -48,6 +48,7 @@ METRIC_LABELS: dict[str, tuple[str, str]] = {
     "upstream_backlog_max": ("peak upstream backlog", "items"),
     "producer_blocked_s": ("time the producer was blocked", "s"),
     "memory_peak_bytes": ("peak memory", "bytes"),
+    "items_held_max": ("peak items held by the chain", "items"),
     "sim_time_s": ("simulated time", "s"),
     "wall_time_s": ("wall-clock time", "s"),
     "wait_mean_ci95_s": ("95% half-width of the mean wait", "s"),

@@ -2,7 +2,9 @@
 
 A search space (``{"concurrency": range(1, 65), "queue_maxsize": [100, 1000]}``)
 is walked in cost order -- fewest workers first, then the smallest queue (an
-unbounded one last), then the other fields in the order given -- and each
+unbounded one last), then the other fields in the order given; on a chain,
+whose fields are a stage's (``"write.concurrency"``), the fewest workers and
+queue slots in total over the stages searched -- and each
 configuration examined is simulated a few times, with more replications only
 where a verdict is still open. Every SLO (:mod:`~pipeline.sim.analysis.slo`)
 is judged by a one-sided Student t bound across replications. The answer is
@@ -25,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,7 +39,15 @@ from ..running.kernel import check_engine, refusal, unsupported
 from ..running.simulate import _POOL_WORTH_S, _estimated_seconds, _simulate_once
 from ..workloads.scenario import Scenario
 from .plan_result import Plan, ranked_values
-from .slo import SLO, Judgement, _check_confidence, judge, metric_value, parse_slos
+from .slo import (
+    SLO,
+    Judgement,
+    _check_confidence,
+    check_slo_metrics,
+    judge,
+    metric_value,
+    parse_slos,
+)
 from .stability import unstable_note
 
 if TYPE_CHECKING:
@@ -205,9 +216,27 @@ def _search_axes(
     return axes
 
 
-def _cost_fields(axes: Mapping[str, Sequence[Any]], cost: Sequence[str] | None) -> list[str]:
-    if cost is None:
-        first = [f for f in ("concurrency", "queue_maxsize") if f in axes]
+# Config fields a default cost order minimises first, in this order; on a chain, the
+# total over the stages searched (their "stage.concurrency" fields, ...).
+_TOTALLED = ("concurrency", "queue_maxsize")
+
+
+def _totals(base: Scenario, axes: Mapping[str, Sequence[Any]]) -> list[list[str]]:
+    """A chain's default cost groups: its searched ``*.concurrency`` fields, then its
+    ``*.queue_maxsize`` fields (empty groups left out); none for a single stage."""
+    if base.stages is None:
+        return []
+    groups = [[f for f in axes if f.rpartition(".")[2] == total] for total in _TOTALLED]
+    return [group for group in groups if group]
+
+
+def _cost_fields(
+    axes: Mapping[str, Sequence[Any]], cost: Sequence[str] | None, totals: list[list[str]]
+) -> list[str]:
+    if cost is None and totals:
+        first = [f for group in totals for f in group]
+    elif cost is None:
+        first = [f for f in _TOTALLED if f in axes]
     else:
         first = [cost] if isinstance(cost, str) else list(cost)
         unknown = [f for f in first if f not in axes]
@@ -216,13 +245,31 @@ def _cost_fields(axes: Mapping[str, Sequence[Any]], cost: Sequence[str] | None) 
     return first + [f for f in axes if f not in first]
 
 
-def _cost_order(axes: Mapping[str, list[Any]], fields: Sequence[str]) -> list[dict[str, Any]]:
-    """Every configuration, cheapest first (lexicographic in ``fields``)."""
+def _cost_order(
+    axes: Mapping[str, list[Any]], fields: Sequence[str], totals: Sequence[Sequence[str]] = ()
+) -> list[dict[str, Any]]:
+    """Every configuration, cheapest first.
+
+    Lexicographic in ``fields``; with ``totals`` (a chain's default), first by
+    the sum of each group's values in turn (total workers, then total queue
+    slots, an unbounded queue counting as infinite), lexicographic among equal
+    sums. Either way, one step cheaper in one field is earlier.
+    """
     import itertools
 
     ranked = {name: ranked_values(values) for name, values in axes.items()}
-    points = itertools.product(*(ranked[f] for f in fields))
-    return [dict(zip(fields, combo, strict=True)) for combo in points]
+    points = [
+        dict(zip(fields, combo, strict=True))
+        for combo in itertools.product(*(ranked[f] for f in fields))
+    ]
+    if totals:
+
+        def total(point: dict[str, Any], group: Sequence[str]) -> float:
+            return sum(math.inf if point[f] is None else point[f] for f in group)
+
+        # A stable sort: equal totals keep their lexicographic order.
+        points.sort(key=lambda point: tuple(total(point, group) for group in totals))
+    return points
 
 
 # -- running rounds of replications ------------------------------------------------------------
@@ -345,7 +392,13 @@ def plan(
         cost: search fields in the order they are minimised (default:
             ``concurrency``, then ``queue_maxsize``, then the others as given).
             Within a field, numbers rank ascending, None (unbounded) last, other
-            values in the order given.
+            values in the order given. A chain's default: total workers over
+            the searched ``STAGE.concurrency`` fields first, then total queue
+            slots over the ``STAGE.queue_maxsize`` fields (unbounded counts as
+            infinite), then, among equal totals, each field in turn as above
+            (concurrency fields in the order given, then queue sizes, then the
+            others): ``{"fetch.concurrency": [1, 2], "write.concurrency": [1, 2]}``
+            walks (1, 1), (1, 2), (2, 1), (2, 2), and (1, 3) comes after (2, 1).
         lookahead: configurations examined per round while no target is known
             (more means fewer rounds, each with more parallel runs).
         skip_unstable: reject configurations queueing theory shows cannot keep
@@ -371,9 +424,12 @@ def plan(
         TypeError: ``base`` is not a Scenario, or ``search`` is not a dict of sequences.
         ValueError: an empty search (or a field with no values), a value the
             scenario rejects, a bad SLO (malformed, unknown metric, NaN or
-            infinite limit), bad ``confidence``, ``replications``, ``cost``,
-            ``lookahead``, ``processes`` or ``engine``, or a scenario that cannot
-            be pickled for worker processes.
+            infinite limit, a metric the run's summary does not have: a chain
+            has only its end-to-end ones,
+            :data:`~pipeline.sim.analysis.slo.CHAIN_METRICS`, and no one
+            stage's such as ``write.utilisation``), bad ``confidence``,
+            ``replications``, ``cost``, ``lookahead``, ``processes`` or
+            ``engine``, or a scenario that cannot be pickled for worker processes.
 
     Example:
         >>> base = Scenario(arrivals=Poisson(rate=50), service=LogNormal(mean=0.08, cv=2),
@@ -396,8 +452,17 @@ def plan(
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
     engine = check_engine(engine)
     axes = _search_axes(base, search, engine)
-    fields = _cost_fields(axes, cost)
-    candidates = [_Candidate(rank, point) for rank, point in enumerate(_cost_order(axes, fields))]
+    if base.stages is not None:
+        fans_out = any(stage.fan_out != 1 for stage in base.stages) or any(
+            str(name).rpartition(".")[2] == "fan_out" for name in axes
+        )
+        check_slo_metrics(parsed, chain=True, fan_out=fans_out)
+    else:
+        check_slo_metrics(parsed, chain=False)
+    totals = _totals(base, axes) if cost is None else []
+    fields = _cost_fields(axes, cost, totals)
+    order = _cost_order(axes, fields, totals)
+    candidates = [_Candidate(rank, point) for rank, point in enumerate(order)]
     metrics = tuple(slo.metric for slo in parsed)
     per_look = look_confidence(level, len(replication_schedule(low, high)))
 

@@ -74,7 +74,8 @@ class Plan:
     Attributes:
         status: ``"chosen"``, ``"undecided"`` or ``"infeasible"``.
         chosen: the chosen configuration's searched fields plus ``concurrency``,
-            ``queue_maxsize``, ``on_full`` and ``max_attempts`` (None unless chosen).
+            ``queue_maxsize``, ``on_full`` and ``max_attempts`` (None unless
+            chosen); for a chain, those of every stage, ``"write.concurrency"``.
         binding: which constraint binds (None unless chosen): ``slo``, the SLO
             whose bound is closest to its limit at the chosen point, with its
             ``bound``, ``limit`` and relative ``slack``; and ``cheaper``, for each
@@ -146,10 +147,16 @@ class Plan:
         return self._target.scenario if self.status == "chosen" else None
 
     def _config(self, candidate: _Candidate) -> dict[str, Any]:
-        config = candidate.scenario.config
+        scenario = candidate.scenario
         out = dict(candidate.point)
+        if scenario.stages is not None:
+            # A chain has no config of its own: each stage's, named "stage.field".
+            for stage in scenario.stages:
+                for name in _CONFIG_FIELDS:
+                    out.setdefault(f"{stage.name}.{name}", getattr(stage.config, name))
+            return out
         for name in _CONFIG_FIELDS:
-            out.setdefault(name, getattr(config, name))
+            out.setdefault(name, getattr(scenario.config, name))
         return out
 
     def _binding(self, target: _Candidate) -> dict[str, Any]:

@@ -38,11 +38,13 @@ import numpy as np
 from ..stats import t_quantile
 
 __all__ = [
+    "CHAIN_METRICS",
     "DERIVED_METRICS",
     "METRICS",
     "SLO",
     "SUMMARY_METRICS",
     "Judgement",
+    "check_slo_metrics",
     "judge",
     "metric_value",
     "parse_slos",
@@ -95,11 +97,37 @@ DERIVED_METRICS: dict[str, tuple[str, str, str]] = {
 }
 """name -> (numerator, denominator, meaning): ratios of two summary counts (NaN when 0/0)."""
 
-METRICS: tuple[str, ...] = (*SUMMARY_METRICS, *DERIVED_METRICS)
-"""Every metric an SLO may name."""
+CHAIN_METRICS: tuple[str, ...] = (
+    "items_offered",
+    "items_admitted",
+    "items_completed",
+    "items_dead_lettered",
+    "items_shed",
+    "items_unfinished",
+    "attempts_total",
+    "latency_mean_s",
+    "latency_p50_s",
+    "latency_p95_s",
+    "latency_p99_s",
+    "throughput_per_s",
+    "memory_peak_bytes",
+    "items_held_max",
+    "sim_time_s",
+)
+"""The summary keys of a chain an SLO may bound: its end-to-end summary's numbers
+(arrival at the source to the last stage's finish; items held by every stage
+together). A chain has no one wait, utilisation or queue: those are each stage's,
+and an SLO does not bound one stage (``write.utilisation``): a plan answers for
+what the chain delivers end to end."""
+
+# Summary keys only a chain's summary has.
+_CHAIN_ONLY = tuple(m for m in CHAIN_METRICS if m not in SUMMARY_METRICS)
+
+METRICS: tuple[str, ...] = (*SUMMARY_METRICS, *_CHAIN_ONLY, *DERIVED_METRICS)
+"""Every metric an SLO may name (a chain's :data:`CHAIN_METRICS` included)."""
 
 _OPERATORS = ("<=", ">=")
-_EXPRESSION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|==|=<|=>|<|>|=)\s*(.*?)\s*$")
+_EXPRESSION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|==|=<|=>|<|>|=)\s*(.*?)\s*$")
 
 
 def _quoted(text: str) -> str:
@@ -155,6 +183,12 @@ class SLO:
                 f"(e.g. 'latency_p95_s<=0.5'), got {_quoted(text)}"
             )
         metric, op, limit_text = match.groups()
+        if "." in metric:
+            raise ValueError(
+                f"SLO {_quoted(text)}: {_quoted(metric)} is one stage's metric; an SLO bounds "
+                "the run's own summary, for a chain the end-to-end one (latency_p95_s, "
+                "items_held_max, memory_peak_bytes, ...)"
+            )
         if metric not in METRICS:
             raise ValueError(
                 f"unknown metric {_quoted(metric)} in SLO {_quoted(text)}; "
@@ -214,6 +248,41 @@ def parse_slos(slos: Sequence[str | SLO] | str | SLO) -> tuple[SLO, ...]:
     return parsed
 
 
+def check_slo_metrics(slos: Sequence[SLO], *, chain: bool, fan_out: bool = False) -> None:
+    """Each SLO's metric is in the summary of the run it will judge.
+
+    A single stage's summary has every metric but a chain's own
+    (``items_held_max``); a chain's has :data:`CHAIN_METRICS` and the derived
+    fractions, unless some stage fans out (``fan_out``): then the counts are
+    of different items (source items offered, their children completed) and
+    a ratio of two of them is not a fraction.
+
+    Raises:
+        ValueError: the first SLO whose metric the run does not have, with the ones it has.
+    """
+    for slo in slos:
+        if not chain and slo.metric in _CHAIN_ONLY:
+            raise ValueError(
+                f"SLO {slo}: {slo.metric} is a chain's metric (items held by all its stages); "
+                "for a single stage bound memory_peak_bytes or queue_depth_max"
+            )
+        if not chain or slo.metric in CHAIN_METRICS:
+            continue
+        if slo.metric in DERIVED_METRICS and not fan_out:
+            continue
+        if slo.metric in DERIVED_METRICS:
+            raise ValueError(
+                f"SLO {slo}: a stage of this chain fans out, so its counts are of different "
+                "items (source items offered, their children completed); bound a count instead, "
+                "e.g. items_dead_lettered or items_shed"
+            )
+        allowed = [*CHAIN_METRICS, *([] if fan_out else DERIVED_METRICS)]
+        raise ValueError(
+            f"SLO {slo}: a chain's summary is end to end and has no {slo.metric}; "
+            f"allowed on a chain: {', '.join(allowed)}"
+        )
+
+
 def _slo_keys(slos: Sequence[SLO]) -> dict[SLO, str]:
     """Column prefix of each SLO: its metric, or ``metric_le``/``metric_ge`` when both sides."""
     counts: dict[str, int] = {}
@@ -235,7 +304,7 @@ def metric_value(summary: Mapping[str, Any], metric: str) -> float:
         numerator, denominator, _ = DERIVED_METRICS[metric]
         bottom = float(summary[denominator])
         return float(summary[numerator]) / bottom if bottom > 0 else math.nan
-    if metric not in SUMMARY_METRICS:
+    if metric not in SUMMARY_METRICS and metric not in _CHAIN_ONLY:
         raise ValueError(f"unknown metric {_quoted(metric)}; allowed: {', '.join(METRICS)}")
     return float(summary[metric])
 

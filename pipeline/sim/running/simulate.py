@@ -137,7 +137,6 @@ class SimulationResult:
         return frame
 
 
-
 def _mean(values: np.ndarray) -> float:
     return float(values.mean()) if len(values) else float("nan")
 
