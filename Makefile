@@ -43,6 +43,7 @@ bench: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_chain.py
 	$(BIN)/python bench/bench_vloop.py
 	$(BIN)/python bench/bench_explorer.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_widgets.py
 
 clean:
 	rm -rf $(VENV) .venv-3.* artifacts .pytest_cache

@@ -291,3 +291,138 @@ def test_the_live_widget_starts_a_real_run_and_stop_drains_it():
     assert w.error is None
     with pytest.raises(TypeError, match="start must be callable"):
         LiveRunWidget({}, start=None)
+
+
+# -- kept runs and kept axes (notebook 06's widget redraws within the explorer's budget) -------
+
+
+def counting_widget(**kw):
+    """A widget whose run returns a fresh object per call and counts the calls."""
+    calls = []
+
+    def run(settings):
+        calls.append(dict(settings))
+        return {"c": settings["c"], "call": len(calls)}
+
+    w = FocusedWidget(
+        {"c": widgets.IntSlider(1, min=1, max=9)},
+        run=run,
+        draw=lambda axes, r, prev: axes[0].plot([0, 1], [0, r["c"]]),
+        panels=1,
+        debounce_s=0.0,
+        **kw,
+    )
+    return w, calls
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.5, "2", None])
+def test_keep_runs_must_be_a_count(bad):
+    with pytest.raises(ValueError, match=r"keep_runs must be an int >= 0 \(runs kept\), got"):
+        counting_widget(keep_runs=bad)
+
+
+def test_a_kept_run_is_shown_again_without_running_and_the_least_recent_is_forgotten():
+    w, calls = counting_widget(keep_runs=2)
+    first = w.last_result
+    w.controls["c"].value = 2
+    w.controls["c"].value = 1  # kept: shown again, not run
+    assert len(calls) == 2 and w.last_result is first
+    assert w.previous_result["c"] == 2  # the comparison is still with the run shown before
+    w.controls["c"].value = 3  # three settings, two kept: c=2 (least recently shown) goes
+    w.controls["c"].value = 1
+    assert len(calls) == 3 and w.last_result is first
+    w.controls["c"].value = 2
+    assert len(calls) == 4 and w.last_result is not None and w.last_result["call"] == 4
+
+
+def test_without_keep_runs_every_change_runs():
+    w, calls = counting_widget()
+    for value in (2, 1, 2):
+        w.controls["c"].value = value
+    assert len(calls) == 4 and w.error is None
+
+
+def test_settings_that_cannot_be_a_key_are_run_every_time():
+    knob = widgets.ValueWidget(value=[1])  # a list: unhashable
+    calls = []
+    w = FocusedWidget(
+        {"knob": knob},
+        run=lambda s: calls.append(1) or len(calls),
+        draw=lambda axes, r, prev: axes[0].plot([0, 1], [0, r]),
+        panels=1,
+        debounce_s=0.0,
+        keep_runs=4,
+    )
+    knob.value = [2]
+    knob.value = [1]
+    assert len(calls) == 3 and w.error is None
+
+
+def test_kept_axes_keep_the_artists_draw_made():
+    made = []
+
+    def draw(axes, result, previous):
+        if not made:
+            made.extend(axes[0].plot([0, 1], [0, 0]))
+        made[0].set_ydata([0, result])
+
+    w = FocusedWidget(
+        {"c": widgets.IntSlider(1, min=1, max=9)},
+        run=lambda s: s["c"],
+        draw=draw,
+        panels=1,
+        debounce_s=0.0,
+        clear_axes=False,
+    )
+    w.controls["c"].value = 5
+    assert w.axes[0].get_lines() == made and list(made[0].get_ydata()) == [0, 5]
+    cleared, _ = counting_widget()
+    line = cleared.axes[0].get_lines()[0]
+    cleared.controls["c"].value = 2
+    assert cleared.axes[0].get_lines()[0] is not line  # cleared: the line was drawn anew
+
+
+def _notebook_provider(**kw):
+    batch, tokens = _llm_batch()
+    llm = PipelineConfig(
+        concurrency=8,
+        queue_maxsize=200,
+        max_attempts=8,
+        drain_timeout_s=None,
+        backoff=Backoff(base_s=1.0, factor=2.0, cap_s=30.0, jitter=True),
+    )
+    return lessons.provider_widget(batch, tokens, config=llm, **kw), tokens
+
+
+def test_the_provider_widget_redraws_in_place_and_moves_the_limit_line():
+    w, _ = _notebook_provider(n_items=200)
+    lines = [list(ax.get_lines()) for ax in w.axes]
+    legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in w.axes]
+    assert legends == [["calls in flight", "provider's limit"], ["completed", "dead-lettered"]]
+    faded = [ln for ln in w.axes[0].get_lines() if ln.get_alpha() == 0.3]
+    assert len(faded) == 1 and not faded[0].get_visible()  # no previous run yet
+    w.controls["concurrency"].value = 32
+    w.controls["limit"].value = 12
+    assert [list(ax.get_lines()) for ax in w.axes] == lines  # the same artists, new data
+    assert faded[0].get_visible()
+    limit_line = next(ln for ln in lines[0] if ln.get_label() == "provider's limit")
+    assert list(limit_line.get_ydata()) == [12, 12]
+    assert w.axes[1].get_ylim() == pytest.approx((0, 200 * 1.05))
+    current = next(ln for ln in lines[0] if ln.get_label() == "calls in flight")
+    peak = w.last_result.series.in_flight.max()
+    assert current.get_ydata().max() == peak and w.axes[0].get_ylim()[1] >= peak
+    before = w.last_result
+    w.controls["limit"].value = 24
+    w.controls["limit"].value = 12  # shown before: the kept run, drawn again
+    assert w.last_result is before and w.error is None
+
+
+def test_the_provider_widgets_400_prompts_outrun_the_token_quota_and_keep_the_lesson():
+    w, tokens = _notebook_provider()
+    assert tokens[:400].sum() > 400_000  # more than a minute's quota: it has to bind
+    below = w.last_result.summary  # 16 workers, under the quota's knee (about 20)
+    assert below["items_completed"] == 400 and below["items_dead_lettered"] == 0
+    w.controls["concurrency"].value = 32  # past the knee: 429s and lost prompts
+    past = w.last_result.summary
+    assert past["items_dead_lettered"] > 0
+    assert past["attempts_total"] / past["items_admitted"] > 2

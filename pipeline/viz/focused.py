@@ -29,7 +29,8 @@ import asyncio
 import html
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import ipywidgets as widgets
@@ -97,6 +98,13 @@ class FocusedWidget(ShowsWidget):
         debounce_s: in a running kernel, wait this long for more changes before
             updating (0 updates at every change).
         title: prefix of the figure's title (the settings follow).
+        clear_axes: clear the axes before each ``draw`` (default). False keeps
+            them: ``draw`` then updates the artists it made on its first call
+            (a panel redrawn in place), which spares rebuilding every tick.
+        keep_runs: how many runs to keep by their settings (the most recently
+            used), so that going back to a setting redraws without re-running;
+            0 (default) re-runs every time. Only for a deterministic ``run``
+            (a seeded simulation): a kept run then is the run.
 
     Attributes:
         widget: the root ``VBox`` (DOM class ``pipeline-widget``).
@@ -110,7 +118,8 @@ class FocusedWidget(ShowsWidget):
 
     Raises:
         TypeError: a control has no ``value``, or ``run``/``draw`` is not callable.
-        ValueError: no controls, ``panels`` < 1, or a negative or non-finite ``debounce_s``.
+        ValueError: no controls, ``panels`` < 1, ``keep_runs`` < 0, or a negative or
+            non-finite ``debounce_s``.
     """
 
     def __init__(
@@ -125,6 +134,8 @@ class FocusedWidget(ShowsWidget):
         dpi: int = 100,
         debounce_s: float = 0.1,
         title: str = "",
+        clear_axes: bool = True,
+        keep_runs: int = 0,
     ) -> None:
         if not controls:
             raise ValueError("controls must name at least one widget, got none")
@@ -140,10 +151,15 @@ class FocusedWidget(ShowsWidget):
             isinstance(debounce_s, int | float) and math.isfinite(debounce_s) and debounce_s >= 0
         ):
             raise ValueError(f"debounce_s must be a number of seconds >= 0, got {debounce_s!r}")
+        if isinstance(keep_runs, bool) or not isinstance(keep_runs, int) or keep_runs < 0:
+            raise ValueError(f"keep_runs must be an int >= 0 (runs kept), got {keep_runs!r}")
         self.controls = dict(controls)
         self._run, self._draw, self._summarise = run, draw, summarise
         self.debounce_s = float(debounce_s)
         self.title = title
+        self.clear_axes = bool(clear_axes)
+        self.keep_runs = keep_runs
+        self._kept: OrderedDict[Hashable, Any] = OrderedDict()
         self.last_result: Any = None
         self.previous_result: Any = None
         self.timings_s: list[float] = []
@@ -194,10 +210,11 @@ class FocusedWidget(ShowsWidget):
         began = time.perf_counter()
         settings = self.settings
         try:
-            result = self._run(settings)
+            result = self._result(settings)
             ran = time.perf_counter()
             for ax in self.axes:
-                ax.clear()
+                if self.clear_axes:
+                    ax.clear()
                 pin_title_and_xlabel(ax)
             self._draw(self.axes, result, self.last_result)
             self._figure.suptitle(self._title_text(settings), fontsize="medium")
@@ -215,6 +232,22 @@ class FocusedWidget(ShowsWidget):
         self.timings_s.append(elapsed)
         self.last_breakdown = {"run_s": ran - began, "render_s": elapsed - (ran - began)}
         return elapsed
+
+    def _result(self, settings: dict[str, Any]) -> Any:
+        """``run(settings)``, or the kept run for these settings (see ``keep_runs``)."""
+        if not self.keep_runs:
+            return self._run(settings)
+        key = tuple(settings.items())
+        try:
+            result = self._kept.pop(key)
+        except KeyError:
+            result = self._run(settings)
+        except TypeError:  # a control's value cannot be a key: nothing to keep
+            return self._run(settings)
+        self._kept[key] = result  # the most recently used last
+        while len(self._kept) > self.keep_runs:
+            self._kept.popitem(last=False)
+        return result
 
     # -- text -------------------------------------------------------------------------
 

@@ -10,8 +10,9 @@ widget whose controls are that lesson's knobs:
 - :func:`provider_widget` (06): concurrency against a provider's limits.
 
 Every change re-simulates a modest number of items (the exact kernel runs all
-but the last, whose provider model only the engine has) and redraws with the
-previous run faded. The live run of notebook 07 is :mod:`~pipeline.viz.live_widget`.
+but the last, whose provider model only the engine has; that one redraws its
+figure in place and keeps the runs of settings it has shown) and redraws with
+the previous run faded. The live run of notebook 07 is :mod:`~pipeline.viz.live_widget`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pipeline.sim import (
     simulate,
 )
 
-from ._series import _step_data, human_bytes, memory_bound_bytes
+from ._series import human_bytes, memory_bound_bytes
 from ._style import _COLORS
 from .focused import FocusedWidget, slider
 from .panels import LEGEND_FONT_PT, DepthPanel, LagPanel, MemoryPanel, legend_below
@@ -46,8 +47,8 @@ if TYPE_CHECKING:
 __all__ = ["burst_widget", "drain_widget", "knee_widget", "provider_widget", "retry_widget"]
 
 _FADED = {"alpha": 0.3}
-#: Points per step line: enough for a 550-pixel-wide panel.
-_POINTS = 600
+#: Runs a widget keeps by settings (notebook 06: about 0.3 MB each, pickled).
+_KEPT_RUNS = 32
 
 
 def _toggle(description: str, options: list[Any], value: Any) -> widgets.ToggleButtons:
@@ -384,64 +385,29 @@ def provider_widget(
     ``load_trace``; ``tokens`` per item) against ``Overload(limit) |
     TokenQuota(tokens_per_minute)``. Left: calls in flight against the limit;
     right: completed and dead-lettered items over time.
+
+    Only the asyncio engine runs this provider model, and past the knee each
+    prompt makes about five attempts, so a change costs tens of milliseconds of
+    simulation: the figure is redrawn in place (kept axes, see
+    :class:`~pipeline.viz._provider_figure.ProviderPanels`) and the runs of
+    recently visited settings are kept (replays are deterministic).
     """
     from pipeline.sim import Overload
     from pipeline.sim.workloads.failures import TokenQuota
+
+    from ._provider_figure import ProviderPanels
 
     controls = {
         "concurrency": slider("concurrency", 16, 4, 64, 4),
         "limit": slider("provider's in-flight limit", limit, 8, 48, 4),
     }
+    # Built once: checking every token count costs more than a refused call's simulation.
+    quota = TokenQuota(tokens_per_minute, tokens, refuse_s=0.2)
 
     def run(s):
-        provider = Overload(limit=s["limit"], refuse_s=0.2) | TokenQuota(
-            tokens_per_minute, tokens, refuse_s=0.2
-        )
+        provider = Overload(limit=s["limit"], refuse_s=0.2) | quota
         sc = workload.scenario(config, failures=provider, n_items=n_items)
         return simulate(sc.replace(concurrency=s["concurrency"]))
-
-    def draw(axes, result, previous):
-        for run_, style in ((previous, _FADED), (result, {})):
-            if run_ is None:
-                continue
-            series = run_.series
-            for ax, values, color, label in (
-                (axes[0], series.in_flight, _COLORS["in_flight"], "calls in flight"),
-                (axes[1], series.completed, "C0", "completed"),
-                (axes[1], series.dead_letters, _COLORS["dead"], "dead-lettered"),
-            ):
-                ax.plot(
-                    *_step_data(run_, values, _POINTS),
-                    drawstyle="steps-post",
-                    color=color,
-                    label=None if style else label,
-                    **style,
-                )
-        limit_now = (
-            result.scenario.failures.models[0].limit
-            if hasattr(result.scenario.failures, "models")
-            else None
-        )
-        if limit_now is not None:
-            axes[0].axhline(limit_now, color="gray", ls="--", lw=1, label="provider's limit")
-        end = result.series.end_s
-        top = max(float(result.series.in_flight.max(initial=0)), limit_now or 0)
-        axes[0].set(
-            xlim=(0, end),
-            ylim=(0, top * 1.1 + 1),
-            xlabel="virtual time (s)",
-            ylabel="calls",
-            title="Calls in flight: a refused call counts too",
-        )
-        axes[1].set(
-            xlim=(0, end),
-            ylim=(0, n_items * 1.05),
-            xlabel="virtual time (s)",
-            ylabel="items (cumulative)",
-            title=f"{n_items} prompts: done or given up",
-        )
-        for ax in axes:
-            legend_below(ax, ncols=3)
 
     def summarise(result):
         s = result.summary
@@ -453,4 +419,12 @@ def provider_widget(
             ("done after", f"{s['sim_time_s']:.0f} s"),
         ]
 
-    return FocusedWidget(controls, run, draw, summarise=summarise, title="Against the provider")
+    return FocusedWidget(
+        controls,
+        run,
+        ProviderPanels(n_items).draw,
+        summarise=summarise,
+        title="Against the provider",
+        clear_axes=False,
+        keep_runs=_KEPT_RUNS,
+    )
