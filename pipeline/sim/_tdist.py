@@ -12,7 +12,7 @@ from statistics import NormalDist
 
 from pipeline.sim.workloads.distributions import _number
 
-__all__ = ["t_quantile"]
+__all__ = ["regularised_beta", "t_quantile"]
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -35,6 +35,25 @@ def _betacf(a: float, b: float, x: float) -> float:
         if abs(d * c - 1.0) < 1e-15:
             break
     return h
+
+
+def regularised_beta(a: float, b: float, x: float) -> float:
+    """``I_x(a, b)``, the regularised incomplete beta function, for ``a, b > 0``, ``0 <= x <= 1``.
+
+    The continued fraction on whichever side converges (Numerical Recipes 6.4);
+    about 1e-13 relative. It is the Beta(a, b) CDF at ``x``, and so the
+    binomial tail ``P(B >= k) = I_p(k, n - k + 1)`` exact bounds are solved on.
+    """
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
 
 
 def _t_upper_tail(t: float, df: float) -> float:

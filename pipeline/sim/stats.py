@@ -3,6 +3,8 @@
 - :func:`mean_ci` -- Student t interval across independent replications;
 - :func:`batch_means_ci` -- the same for one long, autocorrelated run;
 - :func:`proportion_ci` -- Wilson interval for a fraction (shed, dead-lettered);
+- :func:`proportion_bound` -- exact one-sided (Clopper-Pearson) bound on a
+  fraction, the one that stays honest at 0 events ("the rule of three");
 - :func:`quantile_ci` -- distribution-free order-statistic interval for a
   quantile of independent values (e.g. one p95 per replication, or measured
   service times);
@@ -31,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pipeline.sim._tdist import t_quantile
+from pipeline.sim._tdist import regularised_beta, t_quantile
 from pipeline.sim.workloads.distributions import _integer, _number
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "batch_means_ci",
     "mean_ci",
     "paired_difference",
+    "proportion_bound",
     "proportion_ci",
     "quantile_ci",
     "replications_needed",
@@ -224,6 +227,62 @@ def proportion_ci(successes: int, n: int, level: float = 0.95) -> ProportionCI:
     low = 0.0 if k == 0 else max(0.0, center - half)
     high = 1.0 if k == n else min(1.0, center + half)
     return ProportionCI(p, low, high)
+
+
+def proportion_bound(events: int, trials: int, level: float = 0.95, *, upper: bool = True) -> float:
+    """Exact one-sided (Clopper-Pearson) bound on a fraction, from ``events`` in ``trials``.
+
+    The upper bound is the largest fraction ``p`` under which seeing at most
+    ``events`` still has probability ``1 - level``, ``P(B <= events) = 1 - level``
+    with ``B ~ Binomial(trials, p)``; the lower bound is the smallest ``p`` under
+    which seeing at least ``events`` does. With no events the upper bound is
+    ``1 - (1 - level) ** (1 / trials)``, about ``3 / trials`` at 95% ("the rule
+    of three"); with every trial an event the lower bound is
+    ``(1 - level) ** (1 / trials)``. It assumes the trials are independent.
+
+    Args:
+        events: how many trials were events (e.g. items shed), 0 to ``trials``.
+        trials: how many there were (e.g. items offered), >= 1.
+        level: one-sided confidence, in (0, 1).
+        upper: the upper bound (default) or the lower one.
+
+    Returns:
+        A fraction in [0, 1]: the upper bound is 1 when every trial was an
+        event, the lower bound 0 when none was.
+
+    Raises:
+        ValueError: ``trials < 1``, ``events`` not in ``[0, trials]``, or ``level`` not in (0, 1).
+
+    Example:
+        >>> proportion_bound(0, 3000)        # 0.000998..., about 3 / 3000
+    """
+    n = _integer("trials", trials, "count", at_least=1)
+    k = _integer("events", events, "count", at_least=0)
+    if k > n:
+        raise ValueError(f"events must be <= trials={n}, got {k}")
+    level = _level(level)
+    alpha = 1.0 - level
+    if upper and k == n:
+        return 1.0
+    if not upper and k == 0:
+        return 0.0
+    if upper and k == 0:
+        return -math.expm1(math.log(alpha) / n)
+    if not upper and k == n:
+        return math.exp(math.log(alpha) / n)
+    # P(B >= k; n, p) = I_p(k, n - k + 1), increasing in p: the upper bound solves
+    # P(B >= k + 1) = level, the lower P(B >= k) = alpha. Bisection on p: 0 < p < 1.
+    a, b, target = (k + 1.0, float(n - k), level) if upper else (float(k), n - k + 1.0, alpha)
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if regularised_beta(a, b, mid) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * hi:
+            break
+    return hi if upper else lo
 
 
 def _binomial_cdf(n: int, p: float) -> np.ndarray:

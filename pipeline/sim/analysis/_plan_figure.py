@@ -98,10 +98,12 @@ def frontier_figure(plan: Plan, ax: Any = None, previous: Plan | None = None) ->
             if ran:
                 xs = [x_of(c.point[x_field]) for c in ran]
                 means = [c.judgements[index].mean for c in ran]
-                spans = (c.judgements[index].half_width for c in ran)
-                halves = [h if math.isfinite(h) else 0.0 for h in spans]
+                # Down to the lower bound, up to the upper one: asymmetric when exact binomial.
+                below = [c.judgements[index].mean - c.judgements[index].low for c in ran]
+                above = [c.judgements[index].high - c.judgements[index].mean for c in ran]
+                spans = [[h if math.isfinite(h) else 0.0 for h in side] for side in (below, above)]
                 axis.errorbar(
-                    xs, means, yerr=halves, marker="o", markersize=4, capsize=3,
+                    xs, means, yerr=spans, marker="o", markersize=4, capsize=3,
                     linewidth=1, color=f"C{g % 10}", label=label or None,
                 )  # fmt: skip
                 shown += means

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .plan_result import Plan
+    from .slo import Judgement
 
 __all__: list[str] = []
 
@@ -43,6 +44,8 @@ def _outcome(plan: Plan, level: str) -> list[str]:
             lines.append(
                 f"    {j.slo!s:<{width}}  mean {_num(j.mean)}, {side} bound {_num(j.bound)}{mark}"
             )
+            if j.note is not None:
+                lines.append(f"    {'':<{width}}  ({j.note})")
         for step in binding["cheaper"]:
             why = ", ".join(step["failed"]) if step["failed"] else (step["note"] or "")
             lines.append(
@@ -61,6 +64,8 @@ def _outcome(plan: Plan, level: str) -> list[str]:
                 f"{q['replications']} replications: mean {_num(q['mean'])}, {_per_look(plan)} "
                 f"bounds [{_num(q['low'])}, {_num(q['high'])}]"
             )
+            if q["note"] is not None and q["note"] not in q["advice"]:
+                lines.append(f"    ({q['note']})")
             lines.append(f"    advice: {q['advice']}")
         if plan.fallback is not None:
             lines.append(
@@ -96,13 +101,21 @@ def _table(plan: Plan) -> list[str]:
             if j is None:
                 cells.append("-")
             else:
-                half = "" if not math.isfinite(j.half_width) else f" ± {_num(j.half_width)}"
-                cells.append(f"{_num(j.mean)}{half} {j.verdict}")
+                cells.append(f"{_num(j.mean)}{_spread(j)} {j.verdict}")
         rows.append(cells)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     out = ["  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
     out += ["  " + "  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)) for r in rows]
     return out
+
+
+def _spread(j: Judgement) -> str:
+    """How far the bound is from the mean, as the table shows it."""
+    if j.basis == "binomial":  # exact, one-sided, and not symmetric: show the bound itself
+        return f" {'≤' if j.slo.upper else '≥'} {_num(j.bound)} (binomial)"
+    if j.basis == "exact":
+        return " (all runs equal)"
+    return "" if not math.isfinite(j.half_width) else f" ± {_num(j.half_width)}"
 
 
 def plan_report(plan: Plan) -> str:
@@ -121,4 +134,15 @@ def plan_report(plan: Plan) -> str:
         look = f"{100 * plan.look_confidence:.4g}%"
         lines.append(f"candidates (mean ± one-sided {look} half-width per look, verdict):")
         lines += _table(plan)
+        bases = {j.basis for c in plan._candidates for j in c.judgements}
+        if "binomial" in bases:
+            lines.append(
+                "  (binomial): every run gave the same fraction, so no t interval; the bound is "
+                "the exact binomial one on the items pooled over the runs (about 3/N for none "
+                "in N at 95%)"
+            )
+        if "exact" in bases:
+            lines.append(
+                "  (all runs equal): every run gave the same value; no interval to estimate"
+            )
     return "\n".join(lines)

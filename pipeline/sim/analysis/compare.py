@@ -28,6 +28,7 @@ from ..running._pool import check_picklable, default_workers, run_tasks
 from ..running.kernel import check_engine
 from ..stats import MeanCI, paired_difference, summarise_values
 from ..workloads.scenario import Scenario
+from .slo import DERIVED_METRICS, metric_value
 from .sweep import _run_task
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ class Comparison:
     """Scenario ``b`` against scenario ``a`` on one metric, replication by replication.
 
     Attributes:
-        metric: the summary key compared (e.g. ``"wait_mean_s"``).
+        metric: the summary key compared (e.g. ``"wait_mean_s"``), or a fraction
+            derived from its counts (``"shed_fraction"``, as a plan's SLOs name them).
         values_a, values_b: its value in each replication of ``a`` and of ``b``
             (replication *r* of both ran on the same random streams).
         level: the confidence of the intervals.
@@ -135,7 +137,10 @@ def compare(
 
     Args:
         a, b: the two scenarios.
-        metric: a numeric summary key, e.g. ``"wait_mean_s"`` or ``"latency_p95_s"``.
+        metric: a numeric summary key, e.g. ``"wait_mean_s"`` or ``"latency_p95_s"``,
+            or a metric derived from the counts as :func:`~pipeline.sim.plan`'s SLOs
+            name them (:data:`~pipeline.sim.analysis.slo.DERIVED_METRICS`:
+            ``"shed_fraction"``, ``"dead_letter_fraction"``, ``"attempts_per_item"``, ...).
         replications: pairs of runs (>= 2).
         level: confidence of the interval, in (0, 1).
         engine: as for :func:`~pipeline.sim.simulate`.
@@ -150,7 +155,8 @@ def compare(
 
     Raises:
         TypeError: ``a`` or ``b`` is not a Scenario.
-        ValueError: an unknown or non-numeric ``metric``, ``replications`` < 2,
+        ValueError: an unknown or non-numeric ``metric`` (or a derived fraction
+            on a chain whose stage fans out), ``replications`` < 2,
             bad ``level``, ``engine`` or ``processes``, or a replication in
             which the metric has no value (NaN: e.g. no item completed).
 
@@ -172,12 +178,16 @@ def compare(
     ):
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
     check_engine(engine)
+    _check_derived(metric, a, b)
     # Replication 0 of a first, here: a misspelt metric fails before the other runs start.
     first = _run_task(a, 0, engine)
-    if metric not in first or isinstance(first[metric], bool | str):
+    if metric not in DERIVED_METRICS and (
+        metric not in first or isinstance(first[metric], bool | str)
+    ):
         allowed = [k for k, v in first.items() if not isinstance(v, bool | str)]
         raise ValueError(
-            f"metric must be a numeric summary key, got {metric!r}; allowed: {allowed}"
+            f"metric must be a numeric summary key or one of {list(DERIVED_METRICS)}, "
+            f"got {metric!r}; allowed keys: {allowed}"
         )
     tasks = [(scenario, r, engine) for scenario in (a, b) for r in range(replications)][1:]
     workers = default_workers(processes, len(tasks))
@@ -191,7 +201,8 @@ def compare(
             _run_task, tasks, workers=workers, bar=bar, what="compare", executor=executor
         )
     summaries = [first, *rest]
-    values = np.array([float(s[metric]) for s in summaries]).reshape(2, replications)
+    # One definition of each metric, the one plan() judges SLOs by.
+    values = np.array([_value(s, metric) for s in summaries]).reshape(2, replications)
     missing = np.flatnonzero(~np.isfinite(values).all(axis=0))
     if missing.size:
         r = int(missing[0])
@@ -209,3 +220,21 @@ def compare(
         half_width=paired.half_width,
         unpaired_half_width=_welch_half_width(values[0], values[1], level),
     )
+
+
+def _value(summary: dict, metric: str) -> float:
+    """The metric in one run: a derived fraction as plan() computes it, else the summary key."""
+    return metric_value(summary, metric) if metric in DERIVED_METRICS else float(summary[metric])
+
+
+def _check_derived(metric: str, *scenarios: Scenario) -> None:
+    """A derived fraction needs counts of the same items: refused where a stage fans out."""
+    if metric not in DERIVED_METRICS:
+        return
+    for scenario in scenarios:
+        if scenario.stages is not None and any(stage.fan_out != 1 for stage in scenario.stages):
+            raise ValueError(
+                f"metric {metric!r}: a stage of this chain fans out, so its counts are of "
+                "different items (source items offered, their children completed); compare "
+                "a count instead, e.g. items_shed or items_dead_lettered"
+            )

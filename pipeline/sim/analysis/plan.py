@@ -45,6 +45,7 @@ from .slo import (
     _check_confidence,
     check_slo_metrics,
     judge,
+    metric_counts,
     metric_value,
     parse_slos,
 )
@@ -70,6 +71,8 @@ class _Candidate:
     scenario: Scenario | None = None
     note: str | None = None  # why it was rejected without runs
     values: list[tuple[float, ...]] = field(default_factory=list)  # per replication
+    # Per replication, per SLO metric: (events, trials) behind a fraction, else None.
+    counts: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
     engines: set[str] = field(default_factory=set)
     judgements: tuple[Judgement, ...] = ()
     verdict: str = "unexamined"  # meets | fails | undecided | unstable | unexamined
@@ -80,9 +83,10 @@ class _Candidate:
 
     def judge(self, slos: Sequence[SLO], confidence: float) -> None:
         columns = np.array(self.values, dtype=np.float64).T
+        tallies = list(zip(*self.counts, strict=True))
         self.judgements = tuple(
-            judge(slo, column, confidence=confidence)
-            for slo, column in zip(slos, columns, strict=True)
+            judge(slo, column, confidence=confidence, counts=None if None in tally else list(tally))
+            for slo, column, tally in zip(slos, columns, tallies, strict=True)
         )
         verdicts = {j.verdict for j in self.judgements}
         self.verdict = (
@@ -92,11 +96,13 @@ class _Candidate:
 
 def _measure(
     scenario: Scenario, replication: int, engine: str, metrics: tuple[str, ...]
-) -> tuple[tuple[float, ...], str]:
+) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...]]:
     # Module level so worker processes (or Dask workers) can unpickle it; returns
-    # only the values the SLOs need, and the engine that ran.
+    # only the values the SLOs need, the engine that ran, and the counts behind
+    # each fraction (for an exact bound when the replications agree).
     summary = _simulate_once(scenario, replication, engine).summary
-    return tuple(metric_value(summary, m) for m in metrics), summary["engine"]
+    values = tuple(metric_value(summary, m) for m in metrics)
+    return values, summary["engine"], tuple(metric_counts(summary, m) for m in metrics)
 
 
 # -- validating the arguments --------------------------------------------------------------
@@ -504,8 +510,10 @@ def plan(
             bar.refresh()
             payload = [(c.scenario, r, engine, metrics) for c, r in tasks]
             touched: dict[int, _Candidate] = {}
-            for (candidate, _), (values, ran) in zip(tasks, runner.run(payload, bar), strict=True):
+            measured = runner.run(payload, bar)
+            for (candidate, _), (values, ran, counts) in zip(tasks, measured, strict=True):
                 candidate.values.append(values)  # tasks list each candidate's runs in order
+                candidate.counts.append(counts)
                 candidate.engines.add(ran)
                 touched[candidate.rank] = candidate
             for candidate in touched.values():

@@ -205,6 +205,7 @@ class Plan:
                 "mean": j.mean,
                 "low": j.low,
                 "high": j.high,
+                "note": j.note,
                 "advice": _run_length_advice(j, scenario.n_items, scenario.duration_s),
             }
             for j in candidate.judgements
@@ -231,6 +232,7 @@ class Plan:
                 row[f"{key}_bound"] = j.bound if j else math.nan
                 row[f"{key}_half_width"] = j.half_width if j else math.nan
                 row[f"{key}_verdict"] = j.verdict if j else None
+                row[f"{key}_note"] = j.note if j else None
             rows.append(row)
         return rows
 
@@ -243,7 +245,9 @@ class Plan:
         ``engine``, ``note`` (why it was rejected without runs), then for each
         SLO (named by its metric; ``metric_le``/``metric_ge`` when one metric
         is bounded from both sides) ``_mean``, ``_bound`` (the one-sided bound
-        on the SLO's safe side), ``_half_width`` and ``_verdict``.
+        on the SLO's safe side), ``_half_width``, ``_verdict`` and ``_note`` (None,
+        or why the bound is not a t bound: the replications agreed exactly, see
+        :func:`~pipeline.sim.analysis.slo.judge`).
         """
         import pandas as pd
 

@@ -19,6 +19,24 @@ freedom, so each verdict is wrong with probability at most ``1 - confidence``
 (for a metric whose per-run values are roughly normal across runs, as means
 and percentiles of long runs are).
 
+**When the replications agree exactly** the t interval has zero width, a
+certainty the data cannot give: nothing shed in any of 3 runs does not make
+the shed fraction 0 for sure. So:
+
+- a *fraction* (:data:`FRACTION_METRICS`, a count over a count) is bounded
+  instead by the exact one-sided binomial (Clopper-Pearson) bound on the
+  counts pooled over the replications
+  (:func:`~pipeline.sim.stats.proportion_bound`): no event in ``N`` items
+  gives the upper bound ``1 - (1 - confidence) ** (1 / N)``, about ``3 / N``
+  at 95%. Pooling treats the items as independent trials, which the items of
+  one queueing run are only roughly (a burst sheds its neighbours together);
+  that is why it is used only where the replications leave no spread to
+  measure, and the judgement says so (:attr:`Judgement.note`).
+- any other metric keeps its exact value (a utilisation fixed by the
+  configuration, a memory peak at its ceiling): the judgement says the
+  replications agreed exactly, with no interval to estimate, rather than
+  "± 0".
+
 Example:
     >>> slo = SLO.parse("latency_p95_s<=0.5")
     >>> judge(slo, [0.41, 0.44, 0.43], confidence=0.95).verdict
@@ -40,12 +58,14 @@ from ..stats import t_quantile
 __all__ = [
     "CHAIN_METRICS",
     "DERIVED_METRICS",
+    "FRACTION_METRICS",
     "METRICS",
     "SLO",
     "SUMMARY_METRICS",
     "Judgement",
     "check_slo_metrics",
     "judge",
+    "metric_counts",
     "metric_value",
     "parse_slos",
 ]
@@ -96,6 +116,16 @@ DERIVED_METRICS: dict[str, tuple[str, str, str]] = {
     "attempts_per_item": ("attempts_total", "items_admitted", "attempts per admitted item"),
 }
 """name -> (numerator, denominator, meaning): ratios of two summary counts (NaN when 0/0)."""
+
+FRACTION_METRICS: tuple[str, ...] = (
+    "shed_fraction",
+    "completed_fraction",
+    "dead_letter_fraction",
+    "unfinished_fraction",
+)
+"""The derived metrics that are fractions of items, each item in or out: a binomial
+count, which an exact bound can judge when the replications agree
+(``attempts_per_item`` is a ratio, not a fraction: an item may take many attempts)."""
 
 CHAIN_METRICS: tuple[str, ...] = (
     "items_offered",
@@ -309,6 +339,17 @@ def metric_value(summary: Mapping[str, Any], metric: str) -> float:
     return float(summary[metric])
 
 
+def metric_counts(summary: Mapping[str, Any], metric: str) -> tuple[int, int] | None:
+    """One run's ``(events, trials)`` behind a fraction metric, e.g. (items shed, items offered).
+
+    None for a metric that is not one of :data:`FRACTION_METRICS`.
+    """
+    if metric not in FRACTION_METRICS:
+        return None
+    numerator, denominator, _ = DERIVED_METRICS[metric]
+    return int(summary[numerator]), int(summary[denominator])
+
+
 def _check_confidence(confidence: float) -> float:
     """``confidence`` as a float in [0.5, 1), or a one-line ValueError."""
     if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.number):
@@ -328,11 +369,22 @@ class Judgement(NamedTuple):
         slo: the objective.
         replications: values judged (one per run).
         mean: mean of the finite values (NaN if none).
-        half_width: ``t(confidence, n-1) s / sqrt(n)``, the distance from the mean
-            to either one-sided bound; inf with one value, NaN when a run had no value.
-        bound: the bound on the SLO's safe side (``<=``: ``mean + half_width``;
-            ``>=``: ``mean - half_width``).
+        half_width: the distance from the mean to the bound on the SLO's safe
+            side: ``t(confidence, n-1) s / sqrt(n)`` (``basis`` ``"t"``, the same
+            on either side); inf with one value, NaN when a run had no value; 0
+            when the runs agreed exactly (``"exact"``); for a ``"binomial"``
+            bound, its distance from the mean on the safe side (the other side's
+            is in :attr:`low`/:attr:`high`).
+        bound: the bound on the SLO's safe side (``<=``: the upper bound;
+            ``>=``: the lower one).
         verdict: ``"meets"``, ``"fails"`` or ``"undecided"``.
+        basis: how the bounds were found: ``"t"`` (Student t across the
+            replications), ``"binomial"`` (they agreed exactly on a fraction:
+            the exact bound on the pooled counts) or ``"exact"`` (they agreed
+            exactly on another metric: the value itself).
+        note: for ``"binomial"`` and ``"exact"``, a sentence saying so (None for ``"t"``).
+        interval: ``(low, high)`` when it is not ``mean ± half_width`` (binomial).
+        pooled: for ``"binomial"``, the ``(events, trials)`` summed over the replications.
     """
 
     slo: SLO
@@ -341,48 +393,138 @@ class Judgement(NamedTuple):
     half_width: float
     bound: float
     verdict: str
+    basis: str = "t"
+    note: str | None = None
+    interval: tuple[float, float] | None = None
+    pooled: tuple[int, int] | None = None
 
     @property
     def low(self) -> float:
-        """Lower one-sided bound, ``mean - half_width``."""
-        return self.mean - self.half_width
+        """Lower one-sided bound (``mean - half_width`` unless binomial)."""
+        return self.interval[0] if self.interval is not None else self.mean - self.half_width
 
     @property
     def high(self) -> float:
-        """Upper one-sided bound, ``mean + half_width``."""
-        return self.mean + self.half_width
+        """Upper one-sided bound (``mean + half_width`` unless binomial)."""
+        return self.interval[1] if self.interval is not None else self.mean + self.half_width
 
 
-def judge(slo: SLO, values: Sequence[float] | np.ndarray, *, confidence: float) -> Judgement:
+def _verdict(slo: SLO, low: float, high: float) -> tuple[str, float]:
+    """The verdict from the two one-sided bounds, and the bound on the safe side."""
+    if slo.upper:
+        return ("meets" if high <= slo.limit else "fails" if low > slo.limit else "undecided"), high
+    return ("meets" if low >= slo.limit else "fails" if high < slo.limit else "undecided"), low
+
+
+def _pooled(slo: SLO, counts: Sequence[tuple[int, int]] | None, n: int) -> tuple[int, int] | None:
+    """``(events, trials)`` summed over the replications, or None when not a fraction."""
+    if slo.metric not in FRACTION_METRICS or counts is None:
+        return None
+    pairs = [(int(events), int(trials)) for events, trials in counts]
+    if len(pairs) != n:
+        raise ValueError(
+            f"counts must have one (events, trials) pair per value ({n}), got {len(pairs)}"
+        )
+    if any(not 0 <= e <= t for e, t in pairs):
+        raise ValueError(f"counts must be pairs with 0 <= events <= trials, got {pairs!r:.120}")
+    return sum(e for e, _ in pairs), sum(t for _, t in pairs)
+
+
+def _binomial_note(slo: SLO, events: int, trials: int, runs: int, level: float) -> str:
+    numerator, denominator, _ = DERIVED_METRICS[slo.metric]
+    happened = numerator.removeprefix("items_").replace("_", "-")
+    of = denominator.removeprefix("items_")
+    pooled = f"{trials:,} items {of} over {runs} runs"
+    rule = f"about {-math.log1p(-level):.2g}/N at {level:.4g}"
+    if events == 0:
+        return f"no item {happened} in {pooled}: exact binomial upper bound, {rule}"
+    if events == trials:
+        return f"every item {happened} in {pooled}: exact binomial lower bound, 1 - {rule}"
+    return (
+        f"every run {happened} the same share, {events:,} of {pooled}: exact binomial "
+        "bounds on the pooled counts"
+    )
+
+
+def judge(
+    slo: SLO,
+    values: Sequence[float] | np.ndarray,
+    *,
+    confidence: float,
+    counts: Sequence[tuple[int, int]] | None = None,
+) -> Judgement:
     """Judge ``slo`` from one value per replication (see the module docstring for the rule).
 
     A run without a value (NaN: e.g. nothing completed, so no latency) counts
     against the SLO: the verdict is ``fails``, since nothing shows the
     objective is met and the run itself shows a failure to measure it.
 
+    When two or more values are all equal, the t interval has no width. For a
+    fraction (:data:`FRACTION_METRICS`) with ``counts`` given, the bounds are
+    then the exact binomial ones on the pooled counts (basis ``"binomial"``);
+    a fraction without ``counts`` cannot be bounded and is ``undecided``
+    (unless it already fails); any other metric is judged on the exact value
+    (basis ``"exact"``). :attr:`Judgement.note` says which.
+
+    Args:
+        slo: the objective.
+        values: the metric's value in each replication.
+        confidence: one-sided level in [0.5, 1).
+        counts: for a fraction metric, each replication's ``(events, trials)``
+            (:func:`metric_counts`), e.g. (items shed, items offered).
+
     Raises:
-        ValueError: no values, or ``confidence`` not in [0.5, 1).
+        ValueError: no values, ``confidence`` not in [0.5, 1), or ``counts`` not
+            one ``(events, trials)`` pair per value with ``0 <= events <= trials``.
     """
     level = _check_confidence(confidence)
     x = np.asarray(values, dtype=np.float64)
     n = x.size
     if n == 0:
         raise ValueError(f"cannot judge {slo} on no replications")
+    pooled = _pooled(slo, counts, n)
     finite = np.isfinite(x)
     if not finite.all():
         mean = float(x[finite].mean()) if finite.any() else math.nan
         return Judgement(slo, n, mean, math.nan, math.nan, "fails")
     mean = float(x.mean())
+    if n >= 2 and bool((x == x[0]).all()):
+        return _judge_agreed(slo, n, mean, level, pooled)
     # One run has no spread to measure: its interval is the whole line.
     half = math.inf if n == 1 else t_quantile(level, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
-    low, high = mean - half, mean + half
-    if slo.upper:
-        verdict = "meets" if high <= slo.limit else "fails" if low > slo.limit else "undecided"
-        bound = high
-    else:
-        verdict = "meets" if low >= slo.limit else "fails" if high < slo.limit else "undecided"
-        bound = low
+    verdict, bound = _verdict(slo, mean - half, mean + half)
     return Judgement(slo, n, mean, half, bound, verdict)
+
+
+def _judge_agreed(
+    slo: SLO, n: int, mean: float, level: float, pooled: tuple[int, int] | None
+) -> Judgement:
+    """Every replication gave ``mean``: no spread for a t interval to measure."""
+    from ..stats import proportion_bound
+
+    if slo.metric in FRACTION_METRICS and pooled is not None and pooled[1] > 0:
+        events, trials = pooled
+        low = proportion_bound(events, trials, level, upper=False)
+        high = proportion_bound(events, trials, level, upper=True)
+        verdict, bound = _verdict(slo, low, high)
+        note = _binomial_note(slo, events, trials, n, level)
+        return Judgement(
+            slo, n, mean, abs(bound - mean), bound, verdict, "binomial", note, (low, high), pooled
+        )
+    if slo.metric in FRACTION_METRICS:
+        # No counts to pool: the value alone cannot show a fraction is within its limit.
+        verdict, _ = _verdict(slo, mean, mean)
+        note = (
+            f"the {n} replications agreed exactly ({mean:.4g}), and without their counts "
+            "no exact binomial bound could be found"
+        )
+        return Judgement(
+            slo, n, mean, math.inf, math.inf if slo.upper else -math.inf,
+            "fails" if verdict == "fails" else "undecided", "exact", note,
+        )  # fmt: skip
+    verdict, bound = _verdict(slo, mean, mean)
+    note = f"the {n} replications agreed exactly: no interval to estimate"
+    return Judgement(slo, n, mean, 0.0, bound, verdict, "exact", note)
 
 
 def _run_length_advice(judgement: Judgement, n_items: int | None, duration_s: float | None) -> str:
@@ -397,6 +539,10 @@ def _run_length_advice(judgement: Judgement, n_items: int | None, duration_s: fl
 
     n0, h0 = judgement.replications, judgement.half_width
     gap = abs(judgement.mean - judgement.slo.limit)
+    if judgement.basis == "binomial":
+        return _binomial_advice(judgement, n_items, duration_s)
+    if judgement.basis == "exact":
+        return f"{judgement.note}; more replications or longer runs may show a spread to measure"
     if not (math.isfinite(h0) and math.isfinite(gap)):
         return "no interval to extrapolate from (a run had no value, or only one run)"
     advice = run_length_advice(
@@ -412,3 +558,31 @@ def _run_length_advice(judgement: Judgement, n_items: int | None, duration_s: fl
     elif duration_s is not None:
         advice += f" Or runs about {factor:.3g}x longer: about {duration_s * factor:.4g} s."
     return advice
+
+
+def _binomial_advice(judgement: Judgement, n_items: int | None, duration_s: float | None) -> str:
+    """How many pooled items an exact binomial bound needs to clear the limit.
+
+    Solved for the zero-event case (an upper limit on a fraction nobody hit),
+    ``1 - (1 - level)**(1/N) <= limit``, i.e. ``N >= log(1 - level) / log(1 - limit)``;
+    the same factor in replications or run length (items pool either way).
+    """
+    slo, note = judgement.slo, judgement.note
+    events, trials = judgement.pooled
+    if not (slo.upper and events == 0 and 0 < slo.limit < 1):
+        return f"{note}; more replications or longer runs narrow it"
+    # The level the bound was found at, from the bound itself: log(1 - bound) = log(alpha) / N.
+    log_alpha = trials * math.log1p(-judgement.bound)
+    needed = math.ceil(log_alpha / math.log1p(-slo.limit))
+    factor = needed / trials
+    runs = math.ceil(judgement.replications * factor)
+    advice = (
+        f"{note}: the bound falls to the limit {slo.limit:.4g} with about {needed:,} items "
+        f"pooled, about {runs} replications (now {judgement.replications})"
+    )
+    if n_items is not None:
+        advice += f" or runs of about {math.ceil(n_items * factor):,} items"
+    elif duration_s is not None:
+        advice += f" or runs of about {duration_s * factor:.4g} s"
+    happened = DERIVED_METRICS[slo.metric][0].removeprefix("items_").replace("_", "-")
+    return advice + f", if no item is {happened} in those either"
