@@ -238,5 +238,5 @@ def test_compare_takes_the_derived_metrics_a_plan_takes():
 
 def test_compare_names_the_derived_metrics_when_the_metric_is_unknown():
     small = _never_sheds(20)
-    with pytest.raises(ValueError, match="one of .*'shed_fraction'.*got 'shed_fractoin'"):
+    with pytest.raises(ValueError, match=r"one of .*'shed_fraction'.*got 'shed_fractoin'"):
         compare(small, small, metric="shed_fractoin", replications=2)
