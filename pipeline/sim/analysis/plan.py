@@ -355,6 +355,10 @@ def plan(
     look uses the level ``1 - (1 - confidence) / L`` (:func:`look_confidence`):
     the chance that a configuration gets a wrong verdict on an SLO, over all
     its looks, stays at most ``1 - confidence``.
+    Replications that agree exactly leave a t bound no width: a fraction
+    (``shed_fraction`` ...) is then judged by the exact binomial bound on the
+    counts pooled over them (no event in N items: about 3/N at 95%), any
+    other metric by its exact value, and the judgement's note says so.
 
     **Rounds (the stopping rule).** Configurations are ranked by cost (see
     ``cost``). Each round:

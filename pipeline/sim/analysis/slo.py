@@ -435,7 +435,7 @@ def _binomial_note(slo: SLO, events: int, trials: int, runs: int, level: float) 
     happened = numerator.removeprefix("items_").replace("_", "-")
     of = denominator.removeprefix("items_")
     pooled = f"{trials:,} items {of} over {runs} runs"
-    rule = f"about {-math.log1p(-level):.2g}/N at {level:.4g}"
+    rule = f"about {-math.log1p(-level):.2g}/N at {100 * level:.4g}%"
     if events == 0:
         return f"no item {happened} in {pooled}: exact binomial upper bound, {rule}"
     if events == trials:
