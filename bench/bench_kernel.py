@@ -44,21 +44,21 @@ import subprocess
 import sys
 import time
 
-from bench_sim import CONCURRENCY, MAXSIZE, MEAN_SERVICE_S, RATE, SEED, SIMPY, SIMPY_MODEL
+from bench_sim import (
+    CONCURRENCY,
+    MAXSIZE,
+    MEAN_SERVICE_S,
+    RATE,
+    SEED,
+    SIMPY,
+    SIMPY_MODEL,
+    measure_rss,
+)
 
 WHOLE_TARGET = 0.5
 IN_PROCESS_TARGET = 10.0
 RSS_TARGET_BYTES = 2 * 1024**3
 
-
-MEASURE_RSS = """
-import json, resource, subprocess, sys
-done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"returncode": done.returncode, "stdout": done.stdout,
-                  "stderr": done.stderr[-2000:], "maxrss_kib": usage.ru_maxrss,
-                  "cpu_s": usage.ru_utime + usage.ru_stime}))
-"""
 
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -213,18 +213,8 @@ def event_path(items: int, repeats: int) -> None:
 
 def memory(items: int) -> None:
     command = cli_command(items)
-    measured = subprocess.run(
-        [sys.executable, "-c", MEASURE_RSS, *command],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=ROOT,
-    )
-    record = json.loads(measured.stdout)
-    if record["returncode"] != 0:
-        raise RuntimeError(f"memory run failed:\n{record['stderr']}")
-    peak = record["maxrss_kib"] * 1024  # Linux reports KiB
-    summary = json.loads(record["stdout"].strip().splitlines()[-1])
+    record = measure_rss(command, ENV, cwd=ROOT)
+    peak, summary = record["peak_bytes"], record["summary"]
     verdict = "meets" if peak <= RSS_TARGET_BYTES else "MISSES"
     print(f"\n## Memory: {items:,} items through the kernel\n")
     print("| run | engine | peak RSS | CPU s | items/s CPU |")
