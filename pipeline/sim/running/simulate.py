@@ -23,7 +23,7 @@ import numpy as np
 
 from ...engine import Pipeline
 from ...records import DeadLetter, RunReport
-from ..stats import percentiles, weighted_sum
+from ..stats import batch_means_ci, percentiles, weighted_sum
 from ..vloop import resolve_unless_cancelled as _resolve_unless_cancelled
 from ..vloop import run_virtual
 from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
@@ -181,8 +181,6 @@ def _batch_half_width(values: np.ndarray) -> float:
     """95% batch-means half-width of values in arrival order (NaN when too few)."""
     if len(values) < BATCH_MEANS_MIN_ITEMS:
         return math.nan
-    from ..stats import batch_means_ci
-
     return batch_means_ci(values, n_batches=BATCHES).half_width
 
 
