@@ -39,9 +39,9 @@ from .items import WorkItem
 from .queue import WorkQueue
 from .ratelimit import RateLimiter
 from .records import DeadLetter, Result, RunReport, ShedLog, describe_error
-from .results import ResultStream
+from .resultstream import ResultStream
 from .state import State, close_once
-from .stats import Statistics
+from .statistics import Statistics
 
 __all__ = ["Pipeline", "State"]
 

@@ -227,7 +227,7 @@ def test_simulate_json_stays_light_with_plan_registered():
     code = (
         "import sys; from pipeline.cli import main; "
         f"main(['simulate', *{MM!r}, '--json']); "
-        "print(sorted(m for m in ('pandas', 'matplotlib', 'pipeline.sim.analysis.plan') "
+        "print(sorted(m for m in ('pandas', 'matplotlib', 'pipeline.sim.analysis.planning.plan') "
         "if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

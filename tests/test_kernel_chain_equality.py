@@ -49,7 +49,7 @@ from pipeline.sim import (
     Uniform,
     simulate,
 )
-from pipeline.sim.running.kernel import unsupported
+from pipeline.sim.running.kernel.run import unsupported
 from pipeline.sim.running.simulate import _simulate_once
 
 TOLERANCE_S = 1e-9

@@ -55,7 +55,7 @@ from pipeline.sim import (
     simulate,
 )
 from pipeline.sim.analysis.sweep import simulate_replication, sweep
-from pipeline.sim.running.kernel import unsupported
+from pipeline.sim.running.kernel.run import unsupported
 from pipeline.sim.running.simulate import _simulate_once
 
 TOLERANCE_S = 1e-9
@@ -124,8 +124,8 @@ def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
 
 def _fcfs_taken(scenario: Scenario, replication: int) -> bool:
     """Whether the kernel's FCFS path (not its event path) ran this scenario."""
-    from pipeline.sim.running._kernel_fcfs import run_fcfs
-    from pipeline.sim.running.kernel import _cannot_fail
+    from pipeline.sim.running.kernel.fcfs import run_fcfs
+    from pipeline.sim.running.kernel.run import _cannot_fail
     from pipeline.sim.running.simulate import Workload
 
     workload = Workload(scenario, replication)

@@ -67,7 +67,7 @@ def test_small_runs_stay_in_this_process_and_quiet(monkeypatch, capsys):
         seen["bar"] = not bar.disable
         return [function(*task) for task in tasks]
 
-    monkeypatch.setattr("pipeline.sim.running._pool.run_tasks", record)
+    monkeypatch.setattr("pipeline.sim.executors.pool.run_tasks", record)
     simulate(BASE.replace(n_items=100), replications=4)
     assert seen == {"workers": 1, "bar": False}
     # a long run (here, a long guess) is worth a pool and shows its progress

@@ -137,7 +137,7 @@ def _simulate(args: argparse.Namespace) -> int:
         print(json.dumps(summary, allow_nan=False))
     else:
         print(summary_table(summary, scenario))
-        from ..sim.analysis.diagnostics import diagnose, format_findings
+        from ..sim.analysis.diagnostics.diagnose import diagnose, format_findings
 
         which = " (replication 0)" if len(results) > 1 else ""
         print(f"\ndiagnostics{which}:")

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..running._pool import check_executor, check_picklable, default_workers, run_tasks
-from ..running.kernel import check_engine, refusal, unsupported
+from ..executors.pool import check_executor, check_picklable, default_workers, run_tasks
+from ..running.kernel.run import check_engine, refusal, unsupported
 from ..running.simulate import SimulationResult, _simulate_once
-from ..stats import summarise_values
+from ..stats.intervals import summarise_values
 from ..workloads.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def sweep(
         executor: a :class:`concurrent.futures.Executor` to run the runs on
             instead of a local process pool (``processes`` is then ignored), e.g.
             a Dask client's ``get_executor()``; see
-            :func:`~pipeline.sim.analysis.cluster.scheduler_executor`. It is left open.
+            :func:`~pipeline.sim.executors.cluster.scheduler_executor`. It is left open.
 
     Returns:
         A DataFrame with one row per (grid point, replication), in grid order:
@@ -200,7 +200,7 @@ def sweep(
 def _grid_columns(frame: pd.DataFrame) -> list[str]:
     """The grid's field names of a :func:`sweep` frame (``[]`` for an empty grid).
 
-    Shared with :mod:`pipeline.sim.analysis.planning`.
+    Shared with :mod:`pipeline.sim.analysis.planning.traffic`.
 
     Raises:
         ValueError: the frame did not come from :func:`sweep`.
@@ -227,16 +227,16 @@ def summarise_sweep(
 ) -> pd.DataFrame:
     """Mean and 95% confidence half-width of each metric, per grid point.
 
-    The rule is :func:`pipeline.sim.stats.summarise_values`: Student t
+    The rule is :func:`pipeline.sim.stats.intervals.summarise_values`: Student t
     half-widths across replications; NaN with a single replication or when
     some replication has no value (then the mean is over those that do).
     For a percentile (``latency_p95_s``) that is the t interval of the
     per-replication percentiles, valid because each replication is one
     independent value (its coverage is tested); for a distribution-free
-    interval of the median run use :func:`pipeline.sim.stats.quantile_ci` on
+    interval of the median run use :func:`pipeline.sim.stats.intervals.quantile_ci` on
     one grid point's column. To compare two grid points, replication by
     replication (they share their random numbers), use
-    :func:`pipeline.sim.stats.paired_difference` on their columns.
+    :func:`pipeline.sim.stats.intervals.paired_difference` on their columns.
 
     Args:
         frame: what :func:`sweep` returned.
@@ -287,7 +287,7 @@ def _keep_none(
 ) -> pd.DataFrame:
     """Grid columns holding None (the unbounded queue) stay None rather than NaN.
 
-    Shared with :mod:`pipeline.sim.analysis.planning`.
+    Shared with :mod:`pipeline.sim.analysis.planning.traffic`.
     """
     import pandas as pd
 

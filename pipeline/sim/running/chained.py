@@ -16,7 +16,7 @@ finished the item (or its parent): time spent waiting for room in this
 stage's queue counts as this stage's wait, as backpressure at the source
 counts as waiting at the source.
 
-The kernel's chain path (:mod:`pipeline.sim.running._kernel_chain`) replays
+The kernel's chain path (:mod:`pipeline.sim.running.kernel.chain`) replays
 that run without asyncio and hands back the same report and event logs;
 :func:`simulate_chain` turns either into the same result.
 
@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...chain import Chain
-from ...chainreport import ChainReport, StageReport
+from ...chain.chain import Chain
+from ...chain.report import ChainReport, StageReport
+from ...chain.stage import Stage
 from ...records import RunReport
-from ...stage import Stage
 from ..vloop import run_virtual, wake_unless_cancelled
 from ..workloads.scenario import Scenario, ServiceTrace, Streams
 from ..workloads.stages import StageSpec
@@ -354,7 +354,7 @@ def simulate_chain(
     """
     began = time.perf_counter()
     if engine == "kernel":
-        from .kernel import run_chain_kernel
+        from .kernel.run import run_chain_kernel
 
         report, arrivals, recorders = run_chain_kernel(scenario, replication)
     else:

@@ -6,7 +6,7 @@ then succeeds or fails as the failure model says. Everything else -- the
 bounded queue, backpressure, retries, dead letters, the drain -- is the real
 engine, recorded event by event. That asyncio engine is the reference
 semantics; for scenarios inside its domain, ``engine="auto"`` (the default)
-computes the same run with the exact kernel (:mod:`pipeline.sim.running.kernel`),
+computes the same run with the exact kernel (:mod:`pipeline.sim.running.kernel.run`),
 item by item, many times faster.
 """
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from ...engine import Pipeline
 from ...records import DeadLetter, RunReport
-from ..stats import batch_means_ci, percentiles, weighted_sum
+from ..stats.intervals import batch_means_ci, percentiles, weighted_sum
 from ..vloop import resolve_unless_cancelled as _resolve_unless_cancelled
 from ..vloop import run_virtual
 from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from ..stats import MeanCI, QuantileCI
+    from ..stats.intervals import MeanCI, QuantileCI
 
 __all__ = ["DrainTimeoutWarning", "Replications", "SimulationResult", "simulate"]
 
@@ -151,7 +151,7 @@ class _Window:
     """
 
     def __init__(self, series: StepSeries, start_s: float) -> None:
-        from ..stats import _step_durations
+        from ..stats.intervals import _step_durations
 
         times, end = series.time_s, series.end_s
         start = max(float(start_s), float(times[0]))
@@ -353,11 +353,11 @@ class _ArrivalSource:
 
 def _simulate_once(scenario: Scenario, replication: int, engine: str = "auto") -> SimulationResult:
     """One replication on the engine ``engine`` names (module level: pools pickle it)."""
-    from .kernel import refusal, run_kernel, unsupported
+    from .kernel.run import refusal, run_kernel, unsupported
 
     if scenario.stages is not None:
         from .chained import simulate_chain
-        from .kernel import KernelDeclined
+        from .kernel.run import KernelDeclined
 
         outside = unsupported(scenario)
         if engine == "kernel" and outside is not None:
@@ -427,7 +427,7 @@ class Replications:
         Raises:
             ValueError: fewer than 2 replications, or a replication without a value (NaN).
         """
-        from ..stats import mean_ci
+        from ..stats.intervals import mean_ci
 
         return mean_ci(self.values(key), level=level)
 
@@ -439,12 +439,12 @@ class Replications:
         per-replication values, which heavy traffic makes skewed. It needs at
         least 6 replications for a finite 95% interval of the median (and
         ``low``/``high`` are infinite below that). See
-        :func:`~pipeline.sim.stats.quantile_ci`.
+        :func:`~pipeline.sim.stats.intervals.quantile_ci`.
 
         Raises:
             ValueError: a replication without a value (NaN), or bad ``q``/``level``.
         """
-        from ..stats import quantile_ci
+        from ..stats.intervals import quantile_ci
 
         return quantile_ci(self.values(key), q, level)
 
@@ -458,13 +458,17 @@ class Replications:
     ) -> str | None:
         """Run-length advice for a key's interval, or None when it is precise enough.
 
-        See :func:`~pipeline.sim.stats.run_length_advice`: the half-width is
+        See :func:`~pipeline.sim.stats.intervals.run_length_advice`: the half-width is
         judged against ``relative_precision`` of the mean (default 10%), or
         against an SLO ``limit`` the interval should clear; the sentence says
         about how many replications would do, and warns when the runs'
         utilisation is near 1.
         """
-        from ..stats import DEFAULT_RELATIVE_PRECISION, run_length_advice, summarise_values
+        from ..stats.intervals import (
+            DEFAULT_RELATIVE_PRECISION,
+            run_length_advice,
+            summarise_values,
+        )
 
         mean, half = summarise_values(self.values(key), level)
         return run_length_advice(
@@ -489,7 +493,7 @@ class Replications:
         """
         import pandas as pd
 
-        from ..stats import summarise_values
+        from ..stats.intervals import summarise_values
 
         rows = []
         for key, value in self.results[0].summary.items():
@@ -539,8 +543,8 @@ def _replicate(
     progress: bool | None,
     executor: Executor | None = None,
 ) -> list[SimulationResult]:
-    from ._pool import check_picklable, default_workers, run_tasks
-    from .kernel import unsupported
+    from ..executors.pool import check_picklable, default_workers, run_tasks
+    from .kernel.run import unsupported
 
     ran = "asyncio" if engine == "asyncio" or unsupported(scenario) is not None else "kernel"
     guess = _estimated_seconds(scenario, ran, replications)
@@ -591,7 +595,7 @@ def simulate(
             inside its domain and the asyncio engine otherwise; ``"asyncio"``
             always runs the engine (the reference semantics); ``"kernel"``
             refuses a scenario outside the kernel's domain. The summary's
-            ``engine`` key says which one ran. See :mod:`pipeline.sim.running.kernel`.
+            ``engine`` key says which one ran. See :mod:`pipeline.sim.running.kernel.run`.
         processes: worker processes for replications; None (default) uses a
             pool only when the runs are long enough to repay starting it (a few
             seconds of work); 1 runs everything in this process. Results are
@@ -601,7 +605,7 @@ def simulate(
         executor: a :class:`concurrent.futures.Executor` to run the
             replications on instead of a local process pool (``processes`` is
             then ignored), e.g. a Dask client's ``get_executor()`` (see
-            :func:`~pipeline.sim.analysis.cluster.scheduler_executor`); results
+            :func:`~pipeline.sim.executors.cluster.scheduler_executor`); results
             are the same as a local run's (except ``wall_time_s``). It is left
             open. Needs ``replications``.
 
@@ -633,7 +637,7 @@ def simulate(
         ...     n_items=10_000, seed=1))
         >>> result.summary["wait_mean_s"], result.summary["engine"]
     """
-    from .kernel import check_engine, require_kernel
+    from .kernel.run import check_engine, require_kernel
 
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario, got {scenario!r}")
@@ -645,7 +649,7 @@ def simulate(
     ):
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
     if executor is not None:
-        from ._pool import check_executor
+        from ..executors.pool import check_executor
 
         check_executor(executor)
         if replications is None:

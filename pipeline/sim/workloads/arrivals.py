@@ -41,7 +41,7 @@ from .distributions import (
     _split_spec,
 )
 from .profiles import DailyCurve, IntervalCounts, PiecewiseLinear
-from .tracefile import read_trace_csv
+from .traces.reader import read_trace_csv
 
 __all__ = [
     "ArrivalProcess",
