@@ -54,7 +54,7 @@ from pipeline.sim import (
     Scenario,
 )
 from pipeline.sim.workloads.traces.replay import load_trace
-from pipeline.viz import lessons
+from pipeline.lessons import widgets as lessons
 
 TARGET_MS = 150
 DATA = Path(__file__).resolve().parents[1] / "data" / "llm_batch.csv"

@@ -241,7 +241,7 @@ def test_scheduler_runs_the_plan_on_the_cluster_executor(tmp_path, monkeypatch, 
     import contextlib
     from concurrent.futures import ThreadPoolExecutor
 
-    from pipeline.sim.analysis import cluster
+    from pipeline.sim.executors import cluster
 
     asked = []
 
@@ -276,7 +276,7 @@ def test_an_empty_scheduler_is_an_error(tmp_path, monkeypatch, capsys, scheduler
 def test_a_missing_dask_is_one_line(tmp_path, monkeypatch, capsys):
     import contextlib
 
-    from pipeline.sim.analysis import cluster
+    from pipeline.sim.executors import cluster
 
     @contextlib.contextmanager
     def missing(scheduler, workers=None):

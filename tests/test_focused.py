@@ -28,7 +28,7 @@ from pipeline.sim import (
     Scenario,
     simulate,
 )
-from pipeline.viz import lessons
+from pipeline.lessons import widgets as lessons
 from pipeline.viz.widgets.focused import FocusedWidget, slider
 
 BASE = Scenario(
