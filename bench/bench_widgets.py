@@ -44,6 +44,7 @@ matplotlib.use("Agg")
 import pandas as pd
 
 from pipeline import Backoff, PipelineConfig
+from pipeline.lessons import widgets as lessons
 from pipeline.sim import (
     DrainTimeoutWarning,
     Exponential,
@@ -54,7 +55,6 @@ from pipeline.sim import (
     Scenario,
 )
 from pipeline.sim.workloads.traces.replay import load_trace
-from pipeline.lessons import widgets as lessons
 
 TARGET_MS = 150
 DATA = Path(__file__).resolve().parents[1] / "data" / "llm_batch.csv"

@@ -260,9 +260,9 @@ def _drawn_afresh(ex: Explorer) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from pipeline.viz.widgets import explorer as module
     from pipeline.viz.figures.png import RETINA_SCALE
     from pipeline.viz.figures.run import plot_depth, plot_lag, plot_memory
+    from pipeline.viz.widgets import explorer as module
     from pipeline.viz.widgets.explorer_figure import layout_explorer_axes
 
     result, compare = ex.last_result, ex.previous_result

@@ -19,6 +19,7 @@ import pytest
 from PIL import Image
 
 from pipeline import Backoff, PipelineConfig
+from pipeline.lessons import widgets as lessons
 from pipeline.sim import (
     Exponential,
     IndependentFailures,
@@ -28,7 +29,6 @@ from pipeline.sim import (
     Scenario,
     simulate,
 )
-from pipeline.lessons import widgets as lessons
 from pipeline.viz.widgets.focused import FocusedWidget, slider
 
 BASE = Scenario(

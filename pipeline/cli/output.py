@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..sim.running.simulate import SimulationResult
+    from ..sim.running.result import SimulationResult
     from ..sim.workloads.scenario import Scenario
 
 __all__ = [

@@ -105,7 +105,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
     settings = read_settings(args, tables=("stages",))
     scenario = build_scenario(settings)
-    from ..sim.running.simulate import DrainTimeoutWarning, simulate
+    from ..sim.running.result import DrainTimeoutWarning
+    from ..sim.running.simulate import simulate
 
     replications = settings.get("replications", 1)
     engine = settings.get("engine", "auto")

@@ -25,7 +25,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .running.simulate import DrainTimeoutWarning, Replications, SimulationResult, simulate
+from .running.replications import Replications
+from .running.result import DrainTimeoutWarning, SimulationResult
+from .running.simulate import simulate
 from .vloop import VirtualEventLoop, new_virtual_loop, run_virtual
 from .workloads.arrivals import (
     ArrivalProcess,
@@ -63,7 +65,8 @@ from .workloads.failures import (
     SimulatedFailure,
     TokenQuota,
 )
-from .workloads.scenario import Scenario, ServiceTrace
+from .workloads.scenario import Scenario
+from .workloads.traces.service import ServiceTrace
 
 __all__ = [
     "SLO",

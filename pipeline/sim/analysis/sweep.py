@@ -27,7 +27,8 @@ import numpy as np
 
 from ..executors.pool import check_executor, check_picklable, default_workers, run_tasks
 from ..running.kernel.run import check_engine, refusal, unsupported
-from ..running.simulate import SimulationResult, _simulate_once
+from ..running.result import SimulationResult
+from ..running.single import simulate_once
 from ..stats.intervals import summarise_values
 from ..workloads.scenario import Scenario
 
@@ -69,7 +70,7 @@ def simulate_replication(
         raise TypeError(f"scenario must be a Scenario, got {scenario!r}")
     if isinstance(replication, bool) or not isinstance(replication, int) or replication < 0:
         raise ValueError(f"replication must be an integer >= 0, got {replication!r}")
-    return _simulate_once(scenario, replication, check_engine(engine))
+    return simulate_once(scenario, replication, check_engine(engine))
 
 
 def _run_task(scenario: Scenario, replication: int, engine: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ import numpy as np
 from ..workloads.distributions import _integer
 
 if TYPE_CHECKING:
-    from ..running.simulate import SimulationResult
+    from ..running.result import SimulationResult
 
 __all__ = ["WarmupCut", "detect_warmup", "mser5", "warmup_series"]
 

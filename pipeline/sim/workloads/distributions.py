@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..._validate import real, show
+from .fitting import fit_lognormal, lognormal_quantile, lognormal_sigma2
 
 __all__ = [
     "Constant",
@@ -277,8 +278,6 @@ class LogNormal(Distribution):
                 (``mean=0.08, p99=1.2``: p99 is at most 14.97 x the mean); the
                 message says which fit is used and what it implies.
         """
-        from .fitting import fit_lognormal
-
         known = {"mean": mean, "cv": cv, "p50": p50, "p90": p90, "p95": p95, "p99": p99}
         fitted_mean, fitted_cv = fit_lognormal(known, rtol=rtol)
         return cls(fitted_mean, fitted_cv)
@@ -288,19 +287,15 @@ class LogNormal(Distribution):
 
         ``quantile(0.5)`` is the median, ``quantile(0.99)`` the p99.
         """
-        from .fitting import normal_quantile
-
         q = _number("q", q, "probability", above=0)
         if not q < 1:
             raise ValueError(f"q must be < 1 (probability), got {_show(q)}")
-        sigma2 = self.sigma2
-        return math.exp(math.log(self.mean) - sigma2 / 2 + normal_quantile(q) * math.sqrt(sigma2))
+        return lognormal_quantile(self.mean, self.cv, q)
 
     @property
     def sigma2(self) -> float:
         """Variance of the underlying normal: ``log(1 + cv**2)`` (dimensionless)."""
-        # cv**2 overflows past cv ~ 1e154, where log(1 + cv**2) is 2 log(cv) to the last bit.
-        return math.log1p(self.cv**2) if self.cv < 1e150 else 2.0 * math.log(self.cv)
+        return lognormal_sigma2(self.cv)
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
         sigma2 = self.sigma2

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...stats.intervals import weighted_sum
+from .checks import run_checks
 from .findings import CODES, LOAD_CRITICAL, RANK, Finding
 
 if TYPE_CHECKING:
@@ -394,11 +395,9 @@ def diagnose_chain(result: ChainSimulationResult, precision: float | None = None
     ``precision`` is accepted for :func:`~pipeline.sim.diagnose`'s signature;
     a chain's run length is not judged.
     """
-    from .diagnose import diagnose
-
     findings = [f for f in (_lost_items(result), _bottleneck(result, stage_loads(result))) if f]
     for name, stage in result.stages.items():
-        for finding in diagnose(stage, precision=None):
+        for finding in run_checks(stage, precision=None):
             if finding.code in _STAGE_CODES:
                 findings.append(
                     replace(

@@ -23,18 +23,20 @@ from .findings import (
     AMP_WARN,
     BLOCKED_CRITICAL,
     BLOCKED_WARN,
+    CODES,
     DEAD_WARN,
     LEASE_CRITICAL,
     LEASE_RATIO,
     LEASE_Z,
     LOAD_CRITICAL,
+    RANK,
     SHED_CRITICAL,
     SHED_WARN,
     Finding,
     Severity,
 )
 
-__all__ = ["CHECKS"]
+__all__ = ["CHECKS", "run_checks"]
 
 
 # -- wording --------------------------------------------------------------------------------
@@ -311,7 +313,7 @@ def _lease_expired(f: Facts) -> Finding | None:
     if not f.attempts:
         return None
     mean, std, p999 = service_spread(f.scenario)
-    from ...workloads.scenario import ServiceTrace
+    from ...workloads.traces.service import ServiceTrace
 
     service = f.scenario.service
     if isinstance(service, ServiceTrace):
@@ -625,3 +627,15 @@ CHECKS = (
     _retry_amplification,
     _run_too_short,
 )
+
+
+def run_checks(result: Any, precision: float | None) -> list[Finding]:
+    """Every check of :data:`CHECKS` on one single-stage run, most severe first.
+
+    ``precision`` is already validated (a share of the mean, or None to skip
+    the run-length check); :func:`~pipeline.sim.diagnose` and a chain's
+    per-stage diagnosis both come here.
+    """
+    facts = Facts(result, precision)
+    findings = [finding for check in CHECKS if (finding := check(facts)) is not None]
+    return sorted(findings, key=lambda x: (RANK[x.severity], CODES.index(x.code)))

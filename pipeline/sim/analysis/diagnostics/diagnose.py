@@ -45,16 +45,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...._validate import real
 from ...stats.intervals import DEFAULT_RELATIVE_PRECISION
-from ...workloads.distributions import _number
-from .checks import CHECKS
-from .facts import Facts
-from .findings import CODES, RANK, Finding
+from .bottleneck import diagnose_chain
+from .checks import run_checks
+from .findings import CODES, Finding
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ...running.simulate import SimulationResult
+    from ...running.result import SimulationResult
 
 __all__ = ["CODES", "Finding", "diagnose", "findings_frame", "format_findings"]
 
@@ -85,14 +85,10 @@ def diagnose(
         ['CONSUMER_LAG', 'QUEUE_SATURATED']
     """
     if hasattr(result, "stages") and not hasattr(result, "columns"):
-        from .bottleneck import diagnose_chain
-
         return diagnose_chain(result)
     if precision is not None:
-        precision = _number("precision", precision, "share of the mean, e.g. 0.1", above=0)
-    facts = Facts(result, precision)
-    findings = [finding for check in CHECKS if (finding := check(facts)) is not None]
-    return sorted(findings, key=lambda x: (RANK[x.severity], CODES.index(x.code)))
+        precision = real("precision", precision, "share of the mean, e.g. 0.1", above=0)
+    return run_checks(result, precision)
 
 
 def format_findings(findings: list[Finding]) -> str:

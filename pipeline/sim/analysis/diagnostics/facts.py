@@ -19,7 +19,7 @@ import numpy as np
 from ...stats.intervals import time_weighted_mean, weighted_sum
 
 if TYPE_CHECKING:
-    from ...running.simulate import SimulationResult
+    from ...running.result import SimulationResult
 
 __all__ = ["Facts", "error_counts", "independent_p", "lag_growth", "service_spread"]
 
@@ -100,7 +100,7 @@ class Facts:
 
 def service_spread(scenario: Any) -> tuple[float, float, float]:
     """(mean, standard deviation, 99.9th percentile) of one attempt's service time, seconds."""
-    from ...workloads.scenario import ServiceTrace
+    from ...workloads.traces.service import ServiceTrace
 
     service = scenario.service
     if isinstance(service, ServiceTrace):

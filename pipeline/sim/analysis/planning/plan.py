@@ -36,7 +36,8 @@ import numpy as np
 
 from ...executors.pool import bootstrapping, check_picklable, pool_workers, run_tasks
 from ...running.kernel.run import check_engine, refusal, unsupported
-from ...running.simulate import _POOL_WORTH_S, _estimated_seconds, _simulate_once
+from ...running.replications import POOL_WORTH_S, estimated_seconds
+from ...running.single import simulate_once
 from ...workloads.scenario import Scenario
 from ..diagnostics.stability import unstable_note
 from .result import Plan, ranked_values
@@ -100,7 +101,7 @@ def _measure(
     # Module level so worker processes (or Dask workers) can unpickle it; returns
     # only the values the SLOs need, the engine that ran, and the counts behind
     # each fraction (for an exact bound when the replications agree).
-    summary = _simulate_once(scenario, replication, engine).summary
+    summary = simulate_once(scenario, replication, engine).summary
     values = tuple(metric_value(summary, m) for m in metrics)
     return values, summary["engine"], tuple(metric_counts(summary, m) for m in metrics)
 
@@ -325,7 +326,7 @@ def _workers(
 
     ran = "asyncio" if engine == "asyncio" or unsupported(base) is not None else "kernel"
     # A pool only when the first round alone would take a few seconds in one process.
-    return (os.cpu_count() or 1) if _estimated_seconds(base, ran, first) >= _POOL_WORTH_S else 1
+    return (os.cpu_count() or 1) if estimated_seconds(base, ran, first) >= POOL_WORTH_S else 1
 
 
 def plan(

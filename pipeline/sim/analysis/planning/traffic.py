@@ -24,8 +24,8 @@ import numpy as np
 from ...stats.intervals import t_quantile
 from ...workloads.arrivals import DailyCurve, Trace, daily_curve
 from ...workloads.distributions import _number
-from ...workloads.scenario import ServiceTrace
 from ...workloads.traces.replay import ScriptedFailures, TraceWorkload
+from ...workloads.traces.service import ServiceTrace
 from ..sweep import _grid_columns, _grid_groups, _keep_none
 
 if TYPE_CHECKING:

@@ -66,7 +66,7 @@ from ...workloads.failures import (
 )
 from ...workloads.scenario import Scenario, Streams
 from ..recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
-from ..workload import Workload
+from ..workload import StageWorkload, Workload
 from .report import make_report
 
 if TYPE_CHECKING:
@@ -247,8 +247,8 @@ def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport,
     Raises:
         KernelDeclined: a drain runs into its timeout (outside the chain path's domain).
     """
-    from ..chained import _StageWorkload, chain_report
     from .chain import StageInput, run_chain_events
+    from .chain_report import chain_report
 
     streams = Streams.from_seed(scenario.seed, replication)
     arrivals = scenario.arrivals.times(
@@ -256,7 +256,7 @@ def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport,
     )
     inputs, reaching = [], len(arrivals)
     for number, spec in enumerate(scenario.stages):
-        work = _StageWorkload(spec, reaching, scenario.seed, replication, number)
+        work = StageWorkload(spec, reaching, scenario.seed, replication, number)
         quiet = _never_fails(spec.failures, reaching)
         inputs.append(
             StageInput(

@@ -32,8 +32,9 @@ from pipeline.config import PipelineConfig
 from ..arrivals import Trace
 from ..distributions import _integer
 from ..failures import ScriptedFailures
-from ..scenario import Scenario, ServiceTrace
+from ..scenario import Scenario
 from .reader import read_trace_csv
+from .service import ServiceTrace
 
 __all__ = ["TraceWorkload", "exact_fcfs_waits", "load_trace"]
 
