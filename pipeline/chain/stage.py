@@ -26,7 +26,7 @@ from typing import Any
 
 from .._validate import real, show
 from ..config import PipelineConfig
-from ..engine import _is_async_callable
+from ..engine import is_async_callable
 from ..events import Listener
 
 __all__ = ["MAX_BATCH_SIZE", "Batch", "Stage"]
@@ -147,7 +147,7 @@ class Stage:
         """Items the stage's workers may hold at once: ``concurrency``, times
         ``prefetch`` for a plain-function handler (each call in flight is a slot)."""
         cfg = self.config
-        return cfg.concurrency * (1 if _is_async_callable(self.handler) else cfg.prefetch)
+        return cfg.concurrency * (1 if is_async_callable(self.handler) else cfg.prefetch)
 
     def items_bound(self, max_children: int = 1) -> int | None:
         """The most items this stage ever holds at once, or None if its queue is unbounded.
@@ -182,7 +182,7 @@ class Stage:
             return self.handler
         handler = self.handler
         collect = _children if self.fan_out else _batch_results
-        if _is_async_callable(handler):
+        if is_async_callable(handler):
 
             async def call_async(payload: Any) -> tuple[Any, ...]:
                 value = await handler(_argument(payload))

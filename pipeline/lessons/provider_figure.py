@@ -21,8 +21,8 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ..viz.figures.panels import legend_below
-from ..viz.figures.series import _step_data
-from ..viz.figures.style import _COLORS
+from ..viz.figures.series import step_data
+from ..viz.figures.style import COLORS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -63,9 +63,9 @@ class ProviderPanels:
     def _build(self, axes: Sequence[Axes]) -> None:
         left, right = axes[0], axes[1]
         for name, ax, color, label in (
-            ("in_flight", left, _COLORS["in_flight"], "calls in flight"),
+            ("in_flight", left, COLORS["in_flight"], "calls in flight"),
             ("completed", right, "C0", "completed"),
-            ("dead", right, _COLORS["dead"], "dead-lettered"),
+            ("dead", right, COLORS["dead"], "dead-lettered"),
         ):
             (faded,) = ax.plot(_EMPTY, _EMPTY, drawstyle="steps-post", color=color, **_FADED)
             (current,) = ax.plot(_EMPTY, _EMPTY, drawstyle="steps-post", color=color, label=label)
@@ -104,7 +104,7 @@ class ProviderPanels:
                 if run is None:
                     line.set_visible(False)
                     continue
-                line.set_data(*_step_data(run, self._values(run, name), _POINTS))
+                line.set_data(*step_data(run, self._values(run, name), _POINTS))
                 line.set_visible(True)
         limit = provider_limit(result)
         limit_line = self._limit_line

@@ -37,7 +37,7 @@ from pipeline.sim import (
 
 from ..viz.figures.panels import LEGEND_FONT_PT, DepthPanel, LagPanel, MemoryPanel, legend_below
 from ..viz.figures.series import human_bytes, memory_bound_bytes
-from ..viz.figures.style import _COLORS
+from ..viz.figures.style import COLORS
 from ..viz.figures.tradeoffs import plot_drain_tradeoff
 from ..viz.widgets.focused import FocusedWidget, slider
 
@@ -259,7 +259,7 @@ def retry_widget(scenario: Scenario, *, n_items: int = 3000) -> FocusedWidget:
         bins = np.arange(0.5, k + 1.5)
         admitted = max(result.summary["items_admitted"], 1)
         counts = np.histogram(result.columns.attempts, bins=bins)[0] / admitted
-        axes[0].bar(range(1, k + 1), counts, width=0.8, color=_COLORS["retry"], label="simulated")
+        axes[0].bar(range(1, k + 1), counts, width=0.8, color=COLORS["retry"], label="simulated")
         expected = [p ** (j - 1) * (1 - p) if j < k else p ** (k - 1) for j in range(1, k + 1)]
         axes[0].plot(
             range(1, k + 1),

@@ -29,7 +29,7 @@ from ..running.kernel.run import check_engine
 from ..stats.intervals import MeanCI, paired_difference, summarise_values
 from ..workloads.scenario import Scenario
 from .planning.slo import DERIVED_METRICS, metric_value
-from .sweep import _run_task
+from .sweep import run_task
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -180,7 +180,7 @@ def compare(
     check_engine(engine)
     _check_derived(metric, a, b)
     # Replication 0 of a first, here: a misspelt metric fails before the other runs start.
-    first = _run_task(a, 0, engine)
+    first = run_task(a, 0, engine)
     if metric not in DERIVED_METRICS and (
         metric not in first or isinstance(first[metric], bool | str)
     ):
@@ -198,7 +198,7 @@ def compare(
 
     with tqdm(total=len(tasks), desc="compare", unit="run", disable=not progress) as bar:
         rest = run_tasks(
-            _run_task, tasks, workers=workers, bar=bar, what="compare", executor=executor
+            run_task, tasks, workers=workers, bar=bar, what="compare", executor=executor
         )
     summaries = [first, *rest]
     # One definition of each metric, the one plan() judges SLOs by.

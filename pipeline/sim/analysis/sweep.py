@@ -73,7 +73,7 @@ def simulate_replication(
     return simulate_once(scenario, replication, check_engine(engine))
 
 
-def _run_task(scenario: Scenario, replication: int, engine: str) -> dict[str, Any]:
+def run_task(scenario: Scenario, replication: int, engine: str) -> dict[str, Any]:
     # Module level so a worker process can unpickle it; returns only the small summary.
     return simulate_replication(scenario, replication, engine=engine).summary
 
@@ -181,7 +181,7 @@ def sweep(
 
     with tqdm(total=len(tasks), desc="sweep", unit="run", disable=not progress) as bar:
         summaries = run_tasks(
-            _run_task,
+            run_task,
             tasks,
             workers=workers,
             bar=bar,
@@ -193,12 +193,12 @@ def sweep(
     rows = []
     for index, ((_, r, _), summary) in enumerate(zip(tasks, summaries, strict=True)):
         rows.append({**points[index // replications], "replication": r, **summary})
-    frame = _keep_none(pd.DataFrame(rows), rows, list(grid))
+    frame = keep_none(pd.DataFrame(rows), rows, list(grid))
     frame.attrs["grid"] = list(grid)
     return frame
 
 
-def _grid_columns(frame: pd.DataFrame) -> list[str]:
+def grid_columns(frame: pd.DataFrame) -> list[str]:
     """The grid's field names of a :func:`sweep` frame (``[]`` for an empty grid).
 
     Shared with :mod:`pipeline.sim.analysis.planning.traffic`.
@@ -217,7 +217,7 @@ def _grid_columns(frame: pd.DataFrame) -> list[str]:
     return columns[: columns.index("replication")]
 
 
-def _grid_groups(frame: pd.DataFrame, grid: Sequence[str]) -> Iterable[tuple[Any, pd.DataFrame]]:
+def grid_groups(frame: pd.DataFrame, grid: Sequence[str]) -> Iterable[tuple[Any, pd.DataFrame]]:
     """The rows of each grid point, in grid order; one group for an empty grid."""
     # groupby([]) raises "No group keys passed!": an empty grid is one point, base alone.
     return frame.groupby(list(grid), sort=False, dropna=False) if grid else [((), frame)]
@@ -253,7 +253,7 @@ def summarise_sweep(
     """
     import pandas as pd
 
-    grid = _grid_columns(frame)
+    grid = grid_columns(frame)
     skip = {*grid, "replication"}
     if metrics is None:
         metrics = [
@@ -271,7 +271,7 @@ def summarise_sweep(
             raise ValueError(f"unknown metric(s) {unknown}; allowed: {allowed}")
 
     rows = []
-    for _, part in _grid_groups(frame, grid):
+    for _, part in grid_groups(frame, grid):
         # Values from the rows, not the group keys: groupby turns None into NaN.
         row: dict[str, Any] = {column: part[column].iloc[0] for column in grid}
         row["replications"] = len(part)
@@ -280,10 +280,10 @@ def summarise_sweep(
             row[f"{metric}_mean"] = mean
             row[f"{metric}_ci95"] = half
         rows.append(row)
-    return _keep_none(pd.DataFrame(rows), rows, grid)
+    return keep_none(pd.DataFrame(rows), rows, grid)
 
 
-def _keep_none(
+def keep_none(
     frame: pd.DataFrame, rows: list[dict[str, Any]], columns: Sequence[str]
 ) -> pd.DataFrame:
     """Grid columns holding None (the unbounded queue) stay None rather than NaN.

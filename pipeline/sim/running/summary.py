@@ -37,11 +37,11 @@ class _Window:
     """
 
     def __init__(self, series: StepSeries, start_s: float) -> None:
-        from ..stats.intervals import _step_durations
+        from ..stats.intervals import step_durations
 
         times, end = series.time_s, series.end_s
         start = max(float(start_s), float(times[0]))
-        self._durations = _step_durations(times, end, start) if end > start else None
+        self._durations = step_durations(times, end, start) if end > start else None
         self._total = float("nan") if self._durations is None else self._durations.sum()
         self._live = np.append(times[1:] >= start_s, end >= start_s)
 

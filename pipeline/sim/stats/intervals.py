@@ -33,8 +33,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pipeline._validate import integer, real
 from pipeline.sim.stats.tdist import regularised_beta, t_quantile
-from pipeline.sim.workloads.distributions import _integer, _number
 
 __all__ = [
     "DEFAULT_RELATIVE_PRECISION",
@@ -122,7 +122,7 @@ def _samples(samples: Sequence[float] | np.ndarray, minimum: int) -> np.ndarray:
 
 
 def _level(level: float) -> float:
-    level = _number("level", level, "confidence in (0, 1)", above=0)
+    level = real("level", level, "confidence in (0, 1)", above=0)
     if not level < 1:
         raise ValueError(f"level must be < 1 (confidence in (0, 1)), got {level!r}")
     return level
@@ -195,7 +195,7 @@ def batch_means_ci(
         ValueError: ``n_batches < 2``, fewer than 2 samples per batch, a
             non-finite sample, or ``level`` not in (0, 1).
     """
-    n_batches = _integer("n_batches", n_batches, "number of batches", at_least=2)
+    n_batches = integer("n_batches", n_batches, "number of batches", at_least=2)
     x = _samples(samples, 2 * n_batches)
     level = _level(level)
     means = np.array([b.mean() for b in np.array_split(x, n_batches)])
@@ -214,8 +214,8 @@ def proportion_ci(successes: int, n: int, level: float = 0.95) -> ProportionCI:
     Raises:
         ValueError: ``n < 1``, ``successes`` not in ``[0, n]``, or ``level`` not in (0, 1).
     """
-    n = _integer("n", n, "trials", at_least=1)
-    k = _integer("successes", successes, "count", at_least=0)
+    n = integer("n", n, "trials", at_least=1)
+    k = integer("successes", successes, "count", at_least=0)
     if k > n:
         raise ValueError(f"successes must be <= n={n}, got {k}")
     z = NormalDist().inv_cdf((1.0 + _level(level)) / 2.0)
@@ -256,8 +256,8 @@ def proportion_bound(events: int, trials: int, level: float = 0.95, *, upper: bo
     Example:
         >>> proportion_bound(0, 3000)        # 0.000998..., about 3 / 3000
     """
-    n = _integer("trials", trials, "count", at_least=1)
-    k = _integer("events", events, "count", at_least=0)
+    n = integer("trials", trials, "count", at_least=1)
+    k = integer("events", events, "count", at_least=0)
     if k > n:
         raise ValueError(f"events must be <= trials={n}, got {k}")
     level = _level(level)
@@ -322,7 +322,7 @@ def quantile_ci(
         QuantileCI(estimate=2.93..., low=2.68..., high=3.35...)   # true: ln 20 = 2.996
     """
     x = np.sort(_samples(samples, 1))
-    q = _number("q", q, "probability in (0, 1)", above=0)
+    q = real("q", q, "probability in (0, 1)", above=0)
     if not q < 1:
         raise ValueError(f"q must be < 1 (probability in (0, 1)), got {q!r}")
     tail = (1.0 - _level(level)) / 2.0
@@ -390,7 +390,7 @@ def replications_needed(
         80
     """
     x = _samples(values, 2)
-    target = _number("half_width", half_width, "seconds or units of the values", above=0)
+    target = real("half_width", half_width, "seconds or units of the values", above=0)
     level = _level(level)
     s = float(x.std(ddof=1))
     if s == 0.0:
@@ -478,13 +478,13 @@ def run_length_advice(
         latency_p95_s = 2 ± 0.5 (95%) is ±25% of its mean, wider than the 10% asked:
         about 32 replications (now 5) would give ±10%, by n ~ n0 (h0/h)^2.
     """
-    n = _integer("n", n, unit, at_least=1)
-    precision = _number("relative_precision", relative_precision, "share of the mean", above=0)
+    n = integer("n", n, unit, at_least=1)
+    precision = real("relative_precision", relative_precision, "share of the mean", above=0)
     level = _level(level)
     if unit not in ("replications", "items"):
         raise ValueError(f"unit must be 'replications' or 'items', got {unit!r}")
     if limit is not None:
-        limit = _number("limit", limit, "the SLO's bound, in the metric's units")
+        limit = real("limit", limit, "the SLO's bound, in the metric's units")
     if not (math.isfinite(mean) and math.isfinite(half_width)) or half_width <= 0:
         return None
     shown = f"{metric} = {mean:.4g} ± {half_width:.3g} ({level:.0%})"
@@ -568,7 +568,7 @@ def percentiles(values: np.ndarray, qs: Sequence[float]) -> list[float]:
 # -- step functions ----------------------------------------------------------------------
 
 
-def _step_durations(times: np.ndarray, t_end: float, t_start: float = -math.inf) -> np.ndarray:
+def step_durations(times: np.ndarray, t_end: float, t_start: float = -math.inf) -> np.ndarray:
     """How long each step ``[times[i], times[i+1])`` holds inside ``[t_start, t_end]``, seconds.
 
     The last step runs to ``t_end``. No validation: ``times`` must be a float
@@ -607,12 +607,10 @@ def _segments(
     start = (
         float(t[0])
         if t_start is None
-        else _number(
-            "t_start", t_start, f"seconds, >= times[0]={float(t[0])!r}", at_least=float(t[0])
-        )
+        else real("t_start", t_start, f"seconds, >= times[0]={float(t[0])!r}", at_least=float(t[0]))
     )
-    end = _number("t_end", t_end, f"seconds, > t_start={start!r}", above=start)
-    return v, _step_durations(t, end, start)
+    end = real("t_end", t_end, f"seconds, > t_start={start!r}", above=start)
+    return v, step_durations(t, end, start)
 
 
 def weighted_sum(values: np.ndarray, weights: np.ndarray) -> float:
@@ -667,7 +665,7 @@ def time_weighted_quantile(
     Raises:
         ValueError: as :func:`time_weighted_mean`, or ``q`` not in [0, 1].
     """
-    q = _number("q", q, "probability in [0, 1]", at_least=0, at_most=1)
+    q = real("q", q, "probability in [0, 1]", at_least=0, at_most=1)
     v, d = _segments(times, values, t_end, t_start)
     held = d > 0
     v, d = v[held], d[held]

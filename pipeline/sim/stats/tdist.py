@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from pipeline.sim.workloads.distributions import _number
+from pipeline._validate import real
 
 __all__ = ["regularised_beta", "t_quantile"]
 
@@ -91,10 +91,10 @@ def t_quantile(p: float, df: float) -> float:
     Raises:
         ValueError: ``p`` not in (0, 1) or ``df <= 0``.
     """
-    p = _number("p", p, "probability in (0, 1)", above=0)
+    p = real("p", p, "probability in (0, 1)", above=0)
     if not p < 1:
         raise ValueError(f"p must be < 1 (probability in (0, 1)), got {p!r}")
-    df = _number("df", df, "degrees of freedom", above=0)
+    df = real("df", df, "degrees of freedom", above=0)
     if p == 0.5:
         return 0.0
     if p < 0.5:

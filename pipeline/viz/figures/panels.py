@@ -26,19 +26,19 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import offset_copy
 
 from .series import (
-    _FADED,
-    _MARKS,
+    FADED,
+    MARKS,
     MAX_POINTS,
-    _ecdf,
-    _percentile_note,
-    _scale_bytes,
-    _step_data,
-    _thin,
-    _waits_and_latencies,
+    ecdf,
     human_bytes,
     memory_bound_bytes,
+    percentile_note,
+    scale_bytes,
+    step_data,
+    thin,
+    waits_and_latencies,
 )
-from .style import _COLORS
+from .style import COLORS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -113,7 +113,7 @@ class _Panel:
 
     def _line(self, faded: bool, **kwargs: Any) -> Line2D:
         if faded:
-            kwargs = {**kwargs, **_FADED, "label": "_previous run"}
+            kwargs = {**kwargs, **FADED, "label": "_previous run"}
         (line,) = self.ax.plot(_EMPTY, _EMPTY, visible=False, **kwargs)
         return line
 
@@ -184,9 +184,9 @@ class DepthPanel(_Panel):
     """
 
     SERIES = (
-        ("queue_depth", "queued", _COLORS["queue"]),
-        ("in_flight", "in flight", _COLORS["in_flight"]),
-        ("upstream_backlog", "upstream backlog", _COLORS["upstream"]),
+        ("queue_depth", "queued", COLORS["queue"]),
+        ("in_flight", "in flight", COLORS["in_flight"]),
+        ("upstream_backlog", "upstream backlog", COLORS["upstream"]),
     )
 
     def __init__(self, ax: Axes, *, upstream: bool = True, max_points: int = MAX_POINTS) -> None:
@@ -199,8 +199,8 @@ class DepthPanel(_Panel):
             ]
             for faded in (True, False)
         }
-        self._limit = ax.axhline(0, color=_COLORS["queue"], visible=False, **_LIMIT)
-        self._limit_proxy = _proxy(color=_COLORS["queue"], **_LIMIT)
+        self._limit = ax.axhline(0, color=COLORS["queue"], visible=False, **_LIMIT)
+        self._limit_proxy = _proxy(color=COLORS["queue"], **_LIMIT)
         ax.set_xlabel("virtual time (s)")
         ax.set_ylabel("items")
 
@@ -213,7 +213,7 @@ class DepthPanel(_Panel):
                 if values is None or (name == "upstream_backlog" and not values.any()):
                     self._hide(line)
                     continue
-                self._show(line, *_step_data(run, values, self.max_points))
+                self._show(line, *step_data(run, values, self.max_points))
                 if not faded:
                     peak = max(peak, float(values.max(initial=0)))
         entries = [
@@ -250,7 +250,7 @@ class LagPanel(_Panel):
 
     def __init__(self, ax: Axes, *, max_points: int = MAX_POINTS) -> None:
         super().__init__(ax, max_points=max_points)
-        colors = (_COLORS["wait"], _COLORS["latency"])
+        colors = (COLORS["wait"], COLORS["latency"])
         self._faded = [self._line(True, color=c, linewidth=1.4, **_STEPS) for c in colors]
         self._curves = [
             self._line(False, color=c, linewidth=1.4, label=name, **_STEPS)
@@ -266,23 +266,23 @@ class LagPanel(_Panel):
         """Show ``result``'s distributions, and ``compare``'s faded behind them."""
         self._hide(*self._faded)
         if compare is not None:
-            previous = _waits_and_latencies(compare)
+            previous = waits_and_latencies(compare)
             for line, (_, values, _) in zip(self._faded, previous, strict=True):
-                x, y = _thin(*_ecdf(values), self.max_points)
+                x, y = thin(*ecdf(values), self.max_points)
                 if len(x):
                     self._show(line, x, y)
         entries, right = [], 0.0
         for curve, marks, (name, values, _) in zip(
-            self._curves, self._marks, _waits_and_latencies(result), strict=True
+            self._curves, self._marks, waits_and_latencies(result), strict=True
         ):
-            x, y = _thin(*_ecdf(values), self.max_points)
+            x, y = thin(*ecdf(values), self.max_points)
             if not len(x):
                 self._hide(curve, marks)
                 continue
             self._show(curve, x, y)
-            q = np.percentile(values, _MARKS)
-            self._show(marks, q, np.array(_MARKS) / 100)
-            entries.append((curve, _percentile_note(name, q)))
+            q = np.percentile(values, MARKS)
+            self._show(marks, q, np.array(MARKS) / 100)
+            entries.append((curve, percentile_note(name, q)))
             right = max(right, float(x[-1]))
         self.ax.set_xlim(0, right if right > 0 else 1.0)
         self.ax.set_ylim(0, 1.02)
@@ -305,7 +305,7 @@ class MemoryPanel(_Panel):
     ) -> None:
         super().__init__(ax, max_points=max_points)
         self.title = title
-        color = _COLORS["memory"]
+        color = COLORS["memory"]
         self._faded = self._line(True, color=color, linewidth=1.4, **_STEPS)
         self._held = self._line(
             False, color=color, linewidth=1.4, label="queued + running + retrying", **_STEPS
@@ -315,7 +315,7 @@ class MemoryPanel(_Panel):
             [0.0, 0.0],
             [0.0, 0.0],
             step="post",
-            color=_COLORS["dead"],
+            color=COLORS["dead"],
             alpha=0.35,
             linewidth=0,
             visible=False,
@@ -339,18 +339,18 @@ class MemoryPanel(_Panel):
         peak = float(total.max(initial=0))
         bound = memory_bound_bytes(result)
         informative = limit_is_informative(peak, bound)
-        divisor, unit = _scale_bytes(max(peak, float(bound) if informative else 0.0))
+        divisor, unit = scale_bytes(max(peak, float(bound) if informative else 0.0))
         if compare is not None:
             c = compare.series
             previous = (c.in_system + c.dead_letters) * (compare.scenario.item_size_bytes / divisor)
-            self._show(self._faded, *_step_data(compare, previous, self.max_points))
+            self._show(self._faded, *step_data(compare, previous, self.max_points))
         else:
             self._hide(self._faded)
-        t, low = _step_data(result, held / divisor, self.max_points)
+        t, low = step_data(result, held / divisor, self.max_points)
         self._show(self._held, t, low)
         entries: list[tuple[Any, str]] = [(self._held, "queued + running + retrying")]
         if s.dead_letters.any():
-            _, high = _step_data(result, total / divisor, self.max_points)
+            _, high = step_data(result, total / divisor, self.max_points)
             self._dead.set_data(t, low, np.maximum(high, low))
             self._dead.set_visible(True)
             kept = human_bytes(float(s.dead_letters[-1]) * size)

@@ -26,22 +26,22 @@ from matplotlib.figure import Figure
 
 from .panels import DepthPanel, LagPanel, MemoryPanel, legend_below
 from .series import (
-    _FADED,
-    _MARKS,
+    FADED,
+    MARKS,
     MAX_POINTS,
-    _downsample_steps,
-    _ecdf,
-    _layers,
-    _percentile_note,
-    _scale_bytes,
-    _step_data,
-    _styled,
-    _thin,
-    _waits_and_latencies,
+    downsample_steps,
+    ecdf,
     human_bytes,
+    layers,
     memory_bound_bytes,
+    percentile_note,
+    scale_bytes,
+    step_data,
+    styled,
+    thin,
+    waits_and_latencies,
 )
-from .style import _COLORS, _axes_list, _new_figure
+from .style import COLORS, axes_list, new_figure
 
 # Re-exported: these lived here before overlays.py, and notebooks import them from here.
 from .theory import (
@@ -75,18 +75,18 @@ __all__ = [
 
 # Kept importable from here, where they used to live (the explorer's benchmark uses them).
 _HELPERS = (
-    _FADED,
-    _MARKS,
-    _downsample_steps,
-    _ecdf,
-    _percentile_note,
-    _scale_bytes,
-    _thin,
-    _waits_and_latencies,
+    FADED,
+    MARKS,
+    downsample_steps,
+    ecdf,
+    percentile_note,
+    scale_bytes,
+    thin,
+    waits_and_latencies,
 )
 
 
-def _step(
+def step(
     ax: Axes,
     result: SimulationResult,
     values: np.ndarray,
@@ -95,7 +95,7 @@ def _step(
     **kwargs: Any,
 ):
     """Draw one step series of ``result`` to its end time; returns the Line2D."""
-    (line,) = ax.plot(*_step_data(result, values, max_points), drawstyle="steps-post", **kwargs)
+    (line,) = ax.plot(*step_data(result, values, max_points), drawstyle="steps-post", **kwargs)
     return line
 
 
@@ -128,7 +128,7 @@ def _draw_panels(
     unknown = [p for p in panels if p not in table]
     if unknown:
         raise ValueError(f"panels must be among {sorted(table)}, got {unknown}")
-    fig, axes = _axes_list(ax, len(panels))
+    fig, axes = axes_list(ax, len(panels))
     if len(axes) < len(panels):
         raise ValueError(f"{name} needs {len(panels)} axes for panels {panels}, got {len(axes)}")
     for panel, axis in zip(panels, axes, strict=False):
@@ -168,7 +168,7 @@ def plot_depth(
     Returns:
         The figure.
     """
-    fig, (ax,) = _axes_list(ax, 1)
+    fig, (ax,) = axes_list(ax, 1)
     DepthPanel(ax, upstream=upstream, max_points=max_points).draw(result, compare)
     if title:
         ax.set_title(title)
@@ -259,11 +259,11 @@ def _draw_age(
     ax: Axes, result: SimulationResult, compare: SimulationResult | None, max_points: int
 ) -> None:
     top = 0.0
-    for run, faded in _layers(result, compare):
+    for run, faded in layers(result, compare):
         t, age = oldest_unfinished_age(run)
         t, age = _thin_extremes(t, age, 4 * max_points)
-        kwargs = {"color": _COLORS["age"], "linewidth": 1.2, "label": "oldest unfinished item"}
-        ax.plot(t, age, **_styled(kwargs, faded))
+        kwargs = {"color": COLORS["age"], "linewidth": 1.2, "label": "oldest unfinished item"}
+        ax.plot(t, age, **styled(kwargs, faded))
         if not faded:
             top = float(age.max(initial=0))
     _finish_time_axes(ax, "age (s)")
@@ -340,7 +340,7 @@ def plot_memory(
     Returns:
         The figure.
     """
-    fig, (ax,) = _axes_list(ax, 1)
+    fig, (ax,) = axes_list(ax, 1)
     MemoryPanel(ax, max_points=max_points, title=title).draw(result, compare)
     return fig
 
@@ -354,15 +354,15 @@ def _draw_attempts(
     k = result.scenario.config.max_attempts
     top = max(k, int(result.columns.attempts.max(initial=0)))
     bins = np.arange(0.5, top + 1.5)
-    for run, faded in _layers(result, compare):
+    for run, faded in layers(result, compare):
         attempts = run.columns.attempts[run.columns.attempts > 0]
-        kwargs = {"color": _COLORS["retry"], "label": "items"}
+        kwargs = {"color": COLORS["retry"], "label": "items"}
         if faded:
             ax.hist(attempts, bins=bins, histtype="step", color="gray", alpha=0.6)
         else:
             ax.hist(attempts, bins=bins, rwidth=0.8, **kwargs)
     ax.axvline(
-        k + 0.5, color=_COLORS["dead"], linestyle="--", linewidth=1, label=f"max_attempts = {k}"
+        k + 0.5, color=COLORS["dead"], linestyle="--", linewidth=1, label=f"max_attempts = {k}"
     )
     ax.set_xlabel("attempts per item")
     ax.set_ylabel("items")
@@ -376,14 +376,14 @@ def _draw_attempts(
 def _draw_retry_timeline(
     ax: Axes, result: SimulationResult, compare: SimulationResult | None, max_points: int
 ) -> None:
-    for run, faded in _layers(result, compare):
+    for run, faded in layers(result, compare):
         s = run.series
         for values, label, color in (
-            (s.dead_letters, "dead letters (cumulative)", _COLORS["dead"]),
-            (s.retry_waiting, "waiting for a retry", _COLORS["retry"]),
+            (s.dead_letters, "dead letters (cumulative)", COLORS["dead"]),
+            (s.retry_waiting, "waiting for a retry", COLORS["retry"]),
         ):
             kwargs = {"color": color, "linewidth": 1.2, "label": label}
-            _step(ax, run, values, max_points=max_points, **_styled(kwargs, faded))
+            step(ax, run, values, max_points=max_points, **styled(kwargs, faded))
     _finish_time_axes(ax, "items")
     s = result.series
     top = max(float(s.dead_letters.max(initial=0)), float(s.retry_waiting.max(initial=0)), 1.0)
@@ -445,7 +445,7 @@ def report_figure(
     Example:
         >>> report_figure(result).savefig("report.png")
     """
-    fig, axes = _new_figure(2, 2, figsize=figsize)
+    fig, axes = new_figure(2, 2, figsize=figsize)
     plot_depth(result, axes[0, 0], compare=compare)
     plot_lag(result, axes[0, 1], compare=compare)
     plot_memory(result, axes[1, 0], compare=compare)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .run import MAX_POINTS, _step, _styled
-from .style import _COLORS, _legend, _new_figure
+from .run import MAX_POINTS, step, styled
+from .style import COLORS, legend, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -49,24 +49,24 @@ def _draw_stage(axes: Any, run: ChainSimulationResult, number: int, faded: bool,
     series = stage.series
     waiting = "waiting at the source" if number == 0 else "waiting to enter (blocked hand-offs)"
     lines = (
-        (axes[0], series.queue_depth, _COLORS["queue"], "queued"),
-        (axes[0], series.upstream_backlog, _COLORS["upstream"], waiting),
-        (axes[1], series.in_flight, _COLORS["in_flight"], "busy"),
+        (axes[0], series.queue_depth, COLORS["queue"], "queued"),
+        (axes[0], series.upstream_backlog, COLORS["upstream"], waiting),
+        (axes[1], series.in_flight, COLORS["in_flight"], "busy"),
     )
     for ax, values, color, label in lines:
         if label == waiting and not values.any():
             continue
         kwargs = {"color": color, "linewidth": 1.1, "label": label}
-        _step(ax, stage, values, max_points=max_points, **_styled(kwargs, faded))
+        step(ax, stage, values, max_points=max_points, **styled(kwargs, faded))
     if number + 1 < len(stages):
         after = stages[number + 1]
         kwargs = {"color": _BLOCKED_COLOR, "linewidth": 1.1, "label": "blocked"}
-        _step(
+        step(
             axes[2],
             after,
             after.series.producers_blocked,
             max_points=max_points,
-            **_styled(kwargs, faded),
+            **styled(kwargs, faded),
         )
 
 
@@ -108,7 +108,7 @@ def plot_stages(
                 f"compare must have the same stages as result ({names}), got {list(compare.stages)}"
             )
     width = len(names)
-    fig, grid = _new_figure(len(STAGE_ROWS), width, figsize=figsize or (4.0 * width + 0.6, 7.5))
+    fig, grid = new_figure(len(STAGE_ROWS), width, figsize=figsize or (4.0 * width + 0.6, 7.5))
     for ax in grid.flat[1:]:
         ax.sharex(grid.flat[0])
     loads = stage_loads(result)
@@ -120,11 +120,11 @@ def plot_stages(
         config = result.scenario.stages[number].config
         if config.queue_maxsize is not None:
             column[0].axhline(
-                config.queue_maxsize, color=_COLORS["queue"], linestyle="--", linewidth=1,
+                config.queue_maxsize, color=COLORS["queue"], linestyle="--", linewidth=1,
                 label=f"maxsize = {config.queue_maxsize}",
             )  # fmt: skip
         else:
-            column[0].plot([], [], color=_COLORS["queue"], linestyle="--", label="maxsize = ∞")
+            column[0].plot([], [], color=COLORS["queue"], linestyle="--", label="maxsize = ∞")
         for ax in column[1:] if number + 1 < width else column[1:2]:
             ax.axhline(
                 config.concurrency, color="0.4", linestyle="--", linewidth=1,
@@ -144,7 +144,7 @@ def plot_stages(
             ax.set_xlim(left=0)
             if number == 0:
                 ax.set_ylabel("items" if row == 0 else "workers")
-            _legend(ax, loc="upper left", fontsize="x-small")
+            legend(ax, loc="upper left", fontsize="x-small")
         column[-1].set_xlabel("virtual time (s)")
     for row, label in enumerate(STAGE_ROWS):
         grid[row, 0].annotate(

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 __all__: list[str] = []  # private helpers; the public plots live in plots.py and overlays.py
 
-_COLORS = {
+COLORS = {
     "queue": "C0",
     "in_flight": "C1",
     "upstream": "C3",
@@ -30,7 +30,7 @@ _COLORS = {
 }
 
 
-def _new_figure(
+def new_figure(
     nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **kwargs: Any
 ) -> tuple[Figure, np.ndarray]:
     """A new figure with an ``nrows`` x ``ncols`` array of axes; ``figsize`` in inches."""
@@ -46,16 +46,16 @@ def _new_figure(
     return fig, axes
 
 
-def _axes_list(ax: Axes | Sequence[Axes] | None, default: int, figsize=None):
+def axes_list(ax: Axes | Sequence[Axes] | None, default: int, figsize=None):
     """A figure and ``default`` axes, or the caller's axes (one or a sequence)."""
     if ax is None:
-        fig, axes = _new_figure(1, default, figsize=figsize)
+        fig, axes = new_figure(1, default, figsize=figsize)
         return fig, list(axes.ravel())
     axes = [ax] if isinstance(ax, Axes) else list(ax)
     return axes[0].get_figure(root=True), axes
 
 
-def _legend(ax: Axes, **kwargs: Any) -> None:
+def legend(ax: Axes, **kwargs: Any) -> None:
     """A legend, when anything is labelled (an empty run may have nothing to show)."""
     handles, _ = ax.get_legend_handles_labels()
     if handles:

@@ -30,10 +30,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..._units import metric_label
-from ...sim.analysis.sweep import _grid_columns
+from ...sim.analysis.sweep import grid_columns
 from ...sim.stats.intervals import summarise_values
-from .style import _axes_list, _new_figure
-from .theory import _axis_key, _axis_label
+from .style import axes_list, new_figure
+from .theory import axis_key, axis_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,7 +64,7 @@ def _levels(values: Sequence[Any]) -> list[Any]:
     """
     distinct = list(dict.fromkeys(_key(v) for v in values))
     if all(v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in distinct):
-        return sorted(distinct, key=_axis_key)
+        return sorted(distinct, key=axis_key)
     return distinct
 
 
@@ -140,7 +140,7 @@ def plot_sweep(
             ``ax`` given for a sweep that needs panels.
     """
     # A grid column dropped since (a slice at one value of it) is no longer an axis.
-    grid = [axis for axis in _grid_columns(frame) if axis in frame.columns]
+    grid = [axis for axis in grid_columns(frame) if axis in frame.columns]
     allowed = [c for c in frame.columns if c not in {*grid, "replication"}]
     if metric not in allowed:
         raise ValueError(f"metric {metric!r} is not a column of the sweep; columns: {allowed}")
@@ -180,15 +180,15 @@ def plot_sweep(
         # Room for each cell's two lines of text: the panel grows with the grid (inches).
         width = min(max(5.6, 0.95 * len(levels[x]) + 2.4), MAX_PANEL_INCHES)
         height = min(max(4.4, 0.6 * len(levels[y]) + 1.8), MAX_PANEL_INCHES)
-        fig, grid_axes = _new_figure(rows, columns, figsize=(width * columns, height * rows))
+        fig, grid_axes = new_figure(rows, columns, figsize=(width * columns, height * rows))
         axes = list(grid_axes.ravel())
     else:
-        fig, axes = _axes_list(ax, 1)
+        fig, axes = axes_list(ax, 1)
     image = None
     for axes_here, panel in zip(axes, panels, strict=False):
         fixed = dict(zip(extra, panel, strict=True))
         image = _heatmap(axes_here, stats, grid, x, y, levels, fixed, norm, cmap)
-        title = ", ".join(f"{a}={_axis_label(v)}" for a, v in fixed.items())
+        title = ", ".join(f"{a}={axis_label(v)}" for a, v in fixed.items())
         axes_here.set_title(title or f"{label}: mean ± 95% half-width")
     for spare in axes[len(panels) :]:
         spare.set_visible(False)
@@ -237,8 +237,8 @@ def _heatmap(
     image = ax.imshow(
         np.ma.masked_invalid(shown), origin="lower", aspect="auto", cmap=cmap, norm=norm
     )
-    ax.set_xticks(range(len(xs)), [_axis_label(v) for v in xs])
-    ax.set_yticks(range(len(ys)), [_axis_label(v) for v in ys])
+    ax.set_xticks(range(len(xs)), [axis_label(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [axis_label(v) for v in ys])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     if len(xs) > MAX_ANNOTATED[0] or len(ys) > MAX_ANNOTATED[1]:
@@ -269,7 +269,7 @@ def _line(
     log: bool,
 ) -> Figure:
     """A one-axis sweep: means with 95% error bars against the axis."""
-    fig, (ax,) = _axes_list(ax, 1)
+    fig, (ax,) = axes_list(ax, 1)
     found = [stats[tuple({**fixed, x: v}[axis] for axis in grid)] for v in levels]
     mean = np.array([s.mean for s in found])
     half = np.array([s.half_width for s in found])
@@ -278,7 +278,7 @@ def _line(
     # A missing half-width (one replication) draws no bar rather than hiding the point.
     ax.errorbar(where, mean, yerr=np.where(np.isfinite(half), half, 0.0), marker="o", capsize=3)
     if not numeric:
-        ax.set_xticks(where, [_axis_label(v) for v in levels])
+        ax.set_xticks(where, [axis_label(v) for v in levels])
     elif all(isinstance(v, int) for v in levels):
         from matplotlib.ticker import MaxNLocator
 

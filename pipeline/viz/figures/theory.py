@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from ...sim.stats.intervals import mean_ci
 from ..labels import metric_label
-from .style import _COLORS, _axes_list, _legend
+from .style import COLORS, axes_list, legend
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,7 +40,7 @@ __all__ = [
 # -- sweeps -----------------------------------------------------------------------------
 
 
-def _axis_key(value: Any) -> float:
+def axis_key(value: Any) -> float:
     """A sortable number for a grid value: None (unbounded) and NaN sort last as inf."""
     if value is None:
         return math.inf
@@ -51,7 +51,7 @@ def _axis_key(value: Any) -> float:
     return math.inf if math.isnan(v) else v
 
 
-def _axis_label(value: Any) -> str:
+def axis_label(value: Any) -> str:
     """A tick label for a grid value: "∞" for None/NaN/inf, ``5`` rather than ``5.0``."""
     if value is None or (isinstance(value, float) and (math.isnan(value) or math.isinf(value))):
         return "∞"
@@ -95,7 +95,7 @@ def plot_sweep_heatmap(
     missing = [c for c in (x, y, value) if c not in frame.columns]
     if missing:
         raise KeyError(f"columns {missing} not in the sweep frame; it has {list(frame.columns)}")
-    keys = frame[[x, y]].map(_axis_key)
+    keys = frame[[x, y]].map(axis_key)
     cells = (
         frame.assign(_x=keys[x], _y=keys[y])
         .groupby(["_y", "_x"], dropna=False)[value]
@@ -105,7 +105,7 @@ def plot_sweep_heatmap(
         .sort_index(axis=1)
     )
     data = cells.to_numpy(dtype=float)
-    fig, (ax,) = _axes_list(ax, 1)
+    fig, (ax,) = axes_list(ax, 1)
     norm = None
     if log:
         from matplotlib.colors import LogNorm
@@ -116,8 +116,8 @@ def plot_sweep_heatmap(
     image = ax.imshow(
         np.ma.masked_invalid(data), origin="lower", aspect="auto", cmap=cmap, norm=norm
     )
-    ax.set_xticks(range(data.shape[1]), [_axis_label(v) for v in cells.columns])
-    ax.set_yticks(range(data.shape[0]), [_axis_label(v) for v in cells.index])
+    ax.set_xticks(range(data.shape[1]), [axis_label(v) for v in cells.columns])
+    ax.set_yticks(range(data.shape[0]), [axis_label(v) for v in cells.index])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.set_title(title if title is not None else f"{value} (mean over replications)")
@@ -183,7 +183,7 @@ def _runs(results_by_x: Mapping[Any, Any] | Sequence[tuple[Any, Any]]):
     for x, runs in pairs:
         runs = getattr(runs, "results", runs)
         out.append((x, list(runs) if isinstance(runs, Sequence) else [runs]))
-    return sorted(out, key=lambda pair: _axis_key(pair[0]))
+    return sorted(out, key=lambda pair: axis_key(pair[0]))
 
 
 def _plot_vs_theory(
@@ -198,12 +198,12 @@ def _plot_vs_theory(
     theory_label: str,
     log: bool = False,
 ) -> Figure:
-    fig, (ax,) = _axes_list(ax, 1)
+    fig, (ax,) = axes_list(ax, 1)
     runs = _runs(results_by_x)
     xs, means, halves, theory_x, theory_y = [], [], [], [], []
     for x, group in runs:
         values = np.array([measured(r) for r in group], dtype=float)
-        xs.append(_axis_key(x))
+        xs.append(axis_key(x))
         values = values[np.isfinite(values)]
         if len(values) > 1:
             mean, half = mean_ci(values, level=0.95)  # Student t: few replications
@@ -213,7 +213,7 @@ def _plot_vs_theory(
         halves.append(half)
         expected = theory_for(group[0]).get(key) if group else None
         if expected is not None:
-            theory_x.append(_axis_key(x))
+            theory_x.append(axis_key(x))
             theory_y.append(expected)
     ax.errorbar(
         xs,
@@ -229,7 +229,7 @@ def _plot_vs_theory(
         ax.plot(
             theory_x,
             theory_y,
-            color=_COLORS["theory"],
+            color=COLORS["theory"],
             linewidth=1.2,
             marker="_",
             label=theory_label,
@@ -242,7 +242,7 @@ def _plot_vs_theory(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    _legend(ax, fontsize="small")
+    legend(ax, fontsize="small")
     return fig
 
 

@@ -23,7 +23,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .panels import LEGEND_FONT_PT, legend_below
-from .style import _COLORS, _axes_list
+from .style import COLORS, axes_list
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,7 +80,7 @@ def plot_drain_tradeoff(
         title: axes title (None for none).
     """
     rows = drain_tradeoff_table(runs)
-    fig, (ax,) = _axes_list(ax, 1, figsize=(8, 3.8))
+    fig, (ax,) = axes_list(ax, 1, figsize=(8, 3.8))
     bounded = [row for row in rows if row["timeout_s"] is not None]
     if bounded:
         ax.plot(
@@ -177,7 +177,7 @@ def plot_batch_completion(
     if missing:
         raise KeyError(f"columns {missing} not in the frame; it has {list(data.columns)}")
     data = data.sort_values(x)
-    fig, axes = _axes_list(ax, 2, figsize=(11.5, 4.0))
+    fig, axes = axes_list(ax, 2, figsize=(11.5, 4.0))
     if len(axes) < 2:
         raise ValueError(f"plot_batch_completion needs 2 axes, got {len(axes)}")
     left, right = axes[:2]
@@ -187,7 +187,7 @@ def plot_batch_completion(
     left.plot(xs[done], times[done], "o-", color="C0", label="every item completed")
     top = float(times[done].max()) if done.any() else 1.0
     for value, dead in zip(xs[~done], data.items_dead_lettered.to_numpy()[~done], strict=True):
-        left.plot([value], [top * 1.08], marker="x", markersize=9, color=_COLORS["dead"], ls="none")
+        left.plot([value], [top * 1.08], marker="x", markersize=9, color=COLORS["dead"], ls="none")
         left.annotate(
             f"{dead:,}\nlost",
             (value, top * 1.08),
@@ -196,14 +196,14 @@ def plot_batch_completion(
             ha="center",
             va="top",
             fontsize=LEGEND_FONT_PT,
-            color=_COLORS["dead"],
+            color=COLORS["dead"],
         )
     if (~done).any():
         left.plot(
             [],
             [],
             marker="x",
-            color=_COLORS["dead"],
+            color=COLORS["dead"],
             ls="none",
             label="not finished: items dead-lettered (count)",
         )
@@ -214,7 +214,7 @@ def plot_batch_completion(
         title=f"Time to complete all {batch_size:,} items",
     )
     attempts = (data.attempts_total / data.items_admitted).to_numpy(dtype=float)
-    right.plot(xs, attempts, "o-", color=_COLORS["dead"], label="attempts per item")
+    right.plot(xs, attempts, "o-", color=COLORS["dead"], label="attempts per item")
     right.set_ylim(0, max(float(np.nanmax(attempts)), 1.0) * 1.1)
     right.set(
         xlabel=f"{x} (workers)",

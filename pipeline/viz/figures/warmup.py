@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .style import _COLORS, _axes_list, _legend
+from .style import COLORS, axes_list, legend
 
 if TYPE_CHECKING:
     from pipeline.sim import SimulationResult
@@ -59,9 +59,9 @@ def plot_warmup(
     cut = mser5(values, batch_size)
     if ax is not None and (isinstance(ax, Axes) or len(ax) != 2):
         raise ValueError("ax must be two axes (the series, the statistic), or None")
-    fig, (series_ax, stat_ax) = _axes_list(ax, 2, figsize=(12.8, 3.8))
+    fig, (series_ax, stat_ax) = axes_list(ax, 2, figsize=(12.8, 3.8))
 
-    color = _COLORS["wait" if column == "wait_s" else "latency"]
+    color = COLORS["wait" if column == "wait_s" else "latency"]
     step = max(1, len(values) // MAX_ITEMS)
     series_ax.plot(
         times[::step],
@@ -82,7 +82,7 @@ def plot_warmup(
     series_ax.set(xlabel="arrival (virtual s)", ylabel=f"{column} (s)")
     if title:
         series_ax.set_title(title)
-    _legend(series_ax, loc="upper right")
+    legend(series_ax, loc="upper right")
 
     candidates = len(cut.statistic)
     stat_times = times[np.arange(candidates) * batch_size]
@@ -93,5 +93,5 @@ def plot_warmup(
         ylabel="squared standard error",
         title="MSER statistic over the searched half",
     )
-    _legend(stat_ax, loc="upper right")
+    legend(stat_ax, loc="upper right")
     return fig

@@ -44,7 +44,7 @@ from .result import Plan, ranked_values
 from .slo import (
     SLO,
     Judgement,
-    _check_confidence,
+    check_confidence,
     check_slo_metrics,
     judge,
     metric_counts,
@@ -453,7 +453,7 @@ def plan(
     if not isinstance(base, Scenario):
         raise TypeError(f"base must be a Scenario, got {base!r}")
     parsed = parse_slos(slos)
-    level = _check_confidence(confidence)
+    level = check_confidence(confidence)
     low, high = _replication_range(replications)
     if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 1:
         raise ValueError(f"lookahead must be an integer >= 1, got {lookahead!r}")

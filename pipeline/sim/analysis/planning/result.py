@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .slo import SLO, Judgement, _run_length_advice, _slo_keys
+from .slo import SLO, Judgement, judgement_run_length_advice, slo_keys
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,7 +117,7 @@ class Plan:
         self.replications = replications
         self.total_candidates = total
         self._candidates = list(candidates)
-        self._keys = _slo_keys(self.slos)
+        self._keys = slo_keys(self.slos)
         target = next((c for c in self._candidates if c.verdict == "meets"), None)
         cheaper = self._candidates[: target.rank] if target else self._candidates
         open_ = [c for c in cheaper if c.verdict == "undecided"]
@@ -206,7 +206,7 @@ class Plan:
                 "low": j.low,
                 "high": j.high,
                 "note": j.note,
-                "advice": _run_length_advice(j, scenario.n_items, scenario.duration_s),
+                "advice": judgement_run_length_advice(j, scenario.n_items, scenario.duration_s),
             }
             for j in candidate.judgements
             if j.verdict == "undecided"
@@ -251,17 +251,17 @@ class Plan:
         """
         import pandas as pd
 
-        from ..sweep import _keep_none
+        from ..sweep import keep_none
 
         rows = self._rows()
-        return _keep_none(pd.DataFrame(rows), rows, list(self.search))
+        return keep_none(pd.DataFrame(rows), rows, list(self.search))
 
     @cached_property
     def runs(self) -> pd.DataFrame:
         """One row per simulation run: the searched fields, ``replication``, each SLO metric."""
         import pandas as pd
 
-        from ..sweep import _keep_none
+        from ..sweep import keep_none
 
         rows = []
         for c in self._candidates:
@@ -270,7 +270,7 @@ class Plan:
                 row.update(zip((s.metric for s in self.slos), values, strict=True))
                 rows.append(row)
         columns = [*self.search, "replication", *dict.fromkeys(s.metric for s in self.slos)]
-        return _keep_none(pd.DataFrame(rows, columns=columns), rows, list(self.search))
+        return keep_none(pd.DataFrame(rows, columns=columns), rows, list(self.search))
 
     # -- output ------------------------------------------------------------------------
 

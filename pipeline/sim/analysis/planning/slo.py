@@ -313,7 +313,7 @@ def check_slo_metrics(slos: Sequence[SLO], *, chain: bool, fan_out: bool = False
         )
 
 
-def _slo_keys(slos: Sequence[SLO]) -> dict[SLO, str]:
+def slo_keys(slos: Sequence[SLO]) -> dict[SLO, str]:
     """Column prefix of each SLO: its metric, or ``metric_le``/``metric_ge`` when both sides."""
     counts: dict[str, int] = {}
     for slo in slos:
@@ -350,7 +350,7 @@ def metric_counts(summary: Mapping[str, Any], metric: str) -> tuple[int, int] | 
     return int(summary[numerator]), int(summary[denominator])
 
 
-def _check_confidence(confidence: float) -> float:
+def check_confidence(confidence: float) -> float:
     """``confidence`` as a float in [0.5, 1), or a one-line ValueError."""
     if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.number):
         raise ValueError(f"confidence must be a number in [0.5, 1), got {confidence!r}")
@@ -477,7 +477,7 @@ def judge(
         ValueError: no values, ``confidence`` not in [0.5, 1), or ``counts`` not
             one ``(events, trials)`` pair per value with ``0 <= events <= trials``.
     """
-    level = _check_confidence(confidence)
+    level = check_confidence(confidence)
     x = np.asarray(values, dtype=np.float64)
     n = x.size
     if n == 0:
@@ -527,7 +527,9 @@ def _judge_agreed(
     return Judgement(slo, n, mean, 0.0, bound, verdict, "exact", note)
 
 
-def _run_length_advice(judgement: Judgement, n_items: int | None, duration_s: float | None) -> str:
+def judgement_run_length_advice(
+    judgement: Judgement, n_items: int | None, duration_s: float | None
+) -> str:
     """How much more simulation would decide an undecided SLO.
 
     :func:`~pipeline.sim.stats.intervals.run_length_advice`'s rule, ``n ~ n0 (h0 / h)**2``

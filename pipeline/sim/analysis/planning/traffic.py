@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...._validate import real
 from ...stats.intervals import t_quantile
 from ...workloads.arrivals import DailyCurve, Trace, daily_curve
-from ...workloads.distributions import _number
 from ...workloads.traces.replay import ScriptedFailures, TraceWorkload
 from ...workloads.traces.service import ServiceTrace
-from ..sweep import _grid_columns, _grid_groups, _keep_none
+from ..sweep import grid_columns, grid_groups, keep_none
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,8 +50,8 @@ def trace_window(workload: TraceWorkload, start_s: float, end_s: float) -> Trace
     Raises:
         ValueError: ``end_s <= start_s`` or no arrival in the window.
     """
-    start = _number("start_s", start_s, "seconds", at_least=0)
-    end = _number("end_s", end_s, "seconds", above=start)
+    start = real("start_s", start_s, "seconds", at_least=0)
+    end = real("end_s", end_s, "seconds", above=start)
     times = workload.arrivals.arrival_times
     lo, hi = np.searchsorted(times, [start, end], side="left")
     if hi <= lo:
@@ -94,8 +94,8 @@ def fit_daily_curve(
         raise ValueError(f"need at least 100 arrival times to fit a daily curve, got {t.size}")
     if t.min() < 0 or t.max() > DailyCurve.period_s:
         raise ValueError("arrival_s must lie within one day, [0, 86400] seconds from midnight")
-    width = _number("bin_s", bin_s, "seconds", above=0)
-    start_h = _number("start_s", start_s, "seconds", at_least=0, at_most=DailyCurve.period_s) / 3600
+    width = real("bin_s", bin_s, "seconds", above=0)
+    start_h = real("start_s", start_s, "seconds", at_least=0, at_most=DailyCurve.period_s) / 3600
     edges = np.arange(0.0, DailyCurve.period_s + width, width)
     counts, _ = np.histogram(t, edges)
     rates = counts / width
@@ -134,12 +134,12 @@ def slo_table(
 
     if metric not in frame.columns:
         raise ValueError(f"unknown metric {metric!r}; columns: {list(frame.columns)}")
-    level = _number("confidence", confidence, "probability", above=0)
+    level = real("confidence", confidence, "probability", above=0)
     if not level < 1:
         raise ValueError(f"confidence must be < 1, got {confidence!r}")
-    grid = _grid_columns(frame)
+    grid = grid_columns(frame)
     rows = []
-    for _, part in _grid_groups(frame, grid):
+    for _, part in grid_groups(frame, grid):
         values = part[metric].to_numpy(dtype=np.float64)
         n = len(values)
         mean = float(values.mean())
@@ -150,7 +150,7 @@ def slo_table(
         row = {column: part[column].iloc[0] for column in grid}
         row.update(replications=n, mean=mean, upper=upper, meets=bool(upper <= limit))
         rows.append(row)
-    return _keep_none(pd.DataFrame(rows), rows, grid)
+    return keep_none(pd.DataFrame(rows), rows, grid)
 
 
 _DEFAULT_COST = ("concurrency", "queue_maxsize")
@@ -191,7 +191,7 @@ def smallest_config_meeting(
         ValueError: as :func:`slo_table`, or a ``cost`` column that is not a grid column.
     """
     table = slo_table(frame, metric, limit, confidence=confidence)
-    grid = _grid_columns(frame)
+    grid = grid_columns(frame)
     if cost is None:
         cost = [c for c in _DEFAULT_COST if c in grid]
     else:

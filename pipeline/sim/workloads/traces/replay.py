@@ -29,8 +29,8 @@ import numpy as np
 
 from pipeline.config import PipelineConfig
 
+from ...._validate import integer
 from ..arrivals import Trace
-from ..distributions import _integer
 from ..failures import ScriptedFailures
 from ..scenario import Scenario
 from .reader import read_trace_csv
@@ -145,7 +145,7 @@ def exact_fcfs_waits(
     Raises:
         ValueError: lengths differ, ``c < 1``, or arrivals decrease.
     """
-    c = _integer("c", c, "servers", at_least=1)
+    c = integer("c", c, "servers", at_least=1)
     arrivals = np.asarray(arrival_s, dtype=np.float64)
     services = np.asarray(service_s, dtype=np.float64)
     if arrivals.ndim != 1 or arrivals.shape != services.shape:
