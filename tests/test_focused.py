@@ -265,7 +265,8 @@ def test_the_drain_widget_rings_the_current_timeout_on_the_trade_off():
 
 
 def test_the_live_widget_starts_a_real_run_and_stop_drains_it():
-    from pipeline.viz.widgets.live_run import LiveRunWidget, approval_widget
+    from pipeline.examples.approval import approval_widget
+    from pipeline.viz.widgets.live_run import LiveRunWidget
 
     async def two_runs():
         w = approval_widget(capacity_per_s=40.0, duration_s=0.5)

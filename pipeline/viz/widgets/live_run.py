@@ -21,10 +21,10 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .focused import FIGURE_CLASS, ROOT_CLASS, SUMMARY_CLASS, slider
+from .focused import FIGURE_CLASS, ROOT_CLASS, SUMMARY_CLASS
 from .shown import ShowsWidget
 
-__all__ = ["LiveRunWidget", "approval_widget"]
+__all__ = ["LiveRunWidget"]
 
 Start = Callable[[dict[str, Any]], tuple[Any, Any]]
 
@@ -181,39 +181,3 @@ class LiveRunWidget(ShowsWidget):
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"
         return f"<LiveRunWidget {self.settings} {state}>"
-
-
-def approval_widget(
-    capacity_per_s: float, *, duration_s: float = 3.0, seed: int = 1
-) -> LiveRunWidget:
-    """Notebook 07's live run: approval tasks at a rate relative to one core's capacity.
-
-    Args:
-        capacity_per_s: tasks one core scores per second (measured in the notebook).
-        duration_s: seconds of arrivals per run.
-        seed: seed of the tasks and of their arrival times.
-    """
-    import random
-
-    import numpy as np
-
-    from pipeline import Pipeline
-    from pipeline.examples.approval import approval_config, approval_handler, make_tasks
-    from pipeline.sim import Poisson
-
-    from ..live import paced
-
-    controls = {
-        "concurrency": slider("concurrency", 4, 1, 8),
-        "load": slider("arrivals (× one core)", 0.5, 0.25, 2.0, 0.25),
-    }
-
-    def start(s: dict[str, Any]) -> tuple[Any, Any]:
-        rate = s["load"] * capacity_per_s
-        times = Poisson(rate=rate).times(np.random.default_rng(seed), duration_s=duration_s)
-        tasks = make_tasks(len(times), seed=seed, invalid_rate=0.01)
-        config = approval_config(concurrency=s["concurrency"], drain_timeout_s=2.0)
-        pipe = Pipeline(approval_handler, config, rng=random.Random(seed), name="approvals")
-        return pipe, paced(tasks, times)
-
-    return LiveRunWidget(controls, start, title="Approvals, live")
