@@ -44,11 +44,11 @@ matplotlib.use("Agg")
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-import pipeline.viz.explorer as explorer_module
-from pipeline.viz._explorer_figure import layout_explorer_axes
-from pipeline.viz._png import RETINA_SCALE, figure_png
-from pipeline.viz.explorer import explore
-from pipeline.viz.plots import plot_depth, plot_lag, plot_memory
+import pipeline.viz.widgets.explorer as explorer_module
+from pipeline.viz.figures.png import RETINA_SCALE, figure_png
+from pipeline.viz.figures.run import plot_depth, plot_lag, plot_memory
+from pipeline.viz.widgets.explorer import explore
+from pipeline.viz.widgets.explorer_figure import layout_explorer_axes
 
 TARGET_MS = 150
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from pipeline.sim.running.reference import simpy_fcfs_waits
 from pipeline.sim.vloop import run_virtual
-from pipeline.sim.workloads.traces import exact_fcfs_waits
+from pipeline.sim.workloads.traces.replay import exact_fcfs_waits
 
 SERVERS = 4
 RHO = 0.8

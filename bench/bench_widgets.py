@@ -1,6 +1,6 @@
 """Benchmark: CPU time from moving a lesson widget's slider to its new figure.
 
-Builds each notebook's focused widget (:mod:`pipeline.viz.lessons`) on the
+Builds each notebook's focused widget (:mod:`pipeline.lessons.widgets`) on the
 scenario its notebook builds -- 01 ``burst_widget``, 02 ``knee_widget``, 03
 ``retry_widget``, 04 ``drain_widget``, 06 ``provider_widget`` on the LLM batch
 -- then sets its controls from Python (``widget.controls[name].value = v``,
@@ -44,6 +44,7 @@ matplotlib.use("Agg")
 import pandas as pd
 
 from pipeline import Backoff, PipelineConfig
+from pipeline.lessons import widgets as lessons
 from pipeline.sim import (
     DrainTimeoutWarning,
     Exponential,
@@ -53,8 +54,7 @@ from pipeline.sim import (
     Poisson,
     Scenario,
 )
-from pipeline.sim.workloads.traces import load_trace
-from pipeline.viz import lessons
+from pipeline.sim.workloads.traces.replay import load_trace
 
 TARGET_MS = 150
 DATA = Path(__file__).resolve().parents[1] / "data" / "llm_batch.csv"

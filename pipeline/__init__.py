@@ -35,7 +35,7 @@ from .items import WorkItem
 from .queue import WorkQueue
 from .records import AttemptError, DeadLetter, Result, RunReport, ShedLog
 from .retry import Backoff, RetryPolicy
-from .stats import Statistics
+from .statistics import Statistics
 
 logging.getLogger("pipeline").addHandler(logging.NullHandler())
 
@@ -81,16 +81,16 @@ __all__ = [
 # simulation layer needs numpy; dead-letter export and replay need neither the
 # command line nor a running pipeline; a single-stage run needs no chain.
 _LAZY = {
-    "Chain": ".chain",
-    "ChainReport": ".chainreport",
-    "ChainStatistics": ".chainreport",
-    "Stage": ".stage",
-    "StageReport": ".chainreport",
-    "StageStatistics": ".chainreport",
-    "export_csv": ".deadletters",
-    "export_jsonl": ".deadletters",
-    "load_jsonl": ".deadletters",
-    "replay": ".deadletters",
+    "Chain": ".chain.chain",
+    "ChainReport": ".chain.report",
+    "ChainStatistics": ".chain.report",
+    "Stage": ".chain.stage",
+    "StageReport": ".chain.report",
+    "StageStatistics": ".chain.report",
+    "export_csv": ".deadletters.export",
+    "export_jsonl": ".deadletters.export",
+    "load_jsonl": ".deadletters.export",
+    "replay": ".deadletters.export",
     "Scenario": ".sim",
     "simulate": ".sim",
     "sweep": ".sim",

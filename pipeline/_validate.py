@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import reprlib
 import sys
 
-__all__ = ["FLOAT_MAX", "real", "show"]
+__all__ = ["FLOAT_MAX", "integer", "real", "show"]
 
 FLOAT_MAX = sys.float_info.max
 """The largest finite float, about 1.8e+308: the upper bound on every number."""
@@ -130,3 +131,18 @@ def _allowed(above: float | None, at_least: float | None, at_most: float | None)
     if at_most is not None:
         parts.append(f"<= {at_most:.2g}" if at_most == FLOAT_MAX else f"<= {at_most:g}")
     return " and ".join(parts)
+
+
+def integer(name: str, value: object, what: str, *, at_least: int = 0) -> int:
+    """Return ``value`` as an int >= ``at_least``, or raise naming ``name``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer ({what}), got {value!r}")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer ({what}), got {show(value)} of type {type(value).__name__}"
+        ) from None
+    if n < at_least:
+        raise ValueError(f"{name} must be >= {at_least} ({what}), got {show(n)}")
+    return n

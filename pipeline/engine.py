@@ -39,9 +39,9 @@ from .items import WorkItem
 from .queue import WorkQueue
 from .ratelimit import RateLimiter
 from .records import DeadLetter, Result, RunReport, ShedLog, describe_error
-from .results import ResultStream
+from .resultstream import ResultStream
 from .state import State, close_once
-from .stats import Statistics
+from .statistics import Statistics
 
 __all__ = ["Pipeline", "State"]
 
@@ -54,7 +54,7 @@ _OPEN = State.OPEN
 Handler = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
 
 
-def _is_async_callable(handler: object) -> bool:
+def is_async_callable(handler: object) -> bool:
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
         getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
     )
@@ -118,7 +118,7 @@ class Pipeline(Intake, Attempts):
         self._listener = on_event
         self._on_event = None if on_event is None else self._guarded(on_event)
         self._rng = rng if rng is not None else random.Random()
-        self._is_async = _is_async_callable(handler)
+        self._is_async = is_async_callable(handler)
         self._queue: WorkQueue[WorkItem] = WorkQueue(config.queue_maxsize)
         self.state = State.IDLE
         self.report: RunReport | None = None

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .stats import Statistics
+from .statistics import Statistics
 
 __all__ = ["AttemptError", "DeadLetter", "Result", "RunReport", "ShedLog", "describe_error"]
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.sim.stats import batch_means_ci
+from pipeline.sim.stats.intervals import batch_means_ci
 from pipeline.sim.workloads import arrivals
 from pipeline.sim.workloads.arrivals import (
     DailyCurve,
@@ -249,7 +249,7 @@ def test_trace_csv_errors_name_the_row(tmp_path, body, match):
 
 def test_trace_csv_errors_match_load_trace(tmp_path):
     # one reader: Trace.from_csv and load_trace word a bad arrival_s identically
-    from pipeline.sim.workloads.traces import load_trace
+    from pipeline.sim.workloads.traces.replay import load_trace
 
     path = tmp_path / "bad.csv"
     path.write_text("arrival_s,service_s\n0.1,1\n0.5,1\n0.4,1\n")

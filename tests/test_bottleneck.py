@@ -26,7 +26,7 @@ from pipeline.sim import (
     sweep,
 )
 from pipeline.viz import plot_stages
-from pipeline.viz.stages import STAGE_ROWS
+from pipeline.viz.figures.stages import STAGE_ROWS
 
 RATE, FAN_OUT = 2.0, 5  # pages per second at the source; records per page
 MEANS = {"fetch": 1.0, "parse": 0.2, "write": 0.5}  # seconds per attempt

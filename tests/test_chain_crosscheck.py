@@ -21,7 +21,7 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, Scenario, StageSpec, simulate
-from pipeline.sim._tdist import t_quantile
+from pipeline.sim.stats.tdist import t_quantile
 
 ciw = pytest.importorskip("ciw")
 

@@ -21,7 +21,7 @@ from pipeline.sim import (
     simulate,
     theory,
 )
-from pipeline.sim.stats import mean_ci
+from pipeline.sim.stats.intervals import mean_ci
 
 
 def unbounded(concurrency):

@@ -230,7 +230,7 @@ BAD = [
 
 @pytest.mark.parametrize(("args", "words"), BAD)
 def test_bad_axes_are_one_line_exit_2_and_run_nothing(files, capsys, monkeypatch, args, words):
-    import pipeline.sim.analysis.plan as plan_module
+    import pipeline.sim.analysis.planning.plan as plan_module
     import pipeline.sim.analysis.sweep as sweep_module
 
     def never(*args, **kwargs):

@@ -227,7 +227,7 @@ def test_simulate_json_stays_light_with_plan_registered():
     code = (
         "import sys; from pipeline.cli import main; "
         f"main(['simulate', *{MM!r}, '--json']); "
-        "print(sorted(m for m in ('pandas', 'matplotlib', 'pipeline.sim.analysis.plan') "
+        "print(sorted(m for m in ('pandas', 'matplotlib', 'pipeline.sim.analysis.planning.plan') "
         "if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -241,7 +241,7 @@ def test_scheduler_runs_the_plan_on_the_cluster_executor(tmp_path, monkeypatch, 
     import contextlib
     from concurrent.futures import ThreadPoolExecutor
 
-    from pipeline.sim.analysis import cluster
+    from pipeline.sim.executors import cluster
 
     asked = []
 
@@ -276,7 +276,7 @@ def test_an_empty_scheduler_is_an_error(tmp_path, monkeypatch, capsys, scheduler
 def test_a_missing_dask_is_one_line(tmp_path, monkeypatch, capsys):
     import contextlib
 
-    from pipeline.sim.analysis import cluster
+    from pipeline.sim.executors import cluster
 
     @contextlib.contextmanager
     def missing(scheduler, workers=None):

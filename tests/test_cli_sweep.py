@@ -205,7 +205,7 @@ def test_without_out_a_new_directory_is_made_and_named(tmp_path, monkeypatch, ca
 def test_a_scheduler_that_cannot_be_reached_is_one_line(tmp_path, monkeypatch, capsys):
     import contextlib
 
-    import pipeline.sim.analysis.cluster as cluster
+    import pipeline.sim.executors.cluster as cluster
 
     @contextlib.contextmanager
     def unreachable(address, **kwargs):

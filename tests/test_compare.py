@@ -10,7 +10,7 @@ import pytest
 from pipeline import PipelineConfig
 from pipeline.sim import Comparison, Exponential, Poisson, Scenario, compare
 from pipeline.sim.analysis import theory
-from pipeline.sim.stats import paired_difference
+from pipeline.sim.stats.intervals import paired_difference
 
 # M/M/20 at 80% against M/M/21 (76%): close configurations, waits of a few hundredths of a second.
 RATE, C = 16.0, 20

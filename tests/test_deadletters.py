@@ -15,8 +15,8 @@ from decimal import Decimal
 import pytest
 
 from pipeline import Backoff, Pipeline, PipelineConfig, export_csv, export_jsonl, load_jsonl, replay
+from pipeline.deadletters.jsoncodec import decode_value
 from pipeline.examples.approval import ApprovalTask, make_tasks
-from pipeline.jsoncodec import decode_value
 from pipeline.records import AttemptError, DeadLetter
 from pipeline.sim.vloop import run_virtual
 

@@ -20,14 +20,14 @@ from pipeline.sim import (
     SimulationResult,
     simulate,
 )
-from pipeline.sim.analysis.diagnostics import (
+from pipeline.sim.analysis.diagnostics.diagnose import (
     CODES,
     Finding,
     diagnose,
     findings_frame,
     format_findings,
 )
-from pipeline.sim.stats import scaled_run_length
+from pipeline.sim.stats.intervals import scaled_run_length
 
 WARNINGS = {"warning", "critical"}
 

@@ -17,7 +17,7 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Distribution, Exponential, Poisson, Scenario, simulate, sweep
-from pipeline.sim.analysis.cluster import scheduler_executor
+from pipeline.sim.executors.cluster import scheduler_executor
 
 pytest.importorskip("distributed")
 

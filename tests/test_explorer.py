@@ -24,7 +24,7 @@ from pipeline.sim import (
     Uniform,
     diagnose,
 )
-from pipeline.viz.explorer import Explorer, explore
+from pipeline.viz.widgets.explorer import Explorer, explore
 
 N_ITEMS = 400
 
@@ -159,7 +159,7 @@ def test_bad_combinations_do_not_crash(explorer):
 
 
 def test_a_failing_simulation_is_reported_not_raised(explorer, monkeypatch):
-    import pipeline.viz.explorer as module
+    import pipeline.viz.widgets.explorer as module
 
     def broken(scenario):
         raise ValueError("nothing works")
@@ -186,7 +186,7 @@ def test_diagnostics_are_shown_in_words():
     try:
         findings = diagnose(ex.last_result)
     except ImportError:
-        pytest.skip("pipeline.sim.analysis.diagnostics is not there yet")
+        pytest.skip("pipeline.sim.analysis.diagnostics.diagnose is not there yet")
     assert findings, "an overloaded run should have findings"
     for finding in findings:
         assert finding.title.split("<")[0][:20] in html.replace("&#x27;", "'")
@@ -260,10 +260,10 @@ def _drawn_afresh(ex: Explorer) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from pipeline.viz import explorer as module
-    from pipeline.viz._explorer_figure import layout_explorer_axes
-    from pipeline.viz._png import RETINA_SCALE
-    from pipeline.viz.plots import plot_depth, plot_lag, plot_memory
+    from pipeline.viz.figures.png import RETINA_SCALE
+    from pipeline.viz.figures.run import plot_depth, plot_lag, plot_memory
+    from pipeline.viz.widgets import explorer as module
+    from pipeline.viz.widgets.explorer_figure import layout_explorer_axes
 
     result, compare = ex.last_result, ex.previous_result
     fig = Figure(figsize=module._FIGSIZE, dpi=module._DPI)
@@ -349,8 +349,8 @@ def test_every_text_in_the_figure_is_at_least_9_points(explorer):
 
 
 def test_the_faded_previous_run_never_sets_the_axes(explorer):
-    from pipeline.viz._explorer_figure import ExplorerFigure
-    from pipeline.viz.explorer import _DPI, _FIGSIZE, _MAX_POINTS
+    from pipeline.viz.widgets.explorer import _DPI, _FIGSIZE, _MAX_POINTS
+    from pipeline.viz.widgets.explorer_figure import ExplorerFigure
 
     explorer.controls["concurrency"].value = 2  # overloaded: a queue of hundreds, big memory
     explorer.controls["concurrency"].value = 8  # then a quiet run, drawn over the faded big one

@@ -12,7 +12,7 @@ import pytest
 from pipeline import PipelineConfig
 from pipeline.errors import PermanentError, RateLimited
 from pipeline.sim import Constant, Poisson, Scenario, run_virtual, simulate
-from pipeline.sim.stats import proportion_ci
+from pipeline.sim.stats.intervals import proportion_ci
 from pipeline.sim.workloads import failures
 from pipeline.sim.workloads.failures import (
     BLOCK,

@@ -19,6 +19,7 @@ import pytest
 from PIL import Image
 
 from pipeline import Backoff, PipelineConfig
+from pipeline.lessons import widgets as lessons
 from pipeline.sim import (
     Exponential,
     IndependentFailures,
@@ -28,8 +29,7 @@ from pipeline.sim import (
     Scenario,
     simulate,
 )
-from pipeline.viz import lessons
-from pipeline.viz.focused import FocusedWidget, slider
+from pipeline.viz.widgets.focused import FocusedWidget, slider
 
 BASE = Scenario(
     arrivals=Poisson(rate=3.2),
@@ -48,7 +48,7 @@ def png_of(widget) -> bytes:
 
 def tiny(debounce_s=0.0, **kw):
     """A widget over BASE with one concurrency slider: depth drawn, two numbers summarised."""
-    from pipeline.viz.plots import plot_depth
+    from pipeline.viz.figures.run import plot_depth
 
     return FocusedWidget(
         {"concurrency": slider("concurrency", 4, 1, 8)},
@@ -167,7 +167,7 @@ def test_slider_picks_int_or_float_and_updates_on_release():
 def _llm_batch():
     from pathlib import Path
 
-    from pipeline.sim.workloads.traces import load_trace
+    from pipeline.sim.workloads.traces.replay import load_trace
 
     data = Path(__file__).resolve().parents[1] / "data" / "llm_batch.csv"
     return load_trace(data), pd.read_csv(data)["tokens"].to_numpy()
@@ -265,7 +265,8 @@ def test_the_drain_widget_rings_the_current_timeout_on_the_trade_off():
 
 
 def test_the_live_widget_starts_a_real_run_and_stop_drains_it():
-    from pipeline.viz.live_widget import LiveRunWidget, approval_widget
+    from pipeline.examples.approval import approval_widget
+    from pipeline.viz.widgets.live_run import LiveRunWidget
 
     async def two_runs():
         w = approval_widget(capacity_per_s=40.0, duration_s=0.5)

@@ -19,7 +19,7 @@ from pipeline.examples.ingest.client import (
 from pipeline.examples.ingest.server import HOST, PartnerConfig, PartnerServer, decode_cursor
 from pipeline.examples.ingest.sink import SqliteSink
 from pipeline.sim import TraceRecorder
-from pipeline.sim.stats import proportion_ci
+from pipeline.sim.stats.intervals import proportion_ci
 
 FAST = dict(latency_p50_s=0.0, latency_p95_s=0.0, error_rate=0.0, poison_rate=0.0)
 

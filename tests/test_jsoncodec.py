@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pytest
 
-from pipeline.jsoncodec import MAX_DEPTH, decode_value, encode_value
+from pipeline.deadletters.jsoncodec import MAX_DEPTH, decode_value, encode_value
 
 
 def round_trip(value, **options):

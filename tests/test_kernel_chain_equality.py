@@ -49,8 +49,8 @@ from pipeline.sim import (
     Uniform,
     simulate,
 )
-from pipeline.sim.running.kernel import unsupported
-from pipeline.sim.running.simulate import _simulate_once
+from pipeline.sim.running.kernel.run import unsupported
+from pipeline.sim.running.single import simulate_once
 
 TOLERANCE_S = 1e-9
 ROUND_S = [0.0, 0.25, 0.5, 1.0, 2.0]  # service times that tie with arrivals and each other
@@ -128,9 +128,9 @@ def assert_same_chain_run(engine, kernel) -> None:
 def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
     """Kernel and engine agree, or the kernel declined a drain the engine saw time out."""
     assert unsupported(scenario) is None, unsupported(scenario)
-    engine = _simulate_once(scenario, replication, "asyncio")
+    engine = simulate_once(scenario, replication, "asyncio")
     try:
-        kernel = _simulate_once(scenario, replication, "kernel")
+        kernel = simulate_once(scenario, replication, "kernel")
     except ValueError as declined:
         assert "drain" in str(declined) and "\n" not in str(declined)
         event("declined: the drain reached its timeout")
@@ -139,7 +139,7 @@ def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
             # deadline, where only the engine's turn order decides. The decline may cost
             # time, never a result: without the timeout the kernel gives the engine's run.
             event("declined at a tie with the deadline")
-            assert_same_chain_run(engine, _simulate_once(_no_drain_limit(scenario), replication))
+            assert_same_chain_run(engine, simulate_once(_no_drain_limit(scenario), replication))
         return
     assert_same_chain_run(engine, kernel)
     event("kernel ran it")
@@ -321,8 +321,8 @@ def test_kernel_equals_engine_on_continuous_tandem_lines(
 
 
 def run_both(scenario: Scenario):
-    engine = _simulate_once(scenario, 0, "asyncio")
-    kernel = _simulate_once(scenario, 0, "kernel")
+    engine = simulate_once(scenario, 0, "asyncio")
+    kernel = simulate_once(scenario, 0, "kernel")
     assert_same_chain_run(engine, kernel)
     return kernel
 

@@ -55,8 +55,8 @@ from pipeline.sim import (
     simulate,
 )
 from pipeline.sim.analysis.sweep import simulate_replication, sweep
-from pipeline.sim.running.kernel import unsupported
-from pipeline.sim.running.simulate import _simulate_once
+from pipeline.sim.running.kernel.run import unsupported
+from pipeline.sim.running.single import simulate_once
 
 TOLERANCE_S = 1e-9
 
@@ -110,8 +110,8 @@ def assert_same_run(engine, kernel) -> None:
 
 def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
     assert unsupported(scenario) is None, unsupported(scenario)
-    engine = _simulate_once(scenario, replication, "asyncio")
-    kernel = _simulate_once(scenario, replication, "kernel")
+    engine = simulate_once(scenario, replication, "asyncio")
+    kernel = simulate_once(scenario, replication, "kernel")
     assert_same_run(engine, kernel)
     # What the examples covered (pytest --hypothesis-show-statistics).
     s = engine.summary
@@ -124,9 +124,9 @@ def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
 
 def _fcfs_taken(scenario: Scenario, replication: int) -> bool:
     """Whether the kernel's FCFS path (not its event path) ran this scenario."""
-    from pipeline.sim.running._kernel_fcfs import run_fcfs
-    from pipeline.sim.running.kernel import _cannot_fail
-    from pipeline.sim.running.simulate import Workload
+    from pipeline.sim.running.kernel.fcfs import run_fcfs
+    from pipeline.sim.running.kernel.run import _cannot_fail
+    from pipeline.sim.running.workload import Workload
 
     workload = Workload(scenario, replication)
     if scenario.config.on_full != "block" or not _cannot_fail(scenario, len(workload.arrival_s)):
@@ -321,8 +321,8 @@ def test_kernel_equals_engine_on_continuous_traffic(rate, mean, concurrency, max
 
 
 def run_both(scenario: Scenario):
-    engine = _simulate_once(scenario, 0, "asyncio")
-    kernel = _simulate_once(scenario, 0, "kernel")
+    engine = simulate_once(scenario, 0, "asyncio")
+    kernel = simulate_once(scenario, 0, "kernel")
     assert_same_run(engine, kernel)
     return kernel
 
@@ -536,7 +536,7 @@ def test_sweep_passes_the_engine_through_and_refuses_up_front():
 def test_stream_series_equals_step_series_however_it_is_windowed(monkeypatch, window):
     from pipeline.events import EventKind
     from pipeline.sim.running import recorder
-    from pipeline.sim.running.simulate import _run
+    from pipeline.sim.running.single import run_engine
     from pipeline.sim.vloop import run_virtual
 
     monkeypatch.setattr(recorder, "_WINDOW", window)
@@ -548,7 +548,7 @@ def test_stream_series_equals_step_series_however_it_is_windowed(monkeypatch, wi
         BASE.replace(n_items=0),
     ]
     for scenario in scenarios:
-        report, arrivals, log = run_virtual(_run(scenario, 0))
+        report, arrivals, log = run_virtual(run_engine(scenario, 0))
         kinds, times, _ = log.arrays()
         streams = [(recorder.ARRIVAL, arrivals)]
         streams += [(EventKind(k), np.sort(times[kinds == k])) for k in np.unique(kinds)]
@@ -562,7 +562,8 @@ def test_stream_series_equals_step_series_however_it_is_windowed(monkeypatch, wi
 def test_long_run_chunks_give_the_same_run(monkeypatch):
     # The FCFS path converts items to Python floats a chunk at a time and builds the
     # series a window at a time; tiny chunks and windows must change nothing.
-    from pipeline.sim.running import _kernel_fcfs, recorder
+    from pipeline.sim.running import recorder
+    from pipeline.sim.running.kernel import fcfs as _kernel_fcfs
 
     scenario = Scenario(
         arrivals=Poisson(rate=3.5),
@@ -571,10 +572,10 @@ def test_long_run_chunks_give_the_same_run(monkeypatch):
         n_items=400,
         seed=9,
     )
-    whole = _simulate_once(scenario, 0, "kernel")
+    whole = simulate_once(scenario, 0, "kernel")
     monkeypatch.setattr(_kernel_fcfs, "_CHUNK", 7)
     monkeypatch.setattr(recorder, "_WINDOW", 5)
-    chunked = _simulate_once(scenario, 0, "kernel")
+    chunked = simulate_once(scenario, 0, "kernel")
     pd.testing.assert_frame_equal(whole.items, chunked.items, check_exact=True)
     pd.testing.assert_frame_equal(whole.timeseries, chunked.timeseries, check_exact=True)
-    assert_same_run(_simulate_once(scenario, 0, "asyncio"), chunked)
+    assert_same_run(simulate_once(scenario, 0, "asyncio"), chunked)

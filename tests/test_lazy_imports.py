@@ -15,16 +15,16 @@ import pipeline.sim
 HEAVY = [
     "multiprocessing",
     "concurrent.futures.process",
-    "pipeline.deadletters",
-    "pipeline.jsoncodec",
+    "pipeline.deadletters.export",
+    "pipeline.deadletters.jsoncodec",
     "pipeline.sim.analysis.sweep",
-    "pipeline.sim.analysis.diagnostics",
-    "pipeline.sim.workloads.traces",
+    "pipeline.sim.analysis.diagnostics.diagnose",
+    "pipeline.sim.workloads.traces.replay",
     "pipeline.sim.analysis.theory",
-    "pipeline.sim.analysis.planning",
-    "pipeline.sim.analysis.plan",
-    "pipeline.chain",  # a single-stage run needs no chain of stages
-    "pipeline.chainreport",
+    "pipeline.sim.analysis.planning.traffic",
+    "pipeline.sim.analysis.planning.plan",
+    "pipeline.chain.chain",  # a single-stage run needs no chain of stages
+    "pipeline.chain.report",
     "pipeline.sim.running.chained",
     "distributed",
     "aiohttp",
@@ -62,11 +62,12 @@ def test_every_public_name_resolves_and_is_listed():
     from pipeline import Scenario, export_jsonl, replay, simulate, sweep
     from pipeline.sim import Finding, TraceWorkload, load_trace, simulate_replication
 
-    assert replay.__module__ == export_jsonl.__module__ == "pipeline.deadletters"
+    assert replay.__module__ == export_jsonl.__module__ == "pipeline.deadletters.export"
     assert Scenario is pipeline.sim.Scenario and simulate is pipeline.sim.simulate
     assert sweep is pipeline.sim.sweep and callable(sweep)
-    assert load_trace.__module__ == TraceWorkload.__module__ == "pipeline.sim.workloads.traces"
-    assert Finding.__module__ == "pipeline.sim.analysis.findings"
+    replay = "pipeline.sim.workloads.traces.replay"
+    assert load_trace.__module__ == TraceWorkload.__module__ == replay
+    assert Finding.__module__ == "pipeline.sim.analysis.diagnostics.findings"
     assert simulate_replication.__module__ == "pipeline.sim.analysis.sweep"
 
 

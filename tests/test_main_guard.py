@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.sim.running._main_guard import _guarded, _main_is_rerun
+from pipeline.sim.executors.main_guard import _guarded, _main_is_rerun
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120  # generous: a hang is what is tested, not speed
 
 PRELUDE = """\
 import multiprocessing
-import pipeline.sim.running._pool as pool
+import pipeline.sim.executors.pool as pool
 from pipeline import PipelineConfig, Scenario, simulate, sweep
 from pipeline.sim import Exponential, Poisson
 
@@ -84,7 +84,7 @@ def test_a_plan_left_to_its_default_processes_runs_here_with_a_warning(tmp_path)
     # The planner starts a pool by default when its first round would take a few seconds
     # (the README's 100,000-item call); made to here, for a quick run on two CPUs.
     call = (
-        "import os, pipeline.sim.analysis.plan as p; os.cpu_count = lambda: 2; "
+        "import os, pipeline.sim.analysis.planning.plan as p; os.cpu_count = lambda: 2; "
         "p._POOL_WORTH_S = 0.0; "
         "answer = p.plan(base, {'concurrency': [4, 5]}, ['wait_mean_s<=5'], progress=False)"
     )
@@ -131,7 +131,7 @@ def test_a_script_without_source_still_gets_the_hint_and_no_hang(tmp_path, metho
 def test_an_unguarded_local_cluster_stops_before_starting(tmp_path):
     pytest.importorskip("distributed")
     body = """
-    from pipeline.sim.analysis.cluster import scheduler_executor
+    from pipeline.sim.executors.cluster import scheduler_executor
     with scheduler_executor("local", workers=2) as executor:
         print("started")
     """

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.sim import SLO, Exponential, Poisson, Scenario, plan
-from pipeline.sim.analysis.metric_labels import (
+from pipeline._units import (
     METRIC_LABELS,
     limit_text,
     metric_label,
     slo_text,
     value_text,
 )
-from pipeline.sim.analysis.slo import METRICS
+from pipeline.sim import SLO, Exponential, Poisson, Scenario, plan
+from pipeline.sim.analysis.planning.slo import METRICS
 from pipeline.viz import plot_sweep
 
 matplotlib.use("Agg")

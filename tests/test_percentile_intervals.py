@@ -16,7 +16,7 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, Scenario, simulate
-from pipeline.sim.stats import mean_ci, proportion_ci, quantile_ci, summarise_values
+from pipeline.sim.stats.intervals import mean_ci, proportion_ci, quantile_ci, summarise_values
 
 P95_OF_EXPONENTIAL = math.log(20.0)  # the 0.95-quantile of Exponential(mean=1)
 

@@ -28,8 +28,9 @@ from pipeline.sim import (
     simulate_replication,
     theory,
 )
-from pipeline.sim.analysis.plan import look_confidence, plan, replication_schedule
-from pipeline.sim.analysis.slo import (
+from pipeline.sim.analysis.diagnostics.stability import unstable_note
+from pipeline.sim.analysis.planning.plan import look_confidence, plan, replication_schedule
+from pipeline.sim.analysis.planning.slo import (
     METRICS,
     SLO,
     SUMMARY_METRICS,
@@ -37,8 +38,7 @@ from pipeline.sim.analysis.slo import (
     metric_value,
     parse_slos,
 )
-from pipeline.sim.analysis.stability import unstable_note
-from pipeline.sim.stats import t_quantile
+from pipeline.sim.stats.intervals import t_quantile
 
 RATE, MEAN = 3.2, 1.0  # offered load 3.2 Erlangs: four workers are 80% busy
 
@@ -570,7 +570,7 @@ def test_a_thread_pool_gives_the_same_plan(in_process) -> None:
 
 def test_a_dask_local_cluster_gives_the_same_plan(in_process) -> None:
     pytest.importorskip("distributed")
-    from pipeline.sim.analysis.cluster import scheduler_executor
+    from pipeline.sim.executors.cluster import scheduler_executor
 
     with scheduler_executor("local", workers=2) as executor:
         remote = plan(mmc_base(n_items=2000), SEARCH, SLOS, executor=executor, progress=False)

@@ -11,8 +11,8 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, Scenario, StageSpec, simulate
-from pipeline.sim.analysis.plan import plan
-from pipeline.sim.analysis.slo import CHAIN_METRICS, SLO
+from pipeline.sim.analysis.planning.plan import plan
+from pipeline.sim.analysis.planning.slo import CHAIN_METRICS, SLO
 
 
 def chain(fan_out: int = 1, n_items: int = 100) -> Scenario:

@@ -69,7 +69,7 @@ def test_a_failure_during_a_move_is_shown_not_raised(panel, monkeypatch) -> None
     def broken(*args, **kwargs):
         raise RuntimeError("the cluster went away")
 
-    monkeypatch.setattr("pipeline.viz.plan_explorer.plan", broken)
+    monkeypatch.setattr("pipeline.viz.widgets.plan_explorer.plan", broken)
     panel.controls["wait_mean_s"].value = 0.2
     assert panel.error == "RuntimeError: the cluster went away"
     assert "Cannot plan" in panel.summary.value and panel.previous is None

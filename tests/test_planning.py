@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from pipeline.sim import DailyCurve, daily_curve
-from pipeline.sim.analysis.planning import (
+from pipeline.sim.analysis.planning.traffic import (
     fit_daily_curve,
     slo_table,
     smallest_config_meeting,
     trace_window,
 )
-from pipeline.sim.stats import t_quantile
-from pipeline.sim.workloads.traces import load_trace
+from pipeline.sim.stats.intervals import t_quantile
+from pipeline.sim.workloads.traces.replay import load_trace
 
 
 def write_trace(tmp_path, rows: str):

@@ -14,7 +14,7 @@ import pytest
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, IndependentFailures, Poisson, Scenario, simulate
 
-simulate_module = importlib.import_module("pipeline.sim.running.simulate")
+replications_module = importlib.import_module("pipeline.sim.running.replications")
 
 BASE = Scenario(
     arrivals=Poisson(rate=3.0),
@@ -67,11 +67,11 @@ def test_small_runs_stay_in_this_process_and_quiet(monkeypatch, capsys):
         seen["bar"] = not bar.disable
         return [function(*task) for task in tasks]
 
-    monkeypatch.setattr("pipeline.sim.running._pool.run_tasks", record)
+    monkeypatch.setattr("pipeline.sim.executors.pool.run_tasks", record)
     simulate(BASE.replace(n_items=100), replications=4)
     assert seen == {"workers": 1, "bar": False}
     # a long run (here, a long guess) is worth a pool and shows its progress
-    monkeypatch.setattr(simulate_module, "_estimated_seconds", lambda *args: 60.0)
+    monkeypatch.setattr(replications_module, "estimated_seconds", lambda *args: 60.0)
     simulate(BASE.replace(n_items=100), replications=4)
     assert seen["workers"] == min(4, os.cpu_count() or 1)
     assert seen["bar"] is True

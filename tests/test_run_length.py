@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.sim.stats import (
+from pipeline.sim.stats.intervals import (
     DEFAULT_RELATIVE_PRECISION,
     mean_ci,
     paired_difference,

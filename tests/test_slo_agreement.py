@@ -14,8 +14,8 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, Scenario, compare, plan
-from pipeline.sim.analysis.slo import SLO, judge, metric_counts, metric_value
-from pipeline.sim.stats import proportion_bound
+from pipeline.sim.analysis.planning.slo import SLO, judge, metric_counts, metric_value
+from pipeline.sim.stats.intervals import proportion_bound
 
 SHED = SLO.parse("shed_fraction<=0.01")
 

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from pipeline.sim.stats import (
+from pipeline.sim.stats.intervals import (
     batch_means_ci,
     mean_ci,
     percentiles,
@@ -250,7 +250,7 @@ def test_step_series_time_mean_is_time_weighted_mean(run, start_s):
 
 
 def test_share_of_time_is_the_time_mean_of_the_mask(run):
-    from pipeline.sim.analysis._facts import Facts
+    from pipeline.sim.analysis.diagnostics.facts import Facts
 
     facts, s = Facts(run), run.series
     full = s.queue_depth >= 5

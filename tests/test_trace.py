@@ -11,7 +11,7 @@ import pytest
 from pipeline import PipelineConfig
 from pipeline.sim import Scenario, ServiceTrace, SimulatedFailure, Trace, simulate
 from pipeline.sim.workloads.failures import FailureModel
-from pipeline.sim.workloads.traces import (
+from pipeline.sim.workloads.traces.replay import (
     ScriptedFailures,
     TraceWorkload,
     exact_fcfs_waits,

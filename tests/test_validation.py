@@ -35,7 +35,7 @@ from pipeline.sim.workloads.distributions import (
     Uniform,
 )
 from pipeline.sim.workloads.failures import Hangs, IndependentFailures, Overload, TokenQuota
-from pipeline.sim.workloads.scenario import ServiceTrace
+from pipeline.sim.workloads.traces.service import ServiceTrace
 
 HUGE = 10**400
 

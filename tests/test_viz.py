@@ -26,7 +26,7 @@ from pipeline.sim import (
     simulate,
 )
 from pipeline.sim.analysis.theory import mmc
-from pipeline.viz.plots import (
+from pipeline.viz.figures.run import (
     human_bytes,
     memory_bound_bytes,
     oldest_unfinished_age,
@@ -632,7 +632,7 @@ def drains():
 def test_drain_tradeoff_has_a_title_a_point_for_none_and_no_clipped_label(drains):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from pipeline.viz.tradeoffs import drain_tradeoff_table, plot_drain_tradeoff
+    from pipeline.viz.figures.tradeoffs import drain_tradeoff_table, plot_drain_tradeoff
 
     fig = plot_drain_tradeoff(drains)
     ax = fig.axes[0]
@@ -656,7 +656,7 @@ def test_drain_tradeoff_has_a_title_a_point_for_none_and_no_clipped_label(drains
 
 
 def test_drain_tradeoff_needs_runs():
-    from pipeline.viz.tradeoffs import plot_drain_tradeoff
+    from pipeline.viz.figures.tradeoffs import plot_drain_tradeoff
 
     with pytest.raises(ValueError, match="runs"):
         plot_drain_tradeoff({})
@@ -676,7 +676,7 @@ def batch_frame():
 
 
 def test_batch_completion_plots_only_complete_runs_as_times():
-    from pipeline.viz.tradeoffs import plot_batch_completion
+    from pipeline.viz.figures.tradeoffs import plot_batch_completion
 
     fig = plot_batch_completion(batch_frame(), batch_size=100, knee=20, limit=24)
     left, right = fig.axes
@@ -692,7 +692,7 @@ def test_batch_completion_plots_only_complete_runs_as_times():
 
 
 def test_batch_completion_names_missing_columns():
-    from pipeline.viz.tradeoffs import plot_batch_completion
+    from pipeline.viz.figures.tradeoffs import plot_batch_completion
 
     with pytest.raises(KeyError, match="sim_time_s"):
         plot_batch_completion(batch_frame().drop(columns="sim_time_s"), batch_size=100)

@@ -10,7 +10,7 @@ import pytest
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, Scenario, Trace, detect_warmup, mser5, simulate
 from pipeline.sim.analysis import theory
-from pipeline.sim.stats import batch_means_ci
+from pipeline.sim.stats.intervals import batch_means_ci
 
 UNBOUNDED = PipelineConfig(concurrency=4, queue_maxsize=None, drain_timeout_s=None)
 

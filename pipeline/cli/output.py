@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..sim.running.simulate import SimulationResult
+    from ..sim.running.result import SimulationResult
     from ..sim.workloads.scenario import Scenario
 
 __all__ = [
@@ -53,7 +53,7 @@ def summary_object(results: Sequence[SimulationResult]) -> dict[str, Any]:
     """The JSON object: one run's summary, or means plus ``ci95`` over replications."""
     if len(results) == 1:
         return {key: json_safe(value) for key, value in results[0].summary.items()}
-    from ..sim.stats import summarise_values
+    from ..sim.stats.intervals import summarise_values
 
     out: dict[str, Any] = {"replications": len(results)}
     ci95: dict[str, Any] = {}
@@ -224,13 +224,13 @@ def write_out(directory: str, summary: dict[str, Any], result: SimulationResult)
 
     matplotlib.use("Agg")
     if stages is not None:
-        from ..viz.stages import plot_stages
+        from ..viz.figures.stages import plot_stages
 
         fig = plot_stages(result)
         fig.savefig(os.path.join(directory, "report.png"), dpi=100)
         return
     try:
-        from ..viz.plots import report_figure  # type: ignore[import-not-found]
+        from ..viz.figures.run import report_figure  # type: ignore[import-not-found]
     except ImportError:
         report_figure = _report_figure
     fig = report_figure(result)
@@ -246,7 +246,7 @@ _ADVICE_METRICS = ("latency_mean_s", "latency_p95_s")
 
 def run_length_notes(summary: dict[str, Any], replications: int) -> list[str]:
     """Run-length advice for the replication intervals wider than 10% of their mean."""
-    from ..sim.stats import run_length_advice
+    from ..sim.stats.intervals import run_length_advice
 
     notes = []
     for key in _ADVICE_METRICS:

@@ -29,7 +29,7 @@ Flags, besides every scenario flag of ``simulate``:
   ``shed_fraction``, ``dead_letter_fraction``, ``unfinished_fraction``,
   ``completed_fraction``, ``attempts_per_item``. A chain's metrics are its
   end-to-end summary's (``latency_p95_s``, ``items_held_max``, ...,
-  :data:`~pipeline.sim.analysis.slo.CHAIN_METRICS`); a stage's own
+  :data:`~pipeline.sim.analysis.planning.slo.CHAIN_METRICS`); a stage's own
   (``write.utilisation``) is refused: a plan answers for what the chain
   delivers, and one stage's number can look fine while the chain does not.
 - ``--confidence LEVEL``: the one-sided confidence of each verdict (default 0.95).
@@ -265,7 +265,7 @@ def _plan(args: argparse.Namespace) -> int:
     processes = _processes(_pick(args.processes, tables, "processes"))
     scheduler = _pick(args.scheduler, tables, "scheduler")
 
-    from ..sim.analysis.plan import plan
+    from ..sim.analysis.planning.plan import plan
 
     options = dict(
         confidence=confidence,
@@ -279,7 +279,7 @@ def _plan(args: argparse.Namespace) -> int:
         if scheduler is not None:
             if not isinstance(scheduler, str) or not scheduler.strip():
                 raise ValueError(f"--scheduler: expected an address or 'local', got {scheduler!r}")
-            from ..sim.analysis.cluster import scheduler_executor
+            from ..sim.executors.cluster import scheduler_executor
 
             try:
                 executor = stack.enter_context(scheduler_executor(scheduler))

@@ -182,7 +182,7 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
                 f"{_source(settings, 'trace')} replays the arrival and service times recorded "
                 f"in {settings['trace']}; drop {' and '.join(given)}"
             )
-        from ..sim.workloads.traces import load_trace
+        from ..sim.workloads.traces.replay import load_trace
 
         workload = load_trace(settings["trace"])
         if length.get("n_items", 0) > len(workload):

@@ -105,7 +105,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
     settings = read_settings(args, tables=("stages",))
     scenario = build_scenario(settings)
-    from ..sim.running.simulate import DrainTimeoutWarning, simulate
+    from ..sim.running.result import DrainTimeoutWarning
+    from ..sim.running.simulate import simulate
 
     replications = settings.get("replications", 1)
     engine = settings.get("engine", "auto")
@@ -137,7 +138,7 @@ def _simulate(args: argparse.Namespace) -> int:
         print(json.dumps(summary, allow_nan=False))
     else:
         print(summary_table(summary, scenario))
-        from ..sim.analysis.diagnostics import diagnose, format_findings
+        from ..sim.analysis.diagnostics.diagnose import diagnose, format_findings
 
         which = " (replication 0)" if len(results) > 1 else ""
         print(f"\ndiagnostics{which}:")

@@ -249,7 +249,7 @@ def _grid(args: argparse.Namespace, settings: Any) -> Axes:
 
 def _plot_axes(grid: dict[str, list[Any]], axes: list[str] | None) -> tuple[str, str | None]:
     """The heatmaps' x and y axes, checked before anything runs."""
-    from ..viz.sweeps import MAX_PANELS  # the viz package is needed for the heatmaps anyway
+    from ..viz.figures.sweep import MAX_PANELS  # the viz package is needed for the heatmaps anyway
 
     names = list(grid)
     if axes is not None:
@@ -343,7 +343,7 @@ def _sweep_frame(
     if args.scheduler is None:
         frame = sweep(base, fields, processes=args.processes, **options)
     else:
-        from ..sim.analysis.cluster import scheduler_executor
+        from ..sim.executors.cluster import scheduler_executor
 
         try:
             with scheduler_executor(args.scheduler) as executor:
@@ -374,7 +374,7 @@ def _sweep_frame(
 
 def _points(frame: pd.DataFrame, grid: list[str], metrics: list[str]) -> list[dict[str, Any]]:
     """Per grid point, in grid order: its values and each metric's mean and 95% half-width."""
-    from ..sim.stats import summarise_values
+    from ..sim.stats.intervals import summarise_values
 
     groups: dict[tuple[str, ...], list[int]] = {}
     for index, row in enumerate(frame[grid].itertuples(index=False, name=None)):
@@ -408,7 +408,7 @@ def _write_files(
     import matplotlib
 
     matplotlib.use("Agg")
-    from ..viz.sweeps import plot_sweep
+    from ..viz.figures.sweep import plot_sweep
 
     for metric in metrics:
         figure = plot_sweep(frame, metric, x=x, y=y)

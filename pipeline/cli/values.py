@@ -155,7 +155,7 @@ def parse_backoff(spec: str) -> Any:
         ValueError: unknown name or key, a bad number, or a value Backoff rejects.
     """
     from ..retry import Backoff
-    from ..sim.workloads.distributions import _build, _split_spec
+    from ..sim.workloads.distributions import build, split_spec
 
     kind = "backoff"
     allowed = {
@@ -163,7 +163,7 @@ def parse_backoff(spec: str) -> Any:
         "constant": ("delay", "jitter"),
         "none": (),
     }
-    name, p = _split_spec(spec, kind, allowed)
+    name, p = split_spec(spec, kind, allowed)
     jitter = p.pop("jitter", 0.0)
     if jitter not in (0.0, 1.0):
         raise ValueError(f"jitter must be 0 or 1 in backoff spec {spec!r}, got {jitter:g}")
@@ -172,10 +172,10 @@ def parse_backoff(spec: str) -> Any:
     if name == "constant":
         if "delay" not in p:
             raise ValueError(f"missing delay for constant in backoff spec {spec!r}")
-        return _build(spec, kind, lambda: Backoff.constant(p["delay"], jitter=bool(jitter)))
+        return build(spec, kind, lambda: Backoff.constant(p["delay"], jitter=bool(jitter)))
     renamed = {"base_s": p.get("base"), "factor": p.get("factor"), "cap_s": p.get("cap")}
     values = {k: v for k, v in renamed.items() if v is not None}
-    return _build(spec, kind, lambda: Backoff(kind="exponential", jitter=bool(jitter), **values))
+    return build(spec, kind, lambda: Backoff(kind="exponential", jitter=bool(jitter), **values))
 
 
 def _arrivals(text: str) -> Any:

@@ -45,6 +45,7 @@ __all__ = [
     "approval_config",
     "approval_handler",
     "approval_handler_async",
+    "approval_widget",
     "generate_tasks",
     "in_ledger_outage",
     "make_tasks",
@@ -291,3 +292,36 @@ def summarise(report: RunReport, decisions: Iterable[Decision | Result] = ()) ->
             (getattr(x.payload, "amount_usd", CENT * 0) for x in report.dead_letters), CENT * 0
         ),
     }
+
+
+def approval_widget(capacity_per_s: float, *, duration_s: float = 3.0, seed: int = 1) -> Any:
+    """Notebook 07's live run: approval tasks at a rate relative to one core's capacity.
+
+    Args:
+        capacity_per_s: tasks one core scores per second (measured in the notebook).
+        duration_s: seconds of arrivals per run.
+        seed: seed of the tasks and of their arrival times.
+    """
+    import random
+
+    import numpy as np
+
+    from pipeline.sim import Poisson
+    from pipeline.viz.live import paced
+    from pipeline.viz.widgets.focused import slider
+    from pipeline.viz.widgets.live_run import LiveRunWidget
+
+    controls = {
+        "concurrency": slider("concurrency", 4, 1, 8),
+        "load": slider("arrivals (× one core)", 0.5, 0.25, 2.0, 0.25),
+    }
+
+    def start(s: dict[str, Any]) -> tuple[Any, Any]:
+        rate = s["load"] * capacity_per_s
+        times = Poisson(rate=rate).times(np.random.default_rng(seed), duration_s=duration_s)
+        tasks = make_tasks(len(times), seed=seed, invalid_rate=0.01)
+        config = approval_config(concurrency=s["concurrency"], drain_timeout_s=2.0)
+        pipe = Pipeline(approval_handler, config, rng=random.Random(seed), name="approvals")
+        return pipe, paced(tasks, times)
+
+    return LiveRunWidget(controls, start, title="Approvals, live")

@@ -25,7 +25,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .running.simulate import DrainTimeoutWarning, Replications, SimulationResult, simulate
+from .running.replications import Replications
+from .running.result import DrainTimeoutWarning, SimulationResult
+from .running.simulate import simulate
 from .vloop import VirtualEventLoop, new_virtual_loop, run_virtual
 from .workloads.arrivals import (
     ArrivalProcess,
@@ -63,7 +65,8 @@ from .workloads.failures import (
     SimulatedFailure,
     TokenQuota,
 )
-from .workloads.scenario import Scenario, ServiceTrace
+from .workloads.scenario import Scenario
+from .workloads.traces.service import ServiceTrace
 
 __all__ = [
     "SLO",
@@ -142,35 +145,35 @@ __all__ = [
 _LAZY = {
     "Calibration": ("analysis.calibrate", "Calibration"),
     "calibrate": ("analysis.calibrate", "calibrate"),
-    "RunTrace": ("workloads.runtrace", "RunTrace"),
-    "StageTrace": ("workloads.runtrace", "StageTrace"),
-    "TraceRecorder": ("workloads.runtrace", "TraceRecorder"),
+    "RunTrace": ("workloads.traces.runtrace", "RunTrace"),
+    "StageTrace": ("workloads.traces.runtrace", "StageTrace"),
+    "TraceRecorder": ("workloads.traces.runtrace", "TraceRecorder"),
     "Comparison": ("analysis.compare", "Comparison"),
     "compare": ("analysis.compare", "compare"),
     "WarmupCut": ("analysis.warmup", "WarmupCut"),
     "detect_warmup": ("analysis.warmup", "detect_warmup"),
     "mser5": ("analysis.warmup", "mser5"),
     "ChainSimulationResult": ("running.chained", "ChainSimulationResult"),
-    "Finding": ("analysis.diagnostics", "Finding"),
-    "diagnose": ("analysis.diagnostics", "diagnose"),
-    "findings_frame": ("analysis.diagnostics", "findings_frame"),
-    "format_findings": ("analysis.diagnostics", "format_findings"),
-    "scheduler_executor": ("analysis.cluster", "scheduler_executor"),
-    "Plan": ("analysis.plan_result", "Plan"),
-    "SLO": ("analysis.slo", "SLO"),
-    "plan": ("analysis.plan", "plan"),
-    "RunCache": ("analysis.run_cache", "RunCache"),
+    "Finding": ("analysis.diagnostics.diagnose", "Finding"),
+    "diagnose": ("analysis.diagnostics.diagnose", "diagnose"),
+    "findings_frame": ("analysis.diagnostics.diagnose", "findings_frame"),
+    "format_findings": ("analysis.diagnostics.diagnose", "format_findings"),
+    "scheduler_executor": ("executors.cluster", "scheduler_executor"),
+    "Plan": ("analysis.planning.result", "Plan"),
+    "SLO": ("analysis.planning.slo", "SLO"),
+    "plan": ("analysis.planning.plan", "plan"),
+    "RunCache": ("executors.run_cache", "RunCache"),
     "simulate_replication": ("analysis.sweep", "simulate_replication"),
     "summarise_sweep": ("analysis.sweep", "summarise_sweep"),
     "sweep": ("analysis.sweep", "sweep"),
     "theory": ("analysis.theory", None),
     "StageSpec": ("workloads.stages", "StageSpec"),
-    "StageLoad": ("analysis.bottleneck", "StageLoad"),
-    "stage_loads": ("analysis.bottleneck", "stage_loads"),
-    "TraceWorkload": ("workloads.traces", "TraceWorkload"),
+    "StageLoad": ("analysis.diagnostics.bottleneck", "StageLoad"),
+    "stage_loads": ("analysis.diagnostics.bottleneck", "stage_loads"),
+    "TraceWorkload": ("workloads.traces.replay", "TraceWorkload"),
     "InconsistentWorkloadWarning": ("workloads.fitting", "InconsistentWorkloadWarning"),
-    "exact_fcfs_waits": ("workloads.traces", "exact_fcfs_waits"),
-    "load_trace": ("workloads.traces", "load_trace"),
+    "exact_fcfs_waits": ("workloads.traces.replay", "exact_fcfs_waits"),
+    "load_trace": ("workloads.traces.replay", "load_trace"),
 }
 
 

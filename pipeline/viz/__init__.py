@@ -6,20 +6,7 @@ explorer, which re-simulates when a control moves.
 
 from __future__ import annotations
 
-from .explorer import Explorer, explore
-from .focused import FocusedWidget
-from .labels import metric_label
-from .live_widget import LiveRunWidget
-from .notebook import check, say
-from .overlays import (
-    plot_dead_letters_vs_theory,
-    plot_shed_vs_theory,
-    plot_sweep_heatmap,
-    plot_wait_vs_theory,
-    theory_for,
-)
-from .plan_explorer import PlanExplorer, explore_plan
-from .plots import (
+from .figures.run import (
     human_bytes,
     memory_bound_bytes,
     oldest_unfinished_age,
@@ -29,11 +16,24 @@ from .plots import (
     plot_retries,
     report_figure,
 )
-from .stage_explorer import StageExplorer, explore_stages
-from .stages import plot_stages
-from .sweeps import plot_sweep
-from .tradeoffs import plot_batch_completion, plot_drain_tradeoff
-from .warmup import plot_warmup
+from .figures.stages import plot_stages
+from .figures.sweep import plot_sweep
+from .figures.theory import (
+    plot_dead_letters_vs_theory,
+    plot_shed_vs_theory,
+    plot_sweep_heatmap,
+    plot_wait_vs_theory,
+    theory_for,
+)
+from .figures.tradeoffs import plot_batch_completion, plot_drain_tradeoff
+from .figures.warmup import plot_warmup
+from .labels import metric_label
+from .notebook import check, say
+from .widgets.explorer import Explorer, explore
+from .widgets.focused import FocusedWidget
+from .widgets.live_run import LiveRunWidget
+from .widgets.plan_explorer import PlanExplorer, explore_plan
+from .widgets.stage_explorer import StageExplorer, explore_stages
 
 __all__ = [
     "Explorer",

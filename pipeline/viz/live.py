@@ -185,7 +185,7 @@ def live_figure(
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from .panels import legend_below
+    from .figures.panels import legend_below
 
     def frame_of(data):
         return data if isinstance(data, pd.DataFrame) else pd.DataFrame(list(data))
@@ -240,7 +240,7 @@ def live_summary(report: RunReport, samples: pd.DataFrame) -> dict[str, Any]:
     """
     import numpy as np
 
-    from ..sim.stats import weighted_sum
+    from ..sim.stats.intervals import weighted_sum
 
     duration = report.duration_s
     times = samples["time_s"].to_numpy(dtype=float)
@@ -287,7 +287,7 @@ class _Redraw:
             # An ipywidgets Output: set its outputs directly. Capturing with ``with output:``
             # depends on which message the kernel is handling, and a redraw from a task
             # that a button started (not a cell) would go nowhere.
-            from ._png import displayed_size, figure_png, png_display_data
+            from .figures.png import displayed_size, figure_png, png_display_data
 
             png = figure_png(fig, scale=1)
             self.output.outputs = (png_display_data(png, displayed_size(fig), "<live figure>"),)

@@ -31,12 +31,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...chain import Chain
-from ...chainreport import ChainReport
+from ...chain.chain import Chain
+from ...chain.report import ChainReport
+from ...chain.stage import Stage
 from ...config import PipelineConfig
 from ...events import EventKind, fan_out
 from ...retry import Backoff
-from ...stage import Stage
 from .client import PartnerClient
 
 __all__ = ["CursorFeed", "IngestConfig", "IngestRun", "PageRequest", "ingest"]

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...sim.workloads.runtrace import RunTrace, TraceRecorder
+from ...sim.workloads.traces.runtrace import RunTrace, TraceRecorder
 from .chain import IngestConfig, IngestRun, ingest
 from .client import PartnerClient
 from .sink import open_sink

@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from ...sim._tdist import t_quantile
 from ...sim.analysis.calibrate import Calibration, calibrate
 from ...sim.running.simulate import simulate
+from ...sim.stats.tdist import t_quantile
 from ...sim.workloads.distributions import Empirical
 from .chain import IngestConfig
 from .record import METRICS, Recording, record_run

@@ -45,7 +45,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..._validate import show
-from ..stats import ProportionCI, proportion_ci
+from ..stats.intervals import ProportionCI, proportion_ci
 from ..workloads.arrivals import ArrivalProcess, Poisson, Trace
 from ..workloads.distributions import Distribution, Empirical, Exponential, LogNormal
 from ..workloads.failures import (
@@ -54,9 +54,9 @@ from ..workloads.failures import (
     NoFailures,
     PermanentFailures,
 )
-from ..workloads.runtrace import RunTrace, StageTrace
 from ..workloads.scenario import Scenario
 from ..workloads.stages import MAX_FAN_OUT, StageSpec
+from ..workloads.traces.runtrace import RunTrace, StageTrace
 
 __all__ = ["ArrivalFit", "Calibration", "ServiceFit", "StageFit", "calibrate", "ks_distance"]
 

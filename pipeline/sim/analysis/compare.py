@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..running._pool import check_picklable, default_workers, run_tasks
-from ..running.kernel import check_engine
-from ..stats import MeanCI, paired_difference, summarise_values
+from ..executors.pool import check_picklable, default_workers, run_tasks
+from ..running.kernel.run import check_engine
+from ..stats.intervals import MeanCI, paired_difference, summarise_values
 from ..workloads.scenario import Scenario
-from .slo import DERIVED_METRICS, metric_value
-from .sweep import _run_task
+from .planning.slo import DERIVED_METRICS, metric_value
+from .sweep import run_task
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -73,7 +73,7 @@ class Comparison:
 
     @property
     def interval(self) -> MeanCI:
-        """``(difference, half_width)`` as a :class:`~pipeline.sim.stats.MeanCI`."""
+        """``(difference, half_width)`` as a :class:`~pipeline.sim.stats.intervals.MeanCI`."""
         return MeanCI(self.difference, self.half_width)
 
     @property
@@ -106,7 +106,7 @@ class Comparison:
 
 
 def _welch_half_width(a: np.ndarray, b: np.ndarray, level: float) -> float:
-    from ..stats import t_quantile
+    from ..stats.intervals import t_quantile
 
     va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
     total = va + vb
@@ -139,7 +139,7 @@ def compare(
         a, b: the two scenarios.
         metric: a numeric summary key, e.g. ``"wait_mean_s"`` or ``"latency_p95_s"``,
             or a metric derived from the counts as :func:`~pipeline.sim.plan`'s SLOs
-            name them (:data:`~pipeline.sim.analysis.slo.DERIVED_METRICS`:
+            name them (:data:`~pipeline.sim.analysis.planning.slo.DERIVED_METRICS`:
             ``"shed_fraction"``, ``"dead_letter_fraction"``, ``"attempts_per_item"``, ...).
         replications: pairs of runs (>= 2).
         level: confidence of the interval, in (0, 1).
@@ -180,7 +180,7 @@ def compare(
     check_engine(engine)
     _check_derived(metric, a, b)
     # Replication 0 of a first, here: a misspelt metric fails before the other runs start.
-    first = _run_task(a, 0, engine)
+    first = run_task(a, 0, engine)
     if metric not in DERIVED_METRICS and (
         metric not in first or isinstance(first[metric], bool | str)
     ):
@@ -198,7 +198,7 @@ def compare(
 
     with tqdm(total=len(tasks), desc="compare", unit="run", disable=not progress) as bar:
         rest = run_tasks(
-            _run_task, tasks, workers=workers, bar=bar, what="compare", executor=executor
+            run_task, tasks, workers=workers, bar=bar, what="compare", executor=executor
         )
     summaries = [first, *rest]
     # One definition of each metric, the one plan() judges SLOs by.

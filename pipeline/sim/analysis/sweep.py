@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..running._pool import check_executor, check_picklable, default_workers, run_tasks
-from ..running.kernel import check_engine, refusal, unsupported
-from ..running.simulate import SimulationResult, _simulate_once
-from ..stats import summarise_values
+from ..executors.pool import check_executor, check_picklable, default_workers, run_tasks
+from ..running.kernel.run import check_engine, refusal, unsupported
+from ..running.result import SimulationResult
+from ..running.single import simulate_once
+from ..stats.intervals import summarise_values
 from ..workloads.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -69,10 +70,10 @@ def simulate_replication(
         raise TypeError(f"scenario must be a Scenario, got {scenario!r}")
     if isinstance(replication, bool) or not isinstance(replication, int) or replication < 0:
         raise ValueError(f"replication must be an integer >= 0, got {replication!r}")
-    return _simulate_once(scenario, replication, check_engine(engine))
+    return simulate_once(scenario, replication, check_engine(engine))
 
 
-def _run_task(scenario: Scenario, replication: int, engine: str) -> dict[str, Any]:
+def run_task(scenario: Scenario, replication: int, engine: str) -> dict[str, Any]:
     # Module level so a worker process can unpickle it; returns only the small summary.
     return simulate_replication(scenario, replication, engine=engine).summary
 
@@ -129,7 +130,7 @@ def sweep(
         executor: a :class:`concurrent.futures.Executor` to run the runs on
             instead of a local process pool (``processes`` is then ignored), e.g.
             a Dask client's ``get_executor()``; see
-            :func:`~pipeline.sim.analysis.cluster.scheduler_executor`. It is left open.
+            :func:`~pipeline.sim.executors.cluster.scheduler_executor`. It is left open.
 
     Returns:
         A DataFrame with one row per (grid point, replication), in grid order:
@@ -180,7 +181,7 @@ def sweep(
 
     with tqdm(total=len(tasks), desc="sweep", unit="run", disable=not progress) as bar:
         summaries = run_tasks(
-            _run_task,
+            run_task,
             tasks,
             workers=workers,
             bar=bar,
@@ -192,15 +193,15 @@ def sweep(
     rows = []
     for index, ((_, r, _), summary) in enumerate(zip(tasks, summaries, strict=True)):
         rows.append({**points[index // replications], "replication": r, **summary})
-    frame = _keep_none(pd.DataFrame(rows), rows, list(grid))
+    frame = keep_none(pd.DataFrame(rows), rows, list(grid))
     frame.attrs["grid"] = list(grid)
     return frame
 
 
-def _grid_columns(frame: pd.DataFrame) -> list[str]:
+def grid_columns(frame: pd.DataFrame) -> list[str]:
     """The grid's field names of a :func:`sweep` frame (``[]`` for an empty grid).
 
-    Shared with :mod:`pipeline.sim.analysis.planning`.
+    Shared with :mod:`pipeline.sim.analysis.planning.traffic`.
 
     Raises:
         ValueError: the frame did not come from :func:`sweep`.
@@ -216,7 +217,7 @@ def _grid_columns(frame: pd.DataFrame) -> list[str]:
     return columns[: columns.index("replication")]
 
 
-def _grid_groups(frame: pd.DataFrame, grid: Sequence[str]) -> Iterable[tuple[Any, pd.DataFrame]]:
+def grid_groups(frame: pd.DataFrame, grid: Sequence[str]) -> Iterable[tuple[Any, pd.DataFrame]]:
     """The rows of each grid point, in grid order; one group for an empty grid."""
     # groupby([]) raises "No group keys passed!": an empty grid is one point, base alone.
     return frame.groupby(list(grid), sort=False, dropna=False) if grid else [((), frame)]
@@ -227,16 +228,16 @@ def summarise_sweep(
 ) -> pd.DataFrame:
     """Mean and 95% confidence half-width of each metric, per grid point.
 
-    The rule is :func:`pipeline.sim.stats.summarise_values`: Student t
+    The rule is :func:`pipeline.sim.stats.intervals.summarise_values`: Student t
     half-widths across replications; NaN with a single replication or when
     some replication has no value (then the mean is over those that do).
     For a percentile (``latency_p95_s``) that is the t interval of the
     per-replication percentiles, valid because each replication is one
     independent value (its coverage is tested); for a distribution-free
-    interval of the median run use :func:`pipeline.sim.stats.quantile_ci` on
+    interval of the median run use :func:`pipeline.sim.stats.intervals.quantile_ci` on
     one grid point's column. To compare two grid points, replication by
     replication (they share their random numbers), use
-    :func:`pipeline.sim.stats.paired_difference` on their columns.
+    :func:`pipeline.sim.stats.intervals.paired_difference` on their columns.
 
     Args:
         frame: what :func:`sweep` returned.
@@ -252,7 +253,7 @@ def summarise_sweep(
     """
     import pandas as pd
 
-    grid = _grid_columns(frame)
+    grid = grid_columns(frame)
     skip = {*grid, "replication"}
     if metrics is None:
         metrics = [
@@ -270,7 +271,7 @@ def summarise_sweep(
             raise ValueError(f"unknown metric(s) {unknown}; allowed: {allowed}")
 
     rows = []
-    for _, part in _grid_groups(frame, grid):
+    for _, part in grid_groups(frame, grid):
         # Values from the rows, not the group keys: groupby turns None into NaN.
         row: dict[str, Any] = {column: part[column].iloc[0] for column in grid}
         row["replications"] = len(part)
@@ -279,15 +280,15 @@ def summarise_sweep(
             row[f"{metric}_mean"] = mean
             row[f"{metric}_ci95"] = half
         rows.append(row)
-    return _keep_none(pd.DataFrame(rows), rows, grid)
+    return keep_none(pd.DataFrame(rows), rows, grid)
 
 
-def _keep_none(
+def keep_none(
     frame: pd.DataFrame, rows: list[dict[str, Any]], columns: Sequence[str]
 ) -> pd.DataFrame:
     """Grid columns holding None (the unbounded queue) stay None rather than NaN.
 
-    Shared with :mod:`pipeline.sim.analysis.planning`.
+    Shared with :mod:`pipeline.sim.analysis.planning.traffic`.
     """
     import pandas as pd
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.sim.workloads.distributions import _integer, _number
+from pipeline._validate import integer, real
 
 __all__ = [
     "MMcKResult",
@@ -50,8 +50,8 @@ def erlang_b(c: int, offered_load: float) -> float:
         c: servers, >= 1.
         offered_load: ``a = lambda * E[S]`` in Erlangs, >= 0.
     """
-    c = _integer("c", c, "servers", at_least=1)
-    a = _number("offered_load", offered_load, "Erlangs", at_least=0)
+    c = integer("c", c, "servers", at_least=1)
+    a = real("offered_load", offered_load, "Erlangs", at_least=0)
     b = 1.0
     for k in range(1, c + 1):
         b = a * b / (k + a * b)
@@ -110,7 +110,7 @@ class MMcResult:
 
     def p_wait_longer_than(self, t: float) -> float:
         """P(Wq > t) = C exp(-(c mu - lambda) t) for ``t >= 0`` seconds."""
-        t = _number("t", t, "seconds", at_least=0)
+        t = real("t", t, "seconds", at_least=0)
         return self.p_wait * math.exp(-self._decay * t)
 
     def wait_quantile(self, q: float) -> float:
@@ -123,7 +123,7 @@ class MMcResult:
         Raises:
             ValueError: ``q`` not in ``[0, 1)``.
         """
-        q = _number("q", q, "probability in [0, 1)", at_least=0)
+        q = real("q", q, "probability in [0, 1)", at_least=0)
         if not q < 1:
             raise ValueError(f"q must be < 1 (the wait is unbounded), got {q!r}")
         if q <= 1.0 - self.p_wait:
@@ -132,8 +132,8 @@ class MMcResult:
 
 
 def _rates(arrival_rate: float, service_mean_s: float) -> tuple[float, float]:
-    lam = _number("arrival_rate", arrival_rate, "arrivals per second", above=0)
-    s = _number("service_mean_s", service_mean_s, "seconds", above=0)
+    lam = real("arrival_rate", arrival_rate, "arrivals per second", above=0)
+    s = real("service_mean_s", service_mean_s, "seconds", above=0)
     return lam, s
 
 
@@ -154,7 +154,7 @@ def mmc(arrival_rate: float, service_mean_s: float, c: int) -> MMcResult:
         4.0
     """
     lam, s = _rates(arrival_rate, service_mean_s)
-    c = _integer("c", c, "servers", at_least=1)
+    c = integer("c", c, "servers", at_least=1)
     a = lam * s
     rho = a / c
     if rho >= 1:
@@ -215,8 +215,8 @@ def mmck(arrival_rate: float, service_mean_s: float, c: int, K: int) -> MMcKResu
         ValueError: a non-positive rate or mean, ``c < 1`` or ``K < c``.
     """
     lam, s = _rates(arrival_rate, service_mean_s)
-    c = _integer("c", c, "servers", at_least=1)
-    K = _integer("K", K, "total capacity, in service included", at_least=1)
+    c = integer("c", c, "servers", at_least=1)
+    K = integer("K", K, "total capacity, in service included", at_least=1)
     if c > K:
         raise ValueError(f"K must be >= c (total capacity includes the {c} in service), got {K}")
     a = lam * s
@@ -255,8 +255,8 @@ def expected_in_system(arrival_rate: float, mean_time_s: float) -> float:
         arrival_rate: lambda, arrivals per second entering the system (>= 0).
         mean_time_s: W, mean time an item stays (seconds, >= 0).
     """
-    lam = _number("arrival_rate", arrival_rate, "arrivals per second", at_least=0)
-    return lam * _number("mean_time_s", mean_time_s, "seconds", at_least=0)
+    lam = real("arrival_rate", arrival_rate, "arrivals per second", at_least=0)
+    return lam * real("mean_time_s", mean_time_s, "seconds", at_least=0)
 
 
 def littles_law(
@@ -291,7 +291,7 @@ def littles_law(
             f"got {sorted(given) or 'none'}"
         )
     units = {"arrival_rate": "per second", "mean_time_s": "seconds", "mean_number": "items"}
-    v = {k: _number(k, x, units[k], at_least=0) for k, x in given.items()}
+    v = {k: real(k, x, units[k], at_least=0) for k, x in given.items()}
     if mean_number is None:
         return v["arrival_rate"] * v["mean_time_s"]
     divisor_name = "mean_time_s" if arrival_rate is None else "arrival_rate"
@@ -301,8 +301,8 @@ def littles_law(
 
 
 def _retry_args(p: float, k: int) -> tuple[float, int]:
-    p = _number("p", p, "failure probability per attempt", at_least=0, at_most=1)
-    return p, _integer("k", k, "attempts per item (max_attempts)", at_least=1)
+    p = real("p", p, "failure probability per attempt", at_least=0, at_most=1)
+    return p, integer("k", k, "attempts per item (max_attempts)", at_least=1)
 
 
 def retry_amplification(p: float, k: int) -> float:

@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ..workloads.distributions import _integer
+from ..._validate import integer
 
 if TYPE_CHECKING:
-    from ..running.simulate import SimulationResult
+    from ..running.result import SimulationResult
 
 __all__ = ["WarmupCut", "detect_warmup", "mser5", "warmup_series"]
 
@@ -85,7 +85,7 @@ def mser5(values: Sequence[float] | np.ndarray, batch_size: int = 5) -> WarmupCu
         >>> mser5(ramp).index
         100
     """
-    size = _integer("batch_size", batch_size, "values per batch", at_least=1)
+    size = integer("batch_size", batch_size, "values per batch", at_least=1)
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 1:
         raise ValueError(f"values must be 1-D, got shape {x.shape}")

@@ -16,7 +16,7 @@ finished the item (or its parent): time spent waiting for room in this
 stage's queue counts as this stage's wait, as backpressure at the source
 counts as waiting at the source.
 
-The kernel's chain path (:mod:`pipeline.sim.running._kernel_chain`) replays
+The kernel's chain path (:mod:`pipeline.sim.running.kernel.chain`) replays
 that run without asyncio and hands back the same report and event logs;
 :func:`simulate_chain` turns either into the same result.
 
@@ -29,9 +29,7 @@ not change the traffic another sees.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
-import random
 import time
 from collections.abc import AsyncIterator
 from functools import cached_property
@@ -39,59 +37,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...chain import Chain
-from ...chainreport import ChainReport, StageReport
-from ...records import RunReport
-from ...stage import Stage
+from ...chain.chain import Chain
+from ...chain.report import ChainReport
+from ...chain.stage import Stage
 from ..vloop import run_virtual, wake_unless_cancelled
-from ..workloads.scenario import Scenario, ServiceTrace, Streams
-from ..workloads.stages import StageSpec
+from ..workloads.scenario import Scenario, Streams
 from .recorder import ItemColumns, Recorder, item_columns, step_series
-from .simulate import SimulationResult
+from .result import SimulationResult
+from .workload import StageWorkload
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["ChainSimulationResult", "simulate_chain"]
 
-_RETRY_BLOCK = 4096
 
-
-class _StageWorkload:
-    """One stage's random inputs: first service times up front, retries on demand."""
-
-    def __init__(self, spec: StageSpec, n: int, seed: int, replication: int, number: int) -> None:
-        service_seq, retry_seq, failure_seq, jitter_seq = np.random.SeedSequence(
-            [seed, replication, 1 + number]
-        ).spawn(4)
-        service = spec.service
-        if isinstance(service, ServiceTrace):
-            if len(service.times_s) < n:
-                raise ValueError(
-                    f"stage {spec.name!r}: the service trace has {len(service.times_s)} times "
-                    f"but {n} items may reach the stage"
-                )
-            first = np.array(service.times_s[:n], dtype=np.float64)
-        else:
-            first = service.sample(np.random.default_rng(service_seq), n)
-        self.spec = spec
-        self.n = n
-        self.first_attempt_s = first.tolist()
-        self.failures = spec.failures.bind(np.random.default_rng(failure_seq), n)
-        self.jitter = random.Random(int(jitter_seq.generate_state(1)[0]))
-        self._retry_rng = np.random.default_rng(retry_seq)
-        self._pool: list[float] = []
-
-    def retry_time(self, item_id: int) -> float:
-        service = self.spec.service
-        if isinstance(service, ServiceTrace):
-            return service.times_s[item_id]
-        if not self._pool:
-            self._pool.extend(service.sample(self._retry_rng, _RETRY_BLOCK).tolist()[::-1])
-        return self._pool.pop()
-
-
-def _handler(work: _StageWorkload, sleep: Any) -> Any:
+def _handler(work: StageWorkload, sleep: Any) -> Any:
     """The simulated handler of one stage: service time, failures, children."""
     attempts = [0] * work.n
     first, failures, fan_out = work.first_attempt_s, work.failures, work.spec.fan_out
@@ -135,7 +96,7 @@ async def _run_chain(
     stages, recorders = [], []
     reaching = len(arrivals)
     for number, spec in enumerate(scenario.stages):
-        work = _StageWorkload(spec, reaching, scenario.seed, replication, number)
+        work = StageWorkload(spec, reaching, scenario.seed, replication, number)
         # Attempts cut short by a timeout must cancel their timers too, as asyncio.sleep does.
         sleep = asyncio.sleep if spec.config.attempt_timeout_s is not None else fast_sleep
         recorder = Recorder()
@@ -307,39 +268,6 @@ def _items_held(stages: list[SimulationResult]) -> tuple[np.ndarray, np.ndarray]
     return times, total
 
 
-def chain_report(stages: list[tuple[str, RunReport, Any]], finished_s: float) -> ChainReport:
-    """The :class:`~pipeline.ChainReport` the engine's close builds, for a kernel run.
-
-    Args:
-        stages: per stage, in order: its name, its :class:`~pipeline.RunReport`
-            and its hand-off account (``outputs``, ``handed_on``,
-            ``hand_off_blocked_s``; nothing is stranded in a run whose drain
-            finished).
-        finished_s: the loop time the chain closed.
-    """
-    reports = {
-        name: StageReport(
-            **{field.name: getattr(report, field.name) for field in dataclasses.fields(RunReport)},
-            name=name,
-            outputs=joint.outputs,
-            handed_on=joint.handed_on,
-            stranded=[],
-            hand_off_blocked_s=joint.hand_off_blocked_s,
-            batches=0,
-        )
-        for name, report, joint in stages
-    }
-    head, tail = reports[stages[0][0]], reports[stages[-1][0]]
-    return ChainReport(
-        stages=reports,
-        offered=head.offered,
-        completed=tail.outputs,
-        drain_timed_out=False,
-        started_s=head.started_s,
-        finished_s=finished_s,
-    )
-
-
 def simulate_chain(
     scenario: Scenario, replication: int, engine: str = "asyncio"
 ) -> ChainSimulationResult:
@@ -354,7 +282,7 @@ def simulate_chain(
     """
     began = time.perf_counter()
     if engine == "kernel":
-        from .kernel import run_chain_kernel
+        from .kernel.run import run_chain_kernel
 
         report, arrivals, recorders = run_chain_kernel(scenario, replication)
     else:

@@ -1,7 +1,7 @@
 """Independent reference models for cross-checks: the same FCFS queue in SimPy.
 
 Tests and benchmarks compare the engine against models that share none of
-its code. :func:`~pipeline.sim.workloads.traces.exact_fcfs_waits` is the exact
+its code. :func:`~pipeline.sim.workloads.traces.replay.exact_fcfs_waits` is the exact
 recursion; :func:`simpy_fcfs_waits` is the textbook discrete-event model
 (an unbounded ``Store`` and long-lived worker processes). SimPy is a test
 extra (``pip install pipeline-lab[test]``), imported only when called.

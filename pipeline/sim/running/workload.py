@@ -1,4 +1,5 @@
-"""``Workload``: one replication's random inputs, shared by the engine and the kernel.
+"""``Workload``: one replication's random inputs, shared by the engine and the kernel
+(and ``StageWorkload``, one stage's, for a chain).
 
 Both engines must see the very same numbers: arrival times, first service
 times and failure draws come from the scenario's seeded streams up front;
@@ -7,12 +8,16 @@ retry service times come from their own stream, in the order attempts start.
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 
 from ..workloads.failures import AttemptFailures
-from ..workloads.scenario import Scenario, ServiceTrace, Streams
+from ..workloads.scenario import Scenario, Streams
+from ..workloads.stages import StageSpec
+from ..workloads.traces.service import ServiceTrace
 
-__all__ = ["Workload"]
+__all__ = ["StageWorkload", "Workload"]
 
 _RETRY_BLOCK = 4096  # retry service times drawn at a time
 
@@ -59,3 +64,40 @@ class Workload:
         if not pool:
             pool.extend(service.sample(self.streams.retry_service, _RETRY_BLOCK).tolist()[::-1])
         return pool.pop()
+
+
+class StageWorkload:
+    """One stage's random inputs, for a chain: first service times up front, retries on demand.
+
+    Shared by the chain on the engine (:mod:`.chained`) and the kernel's chain path.
+    """
+
+    def __init__(self, spec: StageSpec, n: int, seed: int, replication: int, number: int) -> None:
+        service_seq, retry_seq, failure_seq, jitter_seq = np.random.SeedSequence(
+            [seed, replication, 1 + number]
+        ).spawn(4)
+        service = spec.service
+        if isinstance(service, ServiceTrace):
+            if len(service.times_s) < n:
+                raise ValueError(
+                    f"stage {spec.name!r}: the service trace has {len(service.times_s)} times "
+                    f"but {n} items may reach the stage"
+                )
+            first = np.array(service.times_s[:n], dtype=np.float64)
+        else:
+            first = service.sample(np.random.default_rng(service_seq), n)
+        self.spec = spec
+        self.n = n
+        self.first_attempt_s = first.tolist()
+        self.failures = spec.failures.bind(np.random.default_rng(failure_seq), n)
+        self.jitter = random.Random(int(jitter_seq.generate_state(1)[0]))
+        self._retry_rng = np.random.default_rng(retry_seq)
+        self._pool: list[float] = []
+
+    def retry_time(self, item_id: int) -> float:
+        service = self.spec.service
+        if isinstance(service, ServiceTrace):
+            return service.times_s[item_id]
+        if not self._pool:
+            self._pool.extend(service.sample(self._retry_rng, _RETRY_BLOCK).tolist()[::-1])
+        return self._pool.pop()

@@ -31,17 +31,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..._validate import integer, real
 from .distributions import (
-    _build,
-    _build_from_file,
-    _generator,
-    _integer,
-    _number,
-    _require,
-    _split_spec,
+    build,
+    build_from_file,
+    generator,
+    require,
+    split_spec,
 )
 from .profiles import DailyCurve, IntervalCounts, PiecewiseLinear
-from .tracefile import read_trace_csv
+from .traces.reader import read_trace_csv
 
 __all__ = [
     "ArrivalProcess",
@@ -90,11 +89,11 @@ class ArrivalProcess:
                 f"give exactly one of n (number of arrivals) or duration_s (seconds), "
                 f"got n={n!r}, duration_s={duration_s!r}"
             )
-        rng = _generator(rng)
+        rng = generator(rng)
         if n is not None:
-            out = self._by_count(rng, _integer("n", n, "number of arrivals"))
+            out = self._by_count(rng, integer("n", n, "number of arrivals"))
         else:
-            out = self._by_duration(rng, _number("duration_s", duration_s, "seconds", at_least=0))
+            out = self._by_duration(rng, real("duration_s", duration_s, "seconds", at_least=0))
         return np.asarray(out, dtype=np.float64)
 
     def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -117,7 +116,7 @@ class Poisson(ArrivalProcess):
     rate: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rate", _number("rate", self.rate, _UNIT, above=0))
+        object.__setattr__(self, "rate", real("rate", self.rate, _UNIT, above=0))
 
     def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return np.cumsum(rng.exponential(1.0 / self.rate, n))
@@ -133,7 +132,7 @@ class Deterministic(ArrivalProcess):
     rate: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rate", _number("rate", self.rate, _UNIT, above=0))
+        object.__setattr__(self, "rate", real("rate", self.rate, _UNIT, above=0))
 
     def _by_count(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return np.arange(1, n + 1) / self.rate
@@ -170,9 +169,9 @@ class MarkovModulated(ArrivalProcess):
                 "rates and mean_durations_s must be non-empty sequences of equal length "
                 f"(one per state), got rates={rates!r}, mean_durations_s={durs!r}"
             )
-        rates = tuple(_number(f"rates[{i}]", r, _UNIT, at_least=0) for i, r in enumerate(rates))
+        rates = tuple(real(f"rates[{i}]", r, _UNIT, at_least=0) for i, r in enumerate(rates))
         durs = tuple(
-            _number(f"mean_durations_s[{i}]", d, "seconds", above=0) for i, d in enumerate(durs)
+            real(f"mean_durations_s[{i}]", d, "seconds", above=0) for i, d in enumerate(durs)
         )
         if not any(rates):
             raise ValueError(f"at least one of rates must be > 0 ({_UNIT}), got {rates!r}")
@@ -256,7 +255,7 @@ class OnOff(MarkovModulated):
             ("mean_on_s", "seconds", {"above": 0}),
             ("mean_off_s", "seconds", {"above": 0}),
         ):
-            object.__setattr__(self, name, _number(name, getattr(self, name), unit, **kwargs))
+            object.__setattr__(self, name, real(name, getattr(self, name), unit, **kwargs))
         if not (self.rate_on > 0 or self.rate_off > 0):
             raise ValueError(f"rate_on or rate_off must be > 0 ({_UNIT}), got both 0")
         object.__setattr__(self, "rates", (self.rate_on, self.rate_off))
@@ -287,10 +286,10 @@ class TimeVarying(ArrivalProcess):
     def __post_init__(self) -> None:
         if not callable(self.rate_fn):
             raise TypeError(f"rate_fn must be callable (t seconds -> rate), got {self.rate_fn!r}")
-        object.__setattr__(self, "max_rate", _number("max_rate", self.max_rate, _UNIT, above=0))
+        object.__setattr__(self, "max_rate", real("max_rate", self.max_rate, _UNIT, above=0))
         if self.period_s is not None:
             object.__setattr__(
-                self, "period_s", _number("period_s", self.period_s, "seconds", above=0)
+                self, "period_s", real("period_s", self.period_s, "seconds", above=0)
             )
 
     @classmethod
@@ -350,8 +349,8 @@ class TimeVarying(ArrivalProcess):
         Exact for :class:`PiecewiseLinear` and :class:`IntervalCounts`; otherwise
         Simpson's rule on a fine grid.
         """
-        t0 = _number("t0_s", t0_s, "seconds", at_least=0)
-        t1 = _number("t1_s", t1_s, "seconds", at_least=t0)
+        t0 = real("t0_s", t0_s, "seconds", at_least=0)
+        t1 = real("t1_s", t1_s, "seconds", at_least=t0)
         if isinstance(self.rate_fn, PiecewiseLinear):
             knots = np.asarray(self.rate_fn.times_s)
             grid = np.unique(np.concatenate(([t0, t1], knots[(knots > t0) & (knots < t1)])))
@@ -450,7 +449,7 @@ class Trace(ArrivalProcess):
             array = np.array(times, dtype=np.float64)
         except OverflowError:  # a number too large for a float: name it
             for i, x in enumerate(times):
-                _number(f"times[{i}]", x, "seconds", at_least=0)
+                real(f"times[{i}]", x, "seconds", at_least=0)
             raise
         except (TypeError, ValueError):
             raise TypeError(
@@ -552,10 +551,10 @@ def parse_arrivals(spec: str) -> ArrivalProcess:
         TypeError: ``spec`` is not a str.
     """
     kind = "arrivals"
-    name, p = _split_spec(spec, kind, _ARRIVAL_KEYS, ("file", "column"))
+    name, p = split_spec(spec, kind, _ARRIVAL_KEYS, ("file", "column"))
     if name == "counts":
-        _require(spec, kind, name, p, ("file", "interval_s"))
-        return _build_from_file(  # type: ignore[return-value]
+        require(spec, kind, name, p, ("file", "interval_s"))
+        return build_from_file(  # type: ignore[return-value]
             spec,
             kind,
             p["file"],
@@ -563,6 +562,6 @@ def parse_arrivals(spec: str) -> ArrivalProcess:
                 p["file"], interval_s=p["interval_s"], column=p.get("column")
             ),
         )
-    _require(spec, kind, name, p, _ARRIVAL_KEYS[name])
+    require(spec, kind, name, p, _ARRIVAL_KEYS[name])
     cls = {"poisson": Poisson, "constant": Deterministic, "onoff": OnOff}[name]
-    return _build(spec, kind, lambda: cls(**p))  # type: ignore[return-value]
+    return build(spec, kind, lambda: cls(**p))  # type: ignore[return-value]

@@ -20,14 +20,14 @@ Example::
 from __future__ import annotations
 
 import math
-import operator
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..._validate import real, show
+from ..._validate import integer, real, show
+from .fitting import fit_lognormal, lognormal_quantile, lognormal_sigma2
 
 __all__ = [
     "Constant",
@@ -44,28 +44,7 @@ __all__ = [
 # -- small validators shared by the sim workload modules -------------------------------
 
 
-_show = show  # render a user-given value for an error message
-
-
-_number = real  # a finite float, or a ValueError naming the parameter and its bounds
-
-
-def _integer(name: str, value: object, what: str, *, at_least: int = 0) -> int:
-    """Return ``value`` as an int >= ``at_least``, or raise naming ``name``."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer ({what}), got {value!r}")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(
-            f"{name} must be an integer ({what}), got {_show(value)} of type {type(value).__name__}"
-        ) from None
-    if n < at_least:
-        raise ValueError(f"{name} must be >= {at_least} ({what}), got {_show(n)}")
-    return n
-
-
-def _generator(rng: object) -> np.random.Generator:
+def generator(rng: object) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
         raise TypeError(
             "rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(1)), "
@@ -74,7 +53,7 @@ def _generator(rng: object) -> np.random.Generator:
     return rng
 
 
-def _split_spec(
+def split_spec(
     spec: object,
     kind: str,
     allowed: Mapping[str, Sequence[str]],
@@ -88,7 +67,7 @@ def _split_spec(
     allowed.
     """
     if not isinstance(spec, str):
-        raise TypeError(f"{kind} spec must be a str like 'name:key=value', got {_show(spec)}")
+        raise TypeError(f"{kind} spec must be a str like 'name:key=value', got {show(spec)}")
     names = ", ".join(sorted(allowed))
     name, _, rest = spec.strip().partition(":")
     name = name.strip().lower()
@@ -128,7 +107,7 @@ def _split_spec(
     return name, params
 
 
-def _require(spec: str, kind: str, name: str, params: dict, keys: Iterable[str]) -> None:
+def require(spec: str, kind: str, name: str, params: dict, keys: Iterable[str]) -> None:
     missing = [k for k in keys if k not in params]
     if missing:
         raise ValueError(
@@ -137,7 +116,7 @@ def _require(spec: str, kind: str, name: str, params: dict, keys: Iterable[str])
         )
 
 
-def _build(spec: str, kind: str, make: Callable[[], object]) -> object:
+def build(spec: str, kind: str, make: Callable[[], object]) -> object:
     try:
         return make()
     except (TypeError, ValueError) as exc:
@@ -164,8 +143,8 @@ class Distribution:
                 is not an integer.
             ValueError: ``size`` is negative.
         """
-        rng = _generator(rng)
-        size = _integer("size", size, "number of samples")
+        rng = generator(rng)
+        size = integer("size", size, "number of samples")
         return np.asarray(self._draw(rng, size), dtype=np.float64)
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -184,7 +163,7 @@ class Constant(Distribution):
     value: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "value", _number("value", self.value, "seconds", at_least=0))
+        object.__setattr__(self, "value", real("value", self.value, "seconds", at_least=0))
 
     @property
     def mean(self) -> float:
@@ -207,7 +186,7 @@ class Exponential(Distribution):
     mean: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", _number("mean", self.mean, "seconds", above=0))
+        object.__setattr__(self, "mean", real("mean", self.mean, "seconds", above=0))
 
     @property
     def rate(self) -> float:
@@ -235,9 +214,9 @@ class LogNormal(Distribution):
     cv: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", _number("mean", self.mean, "seconds", above=0))
+        object.__setattr__(self, "mean", real("mean", self.mean, "seconds", above=0))
         object.__setattr__(
-            self, "cv", _number("cv", self.cv, "std / mean; use Constant for cv=0", above=0)
+            self, "cv", real("cv", self.cv, "std / mean; use Constant for cv=0", above=0)
         )
 
     @classmethod
@@ -277,8 +256,6 @@ class LogNormal(Distribution):
                 (``mean=0.08, p99=1.2``: p99 is at most 14.97 x the mean); the
                 message says which fit is used and what it implies.
         """
-        from .fitting import fit_lognormal
-
         known = {"mean": mean, "cv": cv, "p50": p50, "p90": p90, "p95": p95, "p99": p99}
         fitted_mean, fitted_cv = fit_lognormal(known, rtol=rtol)
         return cls(fitted_mean, fitted_cv)
@@ -288,19 +265,15 @@ class LogNormal(Distribution):
 
         ``quantile(0.5)`` is the median, ``quantile(0.99)`` the p99.
         """
-        from .fitting import normal_quantile
-
-        q = _number("q", q, "probability", above=0)
+        q = real("q", q, "probability", above=0)
         if not q < 1:
-            raise ValueError(f"q must be < 1 (probability), got {_show(q)}")
-        sigma2 = self.sigma2
-        return math.exp(math.log(self.mean) - sigma2 / 2 + normal_quantile(q) * math.sqrt(sigma2))
+            raise ValueError(f"q must be < 1 (probability), got {show(q)}")
+        return lognormal_quantile(self.mean, self.cv, q)
 
     @property
     def sigma2(self) -> float:
         """Variance of the underlying normal: ``log(1 + cv**2)`` (dimensionless)."""
-        # cv**2 overflows past cv ~ 1e154, where log(1 + cv**2) is 2 log(cv) to the last bit.
-        return math.log1p(self.cv**2) if self.cv < 1e150 else 2.0 * math.log(self.cv)
+        return lognormal_sigma2(self.cv)
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
         sigma2 = self.sigma2
@@ -319,9 +292,9 @@ class Gamma(Distribution):
     cv: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", _number("mean", self.mean, "seconds", above=0))
+        object.__setattr__(self, "mean", real("mean", self.mean, "seconds", above=0))
         object.__setattr__(
-            self, "cv", _number("cv", self.cv, "std / mean; use Constant for cv=0", above=0)
+            self, "cv", real("cv", self.cv, "std / mean; use Constant for cv=0", above=0)
         )
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -336,11 +309,11 @@ class Uniform(Distribution):
     high: float
 
     def __post_init__(self) -> None:
-        low = _number("low", self.low, "seconds", at_least=0)
-        high = _number("high", self.high, "seconds", above=0)
+        low = real("low", self.low, "seconds", at_least=0)
+        high = real("high", self.high, "seconds", above=0)
         if not high > low:
             raise ValueError(
-                f"high must be > low (seconds), got low={_show(self.low)}, high={_show(self.high)}"
+                f"high must be > low (seconds), got low={show(self.low)}, high={show(self.high)}"
             )
         object.__setattr__(self, "low", low)
         object.__setattr__(self, "high", high)
@@ -378,7 +351,7 @@ class Empirical(Distribution):
             array = np.array(self.samples, dtype=np.float64)
         except OverflowError:  # a number too large for a float: name it
             for i, x in enumerate(self.samples):
-                _number(f"samples[{i}]", x, "seconds", at_least=0)
+                real(f"samples[{i}]", x, "seconds", at_least=0)
             raise
         except (TypeError, ValueError):
             raise TypeError(
@@ -474,7 +447,7 @@ def parse_distribution(spec: str) -> Distribution:
         InconsistentWorkloadWarning: log-normal numbers that cannot all hold.
     """
     kind = "distribution"
-    name, p = _split_spec(spec, kind, _DIST_KEYS, _TEXT_KEYS)
+    name, p = split_spec(spec, kind, _DIST_KEYS, _TEXT_KEYS)
     if name == "exponential":
         if ("mean" in p) == ("rate" in p):
             raise ValueError(
@@ -486,35 +459,35 @@ def parse_distribution(spec: str) -> Distribution:
             if not rate > 0:
                 raise ValueError(
                     f"invalid distribution spec {spec!r}: rate must be > 0 "
-                    f"(services per second), got {_show(rate)}"
+                    f"(services per second), got {show(rate)}"
                 )
             return Exponential(1.0 / rate)
-        return _build(spec, kind, lambda: Exponential(p["mean"]))  # type: ignore[return-value]
+        return build(spec, kind, lambda: Exponential(p["mean"]))  # type: ignore[return-value]
     if name == "lognormal":
         if set(p) == {"mean", "cv"}:  # the classic spelling, exactly as before
-            return _build(spec, kind, lambda: LogNormal(**p))  # type: ignore[return-value]
+            return build(spec, kind, lambda: LogNormal(**p))  # type: ignore[return-value]
         if len(p) < 2:
             raise ValueError(
                 f"lognormal spec {spec!r} needs two of mean, cv, p50, p90, p95, p99 "
                 "(e.g. lognormal:mean=S,cv=C or lognormal:p50=S,p99=S), "
                 f"got {', '.join(p) or 'none'}"
             )
-        return _build(spec, kind, lambda: LogNormal.from_quantiles(**p))  # type: ignore[return-value]
+        return build(spec, kind, lambda: LogNormal.from_quantiles(**p))  # type: ignore[return-value]
     if name == "empirical":
-        _require(spec, kind, name, p, ("file",))
-        return _build_from_file(
+        require(spec, kind, name, p, ("file",))
+        return build_from_file(
             spec, kind, p["file"], lambda: Empirical.from_csv(p["file"], column=p.get("column"))
         )
     keys = _DIST_KEYS[name]
-    _require(spec, kind, name, p, keys)
+    require(spec, kind, name, p, keys)
     cls = {"constant": Constant, "gamma": Gamma, "uniform": Uniform}[name]
-    return _build(spec, kind, lambda: cls(**p))  # type: ignore[return-value]
+    return build(spec, kind, lambda: cls(**p))  # type: ignore[return-value]
 
 
-def _build_from_file(spec: str, kind: str, path: str, make: Callable[[], object]) -> object:
-    """:func:`_build`, and a file that cannot be read is a ValueError naming the spec too."""
+def build_from_file(spec: str, kind: str, path: str, make: Callable[[], object]) -> object:
+    """:func:`build`, and a file that cannot be read is a ValueError naming the spec too."""
     try:
-        return _build(spec, kind, make)
+        return build(spec, kind, make)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ValueError(f"invalid {kind} spec {spec!r}: cannot read {path}: {reason}") from None

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..._validate import integer, real
 from ...errors import PermanentError, RateLimited
 from ...ratelimit import SlidingWindow
-from .distributions import _generator, _integer, _number
+from .distributions import generator
 
 __all__ = [
     "BLOCK",
@@ -81,7 +82,7 @@ class Failure:
         if not isinstance(self.error, BaseException):
             raise TypeError(f"error must be an exception instance, got {self.error!r}")
         if self.hang_s is not None:
-            object.__setattr__(self, "hang_s", _number("hang_s", self.hang_s, "seconds", above=0))
+            object.__setattr__(self, "hang_s", real("hang_s", self.hang_s, "seconds", above=0))
 
 
 class AttemptFailures:
@@ -144,7 +145,7 @@ class FailureModel:
             TypeError: ``rng`` is not a ``numpy.random.Generator``.
             ValueError: ``n_items`` is negative.
         """
-        return self._bind(_generator(rng), _integer("n_items", n_items, "items in the run"))
+        return self._bind(generator(rng), integer("n_items", n_items, "items in the run"))
 
     def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
         raise NotImplementedError
@@ -195,7 +196,7 @@ class IndependentFailures(FailureModel):
         object.__setattr__(
             self,
             "p",
-            _number("p", self.p, "failure probability per attempt", at_least=0, at_most=1),
+            real("p", self.p, "failure probability per attempt", at_least=0, at_most=1),
         )
 
     def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
@@ -241,7 +242,7 @@ class PermanentFailures(FailureModel):
         object.__setattr__(
             self,
             "fraction",
-            _number("fraction", self.fraction, "share of items", at_least=0, at_most=1),
+            real("fraction", self.fraction, "share of items", at_least=0, at_most=1),
         )
 
     def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
@@ -278,9 +279,9 @@ class Hangs(FailureModel):
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "p", _number("p", self.p, "hang probability per attempt", at_least=0, at_most=1)
+            self, "p", real("p", self.p, "hang probability per attempt", at_least=0, at_most=1)
         )
-        object.__setattr__(self, "hang_s", _number("hang_s", self.hang_s, "seconds", above=0))
+        object.__setattr__(self, "hang_s", real("hang_s", self.hang_s, "seconds", above=0))
 
     def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
         return _BoundHangs(self.p, self.hang_s, rng)
@@ -329,16 +330,16 @@ class Overload(FailureModel):
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "limit", _integer("limit", self.limit, "attempts in flight", at_least=1)
+            self, "limit", integer("limit", self.limit, "attempts in flight", at_least=1)
         )
         object.__setattr__(
             self,
             "p",
-            _number("p", self.p, "refusal probability above limit", at_least=0, at_most=1),
+            real("p", self.p, "refusal probability above limit", at_least=0, at_most=1),
         )
         if self.refuse_s is not None:
             object.__setattr__(
-                self, "refuse_s", _number("refuse_s", self.refuse_s, "seconds", above=0)
+                self, "refuse_s", real("refuse_s", self.refuse_s, "seconds", above=0)
             )
 
     def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
@@ -386,7 +387,7 @@ class ScriptedFailures(FailureModel):
                 f"got {self.fails!r}"
             )
         fails = tuple(
-            _integer(f"fails[{i}]", n, "failing attempts before success")
+            integer(f"fails[{i}]", n, "failing attempts before success")
             for i, n in enumerate(self.fails)
         )
         object.__setattr__(self, "fails", fails)
@@ -469,7 +470,7 @@ class TokenQuota(FailureModel):
     refuse_s: float | None = 0.2
 
     def __post_init__(self) -> None:
-        limit = _number("tokens_per_minute", self.tokens_per_minute, "tokens", above=0)
+        limit = real("tokens_per_minute", self.tokens_per_minute, "tokens", above=0)
         object.__setattr__(self, "tokens_per_minute", limit)
         if isinstance(self.tokens, str | bytes) or not isinstance(
             self.tokens, Sequence | np.ndarray
@@ -478,13 +479,13 @@ class TokenQuota(FailureModel):
                 f"tokens must be a sequence of token counts, one per item, got {self.tokens!r}"
             )
         tokens = tuple(
-            _number(f"tokens[{i}]", t, "tokens", at_least=0, at_most=limit)
+            real(f"tokens[{i}]", t, "tokens", at_least=0, at_most=limit)
             for i, t in enumerate(self.tokens)
         )
         object.__setattr__(self, "tokens", tokens)
         if self.refuse_s is not None:
             object.__setattr__(
-                self, "refuse_s", _number("refuse_s", self.refuse_s, "seconds", above=0)
+                self, "refuse_s", real("refuse_s", self.refuse_s, "seconds", above=0)
             )
 
     def __repr__(self) -> str:

@@ -53,6 +53,8 @@ __all__ = [
     "PERCENTILES",
     "InconsistentWorkloadWarning",
     "fit_lognormal",
+    "lognormal_quantile",
+    "lognormal_sigma2",
     "lognormal_value",
     "normal_quantile",
 ]
@@ -75,6 +77,18 @@ class InconsistentWorkloadWarning(UserWarning):
 def normal_quantile(q: float) -> float:
     """The standard normal quantile ``z_q`` for a probability ``q`` in (0, 1)."""
     return NormalDist().inv_cdf(q)
+
+
+def lognormal_sigma2(cv: float) -> float:
+    """Variance of the normal under a log-normal of variation ``cv``: ``log(1 + cv**2)``."""
+    # cv**2 overflows past cv ~ 1e154, where log(1 + cv**2) is 2 log(cv) to the last bit.
+    return math.log1p(cv**2) if cv < 1e150 else 2.0 * math.log(cv)
+
+
+def lognormal_quantile(mean: float, cv: float, q: float) -> float:
+    """The ``q`` quantile (0 < q < 1) of the log-normal of ``mean`` (seconds) and ``cv``."""
+    sigma2 = lognormal_sigma2(cv)
+    return math.exp(math.log(mean) - sigma2 / 2 + normal_quantile(q) * math.sqrt(sigma2))
 
 
 def _z(name: str) -> float:
@@ -141,9 +155,7 @@ def _fit_sigma_mu(known: dict[str, float]) -> tuple[tuple[str, str], float, floa
     """The two names the fit uses, and the fitted ``sigma`` and ``mu``."""
     percentiles = [n for n in PERCENTILES if n in known]
     if "cv" in known:
-        from .distributions import LogNormal
-
-        sigma = math.sqrt(LogNormal(1.0, known["cv"]).sigma2)
+        sigma = math.sqrt(lognormal_sigma2(known["cv"]))
         anchor = "mean" if "mean" in known else percentiles[-1]
         if anchor == "mean":
             mu = math.log(known["mean"]) - sigma * sigma / 2
@@ -226,9 +238,7 @@ def lognormal_value(name: str, mean: float, cv: float) -> float:
         return mean
     if name == "cv":
         return cv
-    from .distributions import LogNormal
-
-    return LogNormal(mean, cv).quantile(PERCENTILES[name] / 100.0)
+    return lognormal_quantile(mean, cv, PERCENTILES[name] / 100.0)
 
 
 def _check_the_rest(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .distributions import _number, _show
+from ..._validate import real, show
 
 __all__ = ["DailyCurve", "IntervalCounts", "PiecewiseLinear"]
 
@@ -39,9 +39,9 @@ class PiecewiseLinear:
 
     def __post_init__(self) -> None:
         t = tuple(
-            _number(f"times_s[{i}]", x, "seconds", at_least=0) for i, x in enumerate(self.times_s)
+            real(f"times_s[{i}]", x, "seconds", at_least=0) for i, x in enumerate(self.times_s)
         )
-        r = tuple(_number(f"rates[{i}]", x, _UNIT, at_least=0) for i, x in enumerate(self.rates))
+        r = tuple(real(f"rates[{i}]", x, _UNIT, at_least=0) for i, x in enumerate(self.rates))
         if len(t) < 2 or len(t) != len(r):
             raise ValueError(
                 "times_s and rates must have the same length >= 2, "
@@ -95,14 +95,14 @@ class IntervalCounts:
         if len(counts) == 0:
             raise ValueError("counts must not be empty (arrivals per interval)")
         counts = tuple(
-            _number(f"counts[{i}]", c, "arrivals per interval", at_least=0)
+            real(f"counts[{i}]", c, "arrivals per interval", at_least=0)
             for i, c in enumerate(counts)
         )
         if not any(counts):
             raise ValueError(f"counts must not all be 0 (arrivals per interval), got {counts!r}")
         object.__setattr__(self, "counts", counts)
         object.__setattr__(
-            self, "interval_s", _number("interval_s", self.interval_s, "seconds", above=0)
+            self, "interval_s", real("interval_s", self.interval_s, "seconds", above=0)
         )
         if not math.isfinite(self.period_s):
             raise ValueError(
@@ -164,22 +164,22 @@ class DailyCurve:
     width_h: float = 2.0
 
     def __post_init__(self) -> None:
-        base = _number("base_rate", self.base_rate, _UNIT, at_least=0)
-        peak = _number("peak_rate", self.peak_rate, _UNIT, above=0)
+        base = real("base_rate", self.base_rate, _UNIT, at_least=0)
+        peak = real("peak_rate", self.peak_rate, _UNIT, above=0)
         if peak < base:
             raise ValueError(
-                f"peak_rate must be >= base_rate ({_UNIT}), got peak_rate={_show(self.peak_rate)}, "
-                f"base_rate={_show(self.base_rate)}"
+                f"peak_rate must be >= base_rate ({_UNIT}), got peak_rate={show(self.peak_rate)}, "
+                f"base_rate={show(self.base_rate)}"
             )
         object.__setattr__(self, "base_rate", base)
         object.__setattr__(self, "peak_rate", peak)
         object.__setattr__(
             self,
             "peak_hour",
-            _number("peak_hour", self.peak_hour, "hour of day", at_least=0, at_most=24),
+            real("peak_hour", self.peak_hour, "hour of day", at_least=0, at_most=24),
         )
         object.__setattr__(
-            self, "width_h", _number("width_h", self.width_h, "hours", above=0, at_most=12)
+            self, "width_h", real("width_h", self.width_h, "hours", above=0, at_most=12)
         )
 
     period_s = 86_400.0

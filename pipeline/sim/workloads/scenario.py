@@ -15,14 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from ..._validate import FLOAT_MAX, real, show
+from ..._validate import real, show
 from ...config import PipelineConfig
 from .arrivals import ArrivalProcess
 from .distributions import Distribution
 from .failures import FailureModel, NoFailures
 from .stages import StageSpec
+from .traces.service import ServiceTrace
 
-__all__ = ["MAX_ITEM_SIZE_BYTES", "MAX_N_ITEMS", "Scenario", "ServiceTrace", "Streams"]
+__all__ = ["MAX_ITEM_SIZE_BYTES", "MAX_N_ITEMS", "Scenario", "Streams"]
 
 MAX_N_ITEMS = 10**9
 """Largest ``n_items``: a run keeps a few arrays of one float per item (8 GB each at 10**9)."""
@@ -30,34 +31,6 @@ MAX_N_ITEMS = 10**9
 MAX_ITEM_SIZE_BYTES = 2**32
 """Largest ``item_size_bytes`` (4 GiB): at most ``MAX_N_ITEMS`` such items still fit the
 int64 memory columns (``memory_bytes``, ``memory_peak_bytes``) without overflow."""
-
-
-@dataclass(frozen=True)
-class ServiceTrace:
-    """Given service times, one per item: every attempt of item *i* takes ``times_s[i]``.
-
-    Used to replay a recorded trace exactly.
-    """
-
-    times_s: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        times = tuple(
-            # Plain floats in range (nearly every trace) skip the general check.
-            value
-            if type(value) is float and 0 <= value <= FLOAT_MAX
-            else real(f"service time of item {index}", value, "seconds", at_least=0)
-            for index, value in enumerate(self.times_s)
-        )
-        object.__setattr__(self, "times_s", times)
-
-    def __repr__(self) -> str:
-        return f"ServiceTrace(<{len(self.times_s)} service times>)"
-
-    @property
-    def mean(self) -> float:
-        """Mean service time, seconds."""
-        return float(np.mean(self.times_s)) if self.times_s else 0.0
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from ..._validate import show
 from ...config import PipelineConfig
 from .distributions import Distribution
 from .failures import FailureModel, NoFailures
+from .traces.service import ServiceTrace
 
 __all__ = ["MAX_FAN_OUT", "StageSpec"]
 
@@ -48,8 +49,6 @@ class StageSpec:
     failures: FailureModel = field(default_factory=NoFailures)
 
     def __post_init__(self) -> None:
-        from .scenario import ServiceTrace
-
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError(f"stage name must be a non-empty string, got {show(self.name)}")
         if not isinstance(self.service, Distribution | ServiceTrace):

@@ -1,0 +1,544 @@
+"""``plan()``: the cheapest configuration that meets every SLO, with confidence.
+
+A search space (``{"concurrency": range(1, 65), "queue_maxsize": [100, 1000]}``)
+is walked in cost order -- fewest workers first, then the smallest queue (an
+unbounded one last), then the other fields in the order given; on a chain,
+whose fields are a stage's (``"write.concurrency"``), the fewest workers and
+queue slots in total over the stages searched -- and each
+configuration examined is simulated a few times, with more replications only
+where a verdict is still open. Every SLO (:mod:`~pipeline.sim.analysis.planning.slo`)
+is judged by a one-sided Student t bound across replications. The answer is
+the first configuration in cost order that meets every SLO while every
+cheaper one has been shown to fail one; when the replication budget runs out
+first, the plan says "undecided" and why, instead of guessing.
+
+Replication *r* of every configuration uses the random streams of
+``(seed, r)`` (common random numbers), so configurations are compared on the
+same traffic. The result does not depend on where the runs ran (one process,
+a pool, a Dask cluster): which runs to do next depends only on the results so far.
+
+Example:
+    >>> p = plan(base, {"concurrency": range(1, 65), "queue_maxsize": [100, 1000]},
+    ...          ["latency_p95_s<=0.5", "memory_peak_bytes<=200e6"])
+    >>> p.status, p.chosen
+    ('chosen', {'concurrency': 6, 'queue_maxsize': 100, 'on_full': 'block', 'max_attempts': 3})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...executors.pool import bootstrapping, check_picklable, pool_workers, run_tasks
+from ...running.kernel.run import check_engine, refusal, unsupported
+from ...running.replications import POOL_WORTH_S, estimated_seconds
+from ...running.single import simulate_once
+from ...workloads.scenario import Scenario
+from ..diagnostics.stability import unstable_note
+from .result import Plan, ranked_values
+from .slo import (
+    SLO,
+    Judgement,
+    check_confidence,
+    check_slo_metrics,
+    judge,
+    metric_counts,
+    metric_value,
+    parse_slos,
+)
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+__all__ = ["MAX_CANDIDATES", "Plan", "plan"]
+
+MAX_CANDIDATES = 100_000
+"""Most configurations a search space may hold (the product of its value lists)."""
+
+_MAX_REPLICATIONS = 10_000
+
+
+@dataclass
+class _Candidate:
+    """One configuration of the search: its place in cost order and what its runs measured."""
+
+    rank: int
+    point: dict[str, Any]
+    scenario: Scenario | None = None
+    note: str | None = None  # why it was rejected without runs
+    values: list[tuple[float, ...]] = field(default_factory=list)  # per replication
+    # Per replication, per SLO metric: (events, trials) behind a fraction, else None.
+    counts: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
+    engines: set[str] = field(default_factory=set)
+    judgements: tuple[Judgement, ...] = ()
+    verdict: str = "unexamined"  # meets | fails | undecided | unstable | unexamined
+
+    @property
+    def replications(self) -> int:
+        return len(self.values)
+
+    def judge(self, slos: Sequence[SLO], confidence: float) -> None:
+        columns = np.array(self.values, dtype=np.float64).T
+        tallies = list(zip(*self.counts, strict=True))
+        self.judgements = tuple(
+            judge(slo, column, confidence=confidence, counts=None if None in tally else list(tally))
+            for slo, column, tally in zip(slos, columns, tallies, strict=True)
+        )
+        verdicts = {j.verdict for j in self.judgements}
+        self.verdict = (
+            "fails" if "fails" in verdicts else "undecided" if "undecided" in verdicts else "meets"
+        )
+
+
+def _measure(
+    scenario: Scenario, replication: int, engine: str, metrics: tuple[str, ...]
+) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...]]:
+    # Module level so worker processes (or Dask workers) can unpickle it; returns
+    # only the values the SLOs need, the engine that ran, and the counts behind
+    # each fraction (for an exact bound when the replications agree).
+    summary = simulate_once(scenario, replication, engine).summary
+    values = tuple(metric_value(summary, m) for m in metrics)
+    return values, summary["engine"], tuple(metric_counts(summary, m) for m in metrics)
+
+
+# -- validating the arguments --------------------------------------------------------------
+
+
+def _replication_range(replications: int | Sequence[int]) -> tuple[int, int]:
+    allowed = (
+        "replications must be an integer >= 2 or a pair (min, max) with "
+        f"2 <= min <= max <= {_MAX_REPLICATIONS:,}"
+    )
+
+    def whole(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ValueError(f"{allowed}, got {replications!r}")
+        return int(value)
+
+    if isinstance(replications, Sequence) and not isinstance(replications, str):
+        if len(replications) != 2:
+            raise ValueError(f"{allowed}, got {replications!r}")
+        low, high = whole(replications[0]), whole(replications[1])
+    else:
+        low = high = whole(replications)
+    if not 2 <= low <= high <= _MAX_REPLICATIONS:
+        raise ValueError(f"{allowed}, got {replications!r}")
+    return low, high
+
+
+def replication_schedule(low: int, high: int) -> list[int]:
+    """Replication counts a configuration can reach: ``low``, doubling, capped at ``high``.
+
+    ``(3, 30)`` gives ``[3, 6, 12, 24, 30]``: a verdict is looked at after each.
+    """
+    counts = [low]
+    while counts[-1] < high:
+        counts.append(min(2 * counts[-1], high))
+    return counts
+
+
+def look_confidence(confidence: float, looks: int) -> float:
+    """The level of each look so that ``looks`` looks together keep ``confidence``.
+
+    Looking again after more replications, and stopping at the first decisive
+    bound, gives a wrong verdict more chances (optional stopping). By
+    Bonferroni, judging each look at ``1 - (1 - confidence) / looks`` keeps the
+    probability that any look gives a wrong verdict at most ``1 - confidence``.
+    """
+    return 1.0 - (1.0 - confidence) / looks
+
+
+def _plain_value(value: Any) -> Any:
+    """numpy scalars as Python ones, so the plan's tables and JSON hold plain values."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class _Seen:
+    """Values met so far: a set where they hash, a list for the rest (a 10,000-value range)."""
+
+    def __init__(self) -> None:
+        self._hashed: set[Any] = set()
+        self._other: list[Any] = []
+
+    def add(self, value: Any) -> bool:
+        """Remember ``value``; True if an equal one was met before."""
+        try:
+            if value in self._hashed:
+                return True
+            self._hashed.add(value)
+        except TypeError:
+            if value in self._other:
+                return True
+            self._other.append(value)
+        return False
+
+
+def _search_axes(
+    base: Scenario, search: Mapping[str, Sequence[Any]], engine: str
+) -> dict[str, list[Any]]:
+    """The search, checked: field -> distinct values, each accepted by the scenario."""
+    if not isinstance(search, Mapping):
+        raise TypeError(
+            f"search must be a dict of field name -> values, e.g. "
+            f"{{'concurrency': range(1, 65)}}, got {search!r}"
+        )
+    if not search:
+        raise ValueError(
+            "the search space is empty: give at least one field to vary, "
+            "e.g. {'concurrency': range(1, 65)}"
+        )
+    axes: dict[str, list[Any]] = {}
+    size = 1
+    for name, values in search.items():
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence | np.ndarray):
+            raise TypeError(
+                f"search[{name!r}] must be a sequence of values (a list or range), got {values!r}"
+            )
+        plain = [_plain_value(v) for v in values]
+        if not plain:
+            raise ValueError(f"the search space is empty: search[{name!r}] holds no value")
+        seen = _Seen()
+        for value in plain:
+            if seen.add(value):
+                raise ValueError(f"search[{name!r}] repeats the value {value!r}")
+            try:
+                scenario = base.replace(**{name: value})
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"search[{name!r}] = {value!r}: {exc}") from None
+            feature = unsupported(scenario) if engine == "kernel" else None
+            if feature is not None:
+                raise ValueError(f"search[{name!r}] = {value!r}: {refusal(feature)}")
+        axes[name] = plain
+        size *= len(plain)
+        if size > MAX_CANDIDATES:
+            raise ValueError(
+                f"the search space holds more than {MAX_CANDIDATES:,} configurations; "
+                "narrow a range or drop a field"
+            )
+    return axes
+
+
+# Config fields a default cost order minimises first, in this order; on a chain, the
+# total over the stages searched (their "stage.concurrency" fields, ...).
+_TOTALLED = ("concurrency", "queue_maxsize")
+
+
+def _totals(base: Scenario, axes: Mapping[str, Sequence[Any]]) -> list[list[str]]:
+    """A chain's default cost groups: its searched ``*.concurrency`` fields, then its
+    ``*.queue_maxsize`` fields (empty groups left out); none for a single stage."""
+    if base.stages is None:
+        return []
+    groups = [[f for f in axes if f.rpartition(".")[2] == total] for total in _TOTALLED]
+    return [group for group in groups if group]
+
+
+def _cost_fields(
+    axes: Mapping[str, Sequence[Any]], cost: Sequence[str] | None, totals: list[list[str]]
+) -> list[str]:
+    if cost is None and totals:
+        first = [f for group in totals for f in group]
+    elif cost is None:
+        first = [f for f in _TOTALLED if f in axes]
+    else:
+        first = [cost] if isinstance(cost, str) else list(cost)
+        unknown = [f for f in first if f not in axes]
+        if unknown:
+            raise ValueError(f"cost fields {unknown} are not searched; searched: {list(axes)}")
+    return first + [f for f in axes if f not in first]
+
+
+def _cost_order(
+    axes: Mapping[str, list[Any]], fields: Sequence[str], totals: Sequence[Sequence[str]] = ()
+) -> list[dict[str, Any]]:
+    """Every configuration, cheapest first.
+
+    Lexicographic in ``fields``; with ``totals`` (a chain's default), first by
+    the sum of each group's values in turn (total workers, then total queue
+    slots, an unbounded queue counting as infinite), lexicographic among equal
+    sums. Either way, one step cheaper in one field is earlier.
+    """
+    import itertools
+
+    ranked = {name: ranked_values(values) for name, values in axes.items()}
+    points = [
+        dict(zip(fields, combo, strict=True))
+        for combo in itertools.product(*(ranked[f] for f in fields))
+    ]
+    if totals:
+
+        def total(point: dict[str, Any], group: Sequence[str]) -> float:
+            return sum(math.inf if point[f] is None else point[f] for f in group)
+
+        # A stable sort: equal totals keep their lexicographic order.
+        points.sort(key=lambda point: tuple(total(point, group) for group in totals))
+    return points
+
+
+# -- running rounds of replications ------------------------------------------------------------
+
+
+class _Runner:
+    """Runs a round's tasks on the executor given, a process pool started once, or here."""
+
+    def __init__(
+        self, executor: Executor | None, workers: int, stack: contextlib.ExitStack, asked: bool
+    ):
+        self._executor = executor
+        self._workers = workers
+        self._stack = stack
+        self._asked = asked  # processes= was given, not left to the default
+
+    def run(self, tasks: list[tuple[Any, ...]], bar: Any) -> list[Any]:
+        executor = self._executor
+        if executor is None and self._workers > 1 and len(tasks) > 1:
+            if bootstrapping():
+                raise RuntimeError(
+                    "plan was called while a worker process imported the script that started "
+                    "it; put the call under 'if __name__ == \"__main__\":'"
+                )
+            # From an unguarded script: stop at once (processes asked for) or run here.
+            self._workers = pool_workers(self._workers, "plan", asked=self._asked)
+        if executor is None and self._workers > 1 and len(tasks) > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            from ...executors.pool import context
+
+            # One pool for every round: starting one costs about a second.
+            self._executor = executor = self._stack.enter_context(
+                ProcessPoolExecutor(max_workers=self._workers, mp_context=context())
+            )
+        return run_tasks(_measure, tasks, workers=1, bar=bar, what="plan", executor=executor)
+
+
+def _workers(
+    processes: int | None, executor: Executor | None, base: Scenario, engine: str, first: int
+) -> int:
+    if executor is not None:
+        return 1
+    if processes is not None:
+        return processes
+    import os
+
+    ran = "asyncio" if engine == "asyncio" or unsupported(base) is not None else "kernel"
+    # A pool only when the first round alone would take a few seconds in one process.
+    return (os.cpu_count() or 1) if estimated_seconds(base, ran, first) >= POOL_WORTH_S else 1
+
+
+def plan(
+    base: Scenario,
+    search: Mapping[str, Sequence[Any]],
+    slos: Sequence[str | SLO] | str,
+    *,
+    confidence: float = 0.95,
+    replications: int | tuple[int, int] = (3, 30),
+    cost: Sequence[str] | None = None,
+    lookahead: int = 4,
+    skip_unstable: bool = True,
+    executor: Executor | None = None,
+    processes: int | None = None,
+    engine: str = "auto",
+    progress: bool = True,
+) -> Plan:
+    """The cheapest configuration in ``search`` that meets every SLO with ``confidence``.
+
+    **Verdicts.** For each configuration and SLO, one value per replication;
+    the SLO *meets* when its one-sided Student t bound is on the right side of
+    the limit, *fails* when the opposite bound is on the wrong side, and is
+    *undecided* otherwise (see :func:`~pipeline.sim.analysis.planning.slo.judge`). A
+    configuration meets when every SLO meets, fails when any SLO fails, and is
+    undecided otherwise. A verdict may be looked at after each step of the
+    replication schedule (3, 6, 12, 24, 30 for ``(3, 30)``: L looks), so each
+    look uses the level ``1 - (1 - confidence) / L`` (:func:`look_confidence`):
+    the chance that a configuration gets a wrong verdict on an SLO, over all
+    its looks, stays at most ``1 - confidence``.
+    Replications that agree exactly leave a t bound no width: a fraction
+    (``shed_fraction`` ...) is then judged by the exact binomial bound on the
+    counts pooled over them (no event in N items: about 3/N at 95%), any
+    other metric by its exact value, and the judgement's note says so.
+
+    **Rounds (the stopping rule).** Configurations are ranked by cost (see
+    ``cost``). Each round:
+
+    1. the *target* is the cheapest examined configuration that meets (if any);
+    2. every undecided configuration cheaper than the target (every one, with no
+       target) that has fewer than ``max`` replications gets as many more as it
+       has (3, 6, 12, 24, ... capped at ``max``), replications ``n .. 2n - 1``;
+    3. with no target yet, the next ``lookahead`` configurations not yet
+       examined get ``min`` replications each; with ``skip_unstable``, ones that
+       queueing theory rejects
+       (:func:`~pipeline.sim.analysis.diagnostics.stability.unstable_note`) are marked
+       ``unstable`` without runs and do not count towards ``lookahead``;
+    4. the round's runs go out together (in parallel on a pool or ``executor``);
+       when a round has nothing to run, the plan stops.
+
+    So replications are only ever added to configurations whose verdict is
+    still open and that could still be the answer; a configuration has
+    ``min * 2**i`` replications, or ``max``.
+
+    **Outcome.** ``status`` is ``"chosen"`` when the target exists and every
+    cheaper configuration fails (or is unstable); ``"undecided"`` when some
+    cheaper configuration is still undecided at ``max`` replications (then
+    ``plan.chosen`` is None, ``plan.undecided`` says which configuration, SLO
+    and interval, with advice on run length, and ``plan.fallback`` names the
+    target, known to meet every SLO but perhaps not the cheapest);
+    ``"infeasible"`` when every configuration in the search fails.
+
+    Args:
+        base: the scenario every configuration starts from (its ``seed`` seeds
+            every run: replication *r* uses the streams of ``(seed, r)``).
+        search: field -> values to try; :class:`~pipeline.sim.Scenario` or
+            :class:`~pipeline.PipelineConfig` field names (``concurrency``,
+            ``queue_maxsize`` with None for unbounded, ``on_full``, ``max_attempts``, ...).
+        slos: expressions like ``"latency_p95_s<=0.5"``, ``"memory_peak_bytes<=200e6"``,
+            ``"shed_fraction<=0.01"``, ``"throughput_per_s>=49"``, or
+            :class:`~pipeline.sim.analysis.planning.slo.SLO` objects; every one must hold.
+        confidence: one-sided confidence level in [0.5, 1).
+        replications: ``(min, max)`` replications per configuration (an integer
+            N means exactly N, no adaptation); 2 <= min <= max.
+        cost: search fields in the order they are minimised (default:
+            ``concurrency``, then ``queue_maxsize``, then the others as given).
+            Within a field, numbers rank ascending, None (unbounded) last, other
+            values in the order given. A chain's default: total workers over
+            the searched ``STAGE.concurrency`` fields first, then total queue
+            slots over the ``STAGE.queue_maxsize`` fields (unbounded counts as
+            infinite), then, among equal totals, each field in turn as above
+            (concurrency fields in the order given, then queue sizes, then the
+            others): ``{"fetch.concurrency": [1, 2], "write.concurrency": [1, 2]}``
+            walks (1, 1), (1, 2), (2, 1), (2, 2), and (1, 3) comes after (2, 1).
+        lookahead: configurations examined per round while no target is known
+            (more means fewer rounds, each with more parallel runs).
+        skip_unstable: reject configurations queueing theory shows cannot keep
+            up, without running them (see
+            :func:`~pipeline.sim.analysis.diagnostics.stability.unstable_note`).
+        executor: a :class:`concurrent.futures.Executor` to run on (e.g. a Dask
+            client's ``get_executor()``, see
+            :func:`~pipeline.sim.executors.cluster.scheduler_executor`); left open.
+        processes: local worker processes when no ``executor`` is given
+            (default: one per CPU when the first round would take a few seconds,
+            else 1); 1 runs everything in this process.
+        engine: ``"auto"``, ``"asyncio"`` or ``"kernel"``, as for
+            :func:`~pipeline.sim.simulate`.
+        progress: show a progress bar (on stderr).
+
+    Returns:
+        A :class:`~pipeline.sim.analysis.planning.result.Plan`: ``status``,
+        ``chosen``, ``binding``, ``candidates`` (DataFrame), ``runs``,
+        ``figure()``, ``report()``, ``to_dict()``. Everything in it is the same
+        whatever ``processes`` or ``executor`` ran the runs.
+
+    Raises:
+        TypeError: ``base`` is not a Scenario, or ``search`` is not a dict of sequences.
+        ValueError: an empty search (or a field with no values), a value the
+            scenario rejects, a bad SLO (malformed, unknown metric, NaN or
+            infinite limit, a metric the run's summary does not have: a chain
+            has only its end-to-end ones,
+            :data:`~pipeline.sim.analysis.planning.slo.CHAIN_METRICS`, and no one
+            stage's such as ``write.utilisation``), bad ``confidence``,
+            ``replications``, ``cost``, ``lookahead``, ``processes`` or
+            ``engine``, or a scenario that cannot be pickled for worker processes.
+
+    Example:
+        >>> base = Scenario(arrivals=Poisson(rate=50), service=LogNormal(mean=0.08, cv=2),
+        ...                 config=PipelineConfig(max_attempts=3), n_items=20_000, seed=1)
+        >>> p = plan(base, {"concurrency": range(1, 65), "queue_maxsize": [100, 1000]},
+        ...          ["latency_p95_s<=0.5", "memory_peak_bytes<=200e6"])
+        >>> print(p)            # the choice, the binding SLO, the candidates
+        >>> p.figure()          # each SLO's metric against cost, with bounds and limits
+    """
+    if not isinstance(base, Scenario):
+        raise TypeError(f"base must be a Scenario, got {base!r}")
+    parsed = parse_slos(slos)
+    level = check_confidence(confidence)
+    low, high = _replication_range(replications)
+    if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 1:
+        raise ValueError(f"lookahead must be an integer >= 1, got {lookahead!r}")
+    if processes is not None and (
+        isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
+    ):
+        raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
+    engine = check_engine(engine)
+    axes = _search_axes(base, search, engine)
+    if base.stages is not None:
+        fans_out = any(stage.fan_out != 1 for stage in base.stages) or any(
+            str(name).rpartition(".")[2] == "fan_out" for name in axes
+        )
+        check_slo_metrics(parsed, chain=True, fan_out=fans_out)
+    else:
+        check_slo_metrics(parsed, chain=False)
+    totals = _totals(base, axes) if cost is None else []
+    fields = _cost_fields(axes, cost, totals)
+    order = _cost_order(axes, fields, totals)
+    candidates = [_Candidate(rank, point) for rank, point in enumerate(order)]
+    metrics = tuple(slo.metric for slo in parsed)
+    per_look = look_confidence(level, len(replication_schedule(low, high)))
+
+    workers = _workers(processes, executor, base, engine, lookahead * low)
+    if workers > 1 or executor is not None:
+        check_picklable([base], workers, "plan")
+
+    from tqdm.auto import tqdm
+
+    examined = 0  # candidates[:examined] have been looked at
+    with (
+        contextlib.ExitStack() as stack,
+        tqdm(total=0, desc="plan", unit="run", disable=not progress) as bar,
+    ):
+        runner = _Runner(executor, workers, stack, asked=processes is not None)
+        while True:
+            target = next((c for c in candidates[:examined] if c.verdict == "meets"), None)
+            cheaper = candidates[: target.rank if target else examined]
+            tasks: list[tuple[_Candidate, int]] = [
+                (c, r)
+                for c in cheaper
+                if c.verdict == "undecided" and c.replications < high
+                for r in range(c.replications, min(2 * c.replications, high))
+            ]
+            fresh = 0
+            while target is None and fresh < lookahead and examined < len(candidates):
+                candidate = candidates[examined]
+                examined += 1
+                candidate.scenario = _configured(base, candidate.point)
+                note = unstable_note(candidate.scenario, parsed) if skip_unstable else None
+                if note is not None:
+                    candidate.note, candidate.verdict = note, "unstable"
+                    continue
+                tasks += [(candidate, r) for r in range(low)]
+                fresh += 1
+            if not tasks:
+                break
+            bar.total += len(tasks)
+            bar.refresh()
+            payload = [(c.scenario, r, engine, metrics) for c, r in tasks]
+            touched: dict[int, _Candidate] = {}
+            measured = runner.run(payload, bar)
+            for (candidate, _), (values, ran, counts) in zip(tasks, measured, strict=True):
+                candidate.values.append(values)  # tasks list each candidate's runs in order
+                candidate.counts.append(counts)
+                candidate.engines.add(ran)
+                touched[candidate.rank] = candidate
+            for candidate in touched.values():
+                candidate.judge(parsed, per_look)
+
+    return Plan(
+        base=base,
+        search=axes,
+        cost=fields,
+        slos=parsed,
+        confidence=level,
+        look_confidence=per_look,
+        replications=(low, high),
+        candidates=candidates[:examined],
+        total=len(candidates),
+    )
+
+
+def _configured(base: Scenario, point: Mapping[str, Any]) -> Scenario:
+    try:
+        return base.replace(**point)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"search point {point}: {exc}") from None

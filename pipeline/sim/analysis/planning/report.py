@@ -1,0 +1,148 @@
+"""The text of a :class:`~.result.Plan`: outcome, reasons, candidates."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .result import Plan
+    from .slo import Judgement
+
+__all__: list[str] = []
+
+
+def _num(value: float) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.4g}"
+
+
+def _show(value: Any) -> str:
+    return "unbounded" if value is None else str(value)
+
+
+def _point(point: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={_show(value)}" for name, value in point.items())
+
+
+def _per_look(plan: Plan) -> str:
+    return f"{100 * plan.look_confidence:.4g}% per look"
+
+
+def _outcome(plan: Plan, level: str) -> list[str]:
+    target = plan._target
+    if plan.status == "chosen":
+        binding = plan.binding
+        lines = [
+            f"plan: chosen {_point(plan.chosen)}",
+            f"  meets every SLO at {level} confidence (one-sided bounds over "
+            f"{target.replications} replications, {_per_look(plan)}):",
+        ]
+        width = max(len(str(j.slo)) for j in target.judgements)
+        for j in target.judgements:
+            mark = "  <- binding: closest to its limit" if str(j.slo) == binding["slo"] else ""
+            side = "upper" if j.slo.upper else "lower"
+            lines.append(
+                f"    {j.slo!s:<{width}}  mean {_num(j.mean)}, {side} bound {_num(j.bound)}{mark}"
+            )
+            if j.note is not None:
+                lines.append(f"    {'':<{width}}  ({j.note})")
+        for step in binding["cheaper"]:
+            why = ", ".join(step["failed"]) if step["failed"] else (step["note"] or "")
+            lines.append(
+                f"  one step cheaper, {_point(step['change'])}: {step['verdict']}"
+                + (f" ({why})" if why else "")
+            )
+        return lines
+    if plan.status == "undecided":
+        lines = [
+            "plan: undecided -- the replication budget ran out before every cheaper "
+            "configuration was decided, so none is chosen",
+        ]
+        for q in plan.undecided:
+            lines.append(
+                f"  {_point(q['candidate'])}: {q['slo']} is undecided after "
+                f"{q['replications']} replications: mean {_num(q['mean'])}, {_per_look(plan)} "
+                f"bounds [{_num(q['low'])}, {_num(q['high'])}]"
+            )
+            if q["note"] is not None and q["note"] not in q["advice"]:
+                lines.append(f"    ({q['note']})")
+            lines.append(f"    advice: {q['advice']}")
+        if plan.fallback is not None:
+            lines.append(
+                f"  {_point(plan.fallback)} meets every SLO, but a cheaper configuration "
+                "above may meet them too"
+            )
+        lines.append(
+            "  rerun with a larger replication budget (replications=(min, max), "
+            "--max-replications) or longer runs"
+        )
+        return lines
+    lines = [
+        f"plan: infeasible -- no configuration in the search meets every SLO at {level} confidence",
+    ]
+    ran = [c for c in plan._candidates if c.replications]
+    if ran:
+        last = ran[-1]
+        failed = ", ".join(str(j.slo) for j in last.judgements if j.verdict == "fails")
+        lines.append(f"  the most expensive one run, {_point(last.point)}, fails {failed}")
+    lines.append("  widen the search (more workers, other queue sizes) or relax an SLO")
+    return lines
+
+
+def _table(plan: Plan) -> list[str]:
+    fields = list(plan.search)
+    headers = [*fields, "runs", "verdict", *(str(s) for s in plan.slos)]
+    rows = []
+    for c in plan._candidates:
+        cells = [_show(c.point[f]) for f in fields] + [str(c.replications), c.verdict]
+        judgements = {j.slo: j for j in c.judgements}
+        for slo in plan.slos:
+            j = judgements.get(slo)
+            if j is None:
+                cells.append("-")
+            else:
+                cells.append(f"{_num(j.mean)}{_spread(j)} {j.verdict}")
+        rows.append(cells)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    out = ["  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    out += ["  " + "  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)) for r in rows]
+    return out
+
+
+def _spread(j: Judgement) -> str:
+    """How far the bound is from the mean, as the table shows it."""
+    if j.basis == "binomial":  # exact, one-sided, and not symmetric: show the bound itself
+        return f" {'≤' if j.slo.upper else '≥'} {_num(j.bound)} (binomial)"
+    if j.basis == "exact":
+        return " (all runs equal)"
+    return "" if not math.isfinite(j.half_width) else f" ± {_num(j.half_width)}"
+
+
+def plan_report(plan: Plan) -> str:
+    """Outcome, reasons, what was searched, and one line per configuration examined."""
+    level = f"{100 * plan.confidence:.4g}%"
+    unstable = sum(c.verdict == "unstable" for c in plan._candidates)
+    lines = _outcome(plan, level)
+    lines.append(
+        f"  examined {len(plan._candidates)} of {plan.total_candidates} configurations in "
+        f"cost order ({', '.join(plan.cost)}), {unstable} rejected by queueing theory as "
+        f"unstable; {plan.runs_total} runs ({plan.replications[0]} to "
+        f"{plan.replications[1]} replications per configuration)"
+    )
+    if plan._candidates:
+        lines.append("")
+        look = f"{100 * plan.look_confidence:.4g}%"
+        lines.append(f"candidates (mean ± one-sided {look} half-width per look, verdict):")
+        lines += _table(plan)
+        bases = {j.basis for c in plan._candidates for j in c.judgements}
+        if "binomial" in bases:
+            lines.append(
+                "  (binomial): every run gave the same fraction, so no t interval; the bound is "
+                "the exact binomial one on the items pooled over the runs (about 3/N for none "
+                "in N at 95%)"
+            )
+        if "exact" in bases:
+            lines.append(
+                "  (all runs equal): every run gave the same value; no interval to estimate"
+            )
+    return "\n".join(lines)

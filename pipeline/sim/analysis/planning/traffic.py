@@ -1,0 +1,208 @@
+"""Capacity-planning helpers: traffic windows and fits, SLO choices with confidence.
+
+- :func:`trace_window` -- a few hours of a recorded trace, re-timed to start at 0;
+- :func:`fit_daily_curve` -- a :func:`~pipeline.sim.daily_curve` fitted to
+  recorded arrival times (base, peak, peak hour, width), for what-ifs;
+- :func:`slo_table`, :func:`smallest_config_meeting` -- which configurations of a
+  :func:`~pipeline.sim.sweep` meet an SLO *with confidence* (a one-sided upper
+  confidence bound across replications), and the cheapest of them.
+
+Example:
+    >>> frame = sweep(base, {"concurrency": [2, 3, 4], "queue_maxsize": [50, None]},
+    ...               replications=5)
+    >>> smallest_config_meeting(frame, "latency_p95_s", 30.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...._validate import real
+from ...stats.intervals import t_quantile
+from ...workloads.arrivals import DailyCurve, Trace, daily_curve
+from ...workloads.traces.replay import ScriptedFailures, TraceWorkload
+from ...workloads.traces.service import ServiceTrace
+from ..sweep import grid_columns, grid_groups, keep_none
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ...workloads.arrivals import TimeVarying
+
+__all__ = [
+    "fit_daily_curve",
+    "slo_table",
+    "smallest_config_meeting",
+    "trace_window",
+]
+
+
+def trace_window(workload: TraceWorkload, start_s: float, end_s: float) -> TraceWorkload:
+    """The items of ``workload`` arriving in ``[start_s, end_s)``, re-timed so ``start_s`` is 0.
+
+    Replaying three busy hours instead of a whole day keeps a what-if study
+    fast; the arrivals' spacing and every service time stay exactly as recorded.
+
+    Raises:
+        ValueError: ``end_s <= start_s`` or no arrival in the window.
+    """
+    start = real("start_s", start_s, "seconds", at_least=0)
+    end = real("end_s", end_s, "seconds", above=start)
+    times = workload.arrivals.arrival_times
+    lo, hi = np.searchsorted(times, [start, end], side="left")
+    if hi <= lo:
+        raise ValueError(f"no arrival in [{start:g}, {end:g}) s of {workload.path or 'the trace'}")
+    return TraceWorkload(
+        arrivals=Trace(times[lo:hi] - start),
+        service=ServiceTrace(workload.service.times_s[lo:hi]),
+        failures=ScriptedFailures(workload.failures.fails[lo:hi]),
+        path=workload.path,
+    )
+
+
+def fit_daily_curve(
+    arrival_s: Sequence[float] | np.ndarray, *, bin_s: float = 900.0, start_s: float = 0.0
+) -> TimeVarying:
+    """Fit ``daily_curve(base, peak, peak_hour, width_h)`` to one day of arrival times.
+
+    A method-of-moments fit on counts per ``bin_s``: ``base`` is the median
+    rate of the quietest quarter of bins, ``peak`` the highest rate of a
+    centred three-bin average, ``peak_hour`` the centre of mass of the
+    arrivals above ``base``, and ``width_h`` makes the bump's area
+    (``(peak - base) * width * sqrt(2 pi)``) equal those excess arrivals.
+
+    Args:
+        arrival_s: arrival times in seconds from midnight, within one day.
+        bin_s: width of the counting bins, seconds.
+        start_s: time of day at which the returned curve's clock starts (its
+            ``t = 0``), seconds from midnight; pair it with
+            ``trace_window(workload, start_s, ...)`` to model the same hours.
+
+    Returns:
+        A :class:`~pipeline.sim.TimeVarying` whose ``rate_fn`` is the fitted
+        :class:`~pipeline.sim.workloads.arrivals.DailyCurve`.
+
+    Raises:
+        ValueError: fewer than 100 arrivals, or times outside ``[0, 86400]`` s.
+    """
+    t = np.asarray(arrival_s, dtype=np.float64)
+    if t.size < 100:
+        raise ValueError(f"need at least 100 arrival times to fit a daily curve, got {t.size}")
+    if t.min() < 0 or t.max() > DailyCurve.period_s:
+        raise ValueError("arrival_s must lie within one day, [0, 86400] seconds from midnight")
+    width = real("bin_s", bin_s, "seconds", above=0)
+    start_h = real("start_s", start_s, "seconds", at_least=0, at_most=DailyCurve.period_s) / 3600
+    edges = np.arange(0.0, DailyCurve.period_s + width, width)
+    counts, _ = np.histogram(t, edges)
+    rates = counts / width
+    base = float(np.median(np.sort(rates)[: max(1, len(rates) // 4)]))
+    peak = float(np.convolve(rates, np.ones(3) / 3, mode="same").max())
+    excess = np.clip(rates - base, 0.0, None)
+    centres_h = (edges[:-1] + width / 2) / 3600.0
+    peak_hour = float(np.average(centres_h, weights=excess)) if excess.sum() > 0 else 12.0
+    area_s = float(excess.sum() * width)
+    width_h = area_s / max(peak - base, 1e-12) / math.sqrt(2 * math.pi) / 3600.0
+    hour = (peak_hour - start_h) % 24.0
+    return daily_curve(base, max(peak, base), hour, width_h=min(max(width_h, 0.1), 12.0))
+
+
+def slo_table(
+    frame: pd.DataFrame, metric: str, limit: float, *, confidence: float = 0.95
+) -> pd.DataFrame:
+    """Per grid point of a sweep: the metric's mean, its upper confidence bound, and the verdict.
+
+    ``upper`` is the one-sided Student t bound ``mean + t(confidence, R-1) s / sqrt(R)``
+    across the R replications: we are ``confidence`` sure that the metric's
+    *expected* value (its mean over runs like these) is below it. A point
+    ``meets`` the SLO when ``upper <= limit``. With one replication there is
+    no bound (NaN) and nothing meets it.
+
+    Args:
+        frame: what :func:`~pipeline.sim.sweep` returned.
+        metric: a summary column, e.g. ``"latency_p95_s"``.
+        limit: the SLO's threshold, in the metric's units.
+        confidence: one-sided confidence level in (0, 1).
+
+    Raises:
+        ValueError: ``metric`` is not a column, or ``confidence`` not in (0, 1).
+    """
+    import pandas as pd
+
+    if metric not in frame.columns:
+        raise ValueError(f"unknown metric {metric!r}; columns: {list(frame.columns)}")
+    level = real("confidence", confidence, "probability", above=0)
+    if not level < 1:
+        raise ValueError(f"confidence must be < 1, got {confidence!r}")
+    grid = grid_columns(frame)
+    rows = []
+    for _, part in grid_groups(frame, grid):
+        values = part[metric].to_numpy(dtype=np.float64)
+        n = len(values)
+        mean = float(values.mean())
+        if n >= 2 and np.isfinite(values).all():
+            upper = mean + t_quantile(level, n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
+        else:
+            upper = math.nan
+        row = {column: part[column].iloc[0] for column in grid}
+        row.update(replications=n, mean=mean, upper=upper, meets=bool(upper <= limit))
+        rows.append(row)
+    return keep_none(pd.DataFrame(rows), rows, grid)
+
+
+_DEFAULT_COST = ("concurrency", "queue_maxsize")
+
+
+def _cost_key(value: object) -> float:
+    return math.inf if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def smallest_config_meeting(
+    frame: pd.DataFrame,
+    metric: str,
+    limit: float,
+    *,
+    cost: Sequence[str] | None = None,
+    confidence: float = 0.95,
+) -> pd.Series | None:
+    """The cheapest grid point whose metric meets ``limit`` with ``confidence`` (or None).
+
+    Cheapest means smallest by the ``cost`` columns in order (fewest workers
+    first, then the smallest queue; an unbounded queue, None, counts as the
+    most expensive). See :func:`slo_table` for what "meets" means.
+
+    Args:
+        frame: what :func:`~pipeline.sim.sweep` returned.
+        metric: a summary column, e.g. ``"latency_p95_s"``.
+        limit: the SLO's threshold, in the metric's units.
+        cost: grid columns to minimise, in order. The default,
+            ``("concurrency", "queue_maxsize")``, uses those of the two the grid
+            varies (a field the grid does not vary costs the same everywhere);
+            with an empty grid there is a single point to choose.
+        confidence: one-sided confidence level in (0, 1).
+
+    Returns:
+        That point's row of :func:`slo_table`, or None when no point meets the SLO.
+
+    Raises:
+        ValueError: as :func:`slo_table`, or a ``cost`` column that is not a grid column.
+    """
+    table = slo_table(frame, metric, limit, confidence=confidence)
+    grid = grid_columns(frame)
+    if cost is None:
+        cost = [c for c in _DEFAULT_COST if c in grid]
+    else:
+        cost = [cost] if isinstance(cost, str) else list(cost)
+        missing = [c for c in cost if c not in grid]
+        if missing:
+            raise ValueError(
+                f"cost columns {missing} are not grid columns of the sweep; grid columns: {grid}"
+            )
+    meeting = table[table["meets"]]
+    if meeting.empty:
+        return None
+    order = sorted(meeting.index, key=lambda i: tuple(_cost_key(meeting.at[i, c]) for c in cost))
+    return meeting.loc[order[0]]

@@ -1,0 +1,117 @@
+"""``SimulationResult``: one simulated run -- its scenario, report, exact tables and summary.
+
+Also :class:`DrainTimeoutWarning`, the warning a run whose drain hit its
+timeout gives (:func:`~pipeline.sim.simulate` warns it).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...records import DeadLetter, RunReport
+from ..workloads.scenario import Scenario
+from .recorder import ItemColumns, StepSeries
+from .summary import summarise
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["DrainTimeoutWarning", "SimulationResult"]
+
+
+class DrainTimeoutWarning(UserWarning):
+    """Warned by :func:`simulate` when a run's drain hit ``drain_timeout_s``.
+
+    The items still queued, running or waiting for a retry at the deadline were
+    handed back unfinished: they have no finish time, so they are missing from
+    every latency statistic, and the heaviest tail is what gets cut. The
+    message names how many items were left and the remedies
+    (``drain_timeout_s=None`` or a longer one, or fewer items). Silence it on
+    purpose with ``warnings.simplefilter("ignore", DrainTimeoutWarning)``.
+    """
+
+
+class SimulationResult:
+    """One simulated run: the report, per-item records and exact time series.
+
+    Attributes:
+        scenario: what was simulated.
+        report: the engine's own :class:`~pipeline.RunReport` (payloads are item ids).
+        columns: per-item numpy columns (see :class:`~pipeline.sim.running.recorder.ItemColumns`).
+        series: exact step functions (see :class:`~pipeline.sim.running.recorder.StepSeries`).
+        wall_time_s: real seconds the simulation took.
+        summary: headline numbers, keys as in the command line's JSON;
+            ``wait_mean_ci95_s`` and ``latency_mean_ci95_s`` are the 95%
+            batch-means half-widths of ``wait_mean_s`` and ``latency_mean_s``
+            (:data:`BATCHES` batches in arrival order; NaN below
+            :data:`BATCH_MEANS_MIN_ITEMS` values), the run's own precision.
+        items: one row per item (DataFrame, built on first use).
+        timeseries: the step functions as a DataFrame (built on first use).
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        report: RunReport,
+        columns: ItemColumns,
+        series: StepSeries,
+        wall_time_s: float,
+        engine: str = "asyncio",
+    ) -> None:
+        self.scenario = scenario
+        self.engine = engine
+        self.report = report
+        self.columns = columns
+        self.series = series
+        self.wall_time_s = wall_time_s
+        self.summary = summarise(self)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (
+            f"<SimulationResult items={s['items_offered']} completed={s['items_completed']} "
+            f"dead_lettered={s['items_dead_lettered']} shed={s['items_shed']} "
+            f"wait_mean_s={s['wait_mean_s']:.4g} sim_time_s={s['sim_time_s']:.6g}>"
+        )
+
+    @property
+    def dead_letters(self) -> list[DeadLetter]:
+        """Dead-letter records (payloads are item ids)."""
+        return self.report.dead_letters
+
+    @cached_property
+    def items(self) -> pd.DataFrame:
+        """One row per item, in arrival order; columns as ``items.csv``."""
+        import pandas as pd
+
+        c = self.columns
+        return pd.DataFrame(
+            {
+                "item_id": np.arange(len(c.arrival_s)),
+                "arrival_s": c.arrival_s,
+                "admitted_s": c.admitted_s,
+                "start_s": c.start_s,
+                "finish_s": c.finish_s,
+                "wait_s": c.start_s - c.arrival_s,
+                "latency_s": c.finish_s - c.arrival_s,
+                "attempts": c.attempts,
+                "outcome": pd.Categorical.from_codes(c.outcome, ItemColumns.OUTCOMES),
+            }
+        )
+
+    @cached_property
+    def timeseries(self) -> pd.DataFrame:
+        """Exact step functions over virtual time; each row holds until the next."""
+        import pandas as pd
+
+        s = self.series
+        frame = pd.DataFrame({"time_s": s.time_s})
+        for name in StepSeries.COLUMNS:
+            frame[name] = getattr(s, name)
+        frame["in_system"] = s.in_system
+        frame["lag_items"] = s.lag_items
+        frame["memory_bytes"] = s.memory_bytes(self.scenario.item_size_bytes)
+        return frame

@@ -1,0 +1,165 @@
+"""One replication: the real :class:`~pipeline.Pipeline` on the virtual clock, or its kernel.
+
+The simulated source sleeps (in virtual time) until each arrival and yields
+the item's id; the simulated handler sleeps for the attempt's service time and
+then succeeds or fails as the failure model says (:func:`run_engine`).
+:func:`simulate_once` runs one replication on the engine asked for: the exact
+kernel when the scenario is inside its domain and ``engine`` allows it, a
+chain's run for a multi-stage scenario, else the asyncio engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+
+from ...engine import Pipeline
+from ...records import RunReport
+from ..vloop import resolve_unless_cancelled as _resolve_unless_cancelled
+from ..vloop import run_virtual
+from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
+from ..workloads.failures import NoFailures
+from ..workloads.scenario import Scenario
+from .recorder import Recorder, item_columns, step_series
+from .result import SimulationResult
+from .workload import Workload
+
+__all__ = ["run_engine", "simulate_once"]
+
+
+async def run_engine(
+    scenario: Scenario, replication: int
+) -> tuple[RunReport, np.ndarray, Recorder]:
+    workload = Workload(scenario, replication)
+    streams, arrivals = workload.streams, workload.arrival_s
+    first_attempt, failures = workload.first_attempt_s.tolist(), workload.failures
+    n = len(arrivals)
+    attempts = [0] * n
+    loop = asyncio.get_running_loop()
+    create_future, call_at, now = loop.create_future, loop.call_at, loop.time
+
+    def sleep(seconds: float) -> asyncio.Future[None]:
+        # asyncio.sleep minus its per-call overhead (this is the hot path). The
+        # guard lets the drain cancel the wait safely; the timer stays in the
+        # heap until due, which only matters when attempts are cut short often.
+        wake = create_future()
+        call_at(now() + seconds, _wake_unless_cancelled, wake)
+        return wake
+
+    if scenario.config.attempt_timeout_s is not None:
+        # Attempts may be cut short: cancel their timers too, as asyncio.sleep does.
+        sleep = asyncio.sleep  # type: ignore[assignment]
+
+    in_flight = 0
+    retry_time = workload.retry_time
+
+    async def cannot_fail(item_id: int) -> None:
+        # NoFailures: no failure draws and no count in flight, which only failure models read.
+        attempt = attempts[item_id] = attempts[item_id] + 1
+        await sleep(first_attempt[item_id] if attempt == 1 else retry_time(item_id))
+
+    async def handler(item_id: int) -> None:
+        nonlocal in_flight
+        attempt = attempts[item_id] = attempts[item_id] + 1
+        seconds = first_attempt[item_id] if attempt == 1 else retry_time(item_id)
+        in_flight += 1
+        try:
+            failure = failures.check(item_id, attempt, in_flight)
+            if failure is None:
+                await sleep(seconds)
+                return
+            await sleep(seconds if failure.hang_s is None else failure.hang_s)
+            raise failure.error
+        finally:
+            in_flight -= 1
+
+    recorder = Recorder()
+    pipe = Pipeline(
+        cannot_fail if isinstance(scenario.failures, NoFailures) else handler,
+        scenario.config,
+        on_event=recorder.listener,
+        rng=streams.jitter,
+        name="sim",
+    )
+    report = await pipe.run(_ArrivalSource(arrivals.tolist(), loop))
+    return report, arrivals, recorder
+
+
+class _ArrivalSource:
+    """The simulated source: yields item ids 0, 1, ..., each at its arrival time.
+
+    An async iterator, as an async generator would be, but without one: its
+    ``__anext__`` returns a future that the arrival's timer resolves with the
+    item id, so taking an item costs no generator frame to resume, no
+    ``asend`` object and no coroutine (this runs once per item). The producer
+    awaits that future exactly where it would have awaited the generator's
+    sleep, so every callback runs in the same order.
+
+    Args:
+        arrival_s: arrival times, seconds of virtual time, non-decreasing.
+        loop: the virtual loop the run is on.
+    """
+
+    __slots__ = ("_arrival_s", "_loop", "_next")
+
+    def __init__(self, arrival_s: list[float], loop: asyncio.AbstractEventLoop) -> None:
+        self._arrival_s = arrival_s
+        self._loop = loop
+        self._next = 0
+
+    def __aiter__(self) -> _ArrivalSource:
+        return self
+
+    def __anext__(self) -> asyncio.Future[int]:
+        item_id = self._next
+        if item_id >= len(self._arrival_s):
+            raise StopAsyncIteration
+        self._next = item_id + 1
+        loop = self._loop
+        arrival = self._arrival_s[item_id]
+        future = loop.create_future()
+        if arrival > loop.time():
+            # call_at, not call_later(delay): the timer fires at exactly `arrival`,
+            # which exact trace replay depends on.
+            loop.call_at(arrival, _resolve_unless_cancelled, future, item_id)
+        else:  # already arrived (the producer was held up): no wait
+            future.set_result(item_id)
+        return future
+
+
+def simulate_once(scenario: Scenario, replication: int, engine: str = "auto") -> SimulationResult:
+    """One replication on the engine ``engine`` names (module level: pools pickle it)."""
+    from .kernel.run import refusal, run_kernel, unsupported
+
+    if scenario.stages is not None:
+        from .chained import simulate_chain
+        from .kernel.run import KernelDeclined
+
+        outside = unsupported(scenario)
+        if engine == "kernel" and outside is not None:
+            raise ValueError(refusal(outside))
+        if engine != "asyncio" and outside is None:
+            try:
+                return simulate_chain(scenario, replication, "kernel")
+            except KernelDeclined as declined:
+                if engine == "kernel":
+                    raise ValueError(refusal(declined.feature)) from None
+        return simulate_chain(scenario, replication)
+    began = time.perf_counter()
+    if engine != "asyncio":
+        outside = unsupported(scenario)
+        if outside is None:
+            report, _, columns, series = run_kernel(scenario, replication)
+            return SimulationResult(
+                scenario, report, columns, series, time.perf_counter() - began, "kernel"
+            )
+        if engine == "kernel":
+            raise ValueError(refusal(outside))
+    report, arrivals, recorder = run_virtual(run_engine(scenario, replication))
+    columns = item_columns(arrivals, recorder)
+    series = step_series(arrivals, recorder, report.finished_s)
+    return SimulationResult(
+        scenario, report, columns, series, time.perf_counter() - began, "asyncio"
+    )

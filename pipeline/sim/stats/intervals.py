@@ -1,0 +1,678 @@
+"""Estimation helpers for simulation output (tests and notebooks).
+
+- :func:`mean_ci` -- Student t interval across independent replications;
+- :func:`batch_means_ci` -- the same for one long, autocorrelated run;
+- :func:`proportion_ci` -- Wilson interval for a fraction (shed, dead-lettered);
+- :func:`proportion_bound` -- exact one-sided (Clopper-Pearson) bound on a
+  fraction, the one that stays honest at 0 events ("the rule of three");
+- :func:`quantile_ci` -- distribution-free order-statistic interval for a
+  quantile of independent values (e.g. one p95 per replication, or measured
+  service times);
+- :func:`paired_difference` -- mean difference and t interval of paired values
+  (two configurations run on the same random numbers, replication by
+  replication);
+- :func:`replications_needed`, :func:`run_length_advice` -- how many more
+  replications (or items) an interval needs to be precise enough, or to decide
+  an SLO, by the rule ``n ~ n0 (h0 / h)**2``;
+- :func:`summarise_values` -- mean and half-width of per-replication values that
+  may be missing (NaN), without warnings: the one rule the CLI, ``sweep`` and
+  ``Replications`` share;
+- :func:`time_weighted_mean`, :func:`time_weighted_quantile` -- exact averages
+  and percentiles of a step function (queue depth, in flight, memory);
+- :func:`t_quantile` -- Student t quantiles without scipy.
+
+Statistical tests in this project take their tolerance from these intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import NormalDist
+from typing import NamedTuple
+
+import numpy as np
+
+from pipeline._validate import integer, real
+from pipeline.sim.stats.tdist import regularised_beta, t_quantile
+
+__all__ = [
+    "DEFAULT_RELATIVE_PRECISION",
+    "MeanCI",
+    "ProportionCI",
+    "QuantileCI",
+    "batch_means_ci",
+    "mean_ci",
+    "paired_difference",
+    "proportion_bound",
+    "proportion_ci",
+    "quantile_ci",
+    "replications_needed",
+    "run_length_advice",
+    "scaled_run_length",
+    "summarise_values",
+    "t_quantile",
+    "time_weighted_mean",
+    "time_weighted_quantile",
+]
+
+
+class MeanCI(NamedTuple):
+    """A mean and the half-width of its confidence interval (unpacks as a pair)."""
+
+    mean: float
+    half_width: float
+
+    @property
+    def low(self) -> float:
+        """Lower end of the interval."""
+        return self.mean - self.half_width
+
+    @property
+    def high(self) -> float:
+        """Upper end of the interval."""
+        return self.mean + self.half_width
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` lies in ``[low, high]``."""
+        return self.low <= value <= self.high
+
+
+class ProportionCI(NamedTuple):
+    """An observed fraction and its (asymmetric) interval ``[low, high]``."""
+
+    estimate: float
+    low: float
+    high: float
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` lies in ``[low, high]``."""
+        return self.low <= value <= self.high
+
+
+class QuantileCI(NamedTuple):
+    """A sample quantile and its distribution-free interval ``[low, high]``.
+
+    ``low`` is ``-inf`` (``high`` is ``+inf``) when the sample is too small to
+    bound that side at the level asked.
+    """
+
+    estimate: float
+    low: float
+    high: float
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` lies in ``[low, high]``."""
+        return self.low <= value <= self.high
+
+
+# -- intervals ---------------------------------------------------------------------------
+
+
+def _samples(samples: Sequence[float] | np.ndarray, minimum: int) -> np.ndarray:
+    x = np.asarray(samples, dtype=np.float64)
+    if x.ndim != 1:
+        raise ValueError(f"samples must be 1-D, got shape {x.shape}")
+    if x.size < minimum:
+        raise ValueError(f"samples must have at least {minimum} values, got {x.size}")
+    if not np.isfinite(x).all():
+        i = int(np.flatnonzero(~np.isfinite(x))[0])
+        raise ValueError(f"samples must be finite, got samples[{i}]={float(x[i])!r}")
+    return x
+
+
+def _level(level: float) -> float:
+    level = real("level", level, "confidence in (0, 1)", above=0)
+    if not level < 1:
+        raise ValueError(f"level must be < 1 (confidence in (0, 1)), got {level!r}")
+    return level
+
+
+def mean_ci(samples: Sequence[float] | np.ndarray, level: float = 0.95) -> MeanCI:
+    """Mean and Student t half-width over independent replications.
+
+    ``half_width = t_{(1+level)/2, n-1} * s / sqrt(n)`` with ``s`` the sample
+    standard deviation (ddof=1). Use one value per independent run (e.g. the
+    mean wait of each seed), not the correlated values inside one run.
+
+    Raises:
+        ValueError: fewer than 2 samples, a non-finite one, or ``level`` not in (0, 1).
+    """
+    x = _samples(samples, 2)
+    level = _level(level)
+    half = t_quantile((1.0 + level) / 2.0, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return MeanCI(float(x.mean()), half)
+
+
+def summarise_values(values: Sequence[float] | np.ndarray, level: float = 0.95) -> MeanCI:
+    """Mean and Student t half-width of per-replication values, some possibly missing.
+
+    The one rule for "mean +- CI" of a summary key across replications, where a
+    run may have no value (NaN, e.g. no item completed):
+
+    - non-finite values (NaN, +-inf) are left out of the mean;
+    - the mean is over the finite values, NaN when there is none;
+    - the half-width is :func:`mean_ci`'s when there are at least 2 values and
+      every one is finite, otherwise NaN: with one value there is no spread to
+      measure, and an interval over the surviving runs only would look more
+      certain than it is.
+
+    Never warns (no "mean of empty slice").
+
+    Raises:
+        ValueError: ``values`` not 1-D, or ``level`` not in (0, 1).
+
+    Example:
+        >>> summarise_values([1.0, 2.0, 3.0])       # MeanCI(mean=2.0, half_width=2.48...)
+        >>> summarise_values([1.0, float("nan")])   # MeanCI(mean=1.0, half_width=nan)
+    """
+    level = _level(level)
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1:
+        raise ValueError(f"values must be 1-D, got shape {x.shape}")
+    finite = x[np.isfinite(x)]
+    if finite.size == 0:
+        return MeanCI(math.nan, math.nan)
+    if finite.size == x.size and x.size >= 2:
+        return mean_ci(x, level)
+    return MeanCI(float(finite.mean()), math.nan)
+
+
+def batch_means_ci(
+    samples: Sequence[float] | np.ndarray, n_batches: int = 20, level: float = 0.95
+) -> MeanCI:
+    """Mean and half-width for one long autocorrelated run, by batch means.
+
+    The samples (in time order) are cut into ``n_batches`` contiguous batches
+    (sizes differing by at most one; nothing is dropped); the batch means are
+    treated as independent, so the half-width is
+    ``t_{(1+level)/2, n_batches-1} * std(batch means) / sqrt(n_batches)``. The
+    returned mean is the mean of all samples. Batches must be long compared
+    with the correlation time (e.g. many busy periods). Warm-up is *not*
+    removed: slice it off before calling.
+
+    Raises:
+        ValueError: ``n_batches < 2``, fewer than 2 samples per batch, a
+            non-finite sample, or ``level`` not in (0, 1).
+    """
+    n_batches = integer("n_batches", n_batches, "number of batches", at_least=2)
+    x = _samples(samples, 2 * n_batches)
+    level = _level(level)
+    means = np.array([b.mean() for b in np.array_split(x, n_batches)])
+    half = t_quantile((1.0 + level) / 2.0, n_batches - 1) * float(means.std(ddof=1))
+    return MeanCI(float(x.mean()), half / math.sqrt(n_batches))
+
+
+def proportion_ci(successes: int, n: int, level: float = 0.95) -> ProportionCI:
+    """Wilson score interval for a fraction ``successes / n`` (e.g. shed items / offered).
+
+    ``center = (p + z**2 / 2n) / (1 + z**2 / n)``, ``half = z / (1 + z**2 / n) *
+    sqrt(p (1 - p) / n + z**2 / 4n**2)`` with ``z`` the normal
+    ``(1 + level) / 2`` quantile. Unlike the normal approximation it behaves at
+    0 and n successes.
+
+    Raises:
+        ValueError: ``n < 1``, ``successes`` not in ``[0, n]``, or ``level`` not in (0, 1).
+    """
+    n = integer("n", n, "trials", at_least=1)
+    k = integer("successes", successes, "count", at_least=0)
+    if k > n:
+        raise ValueError(f"successes must be <= n={n}, got {k}")
+    z = NormalDist().inv_cdf((1.0 + _level(level)) / 2.0)
+    p = k / n
+    denom = 1.0 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n))
+    # At 0 and n successes the Wilson bound is exactly 0 or 1; rounding may miss it.
+    low = 0.0 if k == 0 else max(0.0, center - half)
+    high = 1.0 if k == n else min(1.0, center + half)
+    return ProportionCI(p, low, high)
+
+
+def proportion_bound(events: int, trials: int, level: float = 0.95, *, upper: bool = True) -> float:
+    """Exact one-sided (Clopper-Pearson) bound on a fraction, from ``events`` in ``trials``.
+
+    The upper bound is the largest fraction ``p`` under which seeing at most
+    ``events`` still has probability ``1 - level``, ``P(B <= events) = 1 - level``
+    with ``B ~ Binomial(trials, p)``; the lower bound is the smallest ``p`` under
+    which seeing at least ``events`` does. With no events the upper bound is
+    ``1 - (1 - level) ** (1 / trials)``, about ``3 / trials`` at 95% ("the rule
+    of three"); with every trial an event the lower bound is
+    ``(1 - level) ** (1 / trials)``. It assumes the trials are independent.
+
+    Args:
+        events: how many trials were events (e.g. items shed), 0 to ``trials``.
+        trials: how many there were (e.g. items offered), >= 1.
+        level: one-sided confidence, in (0, 1).
+        upper: the upper bound (default) or the lower one.
+
+    Returns:
+        A fraction in [0, 1]: the upper bound is 1 when every trial was an
+        event, the lower bound 0 when none was.
+
+    Raises:
+        ValueError: ``trials < 1``, ``events`` not in ``[0, trials]``, or ``level`` not in (0, 1).
+
+    Example:
+        >>> proportion_bound(0, 3000)        # 0.000998..., about 3 / 3000
+    """
+    n = integer("trials", trials, "count", at_least=1)
+    k = integer("events", events, "count", at_least=0)
+    if k > n:
+        raise ValueError(f"events must be <= trials={n}, got {k}")
+    level = _level(level)
+    alpha = 1.0 - level
+    if upper and k == n:
+        return 1.0
+    if not upper and k == 0:
+        return 0.0
+    if upper and k == 0:
+        return -math.expm1(math.log(alpha) / n)
+    if not upper and k == n:
+        return math.exp(math.log(alpha) / n)
+    # P(B >= k; n, p) = I_p(k, n - k + 1), increasing in p: the upper bound solves
+    # P(B >= k + 1) = level, the lower P(B >= k) = alpha. Bisection on p: 0 < p < 1.
+    a, b, target = (k + 1.0, float(n - k), level) if upper else (float(k), n - k + 1.0, alpha)
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if regularised_beta(a, b, mid) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * hi:
+            break
+    return hi if upper else lo
+
+
+def _binomial_cdf(n: int, p: float) -> np.ndarray:
+    """``P(B <= k)`` for ``k = 0..n``, ``B ~ Binomial(n, p)``, ``0 < p < 1`` (log-space pmf)."""
+    k = np.arange(1, n + 1, dtype=np.float64)
+    log_pmf = np.empty(n + 1)
+    log_pmf[0] = n * math.log1p(-p)
+    # pmf(k) / pmf(k-1) = (n - k + 1) / k * p / (1 - p)
+    np.cumsum(np.log((n - k + 1.0) / k) + (math.log(p) - math.log1p(-p)), out=log_pmf[1:])
+    log_pmf[1:] += log_pmf[0]
+    return np.cumsum(np.exp(log_pmf - log_pmf.max())) * math.exp(log_pmf.max())
+
+
+def quantile_ci(
+    samples: Sequence[float] | np.ndarray, q: float = 0.5, level: float = 0.95
+) -> QuantileCI:
+    """The ``q``-quantile of independent samples, with an order-statistic interval.
+
+    Distribution-free: with ``B ~ Binomial(n, q)`` the number of samples below
+    the true quantile, ``[X_(j), X_(k)]`` (1-based order statistics) covers it
+    with probability ``P(j <= B < k)``; ``j`` and ``k`` are the tightest with at
+    most ``(1 - level) / 2`` in each tail, so coverage is at least ``level``
+    (exactly, not asymptotically). The estimate is ``np.quantile(samples, q)``
+    (linear interpolation, as the summary's percentiles).
+
+    Valid only for *independent* values: one value per replication (e.g. each
+    run's ``latency_p95_s``: ``q=0.5`` then bounds the median run), or measured
+    service times. The items of one run are correlated (a slow item delays
+    the next), and this interval would be far too narrow for them.
+
+    Raises:
+        ValueError: no samples, a non-finite one, ``q`` not in (0, 1) or
+            ``level`` not in (0, 1).
+
+    Example:
+        >>> quantile_ci(np.random.default_rng(1).exponential(1.0, 1000), 0.95)
+        QuantileCI(estimate=2.93..., low=2.68..., high=3.35...)   # true: ln 20 = 2.996
+    """
+    x = np.sort(_samples(samples, 1))
+    q = real("q", q, "probability in (0, 1)", above=0)
+    if not q < 1:
+        raise ValueError(f"q must be < 1 (probability in (0, 1)), got {q!r}")
+    tail = (1.0 - _level(level)) / 2.0
+    n = x.size
+    cdf = _binomial_cdf(n, q)
+    # j: the largest with P(B <= j - 1) <= tail; k: the smallest with P(B >= k) <= tail.
+    j = int(np.searchsorted(cdf, tail, side="right"))  # count of cdf[i] <= tail
+    k = int(np.searchsorted(cdf, 1.0 - tail, side="left")) + 1
+    low = float(x[j - 1]) if j >= 1 else -math.inf
+    high = float(x[k - 1]) if k <= n else math.inf
+    return QuantileCI(float(np.quantile(x, q)), low, high)
+
+
+def paired_difference(
+    values_a: Sequence[float] | np.ndarray,
+    values_b: Sequence[float] | np.ndarray,
+    level: float = 0.95,
+) -> MeanCI:
+    """Mean of ``b - a`` over pairs, with its Student t half-width.
+
+    Pair *r* holds the same replication of two configurations, run on the same
+    random numbers (replication *r* of two scenarios with one seed sees the same
+    arrivals and service times). The noise both share cancels in the
+    difference, so its interval is usually far narrower than two separate
+    intervals would suggest; it is still valid when they share nothing.
+
+    Raises:
+        ValueError: the two lengths differ, fewer than 2 pairs, a non-finite
+            value, or ``level`` not in (0, 1).
+    """
+    a, b = _samples(values_a, 2), _samples(values_b, 2)
+    if a.size != b.size:
+        raise ValueError(
+            f"values_a and values_b must pair up (one value per replication each), "
+            f"got {a.size} and {b.size} values"
+        )
+    return mean_ci(b - a, level)
+
+
+DEFAULT_RELATIVE_PRECISION = 0.10
+"""Half-width, as a share of the mean, above which an interval gets run-length advice."""
+
+# Utilisation above which the advice adds that heavy traffic needs longer runs.
+_HEAVY_TRAFFIC = 0.85
+
+
+def replications_needed(
+    values: Sequence[float] | np.ndarray, half_width: float, level: float = 0.95
+) -> int:
+    """Replications needed for a Student t half-width of at most ``half_width``.
+
+    From pilot ``values`` (one per replication; their standard deviation ``s``
+    is taken as known): the smallest ``n`` with ``t_{(1+level)/2, n-1} s /
+    sqrt(n) <= half_width``, found by iterating ``n = (t s / half_width)**2``.
+    For n beyond a few tens this is the familiar rule ``n ~ n0 (h0 / h)**2``,
+    with ``h0`` the pilot's half-width over ``n0`` values. Never less than
+    ``len(values)`` (replications already run are not given back).
+
+    Raises:
+        ValueError: fewer than 2 values, a non-finite one, ``half_width`` not a
+            finite number > 0, or ``level`` not in (0, 1).
+
+    Example:
+        >>> replications_needed([1.0, 1.4, 0.8, 1.2, 1.1], half_width=0.05)
+        80
+    """
+    x = _samples(values, 2)
+    target = real("half_width", half_width, "seconds or units of the values", above=0)
+    level = _level(level)
+    s = float(x.std(ddof=1))
+    if s == 0.0:
+        return int(x.size)
+    p = (1.0 + level) / 2.0
+
+    def enough(n: int) -> bool:
+        return t_quantile(p, n - 1) * s / math.sqrt(n) <= target
+
+    # The normal quantile gives a lower bound; the t fixed point converges from there in a
+    # few steps; the last steps make n the smallest that is enough.
+    n = max(2, math.ceil((NormalDist().inv_cdf(p) * s / target) ** 2))
+    for _ in range(50):
+        if n > 10**15:  # beyond any run: report it rather than loop
+            return max(int(x.size), n)
+        needed = max(2, math.ceil((t_quantile(p, n - 1) * s / target) ** 2))
+        if needed <= n:
+            break
+        n = needed
+    while not enough(n):
+        n += 1
+    while n > 2 and enough(n - 1):
+        n -= 1
+    return max(int(x.size), n)
+
+
+def scaled_run_length(n: int, half_width: float, target: float) -> int:
+    """``ceil(n (half_width / target)**2)``: the run length to shrink ``half_width`` to ``target``.
+
+    The square-root rule behind :func:`run_length_advice`; ``n`` counts
+    replications or items. A relative slack of 1e-9 keeps an exact ratio (4x)
+    from rounding up to one more.
+    """
+    return math.ceil(n * (half_width / target) ** 2 * (1.0 - 1e-9))
+
+
+def run_length_advice(
+    mean: float,
+    half_width: float,
+    n: int,
+    *,
+    metric: str = "the metric",
+    relative_precision: float = DEFAULT_RELATIVE_PRECISION,
+    limit: float | None = None,
+    level: float = 0.95,
+    unit: str = "replications",
+    utilisation: float | None = None,
+) -> str | None:
+    """A sentence of advice when an interval is too wide for the decision, else None.
+
+    Two decisions are judged:
+
+    - *precision* (``limit`` None): the half-width must be at most
+      ``relative_precision`` times ``|mean|`` (default
+      :data:`DEFAULT_RELATIVE_PRECISION`, 10%);
+    - *an SLO* (``limit`` given): the interval ``mean +- half_width`` must not
+      contain the limit, or it cannot tell whether the SLO is met.
+
+    The advice scales the run by ``n ~ n0 (h0 / h)**2``: a half-width shrinks
+    like one over the square root of the replications (or, for batch means of
+    one run, of the items). When ``utilisation`` is given and near 1 it adds
+    that heavy traffic needs longer runs: the variance of a mean wait grows
+    roughly like ``1 / (1 - rho)**2`` times the item count needed at light load.
+
+    Args:
+        mean, half_width: the interval (the half-width at ``level``).
+        n: what it was computed from: replications, or items for a single run.
+        metric: the name shown in the sentence (e.g. ``"latency_p95_s"``).
+        relative_precision: largest acceptable ``half_width / |mean|``, > 0.
+        limit: an SLO bound the interval should clear, or None.
+        level: the interval's confidence, for the wording.
+        unit: what ``n`` counts: ``"replications"`` or ``"items"``.
+        utilisation: the run's utilisation (0..1), or None.
+
+    Returns:
+        None when the interval is good enough (or NaN: nothing to judge), else
+        one sentence with the numbers.
+
+    Raises:
+        ValueError: ``n < 1``, ``relative_precision`` not > 0, a non-finite
+            ``limit``, ``level`` not in (0, 1), or an unknown ``unit``.
+
+    Example:
+        >>> print(run_length_advice(2.0, 0.5, 5, metric="latency_p95_s"))
+        latency_p95_s = 2 ± 0.5 (95%) is ±25% of its mean, wider than the 10% asked:
+        about 32 replications (now 5) would give ±10%, by n ~ n0 (h0/h)^2.
+    """
+    n = integer("n", n, unit, at_least=1)
+    precision = real("relative_precision", relative_precision, "share of the mean", above=0)
+    level = _level(level)
+    if unit not in ("replications", "items"):
+        raise ValueError(f"unit must be 'replications' or 'items', got {unit!r}")
+    if limit is not None:
+        limit = real("limit", limit, "the SLO's bound, in the metric's units")
+    if not (math.isfinite(mean) and math.isfinite(half_width)) or half_width <= 0:
+        return None
+    shown = f"{metric} = {mean:.4g} ± {half_width:.3g} ({level:.0%})"
+    if limit is None:
+        target = precision * abs(mean)
+        if half_width <= target:
+            return None
+        problem = (
+            f"{shown} is ±{half_width / abs(mean):.0%} of its mean, wider than the "
+            f"{precision:.0%} asked"
+            if mean != 0
+            else f"{shown} has a mean of 0: no relative precision can be met"
+        )
+        goal = f"±{precision:.0%}"
+    else:
+        target = abs(mean - limit)
+        if half_width < target:
+            return None
+        problem = (
+            f"{shown} contains the limit {limit:.4g}, so it cannot tell whether the SLO is met"
+        )
+        goal = f"an interval that clears {limit:.4g}"
+    if target > 0:
+        needed = scaled_run_length(n, half_width, target)
+        advice = (
+            f"{problem}: about {needed:,} {unit} (now {n:,}) would give {goal}, by n ~ n0 (h0/h)^2."
+        )
+    else:
+        advice = f"{problem}; no run length will settle it: change the configuration instead."
+    if utilisation is not None and math.isfinite(utilisation) and utilisation >= _HEAVY_TRAFFIC:
+        advice += (
+            f" At utilisation {utilisation:.2f} (rho near 1) waits are long-correlated and "
+            "runs must be longer: the items needed grow roughly like 1/(1-rho)^2, so prefer "
+            "more items per replication and cut the warm-up (detect_warmup)."
+        )
+    return advice
+
+
+# -- sample percentiles ------------------------------------------------------------------
+
+
+def percentiles(values: np.ndarray, qs: Sequence[float]) -> list[float]:
+    """``np.percentile(values, qs)`` (its default, linear method), bit for bit, as floats.
+
+    numpy's own function imports ``numpy.ma`` on first use (about 6 ms of a
+    command line's start-up) to find the partition points; this one computes
+    the same two neighbours and the same interpolation without it.
+
+    Args:
+        values: a 1-D float array (not modified).
+        qs: percentiles, each in [0, 100].
+
+    Returns:
+        One value per entry of ``qs``: NaN if ``values`` is empty or holds a NaN.
+    """
+    n = len(values)
+    if n == 0:
+        return [math.nan] * len(qs)
+    q = np.true_divide(np.asarray(qs, dtype=np.float64), 100)
+    virtual = (n - 1) * q
+    below = np.floor(virtual)
+    above = below + 1
+    # Past the last index both neighbours are the largest value, as in numpy.
+    last = virtual >= n - 1
+    below[last] = -1
+    above[last] = -1
+    below = below.astype(np.intp)
+    above = above.astype(np.intp)
+    ordered = np.partition(values, np.concatenate(([0, -1], below, above)))
+    if np.isnan(ordered[-1]):
+        return [math.nan] * len(qs)
+    a, b = ordered[below], ordered[above]
+    gamma = virtual - below
+    # numpy's _lerp: from the nearer neighbour, so the result stays within [a, b].
+    diff = b - a
+    result = a + diff * gamma
+    np.subtract(b, diff * (1 - gamma), out=result, where=gamma >= 0.5)
+    return result.tolist()
+
+
+# -- step functions ----------------------------------------------------------------------
+
+
+def step_durations(times: np.ndarray, t_end: float, t_start: float = -math.inf) -> np.ndarray:
+    """How long each step ``[times[i], times[i+1])`` holds inside ``[t_start, t_end]``, seconds.
+
+    The last step runs to ``t_end``. No validation: ``times`` must be a float
+    array, non-decreasing (see :func:`time_weighted_mean`).
+    """
+    # In place where possible: a long run's series has tens of millions of rows.
+    durations = np.append(times[1:], max(t_end, float(times[-1])))
+    np.minimum(durations, t_end, out=durations)
+    durations -= np.maximum(times, t_start) if t_start > times[0] else times
+    return np.clip(durations, 0.0, None, out=durations)
+
+
+def _segments(
+    times: Sequence[float] | np.ndarray,
+    values: Sequence[float] | np.ndarray,
+    t_end: float,
+    t_start: float | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Values and their durations inside ``[t_start, t_end]``."""
+    t = np.asarray(times, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    if t.ndim != 1 or t.shape != v.shape or t.size == 0:
+        raise ValueError(
+            f"times and values must be non-empty 1-D arrays of one length, "
+            f"got shapes {t.shape} and {v.shape}"
+        )
+    if not (np.isfinite(t).all() and np.isfinite(v).all()):
+        raise ValueError("times and values must be finite")
+    bad = np.flatnonzero(np.diff(t) < 0)
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"times must be non-decreasing (seconds), got times[{i}]={float(t[i])!r} "
+            f"then times[{i + 1}]={float(t[i + 1])!r}"
+        )
+    start = (
+        float(t[0])
+        if t_start is None
+        else real("t_start", t_start, f"seconds, >= times[0]={float(t[0])!r}", at_least=float(t[0]))
+    )
+    end = real("t_end", t_end, f"seconds, > t_start={start!r}", above=start)
+    return v, step_durations(t, end, start)
+
+
+def weighted_sum(values: np.ndarray, weights: np.ndarray) -> float:
+    """``sum(values * weights)``, bit for bit the same on every machine and process.
+
+    numpy's own loop (``einsum``), not BLAS's ``dot``: OpenBLAS splits a long
+    dot product across its threads, so the rounding depended on how many it
+    had (a Dask worker runs with one, a notebook's kernel with several, and
+    their sweeps differed in the last digit). No temporary array either.
+    """
+    return float(np.einsum("i,i->", values, weights))
+
+
+def time_weighted_mean(
+    times: Sequence[float] | np.ndarray,
+    values: Sequence[float] | np.ndarray,
+    t_end: float,
+    *,
+    t_start: float | None = None,
+) -> float:
+    """Time average of a right-continuous step function over ``[t_start, t_end]``.
+
+    The function is ``values[i]`` on ``[times[i], times[i+1])`` and
+    ``values[-1]`` from ``times[-1]`` to ``t_end``; equal times are allowed
+    (the later value wins). ``t_start`` defaults to ``times[0]`` (start the
+    series at 0 to average from 0; pass a later ``t_start`` to skip warm-up).
+    Changes after ``t_end`` are ignored. Result: ``sum(v_i * d_i) / (t_end - t_start)``.
+
+    Raises:
+        ValueError: mismatched, empty, non-finite or decreasing input,
+            ``t_start < times[0]`` or ``t_end <= t_start``.
+    """
+    v, d = _segments(times, values, t_end, t_start)
+    return weighted_sum(v, d) / float(d.sum())
+
+
+def time_weighted_quantile(
+    times: Sequence[float] | np.ndarray,
+    values: Sequence[float] | np.ndarray,
+    t_end: float,
+    q: float,
+    *,
+    t_start: float | None = None,
+) -> float:
+    """The ``q``-quantile of a step function's value under time (see :func:`time_weighted_mean`).
+
+    Returns the smallest value ``v`` such that the function is ``<= v`` for at
+    least a share ``q`` of ``[t_start, t_end]`` (so ``q=0.5`` is the time
+    median, ``q=1`` the maximum over the window, ``q=0`` the minimum held for
+    a positive time).
+
+    Raises:
+        ValueError: as :func:`time_weighted_mean`, or ``q`` not in [0, 1].
+    """
+    q = real("q", q, "probability in [0, 1]", at_least=0, at_most=1)
+    v, d = _segments(times, values, t_end, t_start)
+    held = d > 0
+    v, d = v[held], d[held]
+    order = np.argsort(v, kind="stable")
+    cumulative = np.cumsum(d[order])
+    total = cumulative[-1]
+    # a relative slack so that exact ties (q = 1/2 of two equal halves) are not
+    # pushed to the next value by rounding in the cumulative sum
+    i = int(np.searchsorted(cumulative, q * total - 1e-12 * total, side="left"))
+    return float(v[order][min(i, v.size - 1)])

@@ -1,0 +1,348 @@
+"""The package's import graph has no cycle, counting imports inside functions.
+
+Every module of ``pipeline`` is read as source (nothing is imported), and each
+``import`` is an edge from the module to the module it names: at module level
+and inside functions alike, except under ``if TYPE_CHECKING:``, which never
+runs. ``from package import name`` is an edge to ``package.name`` when that
+is a module, else to ``package``. A package's ``__init__`` is a module like
+any other, but importing ``a.b.c`` is not counted as importing ``a`` and
+``a.b`` (every package would otherwise be a cycle with its own children).
+
+An import inside a function hides nothing only when it is there for a reason
+other than a cycle; each one is listed in :data:`DEFERRED` with that reason,
+and an unlisted one fails the test, as does a listed one that is gone.
+No module imports a name with a leading underscore from another module.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "pipeline"
+
+# Why an import is inside a function. Key: (module, function, imported module).
+START_UP = "start-up time: heavy, and not needed by every caller of the module"
+OPTIONAL = "an optional dependency (an extra) that only this function needs"
+LOADED = (
+    "already imported when this runs: can move to module level (kept as it was before the layout)"
+)
+
+DEFERRED: dict[tuple[str, str, str], str] = {
+    ("pipeline.examples.approval", "approval_widget", "pipeline.sim"): OPTIONAL,
+    ("pipeline.examples.approval", "approval_widget", "pipeline.viz.live"): OPTIONAL,
+    ("pipeline.examples.approval", "approval_widget", "pipeline.viz.widgets.focused"): OPTIONAL,
+    ("pipeline.examples.approval", "approval_widget", "pipeline.viz.widgets.live_run"): OPTIONAL,
+    ("pipeline.cli.axes", "axis_change", "pipeline.sim.workloads.failures"): START_UP,
+    ("pipeline.cli.output", "run_length_notes", "pipeline.sim.stats.intervals"): START_UP,
+    ("pipeline.cli.output", "summary_object", "pipeline.sim.stats.intervals"): START_UP,
+    ("pipeline.cli.output", "write_out", "pipeline.viz.figures.run"): START_UP,
+    ("pipeline.cli.output", "write_out", "pipeline.viz.figures.stages"): START_UP,
+    ("pipeline.cli.plan", "_plan", "pipeline.sim.analysis.planning.plan"): START_UP,
+    ("pipeline.cli.plan", "_plan", "pipeline.sim.executors.cluster"): OPTIONAL,
+    ("pipeline.cli.settings", "_chain_scenario", "pipeline.sim.workloads.scenario"): START_UP,
+    ("pipeline.cli.settings", "build_scenario", "pipeline.config"): LOADED,
+    ("pipeline.cli.settings", "build_scenario", "pipeline.sim.workloads.failures"): START_UP,
+    ("pipeline.cli.settings", "build_scenario", "pipeline.sim.workloads.scenario"): START_UP,
+    ("pipeline.cli.settings", "build_scenario", "pipeline.sim.workloads.traces.replay"): START_UP,
+    ("pipeline.cli.simulate", "_simulate", "pipeline.sim.analysis.diagnostics.diagnose"): START_UP,
+    ("pipeline.cli.simulate", "_simulate", "pipeline.sim.running.result"): START_UP,
+    ("pipeline.cli.simulate", "_simulate", "pipeline.sim.running.simulate"): START_UP,
+    ("pipeline.cli.stages", "_fan_out", "pipeline.sim.workloads.stages"): START_UP,
+    ("pipeline.cli.stages", "_one_stage", "pipeline.config"): LOADED,
+    ("pipeline.cli.stages", "_one_stage", "pipeline.sim.workloads.failures"): START_UP,
+    ("pipeline.cli.stages", "_one_stage", "pipeline.sim.workloads.stages"): START_UP,
+    ("pipeline.cli.sweep", "_plot_axes", "pipeline.viz.figures.sweep"): START_UP,
+    ("pipeline.cli.sweep", "_points", "pipeline.sim.stats.intervals"): START_UP,
+    ("pipeline.cli.sweep", "_summary_metrics", "pipeline.sim.running.simulate"): START_UP,
+    ("pipeline.cli.sweep", "_sweep_frame", "pipeline.sim.analysis.sweep"): START_UP,
+    ("pipeline.cli.sweep", "_sweep_frame", "pipeline.sim.executors.cluster"): OPTIONAL,
+    ("pipeline.cli.sweep", "_write_files", "pipeline.viz.figures.sweep"): START_UP,
+    ("pipeline.cli.values", "_arrivals", "pipeline.sim.workloads.arrivals"): START_UP,
+    ("pipeline.cli.values", "_item_size", "pipeline.sim.workloads.scenario"): START_UP,
+    ("pipeline.cli.values", "_items", "pipeline.sim.workloads.scenario"): START_UP,
+    ("pipeline.cli.values", "_service", "pipeline.sim.workloads.distributions"): START_UP,
+    ("pipeline.cli.values", "parse_backoff", "pipeline.retry"): LOADED,
+    ("pipeline.cli.values", "parse_backoff", "pipeline.sim.workloads.distributions"): START_UP,
+    ("pipeline.examples.ingest.__main__", "main", "pipeline.examples.ingest.chain"): START_UP,
+    ("pipeline.examples.ingest.__main__", "main", "pipeline.examples.ingest.server"): START_UP,
+    ("pipeline.examples.ingest.__main__", "main", "pipeline.examples.ingest.sink"): START_UP,
+    ("pipeline.examples.ingest.__main__", "main", "pipeline.examples.ingest.twin"): START_UP,
+    ("pipeline.lessons.widgets", "knee_widget.draw", "pipeline.sim"): START_UP,
+    ("pipeline.lessons.widgets", "knee_widget.summarise", "pipeline.sim"): START_UP,
+    ("pipeline.lessons.widgets", "provider_widget", "pipeline.lessons.provider_figure"): START_UP,
+    ("pipeline.lessons.widgets", "provider_widget", "pipeline.sim"): START_UP,
+    ("pipeline.lessons.widgets", "provider_widget", "pipeline.sim.workloads.failures"): START_UP,
+    ("pipeline.lessons.widgets", "retry_widget.summarise", "pipeline.sim"): START_UP,
+    (
+        "pipeline.sim.analysis.compare",
+        "_welch_half_width",
+        "pipeline.sim.stats.intervals",
+    ): START_UP,
+    (
+        "pipeline.sim.analysis.diagnostics.checks",
+        "_dead_letters",
+        "pipeline.sim.stats.intervals",
+    ): START_UP,
+    (
+        "pipeline.sim.analysis.diagnostics.checks",
+        "_lease_expired",
+        "pipeline.sim.workloads.traces.service",
+    ): START_UP,
+    (
+        "pipeline.sim.analysis.diagnostics.checks",
+        "_maxsize_for",
+        "pipeline.sim.analysis.theory",
+    ): START_UP,
+    (
+        "pipeline.sim.analysis.diagnostics.facts",
+        "independent_p",
+        "pipeline.sim.workloads.failures",
+    ): START_UP,
+    (
+        "pipeline.sim.analysis.diagnostics.facts",
+        "service_spread",
+        "pipeline.sim.workloads.traces.service",
+    ): START_UP,
+    ("pipeline.sim.analysis.planning.plan", "run", "pipeline.sim.executors.pool"): START_UP,
+    (
+        "pipeline.sim.analysis.planning.result",
+        "candidates",
+        "pipeline.sim.analysis.sweep",
+    ): START_UP,
+    (
+        "pipeline.sim.analysis.planning.result",
+        "figure",
+        "pipeline.sim.analysis.planning.figure",
+    ): START_UP,
+    (
+        "pipeline.sim.analysis.planning.result",
+        "report",
+        "pipeline.sim.analysis.planning.report",
+    ): START_UP,
+    ("pipeline.sim.analysis.planning.result", "runs", "pipeline.sim.analysis.sweep"): START_UP,
+    (
+        "pipeline.sim.analysis.planning.slo",
+        "_judge_agreed",
+        "pipeline.sim.stats.intervals",
+    ): START_UP,
+    (
+        "pipeline.sim.analysis.planning.slo",
+        "judgement_run_length_advice",
+        "pipeline.sim.stats.intervals",
+    ): START_UP,
+    (
+        "pipeline.sim.executors.cluster",
+        "_refuse_unguarded_script",
+        "pipeline.sim.executors.main_guard",
+    ): START_UP,
+    ("pipeline.sim.running.chained", "simulate_chain", "pipeline.sim.running.kernel.run"): START_UP,
+    (
+        "pipeline.sim.running.kernel.run",
+        "run_chain_kernel",
+        "pipeline.sim.running.kernel.chain",
+    ): START_UP,
+    (
+        "pipeline.sim.running.kernel.run",
+        "run_chain_kernel",
+        "pipeline.sim.running.kernel.chain_report",
+    ): START_UP,
+    (
+        "pipeline.sim.running.kernel.run",
+        "run_kernel",
+        "pipeline.sim.running.kernel.events",
+    ): START_UP,
+    ("pipeline.sim.running.kernel.run", "run_kernel", "pipeline.sim.running.kernel.fcfs"): START_UP,
+    ("pipeline.sim.running.recorder", "time_mean", "pipeline.sim.stats.intervals"): LOADED,
+    ("pipeline.sim.running.recorder", "window", "pipeline.sim.stats.intervals"): LOADED,
+    ("pipeline.sim.running.replications", "advice", "pipeline.sim.stats.intervals"): LOADED,
+    ("pipeline.sim.running.replications", "interval", "pipeline.sim.stats.intervals"): LOADED,
+    (
+        "pipeline.sim.running.replications",
+        "quantile_interval",
+        "pipeline.sim.stats.intervals",
+    ): LOADED,
+    ("pipeline.sim.running.replications", "replicate", "pipeline.sim.executors.pool"): START_UP,
+    ("pipeline.sim.running.replications", "replicate", "pipeline.sim.running.kernel.run"): START_UP,
+    ("pipeline.sim.running.replications", "summary", "pipeline.sim.stats.intervals"): LOADED,
+    ("pipeline.sim.running.simulate", "simulate", "pipeline.sim.executors.pool"): START_UP,
+    ("pipeline.sim.running.simulate", "simulate", "pipeline.sim.running.kernel.run"): START_UP,
+    ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.running.chained"): START_UP,
+    ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.running.kernel.run"): START_UP,
+    ("pipeline.sim.running.summary", "__init__", "pipeline.sim.stats.intervals"): LOADED,
+    (
+        "pipeline.sim.workloads.arrivals",
+        "from_counts_csv",
+        "pipeline.sim.workloads.csvcolumn",
+    ): START_UP,
+    (
+        "pipeline.sim.workloads.distributions",
+        "from_csv",
+        "pipeline.sim.workloads.csvcolumn",
+    ): START_UP,
+    ("pipeline.viz.figures.series", "waits_and_latencies", "pipeline.viz.figures.style"): START_UP,
+    (
+        "pipeline.viz.figures.stages",
+        "plot_stages",
+        "pipeline.sim.analysis.diagnostics.bottleneck",
+    ): START_UP,
+    ("pipeline.viz.figures.theory", "theory_for", "pipeline.sim"): START_UP,
+    ("pipeline.viz.figures.theory", "theory_for", "pipeline.sim.analysis.theory"): START_UP,
+    ("pipeline.viz.figures.warmup", "plot_warmup", "pipeline.sim.analysis.warmup"): START_UP,
+    ("pipeline.viz.live", "__call__", "pipeline.viz.figures.png"): START_UP,
+    ("pipeline.viz.live", "live_figure", "pipeline.viz.figures.panels"): START_UP,
+    ("pipeline.viz.live", "live_summary", "pipeline.sim.stats.intervals"): LOADED,
+    ("pipeline.viz.widgets.live_run", "_run", "pipeline.viz.live"): START_UP,
+    ("pipeline.viz.widgets.live_run", "_show", "pipeline.viz.figures.png"): START_UP,
+    ("pipeline.viz.widgets.live_run", "_show", "pipeline.viz.live"): START_UP,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def resolve(module: str, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    package = module.split(".")
+    if MODULES[module].name != "__init__.py":
+        package.pop()
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports(module: str) -> Iterator[tuple[str | None, str, list[str]]]:
+    """(function or None, imported module, names taken from it), for every import run."""
+    tree = ast.parse(MODULES[module].read_text(), str(MODULES[module]))
+
+    def walk(node: ast.AST, function: str | None) -> Iterator[tuple[str | None, str, list[str]]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and is_type_checking(child.test):
+                for other in child.orelse:
+                    yield from walk(other, function)
+                continue
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    yield function, alias.name, []
+            elif isinstance(child, ast.ImportFrom):
+                base = resolve(module, child)
+                for alias in child.names:
+                    if f"{base}.{alias.name}" in MODULES:
+                        yield function, f"{base}.{alias.name}", []
+                    else:
+                        yield function, base, [alias.name]
+            inner = function
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                inner = child.name if function is None else f"{function}.{child.name}"
+            yield from walk(child, inner)
+
+    yield from walk(tree, None)
+
+
+def internal(target: str) -> bool:
+    return target in MODULES
+
+
+GRAPH: dict[str, set[str]] = {m: set() for m in MODULES}
+FUNCTION_LEVEL: set[tuple[str, str, str]] = set()
+PRIVATE: list[str] = []
+for _module in MODULES:
+    for _function, _target, _names in imports(_module):
+        if not internal(_target) or _target == _module:
+            continue
+        GRAPH[_module].add(_target)
+        if _function is not None:
+            FUNCTION_LEVEL.add((_module, _function, _target))
+        PRIVATE.extend(
+            f"{_module} imports {name} from {_target}"
+            for name in _names
+            if name.startswith("_") and not name.startswith("__")
+        )
+
+
+def cycles() -> list[list[str]]:
+    """Each strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(GRAPH[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(GRAPH):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_walk_sees_the_package():
+    assert len(MODULES) > 100
+    assert "pipeline.sim.running.simulate" in GRAPH["pipeline.sim"]
+
+
+def test_no_import_cycle():
+    assert cycles() == []
+
+
+def test_every_import_inside_a_function_is_listed_with_its_reason():
+    unlisted = sorted(FUNCTION_LEVEL - set(DEFERRED))
+    assert unlisted == [], "imports inside functions without a reason in DEFERRED"
+
+
+def test_every_listed_deferral_is_still_there():
+    assert sorted(set(DEFERRED) - FUNCTION_LEVEL) == []
+
+
+def test_the_library_never_imports_its_examples():
+    assert [
+        (module, target)
+        for module, targets in GRAPH.items()
+        if not module.startswith("pipeline.examples")
+        for target in targets
+        if target.startswith("pipeline.examples")
+    ] == []
+
+
+def test_no_private_name_crosses_a_module():
+    assert PRIVATE == []
+
+
+@pytest.mark.parametrize("reason", sorted(set(DEFERRED.values())))
+def test_every_reason_is_one_of_the_stated_ones(reason):
+    assert reason in (START_UP, OPTIONAL, LOADED)
