@@ -75,6 +75,7 @@ import json
 import sys
 from typing import Any
 
+from .._extras import require
 from .output import (
     PROG,
     one_line,
@@ -104,6 +105,8 @@ def _simulate(args: argparse.Namespace) -> int:
     import warnings
 
     settings = read_settings(args, tables=("stages",))
+    if "out" in settings:  # report.png: say a missing matplotlib now, not after the run
+        require("simulate --out", "viz", "matplotlib")
     scenario = build_scenario(settings)
     from ..sim.running.simulate import DrainTimeoutWarning, simulate
 
