@@ -264,7 +264,7 @@ def test_the_extras_table_is_what_pyproject_installs():
         known = {d for m in modules for d in providers.get(m, ())} | {"dask"}
         assert own <= known, f"[{extra}] installs {own - known}, not in pipeline._extras"
     for bundle in ("lab", "test"):  # make lab and make test: everything the notebooks need
-        assert {"sim", "viz", "twin"} <= _extras_of(extras, bundle)
+        assert {"sim", "viz", "twin", "cluster"} <= _extras_of(extras, bundle)
     assert set(EXTRAS) <= _extras_of(extras, "test")
     assert all(installed(extra) for extra in EXTRAS)  # as make test installs it
 
