@@ -330,6 +330,7 @@ def test_dir_lists_the_simulation_names_only_where_they_resolve():
         ("tqdm", [*SWEEP, "--out", "{out}"], "sim"),
         ("pandas", [*PLAN, "--out", "{out}"], "sim"),
         ("matplotlib", [*SIMULATE, "--out", "{out}"], "viz"),
+        ("ipywidgets", [*SIMULATE, "--out", "{out}"], "viz"),  # report.png is pipeline.viz's
         ("matplotlib", [*SWEEP, "--out", "{out}"], "viz"),
         ("ipywidgets", [*SWEEP, "--out", "{out}"], "viz"),  # the heatmaps come from pipeline.viz
         ("matplotlib", [*PLAN, "--out", "{out}"], "viz"),

@@ -105,8 +105,8 @@ def _simulate(args: argparse.Namespace) -> int:
     import warnings
 
     settings = read_settings(args, tables=("stages",))
-    if "out" in settings:  # report.png: say a missing matplotlib now, not after the run
-        require("simulate --out", "viz", "matplotlib")
+    if "out" in settings:  # report.png comes from pipeline.viz: say a missing [viz] now
+        require("simulate --out", "viz")
     scenario = build_scenario(settings)
     from ..sim.running.simulate import DrainTimeoutWarning, simulate
 
