@@ -17,7 +17,7 @@ LAB_ARGS ?=
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[lab,test]'
 	touch $(STAMP)
 
 lab: $(STAMP)

@@ -1,8 +1,11 @@
 """pipeline-lab: bounded asyncio work pipelines, in real time and in virtual time.
 
 The core (this package's top level) is standard library only and reads time
-only through ``loop.time()``. :mod:`pipeline.sim` runs it on a virtual clock;
-:mod:`pipeline.viz` plots and explores the results.
+only through ``loop.time()``: ``pip install pipeline-lab`` installs nothing
+else. :mod:`pipeline.sim` runs it on a virtual clock (``[sim]`` extra);
+:mod:`pipeline.viz` plots and explores the results (``[viz]``). ``Scenario``,
+``simulate`` and ``sweep`` are importable from here too, on first use; without
+``[sim]`` that use is one ImportError naming the extra.
 
 Example:
     >>> import asyncio
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import logging
 
+from ._extras import installed as _sim_installed_check
 from .config import PipelineConfig, RateLimit
 from .engine import Pipeline, State
 from .errors import (
@@ -78,8 +82,8 @@ __all__ = [
 
 
 # Public names imported on first use: name -> module that defines it. The
-# simulation layer needs numpy; dead-letter export and replay need neither the
-# command line nor a running pipeline; a single-stage run needs no chain.
+# simulation layer needs the [sim] extra; dead-letter export and replay need neither
+# the command line nor a running pipeline; a single-stage run needs no chain.
 _LAZY = {
     "Chain": ".chain.chain",
     "ChainReport": ".chain.report",
@@ -107,4 +111,10 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | set(_LAZY))
+    # Only names that resolve here: help() and completion call getattr on each name listed,
+    # and without [sim] the simulation's names are an ImportError. __all__ is the core alone, so
+    # ``from pipeline import *`` works with the standard library only.
+    names = set(globals()) | set(__all__) | set(_LAZY)
+    if not _sim_installed_check("sim"):
+        names -= {name for name, module in _LAZY.items() if module == ".sim"}
+    return sorted(names)

@@ -84,7 +84,7 @@ def prepare_venv(python: str, version: str) -> Path | None:
     steps = [
         [python, "-m", "venv", str(venv)],
         [str(venv_python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
-        [str(venv_python), "-m", "pip", "install", "--quiet", "-e", ".[test]"],
+        [str(venv_python), "-m", "pip", "install", "--quiet", "-e", ".[lab,test]"],
     ]
     for step in steps:
         if _run(step) != 0:

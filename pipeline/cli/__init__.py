@@ -48,6 +48,7 @@ import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
+from .._extras import MissingExtra
 from .axes import AXIS_FIELDS, axis_change, parse_axis
 from .output import PROG, one_line, one_line_warnings, write_json
 from .settings import add_scenario_flags
@@ -101,14 +102,19 @@ def _build_parser() -> _Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 bad input).
+    """Run the command line; returns the exit status (0 ok, 2 bad input or a missing extra).
 
-    A ``UserWarning`` (an :class:`~pipeline.sim.InconsistentWorkloadWarning`
+    A command whose extra is not installed (``simulate``, ``sweep`` and
+    ``plan`` need ``[sim]``; heatmaps and figures need ``[viz]``, a Dask
+    scheduler ``[cluster]``) prints one line naming it and exits 2, before any
+    work. A ``UserWarning`` (an :class:`~pipeline.sim.InconsistentWorkloadWarning`
     for one) is printed as one line on stderr, ``pipeline: warning: ...``;
     turned into an error (``python -W error``) it is a one-line error, exit 2.
     """
-    args = _build_parser().parse_args(argv)
     try:
+        # Parsing is inside: a flag's parser (a distribution, an arrival process) is the
+        # first to import pipeline.sim.
+        args = _build_parser().parse_args(argv)
         with warnings.catch_warnings():
             warnings.showwarning = one_line_warnings(warnings.showwarning)
             return args.run(args)
@@ -116,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (| head): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except MissingExtra as exc:  # "pipeline.sim needs numpy: pip install 'pipeline-lab[sim]'"
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, TypeError, OverflowError, MemoryError, OSError, Warning) as exc:
         # Bad input, however deep it is found (building the scenario or running it).
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)

@@ -68,6 +68,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._extras import require
 from .axes import Axes, axis_flag, check_axes, gather_axes, replace_fields
 from .output import write_json
 from .settings import add_scenario_flags, build_scenario, read_settings
@@ -264,6 +265,8 @@ def _plan(args: argparse.Namespace) -> int:
     )
     processes = _processes(_pick(args.processes, tables, "processes"))
     scheduler = _pick(args.scheduler, tables, "scheduler")
+    if "out" in settings:  # frontier.png: say a missing matplotlib now, not after the search
+        require("plan --out", "viz", "matplotlib")
 
     from ..sim.analysis.planning.plan import plan
 
@@ -283,7 +286,7 @@ def _plan(args: argparse.Namespace) -> int:
 
             try:
                 executor = stack.enter_context(scheduler_executor(scheduler))
-            except RuntimeError as exc:  # Dask is not installed: say so in one line
+            except RuntimeError as exc:  # refused here: say so in one line
                 raise ValueError(str(exc)) from None
         result = plan(base, search, slos, executor=executor, **options)
 

@@ -75,6 +75,7 @@ import json
 import sys
 from typing import Any
 
+from .._extras import require
 from .output import (
     PROG,
     one_line,
@@ -104,6 +105,8 @@ def _simulate(args: argparse.Namespace) -> int:
     import warnings
 
     settings = read_settings(args, tables=("stages",))
+    if "out" in settings:  # report.png comes from pipeline.viz: say a missing [viz] now
+        require("simulate --out", "viz")
     scenario = build_scenario(settings)
     from ..sim.running.result import DrainTimeoutWarning
     from ..sim.running.simulate import simulate

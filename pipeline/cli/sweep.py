@@ -348,7 +348,7 @@ def _sweep_frame(
         try:
             with scheduler_executor(args.scheduler) as executor:
                 frame = sweep(base, fields, executor=executor, **options)
-        except RuntimeError as exc:  # Dask missing, or refused here: one line, exit 2
+        except RuntimeError as exc:  # refused here: one line, exit 2 (Dask missing is main's)
             raise ValueError(f"--scheduler {args.scheduler}: {exc}") from None
         except OSError as exc:  # cannot reach the scheduler, or lost it while running
             raise ValueError(f"--scheduler {args.scheduler}: {exc}") from None

@@ -3,3 +3,7 @@
 They are teaching material built on :mod:`pipeline.viz`, kept apart from the general
 figures and widgets there; nothing in the library imports them.
 """
+
+from .._extras import require
+
+require("pipeline.lessons", "viz")  # the lessons draw with matplotlib and ipywidgets

@@ -22,6 +22,10 @@ one of their names.
 
 from __future__ import annotations
 
+from .._extras import require
+
+require("pipeline.sim", "sim")  # before numpy is imported: one ImportError naming the extra
+
 import importlib
 from typing import Any
 

@@ -6,6 +6,10 @@ explorer, which re-simulates when a control moves.
 
 from __future__ import annotations
 
+from .._extras import require
+
+require("pipeline.viz", "viz")  # before matplotlib is imported: one ImportError naming the extra
+
 from .figures.run import (
     human_bytes,
     memory_bound_bytes,

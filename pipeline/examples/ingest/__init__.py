@@ -10,3 +10,7 @@ predicts a what-if that is then run for real and compared (:mod:`.twin`).
 ``python -m pipeline.examples.ingest --records N [--what-if concurrency=40] --json``
 runs the whole loop.
 """
+
+from ..._extras import require
+
+require("pipeline.examples.ingest", "twin")  # one ImportError naming the extra, not aiohttp's

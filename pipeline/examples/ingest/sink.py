@@ -24,6 +24,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from ..._extras import MissingExtra, require
 from ...errors import PermanentError
 
 __all__ = ["PostgresSink", "SinkError", "SqliteSink", "open_sink", "validate"]
@@ -98,9 +99,11 @@ class SqliteSink:
 
     async def __aenter__(self) -> SqliteSink:
         try:
-            import aiosqlite
-        except ImportError:
-            raise SinkError("SQLite needs the aiosqlite package: pip install aiosqlite") from None
+            require("the SQLite sink", "twin", "aiosqlite")
+        except MissingExtra as error:
+            raise SinkError(str(error)) from None
+        import aiosqlite
+
         folder = self.path.parent
         if not folder.is_dir():
             raise SinkError(f"cannot open database {str(self.path)!r}: folder does not exist")
@@ -183,11 +186,11 @@ class PostgresSink:
 
     async def __aenter__(self) -> PostgresSink:
         try:
-            import asyncpg
-        except ImportError:
-            raise SinkError(
-                "Postgres needs the asyncpg package: pip install 'pipeline-lab[postgres]'"
-            ) from None
+            require("the Postgres sink", "postgres")
+        except MissingExtra as error:  # a SinkError: the command line's one line, exit 2
+            raise SinkError(str(error)) from None
+        import asyncpg
+
         try:
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self.writers, timeout=self.connect_timeout_s

@@ -25,12 +25,12 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ..._extras import require
+
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
 __all__ = ["scheduler_executor"]
-
-_INSTALL = "Dask is not installed; pip install 'pipeline-lab[cluster]' (dask[distributed])"
 
 
 @contextlib.contextmanager
@@ -44,9 +44,11 @@ def scheduler_executor(scheduler: str, *, workers: int | None = None) -> Iterato
 
     Raises:
         ValueError: an empty ``scheduler``, or ``workers`` < 1.
-        RuntimeError: Dask is not installed, or ``"local"`` asked for from the
-            top level of a script without an ``if __name__ == "__main__":``
-            guard (the cluster's worker processes would re-run the script).
+        ImportError: Dask is not installed (one
+            :class:`~pipeline._extras.MissingExtra` naming ``[cluster]``).
+        RuntimeError: ``"local"`` asked for from the top level of a script
+            without an ``if __name__ == "__main__":`` guard (the cluster's
+            worker processes would re-run the script).
         OSError: the scheduler cannot be reached (Dask's own error, with the address).
     """
     if not isinstance(scheduler, str) or not scheduler.strip():
@@ -55,10 +57,9 @@ def scheduler_executor(scheduler: str, *, workers: int | None = None) -> Iterato
         isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
     ):
         raise ValueError(f"workers must be an integer >= 1 or None, got {workers!r}")
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise RuntimeError(_INSTALL) from None
+    require("the Dask executor", "cluster", "distributed")
+    from distributed import Client, LocalCluster
+
     local = scheduler.strip().lower() == "local"
     if local:
         _refuse_unguarded_script()
