@@ -9,6 +9,7 @@ decides them, and check the answer against Erlang C.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ from pipeline import PipelineConfig, RetryPolicy
 from pipeline.sim import (
     Constant,
     Deterministic,
+    DrainTimeoutWarning,
     Exponential,
     IndependentFailures,
     Poisson,
@@ -291,7 +293,9 @@ def deterministic_base() -> Scenario:
     ],
 )
 def test_decided_verdicts_stop_at_the_first_look(lookahead, skip_unstable, runs) -> None:
-    with CountingExecutor() as executor:
+    # Run, c = 1 and 2 leave a backlog the 30 s drain cannot clear: the plan says so.
+    warns = contextlib.nullcontext() if skip_unstable else pytest.warns(DrainTimeoutWarning)
+    with CountingExecutor() as executor, warns:
         result = plan(
             deterministic_base(),
             {"concurrency": range(1, 11)},

@@ -16,6 +16,7 @@ import asyncio
 import math
 import time
 import warnings
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,15 @@ if TYPE_CHECKING:
 
     from ..stats import MeanCI, QuantileCI
 
-__all__ = ["DrainTimeoutWarning", "Replications", "SimulationResult", "simulate"]
+__all__ = [
+    "DrainTimeoutWarning",
+    "Replications",
+    "SimulationResult",
+    "drain_timeout_of",
+    "drain_timeout_text",
+    "simulate",
+    "warn_drain_timeouts",
+]
 
 
 class DrainTimeoutWarning(UserWarning):
@@ -666,25 +675,69 @@ def simulate(
 
 def _drain_timeout_message(results: list[SimulationResult]) -> str | None:
     """What :class:`DrainTimeoutWarning` says about these runs, or None if every drain finished."""
-    cut = [r for r in results if r.report.drain_timed_out]
+    where = "the run" if len(results) == 1 else None
+    return drain_timeout_text(
+        [(r.scenario, r.summary) for r in results], what="replications", where=where
+    )
+
+
+def drain_timeout_of(scenario: Scenario) -> float | None:
+    """The ``drain_timeout_s`` a run of ``scenario`` drains within (a chain: its first stage's)."""
+    config = scenario.config if scenario.stages is None else scenario.stages[0].config
+    return config.drain_timeout_s
+
+
+def drain_timeout_text(
+    runs: Sequence[tuple[Scenario, Mapping[str, Any]]],
+    *,
+    what: str,
+    where: str | None = None,
+    then: str = "",
+) -> str | None:
+    """The :class:`DrainTimeoutWarning` message for some runs, or None if every drain finished.
+
+    Shared by ``simulate``, ``sweep``, ``plan`` and ``compare``, which all warn
+    once for all their runs with how many timed out.
+
+    Args:
+        runs: each run's scenario and summary (``drain_timed_out``, ``items_unfinished``).
+        what: the runs' name in ``K of N <what>`` ("replications", "sweep runs").
+        where: says which runs instead of ``K of N <what>`` (``"the run"``).
+        then: a clause on what the caller made of those runs, after the count.
+    """
+    cut = [(scenario, summary) for scenario, summary in runs if summary["drain_timed_out"]]
     if not cut:
         return None
-    # A chain's report counts its unfinished items (stranded ones too) and drains
-    # within its first stage's drain_timeout_s.
-    left = sum(
-        r.report.unfinished if isinstance(r.report.unfinished, int) else len(r.report.unfinished)
-        for r in cut
-    )
-    scenario = cut[0].scenario
-    config = scenario.config if scenario.stages is None else scenario.stages[0].config
-    timeout = config.drain_timeout_s
-    where = "the run" if len(results) == 1 else f"{len(cut)} of {len(results)} replications"
+    # A chain's summary counts its unfinished items (stranded ones too).
+    left = sum(int(summary["items_unfinished"]) for _, summary in cut)
+    # Only a finite drain_timeout_s can time out.
+    timeouts = sorted({drain_timeout_of(scenario) for scenario, _ in cut})
+    timeout = ", ".join(str(t) for t in timeouts)
+    where = where or f"{len(cut)} of {len(runs)} {what}"
     return (
         f"the drain timed out (drain_timeout_s={timeout}) in {where}: {left:,} item(s) were "
-        "left unfinished and are missing from the latency statistics (the slowest tail); "
-        "use drain_timeout_s=None (or a longer one) to let every item finish, or simulate "
-        "fewer items"
+        "left unfinished and are missing from the latency statistics (the slowest tail)"
+        f"{then}; use drain_timeout_s=None (or a longer one) to let every item finish, or "
+        "simulate fewer items"
     )
+
+
+def warn_drain_timeouts(
+    runs: Sequence[tuple[Scenario, Mapping[str, Any]]],
+    *,
+    what: str,
+    then: str = "",
+    stacklevel: int = 2,
+) -> int:
+    """Warn once (:class:`DrainTimeoutWarning`) if any of ``runs`` timed out; returns how many did.
+
+    ``stacklevel`` is as for :func:`warnings.warn`, counted from the caller of this function.
+    """
+    message = drain_timeout_text(runs, what=what, then=then)
+    if message is None:
+        return 0
+    warnings.warn(message, DrainTimeoutWarning, stacklevel=stacklevel + 1)
+    return sum(bool(summary["drain_timed_out"]) for _, summary in runs)
 
 
 def _warn_if_drain_timed_out(results: list[SimulationResult]) -> None:
