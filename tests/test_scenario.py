@@ -127,8 +127,8 @@ def test_a_sweep_over_stages_and_a_stage_field_varies_both(engine):
 
 @pytest.mark.parametrize("engine", ["asyncio", "kernel"])
 def test_a_sweep_over_configs_and_a_config_field_varies_both(engine):
-    small = PipelineConfig(queue_maxsize=2, on_full="reject")
-    large = PipelineConfig(queue_maxsize=50, on_full="reject")
+    small = PipelineConfig(queue_maxsize=2, on_full="reject", drain_timeout_s=None)
+    large = PipelineConfig(queue_maxsize=50, on_full="reject", drain_timeout_s=None)
     base = scenario(n_items=300).replace(arrivals=Poisson(rate=3.0))
     frame = sweep(
         base,
@@ -152,11 +152,11 @@ def test_a_sweep_over_configs_and_a_config_field_varies_both(engine):
         # ... also when the stages come with it, onto a single-stage scenario.
         (scenario, {"stages": "CHAIN", "service": None, "concurrency": 3}, r"stage's setting"),
         # A stage's field needs stages to apply to: those given, else the scenario's.
-        (scenario, {"write.concurrency": 3}, r"names a stage, but the scenario has no stages"),
+        (scenario, {"write.concurrency": 3}, r"names a stage, but this scenario has no stages"),
         (
             chain,
             {"stages": None, "service": Exponential(mean=1.0), "write.concurrency": 3},
-            r"names a stage, but the scenario has no stages",
+            r"names a stage, but this scenario has no stages",
         ),
         (chain, {"stages": "ONE", "write.concurrency": 3}, r"no stage named 'write'; stages: a"),
     ],

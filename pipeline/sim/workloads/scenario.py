@@ -270,7 +270,7 @@ class Scenario:
         """The stages ``base`` with ``{"stage.field": value}`` changes applied."""
         if base is None:
             raise ValueError(
-                f"{next(iter(staged))!r} names a stage, but the scenario has no stages "
+                f"{next(iter(staged))!r} names a stage, but this scenario has no stages "
                 "(give stages=[StageSpec(...), ...] for a chain)"
             )
         if isinstance(base, str | bytes) or not isinstance(base, list | tuple):
