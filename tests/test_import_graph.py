@@ -57,6 +57,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.cli.stages", "_one_stage", "pipeline.sim.workloads.stages"): START_UP,
     ("pipeline.cli.sweep", "_plot_axes", "pipeline.viz.figures.sweep"): START_UP,
     ("pipeline.cli.sweep", "_points", "pipeline.sim.stats.intervals"): START_UP,
+    ("pipeline.cli.sweep", "_summary_metrics", "pipeline.sim.running.result"): START_UP,
     ("pipeline.cli.sweep", "_summary_metrics", "pipeline.sim.running.simulate"): START_UP,
     ("pipeline.cli.sweep", "_sweep_frame", "pipeline.sim.analysis.sweep"): START_UP,
     ("pipeline.cli.sweep", "_sweep_frame", "pipeline.sim.executors.cluster"): OPTIONAL,

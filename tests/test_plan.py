@@ -9,8 +9,11 @@ decides them, and check the answer against Erlang C.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -20,6 +23,7 @@ from pipeline import PipelineConfig, RetryPolicy
 from pipeline.sim import (
     Constant,
     Deterministic,
+    DrainTimeoutWarning,
     Exponential,
     IndependentFailures,
     Poisson,
@@ -31,6 +35,7 @@ from pipeline.sim import (
 from pipeline.sim.analysis.diagnostics.stability import unstable_note
 from pipeline.sim.analysis.planning.plan import look_confidence, plan, replication_schedule
 from pipeline.sim.analysis.planning.slo import (
+    DRAIN_CUT_METRICS,
     METRICS,
     SLO,
     SUMMARY_METRICS,
@@ -291,7 +296,9 @@ def deterministic_base() -> Scenario:
     ],
 )
 def test_decided_verdicts_stop_at_the_first_look(lookahead, skip_unstable, runs) -> None:
-    with CountingExecutor() as executor:
+    # Run, c = 1 and 2 leave a backlog the 30 s drain cannot clear: the plan says so.
+    warns = contextlib.nullcontext() if skip_unstable else pytest.warns(DrainTimeoutWarning)
+    with CountingExecutor() as executor, warns:
         result = plan(
             deterministic_base(),
             {"concurrency": range(1, 11)},
@@ -575,3 +582,87 @@ def test_a_dask_local_cluster_gives_the_same_plan(in_process) -> None:
     with scheduler_executor("local", workers=2) as executor:
         remote = plan(mmc_base(n_items=2000), SEARCH, SLOS, executor=executor, progress=False)
     assert remote.to_dict() == in_process
+
+
+# -- a run whose drain timed out never supports "meets" on a latency or wait SLO -------------
+
+
+def backlogged(drain_timeout_s: float | None = 30.0) -> Scenario:
+    """200 items in about 100 s: one worker (1 s each) is left with a backlog of about 100."""
+    return Scenario(
+        arrivals=Poisson(rate=2.0),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(concurrency=1, queue_maxsize=None, drain_timeout_s=drain_timeout_s),
+        n_items=200,
+        seed=4,
+    )
+
+
+@pytest.mark.parametrize("engine", ["asyncio", "kernel"])
+def test_a_single_stage_plan_fails_latency_and_wait_slos_on_cut_runs(engine):
+    slos = ["latency_p95_s<=100", "wait_p95_s<=100", "memory_peak_bytes<=1e9"]
+    with pytest.warns(DrainTimeoutWarning, match=r"in 8 of 24 plan runs"):
+        result = plan(
+            backlogged(), {"concurrency": [1, 2, 3]}, slos, replications=8,
+            skip_unstable=False, processes=1, progress=False, engine=engine,
+        )  # fmt: skip
+    one = result.candidates.iloc[0]
+    assert set(result.candidates["engine"]) == {engine}
+    # The cut runs' bounds clear the limits (the slowest items are missing): they fail anyway.
+    assert one["latency_p95_s_bound"] < 100 and one["wait_p95_s_bound"] < 100
+    assert one["latency_p95_s_verdict"] == one["wait_p95_s_verdict"] == "fails"
+    assert "have no wait" in one["wait_p95_s_note"]
+    assert one["memory_peak_bytes_verdict"] == "meets"  # not a latency: judged as usual
+    assert one["drain_timed_out"] == 8 and result.chosen["concurrency"] == 2
+    # Drained, every item counts, and one worker fails on its own numbers.
+    drained = simulate_replication(backlogged(None), 0, engine=engine).summary
+    assert drained["latency_p95_s"] > 100 and not drained["drain_timed_out"]
+
+
+def test_judge_fails_a_latency_or_wait_slo_on_any_cut_run():
+    values = [10.0, 11.0, 12.0, 10.5]
+    for metric in DRAIN_CUT_METRICS:
+        slo = SLO.parse(f"{metric}<=1000")
+        assert judge(slo, values, confidence=0.95).verdict == "meets"
+        cut = judge(slo, values, confidence=0.95, timed_out=[False, True, False, False])
+        assert cut.verdict == "fails" and cut.drain_timed_out == 1
+        assert cut.note.startswith("the drain timed out in 1 of 4 runs")
+        assert cut.bound == judge(slo, values, confidence=0.95).bound  # still shown
+        lower = judge(SLO.parse(f"{metric}>=0"), values, confidence=0.95, timed_out=[True] * 4)
+        assert lower.verdict == "fails"  # never a "meets", from either side
+    assert {"latency_p95_s", "wait_mean_s", "latency_mean_s"} <= set(DRAIN_CUT_METRICS)
+    assert not {"memory_peak_bytes", "unfinished_fraction"} & set(DRAIN_CUT_METRICS)
+    # Other metrics, and runs that all drained, are judged as before.
+    memory = SLO.parse("memory_peak_bytes<=1000")
+    assert judge(memory, values, confidence=0.95, timed_out=[True] * 4).verdict == "meets"
+    latency = SLO.parse("latency_p95_s<=1000")
+    same = judge(latency, values, confidence=0.95, timed_out=[False] * 4)
+    assert same == judge(latency, values, confidence=0.95)
+    # Agreeing runs (exact basis) and runs without a value keep the drain's note too.
+    agreed = judge(latency, [5.0, 5.0], confidence=0.95, timed_out=np.array([True, False]))
+    assert agreed.verdict == "fails" and "agreed exactly" in agreed.note
+    empty = judge(latency, [math.nan, 5.0], confidence=0.95, timed_out=[True, True])
+    assert empty.verdict == "fails" and empty.drain_timed_out == 2
+    with pytest.raises(ValueError, match=r"^timed_out must have one flag per value \(4\), got 3$"):
+        judge(latency, values, confidence=0.95, timed_out=[True] * 3)
+
+
+def test_the_plan_command_prints_one_warning_line_and_the_counts(tmp_path):
+    # Light load (theory runs it), but the last of 3 items of 40 s is always cut by the
+    # 30 s drain: the others' 40 s latencies would meet the SLO, and no run shows it met.
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "plan", "--arrivals", "poisson:rate=0.01",
+         "--service", "constant:value=40", "--items", "3", "--seed", "4",
+         "--search", "concurrency=1..2", "--slo", "latency_p95_s<=100",
+         "--replications", "4", "--processes", "1", "--json"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert len(warned) == 1 and warned[0].startswith("pipeline: warning: the drain timed out")
+    assert "in 8 of 8 plan runs" in warned[0] and "as failing every latency" in warned[0]
+    payload = json.loads(done.stdout)
+    assert payload["status"] == "infeasible" and payload["chosen"] is None
+    assert payload["runs_drain_timed_out"] == 8
+    assert [c["drain_timed_out"] for c in payload["candidates"]] == [4, 4]
+    assert all(c["latency_p95_s_mean"] < 100 for c in payload["candidates"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.sim import Exponential, Poisson, Scenario, StageSpec, simulate
+from pipeline.sim import DrainTimeoutWarning, Exponential, Poisson, Scenario, StageSpec, simulate
 from pipeline.sim.analysis.planning.plan import plan
 from pipeline.sim.analysis.planning.slo import CHAIN_METRICS, SLO
 
@@ -133,3 +133,87 @@ def test_items_held_max_is_a_chain_metric_only():
     single = Scenario(arrivals=Poisson(rate=1.0), service=Exponential(mean=0.5), n_items=20)
     with pytest.raises(ValueError, match="items_held_max is a chain's metric"):
         quick_plan(single, {"concurrency": [1, 2]}, ["items_held_max<=100"])
+
+
+def backlogged(drain_timeout_s: float | None = 30.0) -> Scenario:
+    """200 items in 20 s into a chain whose one writer needs about 60 s for them."""
+    config = {"queue_maxsize": None, "drain_timeout_s": drain_timeout_s}
+    return Scenario(
+        arrivals=Poisson(rate=10.0),
+        stages=[
+            StageSpec(
+                name="fetch",
+                service=Exponential(mean=0.05),
+                config=PipelineConfig(concurrency=4, **config),
+            ),
+            StageSpec(
+                name="write",
+                service=Exponential(mean=0.3),
+                config=PipelineConfig(concurrency=1, **config),
+            ),
+        ],
+        n_items=200,
+        seed=1,
+    )
+
+
+@pytest.fixture(scope="module")
+def cut_plans():
+    """The backlogged chain's plan on each engine: "auto" runs the kernel where the drain
+    finishes and falls back to the asyncio engine where it is cut (the kernel declines those)."""
+    search, slos = {"write.concurrency": [1, 2, 3]}, ["latency_p95_s<=33"]
+    plans = {}
+    for engine in ("asyncio", "auto"):
+        # 12 replications each: enough for the bound of the cut runs to clear the limit.
+        options = dict(replications=12, processes=1, progress=False, engine=engine)
+        with pytest.warns(DrainTimeoutWarning, match=r"in 12 of 36 plan runs: .* failing every"):
+            plans[engine] = plan(backlogged(), search, slos, **options)
+    return plans
+
+
+def test_both_engines_plan_the_cut_runs_alike(cut_plans):
+    runs = {engine: p.runs for engine, p in cut_plans.items()}
+    assert runs["asyncio"]["drain_timed_out"].tolist() == runs["auto"]["drain_timed_out"].tolist()
+    assert runs["asyncio"]["items_unfinished"].tolist() == runs["auto"]["items_unfinished"].tolist()
+    assert runs["asyncio"]["latency_p95_s"].to_numpy() == pytest.approx(
+        runs["auto"]["latency_p95_s"].to_numpy(), rel=1e-9, abs=1e-9
+    )
+    assert cut_plans["auto"].candidates["engine"].tolist() == ["asyncio", "kernel", "kernel"]
+
+
+@pytest.mark.parametrize("engine", ["asyncio", "auto"])
+def test_a_run_the_drain_cut_short_never_meets_a_latency_slo(cut_plans, engine):
+    # One writer leaves 24-40 items unfinished: its p95 (about 31 s) leaves out the
+    # slowest tail (about 34 s drained) and, judged as it stands, would meet <= 33.
+    cut = cut_plans[engine]
+    options = dict(replications=12, processes=1, progress=False, engine=engine)
+    drained = plan(
+        backlogged(None), {"write.concurrency": [1, 2, 3]}, ["latency_p95_s<=33"], **options
+    )
+    assert cut.chosen["write.concurrency"] == drained.chosen["write.concurrency"] == 2
+    one = cut.candidates.iloc[0]
+    assert one["verdict"] == "fails" and one["drain_timed_out"] == 12
+    assert one["items_unfinished_max"] > 0
+    assert one["latency_p95_s_bound"] <= 33  # the bound alone would have said "meets"
+    assert one["latency_p95_s_note"].startswith("the drain timed out in 12 of 12 runs")
+    assert "counted as failing" in one["latency_p95_s_note"]
+    assert cut.to_dict()["runs_drain_timed_out"] == 12
+    assert cut.to_dict()["candidates"][0]["drain_timed_out"] == 12
+    assert cut.runs["drain_timed_out"].tolist() == [True] * 12 + [False] * 24
+    text = cut.report()
+    assert "(drain timed out) fails" in text and "in 12 of 36 runs" in text
+    assert cut.binding["cheaper"][0]["failed"] == ["latency_p95_s<=33"]
+    figure = cut.figure()
+    labels = figure.axes[0].get_legend_handles_labels()[1] + [
+        t.get_text() for legend in figure.legends for t in legend.get_texts()
+    ]
+    assert "drain timed out: fails" in labels
+
+
+def test_a_plan_without_latency_slos_still_says_its_drains_timed_out():
+    with pytest.warns(DrainTimeoutWarning) as caught:
+        result = quick_plan(backlogged(), {"write.concurrency": [1, 2]}, ["items_held_max<=1e6"])
+    assert "as failing" not in str(caught[0].message)  # no latency SLO to fail
+    assert result.chosen["write.concurrency"] == 1
+    text = result.report()
+    assert "its drain timed out in 2 of 2 runs" in text and "unfinished_fraction" in text

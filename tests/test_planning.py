@@ -167,7 +167,7 @@ def test_an_empty_grid_is_one_point() -> None:
     )
     frame = sweep(base, {}, replications=3, processes=1, progress=False)
     table = slo_table(frame, "latency_p95_s", 1e6)
-    assert list(table.columns) == ["replications", "mean", "upper", "meets"]
+    assert list(table.columns) == ["replications", "mean", "upper", "meets", "drain_timed_out"]
     assert table["replications"].tolist() == [3] and table["meets"].tolist() == [True]
     choice = smallest_config_meeting(frame, "latency_p95_s", 1e6)
     assert choice is not None and choice["replications"] == 3

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.sim import Exponential, Poisson, Scenario, simulate
+from pipeline.sim import Exponential, Poisson, Scenario, StageSpec, simulate, sweep
 from pipeline.sim.workloads.scenario import MAX_ITEM_SIZE_BYTES, MAX_N_ITEMS
 
 
@@ -64,3 +64,131 @@ def test_the_largest_item_size_gives_exact_memory():
     peak = result.summary["memory_peak_bytes"]
     assert peak > 0 and peak % MAX_ITEM_SIZE_BYTES == 0
     assert int(result.timeseries["memory_bytes"].max()) == peak
+
+
+# -- replace(): a field applies to the value given in the same call -------------------------
+
+
+def chain(write_mean: float = 0.1, **kw):
+    return Scenario(
+        arrivals=Poisson(rate=2.0),
+        stages=[
+            StageSpec(name="fetch", service=Exponential(mean=0.2)),
+            StageSpec(
+                name="write",
+                service=Exponential(mean=write_mean),
+                config=PipelineConfig(concurrency=2, queue_maxsize=None),
+            ),
+        ],
+        n_items=kw.pop("n_items", 60),
+        seed=3,
+        **kw,
+    )
+
+
+def test_a_stage_field_applies_to_the_stages_given_with_it():
+    slower = chain(write_mean=0.9).stages
+    changed = chain().replace(stages=slower, **{"write.concurrency": 5})
+    assert changed.stages[1].service == Exponential(mean=0.9)  # the stages given are kept
+    assert changed.stages[1].config.concurrency == 5  # and the field applies to them
+    assert changed.stages[1].config.queue_maxsize is None
+    assert changed.stages[0] == slower[0]
+
+
+def test_a_config_field_applies_to_the_config_given_with_it():
+    given = PipelineConfig(concurrency=2, queue_maxsize=7, max_attempts=5)
+    changed = scenario().replace(config=given, concurrency=9)
+    assert changed.config == PipelineConfig(concurrency=9, queue_maxsize=7, max_attempts=5)
+    # A stage's config given with one of its fields: the same rule, per stage.
+    stage = chain().replace(**{"write.config": given, "write.concurrency": 9}).stages[1]
+    assert stage.config == PipelineConfig(concurrency=9, queue_maxsize=7, max_attempts=5)
+
+
+@pytest.mark.parametrize("engine", ["asyncio", "kernel"])
+def test_a_sweep_over_stages_and_a_stage_field_varies_both(engine):
+    fast, slow = chain(write_mean=0.1).stages, chain(write_mean=0.6).stages
+    frame = sweep(
+        chain(),
+        {"stages": [fast, slow], "write.concurrency": [1, 3]},
+        replications=1,
+        processes=1,
+        progress=False,
+        engine=engine,
+    )
+    latency = frame["latency_mean_s"].to_numpy()
+    # (fast, 1), (fast, 3), (slow, 1), (slow, 3): four different runs.
+    assert len(set(latency.tolist())) == 4
+    assert latency[2] > latency[0] and latency[3] > latency[1]
+    assert set(frame["engine"]) == {engine}
+    # Each row is the run of its own scenario.
+    one = simulate(chain().replace(stages=slow, **{"write.concurrency": 1}), engine=engine)
+    assert one.summary["latency_mean_s"] == pytest.approx(latency[2], rel=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["asyncio", "kernel"])
+def test_a_sweep_over_configs_and_a_config_field_varies_both(engine):
+    small = PipelineConfig(queue_maxsize=2, on_full="reject", drain_timeout_s=None)
+    large = PipelineConfig(queue_maxsize=50, on_full="reject", drain_timeout_s=None)
+    base = scenario(n_items=300).replace(arrivals=Poisson(rate=3.0))
+    frame = sweep(
+        base,
+        {"config": [small, large], "concurrency": [1, 2]},
+        replications=1,
+        processes=1,
+        progress=False,
+        engine=engine,
+    )
+    shed = frame["items_shed"].tolist()
+    assert shed[0] > shed[2] and shed[1] > shed[3]  # the small queue sheds more
+    assert shed[0] > shed[1]  # and more workers shed less
+
+
+@pytest.mark.parametrize(
+    ("make", "changes", "match"),
+    [
+        # A chain has no config of its own: which stage's would it be?
+        (chain, {"concurrency": 3}, r"^'concurrency' is a stage's setting in a chain; name the"),
+        (chain, {"config": PipelineConfig(concurrency=3)}, r"^config \(concurrency=3\) applies"),
+        # ... also when the stages come with it, onto a single-stage scenario.
+        (scenario, {"stages": "CHAIN", "service": None, "concurrency": 3}, r"stage's setting"),
+        # A stage's field needs stages to apply to: those given, else the scenario's.
+        (scenario, {"write.concurrency": 3}, r"names a stage, but this scenario has no stages"),
+        (
+            chain,
+            {"stages": None, "service": Exponential(mean=1.0), "write.concurrency": 3},
+            r"names a stage, but this scenario has no stages",
+        ),
+        (chain, {"stages": "ONE", "write.concurrency": 3}, r"no stage named 'write'; stages: a"),
+    ],
+)
+def test_a_field_with_nothing_to_apply_to_is_one_line(make, changes, match):
+    changes = dict(changes)
+    if changes.get("stages") == "CHAIN":
+        changes["stages"] = chain().stages
+    elif changes.get("stages") == "ONE":
+        changes["stages"] = [StageSpec(name="a", service=Exponential(mean=1.0))]
+    with pytest.raises(ValueError, match=match) as caught:
+        make().replace(**changes)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_chain_refuses_a_config_of_its_own_as_it_refuses_service_and_failures():
+    stages = chain().stages
+    with pytest.raises(
+        ValueError,
+        match=r"^config \(concurrency=3, drain_timeout_s=None\) "
+        r"applies to one stage; with stages, give each StageSpec its own config$",
+    ):
+        Scenario(
+            arrivals=Poisson(rate=2.0),
+            stages=stages,
+            config=PipelineConfig(concurrency=3, drain_timeout_s=None),
+            n_items=10,
+        )
+    # The default config is no config at all: accepted, as before.
+    assert (
+        Scenario(
+            arrivals=Poisson(rate=2.0), stages=stages, config=PipelineConfig(), n_items=10
+        ).stages
+        == stages
+    )

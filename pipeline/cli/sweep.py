@@ -61,11 +61,18 @@ line plot with error bars for a one-axis grid).
 
 Output: a progress bar on stderr; ``--json`` prints one object, ``grid``
 (axis -> values), ``replications``, ``metrics``, ``engine``, ``out``,
-``files`` and ``points``: per grid point its ``point`` (axis -> value) and the
-metrics' ``mean`` and ``ci95`` (95% half-width; null with one replication).
-Otherwise a short table. Bad input -- a bad grid, an unknown metric, an
-unwritable ``--out``, a scheduler that cannot be reached -- is one line,
-``pipeline: error: ...``, exit status 2, before any run starts.
+``files`` and ``points``: per grid point its ``point`` (axis -> value),
+``replications``, ``drain_timed_out`` (how many of its runs hit the drain
+timeout) and the metrics' ``mean`` and ``ci95`` (95% half-width; null with
+one replication). Otherwise a short table, with a ``drain_timed_out`` column
+(``K of R`` runs) when some drain timed out. Runs whose drain timed out also
+give one line on stderr, ``pipeline: warning: the drain timed out ... in K of
+N sweep runs: ...``: their latency statistics leave out the items left
+unfinished (``drain_timed_out`` is a column of ``sweep.csv`` too).
+
+Bad input -- a bad grid, an unknown metric, an unwritable ``--out``, a
+scheduler that cannot be reached -- is one line, ``pipeline: error: ...``,
+exit status 2, before any run starts.
 """
 
 from __future__ import annotations
@@ -281,10 +288,16 @@ def _plot_axes(grid: dict[str, list[Any]], axes: list[str] | None) -> tuple[str,
 
 def _summary_metrics(base: Scenario) -> list[str]:
     """The numeric summary keys, read off a one-item run of the base scenario (a millisecond)."""
+    import warnings
+
+    from ..sim.running.result import DrainTimeoutWarning
     from ..sim.running.simulate import simulate
 
     probe = base.replace(n_items=1, duration_s=None, warmup_s=0.0)
-    summary = simulate(probe).summary
+    with warnings.catch_warnings():
+        # The probe's one item says nothing of the sweep's runs: the sweep warns for those.
+        warnings.simplefilter("ignore", DrainTimeoutWarning)
+        summary = simulate(probe).summary
     return [
         key
         for key, value in summary.items()
@@ -387,7 +400,16 @@ def _points(frame: pd.DataFrame, grid: list[str], metrics: list[str]) -> list[di
         for metric in metrics:
             stats = summarise_values(part[metric].to_numpy(dtype=float))
             mean[metric], half[metric] = json_safe(stats.mean), json_safe(stats.half_width)
-        points.append({"point": point, "replications": len(rows), "mean": mean, "ci95": half})
+        cut = int(part["drain_timed_out"].astype(bool).sum())
+        points.append(
+            {
+                "point": point,
+                "replications": len(rows),
+                "drain_timed_out": cut,
+                "mean": mean,
+                "ci95": half,
+            }
+        )
     return points
 
 
@@ -419,8 +441,10 @@ def _write_files(
 
 
 def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) -> str:
-    """One line per grid point: its values, then each metric as ``mean ± half-width``."""
-    header = [*grid, *metrics]
+    """One line per grid point: its values, then each metric as ``mean ± half-width``;
+    when some drain timed out, a last column says in how many of the point's runs."""
+    cut = any(point["drain_timed_out"] for point in points)
+    header = [*grid, *metrics, *(["drain_timed_out"] if cut else [])]
     body = []
     for point in points:
         cells = [str(axis_text(name, point["point"][name])) for name in grid]
@@ -430,6 +454,8 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
             if mean is not None and half is not None:
                 text += f" ± {format_value(metric, half)}"
             cells.append(text)
+        if cut:
+            cells.append(f"{point['drain_timed_out']} of {point['replications']}")
         body.append(cells)
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     return "\n".join(

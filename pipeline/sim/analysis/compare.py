@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..executors.pool import check_picklable, default_workers, run_tasks
+from ..running.drain_warning import warn_drain_timeouts
 from ..running.kernel.run import check_engine
 from ..stats.intervals import MeanCI, paired_difference, summarise_values
 from ..workloads.scenario import Scenario
-from .planning.slo import DERIVED_METRICS, metric_value
+from .planning.slo import DERIVED_METRICS, DRAIN_CUT_METRICS, metric_value
 from .sweep import run_task
 
 if TYPE_CHECKING:
@@ -153,6 +154,11 @@ def compare(
         A :class:`Comparison`: the mean difference, its paired half-width, and
         the unpaired half-width for contrast.
 
+    Warns:
+        DrainTimeoutWarning: once, when some runs' drain timed out (their
+            latency and wait statistics leave out the items left unfinished),
+            with how many runs and items.
+
     Raises:
         TypeError: ``a`` or ``b`` is not a Scenario.
         ValueError: an unknown or non-numeric ``metric`` (or a derived fraction
@@ -189,7 +195,8 @@ def compare(
             f"metric must be a numeric summary key or one of {list(DERIVED_METRICS)}, "
             f"got {metric!r}; allowed keys: {allowed}"
         )
-    tasks = [(scenario, r, engine) for scenario in (a, b) for r in range(replications)][1:]
+    every_run = [(scenario, r, engine) for scenario in (a, b) for r in range(replications)]
+    tasks = every_run[1:]
     workers = default_workers(processes, len(tasks))
     if workers > 1 or executor is not None:
         check_picklable([a, b], workers, "compare")
@@ -201,6 +208,18 @@ def compare(
             run_task, tasks, workers=workers, bar=bar, what="compare", executor=executor
         )
     summaries = [first, *rest]
+    warn_drain_timeouts(
+        [
+            (scenario, summary)
+            for (scenario, _, _), summary in zip(every_run, summaries, strict=True)
+        ],
+        what="compare runs",
+        then=(
+            f", so the difference in {metric} leaves them out too"
+            if metric in DRAIN_CUT_METRICS
+            else ""
+        ),
+    )
     # One definition of each metric, the one plan() judges SLOs by.
     values = np.array([_value(s, metric) for s in summaries]).reshape(2, replications)
     missing = np.flatnonzero(~np.isfinite(values).all(axis=0))

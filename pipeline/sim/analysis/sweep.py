@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..executors.pool import check_executor, check_picklable, default_workers, run_tasks
+from ..running.drain_warning import warn_drain_timeouts
 from ..running.kernel.run import check_engine, refusal, unsupported
 from ..running.result import SimulationResult
 from ..running.single import simulate_once
@@ -134,9 +135,16 @@ def sweep(
 
     Returns:
         A DataFrame with one row per (grid point, replication), in grid order:
-        the grid's columns, ``replication``, then every summary key. The grid's
-        field names are kept in ``frame.attrs["grid"]``. Everything except
-        ``wall_time_s`` is the same whatever ``processes`` is.
+        the grid's columns, ``replication``, then every summary key
+        (``drain_timed_out`` among them: True where the run's drain hit
+        ``drain_timeout_s``, so its latency statistics leave out the items it
+        left unfinished). The grid's field names are kept in
+        ``frame.attrs["grid"]``. Everything except ``wall_time_s`` is the same
+        whatever ``processes`` is.
+
+    Warns:
+        DrainTimeoutWarning: once, when some runs' drain timed out, with how
+            many of the runs and how many items they left unfinished.
 
     Raises:
         TypeError: ``base`` is not a Scenario, a bad grid, or ``executor`` is
@@ -190,6 +198,11 @@ def sweep(
             workers_asked=processes is not None,
         )
 
+    warn_drain_timeouts(
+        [(scenario, summary) for (scenario, _, _), summary in zip(tasks, summaries, strict=True)],
+        what="sweep runs",
+        then=" (the drain_timed_out column marks those runs)",
+    )
     rows = []
     for index, ((_, r, _), summary) in enumerate(zip(tasks, summaries, strict=True)):
         rows.append({**points[index // replications], "replication": r, **summary})
@@ -246,7 +259,9 @@ def summarise_sweep(
 
     Returns:
         One row per grid point, in grid order: the grid's columns,
-        ``replications``, then ``<metric>_mean`` and ``<metric>_ci95`` for each metric.
+        ``replications``, ``drain_timed_out`` (how many of them hit the drain
+        timeout: their latency and wait statistics leave out the items left
+        unfinished), then ``<metric>_mean`` and ``<metric>_ci95`` for each metric.
 
     Raises:
         ValueError: a metric that is not a column of ``frame``.
@@ -275,6 +290,8 @@ def summarise_sweep(
         # Values from the rows, not the group keys: groupby turns None into NaN.
         row: dict[str, Any] = {column: part[column].iloc[0] for column in grid}
         row["replications"] = len(part)
+        if "drain_timed_out" in part:
+            row["drain_timed_out"] = int(part["drain_timed_out"].astype(bool).sum())
         for metric in metrics:
             mean, half = summarise_values(part[metric].to_numpy(dtype=np.float64))
             row[f"{metric}_mean"] = mean

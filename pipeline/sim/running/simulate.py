@@ -12,12 +12,12 @@ item by item, many times faster.
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from ..workloads.scenario import Scenario
+from .drain_warning import warn_drain_timeouts
 from .replications import Replications, replicate
-from .result import DrainTimeoutWarning, SimulationResult
+from .result import SimulationResult
 from .single import simulate_once
 
 if TYPE_CHECKING:
@@ -121,31 +121,10 @@ def simulate(
     return runs
 
 
-def _drain_timeout_message(results: list[SimulationResult]) -> str | None:
-    """What :class:`DrainTimeoutWarning` says about these runs, or None if every drain finished."""
-    cut = [r for r in results if r.report.drain_timed_out]
-    if not cut:
-        return None
-    # A chain's report counts its unfinished items (stranded ones too) and drains
-    # within its first stage's drain_timeout_s.
-    left = sum(
-        r.report.unfinished if isinstance(r.report.unfinished, int) else len(r.report.unfinished)
-        for r in cut
-    )
-    scenario = cut[0].scenario
-    config = scenario.config if scenario.stages is None else scenario.stages[0].config
-    timeout = config.drain_timeout_s
-    where = "the run" if len(results) == 1 else f"{len(cut)} of {len(results)} replications"
-    return (
-        f"the drain timed out (drain_timeout_s={timeout}) in {where}: {left:,} item(s) were "
-        "left unfinished and are missing from the latency statistics (the slowest tail); "
-        "use drain_timeout_s=None (or a longer one) to let every item finish, or simulate "
-        "fewer items"
-    )
-
-
 def _warn_if_drain_timed_out(results: list[SimulationResult]) -> None:
-    message = _drain_timeout_message(results)
-    if message is not None:
-        # stacklevel 3: the warning points at the caller of simulate().
-        warnings.warn(message, DrainTimeoutWarning, stacklevel=3)
+    where = "the run" if len(results) == 1 else None
+    # stacklevel 3: the warning points at the caller of simulate().
+    warn_drain_timeouts(
+        [(r.scenario, r.summary) for r in results], what="replications", where=where,
+        stacklevel=3,
+    )

@@ -167,6 +167,18 @@ class Scenario:
                 f"failures={self.failures!r} applies to one stage; with stages, give each "
                 "StageSpec its own failures"
             )
+        default = PipelineConfig()
+        if self.config != default:
+            # A chain runs each stage with its StageSpec's config: this one would be ignored.
+            changed = ", ".join(
+                f"{f.name}={show(getattr(self.config, f.name))}"
+                for f in dataclasses.fields(PipelineConfig)
+                if getattr(self.config, f.name) != getattr(default, f.name)
+            )
+            raise ValueError(
+                f"config ({changed}) applies to one stage; with stages, give each "
+                "StageSpec its own config"
+            )
         object.__setattr__(self, "stages", tuple(stages))
 
     def replace(self, **changes: Any) -> Scenario:
@@ -178,9 +190,19 @@ class Scenario:
         that stage (``"write.concurrency"``), so ``sweep()`` and ``plan()`` can
         vary one stage.
 
+        A field applies to the value given in the same call, else to this
+        scenario's: ``replace(config=c, concurrency=8)`` is ``c`` with 8 workers,
+        ``replace(stages=s, **{"write.concurrency": 8})`` is ``s`` with its
+        ``write`` stage at 8 workers, and ``"write.config"`` with
+        ``"write.concurrency"`` is that config with 8 workers. So a sweep over
+        ``{"stages": [a, b], "write.concurrency": [...]}`` varies both.
+
         Raises:
-            ValueError: an unknown field or stage, or a config field without its
-                stage on a chain (which stage's would it be?).
+            ValueError: an unknown field or stage; a field with nothing to apply
+                to: a config field without its stage, or ``config=``, on a chain
+                (which stage's would it be?), or a ``"stage.field"`` on a
+                scenario without stages (the stages given, if any, are the ones
+                looked in).
 
         Example:
             >>> scenario.replace(concurrency=8, seed=2)   # concurrency goes to config
@@ -196,27 +218,40 @@ class Scenario:
                 f"{sorted({f.name for f in dataclasses.fields(Scenario)} | config_fields)}"
                 + (" or 'stage.field' for a chain's stage" if self.stages else "")
             )
-        if config_changes and self.stages is not None and "stages" not in changes:
-            names = [stage.name for stage in self.stages]
+        # The stages and config the fields apply to: given in this call, else this scenario's.
+        stages = changes.get("stages", self.stages)
+        if config_changes and stages is not None:
+            names = [getattr(stage, "name", "?") for stage in stages]
             first = next(iter(config_changes))
             raise ValueError(
                 f"{first!r} is a stage's setting in a chain; name the stage, e.g. "
                 f"'{names[-1]}.{first}' (stages: {', '.join(names)})"
             )
         if config_changes:
-            changes["config"] = dataclasses.replace(self.config, **config_changes)
+            config = changes.get("config", self.config)
+            if not isinstance(config, PipelineConfig):
+                raise TypeError(f"config must be a PipelineConfig, got {show(config)}")
+            changes["config"] = dataclasses.replace(config, **config_changes)
         if staged:
-            changes["stages"] = self._replace_stages(staged, config_fields)
+            changes["stages"] = self._replace_stages(stages, staged, config_fields)
         return dataclasses.replace(self, **changes)
 
-    def _replace_stages(self, staged: dict[str, Any], config_fields: set[str]) -> tuple:
-        """The stages with ``{"stage.field": value}`` changes applied."""
-        if self.stages is None:
+    @staticmethod
+    def _replace_stages(
+        base: Any, staged: dict[str, Any], config_fields: set[str]
+    ) -> tuple[StageSpec, ...]:
+        """The stages ``base`` with ``{"stage.field": value}`` changes applied."""
+        if base is None:
             raise ValueError(
                 f"{next(iter(staged))!r} names a stage, but this scenario has no stages "
                 "(give stages=[StageSpec(...), ...] for a chain)"
             )
-        by_name = {stage.name: stage for stage in self.stages}
+        if isinstance(base, str | bytes) or not isinstance(base, list | tuple):
+            raise TypeError(f"stages must be a list of StageSpec, got {show(base)}")
+        for index, stage in enumerate(base):
+            if not isinstance(stage, StageSpec):
+                raise TypeError(f"stages[{index}] must be a StageSpec, got {show(stage)}")
+        by_name = {stage.name: stage for stage in base}
         stage_fields = {f.name for f in dataclasses.fields(StageSpec)} - {"name"}
         spec_changes: dict[str, dict[str, Any]] = {}
         config_changes: dict[str, dict[str, Any]] = {}
@@ -234,10 +269,14 @@ class Scenario:
                     f"{sorted(stage_fields | config_fields)}"
                 )
         stages = []
-        for stage in self.stages:
+        for stage in base:
             fields = dict(spec_changes.get(stage.name, {}))
             if stage.name in config_changes:
                 config = fields.get("config", stage.config)
+                if not isinstance(config, PipelineConfig):
+                    raise TypeError(
+                        f"'{stage.name}.config' must be a PipelineConfig, got {show(config)}"
+                    )
                 fields["config"] = dataclasses.replace(config, **config_changes[stage.name])
             stages.append(dataclasses.replace(stage, **fields) if fields else stage)
         return tuple(stages)

@@ -4,7 +4,8 @@ One panel per SLO: the metric's mean for each configuration run, against the
 first cost field (usually ``concurrency``), one line per combination of the
 other searched fields; error bars reach the one-sided confidence bounds; the
 limit is a dashed line; the chosen configuration is a star; configurations
-queueing theory rejected (not run) are shaded. Titles and axes are in words
+queueing theory rejected (not run) are shaded; a red cross marks a latency or
+wait SLO failed because some run's drain timed out. Titles and axes are in words
 (``p95 latency ≤ 0.5 s``, :mod:`~pipeline._units`).
 matplotlib is imported here only, when a figure is asked for.
 """
@@ -107,6 +108,15 @@ def frontier_figure(plan: Plan, ax: Any = None, previous: Plan | None = None) ->
                     linewidth=1, color=f"C{g % 10}", label=label or None,
                 )  # fmt: skip
                 shown += means
+                # A run whose drain timed out fails this SLO whatever the mean: say so.
+                cut = [c for c in ran if c.judgements[index].drain_timed_out]
+                if cut:
+                    axis.plot(
+                        [x_of(c.point[x_field]) for c in cut],
+                        [c.judgements[index].mean for c in cut],
+                        marker="x", markersize=9, markeredgewidth=2, color="C3",
+                        linestyle="none", label="drain timed out: fails",
+                    )  # fmt: skip
             for c in members:
                 if c.verdict == "unstable":
                     x = x_of(c.point[x_field])

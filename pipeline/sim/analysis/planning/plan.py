@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...executors.pool import bootstrapping, check_picklable, pool_workers, run_tasks
+from ...running.drain_warning import warn_drain_timeouts
 from ...running.kernel.run import check_engine, refusal, unsupported
 from ...running.replications import POOL_WORTH_S, estimated_seconds
 from ...running.single import simulate_once
@@ -42,6 +43,7 @@ from ...workloads.scenario import Scenario
 from ..diagnostics.stability import unstable_note
 from .result import Plan, ranked_values
 from .slo import (
+    DRAIN_CUT_METRICS,
     SLO,
     Judgement,
     check_confidence,
@@ -75,6 +77,9 @@ class _Candidate:
     # Per replication, per SLO metric: (events, trials) behind a fraction, else None.
     counts: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
     engines: set[str] = field(default_factory=set)
+    # Per replication: did its drain time out, and how many items did it leave unfinished.
+    timed_out: list[bool] = field(default_factory=list)
+    unfinished: list[int] = field(default_factory=list)
     judgements: tuple[Judgement, ...] = ()
     verdict: str = "unexamined"  # meets | fails | undecided | unstable | unexamined
 
@@ -86,7 +91,13 @@ class _Candidate:
         columns = np.array(self.values, dtype=np.float64).T
         tallies = list(zip(*self.counts, strict=True))
         self.judgements = tuple(
-            judge(slo, column, confidence=confidence, counts=None if None in tally else list(tally))
+            judge(
+                slo,
+                column,
+                confidence=confidence,
+                counts=None if None in tally else list(tally),
+                timed_out=self.timed_out,
+            )
             for slo, column, tally in zip(slos, columns, tallies, strict=True)
         )
         verdicts = {j.verdict for j in self.judgements}
@@ -97,13 +108,16 @@ class _Candidate:
 
 def _measure(
     scenario: Scenario, replication: int, engine: str, metrics: tuple[str, ...]
-) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...]]:
+) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...], bool, int]:
     # Module level so worker processes (or Dask workers) can unpickle it; returns
-    # only the values the SLOs need, the engine that ran, and the counts behind
-    # each fraction (for an exact bound when the replications agree).
+    # only the values the SLOs need, the engine that ran, the counts behind
+    # each fraction (for an exact bound when the replications agree), and whether
+    # the drain timed out, leaving how many items unfinished (latency SLOs then fail).
     summary = simulate_once(scenario, replication, engine).summary
     values = tuple(metric_value(summary, m) for m in metrics)
-    return values, summary["engine"], tuple(metric_counts(summary, m) for m in metrics)
+    counts = tuple(metric_counts(summary, m) for m in metrics)
+    cut = bool(summary["drain_timed_out"])
+    return values, summary["engine"], counts, cut, int(summary["items_unfinished"])
 
 
 # -- validating the arguments --------------------------------------------------------------
@@ -356,6 +370,11 @@ def plan(
     look uses the level ``1 - (1 - confidence) / L`` (:func:`look_confidence`):
     the chance that a configuration gets a wrong verdict on an SLO, over all
     its looks, stays at most ``1 - confidence``.
+    A run whose drain timed out (``drain_timeout_s``) left items unfinished,
+    missing from its latency and wait statistics: a configuration with such a
+    run *fails* every SLO on those metrics
+    (:data:`~pipeline.sim.analysis.planning.slo.DRAIN_CUT_METRICS`), its note says
+    why, and the plan warns once with how many runs timed out.
     Replications that agree exactly leave a t bound no width: a fraction
     (``shed_fraction`` ...) is then judged by the exact binomial bound on the
     counts pooled over them (no event in N items: about 3/N at 95%), any
@@ -430,6 +449,10 @@ def plan(
         ``chosen``, ``binding``, ``candidates`` (DataFrame), ``runs``,
         ``figure()``, ``report()``, ``to_dict()``. Everything in it is the same
         whatever ``processes`` or ``executor`` ran the runs.
+
+    Warns:
+        DrainTimeoutWarning: once, when some runs' drain timed out, with how
+            many runs and how many items they left unfinished.
 
     Raises:
         TypeError: ``base`` is not a Scenario, or ``search`` is not a dict of sequences.
@@ -516,14 +539,33 @@ def plan(
             payload = [(c.scenario, r, engine, metrics) for c, r in tasks]
             touched: dict[int, _Candidate] = {}
             measured = runner.run(payload, bar)
-            for (candidate, _), (values, ran, counts) in zip(tasks, measured, strict=True):
+            for (candidate, _), (values, ran, counts, cut, left) in zip(
+                tasks, measured, strict=True
+            ):
                 candidate.values.append(values)  # tasks list each candidate's runs in order
                 candidate.counts.append(counts)
                 candidate.engines.add(ran)
+                candidate.timed_out.append(cut)
+                candidate.unfinished.append(left)
                 touched[candidate.rank] = candidate
             for candidate in touched.values():
                 candidate.judge(parsed, per_look)
 
+    examined_candidates = candidates[:examined]
+    drain_cut = any(slo.metric in DRAIN_CUT_METRICS for slo in parsed)
+    warn_drain_timeouts(
+        [
+            (c.scenario, {"drain_timed_out": cut, "items_unfinished": left})
+            for c in examined_candidates
+            for cut, left in zip(c.timed_out, c.unfinished, strict=True)
+        ],
+        what="plan runs",
+        then=(
+            "; the plan counts those runs as failing every latency and wait SLO"
+            if drain_cut
+            else ""
+        ),
+    )
     return Plan(
         base=base,
         search=axes,
@@ -532,7 +574,7 @@ def plan(
         confidence=level,
         look_confidence=per_look,
         replications=(low, high),
-        candidates=candidates[:examined],
+        candidates=examined_candidates,
         total=len(candidates),
     )
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from ...running.drain_warning import drain_timeout_of
+from .slo import DRAIN_CUT_METRICS
+
 if TYPE_CHECKING:
     from .result import Plan
     from .slo import Judgement
@@ -46,6 +49,13 @@ def _outcome(plan: Plan, level: str) -> list[str]:
             )
             if j.note is not None:
                 lines.append(f"    {'':<{width}}  ({j.note})")
+        if any(target.timed_out):
+            lines.append(
+                f"  its drain timed out in {sum(target.timed_out)} of {target.replications} "
+                f"runs (up to {max(target.unfinished):,} items unfinished): no SLO here is on "
+                "latency or wait, which would count those runs as failing; bound "
+                "unfinished_fraction to limit them"
+            )
         for step in binding["cheaper"]:
             why = ", ".join(step["failed"]) if step["failed"] else (step["note"] or "")
             lines.append(
@@ -111,11 +121,12 @@ def _table(plan: Plan) -> list[str]:
 
 def _spread(j: Judgement) -> str:
     """How far the bound is from the mean, as the table shows it."""
+    cut = " (drain timed out)" if j.drain_timed_out else ""
     if j.basis == "binomial":  # exact, one-sided, and not symmetric: show the bound itself
-        return f" {'≤' if j.slo.upper else '≥'} {_num(j.bound)} (binomial)"
+        return f" {'≤' if j.slo.upper else '≥'} {_num(j.bound)} (binomial){cut}"
     if j.basis == "exact":
-        return " (all runs equal)"
-    return "" if not math.isfinite(j.half_width) else f" ± {_num(j.half_width)}"
+        return " (all runs equal)" + cut
+    return ("" if not math.isfinite(j.half_width) else f" ± {_num(j.half_width)}") + cut
 
 
 def plan_report(plan: Plan) -> str:
@@ -129,6 +140,19 @@ def plan_report(plan: Plan) -> str:
         f"unstable; {plan.runs_total} runs ({plan.replications[0]} to "
         f"{plan.replications[1]} replications per configuration)"
     )
+    cut = plan.runs_drain_timed_out
+    if cut:
+        timeouts = sorted(
+            {drain_timeout_of(c.scenario) for c in plan._candidates if any(c.timed_out)}
+        )
+        judged = any(s.metric in DRAIN_CUT_METRICS for s in plan.slos)
+        lines.append(
+            f"  the drain timed out (drain_timeout_s={', '.join(map(str, timeouts))}) in "
+            f"{cut} of {plan.runs_total} runs: the items left unfinished are missing from "
+            "their latency and wait statistics"
+            + (", so those runs count as failing every SLO on them" if judged else "")
+            + "; drain_timeout_s=None lets every item finish"
+        )
     if plan._candidates:
         lines.append("")
         look = f"{100 * plan.look_confidence:.4g}%"
@@ -140,6 +164,11 @@ def plan_report(plan: Plan) -> str:
                 "  (binomial): every run gave the same fraction, so no t interval; the bound is "
                 "the exact binomial one on the items pooled over the runs (about 3/N for none "
                 "in N at 95%)"
+            )
+        if any(j.drain_timed_out for c in plan._candidates for j in c.judgements):
+            lines.append(
+                "  (drain timed out): some run of that configuration left items unfinished, "
+                "missing from its latency and wait statistics: the SLO fails, whatever the mean"
             )
         if "exact" in bases:
             lines.append(

@@ -142,6 +142,13 @@ class Plan:
         return sum(c.replications for c in self._candidates)
 
     @property
+    def runs_drain_timed_out(self) -> int:
+        """Runs whose drain hit ``drain_timeout_s``, leaving items unfinished (see
+        :data:`~pipeline.sim.analysis.planning.slo.DRAIN_CUT_METRICS`: their latency and wait
+        SLOs fail)."""
+        return sum(sum(c.timed_out) for c in self._candidates)
+
+    @property
     def chosen_scenario(self) -> Scenario | None:
         """The base scenario with the chosen configuration applied (None unless chosen)."""
         return self._target.scenario if self.status == "chosen" else None
@@ -224,6 +231,8 @@ class Plan:
                 verdict=c.verdict,
                 engine=",".join(sorted(c.engines)) or None,
                 note=c.note,
+                drain_timed_out=sum(c.timed_out),
+                items_unfinished_max=max(c.unfinished, default=None),
             )
             judgements = {j.slo: j for j in c.judgements}
             for slo in self.slos:
@@ -242,7 +251,10 @@ class Plan:
 
         Columns: the searched fields, ``rank`` (place in cost order),
         ``replications``, ``verdict`` (meets, fails, undecided, unstable),
-        ``engine``, ``note`` (why it was rejected without runs), then for each
+        ``engine``, ``note`` (why it was rejected without runs),
+        ``drain_timed_out`` (how many of its runs hit the drain timeout: then
+        its latency and wait SLOs fail) and ``items_unfinished_max`` (the most
+        items one of its runs left unfinished; None without runs), then for each
         SLO (named by its metric; ``metric_le``/``metric_ge`` when one metric
         is bounded from both sides) ``_mean``, ``_bound`` (the one-sided bound
         on the SLO's safe side), ``_half_width``, ``_verdict`` and ``_note`` (None,
@@ -258,7 +270,8 @@ class Plan:
 
     @cached_property
     def runs(self) -> pd.DataFrame:
-        """One row per simulation run: the searched fields, ``replication``, each SLO metric."""
+        """One row per simulation run: the searched fields, ``replication``, each SLO
+        metric, ``drain_timed_out`` and ``items_unfinished``."""
         import pandas as pd
 
         from ..sweep import keep_none
@@ -268,8 +281,15 @@ class Plan:
             for r, values in enumerate(c.values):
                 row = {**c.point, "replication": r}
                 row.update(zip((s.metric for s in self.slos), values, strict=True))
+                row.update(drain_timed_out=c.timed_out[r], items_unfinished=c.unfinished[r])
                 rows.append(row)
-        columns = [*self.search, "replication", *dict.fromkeys(s.metric for s in self.slos)]
+        columns = [
+            *self.search,
+            "replication",
+            *dict.fromkeys(s.metric for s in self.slos),
+            "drain_timed_out",
+            "items_unfinished",
+        ]
         return keep_none(pd.DataFrame(rows, columns=columns), rows, list(self.search))
 
     # -- output ------------------------------------------------------------------------
@@ -278,7 +298,8 @@ class Plan:
         """A JSON-safe dict: status, chosen, binding, fallback, undecided, candidates, ...
 
         NaN and infinities become None; ``candidates`` is a list of objects with
-        the columns of :attr:`candidates`.
+        the columns of :attr:`candidates`; ``runs_drain_timed_out`` counts the
+        runs whose drain timed out (:attr:`runs_drain_timed_out`).
         """
 
         def clean(value: Any) -> Any:
@@ -304,6 +325,7 @@ class Plan:
                 "candidates_examined": len(self._candidates),
                 "candidates_total": self.total_candidates,
                 "runs": self.runs_total,
+                "runs_drain_timed_out": self.runs_drain_timed_out,
                 "candidates": self._rows(),
             }
         )

@@ -37,6 +37,16 @@ the shed fraction 0 for sure. So:
   replications agreed exactly, with no interval to estimate, rather than
   "± 0".
 
+**When a run's drain timed out** (``drain_timeout_s``), the items it left
+unfinished have no finish time: its latency and wait statistics
+(:data:`DRAIN_CUT_METRICS`) leave out the slowest tail, and only look better
+for it. Such a run never supports ``meets`` on those metrics: an SLO on one of
+them *fails* on a configuration with any run whose drain timed out (given
+``timed_out`` to :func:`judge`), and the judgement's note says so. That
+configuration did not finish its work within the drain; more replications
+would not change it. SLOs on other metrics are judged as usual
+(``unfinished_fraction`` bounds the unfinished items themselves).
+
 Example:
     >>> slo = SLO.parse("latency_p95_s<=0.5")
     >>> judge(slo, [0.41, 0.44, 0.43], confidence=0.95).verdict
@@ -58,6 +68,7 @@ from ...stats.intervals import t_quantile
 __all__ = [
     "CHAIN_METRICS",
     "DERIVED_METRICS",
+    "DRAIN_CUT_METRICS",
     "FRACTION_METRICS",
     "METRICS",
     "SLO",
@@ -126,6 +137,12 @@ FRACTION_METRICS: tuple[str, ...] = (
 """The derived metrics that are fractions of items, each item in or out: a binomial
 count, which an exact bound can judge when the replications agree
 (``attempts_per_item`` is a ratio, not a fraction: an item may take many attempts)."""
+
+DRAIN_CUT_METRICS: tuple[str, ...] = tuple(
+    m for m in SUMMARY_METRICS if m.startswith(("wait_", "latency_"))
+)
+"""Metrics of the items' latency and wait, which leave out the items a timed-out drain
+left unfinished: a run whose drain timed out fails an SLO on any of them (see :func:`judge`)."""
 
 CHAIN_METRICS: tuple[str, ...] = (
     "items_offered",
@@ -385,6 +402,9 @@ class Judgement(NamedTuple):
         note: for ``"binomial"`` and ``"exact"``, a sentence saying so (None for ``"t"``).
         interval: ``(low, high)`` when it is not ``mean ± half_width`` (binomial).
         pooled: for ``"binomial"``, the ``(events, trials)`` summed over the replications.
+        drain_timed_out: how many of the replications' drains timed out, for
+            an SLO on one of :data:`DRAIN_CUT_METRICS` (0 otherwise): any makes
+            the verdict ``fails``, whatever the bounds say.
     """
 
     slo: SLO
@@ -397,6 +417,7 @@ class Judgement(NamedTuple):
     note: str | None = None
     interval: tuple[float, float] | None = None
     pooled: tuple[int, int] | None = None
+    drain_timed_out: int = 0
 
     @property
     def low(self) -> float:
@@ -452,6 +473,7 @@ def judge(
     *,
     confidence: float,
     counts: Sequence[tuple[int, int]] | None = None,
+    timed_out: Sequence[bool] | None = None,
 ) -> Judgement:
     """Judge ``slo`` from one value per replication (see the module docstring for the rule).
 
@@ -472,17 +494,45 @@ def judge(
         confidence: one-sided level in [0.5, 1).
         counts: for a fraction metric, each replication's ``(events, trials)``
             (:func:`metric_counts`), e.g. (items shed, items offered).
+        timed_out: each replication's ``drain_timed_out`` (None: no drain
+            timed out). On a metric of :data:`DRAIN_CUT_METRICS`, any True
+            makes the verdict ``fails`` (the bounds are still computed, for
+            show), with :attr:`Judgement.note` saying why.
 
     Raises:
-        ValueError: no values, ``confidence`` not in [0.5, 1), or ``counts`` not
-            one ``(events, trials)`` pair per value with ``0 <= events <= trials``.
+        ValueError: no values, ``confidence`` not in [0.5, 1), ``counts`` not
+            one ``(events, trials)`` pair per value with ``0 <= events <= trials``,
+            or ``timed_out`` not one flag per value.
     """
     level = check_confidence(confidence)
     x = np.asarray(values, dtype=np.float64)
     n = x.size
     if n == 0:
         raise ValueError(f"cannot judge {slo} on no replications")
-    pooled = _pooled(slo, counts, n)
+    cut = 0
+    if timed_out is not None:
+        flags = [bool(flag) for flag in timed_out]
+        if len(flags) != n:
+            raise ValueError(f"timed_out must have one flag per value ({n}), got {len(flags)}")
+        cut = sum(flags) if slo.metric in DRAIN_CUT_METRICS else 0
+    judgement = _judge_values(slo, x, level, _pooled(slo, counts, n))
+    if not cut:
+        return judgement
+    note = (
+        f"the drain timed out in {cut} of {n} runs: the items left unfinished have no "
+        f"{'wait' if slo.metric.startswith('wait_') else 'latency'}, so these values leave out "
+        "the slowest tail and cannot show the SLO is met; counted as failing"
+    )
+    if judgement.note is not None:
+        note += f" ({judgement.note})"
+    return judgement._replace(verdict="fails", note=note, drain_timed_out=cut)
+
+
+def _judge_values(
+    slo: SLO, x: np.ndarray, level: float, pooled: tuple[int, int] | None
+) -> Judgement:
+    """:func:`judge` on the values alone (t, binomial or exact), drain timeouts aside."""
+    n = x.size
     finite = np.isfinite(x)
     if not finite.all():
         mean = float(x[finite].mean()) if finite.any() else math.nan

@@ -27,6 +27,7 @@ from ...workloads.arrivals import DailyCurve, Trace, daily_curve
 from ...workloads.traces.replay import ScriptedFailures, TraceWorkload
 from ...workloads.traces.service import ServiceTrace
 from ..sweep import grid_columns, grid_groups, keep_none
+from .slo import DRAIN_CUT_METRICS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -119,7 +120,11 @@ def slo_table(
     across the R replications: we are ``confidence`` sure that the metric's
     *expected* value (its mean over runs like these) is below it. A point
     ``meets`` the SLO when ``upper <= limit``. With one replication there is
-    no bound (NaN) and nothing meets it.
+    no bound (NaN) and nothing meets it. ``drain_timed_out`` counts the
+    point's replications whose drain timed out: on a latency or wait metric
+    (:data:`~pipeline.sim.analysis.planning.slo.DRAIN_CUT_METRICS`) such a point never
+    meets, as in :func:`~pipeline.sim.plan` (its statistics leave out the
+    items left unfinished).
 
     Args:
         frame: what :func:`~pipeline.sim.sweep` returned.
@@ -147,8 +152,10 @@ def slo_table(
             upper = mean + t_quantile(level, n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
         else:
             upper = math.nan
+        cut = int(part["drain_timed_out"].astype(bool).sum()) if "drain_timed_out" in part else 0
+        meets = bool(upper <= limit) and not (cut and metric in DRAIN_CUT_METRICS)
         row = {column: part[column].iloc[0] for column in grid}
-        row.update(replications=n, mean=mean, upper=upper, meets=bool(upper <= limit))
+        row.update(replications=n, mean=mean, upper=upper, meets=meets, drain_timed_out=cut)
         rows.append(row)
     return keep_none(pd.DataFrame(rows), rows, grid)
 
