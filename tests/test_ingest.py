@@ -292,29 +292,4 @@ def test_an_unwritable_folder_is_one_line(tmp_path, refusal, message):
     assert out == b""
 
 
-POSTGRES_DSN = os.environ.get("PIPELINE_TEST_POSTGRES_DSN")
-
-
-@pytest.mark.skipif(
-    not POSTGRES_DSN,
-    reason="no Postgres server: set PIPELINE_TEST_POSTGRES_DSN=postgresql://... to a scratch "
-    "database to run the Postgres sink's test",
-)
-def test_postgres_sink_upserts_idempotently_through_its_pool():
-    from pipeline.examples.ingest.sink import PostgresSink
-
-    partner = PartnerConfig(records=200, latency_p50_s=0.002, latency_p95_s=0.004)
-
-    async def run():
-        async with PostgresSink(POSTGRES_DSN, pool_size=4) as sink:
-            await sink.clear()
-        with PartnerProcess(partner) as server:
-            config = IngestConfig(write=IngestConfig().write.__class__(concurrency=4))
-            first = await record_run(server.url, POSTGRES_DSN, config, pool_size=4)
-            await record_run(server.url, POSTGRES_DSN, config, pool_size=4)
-        async with PostgresSink(POSTGRES_DSN) as sink:
-            return first, await sink.count()
-
-    first, (rows, distinct) = asyncio.run(run())
-    assert first.writers == 4
-    assert rows == distinct == 200 - poisoned(200, partner)
+# The Postgres sink's tests, against a real server, are in test_ingest_postgres.py.
