@@ -263,9 +263,10 @@ def test_fan_out_counts_the_children_the_next_stage_shed():
     assert fit.to_dict()["stages"]["fetch"]["fan_out"] == 4
     # The twin now sees 800 records arrive at write and sheds as the run did; with the
     # admissions-only fan-out it predicted about a tenth of the real sheds.
-    twin = simulate(fit.scenario, replications=2)
-    predicted = float(twin.values("items_shed").mean())
-    assert shed / 2 < predicted < shed * 2
+    for engine in ("kernel", "asyncio"):
+        twin = simulate(fit.scenario, replications=2, engine=engine)
+        predicted = float(twin.values("items_shed").mean())
+        assert shed / 2 < predicted < shed * 2, engine
 
 
 def test_fan_out_of_a_stage_whose_items_fail_counts_per_completed_item():
