@@ -25,7 +25,7 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m tests.browser_setup
+	$(BIN)/python -m tests.services_setup
 	$(BIN)/pytest
 
 # The fast tests (no notebooks, browser or slow checks) on each of Python 3.11, 3.12

@@ -16,9 +16,9 @@ Run it alone (a JupyterLab server and Chromium are started and stopped for you):
     .venv/bin/pytest -m browser tests/test_browser.py
 
 Needs Debian's Chromium at ``/usr/bin/chromium`` (``apt-get install -y chromium``;
-``python -m tests.browser_setup`` installs it when ``CI=true``). Without it the
-tests are skipped, or fail under ``CI=true``. ``playwright install`` is never
-needed: Playwright drives the system Chromium.
+``python -m tests.services_setup``, which ``make test`` runs, installs it when
+``CI=true``). Without it the tests are skipped, or fail under ``CI=true``.
+``playwright install`` is never needed: Playwright drives the system Chromium.
 
 Environment variables:
 

@@ -192,3 +192,97 @@ def test_a_calibrated_twin_replays_its_own_poisson_trace_closely():
     real = float(np.mean(stage.finish_s[done] - stage.arrival_s[done]))
     interval = runs.interval("latency_mean_s")
     assert abs(real - interval.mean) <= 3 * interval.half_width + 0.1 * real
+
+
+def record_chain(*, n=200, children=4, batch_size=1, bad=(), seed=1):
+    """A fetch stage that fans each page out into ``children`` records, into a write stage.
+
+    The write stage is small and refuses what it cannot queue (``on_full="reject"``),
+    or batches its input when ``batch_size`` > 1. Pages in ``bad`` fail for good.
+    Returns the trace and the chain's report.
+    """
+    rng = np.random.default_rng(seed)
+    recorder = TraceRecorder()
+    fetch_config = PipelineConfig(concurrency=2, queue_maxsize=None, drain_timeout_s=None)
+    if batch_size > 1:
+        write_config = PipelineConfig(concurrency=1, queue_maxsize=None, drain_timeout_s=None)
+    else:
+        write_config = PipelineConfig(
+            concurrency=1, queue_maxsize=2, on_full="reject", drain_timeout_s=None
+        )
+
+    async def fetch(page):
+        await asyncio.sleep(rng.exponential(0.01))
+        if page in bad:
+            raise PermanentError("no such page")
+        return [page * children + k for k in range(children)]
+
+    async def write(record):
+        await asyncio.sleep(rng.exponential(0.01))
+
+    stages = [
+        Stage("fetch", fetch, fetch_config, fan_out=True, on_event=recorder.listener("fetch")),
+        Stage(
+            "write",
+            write,
+            write_config,
+            batch_size=batch_size,
+            on_event=recorder.listener("write"),
+        ),
+    ]
+    arrivals = np.cumsum(rng.exponential(1 / 20.0, n))
+    reports = []
+
+    async def source():
+        loop = asyncio.get_running_loop()
+        for page, at in enumerate(arrivals):
+            await asyncio.sleep(max(0.0, at - loop.time()))
+            yield page
+
+    async def main():
+        recorder.start(0.0)
+        reports.append(await Chain(stages).run(source()))
+        recorder.stop()
+
+    run_virtual(main())
+    trace = recorder.trace(configs={"fetch": fetch_config, "write": write_config})
+    return trace, reports[0]
+
+
+def test_fan_out_counts_the_children_the_next_stage_shed():
+    # 200 pages of 4 records into a write stage that sheds more than half of them:
+    # fan-out is what fetch produced (4), not what write admitted (about 1.7).
+    trace, report = record_chain()
+    shed = len(report.stages["write"].shed)
+    assert shed > 300  # the case that matters: most children never got a row at write
+    assert trace.stages["write"].shed == shed
+    assert len(trace.stages["write"]) + trace.stages["write"].shed == report.stages["fetch"].outputs
+    assert trace.children_per_item("fetch") == 4.0
+    fit = calibrate(trace)
+    assert [stage.fan_out for stage in fit.stages.values()] == [4, 1]
+    assert fit.to_dict()["stages"]["fetch"]["fan_out"] == 4
+    # The twin now sees 800 records arrive at write and sheds as the run did; with the
+    # admissions-only fan-out it predicted about a tenth of the real sheds.
+    for engine in ("kernel", "asyncio"):
+        twin = simulate(fit.scenario, replications=2, engine=engine)
+        predicted = float(twin.values("items_shed").mean())
+        assert shed / 2 < predicted < shed * 2, engine
+
+
+def test_fan_out_of_a_stage_whose_items_fail_counts_per_completed_item():
+    # Dead-lettered pages yield nothing: fan-out divides by completed items only.
+    trace, report = record_chain(children=3, bad=set(range(0, 200, 5)))
+    assert report.stages["fetch"].completed == 160
+    assert len(report.stages["write"].shed) > 0
+    assert trace.children_per_item("fetch") == 3.0
+    assert trace.children_per_item("write") == 1.0
+
+
+@pytest.mark.parametrize("batch_size", [2, 3])
+def test_a_chain_with_a_batching_stage_is_refused_in_one_line(batch_size):
+    trace, report = record_chain(batch_size=batch_size)
+    assert report.stages["write"].completed == 800
+    assert trace.stages["write"].batching and not trace.stages["fetch"].batching
+    with pytest.raises(ValueError, match=r"stage 'write' batches its input") as caught:
+        calibrate(trace)
+    assert "\n" not in str(caught.value)

@@ -9,11 +9,11 @@ import sys
 import warnings
 
 import pytest
-from pipeline.sim.analysis.planning.plan import plan
 
 from pipeline import PipelineConfig
 from pipeline.sim import DrainTimeoutWarning, Exponential, Poisson, Scenario, simulate, sweep
 from pipeline.sim.analysis.compare import compare
+from pipeline.sim.analysis.planning.plan import plan
 from pipeline.sim.analysis.planning.traffic import slo_table, smallest_config_meeting
 from pipeline.sim.analysis.sweep import summarise_sweep
 

@@ -9,6 +9,7 @@ apart, within the prediction interval widened by a stated tolerance.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -226,39 +227,69 @@ def test_bad_flags_and_targets_are_one_line_and_exit_2(args, message):
     assert out == b""
 
 
-def test_an_unwritable_folder_is_one_line(tmp_path):
+@contextlib.contextmanager
+def _tmpfs(folder: Path, *options: str):
+    """A tiny tmpfs mounted at ``folder`` for the block, or a skip where mounting is not allowed."""
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join(("size=16k", *options)), "tmpfs", str(folder)],
+        capture_output=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root with CAP_SYS_ADMIN (mount refused here)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def _under_a_file(tmp_path: Path) -> contextlib.AbstractContextManager[Path]:
+    (tmp_path / "plain-file").write_text("not a folder\n")
+    return contextlib.nullcontext(tmp_path / "plain-file")
+
+
+def _locked(tmp_path: Path) -> contextlib.AbstractContextManager[Path]:
     if os.geteuid() == 0:
-        pytest.skip("root writes anywhere: an unwritable folder cannot be made")
-    folder = tmp_path / "locked"
-    folder.mkdir(mode=0o500)
-    process = cli("--records", "10", "--no-twin", "--db", str(folder / "r.sqlite"))
-    _, err = process.communicate(timeout=60)
-    assert process.returncode == 2 and b"not writable" in err
+        pytest.skip("root writes into a 0o500 folder; the other cases refuse root too")
+    (tmp_path / "locked").mkdir(mode=0o500)
+    return contextlib.nullcontext(tmp_path / "locked")
 
 
-POSTGRES_DSN = os.environ.get("PIPELINE_TEST_POSTGRES_DSN")
+def _read_only(tmp_path: Path) -> contextlib.AbstractContextManager[Path]:
+    return _tmpfs(tmp_path / "read-only", "ro")
 
 
-@pytest.mark.skipif(
-    not POSTGRES_DSN,
-    reason="no Postgres server: set PIPELINE_TEST_POSTGRES_DSN=postgresql://... to a scratch "
-    "database to run the Postgres sink's test",
+@contextlib.contextmanager
+def _full(tmp_path: Path):
+    with _tmpfs(tmp_path / "full") as folder:
+        filler = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+        try:  # fill it: the database's first write then gets ENOSPC
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(filler, b"\0" * 4096)
+        finally:
+            os.close(filler)
+        yield folder
+
+
+@pytest.mark.parametrize(
+    ("refusal", "message"),
+    [
+        (_under_a_file, b"folder is a file, not a folder"),  # ENOTDIR, even for root
+        (_locked, b"folder is not writable"),
+        (_read_only, b"folder is not writable"),  # EROFS, even for root
+        (_full, b"database or disk is full"),  # ENOSPC, even for root
+    ],
+    ids=["under-a-file", "locked", "read-only", "full"],
 )
-def test_postgres_sink_upserts_idempotently_through_its_pool():
-    from pipeline.examples.ingest.sink import PostgresSink
+def test_an_unwritable_folder_is_one_line(tmp_path, refusal, message):
+    with refusal(tmp_path) as folder:
+        process = cli("--records", "10", "--no-twin", "--db", str(folder / "r.sqlite"))
+        out, err = process.communicate(timeout=60)
+    lines = err.decode().strip().splitlines()
+    assert process.returncode == 2 and len(lines) == 1, err.decode()
+    assert lines[0].startswith("pipeline: error: cannot open database") and message in err
+    assert out == b""
 
-    partner = PartnerConfig(records=200, latency_p50_s=0.002, latency_p95_s=0.004)
 
-    async def run():
-        async with PostgresSink(POSTGRES_DSN, pool_size=4) as sink:
-            await sink.clear()
-        with PartnerProcess(partner) as server:
-            config = IngestConfig(write=IngestConfig().write.__class__(concurrency=4))
-            first = await record_run(server.url, POSTGRES_DSN, config, pool_size=4)
-            await record_run(server.url, POSTGRES_DSN, config, pool_size=4)
-        async with PostgresSink(POSTGRES_DSN) as sink:
-            return first, await sink.count()
-
-    first, (rows, distinct) = asyncio.run(run())
-    assert first.writers == 4
-    assert rows == distinct == 200 - poisoned(200, partner)
+# The Postgres sink's tests, against a real server, are in test_ingest_postgres.py.

@@ -32,7 +32,11 @@ tables, files, one-line messages). This module holds :func:`main`, the parser
 and the registry of commands.
 
 Bad flags, specs or files -- and a run that overflows or runs out of memory --
-print one line, ``pipeline: error: ...``, and exit with status 2. Numbers
+print one line, ``pipeline: error: ...``, and exit with status 2. Files are
+read defensively (:mod:`~pipeline.cli.settings` for scenario files,
+:func:`pipeline.sim.workloads.csvcolumn.csv_rows` for CSV files), a stage's
+name is checked as a file name when it is parsed, and ``--out`` is checked
+before any run and filled at once (:class:`~pipeline.cli.output.OutputFolder`). Numbers
 that cannot all hold (``lognormal:mean=0.08,p99=1.2``: a log-normal's p99 is
 at most 14.97 times its mean) print one line, ``pipeline: warning: ...``,
 saying which fit is used instead, and the run goes on.

@@ -3,18 +3,25 @@
 JSON is strict (NaN and infinities become ``null``, :func:`json_safe`); a
 run's summary, or the means and 95% half-widths over its replications, is one
 object (:func:`summary_object`); :func:`summary_table` is the same for people.
-Files go through :func:`write_json` and :func:`write_out`. Everything said on
+Files go through :func:`write_json` and :func:`write_out`, into an
+:class:`OutputFolder`: ``--out DIR`` is checked (made, shown writable) before
+any work, and a command's files are written into a hidden folder inside it
+and moved into place together once all are written, so a run that fails half
+way leaves none of them half-written. Everything said on
 stderr is one line starting ``pipeline:`` (:data:`PROG`): :func:`one_line`
 for errors, :func:`one_line_warnings` for warnings.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROG",
+    "OutputFolder",
+    "file_name_part",
     "format_value",
     "json_safe",
     "one_line",
@@ -201,6 +210,118 @@ def _report_figure(result: SimulationResult) -> Any:
     return fig
 
 
+class OutputFolder:
+    """The folder a command writes its files to: checked before any work, filled at once.
+
+    Made if missing (with its parents) and shown writable by creating a
+    temporary file in it (``os.access`` says yes to root, whom a read-only or
+    full filesystem still refuses). :meth:`writing` gives a hidden staging
+    folder inside it; when the block ends without an error every file in it
+    is moved into place (``os.replace``, one filesystem, so each move is
+    atomic), and on an error the staging folder is removed and nothing of
+    this run is left. :meth:`discard` removes the folder again when this run
+    made it and left it empty (the run failed); so does a ``with`` block
+    around the run that ends in an error.
+
+    Args:
+        path: the folder.
+        flag: the option it came from, for messages.
+
+    Raises:
+        ValueError: ``path`` exists and is not a folder.
+        OSError: it cannot be made or written (a path under a regular file,
+            a read-only or full filesystem, no permission).
+    """
+
+    def __init__(self, path: str, *, flag: str = "--out") -> None:
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise ValueError(f"{flag} {path}: exists and is not a directory")
+        self.path = path
+        self.flag = flag
+        self.made = not os.path.isdir(path)
+        os.makedirs(path, exist_ok=True)
+        # Writable? Found now, not after an hour of runs.
+        with tempfile.TemporaryFile(dir=path):
+            pass
+
+    @classmethod
+    def new(cls, prefix: str, *, flag: str = "--out") -> OutputFolder:
+        """A folder that did not exist, ``PREFIX-YYYYmmdd-HHMMSS`` (``-2``, ``-3``... if taken)."""
+        import itertools
+        import time
+
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for attempt in itertools.count(1):
+            path = f"{prefix}-{stamp}" + ("" if attempt == 1 else f"-{attempt}")
+            try:
+                os.makedirs(path)
+            except FileExistsError:
+                continue
+            folder = cls(path, flag=flag)
+            folder.made = True
+            return folder
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def __repr__(self) -> str:
+        return f"<OutputFolder {self.path!r}>"
+
+    def __enter__(self) -> OutputFolder:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """Leaving on an error: :meth:`discard`."""
+        if kind is not None:
+            self.discard()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[str]:
+        """A staging folder to write every file into; they move into :attr:`path` at the end."""
+        staging = tempfile.mkdtemp(prefix=".partial-", dir=self.path)
+        try:
+            yield staging
+            names = sorted(os.listdir(staging))
+            # Checked before the first move, so that no move can fail half way through.
+            for name in names:
+                if os.path.isdir(os.path.join(self.path, name)):
+                    raise ValueError(
+                        f"{self.flag} {self.path}: {name} is a directory there; "
+                        "remove it or choose another folder"
+                    )
+            for name in names:
+                os.replace(os.path.join(staging, name), os.path.join(self.path, name))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def discard(self) -> None:
+        """Remove the folder if this run made it and nothing is in it (a run that failed)."""
+        if self.made:
+            with contextlib.suppress(OSError):
+                os.rmdir(self.path)
+
+
+def file_name_part(name: str, what: str) -> str:
+    """``name`` (a stage's) if it can be part of a file name (``items-NAME.csv``), else ValueError.
+
+    Allowed: up to 200 bytes in UTF-8, no ``/`` or ``\\``, no control
+    characters. Nothing is rewritten, so two names can never land in one file.
+    """
+    import unicodedata
+
+    bad = sorted({c for c in name if c in "/\\" or unicodedata.category(c).startswith("C")})
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        raise ValueError(
+            f"{what} {name!r} names files written by --out (items-NAME.csv), so it cannot "
+            f"hold {shown} (a path separator or a control character)"
+        )
+    if len(name.encode("utf-8", "surrogatepass")) > 200:
+        raise ValueError(
+            f"{what} must be at most 200 bytes in UTF-8 (it names files written by --out), "
+            f"got {len(name.encode('utf-8', 'surrogatepass'))} bytes: {name[:40]!r}..."
+        )
+    return name
+
+
 def write_json(path: str, payload: dict[str, Any]) -> None:
     """``payload`` as indented JSON (NaN refused: pass it through :func:`json_safe` first),
     in a directory made if missing."""
@@ -211,11 +332,17 @@ def write_json(path: str, payload: dict[str, Any]) -> None:
 
 
 def write_out(directory: str, summary: dict[str, Any], result: SimulationResult) -> None:
-    """``--out``: summary.json, items.csv, timeseries.csv (and per stage) and report.png."""
+    """``--out``: summary.json, items.csv, timeseries.csv (and per stage) and report.png.
+
+    ``directory`` should be an :meth:`OutputFolder.writing` staging folder, so
+    that a failure half way leaves nothing behind.
+    """
+    stages = getattr(result, "stages", None) if not hasattr(result, "columns") else None
+    for name in stages or {}:
+        file_name_part(name, "stage name")  # before the first file, not after some
     write_json(os.path.join(directory, "summary.json"), summary)
     result.items.to_csv(os.path.join(directory, "items.csv"), index=False)
     result.timeseries.to_csv(os.path.join(directory, "timeseries.csv"), index=False)
-    stages = getattr(result, "stages", None) if not hasattr(result, "columns") else None
     for name, stage in (stages or {}).items():
         stage.items.to_csv(os.path.join(directory, f"items-{name}.csv"), index=False)
         stage.timeseries.to_csv(os.path.join(directory, f"timeseries-{name}.csv"), index=False)

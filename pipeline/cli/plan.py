@@ -70,7 +70,7 @@ from typing import Any
 
 from .._extras import require
 from .axes import Axes, axis_flag, check_axes, gather_axes, replace_fields
-from .output import write_json
+from .output import OutputFolder, write_json
 from .settings import add_scenario_flags, build_scenario, read_settings
 from .values import MAX_REPLICATIONS, parse_int, parse_processes
 
@@ -267,6 +267,8 @@ def _plan(args: argparse.Namespace) -> int:
     scheduler = _pick(args.scheduler, tables, "scheduler")
     if "out" in settings:  # frontier.png: say a missing matplotlib now, not after the search
         require("plan --out", "viz", "matplotlib")
+    # An unusable --out is found now, not after the search.
+    out = OutputFolder(settings["out"]) if "out" in settings else None
 
     from ..sim.analysis.planning.plan import plan
 
@@ -278,6 +280,8 @@ def _plan(args: argparse.Namespace) -> int:
         progress=True,
     )
     with contextlib.ExitStack() as stack:
+        if out is not None:
+            stack.enter_context(out)  # a search that fails leaves no empty folder behind
         executor = None
         if scheduler is not None:
             if not isinstance(scheduler, str) or not scheduler.strip():
@@ -291,8 +295,9 @@ def _plan(args: argparse.Namespace) -> int:
         result = plan(base, search, slos, executor=executor, **options)
 
     payload = result.to_dict()
-    if "out" in settings:
-        _write_out(settings["out"], payload, result)
+    if out is not None:
+        with out, out.writing() as folder:
+            _write_out(folder, payload, result)
     if args.json:
         print(json.dumps(payload, allow_nan=False))
     else:

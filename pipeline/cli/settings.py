@@ -22,6 +22,11 @@ the ``file=`` of an ``arrivals`` or ``service`` spec too::
 A command may read further keys itself (a sweep's ``[grid]``, a plan's
 ``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`):
 :func:`read_settings` keeps them, unparsed, in ``settings.tables``.
+
+A scenario file is read defensively: at most :data:`MAX_SCENARIO_BYTES`
+(``/dev/zero`` is not read to its end), UTF-8, and nesting too deep for the
+TOML parser's recursion is a one-line error naming the file, as is anything
+else wrong with it.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, flag_name
 if TYPE_CHECKING:
     from ..sim.workloads.scenario import Scenario
 
-__all__ = ["add_scenario_flags", "build_scenario", "read_settings"]
+__all__ = ["MAX_SCENARIO_BYTES", "add_scenario_flags", "build_scenario", "read_settings"]
 
 
 def add_scenario_flags(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +54,9 @@ def add_scenario_flags(parser: argparse.ArgumentParser) -> None:
     for name, (_, metavar, text) in OPTIONS.items():
         parser.add_argument(flag_name(name), dest=name, metavar=metavar, help=text)
 
+
+MAX_SCENARIO_BYTES = 10 * 2**20
+"""The largest scenario file read, bytes (10 MiB; real ones are under a kilobyte)."""
 
 # Options that are paths, taken relative to the scenario file.
 _FILE_PATHS = ("trace", "out")
@@ -64,11 +72,30 @@ def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str],
     """
     import tomllib
 
+    with open(path, "rb") as f:
+        # Bounded: a scenario file is a few lines, and /dev/zero must not fill the memory.
+        data_bytes = f.read(MAX_SCENARIO_BYTES + 1)
+    if len(data_bytes) > MAX_SCENARIO_BYTES:
+        raise ValueError(
+            f"{path}: more than {MAX_SCENARIO_BYTES:,} bytes; a scenario file holds settings "
+            "(keep long data in the CSV files it names)"
+        )
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = tomllib.loads(data_bytes.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib parses nested arrays and inline tables recursively.
+        raise ValueError(
+            f"{path}: nested too deeply to read (arrays or inline tables inside one another "
+            "hundreds of levels deep); a scenario file needs two or three"
+        ) from None
+    except MemoryError:
+        raise ValueError(f"{path}: too large to parse in the memory available") from None
     base = os.path.dirname(os.path.abspath(path))
     raw: dict[str, str] = {}
     extra: dict[str, Any] = {}

@@ -71,6 +71,7 @@ The ``--json`` path imports neither pandas nor matplotlib.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import Any
@@ -78,6 +79,7 @@ from typing import Any
 from .._extras import require
 from .output import (
     PROG,
+    OutputFolder,
     one_line,
     run_length_notes,
     summary_object,
@@ -102,12 +104,19 @@ def add_command(subparsers: Any) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    import warnings
-
     settings = read_settings(args, tables=("stages",))
     if "out" in settings:  # report.png comes from pipeline.viz: say a missing [viz] now
         require("simulate --out", "viz")
     scenario = build_scenario(settings)
+    # An unusable --out is found now, not after the run.
+    out = OutputFolder(settings["out"]) if "out" in settings else None
+    with out if out is not None else contextlib.nullcontext():
+        return _run(args, settings, scenario, out)
+
+
+def _run(args: argparse.Namespace, settings: Any, scenario: Any, out: OutputFolder | None) -> int:
+    import warnings
+
     from ..sim.running.result import DrainTimeoutWarning
     from ..sim.running.simulate import simulate
 
@@ -135,8 +144,9 @@ def _simulate(args: argparse.Namespace) -> int:
     if len(results) > 1:
         for note in run_length_notes(summary, len(results)):
             print(f"{PROG}: advice: {note}", file=sys.stderr)
-    if "out" in settings:
-        write_out(settings["out"], summary, results[0])
+    if out is not None:
+        with out.writing() as folder:
+            write_out(folder, summary, results[0])
     if args.json:
         print(json.dumps(summary, allow_nan=False))
     else:

@@ -24,6 +24,10 @@ order. Its keys are the stage's settings, spelled as the flags are (``-`` or
     concurrency = 20
     maxsize = 80
 
+A stage's name becomes part of file names (``--out`` writes
+``items-NAME.csv``), so it may not hold ``/``, ``\\`` or control characters
+and is at most 200 bytes in UTF-8.
+
 Allowed keys: ``name``, ``service``, ``concurrency``, ``maxsize``,
 ``on_full``, ``max_attempts``, ``failure_rate``, ``backoff``,
 ``attempt_timeout``, ``drain_timeout`` (the chain drains within the first
@@ -39,6 +43,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .output import file_name_part
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, parse_int
 
 __all__ = ["STAGE_KEYS", "STAGE_SETTINGS", "parse_stages", "stage_value_parser"]
@@ -97,7 +102,10 @@ def _one_stage(table: Any, label: str, base: str) -> Any:
         if name == "name":
             if not isinstance(raw, str) or not raw.strip():
                 raise ValueError(f"{label}: name must be a non-empty string, got {raw!r}")
-            values[name] = raw
+            try:  # checked here, before any run: --out names files after the stages
+                values[name] = file_name_part(raw, "name")
+            except ValueError as exc:
+                raise ValueError(f"{label}: {exc}") from None
             continue
         if name == "service":
             text = anchor_file_key(text, base)

@@ -83,8 +83,6 @@ import json
 import math
 import os
 import sys
-import tempfile
-import time
 from typing import TYPE_CHECKING, Any
 
 from .axes import (
@@ -96,7 +94,7 @@ from .axes import (
     gather_axes,
     replace_fields,
 )
-from .output import format_value, json_safe
+from .output import OutputFolder, format_value, json_safe
 from .settings import add_scenario_flags, build_scenario, read_settings
 from .values import parse_processes, quoted
 
@@ -312,25 +310,9 @@ def _check_metrics(metrics: list[str], allowed: list[str]) -> None:
         raise ValueError(f"--metrics: unknown metric(s) {unknown}; allowed: {', '.join(allowed)}")
 
 
-def _output_directory(given: str | None) -> str:
-    """The directory the files go to, made (a new one by default) and shown writable."""
-    if given is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        for attempt in itertools.count(1):
-            path = f"sweep-{stamp}" + ("" if attempt == 1 else f"-{attempt}")
-            try:
-                os.makedirs(path)
-            except FileExistsError:
-                continue
-            return path
-    assert given is not None
-    if os.path.exists(given) and not os.path.isdir(given):
-        raise ValueError(f"--out {given}: exists and is not a directory")
-    os.makedirs(given, exist_ok=True)
-    # Writable? Found now, not after an hour of runs (os.access says yes to root).
-    with tempfile.TemporaryFile(dir=given):
-        pass
-    return given
+def _output_directory(given: str | None) -> OutputFolder:
+    """The folder the files go to, made (a new ``sweep-*`` one by default) and shown writable."""
+    return OutputFolder.new("sweep") if given is None else OutputFolder(given)
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -479,17 +461,15 @@ def _run(args: argparse.Namespace) -> int:
         )
     defaults = DEFAULT_METRICS if base.stages is None else DEFAULT_CHAIN_METRICS
     metrics = args.metrics or list(defaults)
-    _check_metrics(metrics, _summary_metrics(base))
     x, y = _plot_axes(grid, args.axes)
-    made = not os.path.isdir(settings.get("out", ""))
-    directory = _output_directory(settings.get("out"))
-    try:
+    # Before any run (the metrics' probe too): an unusable --out is found now.
+    out = _output_directory(settings.get("out"))
+    directory = out.path
+    with out:  # a sweep that fails leaves no empty folder behind
+        _check_metrics(metrics, _summary_metrics(base))
         frame = _sweep_frame(base, grid, settings, args)
-    except BaseException:
-        if made and not os.listdir(directory):
-            os.rmdir(directory)  # leave no empty directory behind a sweep that failed
-        raise
-    files = _write_files(directory, frame, metrics, x, y)
+        with out.writing() as folder:
+            files = _write_files(folder, frame, metrics, x, y)
     points = _points(frame, list(grid), metrics)
     if args.json:
         engines = sorted(set(frame["engine"]))

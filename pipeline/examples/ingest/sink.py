@@ -106,7 +106,9 @@ class SqliteSink:
 
         folder = self.path.parent
         if not folder.is_dir():
-            raise SinkError(f"cannot open database {str(self.path)!r}: folder does not exist")
+            # A path under a regular file is refused even to root (ENOTDIR): say which it is.
+            problem = "is a file, not a folder" if folder.exists() else "does not exist"
+            raise SinkError(f"cannot open database {str(self.path)!r}: folder {problem}")
         if not os.access(folder, os.W_OK):
             raise SinkError(f"cannot open database {str(self.path)!r}: folder is not writable")
         try:

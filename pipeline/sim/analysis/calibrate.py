@@ -24,8 +24,14 @@ recorded of a real run) this fits, stage by stage:
   share of items that failed permanently (dead-lettered before using their
   attempts: :class:`~pipeline.sim.PermanentFailures`), each with its Wilson
   interval;
-- **fan-out**: the children each item yields for the next stage, rounded to
-  a whole number (the simulator's fan-out is a count per item).
+- **fan-out**: the children each completed item yields for the next stage,
+  counted as the next stage received them, admitted or shed (a child it
+  refused was still produced), rounded to a whole number (the simulator's
+  fan-out is a count per item).
+
+A batching stage (``Stage(batch_size > 1)``) is refused: the simulator
+serves one item per handler call, so a twin of a batch as an item would have
+the wrong service times, queue bounds and fan-outs.
 
 Example::
 
@@ -334,12 +340,20 @@ def calibrate(
 
     Raises:
         TypeError: ``trace`` is not a RunTrace.
-        ValueError: an unknown ``family``, or a stage with no attempt to fit.
+        ValueError: an unknown ``family``, a stage with no attempt to fit, or a
+            batching stage (the simulator has none).
     """
     if not isinstance(trace, RunTrace):
         raise TypeError(f"trace must be a RunTrace, got {show(trace)}")
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {', '.join(_FAMILIES)}, got {show(family)}")
+    batching = [name for name, stage in trace.stages.items() if stage.batching]
+    if batching:
+        raise ValueError(
+            f"stage {batching[0]!r} batches its input (Stage(batch_size > 1)); the simulator "
+            "serves one item per handler call, so its twin would be wrong: calibrate a run "
+            "without batching stages"
+        )
     arrivals = fit_arrivals(trace.source_arrivals_s)
     stages: dict[str, StageFit] = {}
     for name, stage in trace.stages.items():

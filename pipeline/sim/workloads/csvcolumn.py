@@ -1,7 +1,11 @@
 """Reading one numeric column of a CSV file: measured durations, counts per interval.
 
 The one reader behind :meth:`~pipeline.sim.Empirical.from_csv` and
-:meth:`~pipeline.sim.TimeVarying.from_counts_csv`. The file has a header row;
+:meth:`~pipeline.sim.TimeVarying.from_counts_csv`; :func:`csv_rows`, the way
+every CSV file is opened (trace files too), turns whatever a hostile file
+does (bytes that are not UTF-8, a line of gigabytes or ``/dev/zero``, broken
+quoting, running out of memory) into one ``ValueError`` line naming the file
+and the line. The file has a header row;
 the column is named, or found when the file has only one. Every value must be
 a finite number >= 0. Every error is one line that names the file, and where
 it can the row (1 = the first after the header) and the column.
@@ -9,11 +13,60 @@ it can the row (1 = the first after the header) and the column.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import os
+from collections.abc import Iterator
+from typing import IO
 
-__all__ = ["read_csv_column"]
+__all__ = ["MAX_LINE_CHARS", "csv_rows", "read_csv_column"]
+
+MAX_LINE_CHARS = 1 << 20
+"""The longest line a CSV file may have, characters (1 Mi; rows of numbers are short)."""
+
+
+def _bounded_lines(f: IO[str], name: str) -> Iterator[str]:
+    """The file's lines, refusing one longer than :data:`MAX_LINE_CHARS` before reading it all."""
+    number = 0
+    while True:
+        line = f.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_CHARS:
+            raise ValueError(
+                f"{name} line {number}: longer than {MAX_LINE_CHARS:,} characters; "
+                "not a CSV file of numbers"
+            )
+        yield line
+
+
+@contextlib.contextmanager
+def csv_rows(path: str | os.PathLike[str]) -> Iterator[csv.DictReader[str]]:
+    """A ``csv.DictReader`` over ``path``; errors met while reading it become one-line ValueErrors.
+
+    UTF-8 (a spreadsheet's byte-order mark is dropped, so that it cannot hide
+    the first column's name). Errors the caller raises pass through unchanged.
+
+    Raises:
+        ValueError: not UTF-8, not valid CSV, a line longer than
+            :data:`MAX_LINE_CHARS`, or too large for the memory available.
+        OSError: the file cannot be opened or read.
+    """
+    name = os.fspath(path)
+    with open(name, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(_bounded_lines(f, name))
+        try:
+            yield reader
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"{name}: not a UTF-8 text file ({exc.reason} at byte {exc.start})"
+            ) from None
+        except csv.Error as exc:
+            raise ValueError(f"{name} line {reader.line_num}: not valid CSV ({exc})") from None
+        except MemoryError:
+            raise ValueError(f"{name}: too large to read in the memory available") from None
 
 
 def _choose(name: str, header: list[str], column: str | None) -> str:
@@ -66,21 +119,12 @@ def read_csv_column(
     """
     name = os.fspath(path)
     values: list[float] = []
-    # utf-8-sig: a spreadsheet's byte-order mark must not hide the first column's name
-    with open(name, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
-        try:
-            header = [h.strip() for h in reader.fieldnames or ()]
-            reader.fieldnames = header
-            column = _choose(name, header, column)
-            for row_no, row in enumerate(reader, start=1):
-                values.append(_value(row.get(column), f"{name} row {row_no}", column, unit))
-        except UnicodeDecodeError as exc:
-            raise ValueError(
-                f"{name}: not a UTF-8 text file ({exc.reason} at byte {exc.start})"
-            ) from None
-        except csv.Error as exc:
-            raise ValueError(f"{name} line {reader.line_num}: not valid CSV ({exc})") from None
+    with csv_rows(name) as reader:
+        header = [h.strip() for h in reader.fieldnames or ()]
+        reader.fieldnames = header
+        column = _choose(name, header, column)
+        for row_no, row in enumerate(reader, start=1):
+            values.append(_value(row.get(column), f"{name} row {row_no}", column, unit))
     if not values:
         raise ValueError(f"{name}: no data rows after the header")
     return name, column, values

@@ -9,11 +9,12 @@ file, the row and the column.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Sequence
 from typing import Any
+
+from ..csvcolumn import csv_rows
 
 __all__ = ["read_trace_csv"]
 
@@ -65,15 +66,14 @@ def read_trace_csv(
         and every ``optional`` one the header has.
 
     Raises:
-        ValueError: a missing required column, no rows, or a bad value; the
+        ValueError: a missing required column, no rows, a bad value, or a file
+            that is not UTF-8 text CSV (see :func:`~.csvcolumn.csv_rows`); the
             one-line message names the file, the row and the column, e.g.
             ``trace.csv row 7: arrival_s must be >= the previous row's (12.5), got 12.0``.
         OSError: the file cannot be read.
     """
     name = os.fspath(path)
-    # utf-8-sig: a spreadsheet's byte-order mark must not hide the first column's name
-    with open(name, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
+    with csv_rows(name) as reader:
         header = [h.strip() for h in reader.fieldnames or ()]
         reader.fieldnames = header
         missing = [c for c in required if c not in header]

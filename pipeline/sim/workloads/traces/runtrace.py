@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from pipeline._validate import show
+from pipeline.chain.stage import Batch
 from pipeline.config import PipelineConfig
 from pipeline.events import EventKind
 from pipeline.items import WorkItem
@@ -46,11 +47,12 @@ _ENDS = {K.COMPLETED: "completed", K.RETRY_SCHEDULED: "failed", K.DEAD_LETTERED:
 
 
 class _StageLog:
-    __slots__ = ("capacity", "ids", "kinds", "listener", "name", "times")
+    __slots__ = ("batching", "capacity", "ids", "kinds", "listener", "name", "times")
 
     def __init__(self, name: str, capacity: int | None) -> None:
         self.name = name
         self.capacity = capacity
+        self.batching = False  # its items are batches of payloads (Stage(batch_size > 1))
         self.kinds, self.times, self.ids = array("b"), array("d"), array("q")
         kinds, times, ids = self.kinds.append, self.times.append, self.ids.append
 
@@ -58,7 +60,14 @@ class _StageLog:
             # Quick and never raising: it runs inside the engine's bookkeeping.
             kinds(kind)
             times(now_s)
-            ids(item.seq if item.__class__ is WorkItem else -1)
+            if item.__class__ is WorkItem:
+                ids(item.seq)
+                if kind == K.ADMITTED and item.payload.__class__ is Batch:
+                    self.batching = True
+            else:  # SHED passes the bare payload (a Batch at a batching stage)
+                ids(-1)
+                if item.__class__ is Batch:
+                    self.batching = True
 
         self.listener = listener
 
@@ -128,6 +137,7 @@ class TraceRecorder:
                     np.frombuffer(log.ids, np.int64) if log.ids else np.empty(0, np.int64),
                     configs[name],
                     log.capacity,
+                    batching=log.batching,
                 )
             )
         end = (self.end_s - self.origin_s) if self.end_s is not None else None
@@ -149,6 +159,10 @@ class StageTrace:
         finish_s: per item, when it completed (NaN if it did not).
         attempts: per item, attempts started.
         outcome: per item, ``"completed"``, ``"dead_lettered"`` or ``"unfinished"``.
+        shed: items the stage refused at admission (``on_full="reject"``); they
+            have no row, since they never had an admission number.
+        batching: the stage's items were batches of payloads (a
+            ``Stage(batch_size > 1)``), so each row is one batch.
         kinds, times_s: the raw events (for step functions).
     """
 
@@ -165,6 +179,8 @@ class StageTrace:
     outcome: np.ndarray
     kinds: np.ndarray = field(repr=False)
     times_s: np.ndarray = field(repr=False)
+    shed: int = 0
+    batching: bool = False
 
     @classmethod
     def from_events(
@@ -175,6 +191,8 @@ class StageTrace:
         ids: np.ndarray,
         config: PipelineConfig,
         capacity: int | None = None,
+        *,
+        batching: bool = False,
     ) -> StageTrace:
         """Pair each attempt's start with its end; one row per item for the rest."""
         if not isinstance(config, PipelineConfig):
@@ -217,6 +235,8 @@ class StageTrace:
             outcome=outcome,
             kinds=kinds.copy(),
             times_s=times.copy(),
+            shed=int(np.count_nonzero(kinds == K.SHED)),
+            batching=bool(batching),
         )
 
     def __len__(self) -> int:
@@ -324,10 +344,18 @@ class RunTrace:
         return f"<RunTrace {self.duration_s:.3f} s; {parts}>"
 
     def children_per_item(self, stage: str) -> float:
-        """Mean items the next stage received per item ``stage`` completed (1 at the last)."""
+        """Mean outputs per item ``stage`` completed (1 at the last stage).
+
+        Outputs are counted where the next stage received them: admitted *or
+        shed* there, since a child the next stage refused was still produced.
+        Outputs a drain cut short before they reached the next stage
+        (``stranded``) are not seen, so a run that drained in full counts
+        exactly.
+        """
         names = list(self.stages)
         index = names.index(stage)
         completed = int(np.sum(self.stages[stage].outcome == "completed"))
         if index + 1 == len(names) or completed == 0:
             return 1.0
-        return len(self.stages[names[index + 1]]) / completed
+        downstream = self.stages[names[index + 1]]
+        return (len(downstream) + downstream.shed) / completed
