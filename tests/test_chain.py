@@ -228,7 +228,7 @@ def test_a_page_of_three_records_into_three_idle_reject_workers_is_written_in_re
     cfg = config(concurrency=3, queue_maxsize=1, on_full="reject")
     chain = Chain([Stage("fetch", split, fan_out=True), Stage("write", write, cfg)])
     report = asyncio.run(chain.run([1]))
-    assert report.stages["write"].completed == 3 and len(report.shed) == 0
+    assert report.stages["write"].completed == 3 and report.shed == 0
 
 
 def test_a_burst_handed_to_an_unbounded_stage_is_taken_by_every_idle_worker_at_once():
