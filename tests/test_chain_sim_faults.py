@@ -6,7 +6,8 @@ fan-out, block or reject, and a drain timeout from none to zero. Whatever
 happens, ``simulate`` returns (the virtual loop raises on a deadlock rather
 than wait), every stage balances, the chain balances end to end, each stage's
 per-item outcomes agree with its report, and with every queue bounded the
-items held (dead letters aside) never exceed the sum of the stages' bounds.
+items held never exceed the sum of the stages' bounds (dead letters are not
+held: the report keeps them, and only the memory counts them).
 """
 
 from __future__ import annotations
