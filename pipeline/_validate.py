@@ -1,7 +1,8 @@
 """Checks for numeric arguments, shared by the core and the simulation layer.
 
-One rule everywhere: a number is a real number (``bool`` is not), finite, and
-within the bounds the parameter allows; anything else is a ``TypeError`` or a
+One rule everywhere: a number is a real number (``int``, ``float``, numpy
+numbers, ``Fraction``, ``Decimal``; ``bool`` is not), finite, and within the
+bounds the parameter allows; anything else is a ``TypeError`` or a
 ``ValueError`` whose message names the parameter, the value given and what is
 allowed. Integers (and fractions) too large for a float (``10**400``) are
 finite but cannot be used in float arithmetic: they are out of range, a
@@ -10,6 +11,7 @@ finite but cannot be used in float arithmetic: they are out of range, a
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 import operator
@@ -92,18 +94,25 @@ def real(
         TypeError: ``value`` is not a real number (a ``bool`` is not).
         ValueError: ``value`` is NaN, infinite, too large for a float, or out of bounds.
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    # Decimal is a real number that does not register as numbers.Real.
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | decimal.Decimal):
         raise TypeError(
             f"{name} must be a real number ({unit}), got {show(value)} "
             f"of type {type(value).__name__}"
         )
-    try:
-        x = float(value)
-    except OverflowError:  # finite, but beyond the largest float
-        x = math.inf if value > 0 else -math.inf
-    except (TypeError, ValueError) as error:  # a Real whose __float__ misbehaves
-        raise TypeError(f"{name} must be a real number ({unit}), got {show(value)}") from error
-    if math.isnan(x) or (math.isinf(x) and isinstance(value, float)):
+    infinite = isinstance(value, float)  # an infinite float; an int or fraction cannot be
+    if isinstance(value, decimal.Decimal) and not value.is_finite():
+        # float() refuses a signalling NaN; an infinite Decimal is infinite, not "too large"
+        infinite = not value.is_nan()
+        x = math.copysign(math.inf, value) if infinite else math.nan
+    else:
+        try:
+            x = float(value)  # a huge Decimal becomes inf: beyond the largest float, below
+        except OverflowError:  # finite, but beyond the largest float
+            x = math.inf if value > 0 else -math.inf
+        except (TypeError, ValueError) as error:  # a Real whose __float__ misbehaves
+            raise TypeError(f"{name} must be a real number ({unit}), got {show(value)}") from error
+    if math.isnan(x) or (math.isinf(x) and infinite):
         allowed = _allowed(above, at_least, at_most)
         raise ValueError(
             f"{name} must be finite{' and ' + allowed if allowed else ''} ({unit}), "

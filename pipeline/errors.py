@@ -8,6 +8,8 @@ construction, never a subclass of :class:`PipelineError`.
 
 from __future__ import annotations
 
+from ._validate import real
+
 __all__ = [
     "DeadlockError",
     "PermanentError",
@@ -51,27 +53,22 @@ class RetryLater(PipelineError):
 
     Args:
         message: what the downstream said.
-        retry_after_s: seconds to wait before the next attempt (a finite number
-            >= 0), or None for the backoff alone.
+        retry_after_s: seconds to wait before the next attempt: any real
+            number >= 0 that fits a float (``int``, ``float``, numpy numbers,
+            ``Decimal``, ``Fraction``; kept as a float), or None for the
+            backoff alone.
 
     Raises:
-        ValueError: ``retry_after_s`` is negative, NaN or infinite.
-        TypeError: ``retry_after_s`` is not a number.
+        ValueError: ``retry_after_s`` is negative, NaN, infinite or too large
+            for a float (``10**400``).
+        TypeError: ``retry_after_s`` is not a real number (a ``bool`` or a
+            string is not).
     """
 
     def __init__(self, message: str = "", *, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         if retry_after_s is not None:
-            if isinstance(retry_after_s, bool) or not isinstance(retry_after_s, int | float):
-                raise TypeError(
-                    f"retry_after_s must be a number of seconds >= 0, or None, got "
-                    f"{retry_after_s!r}"
-                )
-            if not 0.0 <= retry_after_s < float("inf"):
-                raise ValueError(
-                    f"retry_after_s must be a finite number of seconds >= 0, got {retry_after_s!r}"
-                )
-            retry_after_s = float(retry_after_s)
+            retry_after_s = real("retry_after_s", retry_after_s, "seconds, or None", at_least=0)
         self.retry_after_s = retry_after_s
 
 

@@ -8,7 +8,6 @@ generator handed in, never from module-level state.
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 from dataclasses import dataclass
 from typing import Literal
@@ -110,21 +109,18 @@ def requested_delay(error: BaseException) -> float | None:
     """Seconds the failed attempt's error asks to wait before the next one, or None.
 
     An error asks by carrying a ``retry_after_s`` attribute (as
-    :class:`~pipeline.errors.RetryLater` does): a finite number >= 0. Anything
-    else there (None, NaN, a negative number, a string, a property that raises)
-    is no request, and the backoff alone decides: this runs while the engine
-    records a failure, where nothing may raise.
+    :class:`~pipeline.errors.RetryLater` does): any real number of seconds >= 0
+    that fits a float (``int``, ``float``, numpy numbers, ``Decimal``,
+    ``Fraction``), by the rule :class:`~pipeline.errors.RetryLater` checks at
+    construction. Anything else there (None, NaN, infinity, a negative number,
+    ``10**400``, a ``bool``, a string, a property that raises) is no request,
+    and the backoff alone decides: this runs while the engine records a
+    failure, where nothing may raise.
     """
     try:
         value = getattr(error, "retry_after_s", None)
-    except Exception:
+        if value is None:
+            return None
+        return real("retry_after_s", value, "seconds", at_least=0)
+    except Exception:  # not a usable number, or a hostile one: no request
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        value = float(value)
-    except (OverflowError, ValueError):
-        return None
-    if not 0.0 <= value < math.inf:
-        return None
-    return value

@@ -9,17 +9,22 @@ of the truth.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import (
+    Constant,
+    Deterministic,
     Exponential,
     IndependentFailures,
+    PermanentFailures,
     Poisson,
     Scenario,
     StageSpec,
+    Trace,
     diagnose,
     simulate,
     stage_loads,
@@ -93,6 +98,81 @@ def test_diagnose_names_the_saturated_stage(runs, slow):
     assert f"Add workers to stage '{slow}': concurrency {concurrency} -> {suggested}" in finding.fix
     # With every queue bounded, the backlog ends up at the source.
     assert finding.numbers["backlog_where"].startswith("upstream at the source")
+
+
+def stated_busy(fix: str) -> float:
+    """The share busy the advice states for the suggested workers ("about 66.1% busy")."""
+    match = re.search(r"concurrency \d+ -> \d+ \(about ([0-9.]+)% busy at this load\)", fix)
+    assert match, fix
+    return float(match.group(1)) / 100
+
+
+@pytest.mark.parametrize("slow", list(SLOW))
+def test_the_advice_states_the_utilisation_the_suggested_workers_give(runs, slow):
+    (finding,) = [f for f in diagnose(runs[slow]) if f.code == "BOTTLENECK"]
+    busy = finding.numbers["load"] / finding.numbers["suggested_concurrency"]
+    assert stated_busy(finding.fix) == pytest.approx(busy, abs=0.0005)
+
+
+def test_a_load_of_two_on_one_worker_is_advised_at_the_share_it_really_gives():
+    # Deterministic: one item per second, 2 s each at 'write': a load of exactly 2 workers.
+    scenario = Scenario(
+        arrivals=Deterministic(rate=1.0),
+        stages=[
+            # The chain drains within its first stage's drain_timeout_s.
+            StageSpec(
+                name="fetch",
+                service=Constant(0.1),
+                config=PipelineConfig(drain_timeout_s=None),
+            ),
+            StageSpec(name="write", service=Constant(2.0), config=PipelineConfig(concurrency=1)),
+        ],
+        n_items=100,
+        seed=1,
+    )
+    (finding,) = [f for f in diagnose(simulate(scenario)) if f.code == "BOTTLENECK"]
+    load, workers = finding.numbers["load"], finding.numbers["suggested_concurrency"]
+    assert load == pytest.approx(2.0, rel=0.02)
+    assert stated_busy(finding.fix) == pytest.approx(load / workers, abs=0.0005)
+
+
+def nothing_reaches_write(arrivals, n):
+    """'fetch' dead-letters every item: no item ever reaches 'write'."""
+    return Scenario(
+        arrivals=arrivals,
+        stages=[
+            StageSpec(
+                name="fetch",
+                service=Constant(0.5),
+                config=PipelineConfig(concurrency=1, max_attempts=1),
+                failures=PermanentFailures(1.0),
+            ),
+            StageSpec(name="write", service=Exponential(mean=0.1)),
+        ],
+        n_items=n,
+        seed=3,
+    )
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        nothing_reaches_write(Poisson(rate=1.0), 50),  # a rate: demanded utilisation
+        nothing_reaches_write(Poisson(rate=4.0), 50),  # 'fetch' overloaded: advice given
+        nothing_reaches_write(Trace([0.0] * 20), 20),  # a batch: capacities
+    ],
+    ids=["keeps-up", "overloaded", "batch"],
+)
+@pytest.mark.parametrize("engine", ["kernel", "asyncio"])
+def test_a_stage_no_item_reached_is_said_so_never_nan(scenario, engine):
+    result = simulate(scenario, engine=engine)
+    (finding,) = [f for f in diagnose(result) if f.code == "BOTTLENECK"]
+    assert finding.numbers["stage"] == "fetch"
+    text = " ".join((finding.title, finding.evidence, finding.explanation, finding.fix))
+    assert not re.search(r"\bnan\b|\binf\b", text, re.IGNORECASE), text
+    assert "'write' (no item reached it)" in finding.evidence
+    if "concurrency 1 ->" in finding.fix:
+        assert "then 'write'" not in finding.fix  # a stage with no measured demand is no pace
 
 
 @pytest.mark.parametrize("slow", list(SLOW))
@@ -230,7 +310,7 @@ def test_sweep_varies_one_stage():
 @pytest.mark.parametrize(("fetch_s", "slow"), [(0.3, "write"), (3.0, "fetch")])
 def test_a_batch_is_paced_by_its_lowest_capacity_stage(fetch_s, slow):
     """Every page at t=0 (no arrival rate): the stage with the least capacity sets the pace."""
-    from pipeline.sim import LogNormal, Trace
+    from pipeline.sim import LogNormal
 
     pages = 60
     scenario = Scenario(

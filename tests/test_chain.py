@@ -179,6 +179,121 @@ def test_a_reject_stage_sheds_what_the_stage_before_hands_it_and_counts_it_there
     assert report.balanced
 
 
+# -- the hand-off admits as a source does ----------------------------------------------------
+
+# (concurrency, queue_maxsize) of a reject stage, and bursts of children handed to it at once.
+REJECT_JOINTS = [(3, 1), (1, 1), (2, 3), (4, 2)]
+BURSTS = [1, 3, 4, 7, 12]
+
+
+def burst_into(children, concurrency, maxsize, *, sources=False):
+    """Hand ``children`` outputs of one item at once to an idle reject stage; its report."""
+
+    async def split(page):
+        return list(range(children))
+
+    async def write(record):
+        await asyncio.sleep(1.0)  # nobody finishes during the burst
+        return record
+
+    cfg = config(concurrency=concurrency, queue_maxsize=maxsize, on_full="reject")
+    if sources:
+        return run_virtual(Pipeline(write, cfg).run(range(children)))
+    chain = Chain([Stage("fetch", split, fan_out=True), Stage("write", write, cfg)])
+    return run_virtual(chain.run([0])).stages["write"]
+
+
+@pytest.mark.parametrize(("concurrency", "maxsize"), REJECT_JOINTS)
+@pytest.mark.parametrize("children", BURSTS)
+def test_a_burst_handed_to_a_reject_stage_is_admitted_as_a_burst_from_a_source(
+    children, concurrency, maxsize
+):
+    # K = queue_maxsize + concurrency: idle workers take the first children before the rest
+    # are judged, exactly as for the same items offered by a source.
+    joint = burst_into(children, concurrency, maxsize)
+    source = burst_into(children, concurrency, maxsize, sources=True)
+    assert joint.admitted == min(children, maxsize + concurrency) == source.admitted
+    assert joint.shed == source.shed == list(range(maxsize + concurrency, children))
+    assert joint.completed == source.completed == joint.admitted
+
+
+def test_a_page_of_three_records_into_three_idle_reject_workers_is_written_in_real_time():
+    # The asyncio loop itself, not the virtual one: the turn is the loop's, whatever the clock.
+    async def split(page):
+        return [(page, row) for row in range(3)]
+
+    async def write(record):
+        await asyncio.sleep(0.01)
+
+    cfg = config(concurrency=3, queue_maxsize=1, on_full="reject")
+    chain = Chain([Stage("fetch", split, fan_out=True), Stage("write", write, cfg)])
+    report = asyncio.run(chain.run([1]))
+    assert report.stages["write"].completed == 3 and report.shed == 0
+
+
+def test_a_burst_handed_to_an_unbounded_stage_is_taken_by_every_idle_worker_at_once():
+    starts = []
+
+    async def split(page):
+        return list(range(6))
+
+    async def write(record):
+        starts.append(asyncio.get_running_loop().time())
+        await asyncio.sleep(1.0)
+
+    chain = Chain(
+        [
+            Stage("fetch", split, fan_out=True),
+            Stage("write", write, config(concurrency=3, queue_maxsize=None)),
+        ]
+    )
+    report = run_virtual(chain.run([0]))
+    assert starts == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0] and report.completed == 6
+
+
+def test_a_burst_handed_to_a_batching_reject_stage_sheds_only_past_its_bound():
+    # 12 records in batches of 2 into 3 workers and a queue of one batch: 4 batches fit.
+    async def split(page):
+        return list(range(12))
+
+    async def write(batch):
+        await asyncio.sleep(1.0)
+
+    chain = Chain(
+        [
+            Stage("fetch", split, fan_out=True),
+            Stage(
+                "write",
+                write,
+                config(concurrency=3, queue_maxsize=1, on_full="reject"),
+                batch_size=2,
+            ),
+        ]
+    )
+    report = run_virtual(chain.run([0]))
+    write_report = report.stages["write"]
+    assert write_report.completed == 8 and list(write_report.shed) == [8, 9, 10, 11]
+    assert report.balanced
+
+
+# -- what the chain counts: items ------------------------------------------------------------
+
+
+def test_the_chain_counts_the_last_stages_items_not_the_outputs_of_its_fan_out():
+    async def split(page):
+        await asyncio.sleep(1.0)
+        return [(page, row) for row in range(3)]
+
+    chain = Chain(
+        [Stage("fetch", sleeping(0.5), config()), Stage("split", split, config(), fan_out=True)]
+    )
+    report = run_virtual(chain.run(range(4)))
+    tail = report.stages["split"]
+    assert tail.completed == 4 and tail.outputs == 12
+    assert report.completed == 4 and report.children_added == 0
+    assert report.balanced
+
+
 # -- fan-out -------------------------------------------------------------------------------
 
 

@@ -11,7 +11,11 @@ import asyncio
 import contextlib
 import math
 import random
+from collections import Counter
+from decimal import Decimal
+from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,6 +27,7 @@ from pipeline import (
     Pipeline,
     PipelineClosed,
     PipelineConfig,
+    RetryLater,
     SourceError,
     Stage,
 )
@@ -311,7 +316,19 @@ def test_cancelling_the_run_closes_every_stage_before_the_cancel_reaches_the_cal
 # -- randomized faults ---------------------------------------------------------------------
 
 
-FAULTS = ("ok", "ok", "error", "permanent", "hang", "self_cancel")
+FAULTS = ("ok", "ok", "error", "permanent", "hang", "self_cancel", "retry_later")
+
+# Retry-After values of every numeric type a handler may hold (each is 0.25 s to 1 s).
+RETRY_AFTERS = (
+    1,
+    0.5,
+    np.int64(1),
+    np.uint8(1),
+    np.float32(0.25),
+    np.float64(0.75),
+    Decimal("0.5"),
+    Fraction(3, 4),
+)
 
 
 @st.composite
@@ -325,7 +342,8 @@ def chain_plans(draw):
             dict(
                 concurrency=draw(st.integers(1, 3)),
                 maxsize=draw(st.sampled_from([1, 1, 2, 5, None])),
-                on_full=draw(st.sampled_from(["block", "reject"])) if index else "block",
+                # reject after a fan-out often: a burst of children into a reject stage
+                on_full=draw(st.sampled_from(["block", "reject", "reject"])) if index else "block",
                 max_attempts=draw(st.integers(1, 3)),
                 fan_out=fan_out,
                 batch_size=batch_size,
@@ -342,13 +360,31 @@ def chain_plans(draw):
     )
 
 
-def build_stage(index, plan, rng):
+def children(payload, fan_out):
+    """A fan-out stage's outputs: distinct, so each child's outcome can be followed."""
+    return [(payload, j) for j in range(fan_out)]
+
+
+def build_stage(index, plan, rng, earliest, too_soon):
+    """``earliest[(stage, payload)]``: the loop time a Retry-After forbids retrying before;
+    an attempt that starts sooner is noted in ``too_soon`` (an assert in the handler would
+    only be a failed attempt)."""
     faults = plan["faults"]
+    name = f"s{index}"
 
     async def handler(payload):
+        key = (name, tuple(payload) if isinstance(payload, list) else payload)
+        loop = asyncio.get_running_loop()
+        # The attempt after a RetryLater starts no sooner than it asked (virtual time: exact).
+        if loop.time() < earliest.pop(key, -math.inf):
+            too_soon.append((key, loop.time()))
         fault = faults[rng.randrange(len(faults))]
         # Later stages are slower, so queues fill and hand-offs wait.
         await asyncio.sleep(rng.choice([0.0, 0.5, 1.0]) * (index + 1))
+        if fault == "retry_later":
+            after = rng.choice(RETRY_AFTERS)
+            earliest[key] = loop.time() + float(after)
+            raise RetryLater("come back later", retry_after_s=after)
         if fault == "error":
             raise ValueError("flaky")
         if fault == "permanent":
@@ -358,7 +394,7 @@ def build_stage(index, plan, rng):
         if fault == "self_cancel":
             raise asyncio.CancelledError
         if plan["fan_out"]:
-            return [payload] * plan["fan_out"]
+            return children(payload, plan["fan_out"])
         return None if plan["batch_size"] > 1 else payload
 
     cfg = PipelineConfig(
@@ -366,10 +402,11 @@ def build_stage(index, plan, rng):
         queue_maxsize=plan["maxsize"],
         on_full=plan["on_full"],
         max_attempts=plan["max_attempts"],
-        backoff=Backoff(base_s=0.5),
+        backoff=Backoff(base_s=0.1),  # shorter than every Retry-After: the request decides
+        keep_shed=None,  # every shed payload kept, so each one's outcome can be checked
     )
     return Stage(
-        f"s{index}",
+        name,
         handler,
         cfg,
         fan_out=bool(plan["fan_out"]),
@@ -383,7 +420,11 @@ def build_stage(index, plan, rng):
 @given(chain_plans())
 def test_randomized_faults_keep_every_balance_and_never_hang(plan):
     rng = random.Random(plan["seed"])
-    stages = [build_stage(index, each, rng) for index, each in enumerate(plan["stages"])]
+    earliest, too_soon = {}, []
+    stages = [
+        build_stage(index, each, rng, earliest, too_soon)
+        for index, each in enumerate(plan["stages"])
+    ]
 
     async def main():
         chain = Chain(stages, drain_timeout_s=plan["drain_timeout_s"])
@@ -405,3 +446,27 @@ def test_randomized_faults_keep_every_balance_and_never_hang(plan):
         assert stage.balanced
     if plan["drain_timeout_s"] is None and plan["cancel_at_s"] is None:
         assert report.unfinished == 0
+    assert_every_payload_followed(report, plan)
+    assert not too_soon, f"attempts sooner than their Retry-After: {too_soon}"
+
+
+def assert_every_payload_followed(report, plan):
+    """Payload by payload, stage by stage: each offered payload has exactly one outcome,
+    and the next stage is offered exactly the outputs of the completed ones that were
+    not stranded (a count that balances could still lose one and count another twice)."""
+    offered = list(range(report.offered))  # the source is read in order
+    completed_at_tail = 0
+    for number, (name, stage) in enumerate(report.stages.items()):
+        completed = assert_each_payload_once(stage, offered)
+        fan_out = plan["stages"][number]["fan_out"]
+        outputs = Counter()
+        for payload, count in completed.items():
+            for output in children(payload, fan_out) if fan_out else [payload]:
+                outputs[output] += count
+        assert sum(outputs.values()) == stage.outputs, name
+        stranded = Counter(stage.stranded)
+        assert not stranded - outputs, f"{name} stranded what it never produced"
+        offered = list((outputs - stranded).elements())
+        completed_at_tail = stage.completed
+    # The chain counts items: what its last stage completed (its outputs leave the chain).
+    assert report.completed == completed_at_tail

@@ -387,6 +387,38 @@ def test_a_full_reject_stage_sheds_what_is_handed_to_it():
     assert outcomes.count("shed") >= 1 and outcomes.count("completed") >= 1
 
 
+@pytest.mark.parametrize("maxsize", [1, 2, None])
+def test_children_handed_to_a_reject_stage_are_judged_after_idle_workers_took_the_ones_before(
+    maxsize,
+):
+    # Page 0 finishes at 1.0 into 5 records, page 1 at 4.0 into 5 more; s1 has 3 idle workers
+    # each time. One turn after each record an idle worker has taken it, so a page sheds only
+    # what exceeds queue_maxsize + 3: with a queue of one, record 4 of each page.
+    result = run_both(
+        line(
+            [0.0, 0.0],
+            ([1.0, 3.0], {"concurrency": 1}, 5),
+            ([1.0] * 10, {"concurrency": 3, "queue_maxsize": maxsize, "on_full": "reject"}, 1),
+        )
+    )
+    s1 = result.stages["s1"].items
+    room = math.inf if maxsize is None else maxsize + 3
+    shed = [item for item in range(10) if item % 5 >= room]
+    assert s1.index[s1["outcome"] == "shed"].tolist() == shed
+    assert s1["start_s"].tolist()[:3] == [1.0, 1.0, 1.0]
+
+
+def test_a_hand_off_into_an_unbounded_stage_gives_a_turn_after_each_child_on_both_engines():
+    result = run_both(
+        line(
+            [0.0, 0.0, 0.0],
+            ([0.0, 0.0, 0.0], {"concurrency": 3}, 4),
+            ([0.5] * 12, {"concurrency": 2, "queue_maxsize": None}, 1),
+        )
+    )
+    assert result.stages["s1"].summary["items_completed"] == 12
+
+
 # -- the domain: refusals and the fallback ---------------------------------------------------
 
 

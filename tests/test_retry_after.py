@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+from decimal import Decimal
+from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from pipeline import Backoff, EventKind, Pipeline, PipelineConfig, RateLimited, RetryLater
@@ -88,12 +91,78 @@ def test_requested_delay_reads_only_finite_non_negative_numbers():
     assert requested_delay(Odd("raise")) is None
 
 
-@pytest.mark.parametrize("bad", [math.nan, -0.5, math.inf])
-def test_retry_later_refuses_a_bad_delay_naming_it(bad):
-    with pytest.raises(ValueError, match="retry_after_s must be a finite number of seconds >= 0"):
-        RetryLater("x", retry_after_s=bad)
-    with pytest.raises(TypeError, match="retry_after_s must be a number"):
-        RetryLater("x", retry_after_s="3")
+# Every kind of real number a caller may hold: numpy's, the standard library's, and ints
+# and fractions beyond the largest float.
+REAL_TWOS = [
+    2,
+    2.0,
+    np.int64(2),
+    np.int8(2),
+    np.uint64(2),
+    np.float32(2.0),
+    np.float64(2.0),
+    Decimal("2"),
+    Decimal("2.000"),
+    Fraction(4, 2),
+]
+
+
+@pytest.mark.parametrize("two", REAL_TWOS, ids=lambda v: f"{type(v).__name__}({v})")
+@pytest.mark.parametrize("cls", [RetryLater, RateLimited])
+def test_any_real_number_of_seconds_is_honoured(cls, two):
+    error = cls("429", retry_after_s=two)
+    assert error.retry_after_s == 2.0 and type(error.retry_after_s) is float
+    _, starts = starts_of(
+        lambda n: cls("429", retry_after_s=two) if n == 1 else None, backoff=Backoff.constant(0.1)
+    )
+    assert starts == [0.0, 2.0]
+
+
+@pytest.mark.parametrize("two", REAL_TWOS, ids=lambda v: f"{type(v).__name__}({v})")
+def test_any_real_number_on_an_exception_of_ones_own_is_honoured(two):
+    # Not a RetryLater: nothing validated the attribute, the engine reads it as it is.
+    _, starts = starts_of(lambda n: Odd(two) if n == 1 else None, backoff=Backoff.constant(0.1))
+    assert starts == [0.0, 2.0]
+    assert requested_delay(Odd(two)) == 2.0
+
+
+BAD_VALUES = [
+    (math.nan, ValueError, "must be finite and >= 0"),
+    (np.float64("nan"), ValueError, "must be finite and >= 0"),
+    (Decimal("NaN"), ValueError, "must be finite and >= 0"),
+    (Decimal("sNaN"), ValueError, "must be finite and >= 0"),
+    (math.inf, ValueError, "must be finite and >= 0"),
+    (Decimal("Infinity"), ValueError, "must be finite and >= 0"),
+    (-0.5, ValueError, "must be >= 0"),
+    (np.int64(-1), ValueError, "must be >= 0"),
+    (Fraction(-1, 3), ValueError, "must be >= 0"),
+    (10**400, ValueError, r"must be >= 0 and <= 1.8e\+308 .*got 1e\+400 \(a number of 401"),
+    (Fraction(10**400, 3), ValueError, r"must be >= 0 and <= 1.8e\+308"),
+    (Decimal("1e400"), ValueError, r"must be >= 0 and <= 1.8e\+308"),
+    (True, TypeError, "must be a real number .*got True of type bool"),
+    ("3", TypeError, "must be a real number .*got '3' of type str"),
+    (object(), TypeError, "must be a real number"),
+]
+
+
+@pytest.mark.parametrize(("bad", "error", "message"), BAD_VALUES)
+@pytest.mark.parametrize("cls", [RetryLater, RateLimited])
+def test_retry_later_refuses_a_bad_delay_in_one_line_naming_it(cls, bad, error, message):
+    with pytest.raises(error, match=rf"^retry_after_s {message}") as caught:
+        cls("x", retry_after_s=bad)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("bad", "_error", "_message"), BAD_VALUES)
+def test_a_bad_value_on_an_exception_of_ones_own_never_raises_and_the_backoff_decides(
+    bad, _error, _message
+):
+    # The engine reads it while recording a failure, where nothing may raise.
+    assert requested_delay(Odd(bad)) is None
+    report, starts = starts_of(
+        lambda n: Odd(bad) if n == 1 else None, backoff=Backoff.constant(0.25)
+    )
+    assert report.completed == 1 and starts == [0.0, 0.25]
 
 
 def test_a_huge_request_is_honoured_in_loop_time_and_the_drain_bounds_it():

@@ -251,9 +251,15 @@ class Chain:
             self._formers.append(former)
         for index, (stage, pipe) in enumerate(zip(self.stages, self._pipes, strict=True)):
             downstream: Any = None
+            turns = False
             if index + 1 < len(self._pipes):
                 former = self._formers[index + 1]
                 downstream = self._pipes[index + 1] if former is None else former
+                after = self._pipes[index + 1].config
+                # A batch former waits for its flusher when a batch is sealed: a turn already.
+                turns = former is None and (
+                    after.on_full == "reject" or after.queue_maxsize is None
+                )
             sink = None
             if downstream is not None or stage.fan_out or stage.batching:
                 sink = HandOff(
@@ -262,6 +268,7 @@ class Chain:
                     expands=stage.fan_out or stage.batching,
                     batching=stage.batching,
                     on_downstream_closed=self._stage_stopped,
+                    turns=turns,
                 )
                 pipe.hand_off_to(sink)
             self._sinks.append(sink)
@@ -323,7 +330,7 @@ class Chain:
         self.report = ChainReport(
             stages=stages,
             offered=head.offered,
-            completed=tail.outputs,
+            completed=tail.completed,
             drain_timed_out=self._former_timed_out
             or any(each.drain_timed_out for each in stages.values()),
             started_s=head.started_s,

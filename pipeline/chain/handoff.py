@@ -13,7 +13,14 @@ worker takes its next item, so:
 - **the stage's drain waits for its hand-offs** (an item settles only once its
   outputs are handed on), and a hand-off cut short (the close cancelled the
   worker, or the next stage stopped on its own) keeps the outputs it could not
-  deliver as ``stranded``: counted, never lost.
+  deliver as ``stranded``: counted, never lost;
+- **a hand-off admits as a source does**: into a stage whose admission never
+  waits (``on_full="reject"``, or an unbounded queue) it gives the loop a turn
+  after each output, so an idle worker there takes that output before the
+  next one is judged. A burst of children into a ``reject`` stage is shed
+  only when ``queue_maxsize + concurrency`` items are already there, as for
+  items from a source (without the turn the woken workers would not have run
+  yet, and the queue would count their items as waiting).
 
 :class:`BatchFormer` sits in front of a batching stage's pipeline: it collects
 payloads into :class:`~pipeline.chain.stage.Batch` es of at most ``batch_size``,
@@ -59,6 +66,8 @@ class HandOff:
         batching: payloads are batches, counted per item.
         on_downstream_closed: called when the next stage refused an output
             because it stopped on its own (it failed).
+        turns: give the loop a turn after each output (the next stage's
+            admission never waits: ``on_full="reject"`` or an unbounded queue).
 
     Attributes:
         outputs: outputs produced by completed items (children of a fan-out).
@@ -76,6 +85,7 @@ class HandOff:
         "_expands",
         "_on_downstream_closed",
         "_time",
+        "_turns",
         "blocked_s",
         "completed_items",
         "dropped",
@@ -94,8 +104,10 @@ class HandOff:
         expands: bool,
         batching: bool,
         on_downstream_closed: Callable[[], None],
+        turns: bool = False,
     ) -> None:
         self._time = time
+        self._turns = turns
         self._downstream = downstream
         self._expands = expands
         self._batching = batching
@@ -134,6 +146,7 @@ class HandOff:
         if downstream is None:
             return
         time = self._time
+        turns = self._turns
         self.pending += len(outputs)
         delivered = 0
         try:
@@ -144,6 +157,10 @@ class HandOff:
                 delivered += 1
                 self.pending -= 1
                 self.handed_on += 1
+                if turns:
+                    # As the intake does (pipeline.intake): an idle worker of the next
+                    # stage takes this output before the next one is judged full.
+                    await asyncio.sleep(0)
         except PipelineClosed:
             self._strand(outputs[delivered:])
             self._on_downstream_closed()

@@ -10,9 +10,16 @@ plus the stage's joint with the next one. Three balances always hold:
   next stage's ``offered == handed_on`` (an output the next stage shed was
   still handed on: it is counted there);
 - **end to end**: ``offered + children_added == completed + dead_lettered +
-  unfinished + shed``, where ``completed`` counts the tail's outputs,
-  ``unfinished`` includes every stranded output, and ``children_added`` is what
-  fan-out added (children minus the parents they replaced).
+  unfinished + shed``, where ``completed`` counts the items the last stage
+  completed, ``unfinished`` includes every stranded output, and
+  ``children_added`` is what fan-out before the last stage added (children
+  minus the parents they replaced).
+
+The chain counts **items**, at every stage and end to end: an item is
+completed when the last stage completes it. What the last stage's items
+produce (its fan-out children, which no stage takes) is that stage's
+``outputs``, never the chain's ``completed``; the simulator's
+``items_completed``, ``throughput_per_s`` and ``items`` count the same items.
 """
 
 from __future__ import annotations
@@ -64,7 +71,8 @@ class ChainReport:
     Attributes:
         stages: each stage's :class:`StageReport`, in chain order, by name.
         offered: items taken from the source(s).
-        completed: outputs of the last stage.
+        completed: items the last stage completed (its fan-out children are
+            ``stages[last].outputs``, not counted here).
         drain_timed_out: the chain's drain hit its ``drain_timeout_s``.
         started_s, finished_s: loop time of the start and the end of the run, seconds.
     """
@@ -98,8 +106,10 @@ class ChainReport:
 
     @property
     def children_added(self) -> int:
-        """Items fan-out added: outputs minus the completed items they came from."""
-        return sum(stage.outputs - stage.completed for stage in self.stages.values())
+        """Items fan-out added to the chain: outputs minus the completed items they came
+        from, at every stage but the last (whose outputs leave the chain)."""
+        stages = list(self.stages.values())[:-1]
+        return sum(stage.outputs - stage.completed for stage in stages)
 
     @property
     def balanced(self) -> bool:
@@ -112,7 +122,7 @@ class ChainReport:
                 return False
             if downstream.offered != upstream.handed_on:
                 return False
-        if reports[0].offered != self.offered or reports[-1].outputs != self.completed:
+        if reports[0].offered != self.offered or reports[-1].completed != self.completed:
             return False
         left = self.completed + self.dead_lettered + self.unfinished + self.shed
         return self.offered + self.children_added == left

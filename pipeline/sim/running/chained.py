@@ -136,10 +136,19 @@ class ChainSimulationResult:
             single-stage run (``arrival_s`` is the arrival at that stage).
         summary: end to end: items offered at the source and completed by the
             last stage, end-to-end latency (source arrival to the last stage's
-            finish) percentiles, throughput, and the memory of every stage together.
+            finish) percentiles, throughput, items held and the memory of every
+            stage together. Every key counts the last stage's items, as
+            ``items`` does: ``items_completed`` is the items it completed
+            (``report.completed``), ``throughput_per_s`` those arriving after the
+            warm-up per second of the measured span; its fan-out children are
+            its ``outputs`` in the report, not items. ``items_held_max`` is the
+            peak of what the stages hold (queued, waiting for a retry, in an
+            attempt, waiting to be handed on: what the stages' bounds bound);
+            ``memory_peak_bytes`` adds the dead letters the report keeps.
         items: one row per item of the last stage, with its source item and
             end-to-end latency (built on first use).
-        timeseries: items held by the whole chain over time, and their memory.
+        timeseries: items held by the whole chain over time, and their memory
+            (with the kept dead letters).
         wall_time_s: real seconds the run took.
         engine: which one ran it, ``"asyncio"`` or ``"kernel"`` (also the summary's ``engine``).
     """
@@ -159,7 +168,7 @@ class ChainSimulationResult:
         self.arrival_s = arrival_s
         self.stages = stages
         self.wall_time_s = wall_time_s
-        self._held_time_s, self._held = _items_held(list(stages.values()))
+        self._held_time_s, self._held, self._kept = _items_held(list(stages.values()))
         self.summary = self._summarise()
 
     def __repr__(self) -> str:
@@ -193,6 +202,9 @@ class ChainSimulationResult:
         span = sim_time - warm
         live = np.append(self._held_time_s[1:] >= warm, sim_time >= warm)
         held_peak = int(self._held[live].max()) if live.any() else 0
+        # Memory: the items held plus the dead letters the report keeps (as for one stage).
+        in_memory = self._held + self._kept
+        memory_peak = int(in_memory[live].max()) if live.any() else 0
         return {
             "items_offered": report.offered,
             "items_admitted": next(iter(report.stages.values())).admitted,
@@ -206,7 +218,7 @@ class ChainSimulationResult:
             "latency_p95_s": p95,
             "latency_p99_s": p99,
             "throughput_per_s": float(len(latencies) / span) if span > 0 else math.nan,
-            "memory_peak_bytes": held_peak * scenario.item_size_bytes,
+            "memory_peak_bytes": memory_peak * scenario.item_size_bytes,
             "items_held_max": held_peak,
             "drain_timed_out": report.drain_timed_out,
             "sim_time_s": sim_time,
@@ -237,35 +249,46 @@ class ChainSimulationResult:
 
     @cached_property
     def timeseries(self) -> pd.DataFrame:
-        """Items held by the whole chain (every stage, hand-offs and dead letters) over time."""
+        """Items held by the whole chain (every stage and hand-off) over time, and the
+        memory they and the kept dead letters take."""
         import pandas as pd
 
         return pd.DataFrame(
             {
                 "time_s": self._held_time_s,
                 "items_held": self._held,
-                "memory_bytes": self._held.astype(np.int64) * self.scenario.item_size_bytes,
+                "memory_bytes": (self._held + self._kept).astype(np.int64)
+                * self.scenario.item_size_bytes,
             }
         )
 
 
-def _items_held(stages: list[SimulationResult]) -> tuple[np.ndarray, np.ndarray]:
-    """The chain's held items as one step function: every stage's, summed.
+def _items_held(stages: list[SimulationResult]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The chain's held items and kept dead letters as step functions: every stage's, summed.
 
-    A stage holds its in-system items and dead letters; after the first stage
-    also the items finished upstream and waiting to be handed over (its
-    ``upstream_backlog``), which the stage before it holds in memory.
+    A stage holds its in-system items (queued, waiting for a retry, in an
+    attempt); after the first stage also the items finished upstream and
+    waiting to be handed over (its ``upstream_backlog``), which the stage
+    before it holds in memory. That is what the stages' bounds bound, and what
+    ``Chain.statistics().items_held`` counts in real time. Dead letters have
+    left the chain: the report keeps them (memory, not items held).
+
+    Returns:
+        (times, items held, dead letters kept), one value per time.
     """
     times = np.unique(np.concatenate([stage.series.time_s for stage in stages]))
     total = np.zeros(len(times), dtype=np.int64)
+    kept = np.zeros(len(times), dtype=np.int64)
     for number, stage in enumerate(stages):
         series = stage.series
-        held = series.in_system.astype(np.int64) + series.dead_letters
+        held = series.in_system.astype(np.int64)
         if number:
             held = held + series.upstream_backlog
         rows = np.searchsorted(series.time_s, times, side="right") - 1
-        total += np.where(rows >= 0, held[np.maximum(rows, 0)], 0)
-    return times, total
+        at = np.maximum(rows, 0)
+        total += np.where(rows >= 0, held[at], 0)
+        kept += np.where(rows >= 0, series.dead_letters.astype(np.int64)[at], 0)
+    return times, total, kept
 
 
 def simulate_chain(

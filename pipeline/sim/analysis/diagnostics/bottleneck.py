@@ -181,7 +181,32 @@ def stage_loads(result: ChainSimulationResult) -> list[StageLoad]:
 
 
 def _pct(share: float) -> str:
-    return f"{100 * share:.3g}%"
+    """``12.3%``, ``<0.01%``, ``0%``; ``unbounded`` for an infinite share (never ``nan%``:
+    callers say "no item reached it" for a stage without a measured attempt)."""
+    if math.isnan(share):
+        return "unknown"
+    if math.isinf(share):
+        return "unbounded"
+    percent = 100 * share
+    if 0 < abs(percent) < 0.01:
+        return "<0.01%"
+    return f"{percent:.3g}%"
+
+
+def _demand(load: StageLoad) -> str:
+    """A stage's demanded utilisation in words: a percentage, or why there is none."""
+    if math.isnan(load.demanded_utilisation):
+        return "(no item reached it)"
+    return _pct(load.demanded_utilisation)
+
+
+def _capacity(load: StageLoad) -> str:
+    """A stage's pace in source items per second, in words."""
+    if math.isnan(load.attempt_mean_s):
+        return "(no item reached it)"
+    if math.isinf(load.capacity_per_s):
+        return "no limit (its attempts take no time)"
+    return f"could do {load.capacity_per_s:.3g}/s"
 
 
 def _backlog_place(loads: list[StageLoad]) -> tuple[str, float]:
@@ -236,11 +261,7 @@ def _bottleneck(result: ChainSimulationResult, loads: list[StageLoad]) -> Findin
             if worst.queue_maxsize is not None
             else ". "
         )
-        + ", ".join(
-            f"'{load.name}' {_pct(load.demanded_utilisation)}"
-            for load in loads
-            if load is not worst
-        )
+        + ", ".join(f"'{load.name}' {_demand(load)}" for load in loads if load is not worst)
         + (". " if len(loads) > 1 else "")
         + f"Most items wait {where}: {backlog:.3g} on average."
     )
@@ -258,9 +279,9 @@ def _bottleneck(result: ChainSimulationResult, loads: list[StageLoad]) -> Findin
     if severity != "info":
         fixes.append(
             f"add workers to stage '{worst.name}': concurrency {worst.concurrency} -> "
-            f"{workers} (about 80% busy at this load)"
+            f"{workers} (about {_pct(worst.load / workers)} busy at this load)"
         )
-        others = [load for load in loads if load is not worst]
+        others = [load for load in known if load is not worst]
         if others:
             following = max(others, key=lambda load: load.demanded_utilisation)
             fixes.append(
@@ -325,7 +346,7 @@ def _batch_bottleneck(loads: list[StageLoad], worst: StageLoad) -> Finding:
         f"'{worst.name}' finishes at most {worst.capacity_per_s:.3g} source items/s with "
         f"{worst.concurrency} workers ({worst.attempt_mean_s:.3g} s per attempt) and was busy "
         f"{_pct(worst.busy_share)} of the time"
-        + "".join(f"; '{x.name}' could do {x.capacity_per_s:.3g}/s" for x in others)
+        + "".join(f"; '{x.name}' {_capacity(x)}" for x in others)
         + f". Most items wait {where}: {backlog:.3g} on average."
     )
     if others and math.isfinite(others[0].capacity_per_s):

@@ -23,6 +23,9 @@ plus the hand-off's:
   item wakes the first waiter, which looks again one turn later and, if the
   slot went to someone faster, queues again at the back;
 - outputs handed to a ``reject`` stage that is full are shed there at once;
+- a hand-off into a stage whose admission never waits (``reject``, or an
+  unbounded queue) gives the loop one turn after each output, as the head's
+  producer does after each item: an idle worker there takes the output first;
 - an item settles at its stage when its last output is handed on (or when it
   is dead-lettered), and only then does its worker take the next item.
 
@@ -67,8 +70,9 @@ __all__ = ["StageInput", "StageRun", "run_chain_events"]
 
 # Where the producer resumes.
 _TOP, _SLOT, _ARRIVED = 0, 1, 2
-# What a worker waits on: an item, its attempt's timer, a slot in the next stage.
-_GETTING, _SERVING, _HANDING = 0, 1, 2
+# What a worker waits on: an item, its attempt's timer, a slot in the next stage, a turn
+# of the loop after handing an output to a stage that never makes it wait.
+_GETTING, _SERVING, _HANDING, _TURN = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,8 @@ class _Stage:
         self.check = None if spec.failures is None else spec.failures.check
         self.reject = config.on_full == "reject"
         self.bound = math.inf if config.queue_maxsize is None else config.queue_maxsize
+        # Admission never waits here: whoever offers an item gives the loop a turn after it.
+        self.turns = self.reject or self.bound == math.inf
         # The queue: main lane, retry lane, slots reserved, retries held; who waits on it.
         self.items: deque[int] = deque()
         self.retries: deque[int] = deque()
@@ -279,6 +285,7 @@ def run_chain_events(
         run = stage.run
         fan_out = stage.fan_out
         base = stage.current[w] * fan_out
+        turns = downstream.turns
         for j in range(stage.child[w], fan_out):
             if downstream.reject:
                 if downstream.full():
@@ -290,7 +297,11 @@ def run_chain_events(
                     downstream.reserved += 1
                     admit(downstream, base + j)
                 run.handed_on += 1
-                continue
+                # asyncio.sleep(0) in HandOff.send: resume with the next child one turn later
+                stage.child[w] = j + 1
+                stage.state[w] = _TURN
+                schedule(stage.steps[w])
+                return False
             if downstream.full():
                 stage.since[w] = now
                 stage.child[w] = j
@@ -301,6 +312,11 @@ def run_chain_events(
             downstream.reserved += 1
             admit(downstream, base + j)
             run.handed_on += 1
+            if turns:
+                stage.child[w] = j + 1
+                stage.state[w] = _TURN
+                schedule(stage.steps[w])
+                return False
         return True
 
     def worker(where: tuple[_Stage, int]) -> None:
@@ -341,6 +357,11 @@ def run_chain_events(
             run.hand_off_blocked_s += waited
             run.handed_on += 1
             stage.child[w] += 1
+            if not hand_on(stage, w):
+                return
+            settle(stage)
+        elif status == _TURN:
+            # the turn after an output is over: hand on the next child, or settle
             if not hand_on(stage, w):
                 return
             settle(stage)

@@ -37,7 +37,7 @@ def chain_report(stages: list[tuple[str, RunReport, Any]], finished_s: float) ->
     return ChainReport(
         stages=reports,
         offered=head.offered,
-        completed=tail.outputs,
+        completed=tail.completed,
         drain_timed_out=False,
         started_s=head.started_s,
         finished_s=finished_s,
