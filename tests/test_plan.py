@@ -19,7 +19,6 @@ import pytest
 from pipeline import PipelineConfig, RetryPolicy
 from pipeline.sim import (
     Constant,
-    Deterministic,
     Exponential,
     IndependentFailures,
     Poisson,
@@ -39,6 +38,7 @@ from pipeline.sim.analysis.planning.slo import (
     parse_slos,
 )
 from pipeline.sim.stats.intervals import t_quantile
+from pipeline.sim.workloads.arrivals import Deterministic
 
 RATE, MEAN = 3.2, 1.0  # offered load 3.2 Erlangs: four workers are 80% busy
 

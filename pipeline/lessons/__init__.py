@@ -3,3 +3,9 @@
 They are teaching material built on :mod:`pipeline.viz`, kept apart from the general
 figures and widgets there; nothing in the library imports them.
 """
+
+from __future__ import annotations
+
+from .widgets import burst_widget, drain_widget, knee_widget, provider_widget, retry_widget
+
+__all__ = ["burst_widget", "drain_widget", "knee_widget", "provider_widget", "retry_widget"]
