@@ -34,21 +34,19 @@ from .errors import (
     RetryLater,
     SourceError,
 )
-from .events import EventKind, fan_out
-from .items import WorkItem
-from .queue import WorkQueue
-from .records import AttemptError, DeadLetter, Result, RunReport, ShedLog
+from .events import EventKind
+from .records import DeadLetter, RunReport
 from .retry import Backoff, RetryPolicy
 from .statistics import Statistics
 
 logging.getLogger("pipeline").addHandler(logging.NullHandler())
 
+# Scenario, simulate and sweep (see _LAZY) are importable from here as well, and are
+# at home in pipeline.sim: they stay out of __all__, so that ``from pipeline import *``
+# needs the standard library only.
 __all__ = [
-    "AttemptError",
     "Backoff",
     "Chain",
-    "ChainReport",
-    "ChainStatistics",
     "DeadLetter",
     "DeadlockError",
     "EventKind",
@@ -60,22 +58,15 @@ __all__ = [
     "QueueFull",
     "RateLimit",
     "RateLimited",
-    "Result",
     "RetryLater",
     "RetryPolicy",
     "RunReport",
-    "ShedLog",
     "SourceError",
     "Stage",
-    "StageReport",
-    "StageStatistics",
     "State",
     "Statistics",
-    "WorkItem",
-    "WorkQueue",
     "export_csv",
     "export_jsonl",
-    "fan_out",
     "load_jsonl",
     "replay",
 ]
@@ -86,11 +77,7 @@ __all__ = [
 # the command line nor a running pipeline; a single-stage run needs no chain.
 _LAZY = {
     "Chain": ".chain.chain",
-    "ChainReport": ".chain.report",
-    "ChainStatistics": ".chain.report",
     "Stage": ".chain.stage",
-    "StageReport": ".chain.report",
-    "StageStatistics": ".chain.report",
     "export_csv": ".deadletters.export",
     "export_jsonl": ".deadletters.export",
     "load_jsonl": ".deadletters.export",

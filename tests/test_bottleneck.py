@@ -17,7 +17,6 @@ import pytest
 from pipeline import PipelineConfig
 from pipeline.sim import (
     Constant,
-    Deterministic,
     Exponential,
     IndependentFailures,
     PermanentFailures,
@@ -30,6 +29,7 @@ from pipeline.sim import (
     stage_loads,
     sweep,
 )
+from pipeline.sim.workloads.arrivals import Deterministic
 from pipeline.viz import plot_stages
 from pipeline.viz.figures.stages import STAGE_ROWS
 

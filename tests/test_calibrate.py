@@ -21,13 +21,13 @@ from pipeline.sim import (
     IndependentFailures,
     LogNormal,
     Poisson,
-    RunTrace,
     TraceRecorder,
     calibrate,
     simulate,
 )
 from pipeline.sim.analysis.calibrate import fit_arrivals, fit_service, ks_distance
 from pipeline.sim.vloop import run_virtual
+from pipeline.sim.workloads.traces.runtrace import RunTrace
 
 
 def record(

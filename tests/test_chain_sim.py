@@ -15,13 +15,13 @@ from pipeline.sim import (
     IndependentFailures,
     Poisson,
     Scenario,
-    ServiceTrace,
     StageSpec,
     Trace,
     simulate,
     theory,
 )
 from pipeline.sim.stats.intervals import mean_ci
+from pipeline.sim.workloads.traces.service import ServiceTrace
 
 
 def unbounded(concurrency):

@@ -23,7 +23,6 @@ from pipeline import Backoff, PipelineConfig
 from pipeline.sim import (
     DrainTimeoutWarning,
     Exponential,
-    Hangs,
     IndependentFailures,
     NoFailures,
     PermanentFailures,
@@ -33,6 +32,7 @@ from pipeline.sim import (
     diagnose,
     simulate,
 )
+from pipeline.sim.workloads.failures import Hangs
 
 FAILURES = {
     "none": NoFailures(),

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.sim import Comparison, Exponential, Poisson, Scenario, compare
+from pipeline.sim import Exponential, Poisson, Scenario, compare
 from pipeline.sim.analysis import theory
+from pipeline.sim.analysis.compare import Comparison
 from pipeline.sim.stats.intervals import paired_difference
 
 # M/M/20 at 80% against M/M/21 (76%): close configurations, waits of a few hundredths of a second.

@@ -12,12 +12,10 @@ from pipeline import PipelineConfig
 from pipeline.sim import (
     DrainTimeoutWarning,
     Exponential,
-    Hangs,
     IndependentFailures,
     PermanentFailures,
     Poisson,
     Scenario,
-    SimulationResult,
     simulate,
 )
 from pipeline.sim.analysis.diagnostics.diagnose import (
@@ -27,7 +25,9 @@ from pipeline.sim.analysis.diagnostics.diagnose import (
     findings_frame,
     format_findings,
 )
+from pipeline.sim.running.result import SimulationResult
 from pipeline.sim.stats.intervals import scaled_run_length
+from pipeline.sim.workloads.failures import Hangs
 
 WARNINGS = {"warning", "critical"}
 

@@ -8,7 +8,8 @@ import tracemalloc
 
 import pytest
 
-from pipeline import EventKind, Pipeline, PipelineConfig, ShedLog
+from pipeline import EventKind, Pipeline, PipelineConfig
+from pipeline.records import ShedLog
 from pipeline.sim.vloop import run_virtual
 
 

@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.sim import Distribution, Exponential, Poisson, Scenario, simulate, sweep
+from pipeline.sim import Exponential, Poisson, Scenario, simulate, sweep
 from pipeline.sim.executors.cluster import scheduler_executor
+from pipeline.sim.workloads.distributions import Distribution
 
 pytest.importorskip("distributed")
 

@@ -21,9 +21,9 @@ from pipeline.sim import (
     OnOff,
     Poisson,
     Scenario,
-    Uniform,
     diagnose,
 )
+from pipeline.sim.workloads.distributions import Uniform
 from pipeline.viz.widgets.explorer import Explorer, explore
 
 N_ITEMS = 400

@@ -45,15 +45,8 @@ from typing import Any
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from pipeline import (
-    Backoff,
-    EventKind,
-    PermanentError,
-    Pipeline,
-    PipelineConfig,
-    RunReport,
-    WorkItem,
-)
+from pipeline import Backoff, EventKind, PermanentError, Pipeline, PipelineConfig, RunReport
+from pipeline.items import WorkItem
 from pipeline.sim.vloop import run_virtual
 
 from .accounting import (

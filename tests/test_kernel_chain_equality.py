@@ -32,10 +32,8 @@ from hypothesis import strategies as st
 from pipeline import Backoff, PipelineConfig, RateLimit, RetryPolicy
 from pipeline.sim import (
     Constant,
-    Deterministic,
     Empirical,
     Exponential,
-    Hangs,
     IndependentFailures,
     LogNormal,
     NoFailures,
@@ -43,14 +41,16 @@ from pipeline.sim import (
     Poisson,
     Scenario,
     ScriptedFailures,
-    ServiceTrace,
     StageSpec,
     Trace,
-    Uniform,
     simulate,
 )
 from pipeline.sim.running.kernel.run import unsupported
 from pipeline.sim.running.single import simulate_once
+from pipeline.sim.workloads.arrivals import Deterministic
+from pipeline.sim.workloads.distributions import Uniform
+from pipeline.sim.workloads.failures import Hangs
+from pipeline.sim.workloads.traces.service import ServiceTrace
 
 TOLERANCE_S = 1e-9
 ROUND_S = [0.0, 0.25, 0.5, 1.0, 2.0]  # service times that tie with arrivals and each other

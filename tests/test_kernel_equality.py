@@ -30,16 +30,12 @@ from hypothesis import strategies as st
 
 from pipeline import Backoff, PipelineConfig, RateLimit, RetryPolicy
 from pipeline.sim import (
-    CombinedFailures,
     Constant,
-    Deterministic,
     Empirical,
     Exponential,
     Gamma,
-    Hangs,
     IndependentFailures,
     LogNormal,
-    MarkovModulated,
     NoFailures,
     OnOff,
     Overload,
@@ -47,16 +43,18 @@ from pipeline.sim import (
     Poisson,
     Scenario,
     ScriptedFailures,
-    ServiceTrace,
     TimeVarying,
     TokenQuota,
     Trace,
-    Uniform,
     simulate,
 )
 from pipeline.sim.analysis.sweep import simulate_replication, sweep
 from pipeline.sim.running.kernel.run import unsupported
 from pipeline.sim.running.single import simulate_once
+from pipeline.sim.workloads.arrivals import Deterministic, MarkovModulated
+from pipeline.sim.workloads.distributions import Uniform
+from pipeline.sim.workloads.failures import CombinedFailures, Hangs
+from pipeline.sim.workloads.traces.service import ServiceTrace
 
 TOLERANCE_S = 1e-9
 

@@ -60,14 +60,14 @@ def test_every_public_name_resolves_and_is_listed():
             assert getattr(module, name) is not None, f"{module.__name__}.{name}"
         assert set(module.__all__) <= set(dir(module))
     from pipeline import Scenario, export_jsonl, replay, simulate, sweep
-    from pipeline.sim import Finding, TraceWorkload, load_trace, simulate_replication
+    from pipeline.sim import diagnose, load_trace, simulate_replication
 
     assert replay.__module__ == export_jsonl.__module__ == "pipeline.deadletters.export"
     assert Scenario is pipeline.sim.Scenario and simulate is pipeline.sim.simulate
     assert sweep is pipeline.sim.sweep and callable(sweep)
     replay = "pipeline.sim.workloads.traces.replay"
-    assert load_trace.__module__ == TraceWorkload.__module__ == replay
-    assert Finding.__module__ == "pipeline.sim.analysis.diagnostics.findings"
+    assert load_trace.__module__ == replay
+    assert diagnose.__module__ == "pipeline.sim.analysis.diagnostics.diagnose"
     assert simulate_replication.__module__ == "pipeline.sim.analysis.sweep"
 
 

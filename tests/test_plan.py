@@ -22,7 +22,6 @@ import pytest
 from pipeline import PipelineConfig, RetryPolicy
 from pipeline.sim import (
     Constant,
-    Deterministic,
     DrainTimeoutWarning,
     Exponential,
     IndependentFailures,
@@ -44,6 +43,7 @@ from pipeline.sim.analysis.planning.slo import (
     parse_slos,
 )
 from pipeline.sim.stats.intervals import t_quantile
+from pipeline.sim.workloads.arrivals import Deterministic
 
 RATE, MEAN = 3.2, 1.0  # offered load 3.2 Erlangs: four workers are 80% busy
 
@@ -227,9 +227,9 @@ def test_a_wait_slo_picks_the_smallest_concurrency_erlang_c_allows(c_star) -> No
     )
     assert result.status == "chosen"
     assert result.chosen["concurrency"] == c_star
-    assert result.binding["slo"] == str(SLO("wait_mean_s", "<=", limit))
-    assert result.binding["cheaper"][0]["change"] == {"concurrency": c_star - 1}
-    assert result.binding["cheaper"][0]["failed"] == [str(SLO("wait_mean_s", "<=", limit))]
+    assert result.binding.slo == SLO("wait_mean_s", "<=", limit)
+    assert result.binding.cheaper[0].change == {"concurrency": c_star - 1}
+    assert result.binding.cheaper[0].failed == (SLO("wait_mean_s", "<=", limit),)
 
 
 @pytest.mark.parametrize(
@@ -330,11 +330,11 @@ def test_an_open_verdict_doubles_its_replications_up_to_the_budget() -> None:
     assert result.chosen is None and result.binding is None and result.fallback is None
     assert executor.submitted == 12 == result.candidates["replications"].item()
     [question] = result.undecided
-    assert question["candidate"] == {"concurrency": 6}
-    assert question["slo"] == "dead_letter_fraction<=0.25"
-    assert question["replications"] == 12
-    assert question["low"] <= 0.25 <= question["high"]
-    assert "replications (now 12)" in question["advice"]
+    assert question.candidate == {"concurrency": 6}
+    assert question.slo == SLO.parse("dead_letter_fraction<=0.25")
+    assert question.replications == 12
+    assert question.low <= 0.25 <= question.high
+    assert "replications (now 12)" in question.advice
     text = result.report()
     assert text.startswith("plan: undecided") and "concurrency=6" in text and "advice:" in text
 
@@ -383,7 +383,7 @@ def test_replications_are_added_only_where_a_verdict_was_open() -> None:
     cheaper = frame[frame["rank"] < fallback_rank]
     assert set(cheaper["verdict"]) <= {"fails", "unstable", "undecided"}
     assert set(cheaper.loc[cheaper["verdict"] == "undecided", "replications"]) == {24}
-    assert {q["candidate"]["concurrency"] for q in result.undecided} == {6}
+    assert {q.candidate["concurrency"] for q in result.undecided} == {6}
 
 
 def test_an_exact_replication_count_runs_exactly_that_many() -> None:

@@ -7,7 +7,8 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, RunCache, Scenario, plan
-from pipeline.viz import PlanExplorer, explore_plan
+from pipeline.viz import explore_plan
+from pipeline.viz.widgets.plan_explorer import PlanExplorer
 
 matplotlib.use("Agg")
 

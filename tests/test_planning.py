@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.sim import DailyCurve, daily_curve
 from pipeline.sim.analysis.planning.traffic import (
     fit_daily_curve,
     slo_table,
@@ -16,6 +15,7 @@ from pipeline.sim.analysis.planning.traffic import (
     trace_window,
 )
 from pipeline.sim.stats.intervals import t_quantile
+from pipeline.sim.workloads.arrivals import DailyCurve, daily_curve
 from pipeline.sim.workloads.traces.replay import load_trace
 
 

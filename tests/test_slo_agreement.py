@@ -196,11 +196,11 @@ def test_a_plan_needs_enough_items_to_call_no_shedding_a_pass():
     short = plan(_never_sheds(90), search, ["shed_fraction<=0.01"], replications=3, progress=False)
     assert short.status == "undecided" and short.chosen is None
     (question,) = short.undecided
-    assert question["note"].startswith("no item shed in 270 items offered")
+    assert question.note.startswith("no item shed in 270 items offered")
     # The advice solves 1 - 0.05**(1/N) <= 0.01: N >= 299 items, so 4 runs of 90 or 3 of 100.
-    assert "about 299 items pooled, about 4 replications (now 3)" in question["advice"]
-    assert "runs of about 100 items" in question["advice"]
-    assert short.to_dict()["candidates"][0]["shed_fraction_note"] == question["note"]
+    assert "about 299 items pooled, about 4 replications (now 3)" in question.advice
+    assert "runs of about 100 items" in question.advice
+    assert short.to_dict()["candidates"][0]["shed_fraction_note"] == question.note
 
 
 def test_a_plan_adds_replications_until_the_bound_clears_the_limit():

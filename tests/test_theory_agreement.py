@@ -61,17 +61,17 @@ from pipeline.sim import (
     IndependentFailures,
     LogNormal,
     Poisson,
-    Replications,
     Scenario,
-    ServiceTrace,
-    SimulationResult,
     Trace,
     simulate,
 )
 from pipeline.sim.analysis.theory import dead_letter_rate, mmc, mmck, retry_amplification
 from pipeline.sim.running.reference import simpy_fcfs_waits
+from pipeline.sim.running.replications import Replications
+from pipeline.sim.running.result import SimulationResult
 from pipeline.sim.stats.intervals import mean_ci, proportion_ci, t_quantile, time_weighted_mean
 from pipeline.sim.workloads.traces.replay import exact_fcfs_waits
+from pipeline.sim.workloads.traces.service import ServiceTrace
 
 LEVEL = 0.999
 SEED = 2026

@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.sim import Scenario, ServiceTrace, SimulatedFailure, Trace, simulate
-from pipeline.sim.workloads.failures import FailureModel
+from pipeline.sim import Scenario, Trace, simulate
+from pipeline.sim.workloads.failures import FailureModel, SimulatedFailure
 from pipeline.sim.workloads.traces.replay import (
     ScriptedFailures,
     TraceWorkload,
     exact_fcfs_waits,
     load_trace,
 )
+from pipeline.sim.workloads.traces.service import ServiceTrace
 
 
 def write_csv(path, header, rows):
@@ -207,7 +208,8 @@ def test_workload_checks_lengths():
 
 def test_scripted_permanent_failure_dead_letters_after_its_scripted_attempts():
     from pipeline import PipelineConfig
-    from pipeline.sim import Constant, Deterministic, Scenario, simulate
+    from pipeline.sim import Constant, Scenario, simulate
+    from pipeline.sim.workloads.arrivals import Deterministic
     from pipeline.sim.workloads.failures import ScriptedFailures
 
     failures = ScriptedFailures((0, 1, 2, 1), permanent=frozenset({1}))

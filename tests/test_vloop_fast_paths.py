@@ -26,10 +26,8 @@ from pipeline.errors import DeadlockError
 from pipeline.retry import Backoff
 from pipeline.sim import (
     Constant,
-    Deterministic,
     DrainTimeoutWarning,
     Exponential,
-    Hangs,
     IndependentFailures,
     LogNormal,
     OnOff,
@@ -37,13 +35,15 @@ from pipeline.sim import (
     Poisson,
     Scenario,
     ScriptedFailures,
-    ServiceTrace,
     Trace,
     simulate,
     vloop,
 )
 from pipeline.sim.running.recorder import StepSeries
 from pipeline.sim.vloop import VirtualEventLoop, run_virtual, wake_unless_cancelled
+from pipeline.sim.workloads.arrivals import Deterministic
+from pipeline.sim.workloads.failures import Hangs
+from pipeline.sim.workloads.traces.service import ServiceTrace
 
 YEAR_S = 365 * 86400.0
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.sim import Exponential, Poisson, Scenario, Trace, detect_warmup, mser5, simulate
+from pipeline.sim import Exponential, Poisson, Scenario, Trace, detect_warmup, simulate
 from pipeline.sim.analysis import theory
+from pipeline.sim.analysis.warmup import mser5
 from pipeline.sim.stats.intervals import batch_means_ci
 
 UNBOUNDED = PipelineConfig(concurrency=4, queue_maxsize=None, drain_timeout_s=None)

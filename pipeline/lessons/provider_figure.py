@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.lines import Line2D
 
-    from pipeline.sim import SimulationResult
+    from pipeline.sim.running.result import SimulationResult
 
 __all__ = ["ProviderPanels", "provider_limit"]
 

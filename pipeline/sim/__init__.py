@@ -25,114 +25,69 @@ from __future__ import annotations
 from .._extras import require
 
 require("pipeline.sim", "sim")  # before numpy is imported: one ImportError naming the extra
+del require  # a check, not a name of this package
 
 import importlib
-from typing import Any
 
-from .running.replications import Replications
-from .running.result import DrainTimeoutWarning, SimulationResult
+from .running.result import DrainTimeoutWarning
 from .running.simulate import simulate
-from .vloop import VirtualEventLoop, new_virtual_loop, run_virtual
-from .workloads.arrivals import (
-    ArrivalProcess,
-    DailyCurve,
-    Deterministic,
-    IntervalCounts,
-    MarkovModulated,
-    OnOff,
-    PiecewiseLinear,
-    Poisson,
-    TimeVarying,
-    Trace,
-    daily_curve,
-    parse_arrivals,
-)
+from .vloop import run_virtual
+from .workloads.arrivals import OnOff, Poisson, TimeVarying, Trace
 from .workloads.distributions import (
     Constant,
-    Distribution,
     Empirical,
     Exponential,
     Gamma,
     LogNormal,
-    Uniform,
     parse_distribution,
 )
 from .workloads.failures import (
-    CombinedFailures,
-    FailureModel,
-    Hangs,
     IndependentFailures,
     NoFailures,
     Overload,
     PermanentFailures,
     ScriptedFailures,
-    SimulatedFailure,
     TokenQuota,
 )
 from .workloads.scenario import Scenario
-from .workloads.traces.service import ServiceTrace
 
+# What a notebook or a capacity study reaches for: run (Scenario ... run_virtual), build
+# the traffic (distributions, arrivals, failure models, traces), and read the results
+# (theory, sweeps, plans, diagnostics, warm-up, comparison, calibration). The rest of
+# the catalogue (Deterministic, Uniform, Hangs, MarkovModulated, result and record
+# types, ...) is importable from its module under pipeline.sim.workloads, .running and
+# .analysis; confidence intervals are in pipeline.sim.stats.
 __all__ = [
     "SLO",
-    "ArrivalProcess",
-    "Calibration",
-    "ChainSimulationResult",
-    "CombinedFailures",
-    "Comparison",
     "Constant",
-    "DailyCurve",
-    "Deterministic",
-    "Distribution",
     "DrainTimeoutWarning",
     "Empirical",
     "Exponential",
-    "FailureModel",
-    "Finding",
     "Gamma",
-    "Hangs",
-    "InconsistentWorkloadWarning",
     "IndependentFailures",
-    "IntervalCounts",
     "LogNormal",
-    "MarkovModulated",
     "NoFailures",
     "OnOff",
     "Overload",
     "PermanentFailures",
-    "PiecewiseLinear",
     "Plan",
     "Poisson",
-    "Replications",
     "RunCache",
-    "RunTrace",
     "Scenario",
     "ScriptedFailures",
-    "ServiceTrace",
-    "SimulatedFailure",
-    "SimulationResult",
-    "StageLoad",
     "StageSpec",
-    "StageTrace",
     "TimeVarying",
     "TokenQuota",
     "Trace",
     "TraceRecorder",
-    "TraceWorkload",
-    "Uniform",
-    "VirtualEventLoop",
-    "WarmupCut",
     "calibrate",
     "compare",
-    "daily_curve",
     "detect_warmup",
     "diagnose",
-    "exact_fcfs_waits",
-    "findings_frame",
+    "fit_daily_curve",
     "format_findings",
     "load_trace",
-    "mser5",
-    "new_virtual_loop",
-    "parse_arrivals",
+    "metric_value",
     "parse_distribution",
     "plan",
     "run_virtual",
@@ -143,45 +98,36 @@ __all__ = [
     "summarise_sweep",
     "sweep",
     "theory",
+    "trace_window",
 ]
 
 # Public names imported on first use: name -> (module, attribute; None for the module itself).
 _LAZY = {
-    "Calibration": ("analysis.calibrate", "Calibration"),
     "calibrate": ("analysis.calibrate", "calibrate"),
-    "RunTrace": ("workloads.traces.runtrace", "RunTrace"),
-    "StageTrace": ("workloads.traces.runtrace", "StageTrace"),
     "TraceRecorder": ("workloads.traces.runtrace", "TraceRecorder"),
-    "Comparison": ("analysis.compare", "Comparison"),
     "compare": ("analysis.compare", "compare"),
-    "WarmupCut": ("analysis.warmup", "WarmupCut"),
     "detect_warmup": ("analysis.warmup", "detect_warmup"),
-    "mser5": ("analysis.warmup", "mser5"),
-    "ChainSimulationResult": ("running.chained", "ChainSimulationResult"),
-    "Finding": ("analysis.diagnostics.diagnose", "Finding"),
     "diagnose": ("analysis.diagnostics.diagnose", "diagnose"),
-    "findings_frame": ("analysis.diagnostics.diagnose", "findings_frame"),
     "format_findings": ("analysis.diagnostics.diagnose", "format_findings"),
     "scheduler_executor": ("executors.cluster", "scheduler_executor"),
     "Plan": ("analysis.planning.result", "Plan"),
     "SLO": ("analysis.planning.slo", "SLO"),
+    "metric_value": ("analysis.planning.slo", "metric_value"),
     "plan": ("analysis.planning.plan", "plan"),
+    "fit_daily_curve": ("analysis.planning.traffic", "fit_daily_curve"),
+    "trace_window": ("analysis.planning.traffic", "trace_window"),
     "RunCache": ("executors.run_cache", "RunCache"),
     "simulate_replication": ("analysis.sweep", "simulate_replication"),
     "summarise_sweep": ("analysis.sweep", "summarise_sweep"),
     "sweep": ("analysis.sweep", "sweep"),
     "theory": ("analysis.theory", None),
     "StageSpec": ("workloads.stages", "StageSpec"),
-    "StageLoad": ("analysis.diagnostics.bottleneck", "StageLoad"),
     "stage_loads": ("analysis.diagnostics.bottleneck", "stage_loads"),
-    "TraceWorkload": ("workloads.traces.replay", "TraceWorkload"),
-    "InconsistentWorkloadWarning": ("workloads.fitting", "InconsistentWorkloadWarning"),
-    "exact_fcfs_waits": ("workloads.traces.replay", "exact_fcfs_waits"),
     "load_trace": ("workloads.traces.replay", "load_trace"),
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module_name, attribute = _LAZY[name]

@@ -9,64 +9,41 @@ from __future__ import annotations
 from .._extras import require
 
 require("pipeline.viz", "viz")  # before matplotlib is imported: one ImportError naming the extra
+del require  # a check, not a name of this package
 
-from .figures.run import (
-    human_bytes,
-    memory_bound_bytes,
-    oldest_unfinished_age,
-    plot_depth,
-    plot_lag,
-    plot_memory,
-    plot_retries,
-    report_figure,
-)
+from .._units import slo_text
+from .figures.run import human_bytes, plot_depth, plot_lag, plot_memory, plot_retries, report_figure
 from .figures.stages import plot_stages
 from .figures.sweep import plot_sweep
-from .figures.theory import (
-    plot_dead_letters_vs_theory,
-    plot_shed_vs_theory,
-    plot_sweep_heatmap,
-    plot_wait_vs_theory,
-    theory_for,
-)
 from .figures.tradeoffs import plot_batch_completion, plot_drain_tradeoff
 from .figures.warmup import plot_warmup
 from .labels import metric_label
 from .notebook import check, say
-from .widgets.explorer import Explorer, explore
-from .widgets.focused import FocusedWidget
-from .widgets.live_run import LiveRunWidget
-from .widgets.plan_explorer import PlanExplorer, explore_plan
-from .widgets.stage_explorer import StageExplorer, explore_stages
+from .widgets.explorer import explore
+from .widgets.plan_explorer import explore_plan
+from .widgets.stage_explorer import explore_stages
 
+# The figures of a run, a sweep, a chain and a warm-up; the three explorers; the words
+# for metrics; and the notebooks' check/say. Widget classes, the theory overlays and the
+# figure helpers are importable from their modules (pipeline.viz.figures.*,
+# pipeline.viz.widgets.*); the live view of a real-time run is pipeline.viz.live.
 __all__ = [
-    "Explorer",
-    "FocusedWidget",
-    "LiveRunWidget",
-    "PlanExplorer",
-    "StageExplorer",
     "check",
     "explore",
     "explore_plan",
     "explore_stages",
     "human_bytes",
-    "memory_bound_bytes",
     "metric_label",
-    "oldest_unfinished_age",
     "plot_batch_completion",
-    "plot_dead_letters_vs_theory",
     "plot_depth",
     "plot_drain_tradeoff",
     "plot_lag",
     "plot_memory",
     "plot_retries",
-    "plot_shed_vs_theory",
     "plot_stages",
     "plot_sweep",
-    "plot_sweep_heatmap",
-    "plot_wait_vs_theory",
     "plot_warmup",
     "report_figure",
     "say",
-    "theory_for",
+    "slo_text",
 ]

@@ -1,3 +1,35 @@
 """Estimation helpers for simulation output: confidence intervals (:mod:`.intervals`,
 Student's t in :mod:`.tdist`), run-length advice (:mod:`.runlength`) and statistics of
-step functions (:mod:`.stepstats`)."""
+step functions (:mod:`.stepstats`).
+
+The intervals a notebook or a study of its own runs needs are importable from here:
+``from pipeline.sim.stats import mean_ci, proportion_ci``.
+"""
+
+from __future__ import annotations
+
+from .intervals import (
+    MeanCI,
+    ProportionCI,
+    QuantileCI,
+    batch_means_ci,
+    mean_ci,
+    paired_difference,
+    proportion_bound,
+    proportion_ci,
+    quantile_ci,
+    summarise_values,
+)
+
+__all__ = [
+    "MeanCI",
+    "ProportionCI",
+    "QuantileCI",
+    "batch_means_ci",
+    "mean_ci",
+    "paired_difference",
+    "proportion_bound",
+    "proportion_ci",
+    "quantile_ci",
+    "summarise_values",
+]

@@ -43,7 +43,7 @@ from .style import COLORS
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from pipeline.sim import SimulationResult
+    from pipeline.sim.running.result import SimulationResult
 
 __all__ = [
     "INFORMATIVE_SHARE",

@@ -53,7 +53,7 @@ from .theory import (
 )
 
 if TYPE_CHECKING:
-    from pipeline.sim import SimulationResult
+    from pipeline.sim.running.result import SimulationResult
 
 # The overlays' names stay listed so that ``from pipeline.viz.figures.run import *`` is unchanged.
 __all__ = [

@@ -26,7 +26,7 @@ from .style import COLORS, axes_list, legend
 if TYPE_CHECKING:
     import pandas as pd
 
-    from pipeline.sim import SimulationResult
+    from pipeline.sim.running.result import SimulationResult
 
 __all__ = [
     "plot_dead_letters_vs_theory",

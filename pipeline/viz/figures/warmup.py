@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from .style import COLORS, axes_list, legend
 
 if TYPE_CHECKING:
-    from pipeline.sim import SimulationResult
+    from pipeline.sim.running.result import SimulationResult
 
 __all__ = ["plot_warmup"]
 

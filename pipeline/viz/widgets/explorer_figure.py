@@ -23,7 +23,7 @@ from ..figures.panels import DepthPanel, LagPanel, MemoryPanel, pin_title_and_xl
 from ..figures.png import displayed_size, figure_png
 
 if TYPE_CHECKING:
-    from pipeline.sim import SimulationResult
+    from pipeline.sim.running.result import SimulationResult
 
 __all__ = ["ExplorerFigure", "layout_explorer_axes"]
 

@@ -241,18 +241,14 @@ def _point_text(point: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={'unbounded' if v is None else v}" for k, v in point.items())
 
 
-def _words(expression: str) -> str:
-    return slo_text(SLO.parse(expression))
-
-
 def _answer_html(answer: Any, *, short: bool = False) -> str:
     """A plan's outcome in words: the choice and what binds, or why there is none."""
     limits = "; ".join(slo_text(s) for s in answer.slos)
     if answer.status == "chosen":
         searched = {k: answer.chosen[k] for k in answer.search}
         binding = answer.binding
-        slo = next(s for s in answer.slos if str(s) == binding["slo"])
-        bound = value_text(slo.metric, binding["bound"])
+        slo = binding.slo
+        bound = value_text(slo.metric, binding.bound)
         text = (
             f"<b>{html.escape(_point_text(searched))}</b> for {html.escape(limits)}; "
             f"binding: {html.escape(slo_text(slo))} (bound {html.escape(bound)})"
@@ -260,18 +256,18 @@ def _answer_html(answer: Any, *, short: bool = False) -> str:
         if short:
             return text
         steps = [
-            f"{_point_text(step['change'])}: {step['verdict']}"
-            + (f" ({', '.join(_words(f) for f in step['failed'])})" if step["failed"] else "")
-            for step in binding["cheaper"]
+            f"{_point_text(step.change)}: {step.verdict}"
+            + (f" ({', '.join(slo_text(f) for f in step.failed)})" if step.failed else "")
+            for step in binding.cheaper
         ]
         cheaper = f"<br>one step cheaper: {html.escape('; '.join(steps))}" if steps else ""
         return f"<div>chosen: {text}{cheaper}</div>"
     if answer.status == "undecided":
         q = answer.undecided[0]
-        where = _point_text(q["candidate"])
+        where = _point_text(q.candidate)
         text = (
             f"<b>undecided</b> for {html.escape(limits)}: {html.escape(where)}, "
-            f"{html.escape(_words(q['slo']))} after {q['replications']} replications"
+            f"{html.escape(slo_text(q.slo))} after {q.replications} replications"
         )
         if short:
             return text
@@ -280,7 +276,7 @@ def _answer_html(answer: Any, *, short: bool = False) -> str:
             if answer.fallback
             else ""
         )
-        return f"<div>{text}<br>advice: {html.escape(q['advice'])}{fallback}</div>"
+        return f"<div>{text}<br>advice: {html.escape(q.advice)}{fallback}</div>"
     text = f"<b>infeasible</b> for {html.escape(limits)}: nothing in the search meets every SLO"
     return text if short else f"<div>{text}</div>"
 

@@ -42,7 +42,7 @@ def _outcome(plan: Plan, level: str) -> list[str]:
         ]
         width = max(len(str(j.slo)) for j in target.judgements)
         for j in target.judgements:
-            mark = "  <- binding: closest to its limit" if str(j.slo) == binding["slo"] else ""
+            mark = "  <- binding: closest to its limit" if j.slo == binding.slo else ""
             side = "upper" if j.slo.upper else "lower"
             lines.append(
                 f"    {j.slo!s:<{width}}  mean {_num(j.mean)}, {side} bound {_num(j.bound)}{mark}"
@@ -56,10 +56,10 @@ def _outcome(plan: Plan, level: str) -> list[str]:
                 "latency or wait, which would count those runs as failing; bound "
                 "unfinished_fraction to limit them"
             )
-        for step in binding["cheaper"]:
-            why = ", ".join(step["failed"]) if step["failed"] else (step["note"] or "")
+        for step in binding.cheaper:
+            why = ", ".join(map(str, step.failed)) if step.failed else (step.note or "")
             lines.append(
-                f"  one step cheaper, {_point(step['change'])}: {step['verdict']}"
+                f"  one step cheaper, {_point(step.change)}: {step.verdict}"
                 + (f" ({why})" if why else "")
             )
         return lines
@@ -70,13 +70,13 @@ def _outcome(plan: Plan, level: str) -> list[str]:
         ]
         for q in plan.undecided:
             lines.append(
-                f"  {_point(q['candidate'])}: {q['slo']} is undecided after "
-                f"{q['replications']} replications: mean {_num(q['mean'])}, {_per_look(plan)} "
-                f"bounds [{_num(q['low'])}, {_num(q['high'])}]"
+                f"  {_point(q.candidate)}: {q.slo} is undecided after "
+                f"{q.replications} replications: mean {_num(q.mean)}, {_per_look(plan)} "
+                f"bounds [{_num(q.low)}, {_num(q.high)}]"
             )
-            if q["note"] is not None and q["note"] not in q["advice"]:
-                lines.append(f"    ({q['note']})")
-            lines.append(f"    advice: {q['advice']}")
+            if q.note is not None and q.note not in q.advice:
+                lines.append(f"    ({q.note})")
+            lines.append(f"    advice: {q.advice}")
         if plan.fallback is not None:
             lines.append(
                 f"  {_point(plan.fallback)} meets every SLO, but a cheaper configuration "

@@ -9,12 +9,19 @@ The outcome is read off the candidates examined, in cost order:
   which configuration, SLO and interval, with advice on run length, and
   :attr:`Plan.fallback` names the cheapest configuration known to meet every SLO;
 - ``"infeasible"`` -- every configuration in the search fails some SLO.
+
+The parts of the answer are frozen records: :class:`PlanStatus` (a ``str``
+enum, so ``plan.status == "chosen"`` and the JSON hold), :class:`Binding` with
+its :class:`CheaperStep` per searched field, and :class:`OpenQuestion`. Their
+``to_dict()`` is what ``plan --json`` prints.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +33,7 @@ if TYPE_CHECKING:
     from ...workloads.scenario import Scenario
     from .plan import _Candidate
 
-__all__ = ["Plan"]
+__all__ = ["Binding", "CheaperStep", "OpenQuestion", "Plan", "PlanStatus"]
 
 # Config fields a chosen configuration always reports (the ones a deployment sets).
 _CONFIG_FIELDS = ("concurrency", "queue_maxsize", "on_full", "max_attempts")
@@ -68,23 +75,127 @@ def _point_text(point: Mapping[str, Any]) -> str:
     return ", ".join(f"{name}={show(value)}" for name, value in point.items())
 
 
+class PlanStatus(StrEnum):
+    """How a plan ended (see the module docstring). A ``str``: equal to its value."""
+
+    CHOSEN = "chosen"
+    UNDECIDED = "undecided"
+    INFEASIBLE = "infeasible"
+
+
+@dataclass(frozen=True)
+class CheaperStep:
+    """The chosen configuration made one step cheaper in one searched field, and its fate.
+
+    Attributes:
+        change: the field and its cheaper value, e.g. ``{"concurrency": 5}``.
+        verdict: ``"meets"``, ``"fails"``, ``"undecided"`` or ``"unstable"``.
+        failed: the SLOs that rejected it (empty unless it fails on an SLO).
+        note: why it was rejected without runs (queueing theory), else None.
+    """
+
+    change: dict[str, Any]
+    verdict: str
+    failed: tuple[SLO, ...]
+    note: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object ``plan --json`` prints: ``change``, ``verdict``, ``failed``, ``note``."""
+        return {
+            "change": dict(self.change),
+            "verdict": self.verdict,
+            "failed": [str(slo) for slo in self.failed],
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Which constraint binds at the chosen configuration, and what one step cheaper does.
+
+    Attributes:
+        slo: the SLO whose bound is closest to its limit at the chosen point.
+        bound: its one-sided bound there, in the metric's unit.
+        limit: its limit, in the same unit.
+        slack: the gap from bound to limit, relative to the limit (absolute if the
+            limit is 0); 0 means the bound sits on the limit.
+        cheaper: one :class:`CheaperStep` per searched field that has a cheaper value,
+            in cost order.
+    """
+
+    slo: SLO
+    bound: float
+    limit: float
+    slack: float
+    cheaper: tuple[CheaperStep, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object ``plan --json`` prints as ``binding``."""
+        return {
+            "slo": str(self.slo),
+            "bound": self.bound,
+            "limit": self.limit,
+            "slack": self.slack,
+            "cheaper": [step.to_dict() for step in self.cheaper],
+        }
+
+
+@dataclass(frozen=True)
+class OpenQuestion:
+    """An SLO still undecided at a configuration cheaper than any known to meet.
+
+    Attributes:
+        candidate: the configuration's searched fields and values.
+        slo: the undecided SLO.
+        replications: replications run at that configuration.
+        mean: the metric's mean over them, in the metric's unit.
+        low, high: the interval (at the plan's per-look level) that still holds the limit.
+        note: why the interval is not a t interval (see :class:`~.slo.Judgement`), or None.
+        advice: how much longer or how many more runs would decide it.
+    """
+
+    candidate: dict[str, Any]
+    slo: SLO
+    replications: int
+    mean: float
+    low: float
+    high: float
+    note: str | None
+    advice: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object ``plan --json`` prints, one per entry of ``undecided``."""
+        return {
+            "candidate": dict(self.candidate),
+            "slo": str(self.slo),
+            "replications": self.replications,
+            "mean": self.mean,
+            "low": self.low,
+            "high": self.high,
+            "note": self.note,
+            "advice": self.advice,
+        }
+
+
 class Plan:
     """The outcome of a capacity plan (see the module docstring for the statuses).
 
     Attributes:
-        status: ``"chosen"``, ``"undecided"`` or ``"infeasible"``.
+        status: a :class:`PlanStatus`: ``"chosen"``, ``"undecided"`` or ``"infeasible"``.
         chosen: the chosen configuration's searched fields plus ``concurrency``,
             ``queue_maxsize``, ``on_full`` and ``max_attempts`` (None unless
             chosen); for a chain, those of every stage, ``"write.concurrency"``.
-        binding: which constraint binds (None unless chosen): ``slo``, the SLO
-            whose bound is closest to its limit at the chosen point, with its
-            ``bound``, ``limit`` and relative ``slack``; and ``cheaper``, for each
-            searched field, the configuration one step cheaper in that field
-            alone, with its verdict and the SLOs that rejected it.
+        binding: which constraint binds, a :class:`Binding` (None unless chosen):
+            ``slo``, the SLO whose bound is closest to its limit at the chosen
+            point, with its ``bound``, ``limit`` and relative ``slack``; and
+            ``cheaper``, for each searched field, the configuration one step
+            cheaper in that field alone, with its verdict and the SLOs that
+            rejected it (:class:`CheaperStep`).
         fallback: with status ``"undecided"``, the cheapest configuration shown
             to meet every SLO (not chosen: a cheaper one may meet too); else None.
-        undecided: with status ``"undecided"``, one dict per open question:
-            ``candidate``, ``slo``, ``replications``, ``mean``, ``low``, ``high``, ``advice``.
+        undecided: with status ``"undecided"``, one :class:`OpenQuestion` per open
+            question (``candidate``, ``slo``, ``replications``, ``mean``, ``low``,
+            ``high``, ``note``, ``advice``); else empty.
         slos: the SLOs, in the order given.
         confidence: the one-sided confidence level asked for.
         look_confidence: the level of each look at a verdict (Bonferroni over
@@ -124,15 +235,17 @@ class Plan:
         self._target = target
         self._open = open_
         if open_:
-            self.status = "undecided"
+            self.status = PlanStatus.UNDECIDED
         elif target is not None:
-            self.status = "chosen"
+            self.status = PlanStatus.CHOSEN
         else:
-            self.status = "infeasible"
-        self.chosen = self._config(target) if self.status == "chosen" else None
-        self.fallback = self._config(target) if self.status == "undecided" and target else None
-        self.binding = self._binding(target) if self.status == "chosen" else None
-        self.undecided = [item for c in open_ for item in self._questions(c)]
+            self.status = PlanStatus.INFEASIBLE
+        chosen = self.status is PlanStatus.CHOSEN
+        self.chosen = self._config(target) if chosen else None
+        undecided = self.status is PlanStatus.UNDECIDED
+        self.fallback = self._config(target) if undecided and target else None
+        self.binding = self._binding(target) if chosen else None
+        self.undecided = tuple(item for c in open_ for item in self._questions(c))
 
     # -- derived facts -----------------------------------------------------------------
 
@@ -151,7 +264,7 @@ class Plan:
     @property
     def chosen_scenario(self) -> Scenario | None:
         """The base scenario with the chosen configuration applied (None unless chosen)."""
-        return self._target.scenario if self.status == "chosen" else None
+        return self._target.scenario if self.status is PlanStatus.CHOSEN else None
 
     def _config(self, candidate: _Candidate) -> dict[str, Any]:
         scenario = candidate.scenario
@@ -166,7 +279,7 @@ class Plan:
             out.setdefault(name, getattr(scenario.config, name))
         return out
 
-    def _binding(self, target: _Candidate) -> dict[str, Any]:
+    def _binding(self, target: _Candidate) -> Binding:
         def slack(j: Judgement) -> float:
             gap = (j.slo.limit - j.bound) if j.slo.upper else (j.bound - j.slo.limit)
             return gap / abs(j.slo.limit) if j.slo.limit != 0 else gap
@@ -183,38 +296,38 @@ class Plan:
             # searched values need not hash.
             neighbour = next(c for c in self._candidates if c.point == point)
             cheaper.append(
-                {
-                    "change": {name: ranked[index - 1]},
-                    "verdict": neighbour.verdict,
-                    "failed": [str(j.slo) for j in neighbour.judgements if j.verdict == "fails"],
-                    "note": neighbour.note,
-                }
+                CheaperStep(
+                    change={name: ranked[index - 1]},
+                    verdict=neighbour.verdict,
+                    failed=tuple(j.slo for j in neighbour.judgements if j.verdict == "fails"),
+                    note=neighbour.note,
+                )
             )
-        return {
-            "slo": str(closest.slo),
-            "bound": closest.bound,
-            "limit": closest.slo.limit,
-            "slack": slack(closest),
-            "cheaper": cheaper,
-        }
+        return Binding(
+            slo=closest.slo,
+            bound=closest.bound,
+            limit=closest.slo.limit,
+            slack=slack(closest),
+            cheaper=tuple(cheaper),
+        )
 
     def _ranked_values(self, name: str) -> list[Any]:
         """The field's values in cost order, as the search walked them."""
         return ranked_values(self.search[name])
 
-    def _questions(self, candidate: _Candidate) -> list[dict[str, Any]]:
+    def _questions(self, candidate: _Candidate) -> list[OpenQuestion]:
         scenario = candidate.scenario
         return [
-            {
-                "candidate": dict(candidate.point),
-                "slo": str(j.slo),
-                "replications": j.replications,
-                "mean": j.mean,
-                "low": j.low,
-                "high": j.high,
-                "note": j.note,
-                "advice": judgement_run_length_advice(j, scenario.n_items, scenario.duration_s),
-            }
+            OpenQuestion(
+                candidate=dict(candidate.point),
+                slo=j.slo,
+                replications=j.replications,
+                mean=j.mean,
+                low=j.low,
+                high=j.high,
+                note=j.note,
+                advice=judgement_run_length_advice(j, scenario.n_items, scenario.duration_s),
+            )
             for j in candidate.judgements
             if j.verdict == "undecided"
         ]
@@ -311,11 +424,11 @@ class Plan:
 
         return clean(
             {
-                "status": self.status,
+                "status": self.status.value,
                 "chosen": self.chosen,
-                "binding": self.binding,
+                "binding": None if self.binding is None else self.binding.to_dict(),
                 "fallback": self.fallback,
-                "undecided": self.undecided,
+                "undecided": [question.to_dict() for question in self.undecided],
                 "slos": [str(s) for s in self.slos],
                 "confidence": self.confidence,
                 "look_confidence": self.look_confidence,
