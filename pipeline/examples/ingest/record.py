@@ -94,7 +94,7 @@ async def record_run(
     *,
     pool_size: int = 10,
     trace: bool = True,
-    max_events: int | None = 1 << 20,
+    max_events: int | None = 1 << 18,
     **ingest_options: Any,
 ) -> Recording:
     """Ingest from the partner at ``url`` into ``target`` (a path or a DSN), recorded.

@@ -149,21 +149,24 @@ class SqliteSink:
             raise SinkError(f"cannot open database {str(self.path)!r}: folder is not writable")
         try:
             self._db = await aiosqlite.connect(self.path)
+            # An existing table is checked before anything is changed (not even the
+            # journal mode): a file the sink refuses is left as it was.
+            async with self._db.execute("PRAGMA table_info(records)") as rows:
+                found = [str(row[1]) for row in await rows.fetchall()]
+            if found:
+                _missing_columns(found, str(self.path))
+                # What the columns do not say (the conflict target, required columns
+                # of its own): one real upsert, rolled back.
+                await self._db.execute("SAVEPOINT schema_check")
+                try:
+                    await self._db.execute(_SQLITE_UPSERT, _PROBE)
+                finally:
+                    await self._db.execute("ROLLBACK TO schema_check")
+                    await self._db.execute("RELEASE schema_check")
             await self._db.execute("PRAGMA journal_mode=WAL")
             await self._db.execute("PRAGMA synchronous=NORMAL")
             await self._db.execute(_SQLITE_TABLE)
             await self._db.commit()
-            async with self._db.execute("PRAGMA table_info(records)") as rows:
-                found = [str(row[1]) for row in await rows.fetchall()]
-            _missing_columns(found, str(self.path))
-            # What the columns do not say (the conflict target, required columns
-            # of its own): one real upsert, rolled back.
-            await self._db.execute("SAVEPOINT schema_check")
-            try:
-                await self._db.execute(_SQLITE_UPSERT, _PROBE)
-            finally:
-                await self._db.execute("ROLLBACK TO schema_check")
-                await self._db.execute("RELEASE schema_check")
         except sqlite3.Error as error:
             await self._close()
             message = " ".join(str(error).split())
@@ -189,16 +192,14 @@ class SqliteSink:
             sqlite3.Error: the database failed; worth a retry.
         """
         row = validate(record)
-        await _seen_through(self._write(row))
+        # One connection is shared by every worker: without the lock, one worker's
+        # commit would commit another's half-done write. Waiting for the lock can be
+        # cancelled (nothing is sent yet); the write and its commit, once sent, cannot.
+        async with self._writer:
+            await _seen_through(self._write(row))
 
     async def _write(self, row: tuple[int, str, int, str]) -> None:
-        # One connection is shared by every worker: without the lock, one worker's
-        # commit would commit another's half-done write.
-        async with self._writer:
-            await self._db.execute(_SQLITE_UPSERT, row)
-            await self._commit()
-
-    async def _commit(self) -> None:
+        await self._db.execute(_SQLITE_UPSERT, row)
         await self._db.commit()
 
     async def count(self) -> tuple[int, int]:
@@ -294,11 +295,8 @@ class PostgresSink:
     async def upsert(self, record: Any) -> None:
         """Write ``record`` (insert, or update its row); as :meth:`SqliteSink.upsert`."""
         row = validate(record)
-        await _seen_through(self._write(row))
-
-    async def _write(self, row: tuple[int, str, int, str]) -> None:
-        async with self._pool.acquire() as connection:
-            await connection.execute(_PG_UPSERT, *row)
+        async with self._pool.acquire() as connection:  # cancellable: nothing sent yet
+            await _seen_through(connection.execute(_PG_UPSERT, *row))
 
     async def count(self) -> tuple[int, int]:
         async with self._pool.acquire() as connection:

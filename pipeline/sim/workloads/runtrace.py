@@ -22,7 +22,7 @@ Example::
     await Chain(stages).run(source)
     trace = recorder.trace(configs={"fetch": cfg, "write": cfg2})
 
-The recorder keeps the first ``max_events`` events (about a million by
+The recorder keeps the first ``max_events`` events (262,144 by
 default), so a long run's recording stays bounded; see :class:`TraceRecorder`.
 """
 
@@ -87,9 +87,9 @@ class TraceRecorder:
     """Hands out one ``on_event`` listener per stage and freezes the log into a trace.
 
     Memory is bounded by default: the recorder keeps the first ``max_events``
-    events of the run, all stages together (17 bytes each: 1,048,576 events,
-    about 17 MiB, by default; freezing them into a trace takes a few times
-    that for a moment). From the first event past the bound, every stage stops
+    events of the run, all stages together (17 bytes each: 262,144 events,
+    about 4.3 MiB, by default; freezing them into a trace takes about ten
+    times that for a moment). From the first event past the bound, every stage stops
     recording at once, so the trace is the whole run up to that instant,
     :attr:`cut_s`: the trace's ``duration_s`` ends there, and items still in
     the stages then look unfinished. What is lost is the rest of the run;
@@ -101,7 +101,7 @@ class TraceRecorder:
         max_events: events kept, over all stages (>= 1), or None to keep every one.
     """
 
-    def __init__(self, *, max_events: int | None = 1 << 20) -> None:
+    def __init__(self, *, max_events: int | None = 1 << 18) -> None:
         if max_events is not None and (
             isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1
         ):
