@@ -8,10 +8,12 @@ Example::
 
 Everything runs on this machine: the partner API on 127.0.0.1 (a child
 process, stopped on exit), SQLite in a temporary folder unless ``--db`` names
-a file or a ``postgresql://`` DSN. SIGTERM stops intake and drains: the
-records in hand are written, the rest are reported as not fetched, and the
-JSON says ``"ended": "SIGTERM"``. Bad flags: one line, ``pipeline: error:
-...``, exit status 2.
+a file or a ``postgresql://`` DSN. SIGTERM, at any phase, ends the run
+cleanly: an ingestion stops intake and drains (the records in hand are
+written, the rest are reported as not fetched), fitting and predicting stop,
+the temporary folder is removed, and the result so far is printed with
+``"ended": "SIGTERM"``. Bad flags, and a ``--db`` whose ``records`` table the
+upsert cannot write: one line, ``pipeline: error: ...``, exit status 2.
 """
 
 from __future__ import annotations
