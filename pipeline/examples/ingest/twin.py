@@ -436,7 +436,10 @@ async def _run_loop(
             runs.append(await record_run(server.url, database, changed, trace=False, **options))
             if ended(runs[-1]) != "done":
                 break
-        if not runs:
+        if not runs or signalled:
+            # A what-if run that SIGTERM cut short measures a drain, not the what-if:
+            # it is accounted for, never compared with the prediction.
+            result["accounting_what_if"] = [r.run.accounting() for r in runs]
             return cut_short()
         measured = _measured(runs)
         result.update(
