@@ -46,7 +46,7 @@ def run(records: int, *, twin: bool, latency_ms: float, page_size: int) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1")
     began = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=env
+        [sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=env, cwd=ROOT
     )
     wall = time.perf_counter() - began
     if done.returncode != 0:
