@@ -3,11 +3,11 @@
 Two runs on the real clock, each for ``--seconds`` (two minutes by default):
 
 - **pipeline**: a source that offers items in bursts of 64 per loop turn to a
-  ``Pipeline`` (4 workers, queue 16, ``on_full="reject"``, each attempt
-  1 ms of waiting): most of each burst is shed. One item in 10 is refused once with ``RetryLater`` and one
-  in 7 once more (retries after 0.5 ms), and a slow consumer reads
-  ``results(maxsize=8)``, pausing after every tenth result, so the workers
-  wait for it too.
+  ``Pipeline`` (4 workers, queue 16, ``on_full="reject"``, each attempt 1 ms
+  of waiting): most of each burst is shed. One item in 10 is refused once
+  with ``RetryLater`` and one in 7 once more (retries after 0.5 ms), and a
+  slow consumer reads ``results(maxsize=8)``, pausing after every tenth
+  result, so the workers wait for it too.
 - **chain**: the same bursts into a ``Chain``: a ``split`` stage that fans
   each item out into 2 records, a ``write`` stage (2 workers, queue 8,
   ``on_full="reject"``, the same retries) whose handler is the slow
