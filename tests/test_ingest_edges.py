@@ -338,3 +338,24 @@ def test_a_runs_memory_does_not_grow_with_its_record_count(tmp_path, options):
     # frozen, so 11,000 more records cost megabytes. Now: what the sketch keeps exactly
     # (8 bytes a record below 65,536 records) and a little noise.
     assert peaks[12_000] - peaks[1_000] < 256 * 1024, peaks
+
+
+def test_the_twin_predicts_one_replication_at_a_time_with_the_same_numbers(tmp_path):
+    from pipeline.examples.ingest.twin import predict
+    from pipeline.sim import calibrate, simulate
+
+    partner = PartnerConfig(records=300, page_size=50, **QUICK)
+    with PartnerProcess(partner) as server:
+        recording = asyncio.run(record_run(server.url, tmp_path / "r.sqlite", IngestConfig()))
+    scenario = calibrate(recording.trace, seed=3).scenario
+    predicted = predict(scenario, replications=4)
+    runs = simulate(scenario, replications=4).results
+    assert predicted["throughput_per_s"] == pytest.approx(
+        np.mean([r.summary["throughput_per_s"] for r in runs]), rel=1e-12
+    )
+    assert predicted["latency_p95_s"] == pytest.approx(
+        np.mean([r.summary["latency_p95_s"] for r in runs]), rel=1e-12
+    )
+    assert predicted["queue_depth_max"] == pytest.approx(
+        np.mean([r.stages["write"].summary["queue_depth_max"] for r in runs]), rel=1e-12
+    )

@@ -47,7 +47,7 @@ import numpy as np
 
 from ...sim._tdist import t_quantile
 from ...sim.analysis.calibrate import Calibration, calibrate
-from ...sim.running.simulate import simulate
+from ...sim.analysis.sweep import simulate_replication
 from ...sim.workloads.distributions import Empirical
 from .chain import IngestConfig
 from .record import METRICS, Recording, record_run
@@ -165,13 +165,19 @@ def _prediction_interval(values: np.ndarray, repeats: int) -> tuple[float, float
 
 
 def predict(scenario: Any, *, replications: int = 20, repeats: int = 1) -> dict[str, Any]:
-    """The twin's prediction of :data:`METRICS` for the mean of ``repeats`` real runs."""
-    runs = simulate(scenario, replications=replications)
-    per_run = {
-        "throughput_per_s": [r.summary["throughput_per_s"] for r in runs.results],
-        "latency_p95_s": [r.summary["latency_p95_s"] for r in runs.results],
-        "queue_depth_max": [r.stages["write"].summary["queue_depth_max"] for r in runs.results],
-    }
+    """The twin's prediction of :data:`METRICS` for the mean of ``repeats`` real runs.
+
+    The replications run one at a time, each dropped once its three numbers are
+    read (``simulate(scenario, replications=R).results[r]`` gives the same), so
+    the twin holds one run's items at a time, not ``replications`` runs' worth.
+    """
+    per_run: dict[str, list[float]] = {key: [] for key in METRICS}
+    for replication in range(replications):
+        run = simulate_replication(scenario, replication)
+        per_run["throughput_per_s"].append(run.summary["throughput_per_s"])
+        per_run["latency_p95_s"].append(run.summary["latency_p95_s"])
+        per_run["queue_depth_max"].append(run.stages["write"].summary["queue_depth_max"])
+        del run
     predicted: dict[str, Any] = {"replications": replications}
     for key in METRICS:
         mean, low, high = _prediction_interval(np.asarray(per_run[key], float), repeats)
