@@ -359,3 +359,29 @@ def test_the_twin_predicts_one_replication_at_a_time_with_the_same_numbers(tmp_p
     assert predicted["queue_depth_max"] == pytest.approx(
         np.mean([r.stages["write"].summary["queue_depth_max"] for r in runs]), rel=1e-12
     )
+
+
+def test_an_upsert_cancelled_twice_mid_commit_sees_its_write_through(tmp_path):
+    async def main():
+        stop = asyncio.Event()
+        async with SqliteSink(tmp_path / "r.sqlite") as sink:
+            await sink._db.create_function("stall", 1, time.sleep)
+            sink._db = _SlowDisk(sink._db, slow=1, stall_s=0.3, stop=stop)
+            record = {"id": 7, "name": "a", "amount_cents": 1, "updated_at": "t"}
+            task = asyncio.ensure_future(sink.upsert(record))
+            await stop.wait()  # the commit is in the database's hands
+            for _ in range(2):
+                task.cancel()
+                await asyncio.sleep(0.05)
+            await task  # the write's outcome: it landed, so the upsert returns
+            landed = await sink.ids()
+            # Waiting for the writer's lock is still cancellable: nothing was sent.
+            async with sink._writer:
+                waiting = asyncio.ensure_future(sink.upsert({**record, "id": 8}))
+                await asyncio.sleep(0.01)
+                waiting.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await waiting
+            return landed, await sink.ids()
+
+    assert asyncio.run(main()) == ({7}, {7})
