@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -385,3 +386,22 @@ def test_an_upsert_cancelled_twice_mid_commit_sees_its_write_through(tmp_path):
             return landed, await sink.ids()
 
     assert asyncio.run(main()) == ({7}, {7})
+
+
+def test_live_samples_of_a_long_ingestion_are_bounded_evenly_spaced_and_end_with_the_newest():
+    from pipeline.examples.ingest.chain import keep_sample
+
+    samples: list[int] = []
+    state: dict = {}
+    for t in range(100_000):
+        keep_sample(samples, t, state, 64)
+        assert len(samples) <= 65 and samples[-1] == t
+    kept = samples[:-1]
+    steps = {b - a for a, b in itertools.pairwise(kept)}
+    assert kept[0] == 0 and len(steps) == 1, "evenly spaced from the start"
+    assert kept[-1] >= 100_000 - 2 * steps.pop(), "they reach the end of the run"
+    unbounded: list[int] = []
+    none_state: dict = {}
+    for t in range(1000):
+        keep_sample(unbounded, t, none_state, None)
+    assert unbounded == list(range(1000))

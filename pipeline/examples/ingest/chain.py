@@ -39,7 +39,15 @@ from ...retry import Backoff
 from ...stage import Stage
 from .client import PartnerClient
 
-__all__ = ["SERVER_S_KEPT", "CursorFeed", "IngestConfig", "IngestRun", "PageRequest", "ingest"]
+__all__ = [
+    "SERVER_S_KEPT",
+    "CursorFeed",
+    "IngestConfig",
+    "IngestRun",
+    "PageRequest",
+    "ingest",
+    "keep_sample",
+]
 
 SERVER_S_KEPT = 10_000
 """Pages whose ``Server-Timing`` an :class:`IngestRun` keeps one by one (the mean counts all)."""
