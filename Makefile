@@ -41,6 +41,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_sim.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_kernel.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_chain.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_ingest.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_soak.py
 	$(BIN)/python bench/bench_vloop.py
 	$(BIN)/python bench/bench_explorer.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_widgets.py

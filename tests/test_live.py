@@ -261,3 +261,55 @@ def test_pure_python_threads_share_one_core():
     # however fast or busy the machine (a slower or busier one only lowers the figure).
     # The 5% is for the lock's hand-overs, which cost each thread a few microseconds.
     assert usage["cores"] <= 1.05
+
+
+# -- a long run's samples stay bounded ------------------------------------------------------
+
+
+def _long_run(items: int, **monitor_options):
+    async def main():
+        pipe = small_pipeline(concurrency=1)
+        monitor = LiveMonitor(pipe, every_s=0.05, **monitor_options)
+        monitor.start()
+        report = await pipe.run(range(items))
+        await monitor.stop()
+        return report, monitor
+
+    return run_virtual(main())
+
+
+def test_a_long_runs_samples_are_bounded_evenly_spaced_and_span_the_run():
+    report, monitor = _long_run(4000, max_samples=100)  # 400 s, 8,000 sample times
+    samples = monitor.samples
+    assert len(samples) <= 101
+    times = np.array([s["time_s"] for s in samples])
+    assert times[0] == 0.0
+    assert times[-1] == pytest.approx(report.duration_s), "the newest sample is always last"
+    assert samples[-1]["completed"] == report.completed == 4000
+    steps = np.diff(times[:-1])
+    assert np.allclose(steps, steps[0]) and steps[0] >= 0.05 * 64, "evenly spaced, coarser"
+    assert times[-2] >= report.duration_s - steps[0] - 1e-9, "the kept ones reach the end"
+
+
+def test_samples_are_bounded_by_default_and_none_keeps_every_one():
+    assert LiveMonitor(small_pipeline()).max_samples == 10_000
+    _, every = _long_run(400, max_samples=None)
+    assert len(every.samples) >= 801  # every 0.05 s of 40 s, and the last
+    for bad in (1, 0, 2.5, True):
+        with pytest.raises(ValueError, match="max_samples must be an integer >= 2 or None"):
+            LiveMonitor(small_pipeline(), max_samples=bad)
+
+
+def test_the_monitors_memory_does_not_grow_with_the_run():
+    import tracemalloc
+
+    def peak(items):
+        tracemalloc.start()
+        try:
+            _long_run(items, max_samples=50)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = peak(500), peak(5000)
+    assert large - small < 64 * 1024, (small, large)

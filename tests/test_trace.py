@@ -227,3 +227,70 @@ def test_scripted_permanent_failure_dead_letters_after_its_scripted_attempts():
     assert letter.payload == 1 and letter.reason == "not_retryable"
     with pytest.raises(ValueError, match="permanent"):
         ScriptedFailures((0, 1), permanent=frozenset({0}))
+
+
+# -- TraceRecorder: bounded by default ------------------------------------------------------
+
+
+def _record_chain(items: int, recorder):
+    """Two stages on the virtual clock: fetch 0.01 s, write 0.02 s, exact service times."""
+    import asyncio
+
+    from pipeline import Chain, Stage
+    from pipeline.sim.vloop import run_virtual
+
+    async def fetch(item):
+        await asyncio.sleep(0.01)
+        return item
+
+    async def write(item):
+        await asyncio.sleep(0.02)
+
+    config = PipelineConfig(concurrency=2, queue_maxsize=10, drain_timeout_s=None)
+
+    async def main():
+        recorder.start(0.0)
+        stages = [
+            Stage("fetch", fetch, config, on_event=recorder.listener("fetch")),
+            Stage("write", write, config, on_event=recorder.listener("write")),
+        ]
+        await Chain(stages).run(range(items))
+        recorder.stop()
+
+    run_virtual(main())
+    return recorder.trace(configs={"fetch": config, "write": config})
+
+
+def test_trace_recorder_keeps_the_first_max_events_of_all_stages_together():
+    from pipeline.sim import TraceRecorder, calibrate
+
+    whole = TraceRecorder(max_events=None)
+    full = _record_chain(2000, whole)
+    bounded = TraceRecorder(max_events=3000)
+    cut = _record_chain(2000, bounded)
+    kept = sum(len(stage.kinds) for stage in cut.stages.values())
+    assert kept == 3000
+    assert bounded.events_dropped == sum(len(s.kinds) for s in full.stages.values()) - 3000
+    # Every stage stops at the same instant: the trace is the run up to the cut.
+    assert cut.duration_s == pytest.approx(bounded.cut_s)
+    assert cut.duration_s < full.duration_s
+    for name, stage in cut.stages.items():
+        assert stage.times_s.max() <= cut.duration_s
+        same = full.stages[name].times_s[: len(stage.times_s)]
+        assert np.array_equal(stage.times_s, same), "the kept events are the run's first ones"
+    # A twin fitted from what is kept: the same service times as from the whole run.
+    fitted, truth = calibrate(cut, seed=1), calibrate(full, seed=1)
+    for name in ("fetch", "write"):
+        assert fitted.stages[name].service.mean_s == pytest.approx(
+            truth.stages[name].service.mean_s, rel=1e-9
+        )
+
+
+def test_trace_recorder_is_bounded_by_default_and_checks_its_bound():
+    from pipeline.sim import TraceRecorder
+
+    assert TraceRecorder().max_events == 1 << 18
+    assert TraceRecorder().events_dropped == 0 and TraceRecorder().cut_s is None
+    for bad in (0, -1, 1.5, True, "10"):
+        with pytest.raises(ValueError, match="max_events must be an integer >= 1 or None"):
+            TraceRecorder(max_events=bad)

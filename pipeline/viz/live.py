@@ -63,6 +63,14 @@ class LiveMonitor:
     and every :class:`~pipeline.Statistics` field. Sampling stops by itself
     once the pipeline is closed (after one last sample), or on :meth:`stop`.
 
+    Memory is bounded for a run of any length: :attr:`samples` holds at most
+    ``max_samples`` evenly spaced samples (about 1 KiB each) plus the
+    newest one. When it is full, every second sample is dropped and later
+    ones are kept at twice the period (the newest is always last, replaced
+    by the next unless it falls on the period): the kept samples span the
+    whole run, ever more coarsely. What is lost is the detail between kept
+    samples; exact totals and peaks are in the run's report.
+
     Args:
         pipe: the :class:`~pipeline.Pipeline` to watch.
         every_s: seconds of loop time between samples (> 0).
@@ -73,9 +81,10 @@ class LiveMonitor:
             memory can be set beside the simulation's modelled memory. Tracing
             slows allocation-heavy code down noticeably; it is stopped again
             with the monitor if the monitor started it.
+        max_samples: most samples kept, evenly spaced (>= 2), or None for every one.
 
     Raises:
-        TypeError, ValueError: a bad ``pipe`` or ``every_s``.
+        TypeError, ValueError: a bad ``pipe``, ``every_s`` or ``max_samples``.
 
     Example::
 
@@ -93,7 +102,12 @@ class LiveMonitor:
         every_s: float = 0.25,
         on_sample: Callable[[list[dict[str, Any]]], None] | None = None,
         measure_memory: bool = False,
+        max_samples: int | None = 10_000,
     ) -> None:
+        if max_samples is not None and (
+            isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 2
+        ):
+            raise ValueError(f"max_samples must be an integer >= 2 or None, got {max_samples!r}")
         if not isinstance(pipe, Pipeline):
             raise TypeError(f"pipe must be a Pipeline, got {pipe!r}")
         if on_sample is not None and not callable(on_sample):
@@ -103,7 +117,11 @@ class LiveMonitor:
         self.on_sample = on_sample
         self.measure_memory = bool(measure_memory)
         self._started_tracing = False
+        self.max_samples = max_samples
         self.samples: list[dict[str, Any]] = []
+        self._taken = 0  # samples taken, kept or not
+        self._stride = 1  # every how many taken samples one is kept
+        self._provisional = False  # the last sample is only the newest, not a kept one
         self._task: asyncio.Task[None] | None = None
         self._started_s = 0.0
 
@@ -144,10 +162,22 @@ class LiveMonitor:
         row = {"time_s": now - self._started_s, **dataclasses.asdict(self.pipe.statistics())}
         if self.measure_memory and tracemalloc.is_tracing():
             row["traced_memory_bytes"] = tracemalloc.get_traced_memory()[0]
-        self.samples.append(row)
+        self._keep(row)
         if self.on_sample is not None:
             self.on_sample(self.samples)
         return row
+
+    def _keep(self, row: dict[str, Any]) -> None:
+        samples = self.samples
+        if self._provisional:
+            samples.pop()
+        keep = self._taken % self._stride == 0
+        self._taken += 1
+        samples.append(row)
+        self._provisional = not keep
+        if keep and self.max_samples is not None and len(samples) > self.max_samples:
+            samples[:] = samples[::2]
+            self._stride *= 2
 
     async def _sample_until_closed(self) -> None:
         loop = asyncio.get_running_loop()

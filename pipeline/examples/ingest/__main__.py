@@ -8,10 +8,12 @@ Example::
 
 Everything runs on this machine: the partner API on 127.0.0.1 (a child
 process, stopped on exit), SQLite in a temporary folder unless ``--db`` names
-a file or a ``postgresql://`` DSN. SIGTERM stops intake and drains: the
-records in hand are written, the rest are reported as not fetched, and the
-JSON says ``"ended": "SIGTERM"``. Bad flags: one line, ``pipeline: error:
-...``, exit status 2.
+a file or a ``postgresql://`` DSN. SIGTERM, at any phase, ends the run
+cleanly: an ingestion stops intake and drains (the records in hand are
+written, the rest are reported as not fetched), fitting and predicting stop,
+the temporary folder is removed, and the result so far is printed with
+``"ended": "SIGTERM"``. Bad flags, and a ``--db`` whose ``records`` table the
+upsert cannot write: one line, ``pipeline: error: ...``, exit status 2.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=VALUE",
         help="concurrency=N (write workers) or api_latency=FACTOR (0.5 halves "
-        "the partner's latency); default: double the write workers",
+        "the partner's latency); default: double the write workers (at most 10,000); "
+        "not with --no-twin",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
@@ -162,20 +165,24 @@ def main(argv: list[str] | None = None) -> int:
     from .chain import IngestConfig
     from .server import PartnerConfig
     from .sink import SinkError
-    from .twin import WhatIf, run_loop
+    from .twin import WhatIf, default_what_if, run_loop
 
     parser = _parser()
     args = parser.parse_args(argv)
     if args.replications < 2:
         parser.error("--replications must be >= 2")
     try:
-        what_if = (
-            WhatIf.parse(args.what_if) if args.what_if else WhatIf(concurrency=2 * args.concurrency)
-        )
+        # Only what runs is checked: --no-twin runs no what-if, so it has none to check
+        # (an explicit one is parsed, then refused as having no effect).
+        what_if = WhatIf.parse(args.what_if) if args.what_if else None
+        if args.no_twin and what_if is not None:
+            parser.error("--what-if needs the twin: drop --no-twin, or drop --what-if")
         config = IngestConfig(page_size=args.page_size)
         config = dataclasses.replace(
             config, write=dataclasses.replace(config.write, concurrency=args.concurrency)
         )
+        if what_if is None and not args.no_twin:
+            what_if = default_what_if(config)
         partner = PartnerConfig(
             records=args.records,
             page_size=args.page_size,
@@ -217,7 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _number(value: float | None, spec: str) -> str:
+    """``value`` formatted by ``spec``, or ``n/a`` where the run has none (JSON null)."""
+    return "n/a" if value is None else format(value, spec)
+
+
 def _table(result: dict) -> str:
+    """The result as a few lines of text; any number may be null (nothing written, say)."""
     lines = [
         f"{result['records']:,} records into {result['database']} "
         f"({result['writers']} writer(s)); ended: {result['ended']}"
@@ -225,8 +238,9 @@ def _table(result: dict) -> str:
     if "comparison" not in result:
         m = result["measured"]
         lines.append(
-            f"measured: {m['throughput_per_s']:.0f} records/s, p95 "
-            f"{m['latency_p95_s']:.3f} s, write queue peak {m['queue_depth_max']:.0f}"
+            f"measured: {_number(m['throughput_per_s'], '.0f')} records/s, p95 "
+            f"{_number(m['latency_p95_s'], '.3f')} s, write queue peak "
+            f"{_number(m['queue_depth_max'], '.0f')}"
         )
         lines.append(f"accounting: {result['accounting']}")
         return "\n".join(lines)
@@ -234,11 +248,13 @@ def _table(result: dict) -> str:
     lines.append(f"{'metric':<18}{'measured':>12}{'predicted (95% interval)':>36}{'error':>9}")
     for key, row in result["comparison"].items():
         low, high = result["predicted"][f"{key}_interval"]
-        interval = f"{row['predicted']:.4g} [{low:.4g}, {high:.4g}]"
+        interval = (
+            f"{_number(row['predicted'], '.4g')} [{_number(low, '.4g')}, {_number(high, '.4g')}]"
+        )
         verdict = "agrees" if row["agrees"] else "DIFFERS"
         lines.append(
-            f"{key:<18}{row['measured']:>12.4g}{interval:>36}"
-            f"{row['relative_error']:>+9.1%}  {verdict}"
+            f"{key:<18}{_number(row['measured'], '.4g'):>12}{interval:>36}"
+            f"{_number(row['relative_error'], '+.1%'):>9}  {verdict}"
         )
     return "\n".join(lines)
 

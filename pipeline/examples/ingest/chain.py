@@ -39,7 +39,18 @@ from ...events import EventKind, fan_out
 from ...retry import Backoff
 from .client import PartnerClient
 
-__all__ = ["CursorFeed", "IngestConfig", "IngestRun", "PageRequest", "ingest"]
+__all__ = [
+    "SERVER_S_KEPT",
+    "CursorFeed",
+    "IngestConfig",
+    "IngestRun",
+    "PageRequest",
+    "ingest",
+    "keep_sample",
+]
+
+SERVER_S_KEPT = 10_000
+"""Pages whose ``Server-Timing`` an :class:`IngestRun` keeps one by one (the mean counts all)."""
 
 
 def _default_fetch() -> PipelineConfig:
@@ -198,9 +209,12 @@ class IngestRun:
         ended: why the listing ended (``"done"``, ``"stopped"``, a failure).
         elapsed_s: seconds from the start to the end of the drain.
         origin_s: loop time of the start.
-        samples: live samples (``every_s``), oldest first.
-        server_s: per page fetched, the seconds the partner said it spent
-            (``Server-Timing``; NaN when it did not say).
+        samples: live samples (``every_s``), oldest first: at most
+            ``max_samples`` evenly spaced ones and the newest (see :func:`ingest`).
+        server_s: for the first :data:`SERVER_S_KEPT` pages fetched, the seconds
+            the partner said it spent (``Server-Timing``; NaN when it did not say).
+        server_s_mean: the mean of those seconds over every page that said
+            (NaN if none did).
     """
 
     report: ChainReport
@@ -211,6 +225,7 @@ class IngestRun:
     origin_s: float
     samples: list[dict[str, Any]] = field(default_factory=list)
     server_s: list[float] = field(default_factory=list)
+    server_s_mean: float = math.nan
 
     @property
     def written(self) -> int:
@@ -233,6 +248,26 @@ class IngestRun:
         return parts
 
 
+def keep_sample(samples: list[Any], row: Any, state: dict[str, Any], most: int | None) -> None:
+    """Append ``row`` to ``samples``, keeping at most ``most`` evenly spaced ones and the newest.
+
+    When the kept ones pass ``most``, every second one goes and later ones are
+    kept at twice the period, so they always span the whole run evenly; the
+    newest sample is always last (it is replaced by the next unless it falls on
+    the period). ``state`` is an empty dict the caller keeps for the run.
+    """
+    if state.get("provisional"):
+        samples.pop()
+    taken, stride = state.get("taken", 0), state.get("stride", 1)
+    keep = taken % stride == 0
+    state["taken"] = taken + 1
+    samples.append(row)
+    state["provisional"] = not keep
+    if keep and most is not None and len(samples) > most:
+        samples[:] = samples[::2]
+        state["stride"] = 2 * stride
+
+
 def _sample(chain: Chain, origin: float) -> dict[str, Any]:
     stats = chain.statistics().stages
     fetch, write = stats["fetch"].pipeline, stats["write"].pipeline
@@ -253,10 +288,12 @@ async def ingest(
     config: IngestConfig | None = None,
     *,
     recorder: Any = None,
+    meter: Any = None,
     on_sample: Callable[[list[dict[str, Any]]], None] | None = None,
     every_s: float = 0.1,
     stop_on_sigterm: bool = False,
     stop_event: asyncio.Event | None = None,
+    max_samples: int | None = 10_000,
 ) -> IngestRun:
     """Ingest the partner's listing into ``sink`` through a fetch -> write chain.
 
@@ -265,10 +302,13 @@ async def ingest(
         sink: an open sink (``upsert(record)``, ``writers``).
         config: the :class:`IngestConfig` (defaults if None).
         recorder: a :class:`~pipeline.sim.TraceRecorder` to record the run, or None.
+        meter: a :class:`~pipeline.examples.ingest.meter.WriteMeter` for the
+            write stage, or None.
         on_sample: called with the samples so far every ``every_s`` seconds
             (a live plot); it must be quick.
         stop_on_sigterm: SIGTERM stops intake and drains (main thread only).
         stop_event: setting it stops intake and drains.
+        max_samples: most live samples kept (None: all); see :func:`keep_sample`.
 
     Returns:
         The :class:`IngestRun`.
@@ -276,14 +316,18 @@ async def ingest(
     config = config or IngestConfig()
     loop = asyncio.get_running_loop()
     feed = CursorFeed(config.max_pages or 10**9)
-    seen = {"total": 0, "fetched": 0}
+    seen = {"total": 0, "fetched": 0, "timed": 0, "server_s": 0.0}
     server_s: list[float] = []
 
     async def fetch(request: PageRequest) -> tuple[dict[str, Any], ...]:
         page = await client.fetch_page(request.cursor)
         seen["total"] = page.total
         seen["fetched"] += len(page.records)
-        server_s.append(page.server_s)
+        if len(server_s) < SERVER_S_KEPT:
+            server_s.append(page.server_s)
+        if math.isfinite(page.server_s):
+            seen["timed"] += 1
+            seen["server_s"] += page.server_s
         if config.max_pages is None and request.index == 0:
             feed.max_pages = math.ceil(page.total / max(1, config.page_size)) + 10
         feed.advance(page.next_cursor)
@@ -294,10 +338,11 @@ async def ingest(
             feed.abandon(f"page {item.payload.index} was dead-lettered")
 
     fetch_listener: Any = on_fetch_event
-    write_listener = None
+    write_listeners = [] if meter is None else [meter.listener]
     if recorder is not None:
         fetch_listener = fan_out(recorder.listener("fetch"), on_fetch_event)
-        write_listener = recorder.listener("write", capacity=getattr(sink, "writers", None))
+        write_listeners.append(recorder.listener("write", capacity=getattr(sink, "writers", None)))
+    write_listener = fan_out(*write_listeners) if write_listeners else None
     chain = Chain(
         [
             Stage("fetch", fetch, config.fetch, fan_out=True, on_event=fetch_listener),
@@ -314,9 +359,12 @@ async def ingest(
         chain.stop()
 
     samples: list[dict[str, Any]] = []
+    kept: dict[str, Any] = {}
     origin = loop.time()
     if recorder is not None:
         recorder.start(origin)
+    if meter is not None:
+        meter.start(origin)
     timers = []
     if config.deadline_s is not None:
         timers.append(loop.call_later(config.deadline_s, stop, f"deadline {config.deadline_s:g} s"))
@@ -329,7 +377,7 @@ async def ingest(
     async def sample_forever() -> None:
         while True:
             await asyncio.sleep(every_s)
-            samples.append(_sample(chain, origin))
+            keep_sample(samples, _sample(chain, origin), kept, max_samples)
             if on_sample is not None:
                 on_sample(samples)
 
@@ -349,13 +397,16 @@ async def ingest(
     end = loop.time()
     if recorder is not None:
         recorder.stop(end)
+    if meter is not None:
+        meter.stop(end)
     if sampler is not None:
         samples.append({**(samples[-1] if samples else {}), **_final(report, end - origin)})
         if on_sample is not None:
             on_sample(samples)
     ended = stopped["why"] or feed.ended or "stopped"
+    mean = seen["server_s"] / seen["timed"] if seen["timed"] else math.nan
     return IngestRun(
-        report, seen["total"], seen["fetched"], ended, end - origin, origin, samples, server_s
+        report, seen["total"], seen["fetched"], ended, end - origin, origin, samples, server_s, mean
     )
 
 

@@ -1,10 +1,13 @@
 """Record one real ingestion and measure it the way the simulator measures its twin.
 
 :func:`record_run` opens the client and the sink, runs :func:`ingest` with a
-:class:`~pipeline.sim.TraceRecorder` on both stages, and returns a
-:class:`Recording`: the run, its :class:`~pipeline.sim.RunTrace` and its
-measurements. :func:`measure` computes, from the trace, the three numbers a
-twin predicts, with the simulator's definitions:
+:class:`~pipeline.examples.ingest.meter.WriteMeter` on the write stage and
+(unless ``trace=False``) a bounded :class:`~pipeline.sim.TraceRecorder` on
+both stages, and returns a :class:`Recording`: the run, its
+:class:`~pipeline.sim.RunTrace` and its measurements. The measurements come
+from the meter, as the run goes, in memory that does not grow with the
+record count; :func:`measure` computes the same numbers from a whole trace.
+They are the three numbers a twin predicts, with the simulator's definitions:
 
 - ``throughput_per_s``: records written per second, from the start (when the
   whole listing was available) to the end of the drain;
@@ -30,6 +33,7 @@ import numpy as np
 from ...sim.workloads.traces.runtrace import RunTrace, TraceRecorder
 from .chain import IngestConfig, IngestRun, ingest
 from .client import PartnerClient
+from .meter import WriteMeter
 from .sink import open_sink
 
 if TYPE_CHECKING:
@@ -47,19 +51,29 @@ class Recording:
 
     Attributes:
         run: the :class:`~pipeline.examples.ingest.chain.IngestRun`.
-        trace: the :class:`~pipeline.sim.RunTrace` (times from the start).
-        measured: :func:`measure` of the trace.
+        trace: the :class:`~pipeline.sim.RunTrace` (times from the start), or
+            None when recorded with ``trace=False``. Its recorder keeps the
+            first ``max_events`` events (see :class:`~pipeline.sim.TraceRecorder`):
+            a long run's trace covers its start, which is what a twin is fitted on.
+        measured: the :class:`~pipeline.examples.ingest.meter.WriteMeter`'s
+            numbers, over the whole run (:func:`measure` of a whole trace).
         writers: writes the database did at once (the sink's ``writers``).
     """
 
     run: IngestRun
-    trace: RunTrace
+    trace: RunTrace | None
     measured: dict[str, float]
     writers: int
 
 
 def measure(trace: RunTrace, *, written_by: str = "write") -> dict[str, float]:
-    """Throughput, p95 end-to-end latency and peak write queue of a recorded run."""
+    """Throughput, p95 end-to-end latency and peak write queue of a recorded run.
+
+    The trace must hold the whole run (a recorder that dropped events measures
+    only their start): :func:`record_run` measures with a
+    :class:`~pipeline.examples.ingest.meter.WriteMeter` instead, whose numbers
+    equal these.
+    """
     write = trace.stages[written_by]
     done = write.finish_s[write.outcome == "completed"]
     _times, depth = write.waiting_depth()
@@ -79,6 +93,8 @@ async def record_run(
     config: IngestConfig | None = None,
     *,
     pool_size: int = 10,
+    trace: bool = True,
+    max_events: int | None = 1 << 18,
     **ingest_options: Any,
 ) -> Recording:
     """Ingest from the partner at ``url`` into ``target`` (a path or a DSN), recorded.
@@ -88,6 +104,8 @@ async def record_run(
         target: an SQLite file path, or a ``postgresql://`` DSN.
         config: the :class:`IngestConfig`.
         pool_size: Postgres connections (ignored for SQLite).
+        trace: record a trace (for a twin); False measures only.
+        max_events: the trace recorder's bound (see :class:`~pipeline.sim.TraceRecorder`).
         **ingest_options: passed to :func:`ingest` (``on_sample``, ``every_s``,
             ``stop_on_sigterm``, ``stop_event``).
 
@@ -95,7 +113,7 @@ async def record_run(
         SinkError: the database cannot be opened (one line).
     """
     config = config or IngestConfig()
-    recorder = TraceRecorder()
+    recorder = TraceRecorder(max_events=max_events) if trace else None
     client = PartnerClient(
         url,
         page_size=config.page_size,
@@ -103,16 +121,19 @@ async def record_run(
         max_retry_after_s=config.max_retry_after_s,
     )
     async with open_sink(target, pool_size=pool_size) as sink, client:
-        run = await ingest(client, sink, config, recorder=recorder, **ingest_options)
+        meter = WriteMeter(capacity=sink.writers, concurrency=config.write.concurrency)
+        run = await ingest(client, sink, config, recorder=recorder, meter=meter, **ingest_options)
         writers = sink.writers
+    if recorder is None:
+        return Recording(run, None, meter.measured(), writers)
     # The whole listing was there at the start: a backlog of pages at time 0.
     listed = math.ceil(run.total / config.page_size) if run.total else 0
     pages = max(1, listed, run.report.stages["fetch"].offered)
-    trace = recorder.trace(
+    frozen = recorder.trace(
         configs={"fetch": config.fetch, "write": config.write},
         source_arrivals_s=[0.0] * pages,
     )
-    return Recording(run, trace, measure(trace), writers)
+    return Recording(run, frozen, meter.measured(), writers)
 
 
 def live_figure(samples: list[dict[str, Any]], *, total: int | None = None) -> Figure:

@@ -14,6 +14,18 @@ stage with that many servers.
 A record that can never be written (a field of the wrong type) raises
 :class:`~pipeline.PermanentError`, so the pipeline dead-letters it at once;
 a database error is an ordinary exception, retried.
+
+The table is checked when the sink opens: an existing ``records`` table that
+lacks a column, or that the upsert cannot write (another primary key, a
+required column of its own), is a :class:`SinkError` before any record is
+read, not a run that dead-letters every record.
+
+A write, once sent, is seen through: cancelling :meth:`~SqliteSink.upsert`
+(the drain's timeout, a cancelled run) waits for the write that is already
+in the database's hands (aiosqlite commits on its own thread, a Postgres
+server commits what it was sent) and returns its outcome, so a record is
+reported written exactly when its row landed. The wait is one write's
+duration at most.
 """
 
 from __future__ import annotations
@@ -28,6 +40,8 @@ from ..._extras import MissingExtra, require
 from ...errors import PermanentError
 
 __all__ = ["PostgresSink", "SinkError", "SqliteSink", "open_sink", "validate"]
+
+_PROBE = (-(2**63), "", 0, "")  # a row the schema check writes and rolls back
 
 _COLUMNS = ("id", "name", "amount_cents", "updated_at")
 _SQLITE_TABLE = """CREATE TABLE IF NOT EXISTS records (
@@ -49,6 +63,33 @@ class SinkError(Exception):
 
     The message is one line that names what is wrong.
     """
+
+
+def _missing_columns(found: list[str], target: str) -> None:
+    missing = [name for name in _COLUMNS if name not in found]
+    if missing:
+        raise SinkError(
+            f"database {target!r}: table records lacks column(s) {', '.join(missing)} "
+            f"(it has {', '.join(found) or 'none'}; expected {', '.join(_COLUMNS)})"
+        )
+
+
+async def _seen_through(write: Any) -> Any:
+    """Await the coroutine ``write`` to its end, even when cancelled meanwhile.
+
+    The write runs as its own task; a cancel of the caller waits for it (a
+    cancel that comes again waits again) and then returns its outcome. The
+    caller's task stays cancelled (``cancelling()`` is not reset), so the
+    worker that called stops after this write, as the drain asked.
+    """
+    task = asyncio.ensure_future(write)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                return task.result()  # the write's own outcome, landed or failed
+            continue
 
 
 def validate(record: Any) -> tuple[int, str, int, str]:
@@ -113,13 +154,31 @@ class SqliteSink:
             raise SinkError(f"cannot open database {str(self.path)!r}: folder is not writable")
         try:
             self._db = await aiosqlite.connect(self.path)
+            # An existing table is checked before anything is changed (not even the
+            # journal mode): a file the sink refuses is left as it was.
+            async with self._db.execute("PRAGMA table_info(records)") as rows:
+                found = [str(row[1]) for row in await rows.fetchall()]
+            if found:
+                _missing_columns(found, str(self.path))
+                # What the columns do not say (the conflict target, required columns
+                # of its own): one real upsert, rolled back.
+                await self._db.execute("SAVEPOINT schema_check")
+                try:
+                    await self._db.execute(_SQLITE_UPSERT, _PROBE)
+                finally:
+                    await self._db.execute("ROLLBACK TO schema_check")
+                    await self._db.execute("RELEASE schema_check")
             await self._db.execute("PRAGMA journal_mode=WAL")
             await self._db.execute("PRAGMA synchronous=NORMAL")
             await self._db.execute(_SQLITE_TABLE)
             await self._db.commit()
         except sqlite3.Error as error:
             await self._close()
-            raise SinkError(f"cannot open database {str(self.path)!r}: {error}") from None
+            message = " ".join(str(error).split())
+            raise SinkError(f"cannot write records to {str(self.path)!r}: {message}") from None
+        except SinkError:
+            await self._close()
+            raise
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
@@ -139,10 +198,14 @@ class SqliteSink:
         """
         row = validate(record)
         # One connection is shared by every worker: without the lock, one worker's
-        # commit would commit another's half-done write.
+        # commit would commit another's half-done write. Waiting for the lock can be
+        # cancelled (nothing is sent yet); the write and its commit, once sent, cannot.
         async with self._writer:
-            await self._db.execute(_SQLITE_UPSERT, row)
-            await self._db.commit()
+            await _seen_through(self._write(row))
+
+    async def _write(self, row: tuple[int, str, int, str]) -> None:
+        await self._db.execute(_SQLITE_UPSERT, row)
+        await self._db.commit()
 
     async def count(self) -> tuple[int, int]:
         """(rows, distinct ids): equal when nothing is duplicated."""
@@ -199,6 +262,25 @@ class PostgresSink:
             )
             async with self._pool.acquire() as connection:
                 await connection.execute(_PG_TABLE)
+                found = await connection.fetch(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_name = 'records' AND table_schema = current_schema()"
+                )
+                _missing_columns([str(row[0]) for row in found], _hide_password(self.dsn))
+                transaction = connection.transaction()
+                await transaction.start()
+                try:
+                    await connection.execute(_PG_UPSERT, *_PROBE)
+                except asyncpg.PostgresError as error:
+                    message = " ".join(str(error).split()) or type(error).__name__
+                    raise SinkError(
+                        f"cannot write records to {_hide_password(self.dsn)!r}: {message}"
+                    ) from None
+                finally:
+                    await transaction.rollback()
+        except SinkError:
+            await self._close()
+            raise
         except (OSError, TimeoutError, ValueError, asyncpg.PostgresError) as error:
             await self._close()
             message = " ".join(str(error).split()) or type(error).__name__
@@ -218,8 +300,8 @@ class PostgresSink:
     async def upsert(self, record: Any) -> None:
         """Write ``record`` (insert, or update its row); as :meth:`SqliteSink.upsert`."""
         row = validate(record)
-        async with self._pool.acquire() as connection:
-            await connection.execute(_PG_UPSERT, *row)
+        async with self._pool.acquire() as connection:  # cancellable: nothing sent yet
+            await _seen_through(connection.execute(_PG_UPSERT, *row))
 
     async def count(self) -> tuple[int, int]:
         async with self._pool.acquire() as connection:

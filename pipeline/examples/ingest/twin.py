@@ -34,7 +34,9 @@ import contextlib
 import dataclasses
 import math
 import os
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,16 +46,25 @@ from typing import Any
 import numpy as np
 
 from ...sim.analysis.calibrate import Calibration, calibrate
-from ...sim.running.simulate import simulate
+from ...sim.analysis.sweep import simulate_replication
 from ...sim.stats.tdist import t_quantile
 from ...sim.workloads.distributions import Empirical
 from .chain import IngestConfig
 from .record import METRICS, Recording, record_run
 from .server import PartnerConfig, PartnerProcess
 
-__all__ = ["WhatIf", "apply_to_config", "apply_to_twin", "compare", "predict", "run_loop"]
+__all__ = [
+    "WhatIf",
+    "apply_to_config",
+    "apply_to_twin",
+    "compare",
+    "default_what_if",
+    "predict",
+    "run_loop",
+]
 
 MAX_RECORDS = 1_000_000
+MAX_CONCURRENCY = 10_000
 
 
 @dataclass(frozen=True)
@@ -72,10 +83,11 @@ class WhatIf:
         if self.concurrency is not None and (
             isinstance(self.concurrency, bool)
             or not isinstance(self.concurrency, int)
-            or not 1 <= self.concurrency <= 10_000
+            or not 1 <= self.concurrency <= MAX_CONCURRENCY
         ):
             raise ValueError(
-                f"what-if concurrency must be an integer from 1 to 10000, got {self.concurrency!r}"
+                f"what-if concurrency must be an integer from 1 to {MAX_CONCURRENCY}, "
+                f"got {self.concurrency!r}"
             )
         if self.api_latency is not None and not (
             isinstance(self.api_latency, int | float)
@@ -111,6 +123,11 @@ class WhatIf:
         return ", ".join(f"{k}={v:g}" for k, v in self.to_dict().items()) or "no change"
 
 
+def default_what_if(config: IngestConfig) -> WhatIf:
+    """The what-if tried when none is asked for: double the write workers, at most 10,000."""
+    return WhatIf(concurrency=min(2 * config.write.concurrency, MAX_CONCURRENCY))
+
+
 def apply_to_config(config: IngestConfig, what_if: WhatIf) -> IngestConfig:
     """The ingestion configured with the what-if's write workers."""
     if what_if.concurrency is None:
@@ -128,9 +145,8 @@ def apply_to_twin(fit: Calibration, recording: Recording, what_if: WhatIf) -> An
             config = dataclasses.replace(spec.config, concurrency=servers)
             spec = dataclasses.replace(spec, config=config)
         if spec.name == "fetch" and what_if.api_latency is not None:
-            spent = np.asarray(recording.run.server_s, dtype=float)
-            spent = spent[np.isfinite(spent)]
-            saved = (1.0 - what_if.api_latency) * (float(spent.mean()) if spent.size else 0.0)
+            spent = recording.run.server_s_mean
+            saved = (1.0 - what_if.api_latency) * (spent if math.isfinite(spent) else 0.0)
             service = recording.trace.stages["fetch"].service_s()
             spec = dataclasses.replace(
                 spec, service=Empirical(tuple(np.maximum(service - saved, 0.0).tolist()))
@@ -149,13 +165,19 @@ def _prediction_interval(values: np.ndarray, repeats: int) -> tuple[float, float
 
 
 def predict(scenario: Any, *, replications: int = 20, repeats: int = 1) -> dict[str, Any]:
-    """The twin's prediction of :data:`METRICS` for the mean of ``repeats`` real runs."""
-    runs = simulate(scenario, replications=replications)
-    per_run = {
-        "throughput_per_s": [r.summary["throughput_per_s"] for r in runs.results],
-        "latency_p95_s": [r.summary["latency_p95_s"] for r in runs.results],
-        "queue_depth_max": [r.stages["write"].summary["queue_depth_max"] for r in runs.results],
-    }
+    """The twin's prediction of :data:`METRICS` for the mean of ``repeats`` real runs.
+
+    The replications run one at a time, each dropped once its three numbers are
+    read (``simulate(scenario, replications=R).results[r]`` gives the same), so
+    the twin holds one run's items at a time, not ``replications`` runs' worth.
+    """
+    per_run: dict[str, list[float]] = {key: [] for key in METRICS}
+    for replication in range(replications):
+        run = simulate_replication(scenario, replication)
+        per_run["throughput_per_s"].append(run.summary["throughput_per_s"])
+        per_run["latency_p95_s"].append(run.summary["latency_p95_s"])
+        per_run["queue_depth_max"].append(run.stages["write"].summary["queue_depth_max"])
+        del run
     predicted: dict[str, Any] = {"replications": replications}
     for key in METRICS:
         mean, low, high = _prediction_interval(np.asarray(per_run[key], float), repeats)
@@ -215,7 +237,7 @@ def _clean(value: Any) -> Any:
 
 async def run_loop(
     records: int,
-    what_if: WhatIf,
+    what_if: WhatIf | None = None,
     *,
     partner: PartnerConfig | None = None,
     config: IngestConfig | None = None,
@@ -232,7 +254,8 @@ async def run_loop(
 
     Args:
         records: records the partner lists (1 to 1,000,000).
-        what_if: the change to predict and verify.
+        what_if: the change to predict and verify (None: :func:`default_what_if`).
+            Only with ``twin``: without it no what-if runs.
         partner: the partner's behaviour (its ``records`` is replaced by ``records``).
         config: the baseline ingestion.
         database: an SQLite path or a ``postgresql://`` DSN; default: a file in a
@@ -242,15 +265,22 @@ async def run_loop(
         tolerance: share of the predicted value allowed beyond the interval.
         seed: the twin's seed.
         on_sample: live samples of each real run (a plot).
-        stop_on_sigterm: SIGTERM drains the running ingestion and ends the loop.
+        stop_on_sigterm: SIGTERM, at any phase, ends the loop: a running
+            ingestion drains, fitting and predicting stop, and the result so far
+            comes back with ``"ended": "SIGTERM"`` (main thread only).
         twin: False runs the baseline ingestion only.
 
     Returns:
         One JSON-ready dict: ``measured``, ``predicted``, ``comparison``,
-        ``baseline``, ``calibration``, ``accounting`` and more.
+        ``baseline``, ``calibration``, ``accounting`` and more. Without the
+        twin (or when the baseline did not end ``"done"``), only ``measured``
+        and ``accounting``; ``what_if`` is there only with the twin.
+
+    Raises:
+        ValueError: a bad argument, or a ``what_if`` with ``twin=False``.
 
     The partner process is stopped and the temporary folder removed whatever
-    happens (an error, a cancel).
+    happens (an error, a cancel, SIGTERM).
     """
     if isinstance(records, bool) or not isinstance(records, int) or not 1 <= records <= MAX_RECORDS:
         raise ValueError(f"records must be an integer from 1 to {MAX_RECORDS:,}, got {records!r}")
@@ -260,43 +290,163 @@ async def run_loop(
         raise ValueError(f"repeats must be an integer from 1 to 100, got {repeats!r}")
     if not (isinstance(tolerance, int | float) and 0 <= tolerance < math.inf):
         raise ValueError(f"tolerance must be a finite share >= 0, got {tolerance!r}")
+    if what_if is not None and not isinstance(what_if, WhatIf):
+        raise TypeError(f"what_if must be a WhatIf or None, got {what_if!r}")
+    if what_if is not None and not twin:
+        raise ValueError(f"what_if needs the twin (twin=True), got {what_if} with twin=False")
     config = config or IngestConfig()
+    if twin and what_if is None:
+        what_if = default_what_if(config)
     partner = dataclasses.replace(
         partner or PartnerConfig(), records=records, page_size=config.page_size
     )
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    signalled: list[str] = []
+
+    def on_sigterm() -> None:
+        signalled.append("SIGTERM")
+        stopping.set()
+
+    if stop_on_sigterm:
+        # One handler for the whole loop, not one per ingestion: between two phases
+        # SIGTERM would otherwise meet the default action and kill the process.
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    try:
+        return await _run_loop(
+            records,
+            what_if,
+            partner=partner,
+            config=config,
+            database=database,
+            replications=replications,
+            repeats=repeats,
+            tolerance=tolerance,
+            seed=seed,
+            on_sample=on_sample,
+            twin=twin,
+            stopping=stopping,
+            signalled=signalled,
+        )
+    finally:
+        if stop_on_sigterm:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def _off_loop(stopping: asyncio.Event, function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` on a daemon thread, or ``_STOPPED`` once ``stopping`` is set.
+
+    Fitting and simulating are long computations: on the loop's thread they would
+    hold off the SIGTERM handler until they end. On a daemon thread the loop stays
+    free to stop, and a computation left behind ends with the process.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            (future.set_result if ok else future.set_exception)(value)
+
+    def work() -> None:
+        try:
+            value = function(*args)
+        except BaseException as error:  # handed to the awaiting task, raised there
+            loop.call_soon_threadsafe(settle, False, error)
+        else:
+            loop.call_soon_threadsafe(settle, True, value)
+
+    threading.Thread(target=work, name="ingest-twin", daemon=True).start()
+    waiter = loop.create_task(stopping.wait())
+    try:
+        await asyncio.wait([future, waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if future.done():
+        return future.result()
+    future.cancel()
+    return _STOPPED
+
+
+_STOPPED = object()
+
+
+async def _run_loop(
+    records: int,
+    what_if: WhatIf | None,
+    *,
+    partner: PartnerConfig,
+    config: IngestConfig,
+    database: str | os.PathLike[str] | None,
+    replications: int,
+    repeats: int,
+    tolerance: float,
+    seed: int,
+    on_sample: Callable[[list[dict[str, Any]]], None] | None,
+    twin: bool,
+    stopping: asyncio.Event,
+    signalled: list[str],
+) -> dict[str, Any]:
     began = time.perf_counter()
+
+    def ended(recording: Recording) -> str:
+        # A stop that came from the signal says so, whichever phase it met.
+        if signalled and recording.run.ended == "stopped":
+            recording.run.ended = signalled[0]
+        return recording.run.ended
+
     with contextlib.ExitStack() as stack:
         if database is None:
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ingest-"))
             database = Path(folder) / "records.sqlite"
         server = stack.enter_context(PartnerProcess(partner))
-        options: dict[str, Any] = {"on_sample": on_sample, "stop_on_sigterm": stop_on_sigterm}
-        baseline = await record_run(server.url, database, config, **options)
+        options: dict[str, Any] = {"on_sample": on_sample, "stop_event": stopping}
+        baseline = await record_run(server.url, database, config, trace=twin, **options)
         result: dict[str, Any] = {
             "records": records,
-            "what_if": what_if.to_dict(),
+            **({"what_if": what_if.to_dict()} if twin and what_if is not None else {}),
             "database": "postgres" if "://" in str(database) else "sqlite",
             "writers": baseline.writers,
-            "ended": baseline.run.ended,
+            "ended": ended(baseline),
             "accounting": baseline.run.accounting(),
         }
-        if not twin or baseline.run.ended != "done":
+
+        def cut_short() -> dict[str, Any]:
             result["measured"] = baseline.measured
+            if signalled:
+                result["ended"] = signalled[0]
             result["wall_time_s"] = time.perf_counter() - began
             return _clean(result)
-        fit = calibrate(baseline.trace, seed=seed)
-        base_twin = predict(fit.scenario, replications=replications, repeats=1)
-        scenario = apply_to_twin(fit, baseline, what_if)
-        predicted = predict(scenario, replications=replications, repeats=repeats)
+
+        if not twin or baseline.run.ended != "done" or stopping.is_set():
+            return cut_short()
+
+        def fit_and_predict() -> tuple[Calibration, dict, dict]:
+            fit = calibrate(baseline.trace, seed=seed)
+            base_twin = predict(fit.scenario, replications=replications, repeats=1)
+            scenario = apply_to_twin(fit, baseline, what_if)
+            predicted = predict(scenario, replications=replications, repeats=repeats)
+            return fit, base_twin, predicted
+
+        fitted = await _off_loop(stopping, fit_and_predict)
+        if fitted is _STOPPED:
+            return cut_short()
+        fit, base_twin, predicted = fitted
         if what_if.api_latency is not None:
             server.stop()
             server = stack.enter_context(PartnerProcess(partner.scaled(what_if.api_latency)))
         changed = apply_to_config(config, what_if)
         runs = []
         for _ in range(repeats):
-            runs.append(await record_run(server.url, database, changed, **options))
-            if runs[-1].run.ended != "done":
+            if stopping.is_set():
                 break
+            runs.append(await record_run(server.url, database, changed, trace=False, **options))
+            if ended(runs[-1]) != "done":
+                break
+        if not runs or signalled:
+            # A what-if run that SIGTERM cut short measures a drain, not the what-if:
+            # it is accounted for, never compared with the prediction.
+            result["accounting_what_if"] = [r.run.accounting() for r in runs]
+            return cut_short()
         measured = _measured(runs)
         result.update(
             measured=measured,
@@ -310,7 +460,7 @@ async def run_loop(
             },
             calibration=fit.to_dict(),
             accounting_what_if=[r.run.accounting() for r in runs],
-            ended=runs[-1].run.ended,
+            ended=signalled[0] if signalled else runs[-1].run.ended,
             wall_time_s=time.perf_counter() - began,
         )
         return _clean(result)

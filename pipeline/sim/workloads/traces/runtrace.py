@@ -21,6 +21,9 @@ Example::
     recorder.start()                     # the origin: loop.time() now
     await Chain(stages).run(source)
     trace = recorder.trace(configs={"fetch": cfg, "write": cfg2})
+
+The recorder keeps the first ``max_events`` events (262,144 by
+default), so a long run's recording stays bounded; see :class:`TraceRecorder`.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ _ENDS = {K.COMPLETED: "completed", K.RETRY_SCHEDULED: "failed", K.DEAD_LETTERED:
 class _StageLog:
     __slots__ = ("batching", "capacity", "ids", "kinds", "listener", "name", "times")
 
-    def __init__(self, name: str, capacity: int | None) -> None:
+    def __init__(self, name: str, capacity: int | None, budget: _Budget) -> None:
         self.name = name
         self.capacity = capacity
         self.batching = False  # its items are batches of payloads (Stage(batch_size > 1))
@@ -58,27 +61,74 @@ class _StageLog:
 
         def listener(kind: EventKind, now_s: float, item: Any) -> None:
             # Quick and never raising: it runs inside the engine's bookkeeping.
-            kinds(kind)
-            times(now_s)
+            # A batching stage is seen whether or not the budget still records events.
             if item.__class__ is WorkItem:
-                ids(item.seq)
                 if kind == K.ADMITTED and item.payload.__class__ is Batch:
                     self.batching = True
-            else:  # SHED passes the bare payload (a Batch at a batching stage)
-                ids(-1)
-                if item.__class__ is Batch:
-                    self.batching = True
+            elif item.__class__ is Batch:  # SHED passes the bare payload
+                self.batching = True
+            if budget.left:
+                budget.left -= 1
+                kinds(kind)
+                times(now_s)
+                ids(item.seq if item.__class__ is WorkItem else -1)
+            else:
+                if budget.cut_s is None:
+                    budget.cut_s = now_s
+                budget.dropped += 1
 
         self.listener = listener
 
 
-class TraceRecorder:
-    """Hands out one ``on_event`` listener per stage and freezes the log into a trace."""
+class _Budget:
+    """Events every stage's log may still take, shared: all stages stop at one instant."""
 
-    def __init__(self) -> None:
+    __slots__ = ("cut_s", "dropped", "left")
+
+    def __init__(self, events: float) -> None:
+        self.left = events
+        self.cut_s: float | None = None  # loop time of the first event not kept
+        self.dropped = 0
+
+
+class TraceRecorder:
+    """Hands out one ``on_event`` listener per stage and freezes the log into a trace.
+
+    Memory is bounded by default: the recorder keeps the first ``max_events``
+    events of the run, all stages together (17 bytes each: 262,144 events,
+    about 4.3 MiB, by default; freezing them into a trace takes about ten
+    times that for a moment). From the first event past the bound, every stage stops
+    recording at once, so the trace is the whole run up to that instant,
+    :attr:`cut_s`: the trace's ``duration_s`` ends there, and items still in
+    the stages then look unfinished. What is lost is the rest of the run;
+    :attr:`events_dropped` counts it. A twin fitted on such a trace is fitted
+    on the run's first part (service times, retries and fan-out as they were
+    then); measure a long run's totals as it goes, not from its trace.
+
+    Args:
+        max_events: events kept, over all stages (>= 1), or None to keep every one.
+    """
+
+    def __init__(self, *, max_events: int | None = 1 << 18) -> None:
+        if max_events is not None and (
+            isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1
+        ):
+            raise ValueError(f"max_events must be an integer >= 1 or None, got {show(max_events)}")
+        self.max_events = max_events
+        self._budget = _Budget(math.inf if max_events is None else max_events)
         self._stages: dict[str, _StageLog] = {}
         self.origin_s: float | None = None
         self.end_s: float | None = None
+
+    @property
+    def events_dropped(self) -> int:
+        """Events that came after the bound and were not kept."""
+        return self._budget.dropped
+
+    @property
+    def cut_s(self) -> float | None:
+        """Loop time of the first event not kept (None: nothing was dropped)."""
+        return self._budget.cut_s
 
     def listener(self, stage: str, *, capacity: int | None = None) -> Any:
         """The ``on_event`` listener for ``stage`` (a new name each call).
@@ -96,7 +146,7 @@ class TraceRecorder:
             isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1
         ):
             raise ValueError(f"capacity must be an integer >= 1 or None, got {show(capacity)}")
-        log = self._stages[stage] = _StageLog(stage, capacity)
+        log = self._stages[stage] = _StageLog(stage, capacity, self._budget)
         return log.listener
 
     def start(self, origin_s: float | None = None) -> None:
@@ -141,6 +191,8 @@ class TraceRecorder:
                 )
             )
         end = (self.end_s - self.origin_s) if self.end_s is not None else None
+        if self.cut_s is not None:  # the trace covers the run up to the cut
+            end = self.cut_s - self.origin_s
         return RunTrace.of(stages, source_arrivals_s=source_arrivals_s, duration_s=end)
 
 
