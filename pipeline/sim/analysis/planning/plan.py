@@ -429,7 +429,16 @@ def plan(
         confidence: one-sided confidence level in [0.5, 1).
         replications: ``(min, max)`` replications per configuration (an integer
             N means exactly N, no adaptation); 2 <= min <= max.
-        cost: search fields in the order they are minimised (default:
+        cost: prices, ``{"worker_hour": X, "wait_hour": Y}`` (on a chain also
+            ``"STAGE.worker_hour"``) or a :class:`~.cost.Cost`: each candidate's cost
+            per hour in the tables and JSON, the search in money order, and with
+            ``wait_hour`` the least total cost per hour among the configurations
+            meeting every SLO (:mod:`~.cheapest`). A sequence of field names
+            instead is the field order (as ``order``, kept for earlier callers).
+        headroom: also find how far the arrival rate (and the mean service time)
+            can grow before the choice breaks an SLO (:mod:`~.headroom`):
+            :attr:`Plan.headroom`, JSON ``headroom``.
+        order: search fields in the order they are minimised (default:
             ``concurrency``, then ``queue_maxsize``, then the others as given).
             Within a field, numbers rank ascending, None (unbounded) last, other
             values in the order given. A chain's default: total workers over
