@@ -143,6 +143,29 @@ def add_command(subparsers: Any) -> None:
         help="run on a Dask cluster: a scheduler address, or 'local' for a LocalCluster",
     )
     parser.add_argument("--processes", metavar="N", help="local worker processes")
+    parser.add_argument(
+        "--cost",
+        action="append",
+        default=[],
+        metavar="KEY=PRICE[,KEY=PRICE]",
+        help=(
+            "prices per hour: worker_hour=X (one worker), wait_hour=Y (one item waiting); "
+            "on a chain STAGE.worker_hour=X; with wait_hour, least total cost per hour"
+        ),
+    )
+    parser.add_argument(
+        "--headroom",
+        action="store_true",
+        help="how much more traffic (and slower service) the choice takes before an SLO breaks",
+    )
+    parser.add_argument(
+        "--check",
+        metavar="FIELD=VALUE[,FIELD=VALUE]",
+        help=(
+            "judge this one configuration (e.g. concurrency=8,maxsize=100) instead of "
+            "searching: exit 0 meets, 1 fails, 3 undecided"
+        ),
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     # --replications is a scenario flag (an integer for simulate); plan reads it itself.
     parser.set_defaults(run=_plan)
@@ -239,6 +262,72 @@ def _processes(text: Any) -> int | None:
         raise ValueError(f"--processes: {exc}") from None
 
 
+def _cost(flags: Sequence[str]) -> dict[str, Any] | None:
+    """``--cost worker_hour=0.5,wait_hour=20`` (repeatable) -> {key: price}."""
+    if not flags:
+        return None
+    prices: dict[str, Any] = {}
+    for flag in flags:
+        for part in str(flag).split(","):
+            key, eq, text = part.partition("=")
+            key = key.strip()
+            if not eq or not key:
+                raise ValueError(
+                    f"--cost: expected KEY=PRICE (worker_hour=0.5, wait_hour=20), got {part!r}"
+                )
+            if key in prices:
+                raise ValueError(f"--cost: {key} is given twice")
+            try:
+                prices[key] = float(text.strip())
+            except ValueError:
+                raise ValueError(
+                    f"--cost: {key} must be a finite number >= 0 (money per hour), got {text!r}"
+                ) from None
+    from ..sim.analysis.planning.cost import Cost
+
+    try:
+        Cost.parse(prices)
+    except ValueError as exc:
+        raise ValueError(f"--cost: {exc}") from None
+    return prices
+
+
+def _check_axes(text: str, file_search: Any, flags: Sequence[Any], path: str | None) -> Axes:
+    """``--check concurrency=8,maxsize=100`` -> one value per axis, checked like --search."""
+    from .axes import parse_axis
+
+    if flags:
+        raise ValueError("give --check (judge one configuration) or --search (find one), not both")
+    searched = None
+    if file_search is not None:
+        searched = _search(file_search, [], path)
+    pairs: list[tuple[str, list[Any]]] = []
+    # "concurrency=8,maxsize=100": a comma followed by NAME= starts the next field.
+    for part in str(text).split(","):
+        if "=" in part or not pairs:
+            pairs.append((part, []))
+        else:
+            raise ValueError(
+                f"--check: expected FIELD=VALUE[,FIELD=VALUE] with one value each, got {text!r}"
+            )
+    axes = Axes()
+    for part, _ in pairs:
+        try:
+            name, values = parse_axis(part.strip())
+        except ValueError as exc:
+            raise ValueError(f"--check: {exc}") from None
+        if len(values) != 1:
+            raise ValueError(f"--check: {part.strip()!r} must give one value, got {len(values)}")
+        if name in axes:
+            raise ValueError(f"--check: {name} is given twice")
+        if searched is not None and name not in searched:
+            raise ValueError(
+                f"--check: {name} is not searched in {path}; searched: {', '.join(searched)}"
+            )
+        axes[name] = values
+    return axes
+
+
 def _pick(flag: Any, tables: dict[str, Any], name: str) -> Any:
     return flag if flag is not None else tables.get(name)
 
@@ -251,8 +340,19 @@ def _plan(args: argparse.Namespace) -> int:
     settings = read_settings(args, tables=(*_TABLES, "stages"))
     tables = settings.tables
     base = build_scenario(settings)
-    axes = _search(tables.get("search"), args.search, args.scenario)
+    if args.check is not None:
+        axes = _check_axes(args.check, tables.get("search"), args.search, args.scenario)
+    else:
+        axes = _search(tables.get("search"), args.search, args.scenario)
     check_axes(axes, base)
+    cost = _cost(args.cost)
+    if cost is not None:
+        from ..sim.analysis.planning.cost import Cost
+
+        try:
+            Cost.parse(cost).check(base)
+        except ValueError as exc:
+            raise ValueError(f"--cost: {exc}") from None
     search = replace_fields(axes)
     slos = _slos(tables.get("slo"), args.slo)
     confidence_text = _pick(args.confidence, tables, "confidence")
@@ -292,9 +392,24 @@ def _plan(args: argparse.Namespace) -> int:
                 executor = stack.enter_context(scheduler_executor(scheduler))
             except RuntimeError as exc:  # refused here: say so in one line
                 raise ValueError(str(exc)) from None
-        result = plan(base, search, slos, executor=executor, **options)
+        result = plan(
+            base,
+            search,
+            slos,
+            executor=executor,
+            cost=cost,
+            headroom=args.headroom,
+            **options,
+        )
 
     payload = result.to_dict()
+    status = 0
+    if args.check is not None:
+        from ..sim.analysis.planning.check import verdict_of
+
+        verdict = verdict_of(result)
+        payload.update(verdict.to_dict())
+        status = verdict.exit_status
     if out is not None:
         with out, out.writing() as folder:
             _write_out(folder, payload, result)
@@ -302,8 +417,10 @@ def _plan(args: argparse.Namespace) -> int:
         print(json.dumps(payload, allow_nan=False))
     else:
         print(result.report())
+        if args.check is not None:
+            print(verdict.text())
     sys.stdout.flush()
-    return 0
+    return status
 
 
 def _write_out(directory: str, payload: dict[str, Any], result: Any) -> None:

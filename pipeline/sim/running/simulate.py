@@ -125,6 +125,8 @@ def _warn_if_drain_timed_out(results: list[SimulationResult]) -> None:
     where = "the run" if len(results) == 1 else None
     # stacklevel 3: the warning points at the caller of simulate().
     warn_drain_timeouts(
-        [(r.scenario, r.summary) for r in results], what="replications", where=where,
+        [(r.scenario, r.summary) for r in results],
+        what="replications",
+        where=where,
         stacklevel=3,
     )

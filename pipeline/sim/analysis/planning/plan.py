@@ -41,6 +41,7 @@ from ...running.replications import POOL_WORTH_S, estimated_seconds
 from ...running.single import simulate_once
 from ...workloads.scenario import Scenario
 from ..diagnostics.stability import unstable_note
+from .cost import Cost
 from .result import Plan, ranked_values
 from .slo import (
     DRAIN_CUT_METRICS,
@@ -82,6 +83,8 @@ class _Candidate:
     unfinished: list[int] = field(default_factory=list)
     judgements: tuple[Judgement, ...] = ()
     verdict: str = "unexamined"  # meets | fails | undecided | unstable | unexamined
+    # Per replication: the values of the cost's metrics (cost.WAIT_METRICS), when priced.
+    extra: list[tuple[float, ...]] = field(default_factory=list)
 
     @property
     def replications(self) -> int:
@@ -107,14 +110,19 @@ class _Candidate:
 
 
 def _measure(
-    scenario: Scenario, replication: int, engine: str, metrics: tuple[str, ...]
+    scenario: Scenario,
+    replication: int,
+    engine: str,
+    metrics: tuple[str, ...],
+    extra: tuple[str, ...] = (),
 ) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...], bool, int]:
     # Module level so worker processes (or Dask workers) can unpickle it; returns
-    # only the values the SLOs need, the engine that ran, the counts behind
-    # each fraction (for an exact bound when the replications agree), and whether
-    # the drain timed out, leaving how many items unfinished (latency SLOs then fail).
+    # only the values the SLOs need (then the ``extra`` ones a cost needs), the
+    # engine that ran, the counts behind each SLO's fraction (for an exact bound
+    # when the replications agree), and whether the drain timed out, leaving how
+    # many items unfinished (latency SLOs then fail).
     summary = simulate_once(scenario, replication, engine).summary
-    values = tuple(metric_value(summary, m) for m in metrics)
+    values = tuple(metric_value(summary, m) for m in (*metrics, *extra))
     counts = tuple(metric_counts(summary, m) for m in metrics)
     cut = bool(summary["drain_timed_out"])
     return values, summary["engine"], counts, cut, int(summary["items_unfinished"])
@@ -350,7 +358,9 @@ def plan(
     *,
     confidence: float = 0.95,
     replications: int | tuple[int, int] = (3, 30),
-    cost: Sequence[str] | None = None,
+    cost: Cost | Mapping[str, Any] | Sequence[str] | None = None,
+    order: Sequence[str] | None = None,
+    headroom: bool = False,
     lookahead: int = 4,
     skip_unstable: bool = True,
     executor: Executor | None = None,
@@ -419,7 +429,16 @@ def plan(
         confidence: one-sided confidence level in [0.5, 1).
         replications: ``(min, max)`` replications per configuration (an integer
             N means exactly N, no adaptation); 2 <= min <= max.
-        cost: search fields in the order they are minimised (default:
+        cost: prices, ``{"worker_hour": X, "wait_hour": Y}`` (on a chain also
+            ``"STAGE.worker_hour"``) or a :class:`~.cost.Cost`: each candidate's cost
+            per hour in the tables and JSON, the search in money order, and with
+            ``wait_hour`` the least total cost per hour among the configurations
+            meeting every SLO (:mod:`~.cheapest`). A sequence of field names
+            instead is the field order (as ``order``, kept for earlier callers).
+        headroom: also find how far the arrival rate (and the mean service time)
+            can grow before the choice breaks an SLO (:mod:`~.headroom`):
+            :attr:`Plan.headroom`, JSON ``headroom``.
+        order: search fields in the order they are minimised (default:
             ``concurrency``, then ``queue_maxsize``, then the others as given).
             Within a field, numbers rank ascending, None (unbounded) last, other
             values in the order given. A chain's default: total workers over
@@ -493,11 +512,26 @@ def plan(
         check_slo_metrics(parsed, chain=True, fan_out=fans_out)
     else:
         check_slo_metrics(parsed, chain=False)
-    totals = _totals(base, axes) if cost is None else []
-    fields = _cost_fields(axes, cost, totals)
-    order = _cost_order(axes, fields, totals)
-    candidates = [_Candidate(rank, point) for rank, point in enumerate(order)]
+    prices: Cost | None = None
+    if isinstance(cost, Cost | Mapping):
+        prices = Cost.parse(cost)
+        prices.check(base)
+    elif order is None:
+        order = cost
+    elif cost is not None:
+        raise ValueError("give the field order as order= (cost= then holds prices), not both")
+    if not isinstance(headroom, bool):
+        raise TypeError(f"headroom must be True or False, got {headroom!r}")
+    want_headroom = headroom
+    totals = _totals(base, axes) if order is None else []
+    fields = _cost_fields(axes, order, totals)
+    points = _cost_order(axes, fields, totals)
+    if prices is not None and order is None:
+        # Priced: money first (a stable sort: equal prices keep the default order).
+        points.sort(key=lambda point: prices.workers_per_hour(base, point))
+    candidates = [_Candidate(rank, point) for rank, point in enumerate(points)]
     metrics = tuple(slo.metric for slo in parsed)
+    extra = prices.metrics(base) if prices is not None else ()
     per_look = look_confidence(level, len(replication_schedule(low, high)))
 
     workers = _workers(processes, executor, base, engine, lookahead * low)
@@ -507,11 +541,24 @@ def plan(
     from tqdm.auto import tqdm
 
     examined = 0  # candidates[:examined] have been looked at
+
+    def examine(candidate: _Candidate) -> bool:
+        """Configure a candidate met for the first time; False if theory rejects it."""
+        candidate.scenario = _configured(base, candidate.point)
+        note = unstable_note(candidate.scenario, parsed) if skip_unstable else None
+        if note is not None:
+            candidate.note, candidate.verdict = note, "unstable"
+            return False
+        return True
+
     with (
         contextlib.ExitStack() as stack,
         tqdm(total=0, desc="plan", unit="run", disable=not progress) as bar,
     ):
         runner = _Runner(executor, workers, stack, asked=processes is not None)
+        rounds = _Rounds(runner, bar, engine, metrics, extra, parsed, per_look)
+        choice: _Candidate | None = None
+        found = None
         while True:
             target = next((c for c in candidates[:examined] if c.verdict == "meets"), None)
             cheaper = candidates[: target.rank if target else examined]
@@ -525,31 +572,43 @@ def plan(
             while target is None and fresh < lookahead and examined < len(candidates):
                 candidate = candidates[examined]
                 examined += 1
-                candidate.scenario = _configured(base, candidate.point)
-                note = unstable_note(candidate.scenario, parsed) if skip_unstable else None
-                if note is not None:
-                    candidate.note, candidate.verdict = note, "unstable"
+                if not examine(candidate):
                     continue
                 tasks += [(candidate, r) for r in range(low)]
                 fresh += 1
             if not tasks:
                 break
-            bar.total += len(tasks)
-            bar.refresh()
-            payload = [(c.scenario, r, engine, metrics) for c, r in tasks]
-            touched: dict[int, _Candidate] = {}
-            measured = runner.run(payload, bar)
-            for (candidate, _), (values, ran, counts, cut, left) in zip(
-                tasks, measured, strict=True
-            ):
-                candidate.values.append(values)  # tasks list each candidate's runs in order
-                candidate.counts.append(counts)
-                candidate.engines.add(ran)
-                candidate.timed_out.append(cut)
-                candidate.unfinished.append(left)
-                touched[candidate.rank] = candidate
-            for candidate in touched.values():
-                candidate.judge(parsed, per_look)
+            rounds.run(tasks)
+        if prices is not None and prices.wait_hour:
+            from .cheapest import least_total_cost
+
+            target = next((c for c in candidates[:examined] if c.verdict == "meets"), None)
+            open_ = [
+                c for c in candidates[: target.rank if target else 0] if c.verdict == "undecided"
+            ]
+            if target is not None and not open_:
+                examined, choice = least_total_cost(
+                    candidates,
+                    examined,
+                    rounds.run,
+                    examine,
+                    cost=prices,
+                    base=base,
+                    level=per_look,
+                    replications=(low, high),
+                    lookahead=lookahead,
+                )
+        if want_headroom:
+            from .headroom import find_headroom
+
+            pick = choice or next((c for c in candidates[:examined] if c.verdict == "meets"), None)
+            cheaper_open = pick is not None and any(
+                c.verdict == "undecided" for c in candidates[: pick.rank]
+            )
+            if pick is not None and not cheaper_open:
+                found = find_headroom(
+                    pick, rounds, slos=parsed, level=level, replications=(low, high)
+                )
 
     examined_candidates = candidates[:examined]
     drain_cut = any(slo.metric in DRAIN_CUT_METRICS for slo in parsed)
@@ -576,7 +635,49 @@ def plan(
         replications=(low, high),
         candidates=examined_candidates,
         total=len(candidates),
+        prices=prices,
+        choice=choice,
+        headroom=found if want_headroom else False,
     )
+
+
+class _Rounds:
+    """Runs a round of ``(candidate, replication)`` tasks and records what each measured."""
+
+    def __init__(
+        self,
+        runner: _Runner,
+        bar: Any,
+        engine: str,
+        metrics: tuple[str, ...],
+        extra: tuple[str, ...],
+        slos: Sequence[SLO],
+        level: float,
+    ) -> None:
+        self.runner, self.bar, self.engine = runner, bar, engine
+        self.metrics, self.extra, self.slos, self.level = metrics, extra, slos, level
+
+    def run(self, tasks: Sequence[tuple[_Candidate, int]]) -> None:
+        """Run ``tasks`` (together, in parallel where the runner can) and judge again
+        every candidate they touched. A candidate's tasks must be listed in replication order."""
+        if not tasks:
+            return
+        self.bar.total += len(tasks)
+        self.bar.refresh()
+        k = len(self.metrics)
+        payload = [(c.scenario, r, self.engine, self.metrics, self.extra) for c, r in tasks]
+        touched: dict[int, _Candidate] = {}
+        measured = self.runner.run(payload, self.bar)
+        for (candidate, _), (values, ran, counts, cut, left) in zip(tasks, measured, strict=True):
+            candidate.values.append(values[:k])
+            candidate.extra.append(values[k:])
+            candidate.counts.append(counts)
+            candidate.engines.add(ran)
+            candidate.timed_out.append(cut)
+            candidate.unfinished.append(left)
+            touched[id(candidate)] = candidate
+        for candidate in touched.values():
+            candidate.judge(self.slos, self.level)
 
 
 def _configured(base: Scenario, point: Mapping[str, Any]) -> Scenario:

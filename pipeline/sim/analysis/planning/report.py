@@ -62,6 +62,9 @@ def _outcome(plan: Plan, level: str) -> list[str]:
                 f"  one step cheaper, {_point(step.change)}: {step.verdict}"
                 + (f" ({why})" if why else "")
             )
+        lines += _money(plan)
+        if plan.headroom is not None:
+            lines += ["  headroom: " + line for line in plan.headroom.text().splitlines()]
         return lines
     if plan.status == "undecided":
         lines = [
@@ -99,9 +102,29 @@ def _outcome(plan: Plan, level: str) -> list[str]:
     return lines
 
 
+def _money(plan: Plan) -> list[str]:
+    """The chosen configuration's cost per hour and per million items, when priced."""
+    cost = plan.cost_per_hour
+    if cost is None:
+        return []
+    line = f"  cost: {_num(cost.total)} per hour, {_num(cost.per_million_items)} per million items"
+    if plan.prices is not None and plan.prices.wait_hour:
+        line += (
+            f" (workers {_num(cost.workers)}, waiting {_num(cost.waiting)}; "
+            f"{_num(cost.low)} to {_num(cost.high)} at {_per_look(plan)}): the least total "
+            "cost per hour of the configurations meeting every SLO"
+        )
+    lines = [line]
+    if cost.note is not None:
+        lines.append(f"    ({cost.note})")
+    return lines
+
+
 def _table(plan: Plan) -> list[str]:
     fields = list(plan.search)
+    priced = plan.prices is not None
     headers = [*fields, "runs", "verdict", *(str(s) for s in plan.slos)]
+    headers += ["cost/hour"] if priced else []
     rows = []
     for c in plan._candidates:
         cells = [_show(c.point[f]) for f in fields] + [str(c.replications), c.verdict]
@@ -112,6 +135,8 @@ def _table(plan: Plan) -> list[str]:
                 cells.append("-")
             else:
                 cells.append(f"{_num(j.mean)}{_spread(j)} {j.verdict}")
+        if priced:
+            cells.append(_num(plan._estimate(c).total) if c.replications else "-")
         rows.append(cells)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     out = ["  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ...workloads.scenario import Scenario
+    from .cost import Cost, CostEstimate
+    from .headroom import Headroom
     from .plan import _Candidate
 
 __all__ = ["Binding", "CheaperStep", "OpenQuestion", "Plan", "PlanStatus"]
@@ -218,6 +220,9 @@ class Plan:
         replications: tuple[int, int],
         candidates: Sequence[_Candidate],
         total: int,
+        prices: Cost | None = None,
+        choice: _Candidate | None = None,
+        headroom: Headroom | bool | None = False,
     ) -> None:
         self.base = base
         self.search = {k: list(v) for k, v in search.items()}
@@ -232,7 +237,6 @@ class Plan:
         target = next((c for c in self._candidates if c.verdict == "meets"), None)
         cheaper = self._candidates[: target.rank] if target else self._candidates
         open_ = [c for c in cheaper if c.verdict == "undecided"]
-        self._target = target
         self._open = open_
         if open_:
             self.status = PlanStatus.UNDECIDED
@@ -241,6 +245,13 @@ class Plan:
         else:
             self.status = PlanStatus.INFEASIBLE
         chosen = self.status is PlanStatus.CHOSEN
+        if chosen and choice is not None:
+            target = choice  # least total cost per hour (a wait cost is priced)
+        self._target = target
+        self.prices = prices
+        self._asked_headroom = headroom is not False
+        self.headroom: Headroom | None = None if headroom is False else headroom
+        self.cost_per_hour = self._cost_of(target) if chosen and prices is not None else None
         self.chosen = self._config(target) if chosen else None
         undecided = self.status is PlanStatus.UNDECIDED
         self.fallback = self._config(target) if undecided and target else None
@@ -260,6 +271,50 @@ class Plan:
         :data:`~pipeline.sim.analysis.planning.slo.DRAIN_CUT_METRICS`: their latency and wait
         SLOs fail)."""
         return sum(sum(c.timed_out) for c in self._candidates)
+
+    def _estimate(self, candidate: _Candidate) -> CostEstimate:
+        from .cost import estimate, run_rows
+
+        assert self.prices is not None
+        rows = run_rows(self.prices.metrics(self.base), candidate.extra)
+        return estimate(self.prices, self.base, candidate.point, rows, self.look_confidence)
+
+    def _cost_of(self, target: _Candidate) -> CostEstimate:
+        """The chosen configuration's cost, naming any rival not told apart from it."""
+        from .cost import difference_bounds, run_rows
+
+        assert self.prices is not None
+        found = self._estimate(target)
+        if not self.prices.wait_hour:
+            return found
+        names = self.prices.metrics(self.base)
+        rivals = []
+        for c in self._candidates:
+            if c is target or c.verdict != "meets":
+                continue
+            lowest, _ = difference_bounds(
+                self.prices,
+                self.base,
+                run_rows(names, target.extra),
+                target.point,
+                run_rows(names, c.extra),
+                c.point,
+                self.look_confidence,
+            )
+            if lowest <= 0:
+                rivals.append(_point_text(c.point))
+        if not rivals:
+            return found
+        from dataclasses import replace
+
+        return replace(
+            found,
+            note=(
+                f"not told apart from {'; '.join(rivals)} after the replication budget: "
+                "the paired difference of total cost per hour still holds 0; the choice "
+                "has the lower mean"
+            ),
+        )
 
     @property
     def chosen_scenario(self) -> Scenario | None:
@@ -294,7 +349,9 @@ class Plan:
             point = {**target.point, name: ranked[index - 1]}
             # Cheaper in cost order, so examined before the target; a scan, not a dict:
             # searched values need not hash.
-            neighbour = next(c for c in self._candidates if c.point == point)
+            neighbour = next((c for c in self._candidates if c.point == point), None)
+            if neighbour is None:
+                continue
             cheaper.append(
                 CheaperStep(
                     change={name: ranked[index - 1]},
@@ -355,6 +412,16 @@ class Plan:
                 row[f"{key}_half_width"] = j.half_width if j else math.nan
                 row[f"{key}_verdict"] = j.verdict if j else None
                 row[f"{key}_note"] = j.note if j else None
+            if self.prices is not None:
+                cost = self._estimate(c)
+                row.update(
+                    cost_per_hour=cost.total,
+                    cost_per_hour_low=cost.low,
+                    cost_per_hour_high=cost.high,
+                    workers_cost_per_hour=cost.workers,
+                    waiting_cost_per_hour=cost.waiting,
+                    cost_per_million_items=cost.per_million_items,
+                )
             rows.append(row)
         return rows
 
@@ -422,26 +489,33 @@ class Plan:
                 return [clean(v) for v in value]
             return _json_value(value)
 
-        return clean(
-            {
-                "status": self.status.value,
-                "chosen": self.chosen,
-                "binding": None if self.binding is None else self.binding.to_dict(),
-                "fallback": self.fallback,
-                "undecided": [question.to_dict() for question in self.undecided],
-                "slos": [str(s) for s in self.slos],
-                "confidence": self.confidence,
-                "look_confidence": self.look_confidence,
-                "replications": {"min": self.replications[0], "max": self.replications[1]},
-                "search": self.search,
-                "cost": self.cost,
-                "candidates_examined": len(self._candidates),
-                "candidates_total": self.total_candidates,
-                "runs": self.runs_total,
-                "runs_drain_timed_out": self.runs_drain_timed_out,
-                "candidates": self._rows(),
-            }
-        )
+        payload = {
+            "status": self.status.value,
+            "chosen": self.chosen,
+            "binding": None if self.binding is None else self.binding.to_dict(),
+            "fallback": self.fallback,
+            "undecided": [question.to_dict() for question in self.undecided],
+            "slos": [str(s) for s in self.slos],
+            "confidence": self.confidence,
+            "look_confidence": self.look_confidence,
+            "replications": {"min": self.replications[0], "max": self.replications[1]},
+            "search": self.search,
+            "cost": self.cost,
+            "candidates_examined": len(self._candidates),
+            "candidates_total": self.total_candidates,
+            "runs": self.runs_total,
+            "runs_drain_timed_out": self.runs_drain_timed_out,
+            "candidates": self._rows(),
+        }
+        if self.prices is not None:
+            # Only when priced or asked for: a plan without these flags keeps its keys.
+            payload["prices"] = self.prices.to_dict()
+            chosen_cost = self.cost_per_hour
+            payload["cost_per_hour"] = None if chosen_cost is None else chosen_cost.total
+            payload["cost_breakdown"] = None if chosen_cost is None else chosen_cost.to_dict()
+        if self._asked_headroom:
+            payload["headroom"] = None if self.headroom is None else self.headroom.to_dict()
+        return clean(payload)
 
     def figure(self, ax: Any = None, *, previous: Plan | None = None) -> Any:
         """The frontier: each SLO's metric against cost, with bounds, limits and the choice.
