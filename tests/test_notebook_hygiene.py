@@ -8,8 +8,8 @@
 - **A hidden code cell is one short line.** JupyterLab shows a hidden cell's
   first line with a ``•••`` placeholder, so a hidden cell of several lines
   reads as a fragment of code where a sentence should be. A code cell that
-  writes prose (calls ``say``) or only shows a picture is hidden, and is one
-  line of at most :data:`MAX_HIDDEN_CHARS` characters.
+  writes prose (calls ``say``) is hidden, and is one line of at most
+  :data:`MAX_HIDDEN_CHARS` characters.
 - **Hidden cells hide no lesson.** A hidden cell runs nothing the notebook
   teaches (a simulation, a sweep, a plan, a pipeline, a widget) and defines
   no function or class: those stay visible.
@@ -82,16 +82,8 @@ def _called(tree: ast.AST) -> set[str]:
 
 
 def _is_narrative(tree: ast.Module) -> bool:
-    """Writes prose (``say``), or only shows a picture (imports and an SVG/Image display)."""
-    if "say" in _called(tree):
-        return True
-    body = [node for node in tree.body if not isinstance(node, ast.Import | ast.ImportFrom)]
-    return (
-        len(body) == 1
-        and isinstance(body[0], ast.Expr)
-        and _called(body[0]) <= {"SVG", "Image", "display"}
-        and bool(_called(body[0]))
-    )
+    """Writes prose with ``say``: a sentence built in code, so its source hides."""
+    return "say" in _called(tree)
 
 
 def _hides_a_lesson(tree: ast.Module) -> list[str]:
@@ -234,7 +226,7 @@ def test_the_rules_catch_what_they_are_for(tmp_path):
     assert any("cell 1: hidden cell hides code: result = simulate(scenario)" in p for p in problems)
     assert any("cell 2: 13 lines of code" in p for p in problems)
     assert any("cell 3: hidden cell of 3 lines" in p for p in problems)
-    assert any("cell 4: narrative cell" in p for p in problems)
+    assert not any("cell 4: narrative cell" in p for p in problems)
     assert any("cell 4: a figure with no markdown" in p for p in problems)
     assert any("cell 5: hidden cell of 2 lines" in p for p in problems)
     assert any("cell 6: {eval}`y +` is not a Python expression" in p for p in problems)
