@@ -235,7 +235,8 @@ def test_the_rules_catch_what_they_are_for(tmp_path):
     assert any("cell 7: a figure with no markdown" in p for p in problems)
     assert not any("cell 8" in p for p in problems)
     # One line hides well: a sentence with a number, when a reader wants nothing else.
-    notebook.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell('say(f"x={x}")')]
-    notebook.cells[1].metadata["jupyter"] = {"source_hidden": True}
+    one_line = nbformat.v4.new_code_cell('say(f"x={x}")')
+    one_line.metadata["jupyter"] = {"source_hidden": True}
+    notebook.cells = [nbformat.v4.new_code_cell("x = 1"), one_line]
     nbformat.write(notebook, path)
     assert _problems(path) == []
