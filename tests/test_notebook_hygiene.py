@@ -108,38 +108,57 @@ def _draws(tree: ast.Module) -> bool:
 EVAL = re.compile(r"\{eval\}`([^`]*)`")
 
 
-def _bound(tree: ast.Module) -> set[str]:
-    """Names a cell binds: assignments, imports, loop and ``with`` targets, defs."""
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _bound(tree: ast.AST) -> set[str]:
+    """Names a cell binds: assignments, imports, loop and ``with`` targets, defs.
+
+    A comprehension's loop variable stays inside it (Python 3), so it is not counted.
+    """
     names = set()
-    for node in ast.walk(tree):
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, COMPREHENSIONS):
+            continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
         elif isinstance(node, ast.Import | ast.ImportFrom):
             names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
+        todo.extend(ast.iter_child_nodes(node))
     return names
 
 
 def _free(expression: ast.Expression) -> set[str]:
     """Names an expression reads that it does not bind itself (comprehension targets)."""
-    return {
-        node.id
-        for node in ast.walk(expression)
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
-    } - _bound(expression)
+    reads, own = set(), set()
+    for node in ast.walk(expression):
+        if isinstance(node, ast.Name):
+            (reads if isinstance(node.ctx, ast.Load) else own).add(node.id)
+    return reads - own
 
 
 def _expression_problems(path: Path) -> list[str]:
-    """Inline expressions that do not parse, or use a name no earlier code cell binds."""
+    """Inline expressions that do not parse, use a name no earlier code cell binds, or use
+    a name a later code cell binds again.
+
+    The last rule is there because jupyterlab-myst sends a markdown cell's expressions to
+    the kernel only after it has rendered the cell, while Run All goes on queueing the
+    code cells after it: the expressions may be evaluated after later cells ran. A name
+    bound once reads the same whenever it is read.
+    """
     notebook = nbformat.read(path, as_version=4)
+    binds = [
+        _bound(tree) if cell.cell_type == "code" and (tree := _code(cell.source)) else set()
+        for cell in notebook.cells
+    ]
     known = set(dir(builtins))
     problems = []
     for index, cell in enumerate(notebook.cells):
-        if cell.cell_type == "code":
-            tree = _code(cell.source)
-            known |= _bound(tree) if tree is not None else set()
-            continue
+        known |= binds[index]
         if cell.cell_type != "markdown":
             continue
         for text in EVAL.findall(cell.source):
@@ -149,9 +168,17 @@ def _expression_problems(path: Path) -> list[str]:
             except SyntaxError:
                 problems.append(f"{where} is not a Python expression")
                 continue
-            unknown = sorted(_free(expression) - known)
+            names = _free(expression)
+            unknown = sorted(names - known)
             if unknown:
                 problems.append(f"{where} uses {', '.join(unknown)}, bound by no earlier code cell")
+            for later in range(index + 1, len(notebook.cells)):
+                again = sorted(names & binds[later])
+                if again:
+                    problems.append(
+                        f"{where} uses {', '.join(again)}, bound again by cell {later} "
+                        "(inline expressions may be evaluated after later cells ran)"
+                    )
     return problems
 
 
@@ -215,7 +242,7 @@ def test_the_rules_catch_what_they_are_for(tmp_path):
     hidden_prose = nbformat.v4.new_code_cell('say(f"""x is\n{x}""")')
     hidden_prose.metadata["jupyter"] = {"source_hidden": True}
     read = nbformat.v4.new_markdown_cell('x is {eval}`f"{x:.1f}"`, y {eval}`y +`, z {eval}`z`')
-    drawn = nbformat.v4.new_code_cell("fig = plot_sweep(frame, 'p95')")
+    drawn = nbformat.v4.new_code_cell("fig = plot_sweep(frame, 'p95'); x = 2; y = [z for z in x]")
     unread = nbformat.v4.new_code_cell("check(True, 'ok')")
     notebook.cells = [shown_prose, hidden_plot, long_code, hidden_ok, picture, hidden_prose,
                       read, drawn, unread]
@@ -231,7 +258,8 @@ def test_the_rules_catch_what_they_are_for(tmp_path):
     assert any("cell 5: hidden cell of 2 lines" in p for p in problems)
     assert any("cell 6: {eval}`y +` is not a Python expression" in p for p in problems)
     assert any("cell 6: {eval}`z` uses z, bound by no earlier code cell" in p for p in problems)
-    assert not any("cell 6: {eval}`f" in p for p in problems)
+    assert any("cell 6: {eval}`f\"{x:.1f}\"` uses x, bound again by cell 7" in p for p in problems)
+    assert not any("uses z, bound again" in p for p in problems)  # a comprehension's own z
     assert any("cell 7: a figure with no markdown" in p for p in problems)
     assert not any("cell 8" in p for p in problems)
     # One line hides well: a sentence with a number, when a reader wants nothing else.
