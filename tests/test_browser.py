@@ -466,6 +466,53 @@ def _check_widgets_frontend(page) -> None:
     assert "@jupyter-widgets/jupyterlab-manager" in names, (
         f"ipywidgets' labextension not loaded by JupyterLab; federated extensions: {names}"
     )
+    assert "jupyterlab-myst" in names, (
+        f"jupyterlab-myst not loaded by JupyterLab (the notebooks' inline expressions need it): "
+        f"`pip install -e '.[test]'`; federated extensions: {names}"
+    )
+
+
+# Markdown cells with MyST inline expressions ({eval}`...`) and what jupyterlab-myst
+# made of them: it evaluates them in the kernel when Run All reaches the cell and keeps
+# each result in the cell's ``user_expressions`` metadata.
+INLINE_EXPRESSIONS_JS = r"""
+() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const found = [];
+  panel.content.widgets.forEach((cell, i) => {
+    const model = cell.model;
+    if (model.type !== 'markdown') return;
+    const wanted = (model.sharedModel.getSource().match(/\{eval\}`[^`]*`/g) || []).length;
+    if (!wanted) return;
+    const results = model.getMetadata('user_expressions') || [];
+    found.push({cell: i + 1, wanted, got: results.length,
+                failed: results.filter(r => r.result.status !== 'ok')
+                  .map(r => `${r.expression}: ${r.result.ename}: ${r.result.evalue}`)});
+  });
+  return found;
+}
+"""
+
+
+def _check_inline_expressions(page, name: str, timeout_s: float = 20) -> int:
+    """Every inline expression of the notebook evaluated without error; returns how many."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        cells = page.evaluate(INLINE_EXPRESSIONS_JS)
+        missing = [c for c in cells if c["got"] < c["wanted"]]
+        if not missing or time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(250)
+    problems = [f"cell #{c['cell']}: {f}" for c in cells for f in c["failed"]]
+    problems += [
+        f"cell #{c['cell']}: {c['got']} of {c['wanted']} inline expressions evaluated"
+        for c in missing
+    ]
+    if problems:
+        pytest.fail(
+            f"{name}: inline expressions after Run All:\n  " + "\n  ".join(problems), pytrace=False
+        )
+    return sum(c["wanted"] for c in cells)
 
 
 def _run_and_screenshot(browser, lab: JupyterLab, name: str, shot: Path) -> None:
@@ -479,10 +526,12 @@ def _run_and_screenshot(browser, lab: JupyterLab, name: str, shot: Path) -> None
             # A screenshot of the failure is the quickest way to see what went wrong.
             with contextlib.suppress(Exception):
                 screenshot_notebook(page, shot)
+        expressions = _check_inline_expressions(page, name)
         _RESULTS[name] = page.locator(EXPLORER).count() > 0
         moved = _drive_focused_widgets(page, name)
         print(
             f"{name}: ran in {time.monotonic() - started:.1f} s"
+            + (f", {expressions} inline expressions" if expressions else "")
             + (f", {moved} widget(s) redrew" if moved else "")
             + f", screenshot {shot}"
         )

@@ -202,7 +202,7 @@ def test_a_run_the_drain_cut_short_never_meets_a_latency_slo(cut_plans, engine):
     assert cut.runs["drain_timed_out"].tolist() == [True] * 12 + [False] * 24
     text = cut.report()
     assert "(drain timed out) fails" in text and "in 12 of 36 runs" in text
-    assert cut.binding["cheaper"][0]["failed"] == ["latency_p95_s<=33"]
+    assert [str(slo) for slo in cut.binding.cheaper[0].failed] == ["latency_p95_s<=33"]
     figure = cut.figure()
     labels = figure.axes[0].get_legend_handles_labels()[1] + [
         t.get_text() for legend in figure.legends for t in legend.get_texts()

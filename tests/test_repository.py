@@ -22,12 +22,17 @@ def run_state(notebook: dict) -> list[str]:
     """What in ``notebook`` (a parsed .ipynb) was left by running it; empty when clean.
 
     Flags cell outputs, execution counts, nbclient's per-cell ``execution``
-    timings and the notebook-level ``widgets`` state that ipywidgets saves.
+    timings, the notebook-level ``widgets`` state that ipywidgets saves, and the
+    values of MyST inline expressions that jupyterlab-myst saves in a markdown
+    cell's ``user_expressions`` metadata (a number from someone's run, shown
+    before the reader's own run has computed it).
     """
     problems = []
     if "widgets" in notebook.get("metadata", {}):
         problems.append("widget state in the notebook metadata")
     for index, cell in enumerate(notebook.get("cells", [])):
+        if "user_expressions" in cell.get("metadata", {}):
+            problems.append(f"cell {index}: inline-expression values in its metadata")
         if cell.get("cell_type") != "code":
             continue
         if cell.get("outputs"):
@@ -68,6 +73,15 @@ def test_the_guard_flags_a_notebook_saved_after_running_it():
                 "outputs": [{"output_type": "stream", "name": "stdout", "text": ["6\n"]}],
                 "source": ["print(1 + 5)"],
             },
+            {
+                "cell_type": "markdown",
+                "metadata": {
+                    "user_expressions": [
+                        {"expression": "1 + 5", "result": {"status": "ok", "data": {}}}
+                    ]
+                },
+                "source": ["Six: {eval}`1 + 5`"],
+            },
         ],
     }
     assert run_state(ran) == [
@@ -75,6 +89,7 @@ def test_the_guard_flags_a_notebook_saved_after_running_it():
         "cell 1: 1 output(s)",
         "cell 1: execution_count 3",
         "cell 1: execution timings in its metadata",
+        "cell 2: inline-expression values in its metadata",
     ]
     clean = {
         "metadata": {"kernelspec": {"name": "python3"}},
