@@ -48,8 +48,7 @@ from hypothesis import strategies as st
 from pipeline import Backoff, EventKind, PermanentError, Pipeline, PipelineConfig, RunReport
 from pipeline.items import WorkItem
 from pipeline.sim.vloop import run_virtual
-
-from .accounting import (
+from tests.accounting import (
     assert_each_payload_once,
     assert_results_accounted,
     undelivered_payloads,

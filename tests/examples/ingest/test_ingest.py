@@ -33,7 +33,7 @@ TOLERANCE = 0.25
 2-core machine, connection set-up, the GIL). Service times are dominated by the
 partner's waits (20 ms median), not by CPU, so this holds under load."""
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def poisoned(records: int, config: PartnerConfig) -> int:

@@ -43,7 +43,7 @@ from pipeline.examples.ingest.sink import PostgresSink
 from pipeline.sim import calibrate
 from tests.services_setup import SERVICES, postgres_bin
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SERVER_USER = "postgres"
 """The account the server runs as when the tests run as root (Debian's package makes it)."""
 

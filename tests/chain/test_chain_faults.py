@@ -32,8 +32,7 @@ from pipeline import (
     Stage,
 )
 from pipeline.sim.vloop import run_virtual
-
-from .accounting import assert_each_payload_once
+from tests.accounting import assert_each_payload_once
 
 
 def config(**overrides):

@@ -21,7 +21,7 @@ import pytest
 
 from pipeline.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 SINGLE = 'arrivals = "poisson:rate=2"\nservice = "exponential:mean=0.1"\nitems = 50\n'
 CHAIN = """arrivals = "poisson:rate=2"

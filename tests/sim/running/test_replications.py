@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -111,7 +112,7 @@ def test_a_script_without_the_main_guard_is_told_how_to_fix_it(tmp_path, guarded
     call = f'if __name__ == "__main__":\n    {CALL}' if guarded else CALL
     script = tmp_path / "replicate.py"
     script.write_text(SCRIPT.format(call=call))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(Path(__file__).resolve().parents[3])
     done = subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,

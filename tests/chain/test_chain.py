@@ -15,8 +15,7 @@ import pytest
 
 from pipeline import Backoff, Chain, EventKind, Pipeline, PipelineConfig, Stage
 from pipeline.sim.vloop import run_virtual
-
-from .accounting import assert_each_payload_once
+from tests.accounting import assert_each_payload_once
 
 
 def config(**overrides):

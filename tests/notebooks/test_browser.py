@@ -13,7 +13,7 @@ redraw.
 
 Run it alone (a JupyterLab server and Chromium are started and stopped for you)::
 
-    .venv/bin/pytest -m browser tests/test_browser.py
+    .venv/bin/pytest -m browser tests/notebooks/test_browser.py
 
 Needs Debian's Chromium at ``/usr/bin/chromium`` (``apt-get install -y chromium``;
 ``python -m tests.services_setup``, which ``make test`` runs, installs it when

@@ -14,8 +14,7 @@ import pytest
 
 from pipeline import Backoff, EventKind, Pipeline, PipelineConfig
 from pipeline.sim.vloop import run_virtual
-
-from .accounting import assert_each_payload_once, assert_results_accounted
+from tests.accounting import assert_each_payload_once, assert_results_accounted
 
 ITEMS = [0, 1, 2, 3]
 

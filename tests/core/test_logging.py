@@ -12,7 +12,7 @@ from pathlib import Path
 from pipeline import Backoff, PermanentError, Pipeline, PipelineConfig, RunReport
 from pipeline.sim.vloop import run_virtual
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def test_logging_is_silent_by_default():
     # the drain-timeout warning would reach stderr through logging.lastResort. (pytest's
     # own log handlers make this untestable in-process.)
     code = (
-        "from tests.test_logging import run_eventful\n"
+        "from tests.core.test_logging import run_eventful\n"
         "report = run_eventful()\n"
         "assert len(report.dead_letters) == 2 and report.unfinished == [3]\n"
     )

@@ -5,7 +5,7 @@ A refactoring (the package layout, a faster path, a split module) must not move
 a single number. A change that is meant to move one regenerates the file on
 purpose and says why in its commit:
 
-    .venv/bin/python -m tests.test_cli_golden NAME   # rewrites tests/golden/NAME.json
+    .venv/bin/python -m tests.cli.test_cli_golden NAME   # rewrites tests/cli/golden/NAME.json
 
 Only machine-dependent keys are left out: `wall_time_s` anywhere, and `out`,
 the folder a command wrote to (`{tmp}` in a recorded command is a fresh one). Floats are
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 GOLDEN = Path(__file__).parent / "golden"
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MACHINE_KEYS = {"wall_time_s", "out"}
 
 
@@ -90,7 +90,7 @@ def test_a_changed_number_is_caught():
 
 
 if __name__ == "__main__":
-    # Regenerate cases on purpose: python -m tests.test_cli_golden NAME [NAME ...]
+    # Regenerate cases on purpose: python -m tests.cli.test_cli_golden NAME [NAME ...]
     import tempfile
 
     for name in sys.argv[1:]:

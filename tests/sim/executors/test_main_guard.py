@@ -21,7 +21,7 @@ import pytest
 
 from pipeline.sim.executors.main_guard import _guarded, _main_is_rerun
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 120  # generous: a hang is what is tested, not speed
 
 PRELUDE = """\

@@ -169,7 +169,7 @@ def _llm_batch():
 
     from pipeline.sim.workloads.traces.replay import load_trace
 
-    data = Path(__file__).resolve().parents[1] / "data" / "llm_batch.csv"
+    data = Path(__file__).resolve().parents[2] / "data" / "llm_batch.csv"
     return load_trace(data), pd.read_csv(data)["tokens"].to_numpy()
 
 
