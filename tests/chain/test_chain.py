@@ -13,15 +13,9 @@ import random
 
 import pytest
 
-from pipeline import Backoff, Chain, EventKind, Pipeline, PipelineConfig, Stage
+from pipeline import Backoff, Chain, EventKind, Pipeline, Stage
 from pipeline.sim.vloop import run_virtual
 from tests.accounting import assert_each_payload_once
-
-
-def config(**overrides):
-    base = dict(concurrency=2, queue_maxsize=2, max_attempts=2, backoff=Backoff.none())
-    base.update(overrides)
-    return PipelineConfig(**base)
 
 
 def sleeping(seconds, result=lambda x: x):
@@ -71,8 +65,8 @@ _RUN_REPORT_FIELDS = {
         {"attempt_timeout_s": 0.7},
     ],
 )
-def test_a_chain_of_one_stage_gives_the_same_report_as_the_pipeline(overrides):
-    cfg = config(**overrides)
+def test_a_chain_of_one_stage_gives_the_same_report_as_the_pipeline(config, overrides):
+    cfg = config(**{"queue_maxsize": 2, "max_attempts": 2, **overrides})
 
     async def handler(x):
         # Item-dependent service and failures: every other item fails its first attempt.
@@ -102,7 +96,7 @@ def test_a_chain_of_one_stage_gives_the_same_report_as_the_pipeline(overrides):
 # -- hand-off and backpressure -------------------------------------------------------------
 
 
-def test_a_slow_second_stage_blocks_the_first_stage_and_then_the_source():
+def test_a_slow_second_stage_blocks_the_first_stage_and_then_the_source(config):
     read = []
 
     def source():
@@ -113,8 +107,12 @@ def test_a_slow_second_stage_blocks_the_first_stage_and_then_the_source():
     async def main():
         chain = Chain(
             [
-                Stage("fast", sleeping(0.1), config(concurrency=1, queue_maxsize=1)),
-                Stage("slow", sleeping(1.0), config(concurrency=1, queue_maxsize=1)),
+                Stage(
+                    "fast", sleeping(0.1), config(max_attempts=2, concurrency=1, queue_maxsize=1)
+                ),
+                Stage(
+                    "slow", sleeping(1.0), config(max_attempts=2, concurrency=1, queue_maxsize=1)
+                ),
             ]
         )
         task = asyncio.ensure_future(chain.run(source()))
@@ -135,9 +133,11 @@ def test_a_slow_second_stage_blocks_the_first_stage_and_then_the_source():
     assert report.duration_s == pytest.approx(20.1)  # the slow stage sets the pace
 
 
-def test_waiting_for_room_downstream_never_counts_against_the_attempt_timeout():
-    first = Stage("first", sleeping(0.5), config(attempt_timeout_s=1.0, max_attempts=1))
-    second = Stage("second", sleeping(10.0), config(concurrency=1, queue_maxsize=1))
+def test_waiting_for_room_downstream_never_counts_against_the_attempt_timeout(config):
+    first = Stage(
+        "first", sleeping(0.5), config(queue_maxsize=2, attempt_timeout_s=1.0, max_attempts=1)
+    )
+    second = Stage("second", sleeping(10.0), config(max_attempts=2, concurrency=1, queue_maxsize=1))
     report = run_virtual(Chain([first, second], drain_timeout_s=None).run(range(6)))
     assert report.stages["first"].dead_letters == []
     assert report.stages["first"].attempts == 6
@@ -145,7 +145,7 @@ def test_waiting_for_room_downstream_never_counts_against_the_attempt_timeout():
     assert report.completed == 6 and report.balanced
 
 
-def test_outputs_of_one_stage_are_the_next_stages_payloads_in_order():
+def test_outputs_of_one_stage_are_the_next_stages_payloads_in_order(config):
     seen = []
 
     async def record(x):
@@ -154,8 +154,12 @@ def test_outputs_of_one_stage_are_the_next_stages_payloads_in_order():
 
     chain = Chain(
         [
-            Stage("double", sleeping(0.1, lambda x: 2 * x), config(concurrency=1)),
-            Stage("record", record, config(concurrency=1)),
+            Stage(
+                "double",
+                sleeping(0.1, lambda x: 2 * x),
+                config(queue_maxsize=2, max_attempts=2, concurrency=1),
+            ),
+            Stage("record", record, config(queue_maxsize=2, max_attempts=2, concurrency=1)),
         ]
     )
     report = run_virtual(chain.run(range(5)))
@@ -163,11 +167,15 @@ def test_outputs_of_one_stage_are_the_next_stages_payloads_in_order():
     assert report.stages["double"].outputs == 5 == report.stages["double"].handed_on
 
 
-def test_a_reject_stage_sheds_what_the_stage_before_hands_it_and_counts_it_there():
+def test_a_reject_stage_sheds_what_the_stage_before_hands_it_and_counts_it_there(config):
     chain = Chain(
         [
-            Stage("fast", sleeping(0.1), config(concurrency=4, queue_maxsize=10)),
-            Stage("slow", sleeping(5.0), config(concurrency=1, queue_maxsize=1, on_full="reject")),
+            Stage("fast", sleeping(0.1), config(max_attempts=2, concurrency=4, queue_maxsize=10)),
+            Stage(
+                "slow",
+                sleeping(5.0),
+                config(max_attempts=2, concurrency=1, queue_maxsize=1, on_full="reject"),
+            ),
         ]
     )
     report = run_virtual(chain.run(range(10)))
@@ -185,7 +193,7 @@ REJECT_JOINTS = [(3, 1), (1, 1), (2, 3), (4, 2)]
 BURSTS = [1, 3, 4, 7, 12]
 
 
-def burst_into(children, concurrency, maxsize, *, sources=False):
+def burst_into(config, children, concurrency, maxsize, *, sources=False):
     """Hand ``children`` outputs of one item at once to an idle reject stage; its report."""
 
     async def split(page):
@@ -195,7 +203,7 @@ def burst_into(children, concurrency, maxsize, *, sources=False):
         await asyncio.sleep(1.0)  # nobody finishes during the burst
         return record
 
-    cfg = config(concurrency=concurrency, queue_maxsize=maxsize, on_full="reject")
+    cfg = config(max_attempts=2, concurrency=concurrency, queue_maxsize=maxsize, on_full="reject")
     if sources:
         return run_virtual(Pipeline(write, cfg).run(range(children)))
     chain = Chain([Stage("fetch", split, fan_out=True), Stage("write", write, cfg)])
@@ -205,18 +213,18 @@ def burst_into(children, concurrency, maxsize, *, sources=False):
 @pytest.mark.parametrize(("concurrency", "maxsize"), REJECT_JOINTS)
 @pytest.mark.parametrize("children", BURSTS)
 def test_a_burst_handed_to_a_reject_stage_is_admitted_as_a_burst_from_a_source(
-    children, concurrency, maxsize
+    config, children, concurrency, maxsize
 ):
     # K = queue_maxsize + concurrency: idle workers take the first children before the rest
     # are judged, exactly as for the same items offered by a source.
-    joint = burst_into(children, concurrency, maxsize)
-    source = burst_into(children, concurrency, maxsize, sources=True)
+    joint = burst_into(config, children, concurrency, maxsize)
+    source = burst_into(config, children, concurrency, maxsize, sources=True)
     assert joint.admitted == min(children, maxsize + concurrency) == source.admitted
     assert joint.shed == source.shed == list(range(maxsize + concurrency, children))
     assert joint.completed == source.completed == joint.admitted
 
 
-def test_a_page_of_three_records_into_three_idle_reject_workers_is_written_in_real_time():
+def test_a_page_of_three_records_into_three_idle_reject_workers_is_written_in_real_time(config):
     # The asyncio loop itself, not the virtual one: the turn is the loop's, whatever the clock.
     async def split(page):
         return [(page, row) for row in range(3)]
@@ -224,13 +232,13 @@ def test_a_page_of_three_records_into_three_idle_reject_workers_is_written_in_re
     async def write(record):
         await asyncio.sleep(0.01)
 
-    cfg = config(concurrency=3, queue_maxsize=1, on_full="reject")
+    cfg = config(max_attempts=2, concurrency=3, queue_maxsize=1, on_full="reject")
     chain = Chain([Stage("fetch", split, fan_out=True), Stage("write", write, cfg)])
     report = asyncio.run(chain.run([1]))
     assert report.stages["write"].completed == 3 and report.shed == 0
 
 
-def test_a_burst_handed_to_an_unbounded_stage_is_taken_by_every_idle_worker_at_once():
+def test_a_burst_handed_to_an_unbounded_stage_is_taken_by_every_idle_worker_at_once(config):
     starts = []
 
     async def split(page):
@@ -243,14 +251,14 @@ def test_a_burst_handed_to_an_unbounded_stage_is_taken_by_every_idle_worker_at_o
     chain = Chain(
         [
             Stage("fetch", split, fan_out=True),
-            Stage("write", write, config(concurrency=3, queue_maxsize=None)),
+            Stage("write", write, config(max_attempts=2, concurrency=3, queue_maxsize=None)),
         ]
     )
     report = run_virtual(chain.run([0]))
     assert starts == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0] and report.completed == 6
 
 
-def test_a_burst_handed_to_a_batching_reject_stage_sheds_only_past_its_bound():
+def test_a_burst_handed_to_a_batching_reject_stage_sheds_only_past_its_bound(config):
     # 12 records in batches of 2 into 3 workers and a queue of one batch: 4 batches fit.
     async def split(page):
         return list(range(12))
@@ -264,7 +272,7 @@ def test_a_burst_handed_to_a_batching_reject_stage_sheds_only_past_its_bound():
             Stage(
                 "write",
                 write,
-                config(concurrency=3, queue_maxsize=1, on_full="reject"),
+                config(max_attempts=2, concurrency=3, queue_maxsize=1, on_full="reject"),
                 batch_size=2,
             ),
         ]
@@ -278,13 +286,16 @@ def test_a_burst_handed_to_a_batching_reject_stage_sheds_only_past_its_bound():
 # -- what the chain counts: items ------------------------------------------------------------
 
 
-def test_the_chain_counts_the_last_stages_items_not_the_outputs_of_its_fan_out():
+def test_the_chain_counts_the_last_stages_items_not_the_outputs_of_its_fan_out(config):
     async def split(page):
         await asyncio.sleep(1.0)
         return [(page, row) for row in range(3)]
 
     chain = Chain(
-        [Stage("fetch", sleeping(0.5), config()), Stage("split", split, config(), fan_out=True)]
+        [
+            Stage("fetch", sleeping(0.5), config(queue_maxsize=2, max_attempts=2)),
+            Stage("split", split, config(queue_maxsize=2, max_attempts=2), fan_out=True),
+        ]
     )
     report = run_virtual(chain.run(range(4)))
     tail = report.stages["split"]
@@ -296,7 +307,7 @@ def test_the_chain_counts_the_last_stages_items_not_the_outputs_of_its_fan_out()
 # -- fan-out -------------------------------------------------------------------------------
 
 
-def test_fan_out_hands_on_every_child_in_order_and_balances_end_to_end():
+def test_fan_out_hands_on_every_child_in_order_and_balances_end_to_end(config):
     records = []
 
     async def pages(page):
@@ -309,8 +320,10 @@ def test_fan_out_hands_on_every_child_in_order_and_balances_end_to_end():
 
     chain = Chain(
         [
-            Stage("fetch", pages, config(concurrency=1), fan_out=True),
-            Stage("write", write, config(concurrency=1, queue_maxsize=3)),
+            Stage(
+                "fetch", pages, config(queue_maxsize=2, max_attempts=2, concurrency=1), fan_out=True
+            ),
+            Stage("write", write, config(max_attempts=2, concurrency=1, queue_maxsize=3)),
         ]
     )
     report = run_virtual(chain.run(range(5)))
@@ -321,7 +334,7 @@ def test_fan_out_hands_on_every_child_in_order_and_balances_end_to_end():
     assert report.completed == 10 and report.balanced
 
 
-def test_fan_out_takes_generators_and_async_generators():
+def test_fan_out_takes_generators_and_async_generators(config):
     async def agen(n):
         for i in range(n):
             await asyncio.sleep(0.01)
@@ -335,13 +348,16 @@ def test_fan_out_takes_generators_and_async_generators():
 
     for handler in (async_gen_handler, generator_handler):
         chain = Chain(
-            [Stage("split", handler, config(), fan_out=True), Stage("sink", sleeping(0), config())]
+            [
+                Stage("split", handler, config(queue_maxsize=2, max_attempts=2), fan_out=True),
+                Stage("sink", sleeping(0), config(queue_maxsize=2, max_attempts=2)),
+            ]
         )
         report = run_virtual(chain.run([1, 2, 3]))
         assert report.completed == 6 and report.balanced
 
 
-def test_a_plain_function_fan_out_and_batch_handler_run_on_threads_in_real_time():
+def test_a_plain_function_fan_out_and_batch_handler_run_on_threads_in_real_time(config):
     def split(n):
         return list(range(n))
 
@@ -350,8 +366,19 @@ def test_a_plain_function_fan_out_and_batch_handler_run_on_threads_in_real_time(
 
     chain = Chain(
         [
-            Stage("split", split, config(concurrency=2, prefetch=2), fan_out=True),
-            Stage("insert", insert, config(), batch_size=3, batch_window_s=0.01),
+            Stage(
+                "split",
+                split,
+                config(queue_maxsize=2, max_attempts=2, concurrency=2, prefetch=2),
+                fan_out=True,
+            ),
+            Stage(
+                "insert",
+                insert,
+                config(queue_maxsize=2, max_attempts=2),
+                batch_size=3,
+                batch_window_s=0.01,
+            ),
         ]
     )
     report = asyncio.run(asyncio.wait_for(chain.run([2, 3, 4]), timeout=30))
@@ -362,7 +389,7 @@ def test_a_plain_function_fan_out_and_batch_handler_run_on_threads_in_real_time(
 # -- batching ------------------------------------------------------------------------------
 
 
-def test_full_batches_go_at_once_and_a_partial_one_at_its_window():
+def test_full_batches_go_at_once_and_a_partial_one_at_its_window(config):
     batches = []
 
     async def insert(rows):
@@ -377,8 +404,14 @@ def test_full_batches_go_at_once_and_a_partial_one_at_its_window():
 
     chain = Chain(
         [
-            Stage("pass", sleeping(0), config(concurrency=1)),
-            Stage("insert", insert, config(concurrency=1), batch_size=3, batch_window_s=2.0),
+            Stage("pass", sleeping(0), config(queue_maxsize=2, max_attempts=2, concurrency=1)),
+            Stage(
+                "insert",
+                insert,
+                config(queue_maxsize=2, max_attempts=2, concurrency=1),
+                batch_size=3,
+                batch_window_s=2.0,
+            ),
         ]
     )
     report = run_virtual(chain.run(source()))
@@ -390,7 +423,7 @@ def test_full_batches_go_at_once_and_a_partial_one_at_its_window():
     assert report.completed == 8 and report.balanced
 
 
-def test_a_failed_batch_is_retried_whole_and_dead_lettered_per_item():
+def test_a_failed_batch_is_retried_whole_and_dead_lettered_per_item(config):
     calls = []
 
     async def insert(rows):
@@ -400,8 +433,8 @@ def test_a_failed_batch_is_retried_whole_and_dead_lettered_per_item():
 
     chain = Chain(
         [
-            Stage("pass", sleeping(0), config(concurrency=1)),
-            Stage("insert", insert, config(max_attempts=3), batch_size=2),
+            Stage("pass", sleeping(0), config(queue_maxsize=2, max_attempts=2, concurrency=1)),
+            Stage("insert", insert, config(queue_maxsize=2, max_attempts=3), batch_size=2),
         ]
     )
     report = run_virtual(chain.run(range(5)))
@@ -414,7 +447,7 @@ def test_a_failed_batch_is_retried_whole_and_dead_lettered_per_item():
     assert report.completed == 0 and report.dead_lettered == 5 and report.balanced
 
 
-def test_a_batch_handler_result_per_item_goes_on_and_a_wrong_length_is_a_failed_attempt():
+def test_a_batch_handler_result_per_item_goes_on_and_a_wrong_length_is_a_failed_attempt(config):
     async def enrich(rows):
         return [row * 10 for row in rows] if rows[0] != 4 else [0]  # the batch [4, 5] is wrong
 
@@ -425,9 +458,14 @@ def test_a_batch_handler_result_per_item_goes_on_and_a_wrong_length_is_a_failed_
 
     chain = Chain(
         [
-            Stage("pass", sleeping(0), config(concurrency=1)),
-            Stage("enrich", enrich, config(concurrency=1, max_attempts=1), batch_size=2),
-            Stage("record", record, config(concurrency=1)),
+            Stage("pass", sleeping(0), config(queue_maxsize=2, max_attempts=2, concurrency=1)),
+            Stage(
+                "enrich",
+                enrich,
+                config(queue_maxsize=2, concurrency=1, max_attempts=1),
+                batch_size=2,
+            ),
+            Stage("record", record, config(queue_maxsize=2, max_attempts=2, concurrency=1)),
         ]
     )
     report = run_virtual(chain.run(range(6)))
@@ -441,12 +479,12 @@ def test_a_batch_handler_result_per_item_goes_on_and_a_wrong_length_is_a_failed_
 # -- drain ---------------------------------------------------------------------------------
 
 
-def test_every_stage_drains_within_one_overall_timeout():
+def test_every_stage_drains_within_one_overall_timeout(config):
     chain = Chain(
         [
-            Stage("a", sleeping(1.0), config(concurrency=1, queue_maxsize=6)),
-            Stage("b", sleeping(1.0), config(concurrency=1, queue_maxsize=5)),
-            Stage("c", sleeping(3.0), config(concurrency=1, queue_maxsize=5)),
+            Stage("a", sleeping(1.0), config(max_attempts=2, concurrency=1, queue_maxsize=6)),
+            Stage("b", sleeping(1.0), config(max_attempts=2, concurrency=1, queue_maxsize=5)),
+            Stage("c", sleeping(3.0), config(max_attempts=2, concurrency=1, queue_maxsize=5)),
         ],
         drain_timeout_s=4.0,
     )
@@ -458,21 +496,29 @@ def test_every_stage_drains_within_one_overall_timeout():
     assert report.balanced
 
 
-def test_a_chain_without_drain_timeout_finishes_everything():
+def test_a_chain_without_drain_timeout_finishes_everything(config):
     chain = Chain(
-        [Stage(name, sleeping(1.0), config(drain_timeout_s=0.5)) for name in "abc"],
+        [
+            Stage(name, sleeping(1.0), config(queue_maxsize=2, max_attempts=2, drain_timeout_s=0.5))
+            for name in "abc"
+        ],
         drain_timeout_s=None,
     )
     report = run_virtual(chain.run(range(10)))
     assert report.completed == 10 and report.unfinished == 0 and not report.drain_timed_out
 
 
-def test_the_default_drain_timeout_is_the_first_stages():
-    chain = Chain([Stage("a", sleeping(1), config(drain_timeout_s=7.0)), Stage("b", sleeping(1))])
+def test_the_default_drain_timeout_is_the_first_stages(config):
+    chain = Chain(
+        [
+            Stage("a", sleeping(1), config(queue_maxsize=2, max_attempts=2, drain_timeout_s=7.0)),
+            Stage("b", sleeping(1)),
+        ]
+    )
     assert chain.drain_timeout_s == 7.0
 
 
-def test_stop_stops_intake_at_the_head_and_the_rest_drains():
+def test_stop_stops_intake_at_the_head_and_the_rest_drains(config):
     async def endless():
         x = 0
         while True:
@@ -481,7 +527,12 @@ def test_stop_stops_intake_at_the_head_and_the_rest_drains():
             x += 1
 
     async def main():
-        chain = Chain([Stage("a", sleeping(0.3), config()), Stage("b", sleeping(0.7), config())])
+        chain = Chain(
+            [
+                Stage("a", sleeping(0.3), config(queue_maxsize=2, max_attempts=2)),
+                Stage("b", sleeping(0.7), config(queue_maxsize=2, max_attempts=2)),
+            ]
+        )
         loop = asyncio.get_running_loop()
         loop.call_later(10.0, chain.stop)
         return await chain.run(endless())
@@ -503,7 +554,7 @@ def test_stop_before_run_reads_nothing():
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_items_held_never_exceed_the_sum_of_the_stages_bounds(seed):
+def test_items_held_never_exceed_the_sum_of_the_stages_bounds(config, seed):
     rng = random.Random(seed)
     peak = [0]
     chain_box = []
@@ -527,9 +578,18 @@ def test_items_held_never_exceed_the_sum_of_the_stages_bounds(seed):
 
     stages = [
         Stage(
-            "fetch", split, config(concurrency=2, queue_maxsize=3), fan_out=True, on_event=observe
+            "fetch",
+            split,
+            config(max_attempts=2, concurrency=2, queue_maxsize=3),
+            fan_out=True,
+            on_event=observe,
         ),
-        Stage("parse", service(0.3), config(concurrency=3, queue_maxsize=2), on_event=observe),
+        Stage(
+            "parse",
+            service(0.3),
+            config(max_attempts=2, concurrency=3, queue_maxsize=2),
+            on_event=observe,
+        ),
         Stage(
             "write",
             service(1.0),
@@ -553,9 +613,12 @@ def test_items_held_never_exceed_the_sum_of_the_stages_bounds(seed):
     assert report.offered + report.children_added == 160
 
 
-def test_an_unbounded_queue_makes_the_bound_none():
+def test_an_unbounded_queue_makes_the_bound_none(config):
     chain = Chain(
-        [Stage("a", sleeping(0), config()), Stage("b", sleeping(0), config(queue_maxsize=None))]
+        [
+            Stage("a", sleeping(0), config(queue_maxsize=2, max_attempts=2)),
+            Stage("b", sleeping(0), config(max_attempts=2, queue_maxsize=None)),
+        ]
     )
     assert chain.items_bound() is None
 
@@ -563,7 +626,7 @@ def test_an_unbounded_queue_makes_the_bound_none():
 # -- events and statistics -----------------------------------------------------------------
 
 
-def test_each_stage_has_its_own_listener_and_statistics_count_items():
+def test_each_stage_has_its_own_listener_and_statistics_count_items(config):
     events = {"a": [], "b": []}
 
     def listener(name):
@@ -572,8 +635,19 @@ def test_each_stage_has_its_own_listener_and_statistics_count_items():
     async def main():
         chain = Chain(
             [
-                Stage("a", sleeping(1), config(), on_event=listener("a")),
-                Stage("b", sleeping(1), config(), batch_size=2, on_event=listener("b")),
+                Stage(
+                    "a",
+                    sleeping(1),
+                    config(queue_maxsize=2, max_attempts=2),
+                    on_event=listener("a"),
+                ),
+                Stage(
+                    "b",
+                    sleeping(1),
+                    config(queue_maxsize=2, max_attempts=2),
+                    batch_size=2,
+                    on_event=listener("b"),
+                ),
             ]
         )
         task = asyncio.ensure_future(chain.run(range(4)))
@@ -593,14 +667,19 @@ def test_statistics_before_the_run_is_a_clear_error():
         Chain([Stage("a", sleeping(0))]).statistics()
 
 
-def test_each_payload_has_one_outcome_per_stage():
+def test_each_payload_has_one_outcome_per_stage(config):
     async def flaky(x):
         await asyncio.sleep(0.1)
         if x % 3 == 0:
             raise ValueError(x)
         return x
 
-    chain = Chain([Stage("a", flaky, config()), Stage("b", flaky, config())])
+    chain = Chain(
+        [
+            Stage("a", flaky, config(queue_maxsize=2, max_attempts=2)),
+            Stage("b", flaky, config(queue_maxsize=2, max_attempts=2)),
+        ]
+    )
     report = run_virtual(chain.run(range(10)))
     assert_each_payload_once(report.stages["a"], range(10))
     assert_each_payload_once(report.stages["b"], [x for x in range(10) if x % 3])

@@ -35,12 +35,6 @@ from pipeline.sim.vloop import run_virtual
 from tests.accounting import assert_each_payload_once
 
 
-def config(**overrides):
-    base = dict(concurrency=2, queue_maxsize=2, max_attempts=2, backoff=Backoff.none())
-    base.update(overrides)
-    return PipelineConfig(**base)
-
-
 def sleeping(seconds):
     async def handler(x):
         await asyncio.sleep(seconds)
@@ -62,27 +56,36 @@ def stranded_and_unfinished(report):
 # -- handlers that misbehave ---------------------------------------------------------------
 
 
-def test_a_handler_that_raises_dead_letters_in_its_own_stage_only():
+def test_a_handler_that_raises_dead_letters_in_its_own_stage_only(config):
     async def picky(x):
         await asyncio.sleep(0.1)
         if x == 3:
             raise PermanentError("no")
         return x
 
-    chain = Chain([Stage("a", sleeping(0.1), config()), Stage("b", picky, config())])
+    chain = Chain(
+        [
+            Stage("a", sleeping(0.1), config(queue_maxsize=2, max_attempts=2)),
+            Stage("b", picky, config(queue_maxsize=2, max_attempts=2)),
+        ]
+    )
     report = run_virtual(chain.run(range(6)))
     assert report.stages["a"].dead_letters == []
     assert [letter.payload for letter in report.stages["b"].dead_letters] == [3]
     assert report.completed == 5 and report.balanced
 
 
-def test_a_hanging_handler_is_cut_off_by_the_chains_drain_timeout():
+def test_a_hanging_handler_is_cut_off_by_the_chains_drain_timeout(config):
     async def hang(x):
         await asyncio.sleep(math.inf if x == 2 else 0.1)
         return x
 
     chain = Chain(
-        [Stage("a", sleeping(0.1), config()), Stage("b", hang, config())], drain_timeout_s=5
+        [
+            Stage("a", sleeping(0.1), config(queue_maxsize=2, max_attempts=2)),
+            Stage("b", hang, config(queue_maxsize=2, max_attempts=2)),
+        ],
+        drain_timeout_s=5,
     )
     report = run_virtual(chain.run(range(5)))
     assert report.stages["b"].unfinished == [2]
@@ -91,7 +94,7 @@ def test_a_hanging_handler_is_cut_off_by_the_chains_drain_timeout():
 
 
 @pytest.mark.parametrize("where", ["head", "tail"])
-def test_a_handler_that_swallows_cancellation_does_not_hang_the_close(where):
+def test_a_handler_that_swallows_cancellation_does_not_hang_the_close(config, where):
     async def swallow(x):
         try:
             await asyncio.sleep(100)
@@ -99,21 +102,24 @@ def test_a_handler_that_swallows_cancellation_does_not_hang_the_close(where):
             return x  # swallowed: the close must still end
         return x
 
-    stages = [Stage("a", sleeping(0.1), config()), Stage("b", sleeping(0.1), config())]
+    stages = [
+        Stage("a", sleeping(0.1), config(queue_maxsize=2, max_attempts=2)),
+        Stage("b", sleeping(0.1), config(queue_maxsize=2, max_attempts=2)),
+    ]
     index = 0 if where == "head" else 1
-    stages[index] = Stage(stages[index].name, swallow, config())
+    stages[index] = Stage(stages[index].name, swallow, config(queue_maxsize=2, max_attempts=2))
     report = run_virtual(Chain(stages, drain_timeout_s=1.0).run(range(6)))
     assert report.balanced and report.drain_timed_out
 
 
-def test_a_pipeline_whose_handler_swallows_cancellation_still_closes():
+def test_a_pipeline_whose_handler_swallows_cancellation_still_closes(config):
     async def swallow(x):
         try:
             await asyncio.sleep(100)
         except asyncio.CancelledError:
             return x
 
-    pipe = Pipeline(swallow, config(drain_timeout_s=1.0, queue_maxsize=4))
+    pipe = Pipeline(swallow, config(max_attempts=2, drain_timeout_s=1.0, queue_maxsize=4))
     report = run_virtual(pipe.run(range(5)))
     assert report.finished_s == 1.0
     assert_each_payload_once(report, range(5))
@@ -122,11 +128,16 @@ def test_a_pipeline_whose_handler_swallows_cancellation_still_closes():
 @pytest.mark.parametrize(
     "value", [42, None, "text", b"bytes", {"a": 1}], ids=["int", "None", "str", "bytes", "dict"]
 )
-def test_a_fan_out_handler_returning_a_non_iterable_fails_its_attempt(value):
+def test_a_fan_out_handler_returning_a_non_iterable_fails_its_attempt(config, value):
     async def bad(x):
         return value
 
-    chain = Chain([Stage("split", bad, config(), fan_out=True), Stage("b", sleeping(0), config())])
+    chain = Chain(
+        [
+            Stage("split", bad, config(queue_maxsize=2, max_attempts=2), fan_out=True),
+            Stage("b", sleeping(0), config(queue_maxsize=2, max_attempts=2)),
+        ]
+    )
     report = run_virtual(chain.run(range(3)))
     letters = report.stages["split"].dead_letters
     assert [letter.payload for letter in letters] == [0, 1, 2]
@@ -135,7 +146,7 @@ def test_a_fan_out_handler_returning_a_non_iterable_fails_its_attempt(value):
     assert report.completed == 0 and report.balanced
 
 
-def test_a_fan_out_generator_that_raises_half_way_delivers_no_child():
+def test_a_fan_out_generator_that_raises_half_way_delivers_no_child(config):
     async def half(x):
         def rows():
             yield (x, 0)
@@ -148,20 +159,28 @@ def test_a_fan_out_generator_that_raises_half_way_delivers_no_child():
     async def sink(row):
         seen.append(row)
 
-    chain = Chain([Stage("split", half, config(), fan_out=True), Stage("sink", sink, config())])
+    chain = Chain(
+        [
+            Stage("split", half, config(queue_maxsize=2, max_attempts=2), fan_out=True),
+            Stage("sink", sink, config(queue_maxsize=2, max_attempts=2)),
+        ]
+    )
     report = run_virtual(chain.run(range(3)))
     assert seen == [] and report.stages["split"].outputs == 0
     assert len(report.stages["split"].dead_letters) == 3 and report.balanced
 
 
-def test_a_batch_handler_raising_a_base_exception_closes_the_chain_and_propagates():
+def test_a_batch_handler_raising_a_base_exception_closes_the_chain_and_propagates(config):
     async def boom(rows):
         await asyncio.sleep(1)
         raise Boom
 
     async def main():
         chain = Chain(
-            [Stage("a", sleeping(0.1), config()), Stage("b", boom, config(), batch_size=2)]
+            [
+                Stage("a", sleeping(0.1), config(queue_maxsize=2, max_attempts=2)),
+                Stage("b", boom, config(queue_maxsize=2, max_attempts=2), batch_size=2),
+            ]
         )
         with pytest.raises(Boom):
             await chain.run(range(20))
@@ -173,7 +192,7 @@ def test_a_batch_handler_raising_a_base_exception_closes_the_chain_and_propagate
     assert chain.report.offered < 20  # the failure stopped intake
 
 
-def test_a_head_handler_raising_a_base_exception_propagates_after_the_whole_close():
+def test_a_head_handler_raising_a_base_exception_propagates_after_the_whole_close(config):
     async def boom(x):
         await asyncio.sleep(0.5)
         if x == 3:
@@ -181,7 +200,12 @@ def test_a_head_handler_raising_a_base_exception_propagates_after_the_whole_clos
         return x
 
     async def main():
-        chain = Chain([Stage("a", boom, config()), Stage("b", sleeping(5), config())])
+        chain = Chain(
+            [
+                Stage("a", boom, config(queue_maxsize=2, max_attempts=2)),
+                Stage("b", sleeping(5), config(queue_maxsize=2, max_attempts=2)),
+            ]
+        )
         with pytest.raises(Boom):
             await chain.run(range(10))
         return chain
@@ -190,15 +214,20 @@ def test_a_head_handler_raising_a_base_exception_propagates_after_the_whole_clos
     assert chain.report.balanced and chain.state.value == "closed"
 
 
-def test_outputs_waiting_for_room_when_the_drain_times_out_are_stranded_not_lost():
+def test_outputs_waiting_for_room_when_the_drain_times_out_are_stranded_not_lost(config):
     async def hang(x):
         await asyncio.sleep(1000)
         return x
 
     chain = Chain(
         [
-            Stage("split", sleeping(0.1), config(concurrency=1, queue_maxsize=5), fan_out=False),
-            Stage("stuck", hang, config(concurrency=1, queue_maxsize=1)),
+            Stage(
+                "split",
+                sleeping(0.1),
+                config(max_attempts=2, concurrency=1, queue_maxsize=5),
+                fan_out=False,
+            ),
+            Stage("stuck", hang, config(max_attempts=2, concurrency=1, queue_maxsize=1)),
         ],
         drain_timeout_s=3.0,
     )
@@ -213,15 +242,22 @@ def test_outputs_waiting_for_room_when_the_drain_times_out_are_stranded_not_lost
     assert report.balanced
 
 
-def test_children_of_a_parent_cut_short_in_its_hand_off_are_stranded_from_the_first_undelivered():
+def test_children_of_a_parent_cut_short_in_its_hand_off_are_stranded_from_the_first_undelivered(
+    config,
+):
     async def split(x):
         return [(x, i) for i in range(4)]
 
     async def main():
         chain = Chain(
             [
-                Stage("split", split, config(concurrency=1), fan_out=True),
-                Stage("slow", sleeping(10), config(concurrency=1, queue_maxsize=1)),
+                Stage(
+                    "split",
+                    split,
+                    config(queue_maxsize=2, max_attempts=2, concurrency=1),
+                    fan_out=True,
+                ),
+                Stage("slow", sleeping(10), config(max_attempts=2, concurrency=1, queue_maxsize=1)),
             ]
         )
         task = asyncio.ensure_future(chain.run([0]))
@@ -241,13 +277,18 @@ def test_children_of_a_parent_cut_short_in_its_hand_off_are_stranded_from_the_fi
 # -- sources that misbehave ----------------------------------------------------------------
 
 
-def test_a_source_that_raises_drains_the_chain_then_raises_with_the_chains_report():
+def test_a_source_that_raises_drains_the_chain_then_raises_with_the_chains_report(config):
     def source():
         yield from range(4)
         raise RuntimeError("feed broke")
 
     async def main():
-        chain = Chain([Stage("a", sleeping(0.1), config()), Stage("b", sleeping(0.2), config())])
+        chain = Chain(
+            [
+                Stage("a", sleeping(0.1), config(queue_maxsize=2, max_attempts=2)),
+                Stage("b", sleeping(0.2), config(queue_maxsize=2, max_attempts=2)),
+            ]
+        )
         with pytest.raises(SourceError, match="feed broke") as caught:
             await chain.run(source())
         return caught.value
@@ -279,7 +320,9 @@ def test_a_chain_runs_once():
 
 @pytest.mark.parametrize("cancels", [1, 2, 3])
 @pytest.mark.parametrize("at_s", [0.0, 0.5, 3.0, 12.0])
-def test_cancelling_the_run_closes_every_stage_before_the_cancel_reaches_the_caller(cancels, at_s):
+def test_cancelling_the_run_closes_every_stage_before_the_cancel_reaches_the_caller(
+    config, cancels, at_s
+):
     async def slow_close(x):
         try:
             await asyncio.sleep(2)
@@ -290,9 +333,15 @@ def test_cancelling_the_run_closes_every_stage_before_the_cancel_reaches_the_cal
     async def main():
         chain = Chain(
             [
-                Stage("a", sleeping(1), config()),
-                Stage("b", slow_close, config()),
-                Stage("c", sleeping(1), config(), batch_size=2, batch_window_s=1),
+                Stage("a", sleeping(1), config(queue_maxsize=2, max_attempts=2)),
+                Stage("b", slow_close, config(queue_maxsize=2, max_attempts=2)),
+                Stage(
+                    "c",
+                    sleeping(1),
+                    config(queue_maxsize=2, max_attempts=2),
+                    batch_size=2,
+                    batch_window_s=1,
+                ),
             ],
             drain_timeout_s=None,
         )

@@ -13,7 +13,6 @@ from pipeline import (
     PermanentError,
     Pipeline,
     PipelineClosed,
-    PipelineConfig,
     QueueFull,
     RateLimit,
     SourceError,
@@ -21,17 +20,11 @@ from pipeline import (
 from pipeline.sim.vloop import run_virtual
 
 
-def config(**overrides):
-    base = dict(concurrency=2, queue_maxsize=4, max_attempts=3, backoff=Backoff.none())
-    base.update(overrides)
-    return PipelineConfig(**base)
-
-
 async def sleep_for(seconds):
     await asyncio.sleep(seconds)
 
 
-def test_clean_run_completes_everything_and_leaves_no_dead_letters():
+def test_clean_run_completes_everything_and_leaves_no_dead_letters(config):
     async def handler(x):
         await asyncio.sleep(1.0)
         return x * 2
@@ -44,7 +37,7 @@ def test_clean_run_completes_everything_and_leaves_no_dead_letters():
     assert report.duration_s == pytest.approx(10.0)
 
 
-def test_put_into_a_full_queue_waits_until_a_slot_frees():
+def test_put_into_a_full_queue_waits_until_a_slot_frees(config):
     release = None
 
     async def handler(x):
@@ -73,7 +66,7 @@ def test_put_into_a_full_queue_waits_until_a_slot_frees():
     assert blocked == pytest.approx(5.0)
 
 
-def test_source_is_never_read_ahead_of_capacity():
+def test_source_is_never_read_ahead_of_capacity(config):
     reads = []
     gate = None
 
@@ -101,7 +94,7 @@ def test_source_is_never_read_ahead_of_capacity():
     assert len(reads) == 100
 
 
-def test_dead_letter_lands_on_exactly_the_max_attempts_th_failure():
+def test_dead_letter_lands_on_exactly_the_max_attempts_th_failure(config):
     calls = []
 
     async def handler(x):
@@ -119,7 +112,7 @@ def test_dead_letter_lands_on_exactly_the_max_attempts_th_failure():
     assert report.statistics.retried == 3
 
 
-def test_permanent_error_is_not_retried():
+def test_permanent_error_is_not_retried(config):
     calls = []
 
     async def handler(x):
@@ -131,7 +124,7 @@ def test_permanent_error_is_not_retried():
     assert report.dead_letters[0].reason == "not_retryable"
 
 
-def test_item_succeeding_on_last_attempt_is_completed():
+def test_item_succeeding_on_last_attempt_is_completed(config):
     attempts = {}
 
     async def handler(x):
@@ -148,7 +141,7 @@ def test_item_succeeding_on_last_attempt_is_completed():
     "error",
     [ValueError("v"), TimeoutError(), KeyError("k"), PermanentError("p"), ZeroDivisionError()],
 )
-def test_accounting_is_balanced_on_every_exception_path(error):
+def test_accounting_is_balanced_on_every_exception_path(config, error):
     async def handler(x):
         await asyncio.sleep(0.5)
         if x % 2:
@@ -161,7 +154,7 @@ def test_accounting_is_balanced_on_every_exception_path(error):
     assert report.statistics.workers_busy == 0 and report.statistics.queue_size == 0
 
 
-def test_a_handlers_own_cancelled_error_is_a_failed_attempt_and_the_pool_stays_whole():
+def test_a_handlers_own_cancelled_error_is_a_failed_attempt_and_the_pool_stays_whole(config):
     async def handler(x):
         if x == 3:
             raise asyncio.CancelledError  # raised, not a cancellation of the worker
@@ -177,7 +170,7 @@ def test_a_handlers_own_cancelled_error_is_a_failed_attempt_and_the_pool_stays_w
     assert report.duration_s == pytest.approx(7.0)
 
 
-def test_retry_storm_with_one_slot_and_one_worker_finishes():
+def test_retry_storm_with_one_slot_and_one_worker_finishes(config):
     async def handler(x):
         await asyncio.sleep(0.1)
         raise RuntimeError("downstream down")
@@ -188,7 +181,7 @@ def test_retry_storm_with_one_slot_and_one_worker_finishes():
     assert report.attempts == 250
 
 
-def test_retries_hold_a_slot_so_memory_stays_bounded():
+def test_retries_hold_a_slot_so_memory_stays_bounded(config):
     peak = 0
 
     async def handler(x):
@@ -208,7 +201,7 @@ def test_retries_hold_a_slot_so_memory_stays_bounded():
     assert peak <= cfg.queue_maxsize + 2 * cfg.concurrency
 
 
-def test_drain_timeout_returns_stuck_items_as_unfinished_within_the_timeout():
+def test_drain_timeout_returns_stuck_items_as_unfinished_within_the_timeout(config):
     async def handler(x):
         await asyncio.sleep(3600.0 if x >= 5 else 1.0)
 
@@ -223,7 +216,7 @@ def test_drain_timeout_returns_stuck_items_as_unfinished_within_the_timeout():
     assert report.finished_s == pytest.approx(20.0)
 
 
-def test_unbounded_drain_waits_as_long_as_it_takes():
+def test_unbounded_drain_waits_as_long_as_it_takes(config):
     async def handler(x):
         await asyncio.sleep(1000.0)
 
@@ -231,7 +224,7 @@ def test_unbounded_drain_waits_as_long_as_it_takes():
     assert report.completed == 4 and not report.drain_timed_out
 
 
-def test_reject_sheds_when_full_and_reports_every_shed_item():
+def test_reject_sheds_when_full_and_reports_every_shed_item(config):
     async def handler(x):
         await asyncio.sleep(10.0)
 
@@ -248,7 +241,7 @@ def test_reject_sheds_when_full_and_reports_every_shed_item():
     assert report.balanced and report.statistics.shed == 14
 
 
-def test_stop_stops_intake_and_closes_async_source():
+def test_stop_stops_intake_and_closes_async_source(config):
     closed = []
 
     async def endless():
@@ -276,7 +269,7 @@ def test_stop_stops_intake_and_closes_async_source():
     assert report.offered == 10 and report.completed == 10 and report.balanced
 
 
-def test_put_after_stop_raises_pipeline_closed():
+def test_put_after_stop_raises_pipeline_closed(config):
     async def handler(x):
         return x
 
@@ -291,7 +284,7 @@ def test_put_after_stop_raises_pipeline_closed():
     assert run_virtual(main()).completed == 1
 
 
-def test_cancelling_run_cancels_cleanly():
+def test_cancelling_run_cancels_cleanly(config):
     async def handler(x):
         await asyncio.sleep(100.0)
 
@@ -309,7 +302,7 @@ def test_cancelling_run_cancels_cleanly():
     assert pipe.report.balanced and len(pipe.report.unfinished) == 6
 
 
-def test_source_error_drains_admitted_items_and_carries_the_report():
+def test_source_error_drains_admitted_items_and_carries_the_report(config):
     def source():
         yield from range(5)
         raise OSError("partner API went away")
@@ -323,7 +316,7 @@ def test_source_error_drains_admitted_items_and_carries_the_report():
     assert caught.value.report.completed == 5
 
 
-def test_several_producers_feed_one_queue():
+def test_several_producers_feed_one_queue(config):
     async def handler(x):
         await asyncio.sleep(0.1)
         return x
@@ -332,7 +325,7 @@ def test_several_producers_feed_one_queue():
     assert report.completed == 14 and report.balanced
 
 
-def test_exponential_backoff_is_measured_in_loop_time():
+def test_exponential_backoff_is_measured_in_loop_time(config):
     times = []
 
     async def handler(x):
@@ -345,7 +338,7 @@ def test_exponential_backoff_is_measured_in_loop_time():
     assert times == [0.0, 60.0, 180.0, 420.0, 720.0]
 
 
-def test_full_jitter_is_reproducible_with_a_seeded_rng():
+def test_full_jitter_is_reproducible_with_a_seeded_rng(config):
     def run_once(seed):
         times = []
 
@@ -364,7 +357,7 @@ def test_full_jitter_is_reproducible_with_a_seeded_rng():
     assert all(0 <= gap <= cap for gap, cap in zip(gaps, [10.0, 20.0, 40.0], strict=True))
 
 
-def test_attempt_timeout_counts_as_a_failure():
+def test_attempt_timeout_counts_as_a_failure(config):
     async def handler(x):
         await asyncio.sleep(5.0)
 
@@ -374,7 +367,7 @@ def test_attempt_timeout_counts_as_a_failure():
     assert [e.at_s for e in letter.errors] == [1.0, 2.0]
 
 
-def test_rate_limit_is_respected_in_loop_time():
+def test_rate_limit_is_respected_in_loop_time(config):
     starts = []
 
     async def handler(x):
@@ -393,7 +386,7 @@ def test_rate_limit_is_respected_in_loop_time():
         assert in_window <= 30
 
 
-def test_blocking_plain_function_handler_does_not_block_the_loop():
+def test_blocking_plain_function_handler_does_not_block_the_loop(config):
     import threading
 
     # Each call blocks its thread until a coroutine on the event loop has run after the call
@@ -428,7 +421,7 @@ def test_blocking_plain_function_handler_does_not_block_the_loop():
     assert timed_out == [], "a handler call blocked the event loop"
 
 
-def test_prefetch_keeps_several_thread_calls_in_flight_per_worker():
+def test_prefetch_keeps_several_thread_calls_in_flight_per_worker(config):
     import threading
 
     lock = threading.Lock()
@@ -456,7 +449,7 @@ def test_prefetch_keeps_several_thread_calls_in_flight_per_worker():
     assert peak == 3  # never more than prefetch
 
 
-def test_results_stream_yields_every_item_and_applies_backpressure():
+def test_results_stream_yields_every_item_and_applies_backpressure(config):
     async def handler(x):
         return x * 10
 
@@ -476,7 +469,7 @@ def test_results_stream_yields_every_item_and_applies_backpressure():
     assert all(r.ok for r in got)
 
 
-def test_statistics_snapshot_and_repr():
+def test_statistics_snapshot_and_repr(config):
     async def handler(x):
         await asyncio.sleep(1.0)
 
@@ -496,7 +489,7 @@ def test_statistics_snapshot_and_repr():
         stats.queue_size = 0
 
 
-def test_events_are_reported_with_loop_time():
+def test_events_are_reported_with_loop_time(config):
     seen = []
 
     async def handler(x):
@@ -516,7 +509,7 @@ def test_events_are_reported_with_loop_time():
     assert kinds.count(EventKind.INTAKE_CLOSED) == 1
 
 
-def test_pipeline_runs_only_once():
+def test_pipeline_runs_only_once(config):
     async def handler(x):
         return x
 
@@ -541,7 +534,7 @@ def test_bad_source_and_handler_are_type_errors():
         run_virtual(Pipeline(handler).run(17))
 
 
-def test_sigterm_stops_intake_and_the_run_drains():
+def test_sigterm_stops_intake_and_the_run_drains(config):
     import os
     import signal
 
@@ -572,7 +565,7 @@ def test_sigterm_stops_intake_and_the_run_drains():
 
 @pytest.mark.parametrize("burst_s", [None, 60.0])
 @pytest.mark.parametrize("start_s", [0.0, 1e6, 3e7])
-def test_rate_limit_never_spins_on_float_rounding(start_s, burst_s):
+def test_rate_limit_never_spins_on_float_rounding(config, start_s, burst_s):
     # Token-bucket refills in float steps used to leave the level a hair short
     # of an item's tokens; the loop then waited 1e-15 s forever. The sliding
     # window (burst_s=None) waits for exact expiry times instead.

@@ -12,17 +12,11 @@ import asyncio
 
 import pytest
 
-from pipeline import Backoff, EventKind, Pipeline, PipelineConfig
+from pipeline import Backoff, EventKind, Pipeline
 from pipeline.sim.vloop import run_virtual
 from tests.accounting import assert_each_payload_once, assert_results_accounted
 
 ITEMS = [0, 1, 2, 3]
-
-
-def config(**overrides):
-    base = dict(concurrency=2, queue_maxsize=4, max_attempts=3, backoff=Backoff.none())
-    base.update(overrides)
-    return PipelineConfig(**base)
 
 
 class Boom(BaseException):
@@ -53,6 +47,7 @@ def failing_on(bad, error_factory, *, seconds=1.0):
 
 @pytest.mark.parametrize("drain_timeout_s", [None, 5.0])
 def test_a_custom_base_exception_from_a_handler_propagates_from_run_after_the_close(
+    config,
     drain_timeout_s,
 ):
     async def main():
@@ -69,7 +64,9 @@ def test_a_custom_base_exception_from_a_handler_propagates_from_run_after_the_cl
 
 
 @pytest.mark.parametrize("drain_timeout_s", [None, 6.0])
-def test_a_handlers_own_cancelled_error_is_a_failed_attempt_not_a_dead_worker(drain_timeout_s):
+def test_a_handlers_own_cancelled_error_is_a_failed_attempt_not_a_dead_worker(
+    config, drain_timeout_s
+):
     # Four one-second items, item 1 failing all three attempts: six seconds of work.
     cfg = config(concurrency=1, drain_timeout_s=drain_timeout_s)
     report = run_virtual(Pipeline(failing_on(1, asyncio.CancelledError), cfg).run(ITEMS))
@@ -87,6 +84,7 @@ def test_a_handlers_own_cancelled_error_is_a_failed_attempt_not_a_dead_worker(dr
 
 @pytest.mark.parametrize("turns_between", range(7))
 def test_cancelling_run_twice_still_closes_before_the_cancellation_reaches_the_caller(
+    config,
     turns_between,
 ):
     async def stuck(x):
@@ -117,7 +115,7 @@ def test_cancelling_run_twice_still_closes_before_the_cancellation_reaches_the_c
 
 
 @pytest.mark.parametrize("drain_timeout_s", [None, 5.0])
-def test_an_exception_whose_str_raises_is_recorded_as_a_failed_attempt(drain_timeout_s):
+def test_an_exception_whose_str_raises_is_recorded_as_a_failed_attempt(config, drain_timeout_s):
     cfg = config(max_attempts=2, drain_timeout_s=drain_timeout_s)
     report = run_virtual(Pipeline(failing_on(1, UnprintableError), cfg).run(ITEMS))
     assert_each_payload_once(report, ITEMS)
@@ -128,7 +126,7 @@ def test_an_exception_whose_str_raises_is_recorded_as_a_failed_attempt(drain_tim
 
 
 @pytest.mark.parametrize("drain_timeout_s", [None, 5.0])
-def test_a_listener_raising_on_retry_scheduled_never_loses_the_item(drain_timeout_s):
+def test_a_listener_raising_on_retry_scheduled_never_loses_the_item(config, drain_timeout_s):
     def listener(kind, now, item):
         if kind is EventKind.RETRY_SCHEDULED:
             raise RuntimeError("listener failed")
@@ -153,7 +151,7 @@ def test_a_listener_raising_on_retry_scheduled_never_loses_the_item(drain_timeou
         assert report.dead_letters[0].attempts == 3
 
 
-def test_an_rng_that_is_not_a_random_generator_is_a_type_error_at_construction():
+def test_an_rng_that_is_not_a_random_generator_is_a_type_error_at_construction(config):
     async def handler(x):
         return x
 
@@ -165,7 +163,7 @@ def test_an_rng_that_is_not_a_random_generator_is_a_type_error_at_construction()
 
 
 @pytest.mark.parametrize("drain_timeout_s", [None, 5.0])
-def test_drain_called_from_inside_a_handler_does_not_hang_the_run(drain_timeout_s):
+def test_drain_called_from_inside_a_handler_does_not_hang_the_run(config, drain_timeout_s):
     pipe = None
     inside = []
 
@@ -200,7 +198,7 @@ def raise_stop_iteration_on_1(x):
     return x
 
 
-def test_a_plain_handler_raising_stop_iteration_fails_the_attempt_on_the_virtual_loop():
+def test_a_plain_handler_raising_stop_iteration_fails_the_attempt_on_the_virtual_loop(config):
     cfg = config(drain_timeout_s=None)
     report = run_virtual(Pipeline(raise_stop_iteration_on_1, cfg).run(ITEMS))
     assert_each_payload_once(report, ITEMS)
@@ -209,7 +207,7 @@ def test_a_plain_handler_raising_stop_iteration_fails_the_attempt_on_the_virtual
     assert letter.payload == 1 and letter.attempts == 3
 
 
-def test_a_plain_handler_raising_stop_iteration_fails_the_attempt_in_real_time():
+def test_a_plain_handler_raising_stop_iteration_fails_the_attempt_in_real_time(config):
     async def main():
         pipe = Pipeline(raise_stop_iteration_on_1, config(drain_timeout_s=None))
         # Only a guard against the hang, far above the milliseconds this takes.
@@ -225,7 +223,7 @@ def test_a_plain_handler_raising_stop_iteration_fails_the_attempt_in_real_time()
 # -- 6. the results() stream --------------------------------------------------------------------
 
 
-def test_results_stuck_in_the_hand_off_at_the_drain_timeout_are_delivered_or_reported():
+def test_results_stuck_in_the_hand_off_at_the_drain_timeout_are_delivered_or_reported(config):
     async def instant(x):
         return x
 
@@ -245,7 +243,7 @@ def test_results_stuck_in_the_hand_off_at_the_drain_timeout_are_delivered_or_rep
 
 
 @pytest.mark.parametrize("how", ["break", "aclose"])
-def test_a_results_consumer_that_leaves_does_not_stall_the_workers(how):
+def test_a_results_consumer_that_leaves_does_not_stall_the_workers(config, how):
     async def handler(x):
         await asyncio.sleep(1.0)
         return x
@@ -288,7 +286,7 @@ async def one_turn(x):
     await asyncio.sleep(0)
 
 
-def test_an_async_source_that_never_suspends_sheds_no_more_than_the_same_items_as_a_list():
+def test_an_async_source_that_never_suspends_sheds_no_more_than_the_same_items_as_a_list(config):
     cfg = config(on_full="reject", concurrency=4, queue_maxsize=5)
     as_list = run_virtual(Pipeline(one_turn, cfg).run(list(range(1000))))
     as_async = run_virtual(Pipeline(one_turn, cfg).run(never_suspends(1000, [])))
@@ -296,7 +294,7 @@ def test_an_async_source_that_never_suspends_sheds_no_more_than_the_same_items_a
     assert len(as_async.shed) == len(as_list.shed)
 
 
-def test_a_burst_after_a_wait_meets_the_idle_workers_like_a_list_does():
+def test_a_burst_after_a_wait_meets_the_idle_workers_like_a_list_does(config):
     async def burst_at_one_second():
         await asyncio.sleep(1.0)  # the first read of the burst suspends, the rest do not
         for item in range(6):
@@ -313,7 +311,9 @@ def test_a_burst_after_a_wait_meets_the_idle_workers_like_a_list_does():
 
 
 @pytest.mark.parametrize("on_full", ["block", "reject"])
-def test_stop_reaches_an_unbounded_pipeline_fed_by_an_async_source_that_never_suspends(on_full):
+def test_stop_reaches_an_unbounded_pipeline_fed_by_an_async_source_that_never_suspends(
+    config, on_full
+):
     async def main():
         reads = []
         pipe = Pipeline(one_turn, config(on_full=on_full, queue_maxsize=None))
@@ -356,7 +356,7 @@ async def one_second(x):
     await asyncio.sleep(1.0)
 
 
-def test_an_async_source_is_closed_when_stop_lands_before_its_producer_starts():
+def test_an_async_source_is_closed_when_stop_lands_before_its_producer_starts(config):
     async def main():
         source = CountingSource()
         pipe = Pipeline(one_second, config())
@@ -371,7 +371,7 @@ def test_an_async_source_is_closed_when_stop_lands_before_its_producer_starts():
     assert report.offered == source.reads
 
 
-def test_an_async_source_is_closed_when_a_cancel_lands_before_its_producer_starts():
+def test_an_async_source_is_closed_when_a_cancel_lands_before_its_producer_starts(config):
     async def main():
         source = CountingSource()
         pipe = Pipeline(one_second, config())
@@ -387,7 +387,7 @@ def test_an_async_source_is_closed_when_a_cancel_lands_before_its_producer_start
     assert source.closed
 
 
-def test_stop_before_run_closes_the_source_without_reading_it():
+def test_stop_before_run_closes_the_source_without_reading_it(config):
     async def main():
         source = CountingSource()
         pipe = Pipeline(one_second, config())
@@ -418,7 +418,7 @@ def outcomes(report):
 
 
 @pytest.mark.parametrize("kind", list(EventKind), ids=lambda kind: kind.name)
-def test_a_listener_raising_on_any_event_kind_is_isolated_or_fails_loudly(kind):
+def test_a_listener_raising_on_any_event_kind_is_isolated_or_fails_loudly(config, kind):
     # One run meets every event kind: a queue of one blocks (or sheds), item 1
     # fails twice (retry, then dead letter), item 5 hangs past the drain timeout.
     on_full = "reject" if kind is EventKind.SHED else "block"
@@ -454,7 +454,7 @@ def test_a_listener_raising_on_any_event_kind_is_isolated_or_fails_loudly(kind):
         assert outcomes(report) == outcomes(baseline)
 
 
-def test_results_waiting_on_the_hand_off_when_run_is_cancelled_are_delivered_or_reported():
+def test_results_waiting_on_the_hand_off_when_run_is_cancelled_are_delivered_or_reported(config):
     async def instant(x):
         return x
 

@@ -7,21 +7,15 @@ import itertools
 
 import pytest
 
-from pipeline import Backoff, EventKind, Pipeline, PipelineConfig, RateLimit
+from pipeline import EventKind, Pipeline, RateLimit
 from pipeline.sim.vloop import run_virtual
-
-
-def config(**overrides):
-    base = dict(concurrency=2, queue_maxsize=4, max_attempts=3, backoff=Backoff.none())
-    base.update(overrides)
-    return PipelineConfig(**base)
 
 
 async def stuck(x):
     await asyncio.sleep(3600.0)
 
 
-def test_two_drains_timing_out_together_share_one_balanced_report():
+def test_two_drains_timing_out_together_share_one_balanced_report(config):
     timeouts = []
 
     def listener(kind, now, item):
@@ -43,7 +37,7 @@ def test_two_drains_timing_out_together_share_one_balanced_report():
     assert timeouts == [5.0]
 
 
-def test_a_drain_waiting_in_another_task_wakes_when_the_run_is_cancelled():
+def test_a_drain_waiting_in_another_task_wakes_when_the_run_is_cancelled(config):
     async def main():
         pipe = Pipeline(stuck, config(drain_timeout_s=None))
         run = asyncio.ensure_future(pipe.run(range(3)))
@@ -59,7 +53,7 @@ def test_a_drain_waiting_in_another_task_wakes_when_the_run_is_cancelled():
     assert report.balanced and len(report.unfinished) == 3
 
 
-def test_cancelling_a_drain_still_closes_the_pipeline_and_hands_items_back():
+def test_cancelling_a_drain_still_closes_the_pipeline_and_hands_items_back(config):
     async def service(pipe):
         async with pipe:
             for item in range(3):
@@ -77,7 +71,7 @@ def test_cancelling_a_drain_still_closes_the_pipeline_and_hands_items_back():
     assert all(worker.done() for worker in pipe._workers)
 
 
-def test_reject_mode_with_a_sync_source_lets_workers_take_items():
+def test_reject_mode_with_a_sync_source_lets_workers_take_items(config):
     async def slow(x):
         await asyncio.sleep(10.0)
 
@@ -86,7 +80,7 @@ def test_reject_mode_with_a_sync_source_lets_workers_take_items():
     assert report.admitted == 4 + 4 and len(report.shed) == 92
 
 
-def test_an_endless_sync_source_can_be_stopped():
+def test_an_endless_sync_source_can_be_stopped(config):
     async def quick(x):
         await asyncio.sleep(0)
 
@@ -99,7 +93,7 @@ def test_an_endless_sync_source_can_be_stopped():
     assert report.offered > 0 and report.balanced
 
 
-def test_stop_while_the_source_is_reading_hands_the_item_back():
+def test_stop_while_the_source_is_reading_hands_the_item_back(config):
     pipe = None
 
     def source():
@@ -118,7 +112,7 @@ def test_stop_while_the_source_is_reading_hands_the_item_back():
         assert report.completed == 2 and report.unfinished == [3], on_full
 
 
-def test_waiting_for_the_rate_limit_is_waiting_not_an_attempt():
+def test_waiting_for_the_rate_limit_is_waiting_not_an_attempt(config):
     calls = []
 
     async def handler(x):
@@ -138,7 +132,7 @@ def test_waiting_for_the_rate_limit_is_waiting_not_an_attempt():
     assert report.balanced
 
 
-def test_a_plain_function_returning_a_coroutine_is_awaited():
+def test_a_plain_function_returning_a_coroutine_is_awaited(config):
     ran = []
 
     async def real(x):

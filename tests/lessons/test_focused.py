@@ -12,7 +12,6 @@ import matplotlib
 matplotlib.use("Agg")
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -61,10 +60,7 @@ def tiny(debounce_s=0.0, **kw):
     )
 
 
-@pytest.fixture(autouse=True)
-def no_open_figures():
-    yield
-    assert plt.get_fignums() == []
+pytestmark = pytest.mark.usefixtures("no_open_figures")
 
 
 def test_first_draw_at_once_with_dom_classes_and_a_retina_png():

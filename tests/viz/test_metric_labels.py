@@ -74,26 +74,17 @@ def test_an_slo_in_words() -> None:
     assert slo_text(SLO.parse("memory_peak_bytes<=200e6")) == "peak memory ≤ 200 MB"
 
 
-def sweep_frame() -> pd.DataFrame:
-    rows = [
-        {"concurrency": c, "queue_maxsize": m, "replication": r, "latency_p95_s": c + m / 10 + r}
-        for c in (2, 4)
-        for m in (10, 50)
-        for r in (0, 1)
-    ]
-    frame = pd.DataFrame(rows)
-    frame.attrs["grid"] = ["concurrency", "queue_maxsize"]
-    return frame
-
-
-def test_sweep_heatmaps_read_as_words_not_keys() -> None:
-    fig = plot_sweep(sweep_frame(), "latency_p95_s")
+def test_sweep_heatmaps_read_as_words_not_keys(sweep_frame) -> None:
+    frame = sweep_frame(
+        {(c, m): [c + m / 10 + r for r in (0, 1)] for c in (2, 4) for m in (10, 50)}
+    )
+    fig = plot_sweep(frame, "latency_p95_s")
     heat, bar = fig.axes
     assert heat.get_title() == "p95 latency (s): mean ± 95% half-width"
     assert bar.get_ylabel() == "p95 latency (s), mean over replications"
-    own = plot_sweep(sweep_frame(), "latency_p95_s", label="p95 latency, seconds")
+    own = plot_sweep(frame, "latency_p95_s", label="p95 latency, seconds")
     assert own.axes[1].get_ylabel() == "p95 latency, seconds, mean over replications"
-    line = plot_sweep(sweep_frame()[lambda f: f.queue_maxsize == 10], "latency_p95_s")
+    line = plot_sweep(frame[lambda f: f.queue_maxsize == 10], "latency_p95_s")
     assert line.axes[0].get_ylabel() == "p95 latency (s)"
 
 

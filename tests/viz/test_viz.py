@@ -77,10 +77,7 @@ def runs():
     }
 
 
-@pytest.fixture(autouse=True)
-def no_open_figures():
-    yield
-    assert plt.get_fignums() == [], "a plot function left a pyplot figure open"
+pytestmark = pytest.mark.usefixtures("no_open_figures")
 
 
 def labels(ax):
@@ -408,27 +405,17 @@ def test_many_figures_do_not_warn():
 # -- sweeps and theory --------------------------------------------------------------------
 
 
-def sweep_frame():
-    rows = []
-    for maxsize in (10, 100, None):
-        for concurrency in (2, 4):
-            for replication in range(2):
-                rows.append(
-                    {
-                        "queue_maxsize": maxsize,
-                        "concurrency": concurrency,
-                        "replication": replication,
-                        "wait_mean_s": concurrency + replication + (maxsize or 1000),
-                    }
-                )
-    frame = pd.DataFrame(rows)
-    frame["queue_maxsize"] = frame["queue_maxsize"].astype(object)
-    frame.loc[frame["queue_maxsize"].isna(), "queue_maxsize"] = None
-    return frame
+@pytest.fixture
+def waits(sweep_frame):
+    """Mean waits on a 3 x 2 grid (one queue unbounded), two replications each."""
+    return sweep_frame(
+        {(c, m): [c + r + (m or 1000) for r in range(2)] for m in (10, 100, None) for c in (2, 4)},
+        metric="wait_mean_s",
+    )
 
 
-def test_sweep_heatmap_means_over_replications_and_shows_unbounded_as_infinity():
-    fig = plot_sweep_heatmap(sweep_frame(), "queue_maxsize", "concurrency", "wait_mean_s")
+def test_sweep_heatmap_means_over_replications_and_shows_unbounded_as_infinity(waits):
+    fig = plot_sweep_heatmap(waits, "queue_maxsize", "concurrency", "wait_mean_s")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["10", "100", "∞"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["2", "4"]
@@ -440,13 +427,13 @@ def test_sweep_heatmap_means_over_replications_and_shows_unbounded_as_infinity()
     assert "12.5" in texts and "1e+03" in texts
 
 
-def test_sweep_heatmap_names_missing_columns():
+def test_sweep_heatmap_names_missing_columns(waits):
     with pytest.raises(KeyError, match="nope"):
-        plot_sweep_heatmap(sweep_frame(), "nope", "concurrency", "wait_mean_s")
+        plot_sweep_heatmap(waits, "nope", "concurrency", "wait_mean_s")
 
 
-def test_sweep_heatmap_log_colour_scale():
-    fig = plot_sweep_heatmap(sweep_frame(), "queue_maxsize", "concurrency", "wait_mean_s", log=True)
+def test_sweep_heatmap_log_colour_scale(waits):
+    fig = plot_sweep_heatmap(waits, "queue_maxsize", "concurrency", "wait_mean_s", log=True)
     assert fig.axes[0].images[0].norm.__class__.__name__ == "LogNorm"
 
 
@@ -601,8 +588,8 @@ def test_metric_labels_read_as_words(key, label):
     assert metric_label(key) == label
 
 
-def test_sweep_heatmap_colorbar_is_labelled_in_words():
-    frame = sweep_frame().rename(columns={"wait_mean_s": "latency_p95_s"})
+def test_sweep_heatmap_colorbar_is_labelled_in_words(waits):
+    frame = waits.rename(columns={"wait_mean_s": "latency_p95_s"})
     fig = plot_sweep_heatmap(frame, "queue_maxsize", "concurrency", "latency_p95_s")
     colorbar = fig.axes[-1]
     assert colorbar.get_ylabel() == "p95 latency (s)"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from pipeline.sim.analysis.planning.traffic import (
@@ -99,19 +98,7 @@ def test_fit_daily_curve_needs_enough_times_within_a_day() -> None:
         fit_daily_curve(np.linspace(0, 100_000, 200))
 
 
-def sweep_frame(values: dict[tuple[int, object], list[float]]) -> pd.DataFrame:
-    rows = [
-        {"concurrency": c, "queue_maxsize": m, "replication": r, "latency_p95_s": v}
-        for (c, m), vs in values.items()
-        for r, v in enumerate(vs)
-    ]
-    frame = pd.DataFrame(rows)
-    frame["queue_maxsize"] = pd.Series([row["queue_maxsize"] for row in rows], dtype=object)
-    frame.attrs["grid"] = ["concurrency", "queue_maxsize"]
-    return frame
-
-
-def test_slo_table_uses_a_one_sided_student_t_bound() -> None:
+def test_slo_table_uses_a_one_sided_student_t_bound(sweep_frame) -> None:
     frame = sweep_frame({(2, 50): [10.0, 12.0, 14.0]})
     row = slo_table(frame, "latency_p95_s", 20.0).iloc[0]
     expected = 12.0 + t_quantile(0.95, 2) * 2.0 / math.sqrt(3)
@@ -120,7 +107,7 @@ def test_slo_table_uses_a_one_sided_student_t_bound() -> None:
     assert row["meets"] == (expected <= 20.0)
 
 
-def test_smallest_config_meeting_prefers_fewer_workers_then_smaller_queues() -> None:
+def test_smallest_config_meeting_prefers_fewer_workers_then_smaller_queues(sweep_frame) -> None:
     frame = sweep_frame(
         {
             (2, 50): [100.0, 110.0, 120.0],
@@ -133,18 +120,18 @@ def test_smallest_config_meeting_prefers_fewer_workers_then_smaller_queues() -> 
     assert (choice["concurrency"], choice["queue_maxsize"]) == (3, 200)
 
 
-def test_smallest_config_meeting_returns_none_when_nothing_meets_the_slo() -> None:
+def test_smallest_config_meeting_returns_none_when_nothing_meets_the_slo(sweep_frame) -> None:
     frame = sweep_frame({(2, 50): [100.0, 110.0]})
     assert smallest_config_meeting(frame, "latency_p95_s", 30.0) is None
 
 
-def test_a_single_replication_gives_no_bound_and_meets_nothing() -> None:
+def test_a_single_replication_gives_no_bound_and_meets_nothing(sweep_frame) -> None:
     table = slo_table(sweep_frame({(2, 50): [1.0]}), "latency_p95_s", 30.0)
     assert math.isnan(table["upper"].iloc[0])
     assert not table["meets"].iloc[0]
 
 
-def test_slo_table_rejects_unknown_metrics_and_confidence_levels() -> None:
+def test_slo_table_rejects_unknown_metrics_and_confidence_levels(sweep_frame) -> None:
     frame = sweep_frame({(2, 50): [1.0, 2.0]})
     with pytest.raises(ValueError, match="unknown metric"):
         slo_table(frame, "nope", 1.0)
@@ -176,7 +163,7 @@ def test_an_empty_grid_is_one_point() -> None:
         smallest_config_meeting(frame, "latency_p95_s", 1e6, cost=("concurrency",))
 
 
-def test_default_cost_uses_the_grid_columns_there_are() -> None:
+def test_default_cost_uses_the_grid_columns_there_are(sweep_frame) -> None:
     frame = sweep_frame({(2, 50): [100.0, 110.0], (3, 50): [10.0, 11.0], (4, 50): [5.0, 6.0]})
     frame = frame.drop(columns="queue_maxsize")
     frame.attrs["grid"] = ["concurrency"]
@@ -185,6 +172,6 @@ def test_default_cost_uses_the_grid_columns_there_are() -> None:
         smallest_config_meeting(frame, "latency_p95_s", 30.0, cost=("queue_maxsize",))
 
 
-def test_slo_table_keeps_the_unbounded_queue_as_none() -> None:
+def test_slo_table_keeps_the_unbounded_queue_as_none(sweep_frame) -> None:
     table = slo_table(sweep_frame({(2, None): [1.0, 2.0], (2, 5): [1.0, 2.0]}), "latency_p95_s", 9)
     assert table["queue_maxsize"].tolist() == [None, 5]
