@@ -255,33 +255,9 @@ def test_trace_replay(tmp_path):
     assert out["attempts_total"] == 1 + 2 + 1 + 3
 
 
-def run_main(args, cwd, monkeypatch, capsys):
-    """main() in this process (fast); argparse's own errors arrive as SystemExit."""
-    from pipeline.cli import main
-
-    monkeypatch.chdir(cwd)
-    try:
-        status = main(["simulate", *args])
-    except SystemExit as exc:
-        status = exc.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-@pytest.fixture
-def bad_files(tmp_path):
-    (tmp_path / "bad.csv").write_text("arrival_s,service_s\n1,1\n0.5,1\n")
-    (tmp_path / "bad.toml").write_text("colour = 1\n")
-    (tmp_path / "big.toml").write_text(
-        'arrivals = "poisson:rate=1"\nservice = "constant:value=1"\nitems = 100000000000\n'
-    )
-    (tmp_path / "trace.toml").write_text('trace = "bad.csv"\narrivals = "poisson:rate=1"\n')
-    return tmp_path
-
-
 @pytest.mark.parametrize(("args", "words"), BAD_INPUT)
-def test_bad_input_is_one_line_and_exit_2(bad_files, monkeypatch, capsys, args, words):
-    status, out, err = run_main(args, bad_files, monkeypatch, capsys)
+def test_bad_input_is_one_line_and_exit_2(run_main, bad_files, args, words):
+    status, out, err = run_main("simulate", *args, cwd=bad_files)
     assert status == 2
     assert out == ""
     lines = err.splitlines()
@@ -328,7 +304,7 @@ def test_human_table(capsys):
         (ValueError("deep inside the run"), "deep inside the run"),
     ],
 )
-def test_errors_while_running_are_one_line(monkeypatch, capsys, tmp_path, error, words):
+def test_errors_while_running_are_one_line(run_main, monkeypatch, tmp_path, error, words):
     import importlib
 
     def fail(*args, **kwargs):
@@ -336,7 +312,7 @@ def test_errors_while_running_are_one_line(monkeypatch, capsys, tmp_path, error,
 
     # the module, not the function that pipeline.sim re-exports under the same name
     monkeypatch.setattr(importlib.import_module("pipeline.sim.running.simulate"), "simulate", fail)
-    status, out, err = run_main([*MM4, "--items", "5"], tmp_path, monkeypatch, capsys)
+    status, out, err = run_main("simulate", *MM4, "--items", "5", cwd=tmp_path)
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("pipeline: error: ") and words in err
 
@@ -414,13 +390,11 @@ BAD_WORKLOADS = [
 
 
 @pytest.mark.parametrize(("change", "words"), BAD_WORKLOADS)
-def test_bad_measured_workloads_are_one_line_and_exit_2(
-    measured, monkeypatch, capsys, change, words
-):
+def test_bad_measured_workloads_are_one_line_and_exit_2(run_main, measured, change, words):
     base = {"--arrivals": "poisson:rate=1", "--service": "constant:value=0.1"}
     base[change[0]] = change[1]
     args = [text for pair in base.items() for text in pair] + ["--items", "5"]
-    status, out, err = run_main(args, measured, monkeypatch, capsys)
+    status, out, err = run_main("simulate", *args, cwd=measured)
     assert status == 2 and out == ""
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("pipeline: error: "), err

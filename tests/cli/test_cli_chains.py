@@ -8,13 +8,11 @@ axis that does not fit the scenario is one line, exit 2, before any run.
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pandas as pd
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.cli import main
 from pipeline.sim import Exponential, Poisson, Scenario, StageSpec
 from pipeline.sim.analysis.sweep import sweep
 
@@ -67,25 +65,19 @@ def files(tmp_path, monkeypatch):
     return tmp_path
 
 
-def write(path, text):
-    path.write_text(textwrap.dedent(text))
-    return str(path)
-
-
-def run(capsys, *args):
-    try:
-        status = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse's own errors
-        status = exc.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def test_a_chain_sweep_csv_equals_the_python_sweep(files, capsys):
-    status, out, err = run(
-        capsys, "sweep", "chain.toml", "--grid", "write.concurrency=1,4",
-        "--grid", "write.maxsize=5,unbounded", *QUICK, "--out", "out", "--json",
-    )  # fmt: skip
+def test_a_chain_sweep_csv_equals_the_python_sweep(run_main, files):
+    status, out, err = run_main(
+        "sweep",
+        "chain.toml",
+        "--grid",
+        "write.concurrency=1,4",
+        "--grid",
+        "write.maxsize=5,unbounded",
+        *QUICK,
+        "--out",
+        "out",
+        "--json",
+    )
     assert status == 0, err
     summary = json.loads(out)
     assert summary["grid"] == {"write.concurrency": [1, 4], "write.maxsize": [5, None]}
@@ -119,17 +111,31 @@ def test_a_chain_sweep_csv_equals_the_python_sweep(files, capsys):
     assert slow > fast
 
 
-def test_the_file_grid_takes_stage_axes_dotted_or_quoted_and_flags_replace_them(files, capsys):
-    path = write(
-        files / "grid.toml",
+def test_the_file_grid_takes_stage_axes_dotted_or_quoted_and_flags_replace_them(
+    scenario_file, run_main, files
+):
+    path = scenario_file(
         CHAIN + '[grid]\nwrite.concurrency = [1, 2]\n"fetch.maxsize" = "2,unbounded"\n'
         "fetch.fan-out = [1, 3]\n",
+        "grid.toml",
     )
-    status, out, err = run(
-        capsys, "sweep", path, "--grid", "write.concurrency=3", "--metrics", "items_held_max",
-        "--axes", "fetch.maxsize,fetch.fan-out", "--replications", "1", "--processes", "1",
-        "--out", "out", "--json",
-    )  # fmt: skip
+    status, out, err = run_main(
+        "sweep",
+        path,
+        "--grid",
+        "write.concurrency=3",
+        "--metrics",
+        "items_held_max",
+        "--axes",
+        "fetch.maxsize,fetch.fan-out",
+        "--replications",
+        "1",
+        "--processes",
+        "1",
+        "--out",
+        "out",
+        "--json",
+    )
     assert status == 0, err
     assert json.loads(out)["grid"] == {
         "write.concurrency": [3],
@@ -138,12 +144,24 @@ def test_the_file_grid_takes_stage_axes_dotted_or_quoted_and_flags_replace_them(
     }
 
 
-def test_a_chain_plan_walks_total_workers_and_names_each_stage(files, capsys):
-    status, out, err = run(
-        capsys, "plan", "chain.toml", "--search", "fetch.concurrency=1..3",
-        "--search", "write.concurrency=1..2", "--slo", "latency_p95_s<=6",
-        "--slo", "items_held_max<=1000", "--replications", "3", "--processes", "1", "--json",
-    )  # fmt: skip
+def test_a_chain_plan_walks_total_workers_and_names_each_stage(run_main, files):
+    status, out, err = run_main(
+        "plan",
+        "chain.toml",
+        "--search",
+        "fetch.concurrency=1..3",
+        "--search",
+        "write.concurrency=1..2",
+        "--slo",
+        "latency_p95_s<=6",
+        "--slo",
+        "items_held_max<=1000",
+        "--replications",
+        "3",
+        "--processes",
+        "1",
+        "--json",
+    )
     assert status == 0, err
     payload = json.loads(out)
     assert payload["cost"] == ["fetch.concurrency", "write.concurrency"]
@@ -155,14 +173,14 @@ def test_a_chain_plan_walks_total_workers_and_names_each_stage(files, capsys):
     assert chosen["write.queue_maxsize"] is None and chosen["fetch.queue_maxsize"] == 10
 
 
-def test_a_chain_plan_reads_its_search_from_the_file(files, capsys):
-    path = write(
-        files / "plan.toml",
+def test_a_chain_plan_reads_its_search_from_the_file(scenario_file, run_main, files):
+    path = scenario_file(
         'slo = ["items_offered<=1000"]\nreplications = 2\n'
         + CHAIN
         + '[search]\nwrite.maxsize = [5, "unbounded"]\n',
+        "plan.toml",
     )
-    status, out, err = run(capsys, "plan", path, "--processes", "1", "--json")
+    status, out, err = run_main("plan", path, "--processes", "1", "--json")
     assert status == 0, err
     payload = json.loads(out)
     assert payload["status"] == "chosen"
@@ -229,7 +247,9 @@ BAD = [
 
 
 @pytest.mark.parametrize(("args", "words"), BAD)
-def test_bad_axes_are_one_line_exit_2_and_run_nothing(files, capsys, monkeypatch, args, words):
+def test_bad_axes_are_one_line_exit_2_and_run_nothing(
+    scenario_file, run_main, files, monkeypatch, args, words
+):
     import pipeline.sim.analysis.planning.plan as plan_module
     import pipeline.sim.analysis.sweep as sweep_module
 
@@ -238,11 +258,11 @@ def test_bad_axes_are_one_line_exit_2_and_run_nothing(files, capsys, monkeypatch
 
     monkeypatch.setattr(sweep_module, "sweep", never)
     monkeypatch.setattr(plan_module, "_Runner", never)
-    write(files / "badgrid.toml", CHAIN + "[grid]\nfetch.concurency = [1, 2]\n")
-    write(files / "twice.toml", CHAIN + "[grid]\nwrite.max_attempts = 1\nwrite.max-attempts = 2\n")
-    write(files / "badsearch.toml", CHAIN + '[search]\nreader.concurrency = "1..2"\n')
+    scenario_file(CHAIN + "[grid]\nfetch.concurency = [1, 2]\n", "badgrid.toml")
+    scenario_file(CHAIN + "[grid]\nwrite.max_attempts = 1\nwrite.max-attempts = 2\n", "twice.toml")
+    scenario_file(CHAIN + '[search]\nreader.concurrency = "1..2"\n', "badsearch.toml")
     before = sorted(p.name for p in files.iterdir())
-    status, out, err = run(capsys, *args)
+    status, out, err = run_main(*args)
     assert status == 2 and out == ""
     lines = err.splitlines()
     assert len(lines) == 1, err

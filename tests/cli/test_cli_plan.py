@@ -17,26 +17,21 @@ WAIT_LIMIT = 0.085
 SEARCH = ["--search", "concurrency=1..12", "--search", "maxsize=20,unbounded"]
 
 
-def run_main(args, cwd, monkeypatch, capsys):
-    """main() in this process (fast); argparse's own errors arrive as SystemExit."""
-    from pipeline.cli import main
-
-    monkeypatch.chdir(cwd)
-    try:
-        status = main(["plan", *map(str, args)])
-    except SystemExit as exc:
-        status = exc.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def test_json_has_the_chosen_config_and_the_candidates(tmp_path, monkeypatch, capsys):
+def test_json_has_the_chosen_config_and_the_candidates(run_main, tmp_path):
     assert mmc(3.2, 1.0, 5).wait_mean_s > WAIT_LIMIT > mmc(3.2, 1.0, 6).wait_mean_s
     status, out, err = run_main(
-        [*MM, *SEARCH, "--slo", f"wait_mean_s<={WAIT_LIMIT}", "--slo", "utilisation<=0.9",
-         "--seed", "3", "--json"],
-        tmp_path, monkeypatch, capsys,
-    )  # fmt: skip
+        "plan",
+        *MM,
+        *SEARCH,
+        "--slo",
+        f"wait_mean_s<={WAIT_LIMIT}",
+        "--slo",
+        "utilisation<=0.9",
+        "--seed",
+        "3",
+        "--json",
+        cwd=tmp_path,
+    )
     assert status == 0, err
     payload = json.loads(out)
     assert payload["status"] == "chosen"
@@ -55,19 +50,22 @@ def test_json_has_the_chosen_config_and_the_candidates(tmp_path, monkeypatch, ca
     assert "plan" in err  # the progress bar, on stderr only
 
 
-def test_human_output_explains_the_choice(tmp_path, monkeypatch, capsys):
+def test_human_output_explains_the_choice(run_main, tmp_path):
     status, out, _ = run_main(
-        [*MM, "--search", "concurrency=4..8", "--slo", f"wait_mean_s<={WAIT_LIMIT}"],
-        tmp_path, monkeypatch, capsys,
-    )  # fmt: skip
+        "plan",
+        *MM,
+        "--search",
+        "concurrency=4..8",
+        "--slo",
+        f"wait_mean_s<={WAIT_LIMIT}",
+        cwd=tmp_path,
+    )
     assert status == 0
     assert out.startswith("plan: chosen concurrency=6")
     assert "one step cheaper, concurrency=5: fails" in out
 
 
-def test_a_scenario_file_holds_the_search_and_slos_and_flags_override_it(
-    tmp_path, monkeypatch, capsys
-):
+def test_a_scenario_file_holds_the_search_and_slos_and_flags_override_it(run_main, tmp_path):
     (tmp_path / "plan.toml").write_text(
         'arrivals = "poisson:rate=3.2"\n'
         'service = "exponential:mean=1.0"\n'
@@ -77,7 +75,7 @@ def test_a_scenario_file_holds_the_search_and_slos_and_flags_override_it(
         f'slo = ["wait_mean_s<={WAIT_LIMIT}"]\n'
         'search = {concurrency = "1..12", maxsize = [20, "unbounded"]}\n'
     )
-    status, out, err = run_main(["plan.toml", "--json"], tmp_path, monkeypatch, capsys)
+    status, out, err = run_main("plan", "plan.toml", "--json", cwd=tmp_path)
     assert status == 0, err
     payload = json.loads(out)
     assert payload["replications"] == {"min": 3, "max": 12}
@@ -86,9 +84,15 @@ def test_a_scenario_file_holds_the_search_and_slos_and_flags_override_it(
     assert payload["chosen"]["concurrency"] == 6
     # --search replaces the file's axis of that name; --slo replaces the file's list
     status, out, err = run_main(
-        ["plan.toml", "--search", "maxsize=50", "--slo", "wait_mean_s<=0.5", "--json"],
-        tmp_path, monkeypatch, capsys,
-    )  # fmt: skip
+        "plan",
+        "plan.toml",
+        "--search",
+        "maxsize=50",
+        "--slo",
+        "wait_mean_s<=0.5",
+        "--json",
+        cwd=tmp_path,
+    )
     assert status == 0, err
     payload = json.loads(out)
     assert payload["search"] == {"concurrency": list(range(1, 13)), "queue_maxsize": [50]}
@@ -96,12 +100,20 @@ def test_a_scenario_file_holds_the_search_and_slos_and_flags_override_it(
     assert payload["chosen"]["concurrency"] == 5
 
 
-def test_out_writes_the_plan_the_tables_and_the_frontier(tmp_path, monkeypatch, capsys):
+def test_out_writes_the_plan_the_tables_and_the_frontier(run_main, tmp_path):
     status, _, err = run_main(
-        [*MM, "--search", "concurrency=4..8", "--slo", f"wait_mean_s<={WAIT_LIMIT}",
-         "--replications", "4", "--out", "out"],
-        tmp_path, monkeypatch, capsys,
-    )  # fmt: skip
+        "plan",
+        *MM,
+        "--search",
+        "concurrency=4..8",
+        "--slo",
+        f"wait_mean_s<={WAIT_LIMIT}",
+        "--replications",
+        "4",
+        "--out",
+        "out",
+        cwd=tmp_path,
+    )
     assert status == 0, err
     directory = tmp_path / "out"
     payload = json.loads((directory / "plan.json").read_text())
@@ -118,14 +130,21 @@ def test_out_writes_the_plan_the_tables_and_the_frontier(tmp_path, monkeypatch, 
     assert (directory / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_max_replications_caps_the_budget(tmp_path, monkeypatch, capsys):
+def test_max_replications_caps_the_budget(run_main, tmp_path):
     # the limit sits on concurrency 6's Erlang C wait: undecided within 6 replications
     limit = mmc(3.2, 1.0, 6).wait_mean_s
     status, out, err = run_main(
-        [*MM, "--search", "concurrency=6", "--slo", f"wait_mean_s<={limit}",
-         "--max-replications", "6", "--json"],
-        tmp_path, monkeypatch, capsys,
-    )  # fmt: skip
+        "plan",
+        *MM,
+        "--search",
+        "concurrency=6",
+        "--slo",
+        f"wait_mean_s<={limit}",
+        "--max-replications",
+        "6",
+        "--json",
+        cwd=tmp_path,
+    )
     assert status == 0, err
     payload = json.loads(out)
     assert payload["replications"] == {"min": 3, "max": 6}
@@ -190,20 +209,9 @@ BAD_INPUT = [
 ]
 
 
-@pytest.fixture
-def bad_files(tmp_path):
-    head = 'arrivals = "poisson:rate=3.2"\nservice = "exponential:mean=1.0"\nitems = 100\n'
-    (tmp_path / "badsearch.toml").write_text(head + 'search = "concurrency=1..4"\nslo = "x<=1"\n')
-    (tmp_path / "badslo.toml").write_text(head + 'slo = [1, 2]\nsearch = {concurrency = "1..4"}\n')
-    (tmp_path / "emptyaxis.toml").write_text(
-        head + 'slo = ["wait_mean_s<=1"]\nsearch = {concurrency = []}\n'
-    )
-    return tmp_path
-
-
 @pytest.mark.parametrize(("args", "words"), BAD_INPUT)
-def test_bad_input_is_one_line_and_exit_2(bad_files, monkeypatch, capsys, args, words):
-    status, out, err = run_main(args, bad_files, monkeypatch, capsys)
+def test_bad_input_is_one_line_and_exit_2(run_main, bad_files, args, words):
+    status, out, err = run_main("plan", *args, cwd=bad_files)
     assert status == 2
     assert out == ""
     lines = err.splitlines()
@@ -235,7 +243,7 @@ def test_simulate_json_stays_light_with_plan_registered():
     assert done.stdout.splitlines()[-1] == "[]"
 
 
-def test_scheduler_runs_the_plan_on_the_cluster_executor(tmp_path, monkeypatch, capsys):
+def test_scheduler_runs_the_plan_on_the_cluster_executor(run_main, tmp_path, monkeypatch):
     # The wiring only: a fake scheduler_executor hands out a thread pool (the real Dask
     # LocalCluster is tested once, in test_plan.py).
     import contextlib
@@ -252,11 +260,11 @@ def test_scheduler_runs_the_plan_on_the_cluster_executor(tmp_path, monkeypatch, 
             yield executor
 
     args = [*MM, "--search", "concurrency=4..8", "--slo", f"wait_mean_s<={WAIT_LIMIT}", "--json"]
-    status, local, err = run_main(args, tmp_path, monkeypatch, capsys)
+    status, local, err = run_main("plan", *args, cwd=tmp_path)
     assert status == 0, err
     monkeypatch.setattr(cluster, "scheduler_executor", fake)
     status, remote, err = run_main(
-        [*args, "--scheduler", "tcp://10.0.0.5:8786"], tmp_path, monkeypatch, capsys
+        "plan", *args, "--scheduler", "tcp://10.0.0.5:8786", cwd=tmp_path
     )
     assert status == 0, err
     assert asked == ["tcp://10.0.0.5:8786"]
@@ -264,23 +272,37 @@ def test_scheduler_runs_the_plan_on_the_cluster_executor(tmp_path, monkeypatch, 
 
 
 @pytest.mark.parametrize("scheduler", ["", "  "])
-def test_an_empty_scheduler_is_an_error(tmp_path, monkeypatch, capsys, scheduler):
+def test_an_empty_scheduler_is_an_error(run_main, tmp_path, scheduler):
     status, out, err = run_main(
-        [*MM, "--search", "concurrency=4", "--slo", "wait_mean_s<=1", "--scheduler", scheduler],
-        tmp_path, monkeypatch, capsys,
-    )  # fmt: skip
+        "plan",
+        *MM,
+        "--search",
+        "concurrency=4",
+        "--slo",
+        "wait_mean_s<=1",
+        "--scheduler",
+        scheduler,
+        cwd=tmp_path,
+    )
     assert status == 2 and out == ""
     assert err.startswith("pipeline: error: --scheduler: expected an address or 'local'")
 
 
-def test_a_missing_dask_is_one_line(tmp_path, monkeypatch, capsys):
+def test_a_missing_dask_is_one_line(run_main, tmp_path, monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "distributed", None)  # what import sees without Dask
     status, out, err = run_main(
-        [*MM, "--search", "concurrency=4", "--slo", "wait_mean_s<=1", "--scheduler", "local"],
-        tmp_path, monkeypatch, capsys,
-    )  # fmt: skip
+        "plan",
+        *MM,
+        "--search",
+        "concurrency=4",
+        "--slo",
+        "wait_mean_s<=1",
+        "--scheduler",
+        "local",
+        cwd=tmp_path,
+    )
     assert status == 2 and out == ""
     assert err == (
         "pipeline: error: the Dask executor needs distributed: "

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -65,14 +64,8 @@ SCENARIO = Scenario(
 )
 
 
-def _write(tmp_path, text: str, name: str = "chain.toml"):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text))
-    return str(path)
-
-
-def test_json_has_the_end_to_end_summary_and_each_stage(tmp_path):
-    path = _write(tmp_path, CHAIN)
+def test_json_has_the_end_to_end_summary_and_each_stage(scenario_file, tmp_path):
+    path = scenario_file(CHAIN)
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "simulate", path, "--json"],
         capture_output=True,
@@ -94,9 +87,9 @@ def test_json_has_the_end_to_end_summary_and_each_stage(tmp_path):
     assert out["stages"]["write"]["items_offered"] == 1500  # fan_out 5
 
 
-def test_table_names_each_stage_and_the_bottleneck(tmp_path, capsys):
+def test_table_names_each_stage_and_the_bottleneck(scenario_file, tmp_path, capsys):
     slow = CHAIN.replace('service = "exponential:mean=0.1"', 'service = "exponential:mean=1.0"')
-    assert main(["simulate", _write(tmp_path, slow)]) == 0
+    assert main(["simulate", scenario_file(slow)]) == 0
     text = capsys.readouterr().out
     assert "chain fetch -> write" in text
     assert "stage write: concurrency 4, maxsize unbounded" in text
@@ -104,17 +97,17 @@ def test_table_names_each_stage_and_the_bottleneck(tmp_path, capsys):
     assert "bound the queue of stage 'write'" in text
 
 
-def test_replications_give_means_per_stage(tmp_path, capsys):
-    assert main(["simulate", _write(tmp_path, CHAIN), "--json", "--replications", "2"]) == 0
+def test_replications_give_means_per_stage(scenario_file, tmp_path, capsys):
+    assert main(["simulate", scenario_file(CHAIN), "--json", "--replications", "2"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["replications"] == 2
     assert out["stages"]["write"]["replications"] == 2
     assert "items_completed" in out["stages"]["write"]["ci95"]
 
 
-def test_out_writes_per_stage_files_and_the_stages_figure(tmp_path, capsys):
+def test_out_writes_per_stage_files_and_the_stages_figure(scenario_file, tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["simulate", _write(tmp_path, CHAIN), "--out", str(out)]) == 0
+    assert main(["simulate", scenario_file(CHAIN), "--out", str(out)]) == 0
     names = {p.name for p in out.iterdir()}
     assert {
         "summary.json",
@@ -129,13 +122,13 @@ def test_out_writes_per_stage_files_and_the_stages_figure(tmp_path, capsys):
     assert json.loads((out / "summary.json").read_text())["stages"]["fetch"]["items_offered"] == 300
 
 
-def test_service_files_are_relative_to_the_scenario(tmp_path, capsys):
+def test_service_files_are_relative_to_the_scenario(scenario_file, tmp_path, capsys):
     (tmp_path / "durations.csv").write_text("duration_s\n0.1\n0.2\n0.3\n")
     text = CHAIN.replace(
         'service = "exponential:mean=0.1"',
         'service = "empirical:file=durations.csv,column=duration_s"',
     )
-    assert main(["simulate", _write(tmp_path, text), "--json"]) == 0
+    assert main(["simulate", scenario_file(text), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["items_completed"] > 0
 
 
@@ -194,16 +187,16 @@ BAD_STAGES = [
 
 
 @pytest.mark.parametrize(("body", "message"), BAD_STAGES)
-def test_a_bad_stage_table_is_one_line_and_exit_2(tmp_path, capsys, body, message):
-    path = _write(tmp_path, 'arrivals = "poisson:rate=1"\nitems = 5\n' + body)
+def test_a_bad_stage_table_is_one_line_and_exit_2(scenario_file, tmp_path, capsys, body, message):
+    path = scenario_file('arrivals = "poisson:rate=1"\nitems = 5\n' + body)
     assert main(["simulate", path]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pipeline: error: ") and err.count("\n") == 1, err
     assert message in err, err
 
 
-def test_stage_settings_as_flags_are_refused(tmp_path, capsys):
-    path = _write(tmp_path, CHAIN)
+def test_stage_settings_as_flags_are_refused(scenario_file, tmp_path, capsys):
+    path = scenario_file(CHAIN)
     for flag, value in (("--concurrency", "8"), ("--failure-rate", "0.1"), ("--trace", "t.csv")):
         assert main(["simulate", path, flag, value]) == 2
         err = capsys.readouterr().err

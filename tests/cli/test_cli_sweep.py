@@ -20,20 +20,8 @@ SMALL = [*MM, "--items", "300", "--seed", "3", "--replications", "2", "--process
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def run_main(args, cwd, monkeypatch, capsys):
-    from pipeline.cli import main
-
-    monkeypatch.chdir(cwd)
-    try:
-        status = main(["sweep", *map(str, args)])
-    except SystemExit as exc:
-        status = exc.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def sweep_json(args, cwd, monkeypatch, capsys):
-    status, out, err = run_main([*args, "--json"], cwd, monkeypatch, capsys)
+def sweep_json(run_main, args, cwd):
+    status, out, err = run_main("sweep", *args, "--json", cwd=cwd)
     assert status == 0, err
     return json.loads(out)
 
@@ -157,7 +145,7 @@ def test_one_axis_draws_error_bars_and_three_axes_draw_panels():
         plot_sweep(frame, "nope")
 
 
-def test_a_one_axis_sweep_from_a_scenario_file(tmp_path, monkeypatch, capsys):
+def test_a_one_axis_sweep_from_a_scenario_file(run_main, tmp_path):
     (tmp_path / "scenario.toml").write_text(
         'arrivals = "poisson:rate=3.2"\nservice = "exponential:mean=1.0"\nitems = 200\n'
         'replications = 2\nout = "files"\n\n[grid]\nconcurrency = [4, "5..6"]\n'
@@ -165,13 +153,13 @@ def test_a_one_axis_sweep_from_a_scenario_file(tmp_path, monkeypatch, capsys):
     )
     # the flag replaces the file's axis of the same name; the file's other axis stays
     args = ["scenario.toml", "--grid", "maxsize=7", "--processes", "1", "--metrics", "utilisation"]
-    summary = sweep_json(args, tmp_path, monkeypatch, capsys)
+    summary = sweep_json(run_main, args, tmp_path)
     assert summary["grid"] == {"concurrency": [4, 5, 6], "maxsize": [7]}
     assert (tmp_path / "files" / "sweep.csv").exists()  # relative to the file
     assert (tmp_path / "files" / "heatmap_utilisation.png").read_bytes()[:8] == PNG
 
 
-def test_three_axes_and_a_spec_axis_without_json(tmp_path, monkeypatch, capsys):
+def test_three_axes_and_a_spec_axis_without_json(run_main, tmp_path):
     args = [
         *SMALL,
         "--grid", "concurrency=4,5",
@@ -181,7 +169,7 @@ def test_three_axes_and_a_spec_axis_without_json(tmp_path, monkeypatch, capsys):
         "--metrics", "latency_p95_s",
         "--out", "out",
     ]  # fmt: skip
-    status, out, err = run_main(args, tmp_path, monkeypatch, capsys)
+    status, out, err = run_main("sweep", *args, cwd=tmp_path)
     assert status == 0, err
     lines = out.splitlines()
     assert lines[0] == "8 grid points x 2 replications (mean ± 95% half-width)"
@@ -193,16 +181,16 @@ def test_three_axes_and_a_spec_axis_without_json(tmp_path, monkeypatch, capsys):
     assert services == {"Exponential(mean=1.0)", "LogNormal(mean=1.0, cv=2.0)"}
 
 
-def test_without_out_a_new_directory_is_made_and_named(tmp_path, monkeypatch, capsys):
+def test_without_out_a_new_directory_is_made_and_named(run_main, tmp_path):
     args = [*SMALL, "--grid", "concurrency=4", "--metrics", "wait_mean_s"]
-    first = sweep_json(args, tmp_path, monkeypatch, capsys)
-    second = sweep_json(args, tmp_path, monkeypatch, capsys)
+    first = sweep_json(run_main, args, tmp_path)
+    second = sweep_json(run_main, args, tmp_path)
     assert first["out"].startswith("sweep-") and first["out"] != second["out"]
     assert (tmp_path / first["out"] / "sweep.csv").exists()
     assert (tmp_path / second["out"] / "heatmap_wait_mean_s.png").exists()
 
 
-def test_a_scheduler_that_cannot_be_reached_is_one_line(tmp_path, monkeypatch, capsys):
+def test_a_scheduler_that_cannot_be_reached_is_one_line(run_main, tmp_path, monkeypatch):
     import contextlib
 
     import pipeline.sim.executors.cluster as cluster
@@ -214,8 +202,7 @@ def test_a_scheduler_that_cannot_be_reached_is_one_line(tmp_path, monkeypatch, c
 
     monkeypatch.setattr(cluster, "scheduler_executor", unreachable)
     args = [*MM, "--items", "50", "--grid", "concurrency=4,5", "--out", "never"]
-    status, out, err = run_main([*args, "--scheduler", "tcp://10.9.9.9:8786"], tmp_path,
-                                monkeypatch, capsys)  # fmt: skip
+    status, out, err = run_main("sweep", *args, "--scheduler", "tcp://10.9.9.9:8786", cwd=tmp_path)
     assert status == 2 and out == ""
     assert err == (
         "pipeline: error: --scheduler tcp://10.9.9.9:8786: Timed out trying to connect to "
@@ -285,19 +272,10 @@ BAD = [
 ]
 
 
-@pytest.fixture
-def bad_files(tmp_path):
-    (tmp_path / "a_file").write_text("not a directory\n")
-    head = 'arrivals = "poisson:rate=1"\nservice = "constant:value=1"\nitems = 5\n'
-    (tmp_path / "grid_list.toml").write_text(head + "[grid]\nconcurrency = [1, true]\n")
-    (tmp_path / "grid_empty.toml").write_text(head + "[grid]\nconcurrency = []\n")
-    (tmp_path / "grid_scalar.toml").write_text("grid = 4\n" + head)
-    (tmp_path / "grid_bad.toml").write_text(head + "[grid]\nworkers = [1, 2]\n")
-    return tmp_path
-
-
 @pytest.mark.parametrize(("args", "words"), BAD)
-def test_bad_input_is_one_line_exit_2_and_runs_nothing(bad_files, monkeypatch, capsys, args, words):
+def test_bad_input_is_one_line_exit_2_and_runs_nothing(
+    run_main, bad_files, monkeypatch, args, words
+):
     import pipeline.sim.analysis.sweep as sweep_module
 
     def never(*args, **kwargs):
@@ -307,7 +285,7 @@ def test_bad_input_is_one_line_exit_2_and_runs_nothing(bad_files, monkeypatch, c
     before = sorted(p.name for p in bad_files.iterdir())
     if not args or not args[0].endswith(".toml"):
         args = [*MM, "--items", "5", *args]
-    status, out, err = run_main(args, bad_files, monkeypatch, capsys)
+    status, out, err = run_main("sweep", *args, cwd=bad_files)
     assert status == 2 and out == ""
     lines = err.splitlines()
     assert len(lines) == 1, err
@@ -328,12 +306,12 @@ def test_a_bad_flag_as_a_process_has_no_traceback(tmp_path):
     assert len(done.stderr.splitlines()) == 1
 
 
-def test_on_a_local_cluster_the_csv_is_the_same(tmp_path, monkeypatch, capsys):
+def test_on_a_local_cluster_the_csv_is_the_same(run_main, tmp_path):
     pytest.importorskip("distributed")
     grid = ["--grid", "concurrency=4,5", "--metrics", "wait_mean_s"]
     args = [*MM, "--items", "300", "--seed", "3", "--replications", "2", *grid]
-    sweep_json([*args, "--processes", "1", "--out", "here"], tmp_path, monkeypatch, capsys)
-    sweep_json([*args, "--scheduler", "local", "--out", "dask"], tmp_path, monkeypatch, capsys)
+    sweep_json(run_main, [*args, "--processes", "1", "--out", "here"], tmp_path)
+    sweep_json(run_main, [*args, "--scheduler", "local", "--out", "dask"], tmp_path)
     here = pd.read_csv(tmp_path / "here" / "sweep.csv").drop(columns="wall_time_s")
     dask = pd.read_csv(tmp_path / "dask" / "sweep.csv").drop(columns="wall_time_s")
     pd.testing.assert_frame_equal(here, dask)
