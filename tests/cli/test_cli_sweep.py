@@ -307,7 +307,6 @@ def test_a_bad_flag_as_a_process_has_no_traceback(tmp_path):
 
 
 def test_on_a_local_cluster_the_csv_is_the_same(run_main, tmp_path):
-    pytest.importorskip("distributed")
     grid = ["--grid", "concurrency=4,5", "--metrics", "wait_mean_s"]
     args = [*MM, "--items", "300", "--seed", "3", "--replications", "2", *grid]
     sweep_json(run_main, [*args, "--processes", "1", "--out", "here"], tmp_path)

@@ -110,14 +110,11 @@ def require_chromium() -> str:
     Called from the test bodies (not a fixture) so that under CI a missing
     Chromium is a test failure, not a setup error.
     """
+    import playwright.sync_api  # noqa: F401  (the test extra: missing is a failure, not a skip)
+
     problem = None
     if not os.path.exists(CHROMIUM):
         problem = f"{CHROMIUM} is missing: install it with `{INSTALL_HINT}`"
-    else:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            problem = "the playwright package is missing: `pip install -e '.[test]'`"
     if problem:
         if os.environ.get("CI") == "true":
             pytest.fail(f"browser tests need Chromium under CI=true; {problem}", pytrace=False)

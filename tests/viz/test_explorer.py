@@ -183,10 +183,7 @@ def test_diagnostics_are_shown_in_words():
         n_items=N_ITEMS,
     )
     html = ex.summary_html
-    try:
-        findings = diagnose(ex.last_result)
-    except ImportError:
-        pytest.skip("pipeline.sim.analysis.diagnostics.diagnose is not there yet")
+    findings = diagnose(ex.last_result)
     assert findings, "an overloaded run should have findings"
     for finding in findings:
         assert finding.title.split("<")[0][:20] in html.replace("&#x27;", "'")

@@ -142,7 +142,6 @@ def test_detect_warmup_refuses_what_it_cannot_judge():
 
 
 def test_plot_warmup_draws_the_series_the_statistic_and_the_cut():
-    pytest.importorskip("matplotlib")
     from pipeline.viz import plot_warmup
 
     ramp_run = simulate(

@@ -20,8 +20,6 @@ from pipeline.sim import Exponential, Poisson, Scenario, simulate, sweep
 from pipeline.sim.executors.cluster import scheduler_executor
 from pipeline.sim.workloads.distributions import Distribution
 
-pytest.importorskip("distributed")
-
 BASE = Scenario(
     arrivals=Poisson(rate=3.2),
     service=Exponential(mean=1.0),

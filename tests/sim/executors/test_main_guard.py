@@ -129,7 +129,6 @@ def test_a_script_without_source_still_gets_the_hint_and_no_hang(tmp_path, metho
 
 
 def test_an_unguarded_local_cluster_stops_before_starting(tmp_path):
-    pytest.importorskip("distributed")
     body = """
     from pipeline.sim.executors.cluster import scheduler_executor
     with scheduler_executor("local", workers=2) as executor:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import math
 
+import ciw
 import numpy as np
 import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, Scenario, StageSpec, simulate
 from pipeline.sim.stats.tdist import t_quantile
-
-ciw = pytest.importorskip("ciw")
 
 RATE = 1.2  # arrivals per second
 FIRST = (2, 1.0)  # workers, mean service s: 60% busy before blocking

@@ -576,7 +576,6 @@ def test_a_thread_pool_gives_the_same_plan(in_process) -> None:
 
 
 def test_a_dask_local_cluster_gives_the_same_plan(in_process) -> None:
-    pytest.importorskip("distributed")
     from pipeline.sim.executors.cluster import scheduler_executor
 
     with scheduler_executor("local", workers=2) as executor:
