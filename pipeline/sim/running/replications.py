@@ -61,7 +61,7 @@ class Replications:
         per-replication percentiles: each run's p95 is one independent value,
         so the interval is valid although the items inside a run are
         correlated. It bounds the p95 expected of a run of this length
-        (``tests/test_percentile_intervals.py`` checks its coverage).
+        (``tests/sim/running/test_percentile_intervals.py`` checks its coverage).
 
         Raises:
             ValueError: fewer than 2 replications, or a replication without a value (NaN).

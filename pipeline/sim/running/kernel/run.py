@@ -3,8 +3,9 @@
 The asyncio engine (:class:`~pipeline.Pipeline` on the virtual clock) is the
 reference semantics. The kernel is its verified fast path: for the scenarios
 inside its declared domain it returns the same report, per-item columns and
-step series, item by item, for the same seed. ``tests/test_kernel_equality.py``
-checks that on thousands of random scenarios; a single mismatch is a bug.
+step series, item by item, for the same seed.
+``tests/sim/running/kernel/test_kernel_equality.py`` checks that on thousands of
+random scenarios; a single mismatch is a bug.
 
 Two paths, chosen per run:
 

@@ -1,0 +1,77 @@
+"""Fixtures shared by the whole suite: one home for what tests used to copy.
+
+- ``config``: a :class:`~pipeline.PipelineConfig` factory on one set of small
+  test defaults; a test passes what it needs different.
+- ``sweep_frame``: a sweep's long table built from values per grid point.
+- ``no_open_figures``: asserts a test left no pyplot figure open (opt in with
+  ``pytest.mark.usefixtures("no_open_figures")``).
+
+Fixtures that only one part of the package needs live in that part's folder
+(``tests/cli/conftest.py``, ``tests/chain/conftest.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from pipeline import Backoff, PipelineConfig
+
+# The defaults of ``config()``: two workers, room for four waiting items, three
+# attempts and no backoff, so a retry costs no virtual time unless a test asks.
+CONFIG_DEFAULTS: Mapping[str, Any] = {
+    "concurrency": 2,
+    "queue_maxsize": 4,
+    "max_attempts": 3,
+    "backoff": Backoff.none(),
+}
+
+
+@pytest.fixture(scope="session")
+def config() -> Callable[..., PipelineConfig]:
+    """``config(**overrides)``: a PipelineConfig on :data:`CONFIG_DEFAULTS`.
+
+    Session-scoped (it is a pure factory), so Hypothesis tests may use it too.
+    """
+
+    def make(**overrides: Any) -> PipelineConfig:
+        return PipelineConfig(**{**CONFIG_DEFAULTS, **overrides})
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def sweep_frame() -> Callable[..., Any]:
+    """``sweep_frame(values, metric="latency_p95_s")``: a sweep's long table.
+
+    ``values`` maps each grid point ``(concurrency, queue_maxsize)`` to its
+    per-replication values of ``metric``, in replication order. The frame has
+    one row per replication, ``queue_maxsize`` as an object column (so an
+    unbounded ``None`` stays ``None``) and ``attrs["grid"]`` as ``sweep()``
+    sets it.
+    """
+    import pandas as pd
+
+    def make(values: Mapping[tuple[int, object], Sequence[float]], metric: str = "latency_p95_s"):
+        rows = [
+            {"concurrency": c, "queue_maxsize": m, "replication": r, metric: v}
+            for (c, m), per_replication in values.items()
+            for r, v in enumerate(per_replication)
+        ]
+        frame = pd.DataFrame(rows)
+        frame["queue_maxsize"] = pd.Series([row["queue_maxsize"] for row in rows], dtype=object)
+        frame.attrs["grid"] = ["concurrency", "queue_maxsize"]
+        return frame
+
+    return make
+
+
+@pytest.fixture
+def no_open_figures():
+    """Fail the test that leaves a pyplot figure open (each one holds memory until closed)."""
+    import matplotlib.pyplot as plt
+
+    yield
+    assert plt.get_fignums() == [], "a plot function left a pyplot figure open"

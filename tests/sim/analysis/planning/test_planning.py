@@ -1,0 +1,177 @@
+"""Capacity-planning helpers: trace windows, daily-curve fits, SLO choices, a 429 provider."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.sim.analysis.planning.traffic import (
+    fit_daily_curve,
+    slo_table,
+    smallest_config_meeting,
+    trace_window,
+)
+from pipeline.sim.stats.intervals import t_quantile
+from pipeline.sim.workloads.arrivals import DailyCurve, daily_curve
+from pipeline.sim.workloads.traces.replay import load_trace
+
+
+def write_trace(tmp_path, rows: str):
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,service_s,fails\n" + rows)
+    return load_trace(path)
+
+
+def test_trace_window_keeps_the_rows_in_the_window_and_retimes_them(tmp_path) -> None:
+    workload = write_trace(tmp_path, "1.0,0.5,0\n5.0,0.6,1\n7.5,0.7,0\n12.0,0.8,2\n")
+    window = trace_window(workload, 5.0, 12.0)
+    assert window.arrivals.arrival_times.tolist() == [0.0, 2.5]
+    assert window.service.times_s == (0.6, 0.7)
+    assert window.failures.fails == (1, 0)
+
+
+def test_trace_window_rejects_an_empty_or_inverted_window(tmp_path) -> None:
+    workload = write_trace(tmp_path, "1.0,0.5,0\n")
+    with pytest.raises(ValueError, match="no arrival"):
+        trace_window(workload, 2.0, 3.0)
+    with pytest.raises(ValueError, match="end_s"):
+        trace_window(workload, 3.0, 2.0)
+
+
+def test_fit_daily_curve_recovers_the_curve_that_made_the_arrivals() -> None:
+    truth = DailyCurve(0.2, 2.0, peak_hour=10.0, width_h=2.0)
+    times = daily_curve(0.2, 2.0, 10.0, width_h=2.0).times(
+        np.random.default_rng(1), duration_s=86_400.0
+    )
+    fitted = fit_daily_curve(times).rate_fn
+    # Tolerance = the estimator's own bias + 4 standard errors, both from Poisson noise in
+    # the 96 bins of 900 s: a bin at rate r holds Poisson(900 r) arrivals, so its rate has
+    # standard error sqrt(r / 900). (A 300-day Monte Carlo of this fit, run once to check
+    # the algebra, gave SEs 1.5%, 1.3%, 0.025 h, 1.4% and biases -4.5%, -0.3%, +0.06 h,
+    # +2.5%: in line with the figures below.)
+    bin_s = 900.0
+
+    def rate_se(rate: float, bins: int = 1) -> float:
+        return math.sqrt(rate / bin_s / bins)
+
+    # base: the median of the quietest 24 bins, drawn from the ~40 bins at the base rate
+    # (180 +- 13.4 arrivals, 7.5% per bin), is their 30th percentile, z = -0.52: biased
+    # 0.52 * 7.5% = 3.9% low; the order statistic's SE is
+    # 7.5% * sqrt(0.3 * 0.7 / 40) / phi(-0.52) = 1.55%. Bias rounded up to 5%.
+    base_se = rate_se(0.2) / 0.2 * math.sqrt(0.3 * 0.7 / 40) / 0.348
+    assert fitted.base_rate == pytest.approx(truth.base_rate, rel=0.05 + 4 * base_se)
+    # peak: the highest 3-bin mean, SE sqrt(2 / (3 * 900)) = 1.36% at 2/s; averaging the
+    # bump over 45 min lowers it 0.7%, taking the larger of the two bins beside 10:00 raises
+    # it about 0.5%: |bias| < 1%.
+    peak_se = rate_se(2.0, bins=3) / 2.0
+    assert fitted.peak_rate == pytest.approx(truth.peak_rate, rel=0.01 + 4 * peak_se)
+    # peak_hour: the excess-weighted mean hour. Its SE is
+    # sqrt(sum_h (h - 10)^2 Var(excess_h)) / sum_h excess_h = sqrt(0.67) / 37 = 0.022 h,
+    # where the sum over 4 bins/h of d^2 * rate / 900 is 144 from the bump and about 460
+    # from the clipped noise of the base bins (half their variance), and the bump's
+    # excess is 1.8 * 2 h * sqrt(2 pi) * 4 bins/h = 36 rate-bins. Bias: that clipped noise
+    # (0.011/s per base bin, ~60 bins, 1.8% of the mass) sits around 14:00, pulling the
+    # mean 1.8% * 4 h = 0.07 h later.
+    assert fitted.peak_hour == pytest.approx(truth.peak_hour, abs=0.07 + 4 * 0.022)
+    # width_h = area / (peak - base) / sqrt(2 pi): the area's SE is sqrt(50,000) / 900 /
+    # 36 = 0.7%, peak - base's 1.5%; the same noise moves both, so SE <= 1.5%. Bias: the
+    # clipped base-bin noise adds 1.8% to the area and the low base another 0.5%: +2.5%.
+    assert fitted.width_h == pytest.approx(truth.width_h, rel=0.025 + 4 * 0.015)
+
+
+def test_fit_daily_curve_start_s_moves_the_clock() -> None:
+    times = daily_curve(0.2, 2.0, 10.0, width_h=2.0).times(
+        np.random.default_rng(2), duration_s=86_400.0
+    )
+    plain = fit_daily_curve(times).rate_fn
+    shifted = fit_daily_curve(times, start_s=8 * 3600).rate_fn
+    assert shifted.peak_hour == pytest.approx(plain.peak_hour - 8.0)
+    assert shifted(np.array([0.0]))[0] == pytest.approx(plain(np.array([8 * 3600.0]))[0])
+
+
+def test_fit_daily_curve_needs_enough_times_within_a_day() -> None:
+    with pytest.raises(ValueError, match="at least 100"):
+        fit_daily_curve([1.0, 2.0])
+    with pytest.raises(ValueError, match="within one day"):
+        fit_daily_curve(np.linspace(0, 100_000, 200))
+
+
+def test_slo_table_uses_a_one_sided_student_t_bound(sweep_frame) -> None:
+    frame = sweep_frame({(2, 50): [10.0, 12.0, 14.0]})
+    row = slo_table(frame, "latency_p95_s", 20.0).iloc[0]
+    expected = 12.0 + t_quantile(0.95, 2) * 2.0 / math.sqrt(3)
+    assert row["mean"] == pytest.approx(12.0)
+    assert row["upper"] == pytest.approx(expected)
+    assert row["meets"] == (expected <= 20.0)
+
+
+def test_smallest_config_meeting_prefers_fewer_workers_then_smaller_queues(sweep_frame) -> None:
+    frame = sweep_frame(
+        {
+            (2, 50): [100.0, 110.0, 120.0],
+            (3, None): [10.0, 11.0, 12.0],
+            (3, 200): [10.0, 11.0, 12.0],
+            (4, 50): [5.0, 5.5, 6.0],
+        }
+    )
+    choice = smallest_config_meeting(frame, "latency_p95_s", 30.0)
+    assert (choice["concurrency"], choice["queue_maxsize"]) == (3, 200)
+
+
+def test_smallest_config_meeting_returns_none_when_nothing_meets_the_slo(sweep_frame) -> None:
+    frame = sweep_frame({(2, 50): [100.0, 110.0]})
+    assert smallest_config_meeting(frame, "latency_p95_s", 30.0) is None
+
+
+def test_a_single_replication_gives_no_bound_and_meets_nothing(sweep_frame) -> None:
+    table = slo_table(sweep_frame({(2, 50): [1.0]}), "latency_p95_s", 30.0)
+    assert math.isnan(table["upper"].iloc[0])
+    assert not table["meets"].iloc[0]
+
+
+def test_slo_table_rejects_unknown_metrics_and_confidence_levels(sweep_frame) -> None:
+    frame = sweep_frame({(2, 50): [1.0, 2.0]})
+    with pytest.raises(ValueError, match="unknown metric"):
+        slo_table(frame, "nope", 1.0)
+    with pytest.raises(ValueError, match="confidence"):
+        slo_table(frame, "latency_p95_s", 1.0, confidence=1.0)
+
+
+def test_an_empty_grid_is_one_point() -> None:
+    # sweep(base, {}) runs base alone; the SLO helpers take it as a single grid point
+    from pipeline import PipelineConfig
+    from pipeline.sim import Exponential, Poisson, Scenario
+    from pipeline.sim.analysis.sweep import sweep
+
+    base = Scenario(
+        arrivals=Poisson(rate=1.0),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(concurrency=4),
+        n_items=200,
+        seed=3,
+    )
+    frame = sweep(base, {}, replications=3, processes=1, progress=False)
+    table = slo_table(frame, "latency_p95_s", 1e6)
+    assert list(table.columns) == ["replications", "mean", "upper", "meets", "drain_timed_out"]
+    assert table["replications"].tolist() == [3] and table["meets"].tolist() == [True]
+    choice = smallest_config_meeting(frame, "latency_p95_s", 1e6)
+    assert choice is not None and choice["replications"] == 3
+    assert smallest_config_meeting(frame, "latency_p95_s", 0.0) is None
+    with pytest.raises(ValueError, match=r"cost columns \['concurrency'\] are not grid columns"):
+        smallest_config_meeting(frame, "latency_p95_s", 1e6, cost=("concurrency",))
+
+
+def test_default_cost_uses_the_grid_columns_there_are(sweep_frame) -> None:
+    frame = sweep_frame({(2, 50): [100.0, 110.0], (3, 50): [10.0, 11.0], (4, 50): [5.0, 6.0]})
+    frame = frame.drop(columns="queue_maxsize")
+    frame.attrs["grid"] = ["concurrency"]
+    assert smallest_config_meeting(frame, "latency_p95_s", 30.0)["concurrency"] == 3
+    with pytest.raises(ValueError, match=r"cost columns \['queue_maxsize'\]"):
+        smallest_config_meeting(frame, "latency_p95_s", 30.0, cost=("queue_maxsize",))
+
+
+def test_slo_table_keeps_the_unbounded_queue_as_none(sweep_frame) -> None:
+    table = slo_table(sweep_frame({(2, None): [1.0, 2.0], (2, 5): [1.0, 2.0]}), "latency_p95_s", 9)
+    assert table["queue_maxsize"].tolist() == [None, 5]
