@@ -21,7 +21,7 @@ engine's attempts equal the handler's calls. The memory growth printed is
 from the first checkpoint after warm-up to the last. Exit 1 when a count is
 wrong or memory grew by more than ``--limit-mb``.
 
-The suite runs the same two scenarios briefly (``tests/test_soak.py``), with
+The suite runs the same two scenarios briefly (``tests/core/test_soak.py``), with
 ``tracemalloc`` comparing a small run against a ten times larger one.
 
 Usage: ``OPENBLAS_NUM_THREADS=1 python bench/bench_soak.py [--seconds 120] [--every 200000]``.

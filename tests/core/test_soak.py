@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "bench" / "bench_soak.py"
+_PATH = Path(__file__).resolve().parents[2] / "bench" / "bench_soak.py"
 _SPEC = importlib.util.spec_from_file_location("bench_soak", _PATH)
 bench_soak = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(bench_soak)

@@ -33,7 +33,7 @@ from pipeline.examples.ingest.server import PartnerConfig, PartnerProcess
 from pipeline.examples.ingest.sink import SinkError, SqliteSink
 from pipeline.examples.ingest.twin import WhatIf, default_what_if, run_loop
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 #: A quick partner: answers in about a millisecond, never fails, never poisons.
 QUICK = {"latency_p50_s": 0.0005, "latency_p95_s": 0.001, "error_rate": 0.0, "poison_rate": 0.0}
