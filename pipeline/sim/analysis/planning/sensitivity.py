@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...executors.pool import run_tasks
+from ...running.replications import POOL_WORTH_S, estimated_seconds
 from ...stats.intervals import t_quantile
 from .perturb import NotApplicable, inputs_of, perturbed
 from .plan import _measure
@@ -160,7 +162,7 @@ class Sensitivity:
     def report(self) -> str:
         """The table in words, largest effect first."""
         pct = f"{100 * self.change:.4g}%"
-        lines = [f"sensitivity of the chosen configuration, each input ±{pct}:"]
+        lines = [f"\nsensitivity of the chosen configuration, each input ±{pct}:"]
         for row in self.rows:
             lines.append(
                 f"  {row.input:<22} {row.slo!s:<28} {_num(row.low)} .. {_num(row.base)} .. "
@@ -202,7 +204,7 @@ def sensitivity(
     change: float = DEFAULT_CHANGE,
     inputs: Sequence[str] | None = None,
     executor: Executor | None = None,
-    processes: int = 1,
+    processes: int | None = None,
 ) -> Sensitivity:
     """Move each input of ``plan``'s chosen configuration by ±``change``; see the module.
 
@@ -212,7 +214,8 @@ def sensitivity(
         inputs: which inputs to move (default: all of
             :func:`~pipeline.sim.analysis.planning.perturb.inputs_of` the scenario).
         executor: a :class:`concurrent.futures.Executor` to run on; left open.
-        processes: local worker processes when no ``executor`` is given.
+        processes: local worker processes when no ``executor`` is given (default:
+            one per CPU when the runs would take a few seconds, else 1).
 
     Returns:
         A :class:`Sensitivity`; inputs that do not apply are in ``skipped`` with why.
@@ -226,8 +229,10 @@ def sensitivity(
             f"sensitivity needs a plan that chose a configuration, got status {plan.status!s}"
         )
     change = _check_change(change)
-    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"processes must be an integer >= 1, got {processes!r}")
+    if processes is not None and (
+        isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
+    ):
+        raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
     target = plan._target
     scenario = target.scenario
     names = inputs_of(scenario)
@@ -254,8 +259,19 @@ def sensitivity(
     # moved input stays in its domain (the two agree to 1e-9, item by item).
     engine = "asyncio" if target.engines == {"asyncio"} else "auto"
     tasks = [(end, r, engine, metrics) for _, ends in moved for end in ends for r in range(reps)]
+    workers = processes
+    if workers is None:
+        ran = "asyncio" if engine == "asyncio" else "kernel"
+        seconds = estimated_seconds(scenario, ran, len(tasks))
+        workers = (os.cpu_count() or 1) if seconds >= POOL_WORTH_S else 1
     measured = run_tasks(
-        _measure, tasks, workers=processes, bar=_NoBar(), what="sensitivity", executor=executor
+        _measure,
+        tasks,
+        workers=workers,
+        bar=_NoBar(),
+        what="sensitivity",
+        executor=executor,
+        workers_asked=processes is not None,
     )
     base = np.array(target.values, dtype=np.float64)  # replications x metrics
     rows: list[SensitivityRow] = []
