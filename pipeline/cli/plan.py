@@ -328,7 +328,7 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         print(result.report())
         if sensitivity is not None:
-            print(sensitivity.report())
+            print(f"\n{sensitivity.report()}")
     sys.stdout.flush()
     return 0
 

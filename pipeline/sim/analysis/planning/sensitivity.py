@@ -162,7 +162,7 @@ class Sensitivity:
     def report(self) -> str:
         """The table in words, largest effect first."""
         pct = f"{100 * self.change:.4g}%"
-        lines = [f"\nsensitivity of the chosen configuration, each input ±{pct}:"]
+        lines = [f"sensitivity of the chosen configuration, each input ±{pct}:"]
         for row in self.rows:
             lines.append(
                 f"  {row.input:<22} {row.slo!s:<28} {_num(row.low)} .. {_num(row.base)} .. "
