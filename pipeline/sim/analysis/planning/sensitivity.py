@@ -36,10 +36,11 @@ import numpy as np
 
 from ...executors.pool import run_tasks
 from ...running.replications import POOL_WORTH_S, estimated_seconds
+from ...running.single import simulate_once
 from ...stats.intervals import t_quantile
 from .perturb import NotApplicable, inputs_of, perturbed
-from .plan import _measure
-from .slo import SLO, judge
+from .slo import SLO, judge, metric_counts, metric_value
+from .tornado import tornado_figure
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -155,21 +156,25 @@ class Sensitivity:
     def figure(self, ax: Any = None) -> Any:
         """A tornado chart: one panel per SLO, one bar per input (see
         :func:`~pipeline.sim.analysis.planning.tornado.tornado_figure`)."""
-        from .tornado import tornado_figure
-
         return tornado_figure(self.to_dict(), ax)
 
     def report(self) -> str:
         """The table in words, largest effect first."""
         pct = f"{100 * self.change:.4g}%"
-        lines = [f"sensitivity of the chosen configuration, each input ±{pct}:"]
+        lines = [
+            f"sensitivity of the chosen configuration, each input ±{pct} "
+            "(mean at the low end .. at the plan .. at the high end; the SLO at each end):"
+        ]
+        names = [row.input for row in self.rows] + [name for name, _ in self.skipped]
+        left = max(map(len, names), default=0)
+        middle = max((len(str(row.slo)) for row in self.rows), default=0)
         for row in self.rows:
             lines.append(
-                f"  {row.input:<22} {row.slo!s:<28} {_num(row.low)} .. {_num(row.base)} .. "
-                f"{_num(row.high)}  ({row.verdict_low} / {row.verdict_high})"
+                f"  {row.input:<{left}}  {row.slo!s:<{middle}}  {_num(row.low)} .. "
+                f"{_num(row.base)} .. {_num(row.high)}  ({row.verdict_low} / {row.verdict_high})"
             )
         for name, why in self.skipped:
-            lines.append(f"  {name:<22} skipped: {why}")
+            lines.append(f"  {name:<{left}}  skipped: {why}")
         if self.fragile is not None:
             lines.append(f"  most fragile to: {self.fragile}")
         return "\n".join(lines)
@@ -265,7 +270,7 @@ def sensitivity(
         seconds = estimated_seconds(scenario, ran, len(tasks))
         workers = (os.cpu_count() or 1) if seconds >= POOL_WORTH_S else 1
     measured = run_tasks(
-        _measure,
+        _measure_moved,
         tasks,
         workers=workers,
         bar=_NoBar(),
@@ -298,6 +303,19 @@ def sensitivity(
         rows=tuple(rows),
         skipped=tuple(skipped),
     )
+
+
+def _measure_moved(
+    scenario: Any, replication: int, engine: str, metrics: tuple[str, ...]
+) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...], bool, int]:
+    # What the plan measures of each run (module level, so worker processes can
+    # unpickle it): the SLO metrics, the engine, the counts behind each fraction,
+    # and whether the drain timed out, leaving how many items unfinished.
+    summary = simulate_once(scenario, replication, engine).summary
+    values = tuple(metric_value(summary, m) for m in metrics)
+    counts = tuple(metric_counts(summary, m) for m in metrics)
+    cut = bool(summary["drain_timed_out"])
+    return values, summary["engine"], counts, cut, int(summary["items_unfinished"])
 
 
 def _row(

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline._units import metric_label, slo_text
 
+from .slo import SLO
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -37,8 +39,6 @@ def tornado_figure(sensitivity: Mapping[str, Any], ax: Any = None) -> Figure:
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
-
-    from .slo import SLO
 
     rows = list(sensitivity.get("rows", []))
     slos = list(dict.fromkeys(row["slo"] for row in rows))
