@@ -294,7 +294,8 @@ def sensitivity(
             )
         for column, slo in enumerate(slos):
             rows.append(_row(name, slo, column, base, ends, factors, plan.confidence))
-    rows.sort(key=lambda row: -row.effect if math.isfinite(row.effect) else -math.inf)
+    # Largest effect first; an effect that could not be measured (NaN: no value) last.
+    rows.sort(key=lambda row: -row.effect if math.isfinite(row.effect) else math.inf)
     return Sensitivity(
         chosen=dict(plan.chosen),
         change=change,
