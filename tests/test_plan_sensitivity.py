@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -86,6 +87,11 @@ def test_arrival_rate_scales_every_rate_of_the_process():
     assert perturbed(o, "arrival_rate", 0.5).arrivals.rate == pytest.approx(0.5 * o.arrivals.rate)
 
 
+def test_numpy_and_decimal_factors_are_numbers():
+    assert perturbed(mm(), "arrival_rate", np.float32(1.5)).arrivals.rate == 3.0
+    assert perturbed(mm(), "arrival_rate", Decimal("1.5")).arrivals.rate == 3.0
+
+
 def test_service_mean_keeps_the_shape_and_spread_keeps_the_mean():
     s = mm().replace(service=LogNormal(mean=0.08, cv=2.0))
     assert perturbed(s, "service_mean", 1.2).service == LogNormal(mean=0.08 * 1.2, cv=2.0)
@@ -123,7 +129,9 @@ def test_an_input_that_does_not_apply_says_why(scenario, name, reason):
         perturbed(scenario, name, 1.2)
 
 
-@pytest.mark.parametrize("factor", [0, -1, math.nan, math.inf, True, "1.2", None])
+@pytest.mark.parametrize(
+    "factor", [0, -1, math.nan, math.inf, 1e300, True, "1.2", None, Decimal("NaN")]
+)
 def test_a_bad_factor_is_refused(factor):
     with pytest.raises(ValueError, match="factor must be a number > 0"):
         perturbed(mm(), "arrival_rate", factor)
@@ -225,9 +233,10 @@ def test_the_same_numbers_on_an_executor_and_on_both_engines():
 
 def test_bad_arguments_are_refused():
     p = chosen_plan(mm())
-    for change in (0, 1, -0.2, math.nan, True, "0.2"):
+    for change in (0, 1, -0.2, math.nan, True, "0.2", Decimal("Infinity"), np.float64(1.5)):
         with pytest.raises(ValueError, match="change must be a number > 0 and < 1"):
             sensitivity(p, change=change)
+    assert sensitivity(p, change=Decimal("0.1"), inputs=["item_size"]).change == 0.1
     with pytest.raises(ValueError, match="not inputs of this scenario"):
         sensitivity(p, inputs=["arrival"])
     with pytest.raises(ValueError, match="processes must be"):

@@ -28,6 +28,8 @@ An input that does not apply raises :class:`NotApplicable` with the reason
 from __future__ import annotations
 
 import dataclasses
+import decimal
+import numbers
 from typing import Any
 
 from ...workloads.arrivals import ArrivalProcess, Deterministic, MarkovModulated, OnOff, Poisson
@@ -61,11 +63,15 @@ def perturbed(scenario: Scenario, name: str, factor: float) -> Scenario:
 
     Raises:
         ValueError: ``name`` is not one of :func:`inputs_of` ``(scenario)``, or
-            ``factor`` is not a finite number > 0.
+            ``factor`` is not a real number > 0 and < 1e9.
         NotApplicable: the input does not apply here, or the factor takes it
             outside what it allows (a failure probability above 1).
     """
-    if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor < 1e9:
+    if (
+        isinstance(factor, bool)
+        or not isinstance(factor, numbers.Real | decimal.Decimal)
+        or not 0 < float(factor) < 1e9
+    ):
         raise ValueError(f"factor must be a number > 0, got {factor!r}")
     factor = float(factor)
     names = inputs_of(scenario)

@@ -26,7 +26,9 @@ Example:
 
 from __future__ import annotations
 
+import decimal
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -194,9 +196,10 @@ def _finite(value: Any) -> Any:
 
 
 def _check_change(change: Any) -> float:
+    # Any real number (numpy's, a Decimal) but a bool; NaN fails the comparison.
     if (
         isinstance(change, bool)
-        or not isinstance(change, int | float | np.floating)
+        or not isinstance(change, numbers.Real | decimal.Decimal)
         or not 0 < float(change) < 1
     ):
         raise ValueError(f"change must be a number > 0 and < 1 (0.2 for ±20%), got {change!r}")
