@@ -13,6 +13,7 @@ Fixtures that only one part of the package needs live in that part's folder
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,3 +76,26 @@ def no_open_figures():
 
     yield
     assert plt.get_fignums() == [], "a plot function left a pyplot figure open"
+
+
+@pytest.fixture
+def run_main(monkeypatch, capsys) -> Callable[..., tuple[object, str, str]]:
+    """``run_main(*argv, cwd=None)``: ``main()`` in this process (fast).
+
+    Each argument is passed as ``str``; ``cwd`` (if given) is the working folder
+    for the call. Returns ``(status, stdout, stderr)``; argparse's own errors
+    arrive as SystemExit and their code is the status.
+    """
+    from pipeline.cli import main
+
+    def run(*argv: object, cwd: Path | str | None = None) -> tuple[object, str, str]:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        try:
+            status = main([str(arg) for arg in argv])
+        except SystemExit as exc:
+            status = exc.code
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
+    return run

@@ -108,7 +108,22 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "service_spread",
         "pipeline.sim.workloads.traces.service",
     ): START_UP,
+    (
+        "pipeline.cli.plan_report",
+        "write_report_files",
+        "pipeline.sim.analysis.planning.html_report",
+    ): START_UP,
     ("pipeline.sim.analysis.planning.plan", "run", "pipeline.sim.executors.pool"): START_UP,
+    (
+        "pipeline.sim.analysis.planning.result",
+        "sensitivity",
+        "pipeline.sim.analysis.planning.sensitivity",
+    ): START_UP,
+    (
+        "pipeline.sim.analysis.planning.result",
+        "to_html",
+        "pipeline.sim.analysis.planning.html_report",
+    ): START_UP,
     (
         "pipeline.sim.analysis.planning.result",
         "candidates",

@@ -45,7 +45,10 @@ Flags, besides every scenario flag of ``simulate``:
   ``binding``, ``fallback``, ``undecided``, ``candidates`` (one object per
   configuration examined) and what was searched.
 - ``--out DIR``: writes ``plan.json`` (the same object), ``candidates.csv``,
-  ``runs.csv`` (one row per run) and ``frontier.png``.
+  ``runs.csv`` (one row per run), ``frontier.png`` and ``report.html`` (one
+  self-contained page to share).
+- ``--sensitivity [PCT]``: each input of the chosen configuration moved by
+  ±PCT% (default 20), see :mod:`~pipeline.cli.plan_report`.
 
 A scenario file may hold the plan too: ``search = {concurrency = "1..64",
 maxsize = [100, 1000]}``, ``slo = ["latency_p95_s<=0.5"]``, ``confidence``,
@@ -69,6 +72,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._extras import require
+from . import plan_report
 from .axes import Axes, axis_flag, check_axes, gather_axes, replace_fields
 from .output import OutputFolder, write_json
 from .settings import add_scenario_flags, build_scenario, read_settings
@@ -110,7 +114,13 @@ def add_command(subparsers: Any) -> None:
         f"replications per configuration, added only where a verdict is open "
         f"(default {_DEFAULT_MIN_REPLICATIONS}..{_DEFAULT_MAX_REPLICATIONS}; N: exactly N)",
     )
-    _reword(parser, "out", "DIR", "write plan.json, candidates.csv, runs.csv, frontier.png")
+    _reword(
+        parser,
+        "out",
+        "DIR",
+        "write plan.json, candidates.csv, runs.csv, frontier.png, report.html "
+        "(and sensitivity.png)",
+    )
     parser.add_argument(
         "--search",
         action="append",
@@ -167,6 +177,14 @@ def add_command(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--sensitivity",
+        nargs="?",
+        const=plan_report.DEFAULT_PCT,
+        metavar="PCT",
+        help="move each input of the chosen configuration by ±PCT%% (default 20) and report "
+        "each SLO after; put it after the scenario file",
+    )
     # --replications is a scenario flag (an integer for simulate); plan reads it itself.
     parser.set_defaults(run=_plan)
 
@@ -365,6 +383,7 @@ def _plan(args: argparse.Namespace) -> int:
     )
     processes = _processes(_pick(args.processes, tables, "processes"))
     scheduler = _pick(args.scheduler, tables, "scheduler")
+    change = plan_report.parse_sensitivity(args.sensitivity)
     if "out" in settings:  # frontier.png: say a missing matplotlib now, not after the search
         require("plan --out", "viz", "matplotlib")
     # An unusable --out is found now, not after the search.
@@ -401,8 +420,13 @@ def _plan(args: argparse.Namespace) -> int:
             headroom=args.headroom,
             **options,
         )
+        sensitivity = plan_report.run_sensitivity(
+            result, change, executor=executor, processes=processes
+        )
 
     payload = result.to_dict()
+    if change is not None:
+        payload["sensitivity"] = None if sensitivity is None else sensitivity.to_dict()
     status = 0
     if args.check is not None:
         from ..sim.analysis.planning.check import verdict_of
@@ -413,12 +437,15 @@ def _plan(args: argparse.Namespace) -> int:
     if out is not None:
         with out, out.writing() as folder:
             _write_out(folder, payload, result)
+            plan_report.write_report_files(folder, result, sensitivity, args.scenario)
     if args.json:
         print(json.dumps(payload, allow_nan=False))
     else:
         print(result.report())
         if args.check is not None:
             print(verdict.text())
+        if sensitivity is not None:
+            print(f"\n{sensitivity.report()}")
     sys.stdout.flush()
     return status
 

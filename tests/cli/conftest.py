@@ -10,29 +10,6 @@ import pytest
 
 
 @pytest.fixture
-def run_main(monkeypatch, capsys) -> Callable[..., tuple[object, str, str]]:
-    """``run_main(*argv, cwd=None)``: ``main()`` in this process (fast).
-
-    Each argument is passed as ``str``; ``cwd`` (if given) is the working folder
-    for the call. Returns ``(status, stdout, stderr)``; argparse's own errors
-    arrive as SystemExit and their code is the status.
-    """
-    from pipeline.cli import main
-
-    def run(*argv: object, cwd: Path | str | None = None) -> tuple[object, str, str]:
-        if cwd is not None:
-            monkeypatch.chdir(cwd)
-        try:
-            status = main([str(arg) for arg in argv])
-        except SystemExit as exc:
-            status = exc.code
-        captured = capsys.readouterr()
-        return status, captured.out, captured.err
-
-    return run
-
-
-@pytest.fixture
 def scenario_file(tmp_path) -> Callable[..., str]:
     """``scenario_file(text, name="scenario.toml")``: ``text`` dedented into tmp_path; its path."""
 

@@ -1,4 +1,6 @@
 """Capacity planning: SLOs and their judgement (:mod:`.slo`), the search for the
 cheapest configuration that meets them (:mod:`.plan`), what it found (:mod:`.result`,
-with its text in :mod:`.report` and its figure in :mod:`.figure`), and traffic windows
-and fits to plan for (:mod:`.traffic`)."""
+with its text in :mod:`.report`, its figure in :mod:`.figure` and its shareable page in
+:mod:`.html_report`), how fragile the answer is (:mod:`.sensitivity`, moving inputs with
+:mod:`.perturb`, drawn by :mod:`.tornado`), and traffic windows and fits to plan for
+(:mod:`.traffic`)."""

@@ -544,3 +544,18 @@ class Plan:
         from .report import plan_report
 
         return plan_report(self)
+
+    def sensitivity(self, **options: Any) -> Any:
+        """Each input of the chosen configuration moved by ±20%, and each SLO after: a
+        :class:`~.sensitivity.Sensitivity` (see :func:`~.sensitivity.sensitivity`)."""
+        from .sensitivity import sensitivity
+
+        return sensitivity(self, **options)
+
+    def to_html(self, path: Any, *, sensitivity: Any = None, source: str | None = None) -> None:
+        """Write the plan as one self-contained HTML page (see :mod:`~.html_report`)."""
+        from .html_report import report_html
+
+        text = report_html(self, sensitivity=sensitivity, source=source)
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text)

@@ -1,0 +1,249 @@
+"""``report.html``: what ``plan --out`` shares, self-contained and safe to open.
+
+The page must hold the question, the answer, the binding SLO and the cheaper
+configuration that fails, cost and headroom when the plan has them, the
+sensitivity, and the method; embed its figures; fetch nothing; and show any
+string a user gave (a stage name, a file name) as text, never as markup.
+``plan --sensitivity`` is checked here too: its errors, its JSON key (absent
+without the flag) and its files.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from pipeline import PipelineConfig
+from pipeline.sim import Exponential, Poisson, Scenario, StageSpec
+from pipeline.sim.analysis.planning.html_report import render_report, write_report
+from pipeline.sim.analysis.planning.plan import plan
+from tests.cli.test_cli_plan import MM, WAIT_LIMIT
+
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class _Tags(HTMLParser):
+    """Every start tag and its attributes, as a browser's parser would see them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def tags(page: str) -> list[tuple[str, dict[str, str | None]]]:
+    parser = _Tags()
+    parser.feed(page)
+    return parser.tags
+
+
+def assert_self_contained(page: str) -> None:
+    found = tags(page)
+    names = {tag for tag, _ in found}
+    assert not names & {"script", "link", "iframe", "object", "embed", "base", "form"}
+    for tag, attrs in found:
+        assert not any(key.startswith("on") for key in attrs), (tag, attrs)
+        if tag == "img":
+            assert attrs["src"].startswith("data:image/png;base64,")
+            data = base64.b64decode(attrs["src"].partition(",")[2])
+            assert data.startswith(PNG_MAGIC)
+    assert "http://" not in page and "https://" not in page
+    assert "default-src 'none'" in page
+
+
+@pytest.fixture(scope="module")
+def small_plan():
+    base = Scenario(
+        arrivals=Poisson(rate=2.0),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(queue_maxsize=None),
+        n_items=2000,
+        seed=1,
+    )
+    return plan(
+        base, {"concurrency": range(3, 9)}, ["wait_mean_s<=0.3"], progress=False, processes=1
+    )
+
+
+def test_the_page_answers_the_question(small_plan, tmp_path):
+    sensitivity = small_plan.sensitivity(inputs=["arrival_rate", "item_size"])
+    path = write_report(small_plan, tmp_path, sensitivity=sensitivity, source="svc.toml")
+    page = Path(path).read_text(encoding="utf-8")
+    assert_self_contained(page)
+    assert len([t for t, _ in tags(page) if t == "img"]) == 2  # frontier and tornado
+    assert (tmp_path / "sensitivity.png").read_bytes().startswith(PNG_MAGIC)
+    for text in (
+        "The question",
+        "svc.toml",
+        "Poisson(rate=2.0)",
+        "wait_mean_s&lt;=0.3",
+        "Chosen:",
+        "concurrency=4",
+        "The binding SLO is",
+        "concurrency=3",  # one step cheaper
+        "fails",
+        "most fragile to",
+        "Method and assumptions",
+        "Bonferroni",
+    ):
+        assert text in page, text
+    assert "Cost" not in page and "Headroom" not in page  # not in this plan's JSON
+
+
+def test_cost_and_headroom_are_shown_when_the_plan_has_them(small_plan):
+    payload = copy.deepcopy(small_plan.to_dict())
+    payload["chosen"]["cost_per_hour"] = 2.0
+    for row in payload["candidates"]:
+        row["cost_per_hour"] = 0.5 * row["concurrency"]
+    payload["headroom"] = {"arrival_rate_factor": 1.23, "low": 1.2, "high": 1.26}
+    page = render_report(payload, scenario=small_plan.base)
+    assert "<h2>Cost</h2>" in page and "2.00 per hour" in page
+    # 2 per hour at 2 items/s = 7,200 items an hour: 277.78 per million items.
+    assert "277.78 per million items" in page
+    assert "<h2>Headroom</h2>" in page and "23% more traffic" in page
+    assert "<th>cost_per_hour</th>" in page
+    # A cost broken into parts (workers, waiting) shows each part.
+    payload["chosen"]["cost_per_hour"] = {"workers": 2.0, "waiting": 0.5, "total": 2.5}
+    page = render_report(payload, scenario=small_plan.base)
+    assert "workers 2.00" in page and "347.22 per million items" in page
+    assert_self_contained(page)
+
+
+def test_every_user_string_is_escaped(small_plan):
+    payload = copy.deepcopy(small_plan.to_dict())
+    payload["slos"] = [HOSTILE]
+    payload["binding"]["slo"] = HOSTILE
+    payload["binding"]["cheaper"][0]["failed"] = [HOSTILE]
+    payload["search"] = {HOSTILE: [HOSTILE]}
+    payload["candidates"][0]["verdict"] = HOSTILE
+    payload["headroom"] = {HOSTILE: HOSTILE, "arrival_rate_factor": 1.1}
+    payload["chosen"]["cost_per_hour"] = {HOSTILE: 1.0}
+    sensitivity = {
+        "change": 0.2,
+        "replications": 3,
+        "confidence": 0.95,
+        "fragile": HOSTILE,
+        "rows": [{"input": HOSTILE, "slo": HOSTILE, "verdict_low": HOSTILE}],
+        "skipped": [{"input": HOSTILE, "reason": HOSTILE}],
+    }
+    page = render_report(payload, sensitivity=sensitivity, source=HOSTILE)
+    assert_self_contained(page)
+    assert "&lt;script&gt;" in page
+
+
+def test_a_hostile_stage_name_stays_text(tmp_path):
+    chain = Scenario(
+        arrivals=Poisson(rate=1.0),
+        stages=[
+            StageSpec(name=HOSTILE, service=Exponential(mean=0.5)),
+            StageSpec(name="write", service=Exponential(mean=0.5)),
+        ],
+        n_items=300,
+        seed=2,
+    )
+    p = plan(
+        chain,
+        {f"{HOSTILE}.concurrency": [1, 2], "write.concurrency": [1, 2]},
+        ["latency_p95_s<=100"],
+        progress=False,
+        processes=1,
+    )
+    sensitivity = p.sensitivity(inputs=[f"{HOSTILE}.service_mean"])
+    p.to_html(tmp_path / "report.html", sensitivity=sensitivity)
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert_self_contained(page)
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+
+
+# -- the command line --------------------------------------------------------------------
+
+
+PLAN = [*MM, "--search", "concurrency=3..8", "--slo", f"wait_mean_s<={WAIT_LIMIT}", "--seed", "3"]
+
+
+@pytest.mark.parametrize("pct", ["0", "100", "-5", "abc", "nan", "inf", "1e400"])
+def test_a_bad_sensitivity_is_one_line_before_any_run(pct, tmp_path, monkeypatch, capsys, run_main):
+    status, out, err = run_main(
+        "plan", *[*PLAN, "--out", "out", "--sensitivity", pct], cwd=tmp_path
+    )
+    assert status == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("pipeline: error: --sensitivity: expected a percentage > 0 and < 100")
+    assert repr(pct) in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_out_writes_the_report_beside_what_it_wrote_before(tmp_path, monkeypatch, capsys, run_main):
+    status, _, err = run_main("plan", *[*PLAN, "--out", "out"], cwd=tmp_path)
+    assert status == 0, err
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "candidates.csv",
+        "frontier.png",
+        "plan.json",
+        "report.html",
+        "runs.csv",
+    ]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert_self_contained(page)
+    assert "Not computed" in page  # no --sensitivity
+    # The frontier embedded is the frontier written.
+    (frontier,) = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert base64.b64decode(frontier) == (out / "frontier.png").read_bytes()
+    assert "sensitivity" not in json.loads((out / "plan.json").read_text())
+
+
+def test_sensitivity_adds_a_json_key_a_table_and_a_chart(tmp_path, monkeypatch, capsys, run_main):
+    status, out, err = run_main("plan", *[*PLAN, "--json"], cwd=tmp_path)
+    assert status == 0, err
+    plain = json.loads(out)
+    status, out, err = run_main(
+        "plan", *[*PLAN, "--json", "--out", "out", "--sensitivity", "10"], cwd=tmp_path
+    )
+    assert status == 0, err
+    payload = json.loads(out)
+    sensitivity = payload.pop("sensitivity")
+    assert payload == plain  # every other key as without the flag
+    assert sensitivity["change"] == pytest.approx(0.1)
+    assert {r["input"] for r in sensitivity["rows"]} == {
+        "arrival_rate",
+        "service_mean",
+        "service_spread",
+        "item_size",
+    }
+    assert sensitivity["skipped"] == [{"input": "failure_rate", "reason": "no failures to scale"}]
+    assert (tmp_path / "out" / "sensitivity.png").read_bytes().startswith(PNG_MAGIC)
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "±10%" in page and "most fragile to" in page
+    status, out, _ = run_main("plan", *[*PLAN, "--sensitivity"], cwd=tmp_path)
+    assert status == 0
+    assert "each input ±20%" in out and "most fragile to:" in out
+
+
+def test_sensitivity_of_a_plan_that_chose_nothing_is_null(tmp_path, monkeypatch, capsys, run_main):
+    status, out, err = run_main(
+        "plan",
+        *[
+            *MM,
+            "--search",
+            "concurrency=3..4",
+            "--slo",
+            "wait_mean_s<=0",
+            "--json",
+            "--sensitivity",
+        ],
+        cwd=tmp_path,
+    )
+    assert status == 0, err
+    payload = json.loads(out)
+    assert payload["status"] == "infeasible" and payload["sensitivity"] is None
+    assert "sensitivity skipped: the plan chose no configuration (status infeasible)" in err

@@ -1,0 +1,103 @@
+"""``report.html`` opened in a real headless Chromium: every figure renders, nothing leaks.
+
+The page ``plan --out DIR --sensitivity`` writes is opened from ``file://``;
+every ``<img>`` must have decoded (``naturalWidth > 0``), the console must hold
+no error (a Content-Security-Policy violation is one), no request may leave the
+file (no network, no other file), and a report of a chain whose stage is named
+like markup must open no dialog and run no script.
+
+Uses the browser tests' Chromium (``tests/test_browser.py``: Debian's
+``/usr/bin/chromium`` through Playwright): skipped with an install hint when
+it is missing, a failure under ``CI=true``. Run it alone::
+
+    .venv/bin/pytest -m browser tests/test_report_browser.py
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.sim import Exponential, Poisson, Scenario, StageSpec
+from pipeline.sim.analysis.planning.plan import plan
+from tests.cli.test_cli_plan import MM, WAIT_LIMIT
+from tests.notebooks.test_browser import browser  # noqa: F401 -- the shared fixture: one Chromium
+
+pytestmark = pytest.mark.browser
+
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def open_report(browser, path) -> dict:  # noqa: F811
+    """Open ``path`` in a fresh page; what it loaded, logged and requested."""
+    page = browser.new_page()
+    seen: dict = {"errors": [], "requests": [], "dialogs": []}
+    page.on(
+        "console",
+        lambda message: seen["errors"].append(message.text) if message.type == "error" else None,
+    )
+    page.on("pageerror", lambda error: seen["errors"].append(str(error)))
+    page.on("dialog", lambda dialog: (seen["dialogs"].append(dialog.message), dialog.dismiss()))
+    page.on("request", lambda request: seen["requests"].append(request.url))
+    try:
+        url = path.resolve().as_uri()
+        page.goto(url, wait_until="load")
+        seen["images"] = page.evaluate(
+            "() => Array.from(document.images).map(i => [i.complete, i.naturalWidth])"
+        )
+        seen["scripts"] = page.evaluate("() => document.scripts.length")
+        seen["title"] = page.title()
+        seen["text"] = page.inner_text("body")
+        seen["url"] = url
+    finally:
+        page.close()
+    return seen
+
+
+def assert_clean(seen: dict, images: int) -> None:
+    assert seen["errors"] == []
+    assert seen["dialogs"] == []
+    assert seen["scripts"] == 0
+    outside = [u for u in seen["requests"] if u != seen["url"] and not u.startswith("data:")]
+    assert outside == [], outside
+    assert len(seen["images"]) == images
+    assert all(complete and width > 0 for complete, width in seen["images"]), seen["images"]
+
+
+def test_the_report_renders_every_figure_and_fetches_nothing(
+    browser,  # noqa: F811
+    tmp_path,
+    run_main,
+):
+    status, _, err = run_main(
+        "plan",
+        *MM, "--search", "concurrency=3..8", "--slo", f"wait_mean_s<={WAIT_LIMIT}",
+        "--seed", "3", "--out", "out", "--sensitivity", cwd=tmp_path,
+    )  # fmt: skip
+    assert status == 0, err
+    seen = open_report(browser, tmp_path / "out" / "report.html")
+    assert_clean(seen, images=2)  # the frontier and the tornado chart
+    assert seen["title"] == "Capacity plan"
+    assert "The answer" in seen["text"] and "most fragile to" in seen["text"]
+
+
+def test_a_stage_named_like_markup_stays_text_in_the_browser(browser, tmp_path):  # noqa: F811
+    chain = Scenario(
+        arrivals=Poisson(rate=1.0),
+        stages=[
+            StageSpec(name=HOSTILE, service=Exponential(mean=0.5)),
+            StageSpec(name="write", service=Exponential(mean=0.5)),
+        ],
+        n_items=300,
+        seed=2,
+    )
+    p = plan(
+        chain,
+        {f"{HOSTILE}.concurrency": [1, 2], "write.concurrency": [1, 2]},
+        ["latency_p95_s<=100"],
+        progress=False,
+        processes=1,
+    )
+    p.to_html(tmp_path / "report.html", sensitivity=p.sensitivity(inputs=["arrival_rate"]))
+    seen = open_report(browser, tmp_path / "report.html")
+    assert_clean(seen, images=2)
+    assert HOSTILE in seen["text"]  # shown as the text it is
