@@ -27,7 +27,7 @@ from pipeline.sim.analysis.diagnostics.diagnose import (
     findings_frame,
     format_findings,
 )
-from pipeline.sim.stats.intervals import scaled_run_length
+from pipeline.sim.stats.runlength import scaled_run_length
 
 WARNINGS = {"warning", "critical"}
 

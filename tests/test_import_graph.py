@@ -37,7 +37,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.examples.approval", "approval_widget", "pipeline.viz.widgets.focused"): OPTIONAL,
     ("pipeline.examples.approval", "approval_widget", "pipeline.viz.widgets.live_run"): OPTIONAL,
     ("pipeline.cli.axes", "axis_change", "pipeline.sim.workloads.failures"): START_UP,
-    ("pipeline.cli.output", "run_length_notes", "pipeline.sim.stats.intervals"): START_UP,
+    ("pipeline.cli.output", "run_length_notes", "pipeline.sim.stats.runlength"): START_UP,
     ("pipeline.cli.output", "summary_object", "pipeline.sim.stats.intervals"): START_UP,
     ("pipeline.cli.output", "write_out", "pipeline.viz.figures.run"): START_UP,
     ("pipeline.cli.output", "write_out", "pipeline.viz.figures.stages"): START_UP,
@@ -132,7 +132,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     (
         "pipeline.sim.analysis.planning.slo",
         "judgement_run_length_advice",
-        "pipeline.sim.stats.intervals",
+        "pipeline.sim.stats.runlength",
     ): START_UP,
     (
         "pipeline.sim.executors.cluster",
@@ -156,9 +156,10 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "pipeline.sim.running.kernel.events",
     ): START_UP,
     ("pipeline.sim.running.kernel.run", "run_kernel", "pipeline.sim.running.kernel.fcfs"): START_UP,
-    ("pipeline.sim.running.recorder", "time_mean", "pipeline.sim.stats.intervals"): LOADED,
-    ("pipeline.sim.running.recorder", "window", "pipeline.sim.stats.intervals"): LOADED,
+    ("pipeline.sim.running.recorder", "time_mean", "pipeline.sim.stats.stepstats"): LOADED,
+    ("pipeline.sim.running.recorder", "window", "pipeline.sim.stats.stepstats"): LOADED,
     ("pipeline.sim.running.replications", "advice", "pipeline.sim.stats.intervals"): LOADED,
+    ("pipeline.sim.running.replications", "advice", "pipeline.sim.stats.runlength"): LOADED,
     ("pipeline.sim.running.replications", "interval", "pipeline.sim.stats.intervals"): LOADED,
     (
         "pipeline.sim.running.replications",
@@ -172,7 +173,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.sim.running.simulate", "simulate", "pipeline.sim.running.kernel.run"): START_UP,
     ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.running.chained"): START_UP,
     ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.running.kernel.run"): START_UP,
-    ("pipeline.sim.running.summary", "__init__", "pipeline.sim.stats.intervals"): LOADED,
+    ("pipeline.sim.running.summary", "__init__", "pipeline.sim.stats.stepstats"): LOADED,
     (
         "pipeline.sim.workloads.arrivals",
         "from_counts_csv",
@@ -194,7 +195,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.viz.figures.warmup", "plot_warmup", "pipeline.sim.analysis.warmup"): START_UP,
     ("pipeline.viz.live", "__call__", "pipeline.viz.figures.png"): START_UP,
     ("pipeline.viz.live", "live_figure", "pipeline.viz.figures.panels"): START_UP,
-    ("pipeline.viz.live", "live_summary", "pipeline.sim.stats.intervals"): LOADED,
+    ("pipeline.viz.live", "live_summary", "pipeline.sim.stats.stepstats"): LOADED,
     ("pipeline.viz.widgets.live_run", "_run", "pipeline.viz.live"): START_UP,
     ("pipeline.viz.widgets.live_run", "_show", "pipeline.viz.figures.png"): START_UP,
     ("pipeline.viz.widgets.live_run", "_show", "pipeline.viz.live"): START_UP,

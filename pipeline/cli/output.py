@@ -246,7 +246,7 @@ _ADVICE_METRICS = ("latency_mean_s", "latency_p95_s")
 
 def run_length_notes(summary: dict[str, Any], replications: int) -> list[str]:
     """Run-length advice for the replication intervals wider than 10% of their mean."""
-    from ..sim.stats.intervals import run_length_advice
+    from ..sim.stats.runlength import run_length_advice
 
     notes = []
     for key in _ADVICE_METRICS:

@@ -240,7 +240,7 @@ def live_summary(report: RunReport, samples: pd.DataFrame) -> dict[str, Any]:
     """
     import numpy as np
 
-    from ..sim.stats.intervals import weighted_sum
+    from ..sim.stats.stepstats import weighted_sum
 
     duration = report.duration_s
     times = samples["time_s"].to_numpy(dtype=float)

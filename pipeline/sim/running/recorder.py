@@ -177,7 +177,7 @@ class StepSeries:
 
     def window(self, start_s: float) -> tuple[np.ndarray, np.ndarray]:
         """Each row's duration clipped to ``[start_s, end_s]``, and the time each row ends."""
-        from ..stats.intervals import step_durations
+        from ..stats.stepstats import step_durations
 
         ends = np.append(self.time_s[1:], self.end_s)
         return step_durations(self.time_s, self.end_s, start_s), ends
@@ -185,10 +185,10 @@ class StepSeries:
     def time_mean(self, values: np.ndarray, start_s: float = 0.0) -> float:
         """Time-weighted mean of ``values`` over ``[start_s, end_s]`` (NaN if that is empty).
 
-        See :func:`pipeline.sim.stats.intervals.time_weighted_mean`; a ``start_s`` before
+        See :func:`pipeline.sim.stats.stepstats.time_weighted_mean`; a ``start_s`` before
         the first row counts from the first row.
         """
-        from ..stats.intervals import time_weighted_mean
+        from ..stats.stepstats import time_weighted_mean
 
         start = max(float(start_s), float(self.time_s[0]))
         if not self.end_s > start:

@@ -97,17 +97,14 @@ class Replications:
     ) -> str | None:
         """Run-length advice for a key's interval, or None when it is precise enough.
 
-        See :func:`~pipeline.sim.stats.intervals.run_length_advice`: the half-width is
+        See :func:`~pipeline.sim.stats.runlength.run_length_advice`: the half-width is
         judged against ``relative_precision`` of the mean (default 10%), or
         against an SLO ``limit`` the interval should clear; the sentence says
         about how many replications would do, and warns when the runs'
         utilisation is near 1.
         """
-        from ..stats.intervals import (
-            DEFAULT_RELATIVE_PRECISION,
-            run_length_advice,
-            summarise_values,
-        )
+        from ..stats.intervals import summarise_values
+        from ..stats.runlength import DEFAULT_RELATIVE_PRECISION, run_length_advice
 
         mean, half = summarise_values(self.values(key), level)
         return run_length_advice(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...stats.intervals import weighted_sum
+from ...stats.stepstats import weighted_sum
 from .checks import run_checks
 from .findings import CODES, LOAD_CRITICAL, RANK, Finding
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ...stats.intervals import run_length_advice, scaled_run_length, weighted_sum
+from ...stats.runlength import run_length_advice, scaled_run_length
+from ...stats.stepstats import weighted_sum
 from .facts import Facts, error_counts, independent_p, lag_growth, service_spread
 from .findings import (
     AMP_INFO,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...stats.intervals import time_weighted_mean, weighted_sum
+from ...stats.stepstats import time_weighted_mean, weighted_sum
 
 if TYPE_CHECKING:
     from ...running.result import SimulationResult

@@ -532,12 +532,12 @@ def judgement_run_length_advice(
 ) -> str:
     """How much more simulation would decide an undecided SLO.
 
-    :func:`~pipeline.sim.stats.intervals.run_length_advice`'s rule, ``n ~ n0 (h0 / h)**2``
+    :func:`~pipeline.sim.stats.runlength.run_length_advice`'s rule, ``n ~ n0 (h0 / h)**2``
     with ``h = |mean - limit|``, in replications; and since a half-width also
     falls as one over the square root of the run length (for means and
     percentiles of long, stationary runs), the same factor in items or seconds.
     """
-    from ...stats.intervals import run_length_advice, scaled_run_length
+    from ...stats.runlength import run_length_advice, scaled_run_length
 
     n0, h0 = judgement.replications, judgement.half_width
     gap = abs(judgement.mean - judgement.slo.limit)
