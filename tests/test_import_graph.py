@@ -347,3 +347,17 @@ def test_no_private_name_crosses_a_module():
 @pytest.mark.parametrize("reason", sorted(set(DEFERRED.values())))
 def test_every_reason_is_one_of_the_stated_ones(reason):
     assert reason in (START_UP, OPTIONAL, LOADED)
+
+
+def test_the_plan_result_does_not_import_the_search_even_for_types():
+    # The result reads candidates (planning.candidate), not the search that made them.
+    result = "pipeline.sim.analysis.planning.result"
+    tree = ast.parse(MODULES[result].read_text())
+    named = {
+        f"{resolve(result, node)}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert "pipeline.sim.analysis.planning.plan" not in {n.rsplit(".", 1)[0] for n in named}
+    assert "pipeline.sim.analysis.planning.plan" not in named

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,13 +39,12 @@ from ...running.replications import POOL_WORTH_S, estimated_seconds
 from ...running.single import simulate_once
 from ...workloads.scenario import Scenario
 from ..diagnostics.stability import unstable_note
+from .candidate import Candidate
 from .result import Plan, ranked_values
 from .slo import (
     SLO,
-    Judgement,
     check_confidence,
     check_slo_metrics,
-    judge,
     metric_counts,
     metric_value,
     parse_slos,
@@ -61,38 +59,6 @@ MAX_CANDIDATES = 100_000
 """Most configurations a search space may hold (the product of its value lists)."""
 
 _MAX_REPLICATIONS = 10_000
-
-
-@dataclass
-class _Candidate:
-    """One configuration of the search: its place in cost order and what its runs measured."""
-
-    rank: int
-    point: dict[str, Any]
-    scenario: Scenario | None = None
-    note: str | None = None  # why it was rejected without runs
-    values: list[tuple[float, ...]] = field(default_factory=list)  # per replication
-    # Per replication, per SLO metric: (events, trials) behind a fraction, else None.
-    counts: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
-    engines: set[str] = field(default_factory=set)
-    judgements: tuple[Judgement, ...] = ()
-    verdict: str = "unexamined"  # meets | fails | undecided | unstable | unexamined
-
-    @property
-    def replications(self) -> int:
-        return len(self.values)
-
-    def judge(self, slos: Sequence[SLO], confidence: float) -> None:
-        columns = np.array(self.values, dtype=np.float64).T
-        tallies = list(zip(*self.counts, strict=True))
-        self.judgements = tuple(
-            judge(slo, column, confidence=confidence, counts=None if None in tally else list(tally))
-            for slo, column, tally in zip(slos, columns, tallies, strict=True)
-        )
-        verdicts = {j.verdict for j in self.judgements}
-        self.verdict = (
-            "fails" if "fails" in verdicts else "undecided" if "undecided" in verdicts else "meets"
-        )
 
 
 def _measure(
@@ -473,7 +439,7 @@ def plan(
     totals = _totals(base, axes) if cost is None else []
     fields = _cost_fields(axes, cost, totals)
     order = _cost_order(axes, fields, totals)
-    candidates = [_Candidate(rank, point) for rank, point in enumerate(order)]
+    candidates = [Candidate(rank, point) for rank, point in enumerate(order)]
     metrics = tuple(slo.metric for slo in parsed)
     per_look = look_confidence(level, len(replication_schedule(low, high)))
 
@@ -492,7 +458,7 @@ def plan(
         while True:
             target = next((c for c in candidates[:examined] if c.verdict == "meets"), None)
             cheaper = candidates[: target.rank if target else examined]
-            tasks: list[tuple[_Candidate, int]] = [
+            tasks: list[tuple[Candidate, int]] = [
                 (c, r)
                 for c in cheaper
                 if c.verdict == "undecided" and c.replications < high
@@ -514,7 +480,7 @@ def plan(
             bar.total += len(tasks)
             bar.refresh()
             payload = [(c.scenario, r, engine, metrics) for c, r in tasks]
-            touched: dict[int, _Candidate] = {}
+            touched: dict[int, Candidate] = {}
             measured = runner.run(payload, bar)
             for (candidate, _), (values, ran, counts) in zip(tasks, measured, strict=True):
                 candidate.values.append(values)  # tasks list each candidate's runs in order

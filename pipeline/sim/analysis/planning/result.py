@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ...workloads.scenario import Scenario
-    from .plan import _Candidate
+    from .candidate import Candidate
 
 __all__ = ["Plan"]
 
@@ -105,7 +105,7 @@ class Plan:
         confidence: float,
         look_confidence: float,
         replications: tuple[int, int],
-        candidates: Sequence[_Candidate],
+        candidates: Sequence[Candidate],
         total: int,
     ) -> None:
         self.base = base
@@ -146,7 +146,7 @@ class Plan:
         """The base scenario with the chosen configuration applied (None unless chosen)."""
         return self._target.scenario if self.status == "chosen" else None
 
-    def _config(self, candidate: _Candidate) -> dict[str, Any]:
+    def _config(self, candidate: Candidate) -> dict[str, Any]:
         scenario = candidate.scenario
         out = dict(candidate.point)
         if scenario.stages is not None:
@@ -159,7 +159,7 @@ class Plan:
             out.setdefault(name, getattr(scenario.config, name))
         return out
 
-    def _binding(self, target: _Candidate) -> dict[str, Any]:
+    def _binding(self, target: Candidate) -> dict[str, Any]:
         def slack(j: Judgement) -> float:
             gap = (j.slo.limit - j.bound) if j.slo.upper else (j.bound - j.slo.limit)
             return gap / abs(j.slo.limit) if j.slo.limit != 0 else gap
@@ -195,7 +195,7 @@ class Plan:
         """The field's values in cost order, as the search walked them."""
         return ranked_values(self.search[name])
 
-    def _questions(self, candidate: _Candidate) -> list[dict[str, Any]]:
+    def _questions(self, candidate: Candidate) -> list[dict[str, Any]]:
         scenario = candidate.scenario
         return [
             {
