@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..config import PipelineConfig
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, parse_int
 
 __all__ = ["STAGE_KEYS", "STAGE_SETTINGS", "parse_stages", "stage_value_parser"]
@@ -78,7 +79,6 @@ def stage_value_parser(setting: str) -> Any:
 
 def _one_stage(table: Any, label: str, base: str) -> Any:
     """One ``[[stages]]`` table -> a StageSpec; ``label`` says where it is, for errors."""
-    from ..config import PipelineConfig
     from ..sim.workloads.failures import IndependentFailures, NoFailures
     from ..sim.workloads.stages import StageSpec
 

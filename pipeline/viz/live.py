@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine import Pipeline, State
 from ..records import RunReport
+from .figures.png import displayed_size, figure_png, png_display_data
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -287,7 +288,6 @@ class _Redraw:
             # An ipywidgets Output: set its outputs directly. Capturing with ``with output:``
             # depends on which message the kernel is handling, and a redraw from a task
             # that a button started (not a cell) would go nowhere.
-            from .figures.png import displayed_size, figure_png, png_display_data
 
             png = figure_png(fig, scale=1)
             self.output.outputs = (png_display_data(png, displayed_size(fig), "<live figure>"),)

@@ -25,6 +25,8 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from .main_guard import unguarded_call_site
+
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
@@ -80,8 +82,6 @@ def scheduler_executor(scheduler: str, *, workers: int | None = None) -> Iterato
 
 def _refuse_unguarded_script() -> None:
     """A LocalCluster's workers are spawned processes: they re-run an unguarded script."""
-    from .main_guard import unguarded_call_site
-
     site = unguarded_call_site()
     if site is not None:
         raise RuntimeError(

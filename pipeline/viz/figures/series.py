@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .style import COLORS
+
 if TYPE_CHECKING:
     from pipeline.sim import SimulationResult
 
@@ -94,8 +96,6 @@ def thin(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.
 
 def waits_and_latencies(run: SimulationResult) -> tuple[tuple[str, np.ndarray, str], ...]:
     """``(name, seconds, colour)`` of waits (items that started) and latencies (completed)."""
-    from .style import COLORS
-
     c = run.columns
     return (
         ("wait", (c.start_s - c.arrival_s)[~np.isnan(c.start_s)], COLORS["wait"]),

@@ -19,6 +19,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from pipeline.sim import Exponential, IndependentFailures, NoFailures, Poisson
+
 from ...sim.stats.intervals import mean_ci
 from ..labels import metric_label
 from .style import COLORS, axes_list, legend
@@ -157,7 +159,6 @@ def theory_for(result: SimulationResult) -> dict[str, float]:
 
     Keys that do not apply are absent.
     """
-    from pipeline.sim import Exponential, IndependentFailures, NoFailures, Poisson
     from pipeline.sim.analysis.theory import dead_letter_rate, mmc, mmck
 
     sc = result.scenario

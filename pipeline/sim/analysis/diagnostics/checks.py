@@ -22,8 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from ...stats.intervals import proportion_ci
 from ...stats.runlength import run_length_advice, scaled_run_length
 from ...stats.stepstats import weighted_sum
+from ...workloads.traces.service import ServiceTrace
 from .facts import Facts, error_counts, independent_p, lag_growth, service_spread
 from .findings import (
     AMP_INFO,
@@ -320,7 +322,6 @@ def _lease_expired(f: Facts) -> Finding | None:
     if not f.attempts:
         return None
     mean, std, p999 = service_spread(f.scenario)
-    from ...workloads.traces.service import ServiceTrace
 
     service = f.scenario.service
     if isinstance(service, ServiceTrace):
@@ -460,8 +461,6 @@ def _drain_timeout(f: Facts) -> Finding | None:
 
 
 def _dead_letters(f: Facts) -> Finding | None:
-    from ...stats.intervals import proportion_ci
-
     letters = f.report.dead_letters
     if not letters or not f.admitted:
         return None

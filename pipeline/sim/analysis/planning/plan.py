@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...executors.pool import bootstrapping, check_picklable, pool_workers, run_tasks
+from ...executors.pool import bootstrapping, check_picklable, context, pool_workers, run_tasks
 from ...running.kernel.run import check_engine, refusal, unsupported
 from ...running.replications import POOL_WORTH_S, estimated_seconds
 from ...running.single import simulate_once
@@ -271,8 +271,6 @@ class _Runner:
             self._workers = pool_workers(self._workers, "plan", asked=self._asked)
         if executor is None and self._workers > 1 and len(tasks) > 1:
             from concurrent.futures import ProcessPoolExecutor
-
-            from ...executors.pool import context
 
             # One pool for every round: starting one costs about a second.
             self._executor = executor = self._stack.enter_context(

@@ -53,7 +53,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...stats.intervals import t_quantile
+from ...stats.intervals import proportion_bound, t_quantile
+from ...stats.runlength import run_length_advice, scaled_run_length
 
 __all__ = [
     "CHAIN_METRICS",
@@ -500,8 +501,6 @@ def _judge_agreed(
     slo: SLO, n: int, mean: float, level: float, pooled: tuple[int, int] | None
 ) -> Judgement:
     """Every replication gave ``mean``: no spread for a t interval to measure."""
-    from ...stats.intervals import proportion_bound
-
     if slo.metric in FRACTION_METRICS and pooled is not None and pooled[1] > 0:
         events, trials = pooled
         low = proportion_bound(events, trials, level, upper=False)
@@ -537,8 +536,6 @@ def judgement_run_length_advice(
     falls as one over the square root of the run length (for means and
     percentiles of long, stationary runs), the same factor in items or seconds.
     """
-    from ...stats.runlength import run_length_advice, scaled_run_length
-
     n0, h0 = judgement.replications, judgement.half_width
     gap = abs(judgement.mean - judgement.slo.limit)
     if judgement.basis == "binomial":
