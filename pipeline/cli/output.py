@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._units import scale_bytes
+
 if TYPE_CHECKING:
     from ..sim.running.result import SimulationResult
     from ..sim.workloads.scenario import Scenario
@@ -186,10 +188,7 @@ def _report_figure(result: SimulationResult) -> Any:
     ax2.set(title="Latency of completed items", xlabel="latency (s)", ylabel="items")
 
     memory = ts["memory_bytes"].to_numpy()
-    scale, unit = next(
-        ((f, u) for f, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")) if memory.max() >= f),
-        (1, "B"),
-    )
+    scale, unit = scale_bytes(float(memory.max()))
     ax3.step(t, memory / scale, where="post", color="C4", linewidth=0.8)
     ax3.set(title="Modelled memory", xlabel="virtual time (s)", ylabel=unit)
 

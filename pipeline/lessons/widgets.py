@@ -37,8 +37,9 @@ from pipeline.sim import (
 )
 from pipeline.sim.workloads.failures import TokenQuota
 
+from .._units import human_bytes
 from ..viz.figures.panels import LEGEND_FONT_PT, DepthPanel, LagPanel, MemoryPanel, legend_below
-from ..viz.figures.series import human_bytes, memory_bound_bytes
+from ..viz.figures.series import memory_bound_bytes
 from ..viz.figures.style import COLORS
 from ..viz.figures.tradeoffs import plot_drain_tradeoff
 from ..viz.widgets.focused import FocusedWidget, slider

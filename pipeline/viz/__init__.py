@@ -6,9 +6,8 @@ explorer, which re-simulates when a control moves.
 
 from __future__ import annotations
 
+from .._units import human_bytes, metric_label
 from .figures.run import (
-    human_bytes,
-    memory_bound_bytes,
     oldest_unfinished_age,
     plot_depth,
     plot_lag,
@@ -16,18 +15,17 @@ from .figures.run import (
     plot_retries,
     report_figure,
 )
+from .figures.series import memory_bound_bytes
 from .figures.stages import plot_stages
 from .figures.sweep import plot_sweep
 from .figures.theory import (
     plot_dead_letters_vs_theory,
     plot_shed_vs_theory,
-    plot_sweep_heatmap,
     plot_wait_vs_theory,
     theory_for,
 )
 from .figures.tradeoffs import plot_batch_completion, plot_drain_tradeoff
 from .figures.warmup import plot_warmup
-from .labels import metric_label
 from .notebook import check, say
 from .widgets.explorer import Explorer, explore
 from .widgets.focused import FocusedWidget
@@ -59,7 +57,6 @@ __all__ = [
     "plot_shed_vs_theory",
     "plot_stages",
     "plot_sweep",
-    "plot_sweep_heatmap",
     "plot_wait_vs_theory",
     "plot_warmup",
     "report_figure",

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...._units import percent_text as _pct
 from ...stats.stepstats import weighted_sum
 from .checks import run_checks
 from .findings import CODES, LOAD_CRITICAL, RANK, Finding
@@ -178,10 +179,6 @@ def stage_loads(result: ChainSimulationResult) -> list[StageLoad]:
 
 
 # -- the finding ------------------------------------------------------------------------------
-
-
-def _pct(share: float) -> str:
-    return f"{100 * share:.3g}%"
 
 
 def _backlog_place(loads: list[StageLoad]) -> tuple[str, float]:

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ...._units import human_bytes
+from ...._units import percent_text as _pct
 from ...stats.intervals import proportion_ci
 from ...stats.runlength import run_length_advice, scaled_run_length
 from ...stats.stepstats import weighted_sum
@@ -62,20 +64,8 @@ def _s(seconds: float) -> str:
     return f"{seconds / 3600:.3g} h"
 
 
-def _pct(share: float) -> str:
-    return f"{100 * share:.3g}%"
-
-
 def _n(count: float) -> str:
     return f"{count:,.0f}" if float(count).is_integer() else f"{count:,.3g}"
-
-
-def _bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(size) < 1024 or unit == "GiB":
-            return f"{size:.3g} {unit}" if unit != "B" else f"{size:.0f} B"
-        size /= 1024
-    return f"{size:.3g} TiB"  # pragma: no cover
 
 
 def _nice_up(x: float) -> float:
@@ -167,7 +157,7 @@ def _consumer_lag(f: Facts) -> Finding | None:
     if f.config.queue_maxsize is None:
         evidence += (
             f" With the unbounded queue, memory peaked at "
-            f"{_bytes(f.result.summary['memory_peak_bytes'])}."
+            f"{human_bytes(f.result.summary['memory_peak_bytes'])}."
         )
     explanation = (
         "When work arrives faster than the workers can finish it, no queue size helps: the "
@@ -293,7 +283,7 @@ def _queue_saturated(f: Facts) -> Finding | None:
                 f"The workers keep up on average ({_pct(f.rho)} busy) but bursts overflow the "
                 f"queue: raise queue_maxsize from {config.queue_maxsize} to about {size} "
                 f"(M/M/c/K estimate for under 1% of arrivals finding it full; memory then up to "
-                f"about {_bytes(size * f.scenario.item_size_bytes)} at "
+                f"about {human_bytes(size * f.scenario.item_size_bytes)} at "
                 f"{f.scenario.item_size_bytes} bytes/item), or add workers to cut the waits."
             )
             numbers["suggested_queue_maxsize"] = size
