@@ -85,7 +85,7 @@ def test_a_plan_left_to_its_default_processes_runs_here_with_a_warning(tmp_path)
     # (the README's 100,000-item call); made to here, for a quick run on two CPUs.
     call = (
         "import os, pipeline.sim.analysis.planning.plan as p; os.cpu_count = lambda: 2; "
-        "p._POOL_WORTH_S = 0.0; "
+        "p.POOL_WORTH_S = 0.0; "
         "answer = p.plan(base, {'concurrency': [4, 5]}, ['wait_mean_s<=5'], progress=False)"
     )
     done = run_script(
