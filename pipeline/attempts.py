@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .events import EventKind
+from .fields import PipelineFields
 from .intake import trace_id
 from .items import WorkItem
 from .records import AttemptError, DeadLetter, Result, describe_error
@@ -47,7 +48,7 @@ _STARTED = EventKind.STARTED
 _COMPLETED = EventKind.COMPLETED
 
 
-class Attempts:
+class Attempts(PipelineFields):
     """The worker loop and one attempt's life (mixed into ``Pipeline``)."""
 
     async def _work(self) -> None:

@@ -30,15 +30,14 @@ import random
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
-from .attempts import Attempts, ThreadCall
+from .attempts import Attempts
 from .config import PipelineConfig
 from .errors import PipelineClosed, SourceError
 from .events import EventKind, Listener
 from .intake import Intake
-from .items import WorkItem
 from .queue import WorkQueue
 from .ratelimit import RateLimiter
-from .records import DeadLetter, Result, RunReport, ShedLog, describe_error
+from .records import Result, RunReport, ShedLog, describe_error
 from .resultstream import ResultStream
 from .state import State, close_once
 from .statistics import Statistics
@@ -119,20 +118,20 @@ class Pipeline(Intake, Attempts):
         self._on_event = None if on_event is None else self._guarded(on_event)
         self._rng = rng if rng is not None else random.Random()
         self._is_async = is_async_callable(handler)
-        self._queue: WorkQueue[WorkItem] = WorkQueue(config.queue_maxsize)
+        self._queue = WorkQueue(config.queue_maxsize)
         self.state = State.IDLE
-        self.report: RunReport | None = None
-        self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
-        self._workers: list[asyncio.Task[None]] = []
-        self._producers: list[asyncio.Task[None]] = []
-        self._own_tasks: set[asyncio.Task[Any]] = set()
-        self._unread_sources: dict[int, Any] = {}
-        self._running: dict[WorkItem, None] = {}
-        self._retry_timers: dict[WorkItem, asyncio.TimerHandle] = {}
-        self._thread_calls: dict[WorkItem, ThreadCall] = {}
-        self._limiter: RateLimiter | None = None
-        self._stream: ResultStream | None = None
-        self._settled: asyncio.Event = None  # type: ignore[assignment]
+        self.report = None
+        self._loop = None  # type: ignore[assignment]
+        self._workers = []
+        self._producers = []
+        self._own_tasks = set()
+        self._unread_sources = {}
+        self._running = {}
+        self._retry_timers = {}
+        self._thread_calls = {}
+        self._limiter = None
+        self._stream = None
+        self._settled = None  # type: ignore[assignment]
         self._unsettled = 0
         self._offered = 0
         self._admitted = 0
@@ -140,18 +139,18 @@ class Pipeline(Intake, Attempts):
         self._retried = 0
         self._attempts = 0
         self._busy = 0
-        self._dead_letters: list[DeadLetter] = []
+        self._dead_letters = []
         self._shed = ShedLog(config.keep_shed)
-        self._handed_back: list[WorkItem] = []
-        self._closing: asyncio.Task[RunReport] | None = None
+        self._handed_back = []
+        self._closing = None
         self._stop_requested = False
-        self._aborted: BaseException | None = None
+        self._aborted = None
         self._listener_errors = 0
         self._blocked_s = 0.0
         self._blocked_now = 0
         self._blocked_since_sum = 0.0
         self._drain_timed_out = False
-        self._signals: tuple[int, ...] = ()
+        self._signals = ()
         self._started_s = 0.0
         self._log_debug = False
         self._log_info = False

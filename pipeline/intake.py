@@ -32,6 +32,7 @@ from typing import Any
 
 from .errors import PipelineClosed, QueueFull
 from .events import EventKind
+from .fields import PipelineFields
 from .items import WorkItem
 from .state import State
 
@@ -45,7 +46,7 @@ _OPEN = State.OPEN
 _ADMITTED = EventKind.ADMITTED
 
 
-class Intake:
+class Intake(PipelineFields):
     """Producers, ``put``/``put_nowait`` and admission (mixed into ``Pipeline``)."""
 
     async def _produce(self, index: int, source: Iterable[Any] | AsyncIterable[Any]) -> None:

@@ -24,6 +24,8 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._units import scale_bytes
+
 if TYPE_CHECKING:
     from ..sim.running.result import SimulationResult
     from ..sim.workloads.scenario import Scenario
@@ -195,10 +197,7 @@ def _report_figure(result: SimulationResult) -> Any:
     ax2.set(title="Latency of completed items", xlabel="latency (s)", ylabel="items")
 
     memory = ts["memory_bytes"].to_numpy()
-    scale, unit = next(
-        ((f, u) for f, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")) if memory.max() >= f),
-        (1, "B"),
-    )
+    scale, unit = scale_bytes(float(memory.max()))
     ax3.step(t, memory / scale, where="post", color="C4", linewidth=0.8)
     ax3.set(title="Modelled memory", xlabel="virtual time (s)", ylabel=unit)
 
@@ -373,7 +372,7 @@ _ADVICE_METRICS = ("latency_mean_s", "latency_p95_s")
 
 def run_length_notes(summary: dict[str, Any], replications: int) -> list[str]:
     """Run-length advice for the replication intervals wider than 10% of their mean."""
-    from ..sim.stats.intervals import run_length_advice
+    from ..sim.stats.runlength import run_length_advice
 
     notes = []
     for key in _ADVICE_METRICS:

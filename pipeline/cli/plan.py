@@ -73,7 +73,7 @@ from typing import Any
 
 from .._extras import require
 from . import plan_report
-from .axes import Axes, axis_flag, check_axes, gather_axes, replace_fields
+from .axes import Axes, axis_flag, check_axes, gather_axes, parse_axis, replace_fields
 from .output import OutputFolder, write_json
 from .settings import add_scenario_flags, build_scenario, read_settings
 from .values import MAX_REPLICATIONS, parse_int, parse_processes
@@ -312,8 +312,6 @@ def _cost(flags: Sequence[str]) -> dict[str, Any] | None:
 
 def _check_axes(text: str, file_search: Any, flags: Sequence[Any], path: str | None) -> Axes:
     """``--check concurrency=8,maxsize=100`` -> one value per axis, checked like --search."""
-    from .axes import parse_axis
-
     if flags:
         raise ValueError("give --check (judge one configuration) or --search (find one), not both")
     searched = None

@@ -36,6 +36,7 @@ import os
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from ..config import PipelineConfig
 from .stages import PER_STAGE, parse_stages
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, flag_name
 
@@ -171,7 +172,6 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
     Raises:
         ValueError: settings that cannot go together, or a missing one, named as given.
     """
-    from ..config import PipelineConfig
     from ..sim.workloads.failures import IndependentFailures, NoFailures
     from ..sim.workloads.scenario import Scenario
 

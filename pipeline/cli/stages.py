@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..config import PipelineConfig
 from .output import file_name_part
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, parse_int
 
@@ -83,7 +84,6 @@ def stage_value_parser(setting: str) -> Any:
 
 def _one_stage(table: Any, label: str, base: str) -> Any:
     """One ``[[stages]]`` table -> a StageSpec; ``label`` says where it is, for errors."""
-    from ..config import PipelineConfig
     from ..sim.workloads.failures import IndependentFailures, NoFailures
     from ..sim.workloads.stages import StageSpec
 

@@ -40,6 +40,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ..retry import Backoff
+
 __all__ = [
     "CONFIG_FIELDS",
     "MAX_ATTEMPTS",
@@ -154,7 +156,6 @@ def parse_backoff(spec: str) -> Any:
     Raises:
         ValueError: unknown name or key, a bad number, or a value Backoff rejects.
     """
-    from ..retry import Backoff
     from ..sim.workloads.distributions import build, split_spec
 
     kind = "backoff"

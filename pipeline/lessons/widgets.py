@@ -30,16 +30,20 @@ from pipeline.sim import (
     Exponential,
     IndependentFailures,
     NoFailures,
+    Overload,
     Poisson,
     TimeVarying,
     simulate,
 )
+from pipeline.sim.workloads.failures import TokenQuota
 
+from .._units import human_bytes
 from ..viz.figures.panels import LEGEND_FONT_PT, DepthPanel, LagPanel, MemoryPanel, legend_below
-from ..viz.figures.series import human_bytes, memory_bound_bytes
+from ..viz.figures.series import memory_bound_bytes
 from ..viz.figures.style import COLORS
 from ..viz.figures.tradeoffs import plot_drain_tradeoff
 from ..viz.widgets.focused import FocusedWidget, slider
+from .provider_figure import ProviderPanels
 
 if TYPE_CHECKING:
     from pipeline.sim import Scenario
@@ -392,11 +396,6 @@ def provider_widget(
     :class:`~pipeline.lessons.provider_figure.ProviderPanels`) and the runs of
     recently visited settings are kept (replays are deterministic).
     """
-    from pipeline.sim import Overload
-    from pipeline.sim.workloads.failures import TokenQuota
-
-    from .provider_figure import ProviderPanels
-
     controls = {
         "concurrency": slider("concurrency", 16, 4, 64, 4),
         "limit": slider("provider's in-flight limit", limit, 8, 48, 4),

@@ -54,6 +54,13 @@ worker thread works in a kernel, a script and pytest alike and patches
 nothing, so when the calling thread already runs a loop, :func:`run_virtual`
 runs the virtual loop on a helper thread and blocks until it is done.
 
+One concept in one module, on purpose (about 770 lines): the loop overrides
+asyncio's scheduling internals (``call_at``, ``_run_once``, the timer heap),
+the lean wake timers exist only for its ``_fire_due_timers`` fast path, the
+deadlock report reads its own bookkeeping, and :func:`run_virtual` is how the
+loop is started from anywhere. Split, each part would be read against the
+others' private state; whole, the rules above can be checked in one file.
+
 Example::
 
     async def main():

@@ -11,13 +11,12 @@ from .._extras import require
 require("pipeline.viz", "viz")  # before matplotlib is imported: one ImportError naming the extra
 del require  # a check, not a name of this package
 
-from .._units import slo_text
-from .figures.run import human_bytes, plot_depth, plot_lag, plot_memory, plot_retries, report_figure
+from .._units import human_bytes, metric_label, slo_text
+from .figures.run import plot_depth, plot_lag, plot_memory, plot_retries, report_figure
 from .figures.stages import plot_stages
 from .figures.sweep import plot_sweep
 from .figures.tradeoffs import plot_batch_completion, plot_drain_tradeoff
 from .figures.warmup import plot_warmup
-from .labels import metric_label
 from .notebook import check, say
 from .widgets.explorer import explore
 from .widgets.plan_explorer import explore_plan

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine import Pipeline, State
 from ..records import RunReport
+from .figures.png import displayed_size, figure_png, png_display_data
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -270,7 +271,7 @@ def live_summary(report: RunReport, samples: pd.DataFrame) -> dict[str, Any]:
     """
     import numpy as np
 
-    from ..sim.stats.intervals import weighted_sum
+    from ..sim.stats.stepstats import weighted_sum
 
     duration = report.duration_s
     times = samples["time_s"].to_numpy(dtype=float)
@@ -317,7 +318,6 @@ class _Redraw:
             # An ipywidgets Output: set its outputs directly. Capturing with ``with output:``
             # depends on which message the kernel is handling, and a redraw from a task
             # that a button started (not a cell) would go nowhere.
-            from .figures.png import displayed_size, figure_png, png_display_data
 
             png = figure_png(fig, scale=1)
             self.output.outputs = (png_display_data(png, displayed_size(fig), "<live figure>"),)

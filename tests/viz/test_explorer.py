@@ -76,10 +76,11 @@ def test_first_figure_and_summary_are_there_at_once(explorer):
     assert explorer.last_png == figure_png(explorer)
     html = explorer.summary_html
     for word in (
-        "wait mean",
-        "latency p95",
+        "mean wait",  # the words of pipeline._units, as every figure and table has them
+        "p95 latency",
         "utilisation",
         "peak memory",
+        "peak queue depth",
         "shed",
         "dead letters",
         "concurrency=4",

@@ -150,3 +150,30 @@ def test_a_zero_on_a_log_colour_scale_is_the_bottom_colour_not_a_blank() -> None
     assert image.norm.vmin == pytest.approx(0.001)  # a log scale: the values span 500x
     assert not np.ma.getmaskarray(colours)[1, 1] and colours[1, 1] == pytest.approx(0.001)
     assert "0" in [t.get_text() for t in heat.texts]  # the cell still says what it holds
+
+
+def test_one_vocabulary_one_byte_formatter() -> None:
+    # One table, one formatter: every unit name of a byte count is spelled in pipeline._units.
+    import ast
+    from pathlib import Path
+
+    import pipeline
+    import pipeline.viz
+    from pipeline import _units
+
+    assert pipeline.viz.metric_label is metric_label
+    assert pipeline.viz.human_bytes is _units.human_bytes
+    assert metric_label("sim_time_s") == "simulated time (s)"
+    root = Path(pipeline.__file__).parent
+    spelled = sorted(
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if path.name != "_units.py"
+        and any(
+            isinstance(node, ast.Constant) and node.value in ("KiB", "MiB", "GiB")
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    )
+    assert spelled == []
+    assert _units.human_bytes(1536) == "1.5 KiB" and _units.human_bytes(None) == "n/a"
+    assert _units.human_bytes(3 * 2**40) == "3 TiB"

@@ -17,6 +17,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from pipeline import Backoff, PipelineConfig
+from pipeline._units import human_bytes, metric_label
 from pipeline.sim import (
     Exponential,
     IndependentFailures,
@@ -27,18 +28,19 @@ from pipeline.sim import (
 )
 from pipeline.sim.analysis.theory import mmc
 from pipeline.viz.figures.run import (
-    human_bytes,
-    memory_bound_bytes,
     oldest_unfinished_age,
-    plot_dead_letters_vs_theory,
     plot_depth,
     plot_lag,
     plot_memory,
     plot_retries,
-    plot_shed_vs_theory,
-    plot_sweep_heatmap,
-    plot_wait_vs_theory,
     report_figure,
+)
+from pipeline.viz.figures.series import memory_bound_bytes
+from pipeline.viz.figures.sweep import plot_sweep
+from pipeline.viz.figures.theory import (
+    plot_dead_letters_vs_theory,
+    plot_shed_vs_theory,
+    plot_wait_vs_theory,
     theory_for,
 )
 
@@ -415,7 +417,7 @@ def waits(sweep_frame):
 
 
 def test_sweep_heatmap_means_over_replications_and_shows_unbounded_as_infinity(waits):
-    fig = plot_sweep_heatmap(waits, "queue_maxsize", "concurrency", "wait_mean_s")
+    fig = plot_sweep(waits, "wait_mean_s", x="queue_maxsize", y="concurrency", log=False)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["10", "100", "∞"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["2", "4"]
@@ -423,17 +425,12 @@ def test_sweep_heatmap_means_over_replications_and_shows_unbounded_as_infinity(w
     assert data.shape == (2, 3)
     assert data[0, 0] == pytest.approx(2 + 0.5 + 10)  # mean of replications 0 and 1
     assert data[1, 2] == pytest.approx(4 + 0.5 + 1000)
-    texts = {t.get_text() for t in ax.texts}
-    assert "12.5" in texts and "1e+03" in texts
-
-
-def test_sweep_heatmap_names_missing_columns(waits):
-    with pytest.raises(KeyError, match="nope"):
-        plot_sweep_heatmap(waits, "nope", "concurrency", "wait_mean_s")
+    first_lines = {t.get_text().split("\n")[0] for t in ax.texts}
+    assert "12.5" in first_lines and "1e+03" in first_lines
 
 
 def test_sweep_heatmap_log_colour_scale(waits):
-    fig = plot_sweep_heatmap(waits, "queue_maxsize", "concurrency", "wait_mean_s", log=True)
+    fig = plot_sweep(waits, "wait_mean_s", x="queue_maxsize", y="concurrency", log=True)
     assert fig.axes[0].images[0].norm.__class__.__name__ == "LogNorm"
 
 
@@ -453,10 +450,23 @@ def annotation_colours(fig):
 )
 def test_sweep_heatmap_text_colour_follows_the_colour_scale(log, hundred):
     frame = pd.DataFrame(
-        {"x": [1, 2, 3, 4, 5], "y": [0] * 5, "v": [1.0, 10.0, 100.0, 1000.0, float("nan")]}
+        {
+            "x": [1, 2, 3, 4, 5, 1],
+            "y": [0] * 5 + [1],
+            "replication": [0] * 6,
+            "v": [1.0, 10.0, 100.0, 1000.0, float("nan"), 1.0],
+        }
     )
-    colours = annotation_colours(plot_sweep_heatmap(frame, "x", "y", "v", log=log, fmt="{:g}"))
-    assert colours == {"1": "white", "10": "white", "100": hundred, "1000": "black", "n/a": "black"}
+    frame.attrs["grid"] = ["x", "y"]
+    colours = annotation_colours(plot_sweep(frame, "v", x="x", y="y", log=log))
+    # One replication: each cell shows its mean alone; a missing value reads n/a.
+    assert {k: colours[k] for k in ("1", "10", "100", "1e+03", "n/a")} == {
+        "1": "white",
+        "10": "white",
+        "100": hundred,
+        "1e+03": "black",
+        "n/a": "black",
+    }
 
 
 def test_theory_for_picks_the_formulas_that_apply(runs):
@@ -578,21 +588,13 @@ def test_legends_sit_outside_the_data(runs, draw):
         ("items_shed", "items shed"),
         ("throughput_per_s", "throughput (items/s)"),
         ("backlog_bytes", "backlog (bytes)"),
-        ("mystery_key", "mystery key"),
+        ("sim_time_s", "simulated time (s)"),
+        ("mystery_key", "mystery_key"),  # a column of one's own keeps its name
         ("", ""),
     ],
 )
 def test_metric_labels_read_as_words(key, label):
-    from pipeline.viz.labels import metric_label
-
     assert metric_label(key) == label
-
-
-def test_sweep_heatmap_colorbar_is_labelled_in_words(waits):
-    frame = waits.rename(columns={"wait_mean_s": "latency_p95_s"})
-    fig = plot_sweep_heatmap(frame, "queue_maxsize", "concurrency", "latency_p95_s")
-    colorbar = fig.axes[-1]
-    assert colorbar.get_ylabel() == "p95 latency (s)"
 
 
 # -- trade-offs across runs --------------------------------------------------------------------

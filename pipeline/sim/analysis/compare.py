@@ -27,7 +27,7 @@ import numpy as np
 from ..executors.pool import check_picklable, default_workers, run_tasks
 from ..running.drain_warning import warn_drain_timeouts
 from ..running.kernel.run import check_engine
-from ..stats.intervals import MeanCI, paired_difference, summarise_values
+from ..stats.intervals import MeanCI, paired_difference, summarise_values, t_quantile
 from ..workloads.scenario import Scenario
 from .planning.slo import DERIVED_METRICS, DRAIN_CUT_METRICS, metric_value
 from .sweep import run_task
@@ -107,8 +107,6 @@ class Comparison:
 
 
 def _welch_half_width(a: np.ndarray, b: np.ndarray, level: float) -> float:
-    from ..stats.intervals import t_quantile
-
     va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
     total = va + vb
     if total == 0.0:

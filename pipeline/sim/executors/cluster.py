@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..._extras import require
+from .main_guard import unguarded_call_site
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -70,7 +71,9 @@ def scheduler_executor(scheduler: str, *, workers: int | None = None) -> Iterato
                     n_workers=workers or os.cpu_count() or 1,
                     threads_per_worker=1,
                     processes=True,
-                    dashboard_address=None,
+                    # A random free port: None still serves the dashboard on 8787, and a
+                    # second cluster (another notebook's, a test's) then fails to start.
+                    dashboard_address=":0",
                 )
             )
             client = stack.enter_context(Client(cluster))
@@ -81,8 +84,6 @@ def scheduler_executor(scheduler: str, *, workers: int | None = None) -> Iterato
 
 def _refuse_unguarded_script() -> None:
     """A LocalCluster's workers are spawned processes: they re-run an unguarded script."""
-    from .main_guard import unguarded_call_site
-
     site = unguarded_call_site()
     if site is not None:
         raise RuntimeError(

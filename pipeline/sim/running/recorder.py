@@ -16,6 +16,7 @@ import numpy as np
 
 from ...events import EventKind
 from ...items import WorkItem
+from ..stats.stepstats import step_durations, time_weighted_mean
 
 __all__ = ["ARRIVAL", "ItemColumns", "Recorder", "StepSeries", "step_series", "stream_series"]
 
@@ -177,19 +178,15 @@ class StepSeries:
 
     def window(self, start_s: float) -> tuple[np.ndarray, np.ndarray]:
         """Each row's duration clipped to ``[start_s, end_s]``, and the time each row ends."""
-        from ..stats.intervals import step_durations
-
         ends = np.append(self.time_s[1:], self.end_s)
         return step_durations(self.time_s, self.end_s, start_s), ends
 
     def time_mean(self, values: np.ndarray, start_s: float = 0.0) -> float:
         """Time-weighted mean of ``values`` over ``[start_s, end_s]`` (NaN if that is empty).
 
-        See :func:`pipeline.sim.stats.intervals.time_weighted_mean`; a ``start_s`` before
+        See :func:`pipeline.sim.stats.stepstats.time_weighted_mean`; a ``start_s`` before
         the first row counts from the first row.
         """
-        from ..stats.intervals import time_weighted_mean
-
         start = max(float(start_s), float(self.time_s[0]))
         if not self.end_s > start:
             return float("nan")

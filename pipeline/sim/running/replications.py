@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..stats.intervals import MeanCI, QuantileCI, mean_ci, quantile_ci, summarise_values
+from ..stats.runlength import DEFAULT_RELATIVE_PRECISION, run_length_advice
 from ..workloads.scenario import Scenario
 from .result import SimulationResult
 from .single import simulate_once
@@ -20,8 +22,6 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     import pandas as pd
-
-    from ..stats.intervals import MeanCI, QuantileCI
 
 __all__ = ["POOL_WORTH_S", "Replications", "estimated_seconds", "replicate"]
 
@@ -66,8 +66,6 @@ class Replications:
         Raises:
             ValueError: fewer than 2 replications, or a replication without a value (NaN).
         """
-        from ..stats.intervals import mean_ci
-
         return mean_ci(self.values(key), level=level)
 
     def quantile_interval(self, key: str, q: float = 0.5, level: float = 0.95) -> QuantileCI:
@@ -83,8 +81,6 @@ class Replications:
         Raises:
             ValueError: a replication without a value (NaN), or bad ``q``/``level``.
         """
-        from ..stats.intervals import quantile_ci
-
         return quantile_ci(self.values(key), q, level)
 
     def advice(
@@ -97,18 +93,12 @@ class Replications:
     ) -> str | None:
         """Run-length advice for a key's interval, or None when it is precise enough.
 
-        See :func:`~pipeline.sim.stats.intervals.run_length_advice`: the half-width is
+        See :func:`~pipeline.sim.stats.runlength.run_length_advice`: the half-width is
         judged against ``relative_precision`` of the mean (default 10%), or
         against an SLO ``limit`` the interval should clear; the sentence says
         about how many replications would do, and warns when the runs'
         utilisation is near 1.
         """
-        from ..stats.intervals import (
-            DEFAULT_RELATIVE_PRECISION,
-            run_length_advice,
-            summarise_values,
-        )
-
         mean, half = summarise_values(self.values(key), level)
         return run_length_advice(
             mean,
@@ -131,8 +121,6 @@ class Replications:
         out of the mean; the half-width is NaN unless every run has a value.
         """
         import pandas as pd
-
-        from ..stats.intervals import summarise_values
 
         rows = []
         for key, value in self.results[0].summary.items():

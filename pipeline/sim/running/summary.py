@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..stats.intervals import batch_means_ci, percentiles, weighted_sum
+from ..stats.intervals import batch_means_ci, percentiles
+from ..stats.stepstats import step_durations, weighted_sum
 from .recorder import StepSeries
 
 if TYPE_CHECKING:
@@ -37,8 +38,6 @@ class _Window:
     """
 
     def __init__(self, series: StepSeries, start_s: float) -> None:
-        from ..stats.intervals import step_durations
-
         times, end = series.time_s, series.end_s
         start = max(float(start_s), float(times[0]))
         self._durations = step_durations(times, end, start) if end > start else None

@@ -1,4 +1,4 @@
-"""Estimation helpers for simulation output (tests and notebooks).
+"""Confidence intervals for simulation output (tests and notebooks).
 
 - :func:`mean_ci` -- Student t interval across independent replications;
 - :func:`batch_means_ci` -- the same for one long, autocorrelated run;
@@ -11,16 +11,14 @@
 - :func:`paired_difference` -- mean difference and t interval of paired values
   (two configurations run on the same random numbers, replication by
   replication);
-- :func:`replications_needed`, :func:`run_length_advice` -- how many more
-  replications (or items) an interval needs to be precise enough, or to decide
-  an SLO, by the rule ``n ~ n0 (h0 / h)**2``;
 - :func:`summarise_values` -- mean and half-width of per-replication values that
   may be missing (NaN), without warnings: the one rule the CLI, ``sweep`` and
   ``Replications`` share;
-- :func:`time_weighted_mean`, :func:`time_weighted_quantile` -- exact averages
-  and percentiles of a step function (queue depth, in flight, memory);
-- :func:`t_quantile` -- Student t quantiles without scipy.
+- :func:`percentiles` -- ``np.percentile`` without its start-up cost;
+- :func:`t_quantile` -- Student t quantiles without scipy (from :mod:`.tdist`).
 
+How long to run for a precise enough interval is :mod:`.runlength`; time
+averages of step functions (queue depth, memory) are :mod:`.stepstats`.
 Statistical tests in this project take their tolerance from these intervals.
 """
 
@@ -37,7 +35,6 @@ from pipeline._validate import integer, real
 from pipeline.sim.stats.tdist import regularised_beta, t_quantile
 
 __all__ = [
-    "DEFAULT_RELATIVE_PRECISION",
     "MeanCI",
     "ProportionCI",
     "QuantileCI",
@@ -47,13 +44,8 @@ __all__ = [
     "proportion_bound",
     "proportion_ci",
     "quantile_ci",
-    "replications_needed",
-    "run_length_advice",
-    "scaled_run_length",
     "summarise_values",
     "t_quantile",
-    "time_weighted_mean",
-    "time_weighted_quantile",
 ]
 
 
@@ -109,7 +101,8 @@ class QuantileCI(NamedTuple):
 # -- intervals ---------------------------------------------------------------------------
 
 
-def _samples(samples: Sequence[float] | np.ndarray, minimum: int) -> np.ndarray:
+def sample_array(samples: Sequence[float] | np.ndarray, minimum: int) -> np.ndarray:
+    """``samples`` as a 1-D float array of at least ``minimum`` finite values, else ValueError."""
     x = np.asarray(samples, dtype=np.float64)
     if x.ndim != 1:
         raise ValueError(f"samples must be 1-D, got shape {x.shape}")
@@ -121,7 +114,8 @@ def _samples(samples: Sequence[float] | np.ndarray, minimum: int) -> np.ndarray:
     return x
 
 
-def _level(level: float) -> float:
+def confidence_level(level: float) -> float:
+    """``level`` checked to be a confidence in (0, 1), else ValueError."""
     level = real("level", level, "confidence in (0, 1)", above=0)
     if not level < 1:
         raise ValueError(f"level must be < 1 (confidence in (0, 1)), got {level!r}")
@@ -138,8 +132,8 @@ def mean_ci(samples: Sequence[float] | np.ndarray, level: float = 0.95) -> MeanC
     Raises:
         ValueError: fewer than 2 samples, a non-finite one, or ``level`` not in (0, 1).
     """
-    x = _samples(samples, 2)
-    level = _level(level)
+    x = sample_array(samples, 2)
+    level = confidence_level(level)
     half = t_quantile((1.0 + level) / 2.0, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
     return MeanCI(float(x.mean()), half)
 
@@ -166,7 +160,7 @@ def summarise_values(values: Sequence[float] | np.ndarray, level: float = 0.95) 
         >>> summarise_values([1.0, 2.0, 3.0])       # MeanCI(mean=2.0, half_width=2.48...)
         >>> summarise_values([1.0, float("nan")])   # MeanCI(mean=1.0, half_width=nan)
     """
-    level = _level(level)
+    level = confidence_level(level)
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 1:
         raise ValueError(f"values must be 1-D, got shape {x.shape}")
@@ -196,8 +190,8 @@ def batch_means_ci(
             non-finite sample, or ``level`` not in (0, 1).
     """
     n_batches = integer("n_batches", n_batches, "number of batches", at_least=2)
-    x = _samples(samples, 2 * n_batches)
-    level = _level(level)
+    x = sample_array(samples, 2 * n_batches)
+    level = confidence_level(level)
     means = np.array([b.mean() for b in np.array_split(x, n_batches)])
     half = t_quantile((1.0 + level) / 2.0, n_batches - 1) * float(means.std(ddof=1))
     return MeanCI(float(x.mean()), half / math.sqrt(n_batches))
@@ -218,7 +212,7 @@ def proportion_ci(successes: int, n: int, level: float = 0.95) -> ProportionCI:
     k = integer("successes", successes, "count", at_least=0)
     if k > n:
         raise ValueError(f"successes must be <= n={n}, got {k}")
-    z = NormalDist().inv_cdf((1.0 + _level(level)) / 2.0)
+    z = NormalDist().inv_cdf((1.0 + confidence_level(level)) / 2.0)
     p = k / n
     denom = 1.0 + z * z / n
     center = (p + z * z / (2 * n)) / denom
@@ -260,7 +254,7 @@ def proportion_bound(events: int, trials: int, level: float = 0.95, *, upper: bo
     k = integer("events", events, "count", at_least=0)
     if k > n:
         raise ValueError(f"events must be <= trials={n}, got {k}")
-    level = _level(level)
+    level = confidence_level(level)
     alpha = 1.0 - level
     if upper and k == n:
         return 1.0
@@ -321,11 +315,11 @@ def quantile_ci(
         >>> quantile_ci(np.random.default_rng(1).exponential(1.0, 1000), 0.95)
         QuantileCI(estimate=2.93..., low=2.68..., high=3.35...)   # true: ln 20 = 2.996
     """
-    x = np.sort(_samples(samples, 1))
+    x = np.sort(sample_array(samples, 1))
     q = real("q", q, "probability in (0, 1)", above=0)
     if not q < 1:
         raise ValueError(f"q must be < 1 (probability in (0, 1)), got {q!r}")
-    tail = (1.0 - _level(level)) / 2.0
+    tail = (1.0 - confidence_level(level)) / 2.0
     n = x.size
     cdf = _binomial_cdf(n, q)
     # j: the largest with P(B <= j - 1) <= tail; k: the smallest with P(B >= k) <= tail.
@@ -353,174 +347,13 @@ def paired_difference(
         ValueError: the two lengths differ, fewer than 2 pairs, a non-finite
             value, or ``level`` not in (0, 1).
     """
-    a, b = _samples(values_a, 2), _samples(values_b, 2)
+    a, b = sample_array(values_a, 2), sample_array(values_b, 2)
     if a.size != b.size:
         raise ValueError(
             f"values_a and values_b must pair up (one value per replication each), "
             f"got {a.size} and {b.size} values"
         )
     return mean_ci(b - a, level)
-
-
-DEFAULT_RELATIVE_PRECISION = 0.10
-"""Half-width, as a share of the mean, above which an interval gets run-length advice."""
-
-# Utilisation above which the advice adds that heavy traffic needs longer runs.
-_HEAVY_TRAFFIC = 0.85
-
-
-def replications_needed(
-    values: Sequence[float] | np.ndarray, half_width: float, level: float = 0.95
-) -> int:
-    """Replications needed for a Student t half-width of at most ``half_width``.
-
-    From pilot ``values`` (one per replication; their standard deviation ``s``
-    is taken as known): the smallest ``n`` with ``t_{(1+level)/2, n-1} s /
-    sqrt(n) <= half_width``, found by iterating ``n = (t s / half_width)**2``.
-    For n beyond a few tens this is the familiar rule ``n ~ n0 (h0 / h)**2``,
-    with ``h0`` the pilot's half-width over ``n0`` values. Never less than
-    ``len(values)`` (replications already run are not given back).
-
-    Raises:
-        ValueError: fewer than 2 values, a non-finite one, ``half_width`` not a
-            finite number > 0, or ``level`` not in (0, 1).
-
-    Example:
-        >>> replications_needed([1.0, 1.4, 0.8, 1.2, 1.1], half_width=0.05)
-        80
-    """
-    x = _samples(values, 2)
-    target = real("half_width", half_width, "seconds or units of the values", above=0)
-    level = _level(level)
-    s = float(x.std(ddof=1))
-    if s == 0.0:
-        return int(x.size)
-    p = (1.0 + level) / 2.0
-
-    def enough(n: int) -> bool:
-        return t_quantile(p, n - 1) * s / math.sqrt(n) <= target
-
-    # The normal quantile gives a lower bound; the t fixed point converges from there in a
-    # few steps; the last steps make n the smallest that is enough.
-    n = max(2, math.ceil((NormalDist().inv_cdf(p) * s / target) ** 2))
-    for _ in range(50):
-        if n > 10**15:  # beyond any run: report it rather than loop
-            return max(int(x.size), n)
-        needed = max(2, math.ceil((t_quantile(p, n - 1) * s / target) ** 2))
-        if needed <= n:
-            break
-        n = needed
-    while not enough(n):
-        n += 1
-    while n > 2 and enough(n - 1):
-        n -= 1
-    return max(int(x.size), n)
-
-
-def scaled_run_length(n: int, half_width: float, target: float) -> int:
-    """``ceil(n (half_width / target)**2)``: the run length to shrink ``half_width`` to ``target``.
-
-    The square-root rule behind :func:`run_length_advice`; ``n`` counts
-    replications or items. A relative slack of 1e-9 keeps an exact ratio (4x)
-    from rounding up to one more.
-    """
-    return math.ceil(n * (half_width / target) ** 2 * (1.0 - 1e-9))
-
-
-def run_length_advice(
-    mean: float,
-    half_width: float,
-    n: int,
-    *,
-    metric: str = "the metric",
-    relative_precision: float = DEFAULT_RELATIVE_PRECISION,
-    limit: float | None = None,
-    level: float = 0.95,
-    unit: str = "replications",
-    utilisation: float | None = None,
-) -> str | None:
-    """A sentence of advice when an interval is too wide for the decision, else None.
-
-    Two decisions are judged:
-
-    - *precision* (``limit`` None): the half-width must be at most
-      ``relative_precision`` times ``|mean|`` (default
-      :data:`DEFAULT_RELATIVE_PRECISION`, 10%);
-    - *an SLO* (``limit`` given): the interval ``mean +- half_width`` must not
-      contain the limit, or it cannot tell whether the SLO is met.
-
-    The advice scales the run by ``n ~ n0 (h0 / h)**2``: a half-width shrinks
-    like one over the square root of the replications (or, for batch means of
-    one run, of the items). When ``utilisation`` is given and near 1 it adds
-    that heavy traffic needs longer runs: the variance of a mean wait grows
-    roughly like ``1 / (1 - rho)**2`` times the item count needed at light load.
-
-    Args:
-        mean, half_width: the interval (the half-width at ``level``).
-        n: what it was computed from: replications, or items for a single run.
-        metric: the name shown in the sentence (e.g. ``"latency_p95_s"``).
-        relative_precision: largest acceptable ``half_width / |mean|``, > 0.
-        limit: an SLO bound the interval should clear, or None.
-        level: the interval's confidence, for the wording.
-        unit: what ``n`` counts: ``"replications"`` or ``"items"``.
-        utilisation: the run's utilisation (0..1), or None.
-
-    Returns:
-        None when the interval is good enough (or NaN: nothing to judge), else
-        one sentence with the numbers.
-
-    Raises:
-        ValueError: ``n < 1``, ``relative_precision`` not > 0, a non-finite
-            ``limit``, ``level`` not in (0, 1), or an unknown ``unit``.
-
-    Example:
-        >>> print(run_length_advice(2.0, 0.5, 5, metric="latency_p95_s"))
-        latency_p95_s = 2 ± 0.5 (95%) is ±25% of its mean, wider than the 10% asked:
-        about 32 replications (now 5) would give ±10%, by n ~ n0 (h0/h)^2.
-    """
-    n = integer("n", n, unit, at_least=1)
-    precision = real("relative_precision", relative_precision, "share of the mean", above=0)
-    level = _level(level)
-    if unit not in ("replications", "items"):
-        raise ValueError(f"unit must be 'replications' or 'items', got {unit!r}")
-    if limit is not None:
-        limit = real("limit", limit, "the SLO's bound, in the metric's units")
-    if not (math.isfinite(mean) and math.isfinite(half_width)) or half_width <= 0:
-        return None
-    shown = f"{metric} = {mean:.4g} ± {half_width:.3g} ({level:.0%})"
-    if limit is None:
-        target = precision * abs(mean)
-        if half_width <= target:
-            return None
-        problem = (
-            f"{shown} is ±{half_width / abs(mean):.0%} of its mean, wider than the "
-            f"{precision:.0%} asked"
-            if mean != 0
-            else f"{shown} has a mean of 0: no relative precision can be met"
-        )
-        goal = f"±{precision:.0%}"
-    else:
-        target = abs(mean - limit)
-        if half_width < target:
-            return None
-        problem = (
-            f"{shown} contains the limit {limit:.4g}, so it cannot tell whether the SLO is met"
-        )
-        goal = f"an interval that clears {limit:.4g}"
-    if target > 0:
-        needed = scaled_run_length(n, half_width, target)
-        advice = (
-            f"{problem}: about {needed:,} {unit} (now {n:,}) would give {goal}, by n ~ n0 (h0/h)^2."
-        )
-    else:
-        advice = f"{problem}; no run length will settle it: change the configuration instead."
-    if utilisation is not None and math.isfinite(utilisation) and utilisation >= _HEAVY_TRAFFIC:
-        advice += (
-            f" At utilisation {utilisation:.2f} (rho near 1) waits are long-correlated and "
-            "runs must be longer: the items needed grow roughly like 1/(1-rho)^2, so prefer "
-            "more items per replication and cut the warm-up (detect_warmup)."
-        )
-    return advice
 
 
 # -- sample percentiles ------------------------------------------------------------------
@@ -563,116 +396,3 @@ def percentiles(values: np.ndarray, qs: Sequence[float]) -> list[float]:
     result = a + diff * gamma
     np.subtract(b, diff * (1 - gamma), out=result, where=gamma >= 0.5)
     return result.tolist()
-
-
-# -- step functions ----------------------------------------------------------------------
-
-
-def step_durations(times: np.ndarray, t_end: float, t_start: float = -math.inf) -> np.ndarray:
-    """How long each step ``[times[i], times[i+1])`` holds inside ``[t_start, t_end]``, seconds.
-
-    The last step runs to ``t_end``. No validation: ``times`` must be a float
-    array, non-decreasing (see :func:`time_weighted_mean`).
-    """
-    # In place where possible: a long run's series has tens of millions of rows.
-    durations = np.append(times[1:], max(t_end, float(times[-1])))
-    np.minimum(durations, t_end, out=durations)
-    durations -= np.maximum(times, t_start) if t_start > times[0] else times
-    return np.clip(durations, 0.0, None, out=durations)
-
-
-def _segments(
-    times: Sequence[float] | np.ndarray,
-    values: Sequence[float] | np.ndarray,
-    t_end: float,
-    t_start: float | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Values and their durations inside ``[t_start, t_end]``."""
-    t = np.asarray(times, dtype=np.float64)
-    v = np.asarray(values, dtype=np.float64)
-    if t.ndim != 1 or t.shape != v.shape or t.size == 0:
-        raise ValueError(
-            f"times and values must be non-empty 1-D arrays of one length, "
-            f"got shapes {t.shape} and {v.shape}"
-        )
-    if not (np.isfinite(t).all() and np.isfinite(v).all()):
-        raise ValueError("times and values must be finite")
-    bad = np.flatnonzero(np.diff(t) < 0)
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(
-            f"times must be non-decreasing (seconds), got times[{i}]={float(t[i])!r} "
-            f"then times[{i + 1}]={float(t[i + 1])!r}"
-        )
-    start = (
-        float(t[0])
-        if t_start is None
-        else real("t_start", t_start, f"seconds, >= times[0]={float(t[0])!r}", at_least=float(t[0]))
-    )
-    end = real("t_end", t_end, f"seconds, > t_start={start!r}", above=start)
-    return v, step_durations(t, end, start)
-
-
-def weighted_sum(values: np.ndarray, weights: np.ndarray) -> float:
-    """``sum(values * weights)``, bit for bit the same on every machine and process.
-
-    numpy's own loop (``einsum``), not BLAS's ``dot``: OpenBLAS splits a long
-    dot product across its threads, so the rounding depended on how many it
-    had (a Dask worker runs with one, a notebook's kernel with several, and
-    their sweeps differed in the last digit). No temporary array either.
-    """
-    return float(np.einsum("i,i->", values, weights))
-
-
-def time_weighted_mean(
-    times: Sequence[float] | np.ndarray,
-    values: Sequence[float] | np.ndarray,
-    t_end: float,
-    *,
-    t_start: float | None = None,
-) -> float:
-    """Time average of a right-continuous step function over ``[t_start, t_end]``.
-
-    The function is ``values[i]`` on ``[times[i], times[i+1])`` and
-    ``values[-1]`` from ``times[-1]`` to ``t_end``; equal times are allowed
-    (the later value wins). ``t_start`` defaults to ``times[0]`` (start the
-    series at 0 to average from 0; pass a later ``t_start`` to skip warm-up).
-    Changes after ``t_end`` are ignored. Result: ``sum(v_i * d_i) / (t_end - t_start)``.
-
-    Raises:
-        ValueError: mismatched, empty, non-finite or decreasing input,
-            ``t_start < times[0]`` or ``t_end <= t_start``.
-    """
-    v, d = _segments(times, values, t_end, t_start)
-    return weighted_sum(v, d) / float(d.sum())
-
-
-def time_weighted_quantile(
-    times: Sequence[float] | np.ndarray,
-    values: Sequence[float] | np.ndarray,
-    t_end: float,
-    q: float,
-    *,
-    t_start: float | None = None,
-) -> float:
-    """The ``q``-quantile of a step function's value under time (see :func:`time_weighted_mean`).
-
-    Returns the smallest value ``v`` such that the function is ``<= v`` for at
-    least a share ``q`` of ``[t_start, t_end]`` (so ``q=0.5`` is the time
-    median, ``q=1`` the maximum over the window, ``q=0`` the minimum held for
-    a positive time).
-
-    Raises:
-        ValueError: as :func:`time_weighted_mean`, or ``q`` not in [0, 1].
-    """
-    q = real("q", q, "probability in [0, 1]", at_least=0, at_most=1)
-    v, d = _segments(times, values, t_end, t_start)
-    held = d > 0
-    v, d = v[held], d[held]
-    order = np.argsort(v, kind="stable")
-    cumulative = np.cumsum(d[order])
-    total = cumulative[-1]
-    # a relative slack so that exact ties (q = 1/2 of two equal halves) are not
-    # pushed to the next value by rounding in the cumulative sum
-    i = int(np.searchsorted(cumulative, q * total - 1e-12 * total, side="left"))
-    return float(v[order][min(i, v.size - 1)])

@@ -25,15 +25,14 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.transforms import offset_copy
 
+from ..._units import human_bytes, scale_bytes
 from .series import (
     FADED,
     MARKS,
     MAX_POINTS,
     ecdf,
-    human_bytes,
     memory_bound_bytes,
     percentile_note,
-    scale_bytes,
     step_data,
     thin,
     waits_and_latencies,

@@ -11,8 +11,8 @@ are reduced to their per-bucket maximum, which keeps peaks visible.
 ``compare=`` takes a previous :class:`~pipeline.sim.SimulationResult` and
 draws it faded behind the current one, so a what-if reads as a change.
 
-Figures across many runs (sweep heatmaps, simulation against theory) live in
-:mod:`~pipeline.viz.figures.theory`; they are re-exported here, where they used to be.
+Figures across many runs live in :mod:`~pipeline.viz.figures.sweep` (sweeps) and
+:mod:`~pipeline.viz.figures.theory` (simulation against theory).
 """
 
 from __future__ import annotations
@@ -26,64 +26,25 @@ from matplotlib.figure import Figure
 
 from .panels import DepthPanel, LagPanel, MemoryPanel, legend_below
 from .series import (
-    FADED,
-    MARKS,
     MAX_POINTS,
-    downsample_steps,
-    ecdf,
-    human_bytes,
     layers,
-    memory_bound_bytes,
-    percentile_note,
-    scale_bytes,
     step_data,
     styled,
-    thin,
-    waits_and_latencies,
 )
 from .style import COLORS, axes_list, new_figure
-
-# Re-exported: these lived here before overlays.py, and notebooks import them from here.
-from .theory import (
-    plot_dead_letters_vs_theory,
-    plot_shed_vs_theory,
-    plot_sweep_heatmap,
-    plot_wait_vs_theory,
-    theory_for,
-)
 
 if TYPE_CHECKING:
     from pipeline.sim.running.result import SimulationResult
 
-# The overlays' names stay listed so that ``from pipeline.viz.figures.run import *`` is unchanged.
 __all__ = [
     "MAX_POINTS",
-    "human_bytes",
-    "memory_bound_bytes",
     "oldest_unfinished_age",
-    "plot_dead_letters_vs_theory",
     "plot_depth",
     "plot_lag",
     "plot_memory",
     "plot_retries",
-    "plot_shed_vs_theory",
-    "plot_sweep_heatmap",
-    "plot_wait_vs_theory",
     "report_figure",
-    "theory_for",
 ]
-
-# Kept importable from here, where they used to live (the explorer's benchmark uses them).
-_HELPERS = (
-    FADED,
-    MARKS,
-    downsample_steps,
-    ecdf,
-    percentile_note,
-    scale_bytes,
-    thin,
-    waits_and_latencies,
-)
 
 
 def step(

@@ -9,45 +9,25 @@ place (:mod:`~pipeline.viz.figures.panels`) use them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .style import COLORS
+
 if TYPE_CHECKING:
     from pipeline.sim.running.result import SimulationResult
 
-__all__ = ["MAX_POINTS", "human_bytes", "memory_bound_bytes"]
+__all__ = ["MAX_POINTS", "memory_bound_bytes"]
 
 #: Step series longer than this are reduced to per-bucket maxima before drawing.
 MAX_POINTS = 2000
 
 #: How a previous run is drawn behind the current one.
 FADED = {"alpha": 0.3, "linewidth": 1.0}
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 #: Percentiles marked on the wait and latency distributions.
 MARKS = (50, 95, 99)
-
-
-def human_bytes(n: float) -> str:
-    """Format a byte count with binary units: ``human_bytes(1536) == '1.5 KiB'``."""
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "n/a"
-    value, unit = scale_bytes(abs(float(n)))
-    sign = "-" if n < 0 else ""
-    if unit == "B":
-        return f"{sign}{int(abs(n))} B"
-    return f"{sign}{abs(n) / value:.3g} {unit}"
-
-
-def scale_bytes(peak: float) -> tuple[float, str]:
-    """(divisor, unit) so that ``peak / divisor`` is below 1024."""
-    power = 0
-    while peak >= 1024 and power < len(_UNITS) - 1:
-        peak /= 1024
-        power += 1
-    return float(1024**power), _UNITS[power]
 
 
 def memory_bound_bytes(result: SimulationResult) -> int | None:
@@ -94,8 +74,6 @@ def thin(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.
 
 def waits_and_latencies(run: SimulationResult) -> tuple[tuple[str, np.ndarray, str], ...]:
     """``(name, seconds, colour)`` of waits (items that started) and latencies (completed)."""
-    from .style import COLORS
-
     c = run.columns
     return (
         ("wait", (c.start_s - c.arrival_s)[~np.isnan(c.start_s)], COLORS["wait"]),

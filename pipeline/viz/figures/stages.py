@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...sim.analysis.diagnostics.bottleneck import stage_loads
 from .run import MAX_POINTS, step, styled
 from .style import COLORS, legend, new_figure
 
@@ -97,8 +98,6 @@ def plot_stages(
     Example:
         >>> plot_stages(simulate(chain_scenario))
     """
-    from ...sim.analysis.diagnostics.bottleneck import stage_loads
-
     _check_chain(result, "result")
     names = list(result.stages)
     if compare is not None:

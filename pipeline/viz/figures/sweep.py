@@ -33,7 +33,6 @@ from ..._units import metric_label
 from ...sim.analysis.sweep import grid_columns
 from ...sim.stats.intervals import summarise_values
 from .style import axes_list, new_figure
-from .theory import axis_key, axis_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,6 +47,26 @@ MAX_ANNOTATED = (24, 40)
 
 MAX_PANEL_INCHES = 24.0
 """Largest width or height of one heatmap panel, inches."""
+
+
+def axis_key(value: Any) -> float:
+    """A sortable number for a grid value: None (unbounded) and NaN sort last as inf."""
+    if value is None:
+        return math.inf
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return math.inf if math.isnan(v) else v
+
+
+def axis_label(value: Any) -> str:
+    """A tick label for a grid value: "∞" for None/NaN/inf, ``5`` rather than ``5.0``."""
+    if value is None or (isinstance(value, float) and (math.isnan(value) or math.isinf(value))):
+        return "∞"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _key(value: Any) -> Any:

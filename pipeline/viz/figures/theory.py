@@ -1,9 +1,9 @@
-"""Matplotlib figures across many runs: sweep heatmaps and simulation-vs-theory overlays.
+"""Matplotlib figures of simulation against theory, across many runs.
 
-:func:`plot_sweep_heatmap` shows one summary column of a :func:`~pipeline.sim.sweep`
-frame on a two-parameter grid. :func:`theory_for` says which queueing formulas
-apply to a run (Erlang C, M/M/c/K blocking, ``p**k``), and the ``plot_*_vs_theory``
-functions draw simulated means with 95% intervals against them, one point per x.
+:func:`theory_for` says which queueing formulas apply to a run (Erlang C,
+M/M/c/K blocking, ``p**k``), and the ``plot_*_vs_theory`` functions draw
+simulated means with 95% intervals against them, one point per x. A sweep's
+grid is drawn by :func:`~pipeline.viz.figures.sweep.plot_sweep`.
 
 Like :mod:`~pipeline.viz.figures.run`, every function draws into the ``ax`` it is
 given, or builds a new figure, and returns the :class:`~matplotlib.figure.Figure`.
@@ -19,126 +19,22 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from pipeline.sim import Exponential, IndependentFailures, NoFailures, Poisson
+
 from ...sim.stats.intervals import mean_ci
-from ..labels import metric_label
 from .style import COLORS, axes_list, legend
+from .sweep import axis_key
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from pipeline.sim.running.result import SimulationResult
 
 __all__ = [
     "plot_dead_letters_vs_theory",
     "plot_shed_vs_theory",
-    "plot_sweep_heatmap",
     "plot_wait_vs_theory",
     "theory_for",
 ]
-
-
-# -- sweeps -----------------------------------------------------------------------------
-
-
-def axis_key(value: Any) -> float:
-    """A sortable number for a grid value: None (unbounded) and NaN sort last as inf."""
-    if value is None:
-        return math.inf
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return math.inf if math.isnan(v) else v
-
-
-def axis_label(value: Any) -> str:
-    """A tick label for a grid value: "∞" for None/NaN/inf, ``5`` rather than ``5.0``."""
-    if value is None or (isinstance(value, float) and (math.isnan(value) or math.isinf(value))):
-        return "∞"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def plot_sweep_heatmap(
-    frame: pd.DataFrame,
-    x: str,
-    y: str,
-    value: str,
-    *,
-    ax: Axes | None = None,
-    fmt: str = "{:.3g}",
-    cmap: str = "viridis",
-    log: bool = False,
-    title: str | None = None,
-    annotate: bool = True,
-) -> Figure:
-    """A heatmap of ``value`` (mean over replications and other columns) on an x-y grid.
-
-    ``None`` or NaN grid values (an unbounded ``maxsize``) sort last and are
-    labelled "∞". Cells are annotated with ``fmt``.
-
-    Args:
-        frame: tidy sweep results (grid columns, ``replication``, summary keys).
-        x, y: grid columns for the horizontal and vertical axes.
-        value: the column to show.
-        ax: axes to draw into (a new figure when None).
-        fmt: format of the cell annotations.
-        cmap: matplotlib colormap name.
-        log: colour on a log scale (values must be > 0).
-        title: axes title (default: ``value``).
-        annotate: write each cell's value.
-
-    Raises:
-        KeyError: a column is missing from ``frame``.
-    """
-    missing = [c for c in (x, y, value) if c not in frame.columns]
-    if missing:
-        raise KeyError(f"columns {missing} not in the sweep frame; it has {list(frame.columns)}")
-    keys = frame[[x, y]].map(axis_key)
-    cells = (
-        frame.assign(_x=keys[x], _y=keys[y])
-        .groupby(["_y", "_x"], dropna=False)[value]
-        .mean()
-        .unstack("_x")
-        .sort_index()
-        .sort_index(axis=1)
-    )
-    data = cells.to_numpy(dtype=float)
-    fig, (ax,) = axes_list(ax, 1)
-    norm = None
-    if log:
-        from matplotlib.colors import LogNorm
-
-        positive = data[np.isfinite(data) & (data > 0)]
-        if positive.size:
-            norm = LogNorm(vmin=positive.min(), vmax=positive.max())
-    image = ax.imshow(
-        np.ma.masked_invalid(data), origin="lower", aspect="auto", cmap=cmap, norm=norm
-    )
-    ax.set_xticks(range(data.shape[1]), [axis_label(v) for v in cells.columns])
-    ax.set_yticks(range(data.shape[0]), [axis_label(v) for v in cells.index])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.set_title(title if title is not None else f"{value} (mean over replications)")
-    fig.colorbar(image, ax=ax, label=metric_label(value))
-    if annotate:
-        for (row, col), cell in np.ndenumerate(data):
-            text = "n/a" if not np.isfinite(cell) else fmt.format(cell)
-            # White on the dark lower half of the colour scale, as the cell is coloured: on a
-            # log scale that is below the geometric, not the arithmetic, middle. Cells the norm
-            # masks (NaN, or <= 0 on a log scale) are not coloured, so they get black.
-            shade = np.ma.filled(image.norm(np.ma.masked_invalid([cell])), np.nan)[0]
-            ax.text(
-                col,
-                row,
-                text,
-                ha="center",
-                va="center",
-                fontsize="small",
-                color="white" if shade < 0.5 else "black",
-            )
-    return fig
 
 
 # -- theory -----------------------------------------------------------------------------
@@ -157,7 +53,6 @@ def theory_for(result: SimulationResult) -> dict[str, float]:
 
     Keys that do not apply are absent.
     """
-    from pipeline.sim import Exponential, IndependentFailures, NoFailures, Poisson
     from pipeline.sim.analysis.theory import dead_letter_rate, mmc, mmck
 
     sc = result.scenario

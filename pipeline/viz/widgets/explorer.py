@@ -44,8 +44,8 @@ from pipeline.sim import (
     simulate,
 )
 
+from ..._units import METRIC_LABELS, human_bytes
 from ..figures.png import RETINA_SCALE, png_display_data
-from ..figures.run import human_bytes
 from .explorer_figure import ExplorerFigure
 from .shown import ShowsWidget, error_html
 
@@ -411,18 +411,19 @@ class Explorer(ShowsWidget):
     def _summary_html(self, result) -> str:
         s = result.summary
         offered = max(s["items_offered"], 1)
+        words = {key: METRIC_LABELS[key][0] for key in METRIC_LABELS}
         rows = [
-            ("wait mean", f"{s['wait_mean_s']:.3g} s"),
-            ("latency p95", f"{s['latency_p95_s']:.3g} s"),
-            ("utilisation", f"{s['utilisation']:.0%}"),
-            ("peak memory", human_bytes(s["memory_peak_bytes"])),
+            (words["wait_mean_s"], f"{s['wait_mean_s']:.3g} s"),
+            (words["latency_p95_s"], f"{s['latency_p95_s']:.3g} s"),
+            (words["utilisation"], f"{s['utilisation']:.0%}"),
+            (words["memory_peak_bytes"], human_bytes(s["memory_peak_bytes"])),
             ("shed", f"{s['items_shed']} ({s['items_shed'] / offered:.1%})"),
             (
                 "dead letters",
                 f"{s['items_dead_lettered']} ({s['items_dead_lettered'] / offered:.1%})",
             ),
             ("unfinished", str(s["items_unfinished"])),
-            ("queue depth max", str(s["queue_depth_max"])),
+            (words["queue_depth_max"], str(s["queue_depth_max"])),
         ]
         cells = "".join(
             f"<td style='padding:0 12px 0 0'>{html.escape(k)}<br><b>{html.escape(v)}</b></td>"

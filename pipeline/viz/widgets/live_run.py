@@ -21,6 +21,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from ..figures.png import displayed_size, figure_png, png_display_data
 from .focused import FIGURE_CLASS, ROOT_CLASS, SUMMARY_CLASS
 from .shown import ShowsWidget
 
@@ -101,7 +102,6 @@ class LiveRunWidget(ShowsWidget):
         return self.task is not None and not self.task.done()
 
     def _show(self, samples: Any) -> None:
-        from ..figures.png import displayed_size, figure_png, png_display_data
         from ..live import live_figure
 
         figure = live_figure(samples, title=self.title, compare=self.previous_samples)

@@ -112,3 +112,21 @@ def test_an_executor_needs_replications():
         pytest.raises(ValueError, match="pass replications=R"),
     ):
         simulate(BASE, executor=threads)
+
+
+def test_a_local_cluster_starts_while_the_dashboard_port_is_taken():
+    # Another cluster (a notebook's, a colleague's) on Dask's default dashboard port must not
+    # stop this one: under pytest its "port in use" warning is an error, as is anyone's -W error.
+    import socket
+
+    taken = socket.socket()
+    try:
+        taken.bind(("127.0.0.1", 8787))
+        taken.listen()
+    except OSError:
+        pass  # someone already holds it: the same situation
+    try:
+        with scheduler_executor("local", workers=1) as executor:
+            assert executor.submit(sum, [1, 2]).result() == 3
+    finally:
+        taken.close()

@@ -69,7 +69,8 @@ from pipeline.sim.analysis.theory import dead_letter_rate, mmc, mmck, retry_ampl
 from pipeline.sim.running.reference import simpy_fcfs_waits
 from pipeline.sim.running.replications import Replications
 from pipeline.sim.running.result import SimulationResult
-from pipeline.sim.stats.intervals import mean_ci, proportion_ci, t_quantile, time_weighted_mean
+from pipeline.sim.stats.intervals import mean_ci, proportion_ci, t_quantile
+from pipeline.sim.stats.stepstats import time_weighted_mean
 from pipeline.sim.workloads.traces.replay import exact_fcfs_waits
 from pipeline.sim.workloads.traces.service import ServiceTrace
 

@@ -7,13 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.sim.stats.intervals import (
+from pipeline.sim.stats.intervals import mean_ci, paired_difference, t_quantile
+from pipeline.sim.stats.runlength import (
     DEFAULT_RELATIVE_PRECISION,
-    mean_ci,
-    paired_difference,
     replications_needed,
     run_length_advice,
-    t_quantile,
 )
 
 # Two values with sample standard deviation exactly 1 (ddof=1).

@@ -15,9 +15,8 @@ from pipeline.sim.stats.intervals import (
     proportion_ci,
     summarise_values,
     t_quantile,
-    time_weighted_mean,
-    time_weighted_quantile,
 )
+from pipeline.sim.stats.stepstats import time_weighted_mean, time_weighted_quantile
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...stats.intervals import weighted_sum
+from ...._units import percent_text as _pct
+from ...stats.stepstats import weighted_sum
 from .checks import run_checks
 from .findings import CODES, LOAD_CRITICAL, RANK, Finding
 
@@ -178,19 +179,6 @@ def stage_loads(result: ChainSimulationResult) -> list[StageLoad]:
 
 
 # -- the finding ------------------------------------------------------------------------------
-
-
-def _pct(share: float) -> str:
-    """``12.3%``, ``<0.01%``, ``0%``; ``unbounded`` for an infinite share (never ``nan%``:
-    callers say "no item reached it" for a stage without a measured attempt)."""
-    if math.isnan(share):
-        return "unknown"
-    if math.isinf(share):
-        return "unbounded"
-    percent = 100 * share
-    if 0 < abs(percent) < 0.01:
-        return "<0.01%"
-    return f"{percent:.3g}%"
 
 
 def _demand(load: StageLoad) -> str:

@@ -6,6 +6,12 @@ evidence (numbers with units), why, and a fix computed from the run. The
 thresholds that decide severity live in :mod:`pipeline.sim.analysis.diagnostics.diagnose`, next
 to the codes. :data:`CHECKS` lists the checks in :data:`~.diagnose.CODES`
 order.
+
+One concept, kept whole on purpose (a little over 600 lines): a registry of
+detectors, each reading the same :class:`Facts` and worded the same way, so
+that a reader comparing two findings' thresholds and wording finds them side
+by side. A new finding code adds one function here and one line to
+:data:`CHECKS`.
 """
 
 from __future__ import annotations
@@ -16,7 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from ...stats.intervals import run_length_advice, scaled_run_length, weighted_sum
+from ...._units import human_bytes
+from ...._units import percent_text as _pct
+from ...stats.intervals import proportion_ci
+from ...stats.runlength import run_length_advice, scaled_run_length
+from ...stats.stepstats import weighted_sum
+from ...workloads.traces.service import ServiceTrace
 from .facts import Facts, error_counts, independent_p, lag_growth, service_spread
 from .findings import (
     AMP_INFO,
@@ -53,20 +64,8 @@ def _s(seconds: float) -> str:
     return f"{seconds / 3600:.3g} h"
 
 
-def _pct(share: float) -> str:
-    return f"{100 * share:.3g}%"
-
-
 def _n(count: float) -> str:
     return f"{count:,.0f}" if float(count).is_integer() else f"{count:,.3g}"
-
-
-def _bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(size) < 1024 or unit == "GiB":
-            return f"{size:.3g} {unit}" if unit != "B" else f"{size:.0f} B"
-        size /= 1024
-    return f"{size:.3g} TiB"  # pragma: no cover
 
 
 def _nice_up(x: float) -> float:
@@ -158,7 +157,7 @@ def _consumer_lag(f: Facts) -> Finding | None:
     if f.config.queue_maxsize is None:
         evidence += (
             f" With the unbounded queue, memory peaked at "
-            f"{_bytes(f.result.summary['memory_peak_bytes'])}."
+            f"{human_bytes(f.result.summary['memory_peak_bytes'])}."
         )
     explanation = (
         "When work arrives faster than the workers can finish it, no queue size helps: the "
@@ -284,7 +283,7 @@ def _queue_saturated(f: Facts) -> Finding | None:
                 f"The workers keep up on average ({_pct(f.rho)} busy) but bursts overflow the "
                 f"queue: raise queue_maxsize from {config.queue_maxsize} to about {size} "
                 f"(M/M/c/K estimate for under 1% of arrivals finding it full; memory then up to "
-                f"about {_bytes(size * f.scenario.item_size_bytes)} at "
+                f"about {human_bytes(size * f.scenario.item_size_bytes)} at "
                 f"{f.scenario.item_size_bytes} bytes/item), or add workers to cut the waits."
             )
             numbers["suggested_queue_maxsize"] = size
@@ -313,7 +312,6 @@ def _lease_expired(f: Facts) -> Finding | None:
     if not f.attempts:
         return None
     mean, std, p999 = service_spread(f.scenario)
-    from ...workloads.traces.service import ServiceTrace
 
     service = f.scenario.service
     if isinstance(service, ServiceTrace):
@@ -453,8 +451,6 @@ def _drain_timeout(f: Facts) -> Finding | None:
 
 
 def _dead_letters(f: Facts) -> Finding | None:
-    from ...stats.intervals import proportion_ci
-
     letters = f.report.dead_letters
     if not letters or not f.admitted:
         return None

@@ -46,7 +46,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...._validate import real
-from ...stats.intervals import DEFAULT_RELATIVE_PRECISION
+from ...stats.runlength import DEFAULT_RELATIVE_PRECISION
 from .bottleneck import diagnose_chain
 from .checks import run_checks
 from .findings import CODES, Finding

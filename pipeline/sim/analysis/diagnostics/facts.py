@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...stats.intervals import time_weighted_mean, weighted_sum
+from ...stats.stepstats import time_weighted_mean, weighted_sum
+from ...workloads.failures import IndependentFailures
+from ...workloads.traces.service import ServiceTrace
 
 if TYPE_CHECKING:
     from ...running.result import SimulationResult
@@ -100,8 +102,6 @@ class Facts:
 
 def service_spread(scenario: Any) -> tuple[float, float, float]:
     """(mean, standard deviation, 99.9th percentile) of one attempt's service time, seconds."""
-    from ...workloads.traces.service import ServiceTrace
-
     service = scenario.service
     if isinstance(service, ServiceTrace):
         times = np.asarray(service.times_s) if service.times_s else np.zeros(1)
@@ -128,7 +128,5 @@ def error_counts(f: Facts) -> Counter[str]:
 
 def independent_p(scenario: Any) -> float | None:
     """The per-attempt failure probability ``p`` if failures are independent, else None."""
-    from ...workloads.failures import IndependentFailures
-
     failures = scenario.failures
     return failures.p if isinstance(failures, IndependentFailures) else None

@@ -24,16 +24,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .candidate import Candidate
 from .cost import Cost, difference_bounds, estimate, run_rows
 
 if TYPE_CHECKING:
     from ...workloads.scenario import Scenario
-    from .plan import _Candidate
 
 __all__ = ["least_total_cost"]
 
 
-def _doubled(candidate: _Candidate, high: int, at_least: int = 0) -> list[tuple[Any, int]]:
+def _doubled(candidate: Candidate, high: int, at_least: int = 0) -> list[tuple[Any, int]]:
     """The next replications of ``candidate``: up to twice as many (or ``at_least``), capped."""
     n = candidate.replications
     stop = min(max(2 * n, at_least), high)
@@ -49,17 +49,17 @@ def _adder(tasks: dict[tuple[int, int], tuple[Any, int]]) -> Callable[[list[Any]
 
 
 def least_total_cost(
-    candidates: Sequence[_Candidate],
+    candidates: Sequence[Candidate],
     examined: int,
     run: Callable[[list[tuple[Any, int]]], None],
-    examine: Callable[[_Candidate], bool],
+    examine: Callable[[Candidate], bool],
     *,
     cost: Cost,
     base: Scenario,
     level: float,
     replications: tuple[int, int],
     lookahead: int,
-) -> tuple[int, _Candidate]:
+) -> tuple[int, Candidate]:
     """Search on past the cheapest configuration in workers (see the module docstring).
 
     Args:
@@ -80,10 +80,10 @@ def least_total_cost(
     for i in range(len(floor) - 2, -1, -1):
         floor[i] = min(floor[i], floor[i + 1])
 
-    def total(candidate: _Candidate) -> Any:
+    def total(candidate: Candidate) -> Any:
         return estimate(cost, base, candidate.point, run_rows(names, candidate.extra), level)
 
-    def difference(a: _Candidate, b: _Candidate) -> tuple[float, float]:
+    def difference(a: Candidate, b: Candidate) -> tuple[float, float]:
         rows_a, rows_b = run_rows(names, a.extra), run_rows(names, b.extra)
         return difference_bounds(cost, base, rows_a, a.point, rows_b, b.point, level)
 

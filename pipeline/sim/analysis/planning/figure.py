@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from pipeline._units import METRIC_LABELS, metric_label, slo_text
+from pipeline._units import METRIC_LABELS, human_bytes, metric_label, scale_bytes, slo_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -172,7 +172,7 @@ def _scale_y(axis: Any, metric: str, values: list[float]) -> None:
     if unit == "bytes":
         axis.set_ylabel(METRIC_LABELS[metric][0])
         _binary_ticks(axis, max(finite, default=1.0), log)
-        axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _bytes_tick(v)))
+        axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(v, digits=6)))
     elif unit == "fraction":
         axis.set_ylabel(METRIC_LABELS[metric][0])
         axis.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
@@ -190,19 +190,12 @@ def _binary_ticks(axis: Any, top: float, log: bool) -> None:
         axis.yaxis.set_major_locator(LogLocator(base=2))
         axis.yaxis.set_minor_locator(NullLocator())
         return
-    unit = next((scale for scale in (2**30, 2**20, 2**10) if top >= scale), 1)
+    unit, _ = scale_bytes(top)
     span = max(top / unit, 1e-12)
     step = next(
         (k * 10.0**e for e in range(-3, 7) for k in (1, 2, 5) if span / (k * 10.0**e) <= 8), 1.0
     )
     axis.yaxis.set_major_locator(MultipleLocator(step * unit))
-
-
-def _bytes_tick(value: float) -> str:
-    for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if abs(value) >= scale:
-            return f"{value / scale:g} {unit}"
-    return f"{value:g} B"
 
 
 def _legend(fig: Any, axes: list[Any], *, outside: bool) -> None:

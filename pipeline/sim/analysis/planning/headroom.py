@@ -39,10 +39,10 @@ import numpy as np
 from ...workloads.arrivals import ArrivalProcess
 from ...workloads.distributions import Distribution
 from ..diagnostics.stability import unstable_note
+from .candidate import Candidate, look_confidence, replication_schedule
 
 if TYPE_CHECKING:
     from ...workloads.scenario import Scenario
-    from .plan import _Candidate
     from .slo import SLO
 
 __all__ = ["MAX_POINTS", "RELATIVE_WIDTH", "Headroom", "HeadroomFactor", "find_headroom"]
@@ -218,11 +218,11 @@ def _sentence(h: HeadroomFactor, start: str, what: str, confidence: float) -> st
 
 
 def _search(
-    pick: _Candidate,
+    pick: Candidate,
     scale: Callable[[Scenario, float], Scenario],
-    judge_at: Callable[[Scenario], _Candidate],
+    judge_at: Callable[[Scenario], Candidate],
 ) -> HeadroomFactor:
-    judged: dict[float, _Candidate] = {1.0: pick}
+    judged: dict[float, Candidate] = {1.0: pick}
     low, high, open_ = 1.0, None, None
 
     def look(factor: float) -> str:
@@ -276,7 +276,7 @@ def _search(
 
 
 def find_headroom(
-    pick: _Candidate,
+    pick: Candidate,
     rounds: Any,
     *,
     slos: Sequence[SLO],
@@ -292,16 +292,14 @@ def find_headroom(
         level: the plan's confidence (split over looks and factors, see the module docstring).
         replications: ``(min, max)`` per factor, as for a candidate.
     """
-    from .plan import _Candidate, look_confidence, replication_schedule
-
     low, high = replications
     looks = len(replication_schedule(low, high))
     per_factor = look_confidence(level, looks * MAX_POINTS)
     runs = 0
 
-    def judge_at(scenario: Scenario) -> _Candidate:
+    def judge_at(scenario: Scenario) -> Candidate:
         nonlocal runs
-        candidate = _Candidate(-1, dict(pick.point), scenario=scenario)
+        candidate = Candidate(-1, dict(pick.point), scenario=scenario)
         note = unstable_note(scenario, slos)
         if note is not None:
             candidate.note, candidate.verdict = note, "unstable"

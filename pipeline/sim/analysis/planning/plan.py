@@ -29,27 +29,27 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...executors.pool import bootstrapping, check_picklable, pool_workers, run_tasks
+from ...executors.pool import bootstrapping, check_picklable, context, pool_workers, run_tasks
 from ...running.drain_warning import warn_drain_timeouts
 from ...running.kernel.run import check_engine, refusal, unsupported
 from ...running.replications import POOL_WORTH_S, estimated_seconds
 from ...running.single import simulate_once
 from ...workloads.scenario import Scenario
 from ..diagnostics.stability import unstable_note
+from .candidate import Candidate, look_confidence, replication_schedule
+from .cheapest import least_total_cost
 from .cost import Cost
+from .headroom import find_headroom
 from .result import Plan, ranked_values
 from .slo import (
     DRAIN_CUT_METRICS,
     SLO,
-    Judgement,
     check_confidence,
     check_slo_metrics,
-    judge,
     metric_counts,
     metric_value,
     parse_slos,
@@ -64,49 +64,6 @@ MAX_CANDIDATES = 100_000
 """Most configurations a search space may hold (the product of its value lists)."""
 
 _MAX_REPLICATIONS = 10_000
-
-
-@dataclass
-class _Candidate:
-    """One configuration of the search: its place in cost order and what its runs measured."""
-
-    rank: int
-    point: dict[str, Any]
-    scenario: Scenario | None = None
-    note: str | None = None  # why it was rejected without runs
-    values: list[tuple[float, ...]] = field(default_factory=list)  # per replication
-    # Per replication, per SLO metric: (events, trials) behind a fraction, else None.
-    counts: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
-    engines: set[str] = field(default_factory=set)
-    # Per replication: did its drain time out, and how many items did it leave unfinished.
-    timed_out: list[bool] = field(default_factory=list)
-    unfinished: list[int] = field(default_factory=list)
-    judgements: tuple[Judgement, ...] = ()
-    verdict: str = "unexamined"  # meets | fails | undecided | unstable | unexamined
-    # Per replication: the values of the cost's metrics (cost.WAIT_METRICS), when priced.
-    extra: list[tuple[float, ...]] = field(default_factory=list)
-
-    @property
-    def replications(self) -> int:
-        return len(self.values)
-
-    def judge(self, slos: Sequence[SLO], confidence: float) -> None:
-        columns = np.array(self.values, dtype=np.float64).T
-        tallies = list(zip(*self.counts, strict=True))
-        self.judgements = tuple(
-            judge(
-                slo,
-                column,
-                confidence=confidence,
-                counts=None if None in tally else list(tally),
-                timed_out=self.timed_out,
-            )
-            for slo, column, tally in zip(slos, columns, tallies, strict=True)
-        )
-        verdicts = {j.verdict for j in self.judgements}
-        self.verdict = (
-            "fails" if "fails" in verdicts else "undecided" if "undecided" in verdicts else "meets"
-        )
 
 
 def _measure(
@@ -151,28 +108,6 @@ def _replication_range(replications: int | Sequence[int]) -> tuple[int, int]:
     if not 2 <= low <= high <= _MAX_REPLICATIONS:
         raise ValueError(f"{allowed}, got {replications!r}")
     return low, high
-
-
-def replication_schedule(low: int, high: int) -> list[int]:
-    """Replication counts a configuration can reach: ``low``, doubling, capped at ``high``.
-
-    ``(3, 30)`` gives ``[3, 6, 12, 24, 30]``: a verdict is looked at after each.
-    """
-    counts = [low]
-    while counts[-1] < high:
-        counts.append(min(2 * counts[-1], high))
-    return counts
-
-
-def look_confidence(confidence: float, looks: int) -> float:
-    """The level of each look so that ``looks`` looks together keep ``confidence``.
-
-    Looking again after more replications, and stopping at the first decisive
-    bound, gives a wrong verdict more chances (optional stopping). By
-    Bonferroni, judging each look at ``1 - (1 - confidence) / looks`` keeps the
-    probability that any look gives a wrong verdict at most ``1 - confidence``.
-    """
-    return 1.0 - (1.0 - confidence) / looks
 
 
 def _plain_value(value: Any) -> Any:
@@ -327,8 +262,6 @@ class _Runner:
             self._workers = pool_workers(self._workers, "plan", asked=self._asked)
         if executor is None and self._workers > 1 and len(tasks) > 1:
             from concurrent.futures import ProcessPoolExecutor
-
-            from ...executors.pool import context
 
             # One pool for every round: starting one costs about a second.
             self._executor = executor = self._stack.enter_context(
@@ -529,7 +462,7 @@ def plan(
     if prices is not None and order is None:
         # Priced: money first (a stable sort: equal prices keep the default order).
         points.sort(key=lambda point: prices.workers_per_hour(base, point))
-    candidates = [_Candidate(rank, point) for rank, point in enumerate(points)]
+    candidates = [Candidate(rank, point) for rank, point in enumerate(points)]
     metrics = tuple(slo.metric for slo in parsed)
     extra = prices.metrics(base) if prices is not None else ()
     per_look = look_confidence(level, len(replication_schedule(low, high)))
@@ -542,7 +475,7 @@ def plan(
 
     examined = 0  # candidates[:examined] have been looked at
 
-    def examine(candidate: _Candidate) -> bool:
+    def examine(candidate: Candidate) -> bool:
         """Configure a candidate met for the first time; False if theory rejects it."""
         candidate.scenario = _configured(base, candidate.point)
         note = unstable_note(candidate.scenario, parsed) if skip_unstable else None
@@ -557,12 +490,12 @@ def plan(
     ):
         runner = _Runner(executor, workers, stack, asked=processes is not None)
         rounds = _Rounds(runner, bar, engine, metrics, extra, parsed, per_look)
-        choice: _Candidate | None = None
+        choice: Candidate | None = None
         found = None
         while True:
             target = next((c for c in candidates[:examined] if c.verdict == "meets"), None)
             cheaper = candidates[: target.rank if target else examined]
-            tasks: list[tuple[_Candidate, int]] = [
+            tasks: list[tuple[Candidate, int]] = [
                 (c, r)
                 for c in cheaper
                 if c.verdict == "undecided" and c.replications < high
@@ -580,8 +513,6 @@ def plan(
                 break
             rounds.run(tasks)
         if prices is not None and prices.wait_hour:
-            from .cheapest import least_total_cost
-
             target = next((c for c in candidates[:examined] if c.verdict == "meets"), None)
             open_ = [
                 c for c in candidates[: target.rank if target else 0] if c.verdict == "undecided"
@@ -599,8 +530,6 @@ def plan(
                     lookahead=lookahead,
                 )
         if want_headroom:
-            from .headroom import find_headroom
-
             pick = choice or next((c for c in candidates[:examined] if c.verdict == "meets"), None)
             cheaper_open = pick is not None and any(
                 c.verdict == "undecided" for c in candidates[: pick.rank]
@@ -657,7 +586,7 @@ class _Rounds:
         self.runner, self.bar, self.engine = runner, bar, engine
         self.metrics, self.extra, self.slos, self.level = metrics, extra, slos, level
 
-    def run(self, tasks: Sequence[tuple[_Candidate, int]]) -> None:
+    def run(self, tasks: Sequence[tuple[Candidate, int]]) -> None:
         """Run ``tasks`` (together, in parallel where the runner can) and judge again
         every candidate they touched. A candidate's tasks must be listed in replication order."""
         if not tasks:
@@ -666,7 +595,7 @@ class _Rounds:
         self.bar.refresh()
         k = len(self.metrics)
         payload = [(c.scenario, r, self.engine, self.metrics, self.extra) for c, r in tasks]
-        touched: dict[int, _Candidate] = {}
+        touched: dict[int, Candidate] = {}
         measured = self.runner.run(payload, self.bar)
         for (candidate, _), (values, ran, counts, cut, left) in zip(tasks, measured, strict=True):
             candidate.values.append(values[:k])

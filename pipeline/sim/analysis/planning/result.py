@@ -25,15 +25,15 @@ from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from .cost import Cost, CostEstimate, difference_bounds, estimate, run_rows
 from .slo import SLO, Judgement, judgement_run_length_advice, slo_keys
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ...workloads.scenario import Scenario
-    from .cost import Cost, CostEstimate
+    from .candidate import Candidate
     from .headroom import Headroom
-    from .plan import _Candidate
 
 __all__ = ["Binding", "CheaperStep", "OpenQuestion", "Plan", "PlanStatus"]
 
@@ -218,10 +218,10 @@ class Plan:
         confidence: float,
         look_confidence: float,
         replications: tuple[int, int],
-        candidates: Sequence[_Candidate],
+        candidates: Sequence[Candidate],
         total: int,
         prices: Cost | None = None,
-        choice: _Candidate | None = None,
+        choice: Candidate | None = None,
         headroom: Headroom | bool | None = False,
     ) -> None:
         self.base = base
@@ -272,17 +272,13 @@ class Plan:
         SLOs fail)."""
         return sum(sum(c.timed_out) for c in self._candidates)
 
-    def _estimate(self, candidate: _Candidate) -> CostEstimate:
-        from .cost import estimate, run_rows
-
+    def _estimate(self, candidate: Candidate) -> CostEstimate:
         assert self.prices is not None
         rows = run_rows(self.prices.metrics(self.base), candidate.extra)
         return estimate(self.prices, self.base, candidate.point, rows, self.look_confidence)
 
-    def _cost_of(self, target: _Candidate) -> CostEstimate:
+    def _cost_of(self, target: Candidate) -> CostEstimate:
         """The chosen configuration's cost, naming any rival not told apart from it."""
-        from .cost import difference_bounds, run_rows
-
         assert self.prices is not None
         found = self._estimate(target)
         if not self.prices.wait_hour:
@@ -321,7 +317,7 @@ class Plan:
         """The base scenario with the chosen configuration applied (None unless chosen)."""
         return self._target.scenario if self.status is PlanStatus.CHOSEN else None
 
-    def _config(self, candidate: _Candidate) -> dict[str, Any]:
+    def _config(self, candidate: Candidate) -> dict[str, Any]:
         scenario = candidate.scenario
         out = dict(candidate.point)
         if scenario.stages is not None:
@@ -334,7 +330,7 @@ class Plan:
             out.setdefault(name, getattr(scenario.config, name))
         return out
 
-    def _binding(self, target: _Candidate) -> Binding:
+    def _binding(self, target: Candidate) -> Binding:
         def slack(j: Judgement) -> float:
             gap = (j.slo.limit - j.bound) if j.slo.upper else (j.bound - j.slo.limit)
             return gap / abs(j.slo.limit) if j.slo.limit != 0 else gap
@@ -372,7 +368,7 @@ class Plan:
         """The field's values in cost order, as the search walked them."""
         return ranked_values(self.search[name])
 
-    def _questions(self, candidate: _Candidate) -> list[OpenQuestion]:
+    def _questions(self, candidate: Candidate) -> list[OpenQuestion]:
         scenario = candidate.scenario
         return [
             OpenQuestion(

@@ -63,7 +63,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...stats.intervals import t_quantile
+from ...stats.intervals import proportion_bound, t_quantile
+from ...stats.runlength import run_length_advice, scaled_run_length
 
 __all__ = [
     "CHAIN_METRICS",
@@ -550,8 +551,6 @@ def _judge_agreed(
     slo: SLO, n: int, mean: float, level: float, pooled: tuple[int, int] | None
 ) -> Judgement:
     """Every replication gave ``mean``: no spread for a t interval to measure."""
-    from ...stats.intervals import proportion_bound
-
     if slo.metric in FRACTION_METRICS and pooled is not None and pooled[1] > 0:
         events, trials = pooled
         low = proportion_bound(events, trials, level, upper=False)
@@ -582,13 +581,11 @@ def judgement_run_length_advice(
 ) -> str:
     """How much more simulation would decide an undecided SLO.
 
-    :func:`~pipeline.sim.stats.intervals.run_length_advice`'s rule, ``n ~ n0 (h0 / h)**2``
+    :func:`~pipeline.sim.stats.runlength.run_length_advice`'s rule, ``n ~ n0 (h0 / h)**2``
     with ``h = |mean - limit|``, in replications; and since a half-width also
     falls as one over the square root of the run length (for means and
     percentiles of long, stationary runs), the same factor in items or seconds.
     """
-    from ...stats.intervals import run_length_advice, scaled_run_length
-
     n0, h0 = judgement.replications, judgement.half_width
     gap = abs(judgement.mean - judgement.slo.limit)
     if judgement.basis == "binomial":

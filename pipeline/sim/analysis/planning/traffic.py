@@ -4,8 +4,9 @@
 - :func:`fit_daily_curve` -- a :func:`~pipeline.sim.daily_curve` fitted to
   recorded arrival times (base, peak, peak hour, width), for what-ifs;
 - :func:`slo_table`, :func:`smallest_config_meeting` -- which configurations of a
-  :func:`~pipeline.sim.sweep` meet an SLO *with confidence* (a one-sided upper
-  confidence bound across replications), and the cheapest of them.
+  :func:`~pipeline.sim.sweep` meet an SLO *with confidence*, judged by
+  :func:`~.slo.judge` (the judgement :func:`~pipeline.sim.plan` makes), and the
+  cheapest of them.
 
 Example:
     >>> frame = sweep(base, {"concurrency": [2, 3, 4], "queue_maxsize": [50, None]},
@@ -22,12 +23,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...._validate import real
-from ...stats.intervals import t_quantile
 from ...workloads.arrivals import DailyCurve, Trace, daily_curve
 from ...workloads.traces.replay import ScriptedFailures, TraceWorkload
 from ...workloads.traces.service import ServiceTrace
 from ..sweep import grid_columns, grid_groups, keep_none
-from .slo import DRAIN_CUT_METRICS
+from .slo import (
+    DERIVED_METRICS,
+    SLO,
+    check_confidence,
+    judge,
+    metric_counts,
+    metric_value,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -114,48 +121,76 @@ def fit_daily_curve(
 def slo_table(
     frame: pd.DataFrame, metric: str, limit: float, *, confidence: float = 0.95
 ) -> pd.DataFrame:
-    """Per grid point of a sweep: the metric's mean, its upper confidence bound, and the verdict.
+    """Per grid point of a sweep: the SLO ``metric <= limit`` judged as :func:`~.slo.judge` does.
 
-    ``upper`` is the one-sided Student t bound ``mean + t(confidence, R-1) s / sqrt(R)``
-    across the R replications: we are ``confidence`` sure that the metric's
-    *expected* value (its mean over runs like these) is below it. A point
-    ``meets`` the SLO when ``upper <= limit``. With one replication there is
-    no bound (NaN) and nothing meets it. ``drain_timed_out`` counts the
-    point's replications whose drain timed out: on a latency or wait metric
-    (:data:`~pipeline.sim.analysis.planning.slo.DRAIN_CUT_METRICS`) such a point never
-    meets, as in :func:`~pipeline.sim.plan` (its statistics leave out the
+    One judgement, the one :func:`~pipeline.sim.plan` makes: ``upper`` is the
+    one-sided Student t bound ``mean + t(confidence, R-1) s / sqrt(R)`` across
+    the R replications, except where they agree exactly; then a fraction
+    (``shed_fraction``, ...) gets the exact binomial bound on the counts pooled
+    over the replications (no item shed in 300 is not "0 for sure"), and any
+    other metric its exact value. A point ``meets`` the SLO when its verdict is
+    ``"meets"``; one replication has no spread to measure (``upper`` inf) and a
+    replication without a value (NaN) fails, so neither meets.
+    ``drain_timed_out`` counts the point's replications whose drain timed out:
+    on a latency or wait metric
+    (:data:`~pipeline.sim.analysis.planning.slo.DRAIN_CUT_METRICS`) such a point
+    never meets, as in :func:`~pipeline.sim.plan` (its statistics leave out the
     items left unfinished).
 
     Args:
         frame: what :func:`~pipeline.sim.sweep` returned.
-        metric: a summary column, e.g. ``"latency_p95_s"``.
+        metric: an SLO metric (:data:`~.slo.METRICS`), e.g. ``"latency_p95_s"``; a
+            derived fraction needs the frame's count columns (``items_shed`` and
+            ``items_offered`` for ``shed_fraction``).
         limit: the SLO's threshold, in the metric's units.
-        confidence: one-sided confidence level in (0, 1).
+        confidence: one-sided confidence level in [0.5, 1).
+
+    Returns:
+        One row per grid point: the grid columns, ``replications``, ``mean``,
+        ``upper``, ``meets``, ``verdict`` (meets, fails or undecided) and
+        ``basis`` (t, binomial or exact: see :class:`~.slo.Judgement`).
 
     Raises:
-        ValueError: ``metric`` is not a column, or ``confidence`` not in (0, 1).
+        ValueError: ``metric`` is not an SLO metric, the frame lacks a column it
+            needs, ``limit`` is not finite, or ``confidence`` not in [0.5, 1).
     """
     import pandas as pd
 
-    if metric not in frame.columns:
-        raise ValueError(f"unknown metric {metric!r}; columns: {list(frame.columns)}")
-    level = real("confidence", confidence, "probability", above=0)
-    if not level < 1:
-        raise ValueError(f"confidence must be < 1, got {confidence!r}")
+    slo = SLO(metric, "<=", limit)
+    level = check_confidence(confidence)
+    needed = list(DERIVED_METRICS[metric][:2]) if metric in DERIVED_METRICS else [metric]
+    missing = [column for column in needed if column not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"metric {metric!r} needs the columns {missing}, which the sweep frame lacks; "
+            f"columns: {list(frame.columns)}"
+        )
     grid = grid_columns(frame)
     rows = []
     for _, part in grid_groups(frame, grid):
-        values = part[metric].to_numpy(dtype=np.float64)
-        n = len(values)
-        mean = float(values.mean())
-        if n >= 2 and np.isfinite(values).all():
-            upper = mean + t_quantile(level, n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
-        else:
-            upper = math.nan
-        cut = int(part["drain_timed_out"].astype(bool).sum()) if "drain_timed_out" in part else 0
-        meets = bool(upper <= limit) and not (cut and metric in DRAIN_CUT_METRICS)
+        runs = part[needed].to_dict("records")
+        values = [metric_value(run, metric) for run in runs]
+        counts = [metric_counts(run, metric) for run in runs]
+        timed_out = (
+            part["drain_timed_out"].astype(bool).tolist() if "drain_timed_out" in part else None
+        )
+        judgement = judge(
+            slo,
+            values,
+            confidence=level,
+            counts=None if None in counts else counts,
+            timed_out=timed_out,
+        )
         row = {column: part[column].iloc[0] for column in grid}
-        row.update(replications=n, mean=mean, upper=upper, meets=meets, drain_timed_out=cut)
+        row.update(
+            replications=judgement.replications,
+            mean=judgement.mean,
+            upper=judgement.bound,
+            meets=judgement.verdict == "meets",
+            verdict=judgement.verdict,
+            basis=judgement.basis,
+            drain_timed_out=sum(timed_out) if timed_out else 0,
+        )
         rows.append(row)
     return keep_none(pd.DataFrame(rows), rows, grid)
 

@@ -26,7 +26,7 @@ from pipeline.sim.analysis.diagnostics.diagnose import (
     format_findings,
 )
 from pipeline.sim.running.result import SimulationResult
-from pipeline.sim.stats.intervals import scaled_run_length
+from pipeline.sim.stats.runlength import scaled_run_length
 from pipeline.sim.workloads.failures import Hangs
 
 WARNINGS = {"warning", "critical"}

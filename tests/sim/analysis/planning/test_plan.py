@@ -32,7 +32,8 @@ from pipeline.sim import (
     theory,
 )
 from pipeline.sim.analysis.diagnostics.stability import unstable_note
-from pipeline.sim.analysis.planning.plan import look_confidence, plan, replication_schedule
+from pipeline.sim.analysis.planning.candidate import look_confidence, replication_schedule
+from pipeline.sim.analysis.planning.plan import plan
 from pipeline.sim.analysis.planning.slo import (
     DRAIN_CUT_METRICS,
     METRICS,

@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from pipeline.sim.analysis.planning.slo import SLO, judge
 from pipeline.sim.analysis.planning.traffic import (
     fit_daily_curve,
     slo_table,
     smallest_config_meeting,
     trace_window,
 )
-from pipeline.sim.stats.intervals import t_quantile
+from pipeline.sim.stats.intervals import proportion_bound, t_quantile
 from pipeline.sim.workloads.arrivals import DailyCurve, daily_curve
 from pipeline.sim.workloads.traces.replay import load_trace
 
@@ -127,8 +129,9 @@ def test_smallest_config_meeting_returns_none_when_nothing_meets_the_slo(sweep_f
 
 def test_a_single_replication_gives_no_bound_and_meets_nothing(sweep_frame) -> None:
     table = slo_table(sweep_frame({(2, 50): [1.0]}), "latency_p95_s", 30.0)
-    assert math.isnan(table["upper"].iloc[0])
+    assert math.isinf(table["upper"].iloc[0])
     assert not table["meets"].iloc[0]
+    assert table["verdict"].iloc[0] == "undecided"
 
 
 def test_slo_table_rejects_unknown_metrics_and_confidence_levels(sweep_frame) -> None:
@@ -137,6 +140,8 @@ def test_slo_table_rejects_unknown_metrics_and_confidence_levels(sweep_frame) ->
         slo_table(frame, "nope", 1.0)
     with pytest.raises(ValueError, match="confidence"):
         slo_table(frame, "latency_p95_s", 1.0, confidence=1.0)
+    with pytest.raises(ValueError, match=r"needs the columns \['items_shed', 'items_offered'\]"):
+        slo_table(frame, "shed_fraction", 0.01)
 
 
 def test_an_empty_grid_is_one_point() -> None:
@@ -154,7 +159,9 @@ def test_an_empty_grid_is_one_point() -> None:
     )
     frame = sweep(base, {}, replications=3, processes=1, progress=False)
     table = slo_table(frame, "latency_p95_s", 1e6)
-    assert list(table.columns) == ["replications", "mean", "upper", "meets", "drain_timed_out"]
+    assert list(table.columns) == [
+        "replications", "mean", "upper", "meets", "verdict", "basis", "drain_timed_out"
+    ]  # fmt: skip
     assert table["replications"].tolist() == [3] and table["meets"].tolist() == [True]
     choice = smallest_config_meeting(frame, "latency_p95_s", 1e6)
     assert choice is not None and choice["replications"] == 3
@@ -175,3 +182,57 @@ def test_default_cost_uses_the_grid_columns_there_are(sweep_frame) -> None:
 def test_slo_table_keeps_the_unbounded_queue_as_none(sweep_frame) -> None:
     table = slo_table(sweep_frame({(2, None): [1.0, 2.0], (2, 5): [1.0, 2.0]}), "latency_p95_s", 9)
     assert table["queue_maxsize"].tolist() == [None, 5]
+
+
+def shed_frame(shed: dict[int, list[int]], offered: int) -> pd.DataFrame:
+    """A sweep frame over concurrency: each replication's items shed, of ``offered``."""
+    rows = [
+        {"concurrency": c, "replication": r, "items_shed": k, "items_offered": offered}
+        for c, ks in shed.items()
+        for r, k in enumerate(ks)
+    ]
+    frame = pd.DataFrame(rows)
+    frame.attrs["grid"] = ["concurrency"]
+    return frame
+
+
+def test_no_item_shed_in_any_replication_is_judged_by_the_exact_binomial_bound() -> None:
+    # Three replications of 100 items, none shed: a t bound has no spread and said 0 <= 0.001
+    # "meets"; 0 of 300 only bounds the share below 1 - 0.05**(1/300) = 0.99% at 95%.
+    frame = shed_frame({2: [0, 0, 0], 3: [0, 0, 0]}, offered=100)
+    table = slo_table(frame, "shed_fraction", 0.001)
+    expected = proportion_bound(0, 300, 0.95)
+    assert table["upper"].tolist() == [expected, expected]
+    assert expected == pytest.approx(1 - 0.05 ** (1 / 300))
+    assert table["basis"].tolist() == ["binomial", "binomial"]
+    assert table["verdict"].tolist() == ["undecided", "undecided"]
+    assert not table["meets"].any()
+    assert smallest_config_meeting(frame, "shed_fraction", 0.001) is None
+    # A limit the exact bound clears is met, by the cheapest point.
+    assert smallest_config_meeting(frame, "shed_fraction", 0.01)["concurrency"] == 2
+
+
+def test_slo_table_gives_judges_verdict_and_bound_at_every_grid_point() -> None:
+    rng = np.random.default_rng(7)
+    shed = {c: rng.binomial(200, 0.004, size=4).tolist() for c in range(1, 41)}
+    frame = shed_frame(shed, offered=200)
+    table = slo_table(frame, "shed_fraction", 0.01, confidence=0.9)
+    slo = SLO("shed_fraction", "<=", 0.01)
+    for c, ks in shed.items():
+        row = table[table["concurrency"] == c].iloc[0]
+        j = judge(slo, [k / 200 for k in ks], confidence=0.9, counts=[(k, 200) for k in ks])
+        assert (row["verdict"], row["upper"], row["basis"]) == (j.verdict, j.bound, j.basis)
+
+
+def test_slo_table_meets_a_limit_the_share_sits_at_no_more_often_than_its_level() -> None:
+    # The true shed share equals the limit, 0.2%, so "meets" is a false claim: at 95% it
+    # may be made in at most 5% of grid points. With 3 replications of 100 items, 55% of
+    # points shed nothing at all (0.998**300), the case a plain t bound called "meets".
+    # 2,000 points: the claim rate's standard error at 5% is 0.49%; 3 of them are the
+    # tolerance.
+    rng = np.random.default_rng(11)
+    points = 2000
+    shed = {c: rng.binomial(100, 0.002, size=3).tolist() for c in range(points)}
+    table = slo_table(shed_frame(shed, offered=100), "shed_fraction", 0.002)
+    assert (table["basis"] == "binomial").mean() > 0.5
+    assert table["meets"].mean() <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / points)

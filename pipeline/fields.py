@@ -1,0 +1,165 @@
+"""Every field a :class:`~pipeline.engine.Pipeline` holds, declared once, with its meaning.
+
+One pipeline is one object, written in three files: :mod:`pipeline.engine`
+(lifecycle, the close, the report), :mod:`pipeline.intake` (producers,
+``put`` and admission) and :mod:`pipeline.attempts` (workers and one attempt's
+life). :class:`PipelineFields` is the base of all three: it declares, with its
+type and meaning, each attribute that any of them reads or writes, and the
+few methods the two halves call on the engine. ``Pipeline.__init__`` fills
+every field; nothing else adds one.
+
+The declarations are annotations only: no default values, no slots, no
+properties. An instance keeps its plain ``__dict__``, so an attribute read on
+the per-item paths costs what it did before this class existed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
+    import random
+    from collections.abc import Callable
+
+    from .attempts import ThreadCall
+    from .config import PipelineConfig
+    from .events import EventKind, Listener
+    from .items import WorkItem
+    from .queue import WorkQueue
+    from .ratelimit import RateLimiter
+    from .records import DeadLetter, RunReport, ShedLog
+    from .resultstream import ResultStream
+    from .state import State
+
+__all__ = ["PipelineFields"]
+
+
+class PipelineFields:
+    """The shared state of a pipeline's parts (see the module docstring).
+
+    Counters are items or attempts since the start; times are seconds of the
+    running loop's clock (``loop.time()``, virtual under simulation).
+    """
+
+    # -- what it was made with -------------------------------------------------------
+
+    handler: Callable[[Any], Any]
+    """The user's handler: a coroutine function, or a plain function run on threads."""
+    config: PipelineConfig
+    """The configuration (frozen)."""
+    name: str
+    """Shown in task names, logs and ``repr``."""
+    _listener: Listener | None
+    """The ``on_event`` listener as given, called directly on the per-item paths."""
+    _on_event: Listener | None
+    """The same listener wrapped so that a failure is logged and counted, not raised."""
+    _rng: random.Random
+    """Random generator for backoff jitter."""
+    _is_async: bool
+    """Whether ``handler`` is awaited (True) or run on a thread (False)."""
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    state: State
+    """IDLE -> OPEN -> DRAINING -> CLOSED."""
+    report: RunReport | None
+    """The run's report, once closed."""
+    _loop: asyncio.AbstractEventLoop
+    """The running loop, from the start on (None before)."""
+    _started_s: float
+    """Loop time of the start."""
+    _settled: asyncio.Event
+    """Set when no admitted item is left and intake has stopped (None before the start)."""
+    _closing: asyncio.Task[RunReport] | None
+    """The close's task, once it started (see :func:`~pipeline.state.close_once`)."""
+    _stop_requested: bool
+    """``stop()`` was called before the start: the run stops at once when it starts."""
+    _aborted: BaseException | None
+    """The first internal failure (a bug, never a handler's error): the run closes on it."""
+    _drain_timed_out: bool
+    """The drain hit ``drain_timeout_s`` and handed items back unfinished."""
+    _signals: tuple[int, ...]
+    """The signals whose handlers ``stop_on_signals`` installed, removed at the close."""
+
+    # -- tasks -----------------------------------------------------------------------
+
+    _workers: list[asyncio.Task[None]]
+    """The ``concurrency`` worker tasks."""
+    _producers: list[asyncio.Task[None]]
+    """One producer task per source given to ``run``."""
+    _own_tasks: set[asyncio.Task[Any]]
+    """Every task the pipeline made (workers, producers, thread calls): a handler in one
+    of them must not wait for the drain."""
+    _unread_sources: dict[int, Any]
+    """Sources whose producer has not started yet, by index: closed if it never does."""
+
+    # -- items inside ----------------------------------------------------------------
+
+    _queue: WorkQueue[WorkItem]
+    """The bounded queue between intake and the workers."""
+    _running: dict[WorkItem, None]
+    """Items in an attempt now (a dict as an ordered set)."""
+    _retry_timers: dict[WorkItem, asyncio.TimerHandle]
+    """Items waiting out a backoff, with the timer that re-admits each."""
+    _thread_calls: dict[WorkItem, ThreadCall]
+    """Items whose plain-function handler runs on a thread now."""
+    _handed_back: list[WorkItem]
+    """Items admitted while ``stop()`` ran: unfinished at the close, never queued."""
+    _unsettled: int
+    """Admitted items not yet completed or dead-lettered (queued, running or waiting)."""
+    _limiter: RateLimiter | None
+    """Spaces attempt starts when ``config.rate_limit`` is set (made at the start)."""
+    _stream: ResultStream | None
+    """Where results go when someone asked for them (``results()``), else None."""
+
+    # -- counts ----------------------------------------------------------------------
+
+    _offered: int
+    """Items offered to intake (admitted or shed)."""
+    _admitted: int
+    """Items admitted to the queue."""
+    _completed: int
+    """Items whose handler returned."""
+    _retried: int
+    """Retries scheduled."""
+    _attempts: int
+    """Attempts started."""
+    _busy: int
+    """Workers inside an attempt now."""
+    _dead_letters: list[DeadLetter]
+    """Items that failed for good, in the order they did."""
+    _shed: ShedLog
+    """Items shed at admission (``on_full="reject"``): the count and the latest payloads."""
+    _listener_errors: int
+    """Listener calls that raised (logged once, then counted)."""
+
+    # -- producer blocked time -------------------------------------------------------
+
+    _blocked_s: float
+    """Seconds producers spent waiting for a slot, summed over waits that ended."""
+    _blocked_now: int
+    """Producers waiting for a slot now."""
+    _blocked_since_sum: float
+    """Sum of the start times of the waits now open: blocked time so far is
+    ``_blocked_s + _blocked_now * now - _blocked_since_sum``, with no per-wait state."""
+
+    # -- logging ---------------------------------------------------------------------
+
+    _log_debug: bool
+    """Whether the ``pipeline`` logger takes DEBUG records, looked up once at the start."""
+    _log_info: bool
+    """The same for INFO."""
+    _log_warning: bool
+    """The same for WARNING."""
+
+    if TYPE_CHECKING:
+        # Defined by Pipeline (engine.py); called by Intake and Attempts.
+
+        def stop(self) -> None: ...
+        def _accepting(self) -> bool: ...
+        def _abort(self, error: BaseException) -> None: ...
+        def _emit(self, kind: EventKind, item: Any) -> None: ...
+        def _emit_at(self, kind: EventKind, now_s: float, item: Any) -> None: ...
+        def _listener_failed(self, kind: EventKind, error: BaseException) -> None: ...
+        def _log(self, level: int, event: str, *, exc_info: Any = None, **fields: Any) -> None: ...
