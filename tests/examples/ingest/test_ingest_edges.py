@@ -106,9 +106,11 @@ def _rows(folder: Path) -> int:
 
 @pytest.mark.parametrize("phase", ["starting", "fitting"])
 def test_sigterm_at_any_phase_reports_and_removes_the_temporary_folder(tmp_path, phase):
-    # 3,000 replications keep the twin busy for far longer than the test waits.
+    # 3,000 replications keep the twin busy for far longer than the test waits; no poison
+    # and no 503s, so every record is written and "fitting" is reached for sure.
     process = cli(
-        "--records", "400", "--latency-ms", "1", "--replications", "3000", "--json",
+        "--records", "400", "--latency-ms", "1", "--poison-rate", "0", "--error-rate", "0",
+        "--replications", "3000", "--json",
         env={"TMPDIR": str(tmp_path)},
     )  # fmt: skip
     deadline = time.monotonic() + 60
