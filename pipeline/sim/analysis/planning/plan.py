@@ -93,8 +93,10 @@ def _measure_set(
     extra: tuple[str, ...] = (),
 ) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...], tuple[bool, ...], int]:
     # One replication of every scenario of a set, on that scenario's streams of
-    # (seed, replication): the SLO values of each in turn, each one's drain cut.
+    # (seed, replication): the SLO values of each in turn (then the first one's cost
+    # metrics), each one's drain cut.
     values: list[float] = []
+    first: tuple[float, ...] = ()
     counts: list[tuple[int, int] | None] = []
     ran: set[str] = set()
     cuts: list[bool] = []
@@ -104,11 +106,12 @@ def _measure_set(
             scenario, replication, engine, metrics, extra
         )
         values += found[: len(metrics)]
+        first = first or found[len(metrics) :]
         counts += tally
         ran.add(engine_ran)
         cuts.append(cut)
         left += unfinished
-    return tuple(values), ",".join(sorted(ran)), tuple(counts), tuple(cuts), left
+    return (*values, *first), ",".join(sorted(ran)), tuple(counts), tuple(cuts), left
 
 
 # -- validating the arguments --------------------------------------------------------------
@@ -384,7 +387,8 @@ def plan(
     :meth:`Plan.sensitivity` apply to ``base`` only; ``base`` need not be one
     of the set. A wait cost (``wait_hour``) is refused with a set: which
     scenario's waiting to price is a choice the plan does not make for you;
-    ``worker_hour`` is the same in every scenario and orders the search as usual.
+    ``worker_hour`` is the same in every scenario and orders the search as usual
+    (the cost per million items is the first scenario's throughput).
 
     So replications are only ever added to configurations whose verdict is
     still open and that could still be the answer; a configuration has
@@ -705,9 +709,10 @@ class _Rounds:
         touched: dict[int, Candidate] = {}
         measured = self.runner.run(payload, self.bar)
         for (candidate, _), (values, ran, counts, cut, left) in zip(tasks, measured, strict=True):
-            if candidate.names:  # a scenario set: every scenario's values, no cost metrics
-                candidate.values.append(values)
-                candidate.extra.append(())
+            if candidate.names:  # a scenario set: every scenario's values, the first's cost
+                n = k * len(candidate.names)
+                candidate.values.append(values[:n])
+                candidate.extra.append(values[n:])
                 candidate.cuts.append(cut)
                 cut = any(cut)
             else:

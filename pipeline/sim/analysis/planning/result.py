@@ -315,20 +315,25 @@ class Plan:
     @property
     def scenarios(self) -> dict[str, ScenarioVerdict] | None:
         """A scenario set's verdicts for the chosen configuration (the fallback when
-        undecided): name -> :class:`ScenarioVerdict`; None without a set or a target."""
-        if not self.scenario_names or self._target is None:
+        undecided; for a plan over one configuration, a check, that one whatever its
+        verdict): name -> :class:`ScenarioVerdict`; None without a set or such a
+        configuration (or when queueing theory rejected it without runs)."""
+        target = self._target
+        if target is None and self.total_candidates == 1 and self._candidates:
+            target = self._candidates[0]
+        if not self.scenario_names or target is None or not target.by_scenario:
             return None
         return {
             name: ScenarioVerdict(verdict_of_judgements(found), found)
-            for name, found in self._target.by_scenario.items()
+            for name, found in target.by_scenario.items()
         }
 
     # -- derived facts -----------------------------------------------------------------
 
     @property
     def runs_total(self) -> int:
-        """Simulation runs the plan made."""
-        return sum(c.replications for c in self._candidates)
+        """Simulation runs the plan made (a replication of a scenario set runs each scenario)."""
+        return sum(c.replications * max(1, len(c.names)) for c in self._candidates)
 
     @property
     def runs_drain_timed_out(self) -> int:
