@@ -54,8 +54,9 @@ Flags, besides every scenario flag of ``simulate``:
   the report names the binding scenario and has a table per scenario, the
   JSON ``scenarios`` (per name, ``verdict`` and ``judgements`` at the chosen
   configuration) and ``binding_scenario``. The first is the base: the plan's
-  own settings (``search``, ``slo``, ...) are read from its file, and
-  ``--headroom`` and ``--sensitivity`` apply to it alone. A scenario file
+  own settings (``search``, ``slo``, ...) are read from its file alone.
+  ``--headroom`` and ``--sensitivity`` apply to the binding scenario alone
+  (the one closest to breaking), named in their output. A scenario file
   given as well is refused, as are a chain mixed with a single stage and a
   wait cost (``--cost wait_hour``: which scenario's waiting to price is not
   the plan's to choose; ``worker_hour`` is the same in every scenario). With

@@ -102,6 +102,34 @@ class Candidate:
             self.judgements = tuple(j for _, j in pairs)
         self.verdict = verdict_of_judgements(self.judgements)
 
+    def of_scenario(self, name: str) -> Candidate:
+        """A scenario set's candidate seen in one scenario: that scenario configured, its
+        values, counts, drain cuts and judgements alone (what headroom and sensitivity
+        read)."""
+        s, k = self.names.index(name), len(self.judgements)
+        found = self.by_scenario[name]
+        return Candidate(
+            self.rank,
+            dict(self.point),
+            scenario=self.members[s],
+            values=[v[s * k : s * k + k] for v in self.values],
+            counts=[c[s * k : s * k + k] for c in self.counts],
+            engines=set(self.engines),
+            timed_out=[cut[s] for cut in self.cuts],
+            unfinished=list(self.unfinished),
+            judgements=found,
+            verdict=verdict_of_judgements(found),
+            extra=list(self.extra),
+        )
+
+    def binding_scenario(self) -> str | None:
+        """A scenario set's scenario whose judgement is closest to its limit (None
+        without a set or judgements)."""
+        if not self.names or not self.judgements:
+            return None
+        index = min(range(len(self.judgements)), key=lambda i: slack(self.judgements[i]))
+        return self.worst_of[index]
+
 
 _ORDER = {"fails": 0, "undecided": 1, "meets": 2}
 

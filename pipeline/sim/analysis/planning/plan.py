@@ -384,9 +384,11 @@ def plan(
     the scenario whose bound is closest to its limit at the choice, and
     ``Plan.scenarios`` holds each scenario's judgements. Every scenario must be
     a chain or every one a single stage. ``headroom`` and
-    :meth:`Plan.sensitivity` apply to ``base`` only; ``base`` need not be one
-    of the set. A wait cost (``wait_hour``) is refused with a set: which
-    scenario's waiting to price is a choice the plan does not make for you;
+    :meth:`Plan.sensitivity` apply to the binding scenario alone (the one
+    closest to breaking; another may break at a different factor); ``base``
+    need not be one of the set: it only names the plan's starting point. A
+    wait cost (``wait_hour``) is refused with a set: which scenario's waiting
+    to price is a choice the plan does not make for you;
     ``worker_hour`` is the same in every scenario and orders the search as usual
     (the cost per million items is the first scenario's throughput).
 
@@ -610,6 +612,8 @@ def plan(
                 c.verdict == "undecided" for c in candidates[: pick.rank]
             )
             if pick is not None and not cheaper_open:
+                if members:  # a set's headroom is its binding scenario's
+                    pick = pick.of_scenario(pick.binding_scenario())
                 found = find_headroom(
                     pick, rounds, slos=parsed, level=level, replications=(low, high)
                 )

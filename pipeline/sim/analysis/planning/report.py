@@ -66,7 +66,8 @@ def _outcome(plan: Plan, level: str) -> list[str]:
             )
         lines += _money(plan)
         if plan.headroom is not None:
-            lines += ["  headroom: " + line for line in plan.headroom.text().splitlines()]
+            which = "" if plan.binding_scenario is None else f" ({plan.binding_scenario})"
+            lines += [f"  headroom{which}: " + line for line in plan.headroom.text().splitlines()]
         return lines
     if plan.status == "undecided":
         lines = [

@@ -309,8 +309,7 @@ class Plan:
         self.scenario_names = tuple(scenarios)
         self.binding_scenario: str | None = None
         if chosen and self.scenario_names:
-            index = next(i for i, j in enumerate(target.judgements) if j.slo == self.binding.slo)
-            self.binding_scenario = target.worst_of[index]
+            self.binding_scenario = target.binding_scenario()
 
     @property
     def scenarios(self) -> dict[str, ScenarioVerdict] | None:

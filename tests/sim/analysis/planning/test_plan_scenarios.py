@@ -60,6 +60,33 @@ def test_the_peak_binds_and_the_choice_is_the_erlang_c_smallest_at_the_peak():
     assert set(runs["scenario"]) == {"normal", "peak"}
 
 
+def test_headroom_and_sensitivity_follow_the_binding_scenario():
+    normal, peak = _scenario(4.0, n_items=2_000), _scenario(8.0, n_items=2_000, seed=2)
+    p = plan(
+        normal,
+        {"concurrency": range(10, 14)},
+        [f"wait_mean_s<={LIMIT}"],
+        scenarios={"normal": normal, "peak": peak},
+        headroom=True,
+        progress=False,
+        processes=1,
+    )
+    assert p.status == "chosen" and p.binding_scenario == "peak"
+    # The peak's headroom: the factor is bounded by the peak's own Erlang C limit,
+    # far below the normal scenario's (rate 4 could more than double).
+    exact = next(
+        f / 100 for f in range(100, 300) if mmc(8.0 * f / 100, 1.0, 11).wait_mean_s > LIMIT
+    )
+    assert exact < 1.2 < 2 * 0.8  # the normal scenario's limit is above 2
+    assert p.headroom.arrival_rate.low <= exact
+    assert p.headroom.arrival_rate.high is not None and p.headroom.arrival_rate.high < 1.6
+    assert "headroom (peak)" in p.report()
+    found = p.sensitivity(inputs=["arrival_rate"], change=0.2)
+    assert found.scenario == "peak" and found.to_dict()["scenario"] == "peak"
+    assert found.rows[0].base == pytest.approx(p.scenarios["peak"].judgements[0].mean)
+    assert "in scenario 'peak'" in found.report()
+
+
 def test_a_set_of_one_scenario_is_the_plan_of_that_scenario():
     peak = _scenario(8.0, n_items=2_000)
     alone = plan(peak, {"concurrency": range(8, 14)}, [f"wait_mean_s<={LIMIT}"], progress=False)
