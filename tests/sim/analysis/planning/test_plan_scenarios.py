@@ -9,7 +9,7 @@ peak is named as the binding scenario.
 import numpy as np
 import pytest
 
-from pipeline.sim import Exponential, Poisson, Scenario, StageSpec
+from pipeline.sim import DrainTimeoutWarning, Exponential, Poisson, Scenario, StageSpec
 from pipeline.sim.analysis.planning.plan import plan
 from pipeline.sim.analysis.theory import mmc
 
@@ -179,3 +179,40 @@ def test_a_wait_cost_over_a_set_is_refused():
             scenarios={"a": s},
             cost={"worker_hour": 1, "wait_hour": 2},
         )
+
+
+def test_a_set_plans_the_same_on_a_process_pool():
+    normal, peak = _scenario(4.0, n_items=1_000), _scenario(8.0, n_items=1_000, seed=2)
+    plans = [
+        plan(
+            normal,
+            {"concurrency": range(9, 13)},
+            [f"wait_mean_s<={LIMIT}"],
+            scenarios={"normal": normal, "peak": peak},
+            progress=False,
+            processes=processes,
+        )
+        for processes in (1, 2)
+    ]
+    assert plans[0].to_dict() == plans[1].to_dict()
+
+
+def test_a_drain_cut_in_one_scenario_fails_only_that_scenarios_latency_slo():
+    normal = _scenario(4.0, n_items=500)
+    peak = _scenario(8.0, n_items=500, seed=2).replace(drain_timeout_s=0.5)
+    with pytest.warns(DrainTimeoutWarning, match="3 of 3 plan runs"):
+        p = plan(
+            normal,
+            {"concurrency": [7]},
+            ["wait_mean_s<=1000"],
+            scenarios={"normal": normal, "peak": peak},
+            replications=3,
+            skip_unstable=False,
+            progress=False,
+        )
+    found = p.scenarios
+    assert found["peak"].verdict == "fails"
+    assert found["peak"].judgements[0].drain_timed_out == 3
+    assert found["normal"].verdict == "meets"
+    assert found["normal"].judgements[0].drain_timed_out == 0
+    assert set(p.runs.loc[p.runs["scenario"] == "peak", "drain_timed_out"]) == {True}
