@@ -47,6 +47,20 @@ Flags, besides every scenario flag of ``simulate``:
 - ``--out DIR``: writes ``plan.json`` (the same object), ``candidates.csv``,
   ``runs.csv`` (one row per run), ``frontier.png`` and ``report.html`` (one
   self-contained page to share).
+- ``--scenario NAME=FILE`` (repeatable: ``normal=normal.toml``,
+  ``peak=peak.toml``, ``incident=...``): a scenario set. One configuration must
+  meet every SLO in every scenario (each file gives its workload; the searched
+  fields override its config; the scenario flags given override every file);
+  the report names the binding scenario and has a table per scenario, the
+  JSON ``scenarios`` (per name, ``verdict`` and ``judgements`` at the chosen
+  configuration) and ``binding_scenario``. The first is the base: the plan's
+  own settings (``search``, ``slo``, ...) are read from its file alone.
+  ``--headroom`` and ``--sensitivity`` apply to the binding scenario alone
+  (the one closest to breaking), named in their output. A scenario file
+  given as well is refused, as are a chain mixed with a single stage and a
+  wait cost (``--cost wait_hour``: which scenario's waiting to price is not
+  the plan's to choose; ``worker_hour`` is the same in every scenario). With
+  ``--check``, the one configuration is judged in every scenario.
 - ``--sensitivity [PCT]``: each input of the chosen configuration moved by
   ±PCT% (default 20), see :mod:`~pipeline.cli.plan_report`.
 
@@ -174,6 +188,17 @@ def add_command(subparsers: Any) -> None:
         help=(
             "judge this one configuration (e.g. concurrency=8,maxsize=100) instead of "
             "searching: exit 0 meets, 1 fails, 3 undecided"
+        ),
+    )
+    parser.add_argument(
+        "--scenario",
+        dest="scenario_set",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help=(
+            "a scenario of a set (repeatable: normal=normal.toml, peak=peak.toml): one "
+            "configuration must meet every SLO in every one; the first is the base"
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -344,6 +369,56 @@ def _check_axes(text: str, file_search: Any, flags: Sequence[Any], path: str | N
     return axes
 
 
+_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def _scenario_flags(flags: Sequence[str]) -> dict[str, str]:
+    """``--scenario NAME=FILE`` (repeatable) -> {name: path}, names distinct, files there."""
+    found: dict[str, str] = {}
+    for flag in flags:
+        name, eq, path = str(flag).partition("=")
+        name = name.strip()
+        if not eq or not name or not path:
+            raise ValueError(f"--scenario: expected NAME=FILE (peak=peak.toml), got {flag!r}")
+        if not set(name) <= _NAME_CHARACTERS:
+            raise ValueError(
+                f"--scenario: the name {name!r} may hold only letters, digits, '_', '-' and '.'"
+            )
+        if name in found:
+            raise ValueError(f"--scenario: {name} is given twice")
+        if not os.path.isfile(path):
+            raise ValueError(f"--scenario {name}: no such scenario file {path!r}")
+        found[name] = path
+    return found
+
+
+def _scenario_set(args: argparse.Namespace, files: dict[str, str], axes: Axes) -> dict[str, Any]:
+    """Each ``--scenario`` file, overridden by the scenario flags given, as a Scenario,
+    every searched field checked against it."""
+    scenarios = {}
+    for name, path in files.items():
+        try:
+            settings = read_settings(
+                argparse.Namespace(**{**vars(args), "scenario": path}), tables=(*_TABLES, "stages")
+            )
+            scenarios[name] = build_scenario(settings)
+        except ValueError as exc:
+            raise ValueError(f"--scenario {name}: {exc}") from None
+    chains = [name for name, s in scenarios.items() if s.stages is not None]
+    if chains and len(chains) < len(scenarios):
+        single = next(name for name in scenarios if name not in chains)
+        raise ValueError(
+            f"--scenario: {chains[0]} is a chain and {single} a single stage: every scenario "
+            "must be a chain, or every one a single stage"
+        )
+    for name, scenario in scenarios.items():
+        try:
+            check_axes(axes, scenario)
+        except ValueError as exc:
+            raise ValueError(f"--scenario {name}: {exc}") from None
+    return scenarios
+
+
 def _pick(flag: Any, tables: dict[str, Any], name: str) -> Any:
     return flag if flag is not None else tables.get(name)
 
@@ -353,6 +428,14 @@ def _pick(flag: Any, tables: dict[str, Any], name: str) -> Any:
 
 def _plan(args: argparse.Namespace) -> int:
     replications_flag, args.replications = args.replications, None
+    files = _scenario_flags(args.scenario_set)
+    if files and args.scenario is not None:
+        raise ValueError(
+            f"give a scenario file ({args.scenario}) or --scenario NAME=FILE, not both: "
+            "with --scenario the first one is the base"
+        )
+    if files:
+        args.scenario = next(iter(files.values()))  # the base: its plan settings are read
     settings = read_settings(args, tables=(*_TABLES, "stages"))
     tables = settings.tables
     base = build_scenario(settings)
@@ -360,8 +443,16 @@ def _plan(args: argparse.Namespace) -> int:
         axes = _check_axes(args.check, tables.get("search"), args.search, args.scenario)
     else:
         axes = _search(tables.get("search"), args.search, args.scenario)
-    check_axes(axes, base)
+    # A set's base is its first scenario: checked with the others, named in any error.
+    scenarios = _scenario_set(args, files, axes) if files else None
+    if scenarios is None:
+        check_axes(axes, base)
     cost = _cost(args.cost)
+    if scenarios is not None and cost is not None and cost.get("wait_hour"):
+        raise ValueError(
+            "--cost: a wait cost (wait_hour) cannot be priced over a scenario set: give "
+            "worker_hour only, or plan each scenario alone"
+        )
     if cost is not None:
         from ..sim.analysis.planning.cost import Cost
 
@@ -416,6 +507,7 @@ def _plan(args: argparse.Namespace) -> int:
             executor=executor,
             cost=cost,
             headroom=args.headroom,
+            scenarios=scenarios,
             **options,
         )
         sensitivity = plan_report.run_sensitivity(

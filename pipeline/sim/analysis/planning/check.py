@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .result import judgement_dict
+
 if TYPE_CHECKING:
     from .result import Plan
     from .slo import Judgement
@@ -55,19 +57,7 @@ class CheckVerdict:
             "verdict": self.verdict,
             "configuration": dict(self.configuration),
             "note": self.note,
-            "judgements": [
-                {
-                    "slo": str(j.slo),
-                    "verdict": j.verdict,
-                    "mean": j.mean,
-                    "bound": j.bound,
-                    "low": j.low,
-                    "high": j.high,
-                    "replications": j.replications,
-                    "note": j.note,
-                }
-                for j in self.judgements
-            ],
+            "judgements": [judgement_dict(j) for j in self.judgements],
         }
 
     def text(self) -> str:

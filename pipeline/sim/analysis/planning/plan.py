@@ -85,6 +85,35 @@ def _measure(
     return values, summary["engine"], counts, cut, int(summary["items_unfinished"])
 
 
+def _measure_set(
+    scenarios: tuple[Scenario, ...],
+    replication: int,
+    engine: str,
+    metrics: tuple[str, ...],
+    extra: tuple[str, ...] = (),
+) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...], tuple[bool, ...], int]:
+    # One replication of every scenario of a set, on that scenario's streams of
+    # (seed, replication): the SLO values of each in turn (then the first one's cost
+    # metrics), each one's drain cut.
+    values: list[float] = []
+    first: tuple[float, ...] = ()
+    counts: list[tuple[int, int] | None] = []
+    ran: set[str] = set()
+    cuts: list[bool] = []
+    left = 0
+    for scenario in scenarios:
+        found, engine_ran, tally, cut, unfinished = _measure(
+            scenario, replication, engine, metrics, extra
+        )
+        values += found[: len(metrics)]
+        first = first or found[len(metrics) :]
+        counts += tally
+        ran.add(engine_ran)
+        cuts.append(cut)
+        left += unfinished
+    return (*values, *first), ",".join(sorted(ran)), tuple(counts), tuple(cuts), left
+
+
 # -- validating the arguments --------------------------------------------------------------
 
 
@@ -267,7 +296,8 @@ class _Runner:
             self._executor = executor = self._stack.enter_context(
                 ProcessPoolExecutor(max_workers=self._workers, mp_context=context())
             )
-        return run_tasks(_measure, tasks, workers=1, bar=bar, what="plan", executor=executor)
+        measure = _measure_set if tasks and isinstance(tasks[0][0], tuple) else _measure
+        return run_tasks(measure, tasks, workers=1, bar=bar, what="plan", executor=executor)
 
 
 def _workers(
@@ -294,6 +324,7 @@ def plan(
     cost: Cost | Mapping[str, Any] | Sequence[str] | None = None,
     order: Sequence[str] | None = None,
     headroom: bool = False,
+    scenarios: Mapping[str, Scenario] | None = None,
     lookahead: int = 4,
     skip_unstable: bool = True,
     executor: Executor | None = None,
@@ -338,6 +369,29 @@ def plan(
     4. the round's runs go out together (in parallel on a pool or ``executor``);
        when a round has nothing to run, the plan stops.
 
+    **Scenario sets.** With ``scenarios={"normal": base, "peak": peak}``, one
+    configuration must meet every SLO in every scenario: each configuration
+    examined is the searched fields applied to each scenario (each scenario
+    gives its workload; the searched fields override its config), replication
+    *r* of every scenario uses that scenario's streams of ``(its seed, r)``
+    (common random numbers within a scenario), and each (scenario, SLO) pair is
+    judged on its own. A configuration fails when one pair fails and meets when
+    every pair meets. To keep the stated confidence over the extra judgements,
+    the Bonferroni split covers them too: with S scenarios and L looks, each
+    look judges each pair at ``1 - (1 - confidence) / (L * S)``, so the chance
+    that any scenario's judgement of an SLO is wrong on any look stays at most
+    ``1 - confidence``, as for one scenario. ``Plan.binding_scenario`` names
+    the scenario whose bound is closest to its limit at the choice, and
+    ``Plan.scenarios`` holds each scenario's judgements. Every scenario must be
+    a chain or every one a single stage. ``headroom`` and
+    :meth:`Plan.sensitivity` apply to the binding scenario alone (the one
+    closest to breaking; another may break at a different factor); ``base``
+    need not be one of the set: it only names the plan's starting point. A
+    wait cost (``wait_hour``) is refused with a set: which scenario's waiting
+    to price is a choice the plan does not make for you;
+    ``worker_hour`` is the same in every scenario and orders the search as usual
+    (the cost per million items is the first scenario's throughput).
+
     So replications are only ever added to configurations whose verdict is
     still open and that could still be the answer; a configuration has
     ``min * 2**i`` replications, or ``max``.
@@ -368,6 +422,8 @@ def plan(
             ``wait_hour`` the least total cost per hour among the configurations
             meeting every SLO (:mod:`~.cheapest`). A sequence of field names
             instead is the field order (as ``order``, kept for earlier callers).
+        scenarios: name -> scenario, judged together (see **Scenario sets**);
+            None judges ``base`` alone.
         headroom: also find how far the arrival rate (and the mean service time)
             can grow before the choice breaks an SLO (:mod:`~.headroom`):
             :attr:`Plan.headroom`, JSON ``headroom``.
@@ -437,18 +493,30 @@ def plan(
     ):
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
     engine = check_engine(engine)
+    members = _scenario_set(base, scenarios)
     axes = _search_axes(base, search, engine)
-    if base.stages is not None:
-        fans_out = any(stage.fan_out != 1 for stage in base.stages) or any(
-            str(name).rpartition(".")[2] == "fan_out" for name in axes
-        )
-        check_slo_metrics(parsed, chain=True, fan_out=fans_out)
-    else:
-        check_slo_metrics(parsed, chain=False)
+    for name, member in members.items():
+        try:
+            _search_axes(member, search, engine)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"scenario {name!r}: {exc}") from None
+    for scenario in (base, *members.values()):
+        if scenario.stages is not None:
+            fans_out = any(stage.fan_out != 1 for stage in scenario.stages) or any(
+                str(name).rpartition(".")[2] == "fan_out" for name in axes
+            )
+            check_slo_metrics(parsed, chain=True, fan_out=fans_out)
+        else:
+            check_slo_metrics(parsed, chain=False)
     prices: Cost | None = None
     if isinstance(cost, Cost | Mapping):
         prices = Cost.parse(cost)
         prices.check(base)
+        if members and prices.wait_hour:
+            raise ValueError(
+                "a wait cost (wait_hour) cannot be priced over a scenario set: give "
+                "worker_hour only, or plan each scenario alone"
+            )
     elif order is None:
         order = cost
     elif cost is not None:
@@ -465,11 +533,12 @@ def plan(
     candidates = [Candidate(rank, point) for rank, point in enumerate(points)]
     metrics = tuple(slo.metric for slo in parsed)
     extra = prices.metrics(base) if prices is not None else ()
-    per_look = look_confidence(level, len(replication_schedule(low, high)))
+    # Bonferroni over the looks and, for a set, over its scenarios too (see the docstring).
+    per_look = look_confidence(level, len(replication_schedule(low, high)) * max(1, len(members)))
 
     workers = _workers(processes, executor, base, engine, lookahead * low)
     if workers > 1 or executor is not None:
-        check_picklable([base], workers, "plan")
+        check_picklable([base, *members.values()], workers, "plan")
 
     from tqdm.auto import tqdm
 
@@ -478,7 +547,15 @@ def plan(
     def examine(candidate: Candidate) -> bool:
         """Configure a candidate met for the first time; False if theory rejects it."""
         candidate.scenario = _configured(base, candidate.point)
-        note = unstable_note(candidate.scenario, parsed) if skip_unstable else None
+        note = unstable_note(candidate.scenario, parsed) if skip_unstable and not members else None
+        if members:
+            candidate.names = tuple(members)
+            candidate.members = tuple(_configured(m, candidate.point) for m in members.values())
+            for name, member in zip(candidate.names, candidate.members, strict=True):
+                found = unstable_note(member, parsed) if skip_unstable else None
+                if found is not None:
+                    note = f"scenario {name!r}: {found}"
+                    break
         if note is not None:
             candidate.note, candidate.verdict = note, "unstable"
             return False
@@ -535,6 +612,8 @@ def plan(
                 c.verdict == "undecided" for c in candidates[: pick.rank]
             )
             if pick is not None and not cheaper_open:
+                if members:  # a set's headroom is its binding scenario's
+                    pick = pick.of_scenario(pick.binding_scenario())
                 found = find_headroom(
                     pick, rounds, slos=parsed, level=level, replications=(low, high)
                 )
@@ -567,7 +646,41 @@ def plan(
         prices=prices,
         choice=choice,
         headroom=found if want_headroom else False,
+        scenarios=tuple(members),
     )
+
+
+def _scenario_set(base: Scenario, scenarios: Mapping[str, Scenario] | None) -> dict[str, Scenario]:
+    """``scenarios``, checked: names -> Scenario, all chains or all single stages."""
+    if scenarios is None:
+        return {}
+    if not isinstance(scenarios, Mapping):
+        raise TypeError(
+            f"scenarios must be a dict of name -> Scenario, e.g. {{'normal': base, 'peak': peak}}, "
+            f"got {scenarios!r}"
+        )
+    if not scenarios:
+        raise ValueError("scenarios is empty: give at least one name -> Scenario, or None")
+    out: dict[str, Scenario] = {}
+    for name, scenario in scenarios.items():
+        if not isinstance(name, str) or not name.strip() or name != name.strip():
+            raise ValueError(f"a scenario name must be a non-empty string, got {name!r}")
+        if not isinstance(scenario, Scenario):
+            raise TypeError(f"scenarios[{name!r}] must be a Scenario, got {scenario!r}")
+        out[name] = scenario
+    chains = {name for name, s in out.items() if s.stages is not None}
+    if chains and (len(chains) < len(out) or base.stages is None):
+        single = next(n for n in out if n not in chains) if len(chains) < len(out) else "base"
+        raise ValueError(
+            f"scenarios mix a chain ({sorted(chains)[0]!r}) with a single stage ({single!r}): "
+            "every scenario must be a chain, or every one a single stage"
+        )
+    if not chains and base.stages is not None:
+        raise ValueError(
+            "scenarios mix a chain ('base') with a single stage: every scenario must be a "
+            "chain, or every one a single stage"
+        )
+    return out
 
 
 class _Rounds:
@@ -594,14 +707,23 @@ class _Rounds:
         self.bar.total += len(tasks)
         self.bar.refresh()
         k = len(self.metrics)
-        payload = [(c.scenario, r, self.engine, self.metrics, self.extra) for c, r in tasks]
+        payload = [
+            (c.members or c.scenario, r, self.engine, self.metrics, self.extra) for c, r in tasks
+        ]
         touched: dict[int, Candidate] = {}
         measured = self.runner.run(payload, self.bar)
         for (candidate, _), (values, ran, counts, cut, left) in zip(tasks, measured, strict=True):
-            candidate.values.append(values[:k])
-            candidate.extra.append(values[k:])
+            if candidate.names:  # a scenario set: every scenario's values, the first's cost
+                n = k * len(candidate.names)
+                candidate.values.append(values[:n])
+                candidate.extra.append(values[n:])
+                candidate.cuts.append(cut)
+                cut = any(cut)
+            else:
+                candidate.values.append(values[:k])
+                candidate.extra.append(values[k:])
             candidate.counts.append(counts)
-            candidate.engines.add(ran)
+            candidate.engines.update(ran.split(","))
             candidate.timed_out.append(cut)
             candidate.unfinished.append(left)
             touched[id(candidate)] = candidate

@@ -43,6 +43,8 @@ def _outcome(plan: Plan, level: str) -> list[str]:
         width = max(len(str(j.slo)) for j in target.judgements)
         for j in target.judgements:
             mark = "  <- binding: closest to its limit" if j.slo == binding.slo else ""
+            if mark and plan.binding_scenario is not None:
+                mark += f", in scenario {plan.binding_scenario!r}"
             side = "upper" if j.slo.upper else "lower"
             lines.append(
                 f"    {j.slo!s:<{width}}  mean {_num(j.mean)}, {side} bound {_num(j.bound)}{mark}"
@@ -64,7 +66,8 @@ def _outcome(plan: Plan, level: str) -> list[str]:
             )
         lines += _money(plan)
         if plan.headroom is not None:
-            lines += ["  headroom: " + line for line in plan.headroom.text().splitlines()]
+            which = "" if plan.binding_scenario is None else f" ({plan.binding_scenario})"
+            lines += [f"  headroom{which}: " + line for line in plan.headroom.text().splitlines()]
         return lines
     if plan.status == "undecided":
         lines = [
@@ -154,6 +157,32 @@ def _spread(j: Judgement) -> str:
     return ("" if not math.isfinite(j.half_width) else f" ± {_num(j.half_width)}") + cut
 
 
+def _scenario_table(plan: Plan) -> list[str]:
+    """A scenario set: one line per scenario at the chosen (or fallback) configuration."""
+    found = plan.scenarios
+    if found is None:
+        return []
+    which = "chosen" if plan.status == "chosen" else "fallback"
+    heads = [str(slo) for slo in plan.slos]
+    rows = []
+    for name, verdict in found.items():
+        cells = [
+            f"{_num(j.mean)} {'≤' if j.slo.upper else '≥'} {_num(j.bound)} {j.verdict}"
+            for j in verdict.judgements
+        ]
+        mark = "  <- binding" if name == plan.binding_scenario else ""
+        rows.append([name, verdict.verdict, *cells, mark])
+    widths = [
+        max(len(r[i]) for r in [["scenario", "verdict", *heads, ""], *rows])
+        for i in range(2 + len(heads))
+    ]
+    out = ["", f"scenarios at the {which} configuration (mean, bound on the safe side, verdict):"]
+    for row in [["scenario", "verdict", *heads, ""], *rows]:
+        cells = "  ".join(f"{c:<{w}}" for c, w in zip(row, widths, strict=False))
+        out.append(f"  {cells}{row[-1]}".rstrip())
+    return out
+
+
 def plan_report(plan: Plan) -> str:
     """Outcome, reasons, what was searched, and one line per configuration examined."""
     level = f"{100 * plan.confidence:.4g}%"
@@ -178,6 +207,7 @@ def plan_report(plan: Plan) -> str:
             + (", so those runs count as failing every SLO on them" if judged else "")
             + "; drain_timeout_s=None lets every item finish"
         )
+    lines += _scenario_table(plan)
     if plan._candidates:
         lines.append("")
         look = f"{100 * plan.look_confidence:.4g}%"

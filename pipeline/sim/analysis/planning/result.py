@@ -25,6 +25,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from .candidate import verdict_of_judgements
 from .cost import Cost, CostEstimate, difference_bounds, estimate, run_rows
 from .slo import SLO, Judgement, judgement_run_length_advice, slo_keys
 
@@ -35,7 +36,15 @@ if TYPE_CHECKING:
     from .candidate import Candidate
     from .headroom import Headroom
 
-__all__ = ["Binding", "CheaperStep", "OpenQuestion", "Plan", "PlanStatus"]
+__all__ = [
+    "Binding",
+    "CheaperStep",
+    "OpenQuestion",
+    "Plan",
+    "PlanStatus",
+    "ScenarioVerdict",
+    "judgement_dict",
+]
 
 # Config fields a chosen configuration always reports (the ones a deployment sets).
 _CONFIG_FIELDS = ("concurrency", "queue_maxsize", "on_full", "max_attempts")
@@ -179,6 +188,42 @@ class OpenQuestion:
         }
 
 
+@dataclass(frozen=True)
+class ScenarioVerdict:
+    """One scenario of a set, judged at the chosen configuration.
+
+    Attributes:
+        verdict: ``"meets"``, ``"fails"`` or ``"undecided"``.
+        judgements: one per SLO, in the order given.
+    """
+
+    verdict: str
+    judgements: tuple[Judgement, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``verdict`` and ``judgements`` (``slo``, ``verdict``, ``mean``, ``bound``,
+        ``low``, ``high``, ``replications``, ``note``)."""
+        return {
+            "verdict": self.verdict,
+            "judgements": [judgement_dict(j) for j in self.judgements],
+        }
+
+
+def judgement_dict(j: Judgement) -> dict[str, Any]:
+    """One judgement as ``plan --json`` prints it (``slo``, ``verdict``, ``mean``, ``bound``,
+    ``low``, ``high``, ``replications``, ``note``)."""
+    return {
+        "slo": str(j.slo),
+        "verdict": j.verdict,
+        "mean": j.mean,
+        "bound": j.bound,
+        "low": j.low,
+        "high": j.high,
+        "replications": j.replications,
+        "note": j.note,
+    }
+
+
 class Plan:
     """The outcome of a capacity plan (see the module docstring for the statuses).
 
@@ -206,6 +251,9 @@ class Plan:
         replications: ``(min, max)`` replications per configuration.
         search: field -> values searched; ``cost``: the fields in cost order.
         base: the scenario every configuration started from.
+        scenario_names: a scenario set's names (``plan(scenarios=...)``), else empty.
+        binding_scenario: with a set and status ``"chosen"``, the scenario of the
+            binding SLO's judgement (its bound closest to the limit); else None.
     """
 
     def __init__(
@@ -223,6 +271,7 @@ class Plan:
         prices: Cost | None = None,
         choice: Candidate | None = None,
         headroom: Headroom | bool | None = False,
+        scenarios: Sequence[str] = (),
     ) -> None:
         self.base = base
         self.search = {k: list(v) for k, v in search.items()}
@@ -257,13 +306,33 @@ class Plan:
         self.fallback = self._config(target) if undecided and target else None
         self.binding = self._binding(target) if chosen else None
         self.undecided = tuple(item for c in open_ for item in self._questions(c))
+        self.scenario_names = tuple(scenarios)
+        self.binding_scenario: str | None = None
+        if chosen and self.scenario_names:
+            self.binding_scenario = target.binding_scenario()
+
+    @property
+    def scenarios(self) -> dict[str, ScenarioVerdict] | None:
+        """A scenario set's verdicts for the chosen configuration (the fallback when
+        undecided; for a plan over one configuration, a check, that one whatever its
+        verdict): name -> :class:`ScenarioVerdict`; None without a set or such a
+        configuration (or when queueing theory rejected it without runs)."""
+        target = self._target
+        if target is None and self.total_candidates == 1 and self._candidates:
+            target = self._candidates[0]
+        if not self.scenario_names or target is None or not target.by_scenario:
+            return None
+        return {
+            name: ScenarioVerdict(verdict_of_judgements(found), found)
+            for name, found in target.by_scenario.items()
+        }
 
     # -- derived facts -----------------------------------------------------------------
 
     @property
     def runs_total(self) -> int:
-        """Simulation runs the plan made."""
-        return sum(c.replications for c in self._candidates)
+        """Simulation runs the plan made (a replication of a scenario set runs each scenario)."""
+        return sum(c.replications * max(1, len(c.names)) for c in self._candidates)
 
     @property
     def runs_drain_timed_out(self) -> int:
@@ -453,14 +522,26 @@ class Plan:
         from ..sweep import keep_none
 
         rows = []
+        k = len(self.slos)
         for c in self._candidates:
             for r, values in enumerate(c.values):
-                row = {**c.point, "replication": r}
-                row.update(zip((s.metric for s in self.slos), values, strict=True))
-                row.update(drain_timed_out=c.timed_out[r], items_unfinished=c.unfinished[r])
-                rows.append(row)
+                if not c.names:
+                    row = {**c.point, "replication": r}
+                    row.update(zip((s.metric for s in self.slos), values, strict=True))
+                    row.update(drain_timed_out=c.timed_out[r], items_unfinished=c.unfinished[r])
+                    rows.append(row)
+                    continue
+                for i, name in enumerate(c.names):  # a scenario set: a row per scenario
+                    row = {**c.point, "scenario": name, "replication": r}
+                    row.update(
+                        zip((s.metric for s in self.slos), values[i * k : i * k + k], strict=True)
+                    )
+                    # The unfinished count is the replication's total over the scenarios.
+                    row.update(drain_timed_out=c.cuts[r][i], items_unfinished=c.unfinished[r])
+                    rows.append(row)
         columns = [
             *self.search,
+            *(["scenario"] if self.scenario_names else []),
             "replication",
             *dict.fromkeys(s.metric for s in self.slos),
             "drain_timed_out",
@@ -511,6 +592,12 @@ class Plan:
             payload["cost_breakdown"] = None if chosen_cost is None else chosen_cost.to_dict()
         if self._asked_headroom:
             payload["headroom"] = None if self.headroom is None else self.headroom.to_dict()
+        if self.scenario_names:
+            found = self.scenarios
+            payload["scenarios"] = (
+                None if found is None else {n: v.to_dict() for n, v in found.items()}
+            )
+            payload["binding_scenario"] = self.binding_scenario
         return clean(payload)
 
     def figure(self, ax: Any = None, *, previous: Plan | None = None) -> Any:

@@ -114,6 +114,8 @@ class Sensitivity:
         confidence: the level of the half-widths and verdicts.
         rows: one :class:`SensitivityRow` per input and SLO, largest effect first.
         skipped: ``(input, reason)`` for each input that does not apply.
+        scenario: for a scenario set, the scenario whose inputs were moved (the
+            binding one); None for a plan of one scenario.
     """
 
     chosen: dict[str, Any]
@@ -122,6 +124,7 @@ class Sensitivity:
     confidence: float
     rows: tuple[SensitivityRow, ...]
     skipped: tuple[tuple[str, str], ...]
+    scenario: str | None = None
 
     @property
     def fragile(self) -> str | None:
@@ -153,6 +156,7 @@ class Sensitivity:
             "fragile": self.fragile,
             "rows": [row.to_dict() for row in self.rows],
             "skipped": [{"input": name, "reason": why} for name, why in self.skipped],
+            **({} if self.scenario is None else {"scenario": self.scenario}),
         }
 
     def figure(self, ax: Any = None) -> Any:
@@ -164,7 +168,9 @@ class Sensitivity:
         """The table in words, largest effect first."""
         pct = f"{100 * self.change:.4g}%"
         lines = [
-            f"sensitivity of the chosen configuration, each input ±{pct} "
+            "sensitivity of the chosen configuration"
+            + ("" if self.scenario is None else f" in scenario {self.scenario!r}")
+            + f", each input ±{pct} "
             "(mean at the low end .. at the plan .. at the high end; the SLO at each end):"
         ]
         names = [row.input for row in self.rows] + [name for name, _ in self.skipped]
@@ -242,6 +248,8 @@ def sensitivity(
     ):
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
     target = plan._target
+    if plan.binding_scenario is not None:  # a scenario set: the binding scenario's inputs
+        target = target.of_scenario(plan.binding_scenario)
     scenario = target.scenario
     names = inputs_of(scenario)
     if inputs is None:
@@ -306,6 +314,7 @@ def sensitivity(
         confidence=plan.confidence,
         rows=tuple(rows),
         skipped=tuple(skipped),
+        scenario=plan.binding_scenario,
     )
 
 
