@@ -44,8 +44,8 @@ approximation: a sample at time ``t`` is the value at ``t``.
 
 Bounded output: at most :data:`MAX_STEPS` sampling steps per series. A longer
 run is sampled at the smallest whole multiple of ``step_s`` that fits
-(:func:`sampling_step` says which; the command line says so on stderr), so a
-year-long run still gives a file of a few megabytes per stage.
+(:func:`sampling_step` says which; the command line says so on stderr): at
+most about 360,000 samples (some 26 MB) per stage, however long the run.
 
 Labels: ``pipeline`` (``pipeline=`` here, default ``"sim"``) and, for a
 chain, ``stage`` (each stage's name). The file is written to a temporary file
@@ -215,6 +215,9 @@ def write_openmetrics(
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as f:
             for line in _lines(samples, grid, grid_ms, start_ms):
                 f.write(line)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(staging, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
         os.replace(staging, path)
     except BaseException:
         with _quiet():
