@@ -43,6 +43,7 @@ from ...chain.report import ChainReport
 from ...chain.stage import Stage
 from ..vloop import run_virtual, wake_unless_cancelled
 from ..workloads.scenario import Scenario, Streams
+from .openmetrics import write_openmetrics
 from .recorder import ItemColumns, Recorder, item_columns, step_series
 from .result import SimulationResult
 from .workload import StageWorkload
@@ -198,8 +199,6 @@ class ChainSimulationResult:
         Returns:
             The sampling step used, seconds.
         """
-        from .openmetrics import write_openmetrics
-
         return write_openmetrics(self, path, start_s=start_s, step_s=step_s, pipeline=pipeline)
 
     def _source_ids(self, ids: np.ndarray) -> np.ndarray:

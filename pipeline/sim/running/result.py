@@ -14,6 +14,7 @@ import numpy as np
 
 from ...records import DeadLetter, RunReport
 from ..workloads.scenario import Scenario
+from .openmetrics import write_openmetrics
 from .recorder import ItemColumns, StepSeries
 from .summary import summarise
 
@@ -97,8 +98,6 @@ class SimulationResult:
         Returns:
             The sampling step used, seconds.
         """
-        from .openmetrics import write_openmetrics
-
         return write_openmetrics(self, path, start_s=start_s, step_s=step_s, pipeline=pipeline)
 
     @property
