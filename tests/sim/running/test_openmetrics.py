@@ -368,3 +368,14 @@ def test_an_unwritable_folder_is_refused_before_the_run(run_main, tmp_path):
         "--items", "100000000", "--metrics-out", locked / "m.om",
     )  # fmt: skip
     assert status == 2 and "cannot write in" in err
+
+
+def test_an_empty_run_writes_one_sample_per_series(tmp_path):
+    result = simulate(scenario(n_items=0), engine="kernel")
+    result.to_openmetrics(tmp_path / "m.om", start_s=0)
+    series, families = read(tmp_path / "m.om")
+    assert families == [name for name, _, _ in METRICS.values()]
+    assert all(len(points) == 1 for points in series.values())
+    check = {name: points for (name, _), points in series.items()}
+    assert check["pipeline_items_offered_total"] == [(0.0, 0.0)]
+    parse_with_prometheus_client(tmp_path / "m.om")
