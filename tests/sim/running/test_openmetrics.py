@@ -379,3 +379,17 @@ def test_an_empty_run_writes_one_sample_per_series(tmp_path):
     check = {name: points for (name, _), points in series.items()}
     assert check["pipeline_items_offered_total"] == [(0.0, 0.0)]
     parse_with_prometheus_client(tmp_path / "m.om")
+
+
+def test_with_replications_the_file_is_replication_0(run_main, tmp_path):
+    path = tmp_path / "run.om"
+    argv = [
+        "simulate", "--arrivals", "poisson:rate=3", "--service", "exponential:mean=1",
+        "--concurrency", "4", "--items", "300", "--seed", "5", "--metrics-start", START,
+    ]  # fmt: skip
+    status, _, err = run_main(*argv, "--replications", "2", "--json", "--metrics-out", path)
+    assert status == 0, err
+    alone = tmp_path / "alone.om"  # one run of the same seed is replication 0
+    status, _, err = run_main(*argv, "--json", "--metrics-out", alone)
+    assert status == 0, err
+    assert path.read_bytes() == alone.read_bytes()
