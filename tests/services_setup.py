@@ -3,7 +3,8 @@
 Some tests drive real programs, never mocks: the browser tests a Chromium
 (``/usr/bin/chromium``, Debian's ``chromium``), the Postgres sink's tests a
 PostgreSQL server (``initdb``, ``pg_ctl`` and ``postgres`` under
-``/usr/lib/postgresql/N/bin``, Debian's ``postgresql``). Each is a
+``/usr/lib/postgresql/N/bin``, Debian's ``postgresql``), the metrics
+backfill a Prometheus server and ``promtool`` (Debian's ``prometheus``). Each is a
 :class:`Service`: a Debian package and a way to find what it installs.
 
 Under ``CI=true`` the missing ones are installed from Debian, with one
@@ -14,7 +15,7 @@ themselves. ``python -m tests.services_setup chromium`` sets up only the
 services named.
 
 The tests find the programs with the same functions (:func:`chromium`,
-:func:`postgres_bin`), so what this installs is what they run.
+:func:`postgres_bin`, :func:`prometheus_bin`), so what this installs is what they run.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["SERVICES", "Service", "chromium", "main", "postgres_bin"]
+__all__ = ["SERVICES", "Service", "chromium", "main", "postgres_bin", "prometheus_bin"]
 
 CHROMIUM = "/usr/bin/chromium"
 _POSTGRES_TOOLS = ("initdb", "pg_ctl", "postgres")
@@ -60,6 +61,12 @@ def postgres_bin() -> str | None:
     return None
 
 
+def prometheus_bin() -> str | None:
+    """``prometheus``'s path when it and ``promtool`` are both on PATH (Debian's ``prometheus``)."""
+    server, tool = shutil.which("prometheus"), shutil.which("promtool")
+    return server if server and tool else None
+
+
 @dataclass(frozen=True)
 class Service:
     """A program some tests run for real.
@@ -87,6 +94,7 @@ SERVICES: dict[str, Service] = {
     for service in (
         Service("chromium", "chromium", chromium, "the browser tests"),
         Service("postgresql", "postgresql", postgres_bin, "the Postgres sink's tests"),
+        Service("prometheus", "prometheus", prometheus_bin, "the metrics backfill into Prometheus"),
     )
 }
 

@@ -122,6 +122,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.cli.settings", "build_scenario", "pipeline.sim.workloads.scenario"): CLI_FIRST,
     ("pipeline.cli.settings", "build_scenario", "pipeline.sim.workloads.traces.replay"): CLI_FIRST,
     ("pipeline.cli.simulate", "_run", "pipeline.sim.analysis.diagnostics.diagnose"): CLI_FIRST,
+    ("pipeline.cli.simulate", "_run", "pipeline.sim.running.openmetrics"): CLI_FIRST,
     ("pipeline.cli.simulate", "_run", "pipeline.sim.running.result"): CLI_FIRST,
     ("pipeline.cli.simulate", "_run", "pipeline.sim.running.simulate"): CLI_FIRST,
     ("pipeline.cli.stages", "_fan_out", "pipeline.sim.workloads.stages"): CLI_FIRST,

@@ -65,6 +65,17 @@ would bring it to 10% (``n ~ n0 (h0/h)^2``), and that heavy traffic
 ``summary.json`` (the same object), ``items.csv``, ``timeseries.csv`` and
 ``report.png`` (per-item files and the figure from replication 0).
 
+``--metrics-out FILE`` writes the run (replication 0) as OpenMetrics text
+with timestamps, under the metrics contract's names, for
+``promtool tsdb create-blocks-from openmetrics FILE DIR``
+(:mod:`pipeline.sim.running.openmetrics` says what each series holds):
+``--metrics-start UNIX_SECONDS`` is the timestamp of virtual time 0 (default:
+the run ends now), ``--metrics-step`` the sampling step (``1s`` by default;
+``500ms``, ``2m``, ``1h`` or seconds; a run longer than 5,000 steps is
+sampled at a whole multiple of it, said on stderr), ``--metrics-pipeline``
+the ``pipeline`` label (default ``sim``). The file is checked (not a folder,
+its folder writable) before the run, and written whole at the end.
+
 The ``--json`` path imports neither pandas nor matplotlib.
 """
 
@@ -100,7 +111,84 @@ def add_command(subparsers: Any) -> None:
     )
     add_scenario_flags(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--metrics-out", metavar="FILE", help="write the run as OpenMetrics text (for promtool)"
+    )
+    parser.add_argument(
+        "--metrics-start",
+        metavar="UNIX_SECONDS",
+        help="timestamp of virtual time 0 in --metrics-out (default: the run ends now)",
+    )
+    parser.add_argument(
+        "--metrics-step",
+        metavar="DURATION",
+        help="sampling step of --metrics-out: 1s (default), 500ms, 2m, 1h or seconds",
+    )
+    parser.add_argument(
+        "--metrics-pipeline",
+        metavar="NAME",
+        help="the pipeline label in --metrics-out (default: sim)",
+    )
     parser.set_defaults(run=_simulate)
+
+
+_UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _metrics_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """--metrics-* checked before the run: the file, its start, step and label, or None."""
+    given = [args.metrics_start, args.metrics_step, args.metrics_pipeline]
+    if args.metrics_out is None:
+        if any(value is not None for value in given):
+            raise ValueError(
+                "--metrics-start, --metrics-step and --metrics-pipeline need --metrics-out"
+            )
+        return None
+    import math
+    import os
+    import tempfile
+
+    path = args.metrics_out
+    if os.path.isdir(path):
+        raise ValueError(f"--metrics-out {path}: is a directory; name a file")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--metrics-out {path}: folder {folder} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=folder):  # writable? found now, not after the run
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"--metrics-out {path}: cannot write in {folder} ({exc.strerror or exc})"
+        ) from None
+    start = None
+    if args.metrics_start is not None:
+        try:
+            start = float(args.metrics_start)
+        except ValueError:
+            start = math.nan
+        if not (math.isfinite(start) and 0 <= start <= 32503680000):
+            raise ValueError(
+                f"--metrics-start must be UNIX seconds from 0 to 32503680000 (year 3000), "
+                f"got {args.metrics_start!r}"
+            )
+    step = 1.0
+    if args.metrics_step is not None:
+        text = args.metrics_step.strip()
+        unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), "")
+        try:
+            step = float(text[: len(text) - len(unit)]) * _UNITS_S.get(unit, 1.0)
+        except ValueError:
+            step = math.nan
+        if not (math.isfinite(step) and step >= 0.001):
+            raise ValueError(
+                f"--metrics-step must be a duration of at least 1ms (500ms, 1s, 2m, 1h or "
+                f"seconds), got {args.metrics_step!r}"
+            )
+    name = "sim" if args.metrics_pipeline is None else args.metrics_pipeline
+    if not name:
+        raise ValueError("--metrics-pipeline must not be empty")
+    return {"path": path, "start_s": start, "step_s": step, "pipeline": name}
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -108,13 +196,20 @@ def _simulate(args: argparse.Namespace) -> int:
     if "out" in settings:  # report.png comes from pipeline.viz: say a missing [viz] now
         require("simulate --out", "viz")
     scenario = build_scenario(settings)
+    metrics = _metrics_options(args)
     # An unusable --out is found now, not after the run.
     out = OutputFolder(settings["out"]) if "out" in settings else None
     with out if out is not None else contextlib.nullcontext():
-        return _run(args, settings, scenario, out)
+        return _run(args, settings, scenario, out, metrics)
 
 
-def _run(args: argparse.Namespace, settings: Any, scenario: Any, out: OutputFolder | None) -> int:
+def _run(
+    args: argparse.Namespace,
+    settings: Any,
+    scenario: Any,
+    out: OutputFolder | None,
+    metrics: dict[str, Any] | None,
+) -> int:
     import warnings
 
     from ..sim.running.result import DrainTimeoutWarning
@@ -147,6 +242,23 @@ def _run(args: argparse.Namespace, settings: Any, scenario: Any, out: OutputFold
     if out is not None:
         with out.writing() as folder:
             write_out(folder, summary, results[0])
+    if metrics is not None:
+        from ..sim.running.openmetrics import write_openmetrics
+
+        asked = metrics["step_s"]
+        used = write_openmetrics(
+            results[0],
+            metrics["path"],
+            start_s=metrics["start_s"],
+            step_s=asked,
+            pipeline=metrics["pipeline"],
+        )
+        if used != asked:
+            print(
+                f"{PROG}: warning: --metrics-step {args.metrics_step or '1s'} would take more "
+                f"than 5,000 steps for this run; sampled every {used:g} s instead",
+                file=sys.stderr,
+            )
     if args.json:
         print(json.dumps(summary, allow_nan=False))
     else:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 from collections.abc import AsyncIterator
 from functools import cached_property
@@ -42,6 +43,7 @@ from ...chain.report import ChainReport
 from ...chain.stage import Stage
 from ..vloop import run_virtual, wake_unless_cancelled
 from ..workloads.scenario import Scenario, Streams
+from .openmetrics import write_openmetrics
 from .recorder import ItemColumns, Recorder, item_columns, step_series
 from .result import SimulationResult
 from .workload import StageWorkload
@@ -177,6 +179,27 @@ class ChainSimulationResult:
             f"<ChainSimulationResult stages={list(self.stages)} items={s['items_offered']} "
             f"completed={s['items_completed']} latency_p95_s={s['latency_p95_s']:.4g}>"
         )
+
+    def to_openmetrics(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        start_s: float | None = None,
+        step_s: float = 1.0,
+        pipeline: str = "sim",
+    ) -> float:
+        """Write this run as OpenMetrics text (see :mod:`pipeline.sim.running.openmetrics`).
+
+        Args:
+            path: the file, replaced once complete.
+            start_s: UNIX seconds of virtual time 0; None: the run ends now.
+            step_s: sampling step, seconds (coarsened beyond ``MAX_STEPS`` steps).
+            pipeline: the ``pipeline`` label's value.
+
+        Returns:
+            The sampling step used, seconds.
+        """
+        return write_openmetrics(self, path, start_s=start_s, step_s=step_s, pipeline=pipeline)
 
     def _source_ids(self, ids: np.ndarray) -> np.ndarray:
         spread = 1

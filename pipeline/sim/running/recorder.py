@@ -18,7 +18,16 @@ from ...events import EventKind
 from ...items import WorkItem
 from ..stats.stepstats import step_durations, time_weighted_mean
 
-__all__ = ["ARRIVAL", "ItemColumns", "Recorder", "StepSeries", "step_series", "stream_series"]
+__all__ = [
+    "ARRIVAL",
+    "AttemptLog",
+    "ItemColumns",
+    "Recorder",
+    "StepSeries",
+    "attempt_log",
+    "step_series",
+    "stream_series",
+]
 
 K = EventKind
 
@@ -58,8 +67,31 @@ class Recorder:
 
 
 @dataclass(frozen=True)
+class AttemptLog:
+    """Every attempt of a run, one entry per handler call (in item order, then time).
+
+    ``start_s`` and ``end_s`` are virtual seconds; ``ending`` says how the
+    attempt ended (codes, see :data:`ENDINGS`): it succeeded, failed and a
+    retry was scheduled, failed and the item was dead-lettered, or was cut
+    short by the drain's end (``end_s`` is then the drain's end, NaN if the
+    log holds no such moment).
+    """
+
+    start_s: np.ndarray
+    end_s: np.ndarray
+    ending: np.ndarray  # codes, see ENDINGS
+
+    ENDINGS = ("completed", "retried", "dead_lettered", "cut")
+
+
+@dataclass(frozen=True)
 class ItemColumns:
-    """Per-item records, one entry per item in arrival order (NaN where not applicable)."""
+    """Per-item records, one entry per item in arrival order (NaN where not applicable).
+
+    ``attempt_log`` holds every attempt when the run had an event log; None
+    when every item made at most one attempt, from ``start_s`` to ``finish_s``
+    (the kernel's FCFS path, where nothing can fail).
+    """
 
     arrival_s: np.ndarray
     admitted_s: np.ndarray
@@ -67,8 +99,44 @@ class ItemColumns:
     finish_s: np.ndarray
     attempts: np.ndarray
     outcome: np.ndarray  # codes, see OUTCOMES
+    attempt_log: AttemptLog | None = None
 
     OUTCOMES = ("completed", "dead_lettered", "shed", "unfinished", "not_offered")
+
+
+# How an attempt's closing event maps to its AttemptLog ending code (-1: not a closing event).
+_ENDING_OF = np.full(len(EventKind), -1, dtype=np.int8)
+_ENDING_OF[K.COMPLETED] = 0
+_ENDING_OF[K.RETRY_SCHEDULED] = 1
+_ENDING_OF[K.DEAD_LETTERED] = 2
+_ENDING_OF[K.UNFINISHED] = 3
+
+
+def attempt_log(recorder: Recorder) -> AttemptLog:
+    """Pair each STARTED event with the event that closed that attempt of that item.
+
+    An item's attempts never overlap, so after a stable sort by item id (the
+    log is in time order) each STARTED is followed by its own closing event,
+    or by nothing when the run ended inside the attempt.
+    """
+    kinds, times, ids = recorder.arrays()
+    keep = (kinds == K.STARTED) | (_ENDING_OF.take(kinds.astype(np.intp)) >= 0)
+    kinds, times, ids = kinds[keep], times[keep], ids[keep]
+    order = np.argsort(ids, kind="stable")
+    kinds, times, ids = kinds.take(order), times.take(order), ids.take(order)
+    del order
+    starts = np.flatnonzero(kinds == K.STARTED)
+    after = starts + 1
+    closed = after < len(kinds)
+    closed[closed] = ids.take(after[closed]) == ids.take(starts[closed])
+    ending = np.full(len(starts), 3, dtype=np.int8)
+    end = np.full(len(starts), np.nan)
+    closing = np.where(closed, after, 0)
+    code = np.where(closed, _ENDING_OF.take(kinds.take(closing).astype(np.intp)), -1)
+    closed &= code >= 0
+    ending[closed] = code[closed]
+    end[closed] = times.take(closing)[closed]
+    return AttemptLog(start_s=times.take(starts), end_s=end, ending=ending)
 
 
 def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
@@ -99,7 +167,7 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
     outcome[ids[kinds == K.SHED]] = 2
     outcome[~np.isnan(dead)] = 1
     outcome[~np.isnan(completed)] = 0
-    return ItemColumns(arrival_s, admitted, start, finish, attempts, outcome)
+    return ItemColumns(arrival_s, admitted, start, finish, attempts, outcome, attempt_log(recorder))
 
 
 # How each event moves each series. The extra last row is an item's arrival at

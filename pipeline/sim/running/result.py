@@ -6,6 +6,7 @@ timeout gives (:func:`~pipeline.sim.simulate` warns it).
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from ...records import DeadLetter, RunReport
 from ..workloads.scenario import Scenario
+from .openmetrics import write_openmetrics
 from .recorder import ItemColumns, StepSeries
 from .summary import summarise
 
@@ -76,6 +78,27 @@ class SimulationResult:
             f"dead_lettered={s['items_dead_lettered']} shed={s['items_shed']} "
             f"wait_mean_s={s['wait_mean_s']:.4g} sim_time_s={s['sim_time_s']:.6g}>"
         )
+
+    def to_openmetrics(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        start_s: float | None = None,
+        step_s: float = 1.0,
+        pipeline: str = "sim",
+    ) -> float:
+        """Write this run as OpenMetrics text (see :mod:`pipeline.sim.running.openmetrics`).
+
+        Args:
+            path: the file, replaced once complete.
+            start_s: UNIX seconds of virtual time 0; None: the run ends now.
+            step_s: sampling step, seconds (coarsened beyond ``MAX_STEPS`` steps).
+            pipeline: the ``pipeline`` label's value.
+
+        Returns:
+            The sampling step used, seconds.
+        """
+        return write_openmetrics(self, path, start_s=start_s, step_s=step_s, pipeline=pipeline)
 
     @property
     def dead_letters(self) -> list[DeadLetter]:
