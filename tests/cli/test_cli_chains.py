@@ -257,7 +257,7 @@ def test_bad_axes_are_one_line_exit_2_and_run_nothing(
         raise AssertionError("a run started before the input was checked")
 
     monkeypatch.setattr(sweep_module, "sweep", never)
-    monkeypatch.setattr(plan_module, "_Runner", never)
+    monkeypatch.setattr(plan_module, "Runner", never)
     scenario_file(CHAIN + "[grid]\nfetch.concurency = [1, 2]\n", "badgrid.toml")
     scenario_file(CHAIN + "[grid]\nwrite.max_attempts = 1\nwrite.max-attempts = 2\n", "twice.toml")
     scenario_file(CHAIN + '[search]\nreader.concurrency = "1..2"\n', "badsearch.toml")

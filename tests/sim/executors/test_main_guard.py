@@ -84,8 +84,9 @@ def test_a_plan_left_to_its_default_processes_runs_here_with_a_warning(tmp_path)
     # The planner starts a pool by default when its first round would take a few seconds
     # (the README's 100,000-item call); made to here, for a quick run on two CPUs.
     call = (
-        "import os, pipeline.sim.analysis.planning.plan as p; os.cpu_count = lambda: 2; "
-        "p.POOL_WORTH_S = 0.0; "
+        "import os, pipeline.sim.analysis.planning.plan as p, "
+        "pipeline.sim.analysis.planning.rounds as r; os.cpu_count = lambda: 2; "
+        "r.POOL_WORTH_S = 0.0; "
         "answer = p.plan(base, {'concurrency': [4, 5]}, ['wait_mean_s<=5'], progress=False)"
     )
     done = run_script(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .result import judgement_dict
+from .records import judgement_dict
 
 if TYPE_CHECKING:
     from .result import Plan

@@ -27,291 +27,33 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ...executors.pool import bootstrapping, check_picklable, context, pool_workers, run_tasks
+from ...executors.pool import check_picklable
 from ...running.drain_warning import warn_drain_timeouts
-from ...running.kernel.run import check_engine, refusal, unsupported
-from ...running.replications import POOL_WORTH_S, estimated_seconds
-from ...running.single import simulate_once
+from ...running.kernel.run import check_engine
 from ...workloads.scenario import Scenario
 from ..diagnostics.stability import unstable_note
 from .candidate import Candidate, look_confidence, replication_schedule
 from .cheapest import least_total_cost
 from .cost import Cost
 from .headroom import find_headroom
-from .result import Plan, ranked_values
+from .result import Plan
+from .rounds import Rounds, Runner, pool_size
+from .search import configured, cost_fields, cost_order, cost_totals, replication_range, search_axes
 from .slo import (
     DRAIN_CUT_METRICS,
     SLO,
     check_confidence,
     check_slo_metrics,
-    metric_counts,
-    metric_value,
     parse_slos,
 )
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-__all__ = ["MAX_CANDIDATES", "Plan", "plan"]
-
-MAX_CANDIDATES = 100_000
-"""Most configurations a search space may hold (the product of its value lists)."""
-
-_MAX_REPLICATIONS = 10_000
-
-
-def _measure(
-    scenario: Scenario,
-    replication: int,
-    engine: str,
-    metrics: tuple[str, ...],
-    extra: tuple[str, ...] = (),
-) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...], bool, int]:
-    # Module level so worker processes (or Dask workers) can unpickle it; returns
-    # only the values the SLOs need (then the ``extra`` ones a cost needs), the
-    # engine that ran, the counts behind each SLO's fraction (for an exact bound
-    # when the replications agree), and whether the drain timed out, leaving how
-    # many items unfinished (latency SLOs then fail).
-    summary = simulate_once(scenario, replication, engine).summary
-    values = tuple(metric_value(summary, m) for m in (*metrics, *extra))
-    counts = tuple(metric_counts(summary, m) for m in metrics)
-    cut = bool(summary["drain_timed_out"])
-    return values, summary["engine"], counts, cut, int(summary["items_unfinished"])
-
-
-def _measure_set(
-    scenarios: tuple[Scenario, ...],
-    replication: int,
-    engine: str,
-    metrics: tuple[str, ...],
-    extra: tuple[str, ...] = (),
-) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...], tuple[bool, ...], int]:
-    # One replication of every scenario of a set, on that scenario's streams of
-    # (seed, replication): the SLO values of each in turn (then the first one's cost
-    # metrics), each one's drain cut.
-    values: list[float] = []
-    first: tuple[float, ...] = ()
-    counts: list[tuple[int, int] | None] = []
-    ran: set[str] = set()
-    cuts: list[bool] = []
-    left = 0
-    for scenario in scenarios:
-        found, engine_ran, tally, cut, unfinished = _measure(
-            scenario, replication, engine, metrics, extra
-        )
-        values += found[: len(metrics)]
-        first = first or found[len(metrics) :]
-        counts += tally
-        ran.add(engine_ran)
-        cuts.append(cut)
-        left += unfinished
-    return (*values, *first), ",".join(sorted(ran)), tuple(counts), tuple(cuts), left
-
-
-# -- validating the arguments --------------------------------------------------------------
-
-
-def _replication_range(replications: int | Sequence[int]) -> tuple[int, int]:
-    allowed = (
-        "replications must be an integer >= 2 or a pair (min, max) with "
-        f"2 <= min <= max <= {_MAX_REPLICATIONS:,}"
-    )
-
-    def whole(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise ValueError(f"{allowed}, got {replications!r}")
-        return int(value)
-
-    if isinstance(replications, Sequence) and not isinstance(replications, str):
-        if len(replications) != 2:
-            raise ValueError(f"{allowed}, got {replications!r}")
-        low, high = whole(replications[0]), whole(replications[1])
-    else:
-        low = high = whole(replications)
-    if not 2 <= low <= high <= _MAX_REPLICATIONS:
-        raise ValueError(f"{allowed}, got {replications!r}")
-    return low, high
-
-
-def _plain_value(value: Any) -> Any:
-    """numpy scalars as Python ones, so the plan's tables and JSON hold plain values."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-class _Seen:
-    """Values met so far: a set where they hash, a list for the rest (a 10,000-value range)."""
-
-    def __init__(self) -> None:
-        self._hashed: set[Any] = set()
-        self._other: list[Any] = []
-
-    def add(self, value: Any) -> bool:
-        """Remember ``value``; True if an equal one was met before."""
-        try:
-            if value in self._hashed:
-                return True
-            self._hashed.add(value)
-        except TypeError:
-            if value in self._other:
-                return True
-            self._other.append(value)
-        return False
-
-
-def _search_axes(
-    base: Scenario, search: Mapping[str, Sequence[Any]], engine: str
-) -> dict[str, list[Any]]:
-    """The search, checked: field -> distinct values, each accepted by the scenario."""
-    if not isinstance(search, Mapping):
-        raise TypeError(
-            f"search must be a dict of field name -> values, e.g. "
-            f"{{'concurrency': range(1, 65)}}, got {search!r}"
-        )
-    if not search:
-        raise ValueError(
-            "the search space is empty: give at least one field to vary, "
-            "e.g. {'concurrency': range(1, 65)}"
-        )
-    axes: dict[str, list[Any]] = {}
-    size = 1
-    for name, values in search.items():
-        if isinstance(values, str | bytes) or not isinstance(values, Sequence | np.ndarray):
-            raise TypeError(
-                f"search[{name!r}] must be a sequence of values (a list or range), got {values!r}"
-            )
-        plain = [_plain_value(v) for v in values]
-        if not plain:
-            raise ValueError(f"the search space is empty: search[{name!r}] holds no value")
-        seen = _Seen()
-        for value in plain:
-            if seen.add(value):
-                raise ValueError(f"search[{name!r}] repeats the value {value!r}")
-            try:
-                scenario = base.replace(**{name: value})
-            except (TypeError, ValueError) as exc:
-                raise type(exc)(f"search[{name!r}] = {value!r}: {exc}") from None
-            feature = unsupported(scenario) if engine == "kernel" else None
-            if feature is not None:
-                raise ValueError(f"search[{name!r}] = {value!r}: {refusal(feature)}")
-        axes[name] = plain
-        size *= len(plain)
-        if size > MAX_CANDIDATES:
-            raise ValueError(
-                f"the search space holds more than {MAX_CANDIDATES:,} configurations; "
-                "narrow a range or drop a field"
-            )
-    return axes
-
-
-# Config fields a default cost order minimises first, in this order; on a chain, the
-# total over the stages searched (their "stage.concurrency" fields, ...).
-_TOTALLED = ("concurrency", "queue_maxsize")
-
-
-def _totals(base: Scenario, axes: Mapping[str, Sequence[Any]]) -> list[list[str]]:
-    """A chain's default cost groups: its searched ``*.concurrency`` fields, then its
-    ``*.queue_maxsize`` fields (empty groups left out); none for a single stage."""
-    if base.stages is None:
-        return []
-    groups = [[f for f in axes if f.rpartition(".")[2] == total] for total in _TOTALLED]
-    return [group for group in groups if group]
-
-
-def _cost_fields(
-    axes: Mapping[str, Sequence[Any]], cost: Sequence[str] | None, totals: list[list[str]]
-) -> list[str]:
-    if cost is None and totals:
-        first = [f for group in totals for f in group]
-    elif cost is None:
-        first = [f for f in _TOTALLED if f in axes]
-    else:
-        first = [cost] if isinstance(cost, str) else list(cost)
-        unknown = [f for f in first if f not in axes]
-        if unknown:
-            raise ValueError(f"cost fields {unknown} are not searched; searched: {list(axes)}")
-    return first + [f for f in axes if f not in first]
-
-
-def _cost_order(
-    axes: Mapping[str, list[Any]], fields: Sequence[str], totals: Sequence[Sequence[str]] = ()
-) -> list[dict[str, Any]]:
-    """Every configuration, cheapest first.
-
-    Lexicographic in ``fields``; with ``totals`` (a chain's default), first by
-    the sum of each group's values in turn (total workers, then total queue
-    slots, an unbounded queue counting as infinite), lexicographic among equal
-    sums. Either way, one step cheaper in one field is earlier.
-    """
-    import itertools
-
-    ranked = {name: ranked_values(values) for name, values in axes.items()}
-    points = [
-        dict(zip(fields, combo, strict=True))
-        for combo in itertools.product(*(ranked[f] for f in fields))
-    ]
-    if totals:
-
-        def total(point: dict[str, Any], group: Sequence[str]) -> float:
-            return sum(math.inf if point[f] is None else point[f] for f in group)
-
-        # A stable sort: equal totals keep their lexicographic order.
-        points.sort(key=lambda point: tuple(total(point, group) for group in totals))
-    return points
-
-
-# -- running rounds of replications ------------------------------------------------------------
-
-
-class _Runner:
-    """Runs a round's tasks on the executor given, a process pool started once, or here."""
-
-    def __init__(
-        self, executor: Executor | None, workers: int, stack: contextlib.ExitStack, asked: bool
-    ):
-        self._executor = executor
-        self._workers = workers
-        self._stack = stack
-        self._asked = asked  # processes= was given, not left to the default
-
-    def run(self, tasks: list[tuple[Any, ...]], bar: Any) -> list[Any]:
-        executor = self._executor
-        if executor is None and self._workers > 1 and len(tasks) > 1:
-            if bootstrapping():
-                raise RuntimeError(
-                    "plan was called while a worker process imported the script that started "
-                    "it; put the call under 'if __name__ == \"__main__\":'"
-                )
-            # From an unguarded script: stop at once (processes asked for) or run here.
-            self._workers = pool_workers(self._workers, "plan", asked=self._asked)
-        if executor is None and self._workers > 1 and len(tasks) > 1:
-            from concurrent.futures import ProcessPoolExecutor
-
-            # One pool for every round: starting one costs about a second.
-            self._executor = executor = self._stack.enter_context(
-                ProcessPoolExecutor(max_workers=self._workers, mp_context=context())
-            )
-        measure = _measure_set if tasks and isinstance(tasks[0][0], tuple) else _measure
-        return run_tasks(measure, tasks, workers=1, bar=bar, what="plan", executor=executor)
-
-
-def _workers(
-    processes: int | None, executor: Executor | None, base: Scenario, engine: str, first: int
-) -> int:
-    if executor is not None:
-        return 1
-    if processes is not None:
-        return processes
-    import os
-
-    ran = "asyncio" if engine == "asyncio" or unsupported(base) is not None else "kernel"
-    # A pool only when the first round alone would take a few seconds in one process.
-    return (os.cpu_count() or 1) if estimated_seconds(base, ran, first) >= POOL_WORTH_S else 1
+__all__ = ["Plan", "plan"]
 
 
 def plan(
@@ -485,7 +227,7 @@ def plan(
         raise TypeError(f"base must be a Scenario, got {base!r}")
     parsed = parse_slos(slos)
     level = check_confidence(confidence)
-    low, high = _replication_range(replications)
+    low, high = replication_range(replications)
     if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 1:
         raise ValueError(f"lookahead must be an integer >= 1, got {lookahead!r}")
     if processes is not None and (
@@ -494,10 +236,10 @@ def plan(
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
     engine = check_engine(engine)
     members = _scenario_set(base, scenarios)
-    axes = _search_axes(base, search, engine)
+    axes = search_axes(base, search, engine)
     for name, member in members.items():
         try:
-            _search_axes(member, search, engine)
+            search_axes(member, search, engine)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"scenario {name!r}: {exc}") from None
     for scenario in (base, *members.values()):
@@ -524,9 +266,9 @@ def plan(
     if not isinstance(headroom, bool):
         raise TypeError(f"headroom must be True or False, got {headroom!r}")
     want_headroom = headroom
-    totals = _totals(base, axes) if order is None else []
-    fields = _cost_fields(axes, order, totals)
-    points = _cost_order(axes, fields, totals)
+    totals = cost_totals(base, axes) if order is None else []
+    fields = cost_fields(axes, order, totals)
+    points = cost_order(axes, fields, totals)
     if prices is not None and order is None:
         # Priced: money first (a stable sort: equal prices keep the default order).
         points.sort(key=lambda point: prices.workers_per_hour(base, point))
@@ -536,7 +278,7 @@ def plan(
     # Bonferroni over the looks and, for a set, over its scenarios too (see the docstring).
     per_look = look_confidence(level, len(replication_schedule(low, high)) * max(1, len(members)))
 
-    workers = _workers(processes, executor, base, engine, lookahead * low)
+    workers = pool_size(processes, executor, base, engine, lookahead * low)
     if workers > 1 or executor is not None:
         check_picklable([base, *members.values()], workers, "plan")
 
@@ -546,11 +288,11 @@ def plan(
 
     def examine(candidate: Candidate) -> bool:
         """Configure a candidate met for the first time; False if theory rejects it."""
-        candidate.scenario = _configured(base, candidate.point)
+        candidate.scenario = configured(base, candidate.point)
         note = unstable_note(candidate.scenario, parsed) if skip_unstable and not members else None
         if members:
             candidate.names = tuple(members)
-            candidate.members = tuple(_configured(m, candidate.point) for m in members.values())
+            candidate.members = tuple(configured(m, candidate.point) for m in members.values())
             for name, member in zip(candidate.names, candidate.members, strict=True):
                 found = unstable_note(member, parsed) if skip_unstable else None
                 if found is not None:
@@ -565,8 +307,8 @@ def plan(
         contextlib.ExitStack() as stack,
         tqdm(total=0, desc="plan", unit="run", disable=not progress) as bar,
     ):
-        runner = _Runner(executor, workers, stack, asked=processes is not None)
-        rounds = _Rounds(runner, bar, engine, metrics, extra, parsed, per_look)
+        runner = Runner(executor, workers, stack, asked=processes is not None)
+        rounds = Rounds(runner, bar, engine, metrics, extra, parsed, per_look)
         choice: Candidate | None = None
         found = None
         while True:
@@ -681,58 +423,3 @@ def _scenario_set(base: Scenario, scenarios: Mapping[str, Scenario] | None) -> d
             "chain, or every one a single stage"
         )
     return out
-
-
-class _Rounds:
-    """Runs a round of ``(candidate, replication)`` tasks and records what each measured."""
-
-    def __init__(
-        self,
-        runner: _Runner,
-        bar: Any,
-        engine: str,
-        metrics: tuple[str, ...],
-        extra: tuple[str, ...],
-        slos: Sequence[SLO],
-        level: float,
-    ) -> None:
-        self.runner, self.bar, self.engine = runner, bar, engine
-        self.metrics, self.extra, self.slos, self.level = metrics, extra, slos, level
-
-    def run(self, tasks: Sequence[tuple[Candidate, int]]) -> None:
-        """Run ``tasks`` (together, in parallel where the runner can) and judge again
-        every candidate they touched. A candidate's tasks must be listed in replication order."""
-        if not tasks:
-            return
-        self.bar.total += len(tasks)
-        self.bar.refresh()
-        k = len(self.metrics)
-        payload = [
-            (c.members or c.scenario, r, self.engine, self.metrics, self.extra) for c, r in tasks
-        ]
-        touched: dict[int, Candidate] = {}
-        measured = self.runner.run(payload, self.bar)
-        for (candidate, _), (values, ran, counts, cut, left) in zip(tasks, measured, strict=True):
-            if candidate.names:  # a scenario set: every scenario's values, the first's cost
-                n = k * len(candidate.names)
-                candidate.values.append(values[:n])
-                candidate.extra.append(values[n:])
-                candidate.cuts.append(cut)
-                cut = any(cut)
-            else:
-                candidate.values.append(values[:k])
-                candidate.extra.append(values[k:])
-            candidate.counts.append(counts)
-            candidate.engines.update(ran.split(","))
-            candidate.timed_out.append(cut)
-            candidate.unfinished.append(left)
-            touched[id(candidate)] = candidate
-        for candidate in touched.values():
-            candidate.judge(self.slos, self.level)
-
-
-def _configured(base: Scenario, point: Mapping[str, Any]) -> Scenario:
-    try:
-        return base.replace(**point)
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(f"search point {point}: {exc}") from None

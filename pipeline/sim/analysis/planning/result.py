@@ -10,23 +10,31 @@ The outcome is read off the candidates examined, in cost order:
   :attr:`Plan.fallback` names the cheapest configuration known to meet every SLO;
 - ``"infeasible"`` -- every configuration in the search fails some SLO.
 
-The parts of the answer are frozen records: :class:`PlanStatus` (a ``str``
-enum, so ``plan.status == "chosen"`` and the JSON hold), :class:`Binding` with
-its :class:`CheaperStep` per searched field, and :class:`OpenQuestion`. Their
-``to_dict()`` is what ``plan --json`` prints.
+The parts of the answer are frozen records (:mod:`~.records`): ``PlanStatus``,
+``Binding`` with its ``CheaperStep`` per searched field, ``OpenQuestion`` and
+``ScenarioVerdict``. Their ``to_dict()`` is what ``plan --json`` prints.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .candidate import verdict_of_judgements
 from .cost import Cost, CostEstimate, difference_bounds, estimate, run_rows
+from .records import (
+    CONFIG_FIELDS,
+    Binding,
+    CheaperStep,
+    OpenQuestion,
+    PlanStatus,
+    ScenarioVerdict,
+    json_value,
+    point_text,
+    ranked_values,
+)
 from .slo import SLO, Judgement, judgement_run_length_advice, slo_keys
 
 if TYPE_CHECKING:
@@ -36,192 +44,7 @@ if TYPE_CHECKING:
     from .candidate import Candidate
     from .headroom import Headroom
 
-__all__ = [
-    "Binding",
-    "CheaperStep",
-    "OpenQuestion",
-    "Plan",
-    "PlanStatus",
-    "ScenarioVerdict",
-    "judgement_dict",
-]
-
-# Config fields a chosen configuration always reports (the ones a deployment sets).
-_CONFIG_FIELDS = ("concurrency", "queue_maxsize", "on_full", "max_attempts")
-
-
-def _json_value(value: Any) -> Any:
-    """A JSON-safe value: NaN/inf -> None, objects (a distribution, a failure model) -> repr."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if hasattr(value, "item"):
-        return _json_value(value.item())
-    return repr(value)
-
-
-def value_rank(value: Any, position: int) -> tuple[int, float]:
-    """Sort key of one searched value: numbers ascending, then others as listed, None last.
-
-    None is an unbounded queue (or no timeout): the most expensive choice.
-    """
-    if value is None:
-        return (2, 0.0)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return (0, float(value))
-    return (1, float(position))
-
-
-def ranked_values(values: Sequence[Any]) -> list[Any]:
-    """``values`` in cost order (see :func:`value_rank`)."""
-    order = sorted(range(len(values)), key=lambda i: value_rank(values[i], i))
-    return [values[i] for i in order]
-
-
-def _point_text(point: Mapping[str, Any]) -> str:
-    def show(value: Any) -> str:
-        return "unbounded" if value is None else str(value)
-
-    return ", ".join(f"{name}={show(value)}" for name, value in point.items())
-
-
-class PlanStatus(StrEnum):
-    """How a plan ended (see the module docstring). A ``str``: equal to its value."""
-
-    CHOSEN = "chosen"
-    UNDECIDED = "undecided"
-    INFEASIBLE = "infeasible"
-
-
-@dataclass(frozen=True)
-class CheaperStep:
-    """The chosen configuration made one step cheaper in one searched field, and its fate.
-
-    Attributes:
-        change: the field and its cheaper value, e.g. ``{"concurrency": 5}``.
-        verdict: ``"meets"``, ``"fails"``, ``"undecided"`` or ``"unstable"``.
-        failed: the SLOs that rejected it (empty unless it fails on an SLO).
-        note: why it was rejected without runs (queueing theory), else None.
-    """
-
-    change: dict[str, Any]
-    verdict: str
-    failed: tuple[SLO, ...]
-    note: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object ``plan --json`` prints: ``change``, ``verdict``, ``failed``, ``note``."""
-        return {
-            "change": dict(self.change),
-            "verdict": self.verdict,
-            "failed": [str(slo) for slo in self.failed],
-            "note": self.note,
-        }
-
-
-@dataclass(frozen=True)
-class Binding:
-    """Which constraint binds at the chosen configuration, and what one step cheaper does.
-
-    Attributes:
-        slo: the SLO whose bound is closest to its limit at the chosen point.
-        bound: its one-sided bound there, in the metric's unit.
-        limit: its limit, in the same unit.
-        slack: the gap from bound to limit, relative to the limit (absolute if the
-            limit is 0); 0 means the bound sits on the limit.
-        cheaper: one :class:`CheaperStep` per searched field that has a cheaper value,
-            in cost order.
-    """
-
-    slo: SLO
-    bound: float
-    limit: float
-    slack: float
-    cheaper: tuple[CheaperStep, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object ``plan --json`` prints as ``binding``."""
-        return {
-            "slo": str(self.slo),
-            "bound": self.bound,
-            "limit": self.limit,
-            "slack": self.slack,
-            "cheaper": [step.to_dict() for step in self.cheaper],
-        }
-
-
-@dataclass(frozen=True)
-class OpenQuestion:
-    """An SLO still undecided at a configuration cheaper than any known to meet.
-
-    Attributes:
-        candidate: the configuration's searched fields and values.
-        slo: the undecided SLO.
-        replications: replications run at that configuration.
-        mean: the metric's mean over them, in the metric's unit.
-        low, high: the interval (at the plan's per-look level) that still holds the limit.
-        note: why the interval is not a t interval (see :class:`~.slo.Judgement`), or None.
-        advice: how much longer or how many more runs would decide it.
-    """
-
-    candidate: dict[str, Any]
-    slo: SLO
-    replications: int
-    mean: float
-    low: float
-    high: float
-    note: str | None
-    advice: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object ``plan --json`` prints, one per entry of ``undecided``."""
-        return {
-            "candidate": dict(self.candidate),
-            "slo": str(self.slo),
-            "replications": self.replications,
-            "mean": self.mean,
-            "low": self.low,
-            "high": self.high,
-            "note": self.note,
-            "advice": self.advice,
-        }
-
-
-@dataclass(frozen=True)
-class ScenarioVerdict:
-    """One scenario of a set, judged at the chosen configuration.
-
-    Attributes:
-        verdict: ``"meets"``, ``"fails"`` or ``"undecided"``.
-        judgements: one per SLO, in the order given.
-    """
-
-    verdict: str
-    judgements: tuple[Judgement, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """``verdict`` and ``judgements`` (``slo``, ``verdict``, ``mean``, ``bound``,
-        ``low``, ``high``, ``replications``, ``note``)."""
-        return {
-            "verdict": self.verdict,
-            "judgements": [judgement_dict(j) for j in self.judgements],
-        }
-
-
-def judgement_dict(j: Judgement) -> dict[str, Any]:
-    """One judgement as ``plan --json`` prints it (``slo``, ``verdict``, ``mean``, ``bound``,
-    ``low``, ``high``, ``replications``, ``note``)."""
-    return {
-        "slo": str(j.slo),
-        "verdict": j.verdict,
-        "mean": j.mean,
-        "bound": j.bound,
-        "low": j.low,
-        "high": j.high,
-        "replications": j.replications,
-        "note": j.note,
-    }
+__all__ = ["Plan"]
 
 
 class Plan:
@@ -367,7 +190,7 @@ class Plan:
                 self.look_confidence,
             )
             if lowest <= 0:
-                rivals.append(_point_text(c.point))
+                rivals.append(point_text(c.point))
         if not rivals:
             return found
         from dataclasses import replace
@@ -392,10 +215,10 @@ class Plan:
         if scenario.stages is not None:
             # A chain has no config of its own: each stage's, named "stage.field".
             for stage in scenario.stages:
-                for name in _CONFIG_FIELDS:
+                for name in CONFIG_FIELDS:
                     out.setdefault(f"{stage.name}.{name}", getattr(stage.config, name))
             return out
-        for name in _CONFIG_FIELDS:
+        for name in CONFIG_FIELDS:
             out.setdefault(name, getattr(scenario.config, name))
         return out
 
@@ -564,7 +387,7 @@ class Plan:
                 return {k: clean(v) for k, v in value.items()}
             if isinstance(value, list | tuple):
                 return [clean(v) for v in value]
-            return _json_value(value)
+            return json_value(value)
 
         payload = {
             "status": self.status.value,
@@ -613,7 +436,7 @@ class Plan:
         return frontier_figure(self, ax, previous)
 
     def __repr__(self) -> str:
-        chosen = "" if self.chosen is None else f" chosen={_point_text(self._target.point)}"
+        chosen = "" if self.chosen is None else f" chosen={point_text(self._target.point)}"
         return (
             f"<Plan status={self.status}{chosen} examined={len(self._candidates)}"
             f"/{self.total_candidates} runs={self.runs_total}>"

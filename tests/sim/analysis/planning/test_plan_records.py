@@ -17,7 +17,7 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import SLO, Exponential, IndependentFailures, Poisson, Scenario, plan, theory
-from pipeline.sim.analysis.planning.result import Binding, CheaperStep, OpenQuestion, PlanStatus
+from pipeline.sim.analysis.planning.records import Binding, CheaperStep, OpenQuestion, PlanStatus
 
 
 def base(**config) -> Scenario:
