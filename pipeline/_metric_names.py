@@ -111,9 +111,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "Seconds producers spent waiting for a free queue slot, summed over producers.",
     ),
     MetricSpec("pipeline_queue_depth", "gauge", "Items waiting in the queue now."),
-    MetricSpec(
-        "pipeline_queue_capacity", "gauge", "The queue's bound in items (+Inf: unbounded)."
-    ),
+    MetricSpec("pipeline_queue_capacity", "gauge", "The queue's bound in items (+Inf: unbounded)."),
     MetricSpec("pipeline_workers", "gauge", "Worker tasks."),
     MetricSpec("pipeline_workers_busy", "gauge", "Items being worked on now."),
     MetricSpec(
