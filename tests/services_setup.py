@@ -3,7 +3,9 @@
 Some tests drive real programs, never mocks: the browser tests a Chromium
 (``/usr/bin/chromium``, Debian's ``chromium``), the Postgres sink's tests a
 PostgreSQL server (``initdb``, ``pg_ctl`` and ``postgres`` under
-``/usr/lib/postgresql/N/bin``, Debian's ``postgresql``). Each is a
+``/usr/lib/postgresql/N/bin``, Debian's ``postgresql``), the metrics tests a
+Prometheus server (``prometheus`` and ``promtool`` on PATH, Debian's
+``prometheus``). Each is a
 :class:`Service`: a Debian package and a way to find what it installs.
 
 Under ``CI=true`` the missing ones are installed from Debian, with one
@@ -14,7 +16,7 @@ themselves. ``python -m tests.services_setup chromium`` sets up only the
 services named.
 
 The tests find the programs with the same functions (:func:`chromium`,
-:func:`postgres_bin`), so what this installs is what they run.
+:func:`postgres_bin`, :func:`prometheus`), so what this installs is what they run.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["SERVICES", "Service", "chromium", "main", "postgres_bin"]
+__all__ = ["SERVICES", "Service", "chromium", "main", "postgres_bin", "prometheus"]
 
 CHROMIUM = "/usr/bin/chromium"
 _POSTGRES_TOOLS = ("initdb", "pg_ctl", "postgres")
@@ -60,6 +62,12 @@ def postgres_bin() -> str | None:
     return None
 
 
+def prometheus() -> str | None:
+    """The ``prometheus`` server's path, or None unless it and ``promtool`` are on PATH."""
+    found = shutil.which("prometheus")
+    return found if found and shutil.which("promtool") else None
+
+
 @dataclass(frozen=True)
 class Service:
     """A program some tests run for real.
@@ -87,6 +95,7 @@ SERVICES: dict[str, Service] = {
     for service in (
         Service("chromium", "chromium", chromium, "the browser tests"),
         Service("postgresql", "postgresql", postgres_bin, "the Postgres sink's tests"),
+        Service("prometheus", "prometheus", prometheus, "the metrics tests with a real Prometheus"),
     )
 }
 
