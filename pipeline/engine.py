@@ -488,6 +488,23 @@ class Pipeline(Intake, Attempts):
             listener_errors=self._listener_errors,
         )
 
+    def _oldest_admitted_s(self) -> float | None:
+        """Loop time the oldest item inside (queued, running, waiting to retry) was admitted.
+
+        None when nothing is inside. For exporters, which call it from their own thread while
+        the loop changes these collections: a read that races a change is simply retried.
+        Costs O(running + retries): the main FIFO is in admission order, only its head counts.
+        """
+        queue = self._queue
+        for _ in range(8):
+            try:
+                heads = [queue._items[0]] if queue._items else []
+                inside = [*heads, *queue._retries, *self._running, *self._retry_timers]
+                return min((item.admitted_s for item in inside), default=None)
+            except (RuntimeError, IndexError):  # changed size while read; read again
+                continue
+        return None
+
     def _now(self) -> float:
         return self._loop.time() if self._loop is not None else 0.0
 

@@ -63,100 +63,109 @@ _STARTED = EventKind.STARTED
 _COMPLETED = EventKind.COMPLETED
 _RETRY = EventKind.RETRY_SCHEDULED
 _DEAD = EventKind.DEAD_LETTERED
-_ADMITTED = EventKind.ADMITTED
 _UNFINISHED = EventKind.UNFINISHED
 
 
 class _Histogram:
-    """Bucket counts (not cumulative), a sum and a count; one ``observe`` per value."""
+    """Bucket counts (not cumulative), then the sum, in one list the listener updates inline."""
 
-    __slots__ = ("count", "counts", "sum")
+    __slots__ = ("counts",)
 
     def __init__(self) -> None:
-        self.counts = [0] * (len(BUCKETS_S) + 1)  # the last one is +Inf
-        self.sum = 0.0
-        self.count = 0
+        # len(BUCKETS_S) bounded buckets, the +Inf bucket, then the sum of the values.
+        self.counts: list[float] = [0] * (len(BUCKETS_S) + 1) + [0.0]
 
-    def observe(self, value_s: float) -> None:
-        self.counts[bisect_left(BUCKETS_S, value_s)] += 1
-        self.sum += value_s
-        self.count += 1
+    @property
+    def sum(self) -> float:
+        return float(self.counts[-1])
 
     def cumulative(self) -> list[tuple[str, int]]:
         total = 0
         buckets = []
-        for bound, count in zip((*BUCKETS_S, math.inf), list(self.counts), strict=True):
-            total += count
+        for bound, count in zip((*BUCKETS_S, math.inf), self.counts[:-1], strict=True):
+            total += int(count)
             buckets.append(("+Inf" if bound == math.inf else repr(float(bound)), total))
         return buckets
 
 
 class _Recorder:
-    """The listener for one pipeline (or stage): what ``statistics()`` does not hold.
+    """What ``statistics()`` does not hold, for one pipeline (or stage), and its listener.
 
-    Called on the event loop's thread; read by the scrape on the server's. Its
-    dictionaries hold only items inside the pipeline (bounded by the queue and
-    the workers), keyed by the item's envelope, never by its payload.
+    :meth:`listener` is called on the event loop's thread at every event, so it does as
+    little as it can, in local variables: a first attempt's start is the item's own
+    ``first_start_s``; only a retry's start is kept, in a dictionary of items inside the
+    pipeline (bounded by the queue and the workers), keyed by the item's envelope, never
+    by its payload. The scrape reads the counts from the server's thread.
     """
 
-    __slots__ = (
-        "attempt",
-        "failed",
-        "inside",
-        "latency",
-        "starts",
-        "timeout",
-        "unfinished",
-        "wait",
-    )
+    __slots__ = ("attempt", "failures", "latency", "starts", "wait")
 
     def __init__(self) -> None:
-        self.failed = 0
-        self.timeout = 0
-        self.unfinished = 0
+        self.failures = [0, 0, 0]  # failed attempts, timed-out attempts, unfinished items
         self.wait = _Histogram()
         self.attempt = _Histogram()
         self.latency = _Histogram()
         self.starts: dict[Any, float] = {}
-        self.inside: dict[Any, float] = {}
 
-    def __call__(self, kind: EventKind, now_s: float, item: Any) -> None:
-        if kind is _STARTED:
-            self.starts[item] = now_s
-            if item.attempts == 1:
-                self.wait.observe(now_s - item.admitted_s)
-        elif kind is _COMPLETED:
-            started = self.starts.pop(item, None)
-            if started is not None:
-                self.attempt.observe(now_s - started)
-            self.inside.pop(item, None)
-            self.latency.observe(now_s - item.admitted_s)
-        elif kind is _RETRY or kind is _DEAD:
-            started = self.starts.pop(item, None)
-            if started is not None:  # an attempt ended (not an item refused before one)
-                self.attempt.observe(now_s - started)
-                if item.errors and item.errors[-1].type == "TimeoutError":
-                    self.timeout += 1
+    @property
+    def failed(self) -> int:
+        return self.failures[0]
+
+    @property
+    def timeout(self) -> int:
+        return self.failures[1]
+
+    @property
+    def unfinished(self) -> int:
+        return self.failures[2]
+
+    def listener(self) -> Any:
+        """The listener to attach: a plain function over this recorder's lists."""
+        wait = self.wait.counts
+        attempt = self.attempt.counts
+        latency = self.latency.counts
+        failures = self.failures
+        starts = self.starts
+        pop = starts.pop
+
+        def listen(
+            kind: EventKind,
+            now_s: float,
+            item: Any,
+            _bisect: Any = bisect_left,
+            _bounds: tuple[float, ...] = BUCKETS_S,
+        ) -> None:
+            # The per-item events first, the most frequent first.
+            if kind is _COMPLETED:
+                started = item.first_start_s if item.attempts == 1 else pop(item, None)
+                if started is not None:
+                    spent = now_s - started
+                    attempt[_bisect(_bounds, spent)] += 1
+                    attempt[-1] += spent
+                spent = now_s - item.admitted_s
+                latency[_bisect(_bounds, spent)] += 1
+                latency[-1] += spent
+            elif kind is _STARTED:
+                if item.attempts == 1:
+                    spent = now_s - item.admitted_s
+                    wait[_bisect(_bounds, spent)] += 1
+                    wait[-1] += spent
                 else:
-                    self.failed += 1
-            if kind is _DEAD:
-                self.inside.pop(item, None)
-        elif kind is _ADMITTED:
-            if item not in self.inside:  # a retry re-admitted keeps its first admission
-                self.inside[item] = item.admitted_s
-        elif kind is _UNFINISHED:
-            self.unfinished += 1
-            self.starts.pop(item, None)
-            self.inside.pop(item, None)
+                    starts[item] = now_s
+            elif kind is _RETRY or kind is _DEAD:
+                if item.attempts > 0:  # an attempt ended (not an item refused before one)
+                    started = item.first_start_s if item.attempts == 1 else pop(item, None)
+                    if started is not None:
+                        spent = now_s - started
+                        attempt[_bisect(_bounds, spent)] += 1
+                        attempt[-1] += spent
+                        timed_out = item.errors and item.errors[-1].type == "TimeoutError"
+                        failures[1 if timed_out else 0] += 1
+            elif kind is _UNFINISHED:
+                failures[2] += 1
+                pop(item, None)
 
-    def oldest_admitted_s(self) -> float | None:
-        """Admission time of the oldest item inside, or None (read from another thread)."""
-        for _ in range(8):  # the loop's thread may change the dict while this reads it
-            try:
-                return min(self.inside.values(), default=None)
-            except RuntimeError:
-                continue
-        return None
+        return listen
 
 
 class _Source:
@@ -196,7 +205,7 @@ class _Source:
             "expired": get("expired"),
         }
         result = {"ok": get("completed"), "failed": rec.failed, "timeout": rec.timeout}
-        oldest = rec.oldest_admitted_s()
+        oldest = None if pipe is None else pipe._oldest_admitted_s()
         out["pipeline_items_offered_total"] = [(labels, get("offered"))]
         out["pipeline_items_total"] = [({**labels, "outcome": k}, outcome[k]) for k in OUTCOMES]
         out["pipeline_attempts_total"] = [({**labels, "result": k}, v) for k, v in result.items()]
@@ -340,7 +349,7 @@ def serve(
             sources.append(
                 _Source(target_labels(each.name), recorder, lambda p=each: p, each.config)
             )
-            detach.append(each._attach(recorder))
+            detach.append(each._attach(recorder.listener()))
         else:
             recorders = {stage.name: _Recorder() for stage in each.stages}
             for index, stage in enumerate(each.stages):
@@ -352,7 +361,7 @@ def serve(
                         stage.config,
                     )
                 )
-            each._attach(recorders.__getitem__)
+            detach.append(each._attach(lambda name, own=recorders: own[name].listener()))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(sources))
     return MetricsServer(registry, host, port, detach)

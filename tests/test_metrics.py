@@ -363,3 +363,18 @@ def test_the_shared_names_import_without_prometheus_client():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(len(CONTRACT))
+
+
+def test_close_detaches_from_a_pipeline_and_a_chain():
+    pipe = Pipeline(lambda x: x, name="p")
+    chain = Chain([Stage("one", lambda x: x), Stage("two", lambda x: x)], name="c")
+    server = pipeline.metrics.serve([pipe, chain])
+    assert len(pipe._attached) == 1 and len(chain._observers) == 1
+    server.close()
+    assert pipe._attached == () and pipe._listener is None and chain._observers == []
+
+    async def run():
+        return await chain.run(range(3))
+
+    assert asyncio.run(run()).stages["two"].completed == 3
+    assert all(stage._attached == () for stage in chain._pipes)

@@ -164,7 +164,7 @@ class Chain:
         self._former_timed_out = False
         self._closing: asyncio.Task[ChainReport] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._observers: list[Callable[[str], Listener]] = []
+        self._observers: list[tuple[Callable[[str], Listener], list[Callable[[], None]]]] = []
 
     def __repr__(self) -> str:
         names = ", ".join(stage.name for stage in self.stages)
@@ -245,8 +245,8 @@ class Chain:
             config = dataclasses.replace(stage.config, drain_timeout_s=self.drain_timeout_s)
             on_own_stop = None if index == 0 else self._stage_stopped
             self._pipes.append(_StagePipeline(stage, config, on_own_stop))
-            for make in self._observers:
-                self._pipes[index]._attach(make(stage.name))
+            for make, detaches in self._observers:
+                detaches.append(self._pipes[index]._attach(make(stage.name)))
             former = None
             if stage.batching:
                 former = BatchFormer(
@@ -362,14 +362,25 @@ class Chain:
 
     # -- observation ---------------------------------------------------------------
 
-    def _attach(self, make: Callable[[str], Listener]) -> None:
+    def _attach(self, make: Callable[[str], Listener]) -> Callable[[], None]:
         """Attach ``make(stage_name)`` to each stage's pipeline, now or when the run builds them.
 
-        For exporters (:mod:`pipeline.metrics`); see :meth:`Pipeline._attach`.
+        For exporters (:mod:`pipeline.metrics`); see :meth:`Pipeline._attach`. Returns the
+        detach (harmless twice).
         """
-        self._observers.append(make)
+        detaches: list[Callable[[], None]] = []
+        observer = (make, detaches)
+        self._observers.append(observer)
         for stage, pipe in zip(self.stages, self._pipes, strict=False):
-            pipe._attach(make(stage.name))
+            detaches.append(pipe._attach(make(stage.name)))
+
+        def detach() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+            while detaches:
+                detaches.pop()()
+
+        return detach
 
     def statistics(self) -> ChainStatistics:
         """A snapshot of every stage now, counted in items.
