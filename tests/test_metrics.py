@@ -378,3 +378,26 @@ def test_close_detaches_from_a_pipeline_and_a_chain():
 
     assert asyncio.run(run()).stages["two"].completed == 3
     assert all(stage._attached == () for stage in chain._pipes)
+
+
+def test_a_batching_stage_counts_batches_as_its_statistics_do():
+    chain = Chain(
+        [
+            Stage("read", lambda x: x, PipelineConfig(concurrency=2)),
+            Stage("write", lambda batch: list(batch), PipelineConfig(concurrency=1), batch_size=4),
+        ],
+        name="batched",
+    )
+
+    async def run():
+        with pipeline.metrics.serve(chain) as server:
+            report = await chain.run(range(10))
+            return report, await asyncio.to_thread(scrape, server.url)
+
+    report, samples = asyncio.run(run())
+    write = report.stages["write"].statistics
+    labels = {"pipeline": "batched", "stage": "write"}
+    assert value(samples, "pipeline_items_total", outcome="completed", **labels) == write.completed
+    assert value(samples, "pipeline_latency_seconds_count", **labels) == write.completed
+    assert write.completed == report.stages["write"].batches == 3
+    assert write.listener_errors == 0
