@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from ._extras import require
 
-require("pipeline.metrics", "metrics")
+require("pipeline.metrics", "metrics", "prometheus_client")
 
 import contextlib  # noqa: E402 - after the extra's check, so a missing extra is one line
 import math  # noqa: E402

@@ -42,7 +42,7 @@ from pipeline import (Backoff, Chain, PipelineConfig, Pipeline, RateLimit, Stage
                       export_jsonl, load_jsonl, replay)
 
 OPTIONAL = {"pipeline.sim", "pipeline.viz", "pipeline.lessons", "pipeline.examples.ingest",
-            "pipeline.metrics"}
+            "pipeline.metrics", "pipeline.tracing"}
 def walk(package):  # not pkgutil.walk_packages: it imports every package, the optional too
     for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
         if info.name in OPTIONAL or info.name.endswith(".__main__"):
@@ -91,7 +91,7 @@ import json, sys
 import pipeline
 seen = {}
 for part in ("pipeline.sim", "pipeline.viz", "pipeline.lessons", "pipeline.examples.ingest",
-             "pipeline.metrics"):
+             "pipeline.metrics", "pipeline.tracing"):
     try:
         __import__(part)
     except ImportError as error:
@@ -198,6 +198,11 @@ def test_each_part_without_its_extra_is_one_import_error_naming_it(lean, tmp_pat
     assert seen["pipeline.metrics"] == [
         "MissingExtra",
         "pipeline.metrics needs prometheus_client: pip install 'pipeline-lab[metrics]'",
+        False,
+    ]
+    assert seen["pipeline.tracing"] == [
+        "MissingExtra",
+        "pipeline.tracing needs opentelemetry: pip install 'pipeline-lab[metrics]'",
         False,
     ]
     assert seen["star"] == [] and seen["dir"] == []  # star import and dir() stay honest
