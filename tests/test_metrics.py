@@ -15,6 +15,7 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 
@@ -401,3 +402,36 @@ def test_a_batching_stage_counts_batches_as_its_statistics_do():
     assert value(samples, "pipeline_latency_seconds_count", **labels) == write.completed
     assert write.completed == report.stages["write"].batches == 3
     assert write.listener_errors == 0
+
+
+def test_scrapes_racing_the_run_change_nothing():
+    # A thread scrapes as fast as it can while the loop changes every collection it reads.
+    async def run():
+        pipe = Pipeline(
+            faulty(random.Random(5), fail=0.3, slow=0.0),
+            PipelineConfig(concurrency=4, queue_maxsize=5, backoff=FAST),
+            name="race",
+        )
+        with pipeline.metrics.serve(pipe) as server:
+            stop = threading.Event()
+            seen: list[float] = []
+
+            def hammer() -> None:
+                while not stop.is_set():
+                    seen.append(
+                        value(scrape(server.url), "pipeline_items_offered_total", pipeline="race")
+                    )
+
+            thread = threading.Thread(target=hammer)
+            thread.start()
+            try:
+                report = await pipe.run(range(300))
+            finally:
+                stop.set()
+                await asyncio.to_thread(thread.join)
+            return report, seen, await asyncio.to_thread(scrape, server.url)
+
+    report, seen, samples = asyncio.run(run())
+    expect_pipeline(samples, report, pipeline="race")
+    assert seen == sorted(seen)  # a counter never goes back
+    assert report.statistics.listener_errors == 0
