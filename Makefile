@@ -43,6 +43,7 @@ bench: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_chain.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_ingest.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_soak.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_metrics.py --items 50000 --repeats 15
 	$(BIN)/python bench/bench_vloop.py
 	$(BIN)/python bench/bench_explorer.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_widgets.py

@@ -114,6 +114,8 @@ class Pipeline(Intake, Attempts):
         self.handler = handler
         self.config = config
         self.name = name
+        self._user_listener = on_event
+        self._attached = ()
         self._listener = on_event
         self._on_event = None if on_event is None else self._guarded(on_event)
         self._rng = rng if rng is not None else random.Random()
@@ -486,6 +488,23 @@ class Pipeline(Intake, Attempts):
             listener_errors=self._listener_errors,
         )
 
+    def _oldest_admitted_s(self) -> float | None:
+        """Loop time the oldest item inside (queued, running, waiting to retry) was admitted.
+
+        None when nothing is inside. For exporters, which call it from their own thread while
+        the loop changes these collections: a read that races a change is simply retried.
+        Costs O(running + retries): the main FIFO is in admission order, only its head counts.
+        """
+        queue = self._queue
+        for _ in range(8):
+            try:
+                heads = [queue._items[0]] if queue._items else []
+                inside = [*heads, *queue._retries, *self._running, *self._retry_timers]
+                return min((item.admitted_s for item in inside), default=None)
+            except (RuntimeError, IndexError):  # changed size while read; read again
+                continue
+        return None
+
     def _now(self) -> float:
         return self._loop.time() if self._loop is not None else 0.0
 
@@ -496,6 +515,45 @@ class Pipeline(Intake, Attempts):
     def _emit_at(self, kind: EventKind, now_s: float, item: Any) -> None:
         if self._on_event is not None:
             self._on_event(kind, now_s, item)
+
+    def _attach(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` at every event too, beside ``on_event``; returns the detach.
+
+        For exporters (:mod:`pipeline.metrics`). Each listener is isolated: one that raises
+        is counted and logged like ``on_event`` and never keeps the others from an event.
+        With nothing attached the per-item paths are exactly as before (one ``None`` test).
+        Detaching twice is harmless.
+        """
+        self._attached = (*self._attached, listener)
+        self._relisten()
+
+        def detach() -> None:
+            self._attached = tuple(each for each in self._attached if each is not listener)
+            self._relisten()
+
+        return detach
+
+    def _relisten(self) -> None:
+        """Rebuild the one listener the per-item paths call from ``on_event`` and the attached."""
+        listeners = tuple(
+            each for each in (self._user_listener, *self._attached) if each is not None
+        )
+        if not listeners:
+            combined: Listener | None = None
+        elif len(listeners) == 1:
+            combined = listeners[0]
+        else:
+            failed = self._listener_failed
+
+            def combined(kind: EventKind, now_s: float, item: Any) -> None:
+                for each in listeners:
+                    try:
+                        each(kind, now_s, item)
+                    except BaseException as error:
+                        failed(kind, error)
+
+        self._listener = combined
+        self._on_event = None if combined is None else self._guarded(combined)
 
     def _guarded(self, listener: Listener) -> Listener:
         """``listener``, isolated: its failures are logged once and counted, never raised."""

@@ -51,7 +51,12 @@ class PipelineFields:
     name: str
     """Shown in task names, logs and ``repr``."""
     _listener: Listener | None
-    """The ``on_event`` listener as given, called directly on the per-item paths."""
+    """The listener called directly on the per-item paths: ``on_event`` as given, or, with
+    listeners attached (an exporter), one that calls each of them in isolation."""
+    _user_listener: Listener | None
+    """The ``on_event`` listener as given."""
+    _attached: tuple[Listener, ...]
+    """Listeners attached after construction (:meth:`Pipeline._attach`), in order."""
     _on_event: Listener | None
     """The same listener wrapped so that a failure is logged and counted, not raised."""
     _rng: random.Random

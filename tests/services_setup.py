@@ -3,8 +3,8 @@
 Some tests drive real programs, never mocks: the browser tests a Chromium
 (``/usr/bin/chromium``, Debian's ``chromium``), the Postgres sink's tests a
 PostgreSQL server (``initdb``, ``pg_ctl`` and ``postgres`` under
-``/usr/lib/postgresql/N/bin``, Debian's ``postgresql``), the metrics
-backfill a Prometheus server and ``promtool`` (Debian's ``prometheus``). Each is a
+``/usr/lib/postgresql/N/bin``, Debian's ``postgresql``), the metrics tests and the
+simulated-metrics backfill a Prometheus server and ``promtool`` (Debian's ``prometheus``). Each is a
 :class:`Service`: a Debian package and a way to find what it installs.
 
 Under ``CI=true`` the missing ones are installed from Debian, with one
@@ -94,7 +94,9 @@ SERVICES: dict[str, Service] = {
     for service in (
         Service("chromium", "chromium", chromium, "the browser tests"),
         Service("postgresql", "postgresql", postgres_bin, "the Postgres sink's tests"),
-        Service("prometheus", "prometheus", prometheus_bin, "the metrics backfill into Prometheus"),
+        Service(
+            "prometheus", "prometheus", prometheus_bin, "the metrics tests with a real Prometheus"
+        ),
     )
 }
 

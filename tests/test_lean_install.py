@@ -41,7 +41,8 @@ import pipeline
 from pipeline import (Backoff, Chain, PipelineConfig, Pipeline, RateLimit, Stage,
                       export_jsonl, load_jsonl, replay)
 
-OPTIONAL = {"pipeline.sim", "pipeline.viz", "pipeline.lessons", "pipeline.examples.ingest"}
+OPTIONAL = {"pipeline.sim", "pipeline.viz", "pipeline.lessons", "pipeline.examples.ingest",
+            "pipeline.metrics", "pipeline.tracing"}
 def walk(package):  # not pkgutil.walk_packages: it imports every package, the optional too
     for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
         if info.name in OPTIONAL or info.name.endswith(".__main__"):
@@ -89,7 +90,8 @@ WITHOUT_EXTRAS = r"""
 import json, sys
 import pipeline
 seen = {}
-for part in ("pipeline.sim", "pipeline.viz", "pipeline.lessons", "pipeline.examples.ingest"):
+for part in ("pipeline.sim", "pipeline.viz", "pipeline.lessons", "pipeline.examples.ingest",
+             "pipeline.metrics", "pipeline.tracing"):
     try:
         __import__(part)
     except ImportError as error:
@@ -193,6 +195,16 @@ def test_each_part_without_its_extra_is_one_import_error_naming_it(lean, tmp_pat
     assert seen["pipeline.viz"][1].endswith("pip install 'pipeline-lab[viz]'")
     assert seen["pipeline.lessons"][1].endswith("pip install 'pipeline-lab[viz]'")
     assert seen["pipeline.examples.ingest"][1].endswith("pip install 'pipeline-lab[twin]'")
+    assert seen["pipeline.metrics"] == [
+        "MissingExtra",
+        "pipeline.metrics needs prometheus_client: pip install 'pipeline-lab[metrics]'",
+        False,
+    ]
+    assert seen["pipeline.tracing"] == [
+        "MissingExtra",
+        "pipeline.tracing needs opentelemetry: pip install 'pipeline-lab[metrics]'",
+        False,
+    ]
     assert seen["star"] == [] and seen["dir"] == []  # star import and dir() stay honest
 
 

@@ -131,12 +131,19 @@ STATS = [
     "summarise_values",
 ]
 
+# Its own public module (not a root's name): it needs the [metrics] extra, and a lean
+# ``import pipeline`` must not pull prometheus-client in.
+METRICS = ["MetricsServer", "serve"]
+TRACING = ["Instrumentation", "instrument"]
+
 PINNED = {
     "pipeline": PIPELINE,
     "pipeline.sim": SIM,
     "pipeline.viz": VIZ,
     "pipeline.lessons": LESSONS,
     "pipeline.sim.stats": STATS,
+    "pipeline.metrics": METRICS,
+    "pipeline.tracing": TRACING,
 }
 
 # Importable from a root without being in its __all__, and why.
@@ -153,6 +160,8 @@ PUBLIC_MODULES = {
     "pipeline.viz": "figures and explorers over results, and the notebooks' check/say",
     "pipeline.lessons": "the notebooks' own one-question widgets (teaching material)",
     "pipeline.sim.stats": "confidence intervals for a study's own replications",
+    "pipeline.metrics": "the Prometheus exporter: serve() and its server, an extra of its own",
+    "pipeline.tracing": "OpenTelemetry spans and histograms: instrument(), the [metrics] extra",
     "pipeline.viz.live": "the live view of a real-time run: needs a running loop and a kernel",
     "pipeline.examples.approval": "notebook 07's worked system: the code is the lesson",
     "pipeline.examples.naive": "notebook 03's deadlocking pool: the code is the lesson",

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._validate import real, show
 from ..engine import Pipeline
 from ..errors import PipelineClosed, SourceError
+from ..events import Listener
 from ..records import DeadLetter, RunReport, ShedLog, describe_error
 from ..state import State, close_once
 from .handoff import BatchFormer, HandOff
@@ -163,6 +164,7 @@ class Chain:
         self._former_timed_out = False
         self._closing: asyncio.Task[ChainReport] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._observers: list[tuple[Callable[[str], Listener], list[Callable[[], None]]]] = []
 
     def __repr__(self) -> str:
         names = ", ".join(stage.name for stage in self.stages)
@@ -243,6 +245,8 @@ class Chain:
             config = dataclasses.replace(stage.config, drain_timeout_s=self.drain_timeout_s)
             on_own_stop = None if index == 0 else self._stage_stopped
             self._pipes.append(_StagePipeline(stage, config, on_own_stop))
+            for make, detaches in self._observers:
+                detaches.append(self._pipes[index]._attach(make(stage.name)))
             former = None
             if stage.batching:
                 former = BatchFormer(
@@ -357,6 +361,26 @@ class Chain:
         )
 
     # -- observation ---------------------------------------------------------------
+
+    def _attach(self, make: Callable[[str], Listener]) -> Callable[[], None]:
+        """Attach ``make(stage_name)`` to each stage's pipeline, now or when the run builds them.
+
+        For exporters (:mod:`pipeline.metrics`); see :meth:`Pipeline._attach`. Returns the
+        detach (harmless twice).
+        """
+        detaches: list[Callable[[], None]] = []
+        observer = (make, detaches)
+        self._observers.append(observer)
+        for stage, pipe in zip(self.stages, self._pipes, strict=False):
+            detaches.append(pipe._attach(make(stage.name)))
+
+        def detach() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+            while detaches:
+                detaches.pop()()
+
+        return detach
 
     def statistics(self) -> ChainStatistics:
         """A snapshot of every stage now, counted in items.

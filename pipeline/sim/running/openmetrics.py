@@ -63,63 +63,43 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..._metric_names import BUCKETS_S, SPECS
 from .recorder import AttemptLog
 
 if TYPE_CHECKING:
     from .result import SimulationResult
 
 __all__ = [
-    "ATTEMPT_RESULTS",
-    "BUCKETS_S",
     "DEFAULT_STEP_S",
     "MAX_STEPS",
     "METRICS",
     "MIN_STEP_S",
-    "OUTCOMES",
     "sampling_step",
     "write_openmetrics",
 ]
 
-METRICS: dict[str, tuple[str, str, str]] = {
-    # key: (family name as in the metrics contract, type, help)
-    "items_offered": ("pipeline_items_offered", "counter", "Items offered to the pipeline."),
-    "items": ("pipeline_items", "counter", "Items that left the pipeline, by outcome."),
-    "attempts": ("pipeline_attempts", "counter", "Handler attempts, by result."),
-    "retries": ("pipeline_retries", "counter", "Retries scheduled after a failed attempt."),
-    "producer_blocked": (
-        "pipeline_producer_blocked_seconds",
-        "counter",
-        "Seconds producers waited for a free queue slot.",
-    ),
-    "queue_depth": ("pipeline_queue_depth", "gauge", "Items waiting in the queue."),
-    "queue_capacity": ("pipeline_queue_capacity", "gauge", "The queue's maxsize."),
-    "workers": ("pipeline_workers", "gauge", "Workers (concurrency)."),
-    "workers_busy": ("pipeline_workers_busy", "gauge", "Workers in an attempt."),
-    "oldest_item_age": (
-        "pipeline_oldest_item_age_seconds",
-        "gauge",
-        "Seconds since the oldest unfinished item was admitted.",
-    ),
-    "wait": ("pipeline_wait_seconds", "histogram", "Seconds from arrival to first start."),
-    "attempt_duration": (
-        "pipeline_attempt_duration_seconds",
-        "histogram",
-        "Seconds each attempt took.",
-    ),
-    "latency": (
-        "pipeline_latency_seconds",
-        "histogram",
-        "Seconds from arrival to completion.",
-    ),
+# The samples' keys here -> the families of the one table (pipeline._metric_names), in the
+# order a file lists them. OpenMetrics names a counter's family without its ``_total``.
+_FAMILIES = {
+    "items_offered": "pipeline_items_offered_total",
+    "items": "pipeline_items_total",
+    "attempts": "pipeline_attempts_total",
+    "retries": "pipeline_retries_total",
+    "producer_blocked": "pipeline_producer_blocked_seconds_total",
+    "queue_depth": "pipeline_queue_depth",
+    "queue_capacity": "pipeline_queue_capacity",
+    "workers": "pipeline_workers",
+    "workers_busy": "pipeline_workers_busy",
+    "oldest_item_age": "pipeline_oldest_item_age_seconds",
+    "wait": "pipeline_wait_seconds",
+    "attempt_duration": "pipeline_attempt_duration_seconds",
+    "latency": "pipeline_latency_seconds",
 }
-"""The metrics contract's families: key -> (name, OpenMetrics type, help text)."""
-
-OUTCOMES = ("completed", "dead_lettered", "shed", "unfinished", "expired")
-"""Values of ``pipeline_items_total``'s ``outcome`` label."""
-ATTEMPT_RESULTS = ("ok", "failed", "timeout")
-"""Values of ``pipeline_attempts_total``'s ``result`` label."""
-BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
-"""Histogram bucket bounds, seconds (Prometheus's default buckets; ``+Inf`` is added)."""
+METRICS: dict[str, tuple[str, str, str]] = {
+    key: (name.removesuffix("_total"), SPECS[name].kind, SPECS[name].help)
+    for key, name in _FAMILIES.items()
+}
+"""The metrics contract's families: key -> (family name, OpenMetrics type, help text)."""
 
 DEFAULT_STEP_S = 1.0
 """Sampling step when none is given, seconds."""

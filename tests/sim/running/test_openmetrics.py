@@ -25,6 +25,7 @@ import pytest
 from prometheus_client.openmetrics import parser as openmetrics_parser
 
 from pipeline import PipelineConfig
+from pipeline._metric_names import ATTEMPT_RESULTS, BUCKETS_S, OUTCOMES
 from pipeline.sim import (
     DrainTimeoutWarning,
     Exponential,
@@ -34,14 +35,7 @@ from pipeline.sim import (
     StageSpec,
     simulate,
 )
-from pipeline.sim.running.openmetrics import (
-    ATTEMPT_RESULTS,
-    BUCKETS_S,
-    MAX_STEPS,
-    METRICS,
-    OUTCOMES,
-    write_openmetrics,
-)
+from pipeline.sim.running.openmetrics import MAX_STEPS, METRICS, write_openmetrics
 from pipeline.sim.workloads.failures import Hangs
 
 START = 1_700_000_000

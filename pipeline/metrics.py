@@ -1,0 +1,391 @@
+"""Prometheus metrics of real-time runs, served over HTTP: ``serve(pipe)``.
+
+Needs the ``[metrics]`` extra (``prometheus-client``)::
+
+    server = pipeline.metrics.serve(pipe)          # http://127.0.0.1:PORT/metrics
+    report = await pipe.run(items)
+    server.close()
+
+The names, help texts and buckets are those of :mod:`pipeline._metric_names`
+(the contract in DESIGN.md): counters of items offered and by outcome,
+attempts by result, retries and producer-blocked seconds; gauges of queue
+depth and capacity, workers and busy workers and the age of the oldest
+unfinished item; histograms of wait, attempt duration and latency, in
+seconds. Every series is labelled ``pipeline`` (the name) and, for a
+:class:`~pipeline.Chain`, ``stage``; a batching stage counts in batches, as
+its pipeline's own ``statistics()`` does.
+
+Where the numbers come from, and what they cost:
+
+- the counters of items, retries and blocked seconds and the gauges are read
+  from the engine (``statistics()``, and the oldest item's admission time)
+  when Prometheus scrapes, so they are the engine's own counts (they equal
+  the run report) and cost nothing between scrapes;
+- the histograms, the split of failed attempts into ``failed`` and
+  ``timeout`` (the attempt timeout, or a handler's own ``TimeoutError``) and
+  ``unfinished`` come from one listener attached beside ``on_event``: a few
+  list operations per event (about 1.5 µs per item). A pipeline never
+  served runs exactly as before (``bench/bench_metrics.py`` measures both).
+  Serve before the run starts: events before ``serve`` are not in the
+  histograms.
+
+The listener is isolated like ``on_event``: if it (or the user's listener)
+raises, the engine counts and logs it and carries on; no item is lost. Each
+``serve`` has its own registry (never the process-global one), so several
+pipelines, or several servers, live in one process.
+"""
+
+from __future__ import annotations
+
+from ._extras import require
+
+require("pipeline.metrics", "metrics", "prometheus_client")
+
+import contextlib  # noqa: E402 - after the extra's check, so a missing extra is one line
+import math  # noqa: E402
+import threading  # noqa: E402
+from bisect import bisect_left  # noqa: E402
+from collections.abc import Iterable, Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+from prometheus_client import CollectorRegistry  # noqa: E402
+from prometheus_client.exposition import start_http_server  # noqa: E402
+from prometheus_client.metrics_core import Metric  # noqa: E402
+
+from ._metric_names import BUCKETS_S, METRICS, OUTCOMES, target_labels  # noqa: E402
+from .chain.chain import Chain  # noqa: E402
+from .engine import Pipeline  # noqa: E402
+from .events import EventKind  # noqa: E402
+
+__all__ = ["MetricsServer", "serve"]
+
+_STARTED = EventKind.STARTED
+_COMPLETED = EventKind.COMPLETED
+_RETRY = EventKind.RETRY_SCHEDULED
+_DEAD = EventKind.DEAD_LETTERED
+_UNFINISHED = EventKind.UNFINISHED
+
+
+class _Histogram:
+    """Bucket counts (not cumulative), then the sum, in one list the listener updates inline."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        # len(BUCKETS_S) bounded buckets, the +Inf bucket, then the sum of the values.
+        self.counts: list[float] = [0] * (len(BUCKETS_S) + 1) + [0.0]
+
+    @property
+    def sum(self) -> float:
+        return float(self.counts[-1])
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        total = 0
+        buckets = []
+        for bound, count in zip((*BUCKETS_S, math.inf), self.counts[:-1], strict=True):
+            total += int(count)
+            buckets.append(("+Inf" if bound == math.inf else repr(float(bound)), total))
+        return buckets
+
+
+class _Recorder:
+    """What ``statistics()`` does not hold, for one pipeline (or stage), and its listener.
+
+    :meth:`listener` is called on the event loop's thread at every event, so it does as
+    little as it can, in local variables: a first attempt's start is the item's own
+    ``first_start_s``; only a retry's start is kept, in a dictionary of items inside the
+    pipeline (bounded by the queue and the workers), keyed by the item's envelope, never
+    by its payload. The scrape reads the counts from the server's thread.
+    """
+
+    __slots__ = ("attempt", "failures", "latency", "starts", "wait")
+
+    def __init__(self) -> None:
+        self.failures = [0, 0, 0]  # failed attempts, timed-out attempts, unfinished items
+        self.wait = _Histogram()
+        self.attempt = _Histogram()
+        self.latency = _Histogram()
+        self.starts: dict[Any, float] = {}
+
+    @property
+    def failed(self) -> int:
+        return self.failures[0]
+
+    @property
+    def timeout(self) -> int:
+        return self.failures[1]
+
+    @property
+    def unfinished(self) -> int:
+        return self.failures[2]
+
+    def listener(self) -> Any:
+        """The listener to attach: a plain function over this recorder's lists."""
+        wait = self.wait.counts
+        attempt = self.attempt.counts
+        latency = self.latency.counts
+        failures = self.failures
+        starts = self.starts
+        pop = starts.pop
+
+        def listen(
+            kind: EventKind,
+            now_s: float,
+            item: Any,
+            _bisect: Any = bisect_left,
+            _bounds: tuple[float, ...] = BUCKETS_S,
+            _completed: EventKind = _COMPLETED,
+            _started: EventKind = _STARTED,
+            _retry: EventKind = _RETRY,
+            _dead: EventKind = _DEAD,
+            _unfinished: EventKind = _UNFINISHED,
+        ) -> None:
+            # The defaults are locals: faster to read than globals, once per event.
+            # The per-item events first, the most frequent first.
+            if kind is _completed:
+                started = item.first_start_s if item.attempts == 1 else pop(item, None)
+                if started is not None:
+                    spent = now_s - started
+                    attempt[_bisect(_bounds, spent)] += 1
+                    attempt[-1] += spent
+                spent = now_s - item.admitted_s
+                latency[_bisect(_bounds, spent)] += 1
+                latency[-1] += spent
+            elif kind is _started:
+                if item.attempts == 1:
+                    spent = now_s - item.admitted_s
+                    wait[_bisect(_bounds, spent)] += 1
+                    wait[-1] += spent
+                else:
+                    starts[item] = now_s
+            elif kind is _retry or kind is _dead:
+                if item.attempts > 0:  # an attempt ended (not an item refused before one)
+                    started = item.first_start_s if item.attempts == 1 else pop(item, None)
+                    if started is not None:
+                        spent = now_s - started
+                        attempt[_bisect(_bounds, spent)] += 1
+                        attempt[-1] += spent
+                        timed_out = item.errors and item.errors[-1].type == "TimeoutError"
+                        failures[1 if timed_out else 0] += 1
+            elif kind is _unfinished:
+                failures[2] += 1
+                pop(item, None)
+
+        return listen
+
+
+class _Source:
+    """One labelled pipeline: a Pipeline, or one stage of a Chain (built when it runs)."""
+
+    def __init__(self, labels: dict[str, str], recorder: _Recorder, get: Any, config: Any):
+        self.labels = labels
+        self.recorder = recorder
+        self._get = get  # () -> the Pipeline, or None while a chain has not built it
+        self._config = config
+
+    def samples(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        """Every family's samples for this source, by family name (counters with _total)."""
+        pipe = self._get()
+        rec = self.recorder
+        labels = self.labels
+        out: dict[str, list[tuple[dict[str, str], float]]] = {}
+        if pipe is None:
+            stats = None
+            now_s = 0.0
+            capacity = self._config.queue_maxsize
+            workers = self._config.concurrency
+        else:
+            stats = pipe.statistics()
+            now_s = pipe._now()
+            capacity = stats.queue_maxsize
+            workers = stats.workers
+
+        def get(field: str) -> float:
+            return 0 if stats is None else getattr(stats, field, 0)
+
+        outcome = {
+            "completed": get("completed"),
+            "dead_lettered": get("dead_lettered"),
+            "shed": get("shed"),
+            "unfinished": rec.unfinished,
+            "expired": get("expired"),
+        }
+        result = {"ok": get("completed"), "failed": rec.failed, "timeout": rec.timeout}
+        oldest = None if pipe is None else pipe._oldest_admitted_s()
+        out["pipeline_items_offered_total"] = [(labels, get("offered"))]
+        out["pipeline_items_total"] = [({**labels, "outcome": k}, outcome[k]) for k in OUTCOMES]
+        out["pipeline_attempts_total"] = [({**labels, "result": k}, v) for k, v in result.items()]
+        out["pipeline_retries_total"] = [(labels, get("retried"))]
+        out["pipeline_producer_blocked_seconds_total"] = [(labels, get("producer_blocked_s"))]
+        out["pipeline_queue_depth"] = [(labels, get("queue_size"))]
+        out["pipeline_queue_capacity"] = [(labels, math.inf if capacity is None else capacity)]
+        out["pipeline_workers"] = [(labels, workers)]
+        out["pipeline_workers_busy"] = [(labels, get("workers_busy"))]
+        age = 0.0 if oldest is None or pipe is None else max(0.0, now_s - oldest)
+        out["pipeline_oldest_item_age_seconds"] = [(labels, age)]
+        return out
+
+
+class _Collector:
+    """A prometheus-client collector over the sources of one server."""
+
+    def __init__(self, sources: list[_Source]) -> None:
+        self._sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        per_source = [source.samples() for source in self._sources]
+        histograms = {
+            "pipeline_wait_seconds": lambda rec: rec.wait,
+            "pipeline_attempt_duration_seconds": lambda rec: rec.attempt,
+            "pipeline_latency_seconds": lambda rec: rec.latency,
+        }
+        for spec in METRICS:
+            if spec.kind == "counter":
+                family = Metric(spec.name.removesuffix("_total"), spec.help, "counter")
+                for samples in per_source:
+                    for labels, value in samples[spec.name]:
+                        family.add_sample(spec.name, labels, float(value))
+            elif spec.kind == "gauge":
+                family = Metric(spec.name, spec.help, "gauge")
+                for samples in per_source:
+                    for labels, value in samples[spec.name]:
+                        family.add_sample(spec.name, labels, float(value))
+            else:
+                family = Metric(spec.name, spec.help, "histogram")
+                for source in self._sources:
+                    histogram = histograms[spec.name](source.recorder)
+                    total = histogram.sum
+                    buckets = histogram.cumulative()
+                    for bound, count in buckets:
+                        family.add_sample(
+                            f"{spec.name}_bucket", {**source.labels, "le": bound}, float(count)
+                        )
+                    family.add_sample(f"{spec.name}_count", source.labels, float(buckets[-1][1]))
+                    family.add_sample(f"{spec.name}_sum", source.labels, float(total))
+            yield family
+
+
+class MetricsServer:
+    """An HTTP endpoint serving one registry's metrics; made by :func:`serve`.
+
+    Attributes:
+        url: ``http://HOST:PORT/metrics``, the port the system chose for ``port=0``.
+        host: the address bound. port: the port bound.
+        registry: the server's own ``prometheus_client.CollectorRegistry``.
+    """
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int, detach: list) -> None:
+        self.registry = registry
+        try:
+            self._httpd, self._thread = start_http_server(port, addr=host, registry=registry)
+        except OSError as error:
+            for each in detach:
+                each()
+            reason = error.strerror or str(error)
+            failure = OSError(f"metrics server cannot listen on {_hostport(host, port)}: {reason}")
+            failure.errno = error.errno  # still errno.EADDRINUSE for a caller who checks
+            raise failure from None
+        self.host = host
+        self.port = int(self._httpd.server_address[1])
+        self.url = f"http://{_hostport(host, self.port)}/metrics"
+        self._detach = detach
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<MetricsServer {self.url} {'closed' if self._closed else 'serving'}>"
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving, free the port and detach from the pipelines; a second call does nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for each in self._detach:
+            each()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+
+def serve(
+    target: Pipeline | Chain | Iterable[Pipeline | Chain],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+) -> MetricsServer:
+    """Serve the metrics of ``target`` over HTTP until ``.close()``.
+
+    Args:
+        target: a :class:`~pipeline.Pipeline`, a :class:`~pipeline.Chain`
+            (each stage labelled ``stage``), or a list of them (names unique:
+            the ``pipeline`` label tells them apart). Serve before the run.
+        host: the address to bind; loopback unless told otherwise (``"0.0.0.0"``
+            exposes the metrics to the network).
+        port: the TCP port, or 0 for a free one (read it from ``.url``).
+
+    Returns:
+        a :class:`MetricsServer` (``.url``, ``.close()``; also a context manager).
+
+    Raises:
+        TypeError: ``target`` is not a Pipeline, a Chain or a list of them.
+        ValueError: a bad ``host`` or ``port``, or two targets with one name.
+        OSError: the address cannot be bound (in use, not local), naming ``host:port``.
+    """
+    targets = [target] if isinstance(target, Pipeline | Chain) else _targets(target)
+    if not isinstance(host, str) or not host:
+        raise ValueError(f"host must be a non-empty address string, got {host!r}")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port must be an integer from 0 to 65535, got {port!r}")
+    names = [each.name for each in targets]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"targets must have unique names (the pipeline label), got {twice}")
+    sources: list[_Source] = []
+    detach: list[Any] = []
+    for each in targets:
+        if isinstance(each, Pipeline):
+            recorder = _Recorder()
+            sources.append(
+                _Source(target_labels(each.name), recorder, lambda p=each: p, each.config)
+            )
+            detach.append(each._attach(recorder.listener()))
+        else:
+            recorders = {stage.name: _Recorder() for stage in each.stages}
+            for index, stage in enumerate(each.stages):
+                sources.append(
+                    _Source(
+                        target_labels(each.name, stage.name),
+                        recorders[stage.name],
+                        lambda c=each, i=index: c._pipes[i] if len(c._pipes) > i else None,
+                        stage.config,
+                    )
+                )
+            detach.append(each._attach(lambda name, own=recorders: own[name].listener()))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(sources))
+    return MetricsServer(registry, host, port, detach)
+
+
+def _targets(target: Any) -> list[Pipeline | Chain]:
+    with contextlib.suppress(TypeError):
+        if not isinstance(target, str | bytes):
+            targets = list(target)
+            if targets and all(isinstance(each, Pipeline | Chain) for each in targets):
+                return targets
+    raise TypeError(f"target must be a Pipeline, a Chain or a list of them, got {target!r}")
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def __dir__() -> list[str]:
+    # What the module offers, not the names it imports for itself.
+    return sorted(__all__)
