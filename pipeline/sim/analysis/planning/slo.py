@@ -16,8 +16,14 @@ Student t bound at a chosen confidence:
 
 ``t`` is the ``confidence`` quantile of Student t with ``n - 1`` degrees of
 freedom, so each verdict is wrong with probability at most ``1 - confidence``
-(for a metric whose per-run values are roughly normal across runs, as means
-and percentiles of long runs are).
+for a metric whose per-run values are roughly normal across runs, as means
+and percentiles of long runs are. Those of short runs are skewed to the right
+(a run that met a long busy period waits far longer), and a t bound alone
+then misses too often (a 99% upper bound on 2,000-item M/M/10 runs: 4-6%).
+So when every value is positive, each bound is the wider of the t bound and
+a lognormal one on the mean
+(:func:`~pipeline.sim.stats.intervals.lognormal_mean_bounds`), and
+:attr:`Judgement.interval` holds both ends.
 
 **When the replications agree exactly** the t interval has zero width, a
 certainty the data cannot give: nothing shed in any of 3 runs does not make
@@ -63,7 +69,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...stats.intervals import proportion_bound, t_quantile
+from ...stats.intervals import lognormal_mean_bounds, proportion_bound, t_quantile
 from ...stats.runlength import run_length_advice, scaled_run_length
 
 __all__ = [
@@ -543,8 +549,14 @@ def _judge_values(
         return _judge_agreed(slo, n, mean, level, pooled)
     # One run has no spread to measure: its interval is the whole line.
     half = math.inf if n == 1 else t_quantile(level, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
-    verdict, bound = _verdict(slo, mean - half, mean + half)
-    return Judgement(slo, n, mean, half, bound, verdict)
+    if n == 1 or not bool((x > 0).all()):
+        verdict, bound = _verdict(slo, mean - half, mean + half)
+        return Judgement(slo, n, mean, half, bound, verdict)
+    # Positive values may be skewed (short runs): each bound is the wider of t and lognormal.
+    skew_low, skew_high = lognormal_mean_bounds(x, level)
+    low, high = min(mean - half, skew_low), max(mean + half, skew_high)
+    verdict, bound = _verdict(slo, low, high)
+    return Judgement(slo, n, mean, abs(bound - mean), bound, verdict, interval=(low, high))
 
 
 def _judge_agreed(

@@ -43,7 +43,7 @@ from pipeline.sim.analysis.planning.slo import (
     metric_value,
     parse_slos,
 )
-from pipeline.sim.stats.intervals import t_quantile
+from pipeline.sim.stats.intervals import lognormal_mean_bounds, t_quantile
 from pipeline.sim.workloads.arrivals import Deterministic
 
 RATE, MEAN = 3.2, 1.0  # offered load 3.2 Erlangs: four workers are 80% busy
@@ -178,28 +178,39 @@ def test_derived_metrics_are_ratios_of_counts_and_nan_when_undefined() -> None:
 
 
 def test_judge_uses_one_sided_student_t_bounds() -> None:
-    values = [1.0, 2.0, 3.0]
-    half = t_quantile(0.95, 2) * 1.0 / math.sqrt(3)  # sample sd of 1, 2, 3 is 1
-    j = judge(SLO("wait_mean_s", "<=", 2.0 + half + 1e-9), values, confidence=0.95)
-    assert (j.verdict, j.mean, j.bound) == ("meets", 2.0, pytest.approx(2.0 + half))
-    assert judge(SLO("wait_mean_s", "<=", 2.0 + half - 1e-9), values, confidence=0.95).verdict == (
+    # A value of 0 has no log: the bounds are Student t's alone.
+    values = [0.0, 1.0, 2.0]
+    half = t_quantile(0.95, 2) * 1.0 / math.sqrt(3)  # sample sd of 0, 1, 2 is 1
+    j = judge(SLO("wait_mean_s", "<=", 1.0 + half + 1e-9), values, confidence=0.95)
+    assert (j.verdict, j.mean, j.bound) == ("meets", 1.0, pytest.approx(1.0 + half))
+    assert judge(SLO("wait_mean_s", "<=", 1.0 + half - 1e-9), values, confidence=0.95).verdict == (
         "undecided"
     )
-    assert judge(SLO("wait_mean_s", "<=", 2.0 - half - 1e-9), values, confidence=0.95).verdict == (
+    assert judge(SLO("wait_mean_s", "<=", 1.0 - half - 1e-9), values, confidence=0.95).verdict == (
         "fails"
     )
     # >= mirrors it: the lower bound must clear the limit
     assert judge(
-        SLO("throughput_per_s", ">=", 2.0 - half - 1e-9), values, confidence=0.95
+        SLO("throughput_per_s", ">=", 1.0 - half - 1e-9), values, confidence=0.95
     ).verdict == ("meets")
     assert judge(
-        SLO("throughput_per_s", ">=", 2.0 + half + 1e-9), values, confidence=0.95
+        SLO("throughput_per_s", ">=", 1.0 + half + 1e-9), values, confidence=0.95
     ).verdict == ("fails")
     # one run has no spread: undecided; a run without a value counts against the SLO
     assert judge(SLO("wait_mean_s", "<=", 100.0), [1.0], confidence=0.95).verdict == "undecided"
     assert judge(SLO("wait_mean_s", "<=", 100.0), [1.0, math.nan], confidence=0.95).verdict == (
         "fails"
     )
+
+
+def test_judge_widens_to_the_lognormal_bound_on_positive_values() -> None:
+    values = [1.0, 2.0, 3.0]
+    half = t_quantile(0.95, 2) * 1.0 / math.sqrt(3)
+    low, high = lognormal_mean_bounds(values, 0.95)
+    j = judge(SLO("wait_mean_s", "<=", 10.0), values, confidence=0.95)
+    assert j.interval == (min(2.0 - half, low), max(2.0 + half, high))
+    assert j.bound == j.high and j.half_width == pytest.approx(j.high - 2.0)
+    assert j.high > 2.0 + half  # three skew-prone values: the lognormal bound is the wider
 
 
 def test_the_replication_schedule_doubles_and_looks_share_the_error() -> None:

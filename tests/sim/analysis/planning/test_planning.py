@@ -15,7 +15,7 @@ from pipeline.sim.analysis.planning.traffic import (
     smallest_config_meeting,
     trace_window,
 )
-from pipeline.sim.stats.intervals import proportion_bound, t_quantile
+from pipeline.sim.stats.intervals import lognormal_mean_bounds, proportion_bound, t_quantile
 from pipeline.sim.workloads.arrivals import DailyCurve, daily_curve
 from pipeline.sim.workloads.traces.replay import load_trace
 
@@ -100,10 +100,12 @@ def test_fit_daily_curve_needs_enough_times_within_a_day() -> None:
         fit_daily_curve(np.linspace(0, 100_000, 200))
 
 
-def test_slo_table_uses_a_one_sided_student_t_bound(sweep_frame) -> None:
+def test_slo_table_uses_the_wider_of_the_t_and_lognormal_bounds(sweep_frame) -> None:
     frame = sweep_frame({(2, 50): [10.0, 12.0, 14.0]})
     row = slo_table(frame, "latency_p95_s", 20.0).iloc[0]
-    expected = 12.0 + t_quantile(0.95, 2) * 2.0 / math.sqrt(3)
+    t_bound = 12.0 + t_quantile(0.95, 2) * 2.0 / math.sqrt(3)
+    expected = max(t_bound, lognormal_mean_bounds([10.0, 12.0, 14.0], 0.95)[1])
+    assert expected > t_bound  # three values: the lognormal bound is the wider
     assert row["mean"] == pytest.approx(12.0)
     assert row["upper"] == pytest.approx(expected)
     assert row["meets"] == (expected <= 20.0)
