@@ -268,7 +268,8 @@ def lognormal_mean_bounds(
     noise, shift = _pivot_draws(x.size)
     pivot = ybar - noise * math.sqrt(s2) + shift * s2
     low, high = np.quantile(pivot, [1.0 - level, level])
-    return float(np.exp(low)), float(np.exp(high))
+    with np.errstate(over="ignore"):  # values over many decades: the upper bound is inf, honestly
+        return float(np.exp(low)), float(np.exp(high))
 
 
 def proportion_ci(successes: int, n: int, level: float = 0.95) -> ProportionCI:

@@ -124,3 +124,10 @@ def test_wrong_choice_rate_near_a_boundary_on_short_runs():
                 break
         wrong += candidate.verdict == "meets"
     assert _not_above(wrong, plans, 1 - confidence), f"chose the failing c=10 in {wrong}/{plans}"
+
+
+def test_lognormal_bounds_over_many_decades_are_infinite_not_a_warning():
+    # Waits near instability spread over hundreds of decades: the upper bound is inf (the
+    # verdict is then undecided or fails), never an overflow warning, which is an error here.
+    low, high = lognormal_mean_bounds([1e-300, 1e300, 1.0], level=0.99)
+    assert high == float("inf") and 0 <= low <= high
