@@ -252,7 +252,7 @@ def lognormal_mean_bounds(
     lognormal values its coverage is close to ``level`` from about 6 values
     on, but not with 3 (its lower bound then misses more often): callers
     that need the level to hold take, on each side, the wider of this and
-    the t bound, as :func:`~pipeline.sim.analysis.planning.slo.judge` does.
+    the t bound, as :func:`~pipeline.sim.analysis.planning.judgement.judge` does.
 
     Raises:
         ValueError: fewer than 2 samples, a non-finite or non-positive one, or

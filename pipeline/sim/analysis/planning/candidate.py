@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .slo import SLO, Judgement, judge
+from .judgement import Judgement, judge
+from .slo import SLO
 
 if TYPE_CHECKING:
     from ...workloads.scenario import Scenario

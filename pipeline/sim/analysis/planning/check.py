@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from .records import judgement_dict
 
 if TYPE_CHECKING:
+    from .judgement import Judgement
     from .result import Plan
-    from .slo import Judgement
 
 __all__ = ["EXIT_STATUS", "CheckVerdict", "verdict_of"]
 

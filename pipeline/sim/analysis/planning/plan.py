@@ -79,7 +79,7 @@ def plan(
     **Verdicts.** For each configuration and SLO, one value per replication;
     the SLO *meets* when its one-sided Student t bound is on the right side of
     the limit, *fails* when the opposite bound is on the wrong side, and is
-    *undecided* otherwise (see :func:`~pipeline.sim.analysis.planning.slo.judge`). A
+    *undecided* otherwise (see :func:`~pipeline.sim.analysis.planning.judgement.judge`). A
     configuration meets when every SLO meets, fails when any SLO fails, and is
     undecided otherwise. A verdict may be looked at after each step of the
     replication schedule (3, 6, 12, 24, 30 for ``(3, 30)``: L looks), so each

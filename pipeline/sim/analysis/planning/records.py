@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from .slo import SLO, Judgement
+from .judgement import Judgement
+from .slo import SLO
 
 __all__ = [
     "CONFIG_FIELDS",
@@ -145,7 +146,7 @@ class OpenQuestion:
         replications: replications run at that configuration.
         mean: the metric's mean over them, in the metric's unit.
         low, high: the interval (at the plan's per-look level) that still holds the limit.
-        note: why the interval is not a t interval (see :class:`~.slo.Judgement`), or None.
+        note: why the interval is not a t interval (see :class:`~.judgement.Judgement`), or None.
         advice: how much longer or how many more runs would decide it.
     """
 

@@ -9,8 +9,8 @@ from ...running.drain_warning import drain_timeout_of
 from .slo import DRAIN_CUT_METRICS
 
 if TYPE_CHECKING:
+    from .judgement import Judgement
     from .result import Plan
-    from .slo import Judgement
 
 __all__: list[str] = []
 

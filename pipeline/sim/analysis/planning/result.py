@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .candidate import verdict_of_judgements
 from .cost import Cost, CostEstimate, difference_bounds, estimate, run_rows
+from .judgement import Judgement, judgement_run_length_advice
 from .records import (
     CONFIG_FIELDS,
     Binding,
@@ -35,7 +36,7 @@ from .records import (
     point_text,
     ranked_values,
 )
-from .slo import SLO, Judgement, judgement_run_length_advice, slo_keys
+from .slo import SLO, slo_keys
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -327,7 +328,7 @@ class Plan:
         is bounded from both sides) ``_mean``, ``_bound`` (the one-sided bound
         on the SLO's safe side), ``_half_width``, ``_verdict`` and ``_note`` (None,
         or why the bound is not a t bound: the replications agreed exactly, see
-        :func:`~pipeline.sim.analysis.planning.slo.judge`).
+        :func:`~pipeline.sim.analysis.planning.judgement.judge`).
         """
         import pandas as pd
 

@@ -40,8 +40,9 @@ from ...executors.pool import run_tasks
 from ...running.replications import POOL_WORTH_S, estimated_seconds
 from ...running.single import simulate_once
 from ...stats.intervals import t_quantile
+from .judgement import judge
 from .perturb import NotApplicable, inputs_of, perturbed
-from .slo import SLO, judge, metric_counts, metric_value
+from .slo import SLO, metric_counts, metric_value
 from .tornado import tornado_figure
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@
   recorded arrival times (base, peak, peak hour, width), for what-ifs;
 - :func:`slo_table`, :func:`smallest_config_meeting` -- which configurations of a
   :func:`~pipeline.sim.sweep` meet an SLO *with confidence*, judged by
-  :func:`~.slo.judge` (the judgement :func:`~pipeline.sim.plan` makes), and the
+  :func:`~.judgement.judge` (the judgement :func:`~pipeline.sim.plan` makes), and the
   cheapest of them.
 
 Example:
@@ -27,14 +27,8 @@ from ...workloads.arrivals import DailyCurve, Trace, daily_curve
 from ...workloads.traces.replay import ScriptedFailures, TraceWorkload
 from ...workloads.traces.service import ServiceTrace
 from ..sweep import grid_columns, grid_groups, keep_none
-from .slo import (
-    DERIVED_METRICS,
-    SLO,
-    check_confidence,
-    judge,
-    metric_counts,
-    metric_value,
-)
+from .judgement import judge
+from .slo import DERIVED_METRICS, SLO, check_confidence, metric_counts, metric_value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -121,7 +115,7 @@ def fit_daily_curve(
 def slo_table(
     frame: pd.DataFrame, metric: str, limit: float, *, confidence: float = 0.95
 ) -> pd.DataFrame:
-    """Per grid point of a sweep: the SLO ``metric <= limit`` judged as :func:`~.slo.judge` does.
+    """Per grid point of a sweep: the SLO ``metric <= limit`` judged as :func:`~.judgement.judge` does.
 
     One judgement, the one :func:`~pipeline.sim.plan` makes: ``upper`` is the
     one-sided Student t bound ``mean + t(confidence, R-1) s / sqrt(R)`` across
@@ -148,7 +142,7 @@ def slo_table(
     Returns:
         One row per grid point: the grid columns, ``replications``, ``mean``,
         ``upper``, ``meets``, ``verdict`` (meets, fails or undecided) and
-        ``basis`` (t, binomial or exact: see :class:`~.slo.Judgement`).
+        ``basis`` (t, binomial or exact: see :class:`~.judgement.Judgement`).
 
     Raises:
         ValueError: ``metric`` is not an SLO metric, the frame lacks a column it

@@ -33,13 +33,13 @@ from pipeline.sim import (
 )
 from pipeline.sim.analysis.diagnostics.stability import unstable_note
 from pipeline.sim.analysis.planning.candidate import look_confidence, replication_schedule
+from pipeline.sim.analysis.planning.judgement import judge
 from pipeline.sim.analysis.planning.plan import plan
 from pipeline.sim.analysis.planning.slo import (
     DRAIN_CUT_METRICS,
     METRICS,
     SLO,
     SUMMARY_METRICS,
-    judge,
     metric_value,
     parse_slos,
 )

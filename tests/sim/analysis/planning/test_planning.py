@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.sim.analysis.planning.slo import SLO, judge
+from pipeline.sim.analysis.planning.judgement import judge
+from pipeline.sim.analysis.planning.slo import SLO
 from pipeline.sim.analysis.planning.traffic import (
     fit_daily_curve,
     slo_table,

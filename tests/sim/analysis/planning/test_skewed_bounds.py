@@ -25,7 +25,8 @@ from pipeline.sim.analysis.planning.candidate import (
     look_confidence,
     replication_schedule,
 )
-from pipeline.sim.analysis.planning.slo import SLO, judge
+from pipeline.sim.analysis.planning.judgement import judge
+from pipeline.sim.analysis.planning.slo import SLO
 from pipeline.sim.analysis.theory import mmc
 from pipeline.sim.running.kernel.fcfs import _starts
 from pipeline.sim.stats.intervals import lognormal_mean_bounds, proportion_ci

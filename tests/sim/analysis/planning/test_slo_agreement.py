@@ -14,7 +14,8 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, Scenario, compare, plan
-from pipeline.sim.analysis.planning.slo import SLO, judge, metric_counts, metric_value
+from pipeline.sim.analysis.planning.judgement import judge
+from pipeline.sim.analysis.planning.slo import SLO, metric_counts, metric_value
 from pipeline.sim.stats.intervals import proportion_bound
 
 SHED = SLO.parse("shed_fraction<=0.01")
