@@ -115,7 +115,7 @@ def fit_daily_curve(
 def slo_table(
     frame: pd.DataFrame, metric: str, limit: float, *, confidence: float = 0.95
 ) -> pd.DataFrame:
-    """Per grid point of a sweep: the SLO ``metric <= limit`` judged as :func:`~.judgement.judge` does.
+    """Per grid point of a sweep: the SLO ``metric <= limit`` judged as :func:`~.judgement.judge`.
 
     One judgement, the one :func:`~pipeline.sim.plan` makes: ``upper`` is the
     one-sided Student t bound ``mean + t(confidence, R-1) s / sqrt(R)`` across
