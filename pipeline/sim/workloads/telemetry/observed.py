@@ -1,0 +1,164 @@
+"""``Observed``: what a telemetry file says about a service, whatever its format.
+
+Monitoring data comes at three grains, and a reader keeps the finest its
+format has, so the fit can say how each part was fitted:
+
+- **per request** (k6 points, OTLP spans): arrival times and service times
+  one by one, and whether each attempt failed;
+- **per interval** (a Prometheus counter's increase, Locust's requests per
+  second): arrivals counted per interval, which becomes a time-varying
+  arrival process when the rate varies;
+- **summarised** (a Prometheus histogram's buckets, Locust's percentiles):
+  the service-time distribution as cumulative bucket counts or as quantiles.
+
+Every time is in seconds, every count a plain number; a reader converts its
+format's units (k6's milliseconds, Prometheus's Unix seconds) before it
+builds an ``Observed``, and validates as it reads (one line naming the file,
+the line or field, the value and what was expected). ``Observed`` itself only
+checks that what it is given is consistent, so a reader's bug is caught here
+rather than as a strange fit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Observed", "ServiceHistogram"]
+
+
+def _vector(name: str, values: object, *, positive: bool = False) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite numbers")
+    if positive and np.any(array <= 0):
+        raise ValueError(f"{name} must be > 0")
+    if not positive and np.any(array < 0):
+        raise ValueError(f"{name} must be >= 0")
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True)
+class ServiceHistogram:
+    """Service times as a cumulative histogram (Prometheus's ``le`` buckets).
+
+    Attributes:
+        upper_bounds_s: each bucket's upper bound, seconds, increasing; the
+            last may be ``inf`` (Prometheus's ``+Inf`` bucket).
+        cumulative_counts: observations at or below each bound,
+            non-decreasing (Prometheus's ``_bucket`` counters' increase over
+            the window).
+        sum_s: the observations' total, seconds (``_sum``), or NaN if unknown.
+    """
+
+    upper_bounds_s: np.ndarray
+    cumulative_counts: np.ndarray
+    sum_s: float = math.nan
+
+    def __post_init__(self) -> None:
+        bounds = np.asarray(self.upper_bounds_s, dtype=np.float64)
+        counts = _vector("cumulative_counts", self.cumulative_counts)
+        if bounds.ndim != 1 or bounds.size != counts.size or bounds.size == 0:
+            raise ValueError("upper_bounds_s and cumulative_counts must be equal, non-empty rows")
+        if np.any(np.isnan(bounds)) or np.any(bounds <= 0) or np.any(np.diff(bounds) <= 0):
+            raise ValueError("upper_bounds_s must be > 0 and increasing")
+        if np.any(np.diff(counts) < 0):
+            raise ValueError("cumulative_counts must not decrease")
+        bounds.setflags(write=False)
+        object.__setattr__(self, "upper_bounds_s", bounds)
+        object.__setattr__(self, "cumulative_counts", counts)
+
+    @property
+    def n(self) -> int:
+        """Observations counted (the last bucket's count, rounded)."""
+        return round(float(self.cumulative_counts[-1]))
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What one telemetry file says about one service (one stage).
+
+    Give whatever the format has; leave the rest ``None``. At least one way to
+    know arrivals and one to know service times must be present for a fit.
+
+    Attributes:
+        source: where it came from, for messages (``"k6 run.json"``).
+        arrivals_s: arrival times, seconds from the window's start, sorted
+            (per-request formats).
+        interval_s: with ``counts``, the length of each counting interval, seconds.
+        counts: arrivals counted per interval (per-interval formats).
+        service_s: service (attempt) durations, seconds, one per attempt.
+        histogram: service times as a :class:`ServiceHistogram`.
+        quantiles_s: service-time quantiles by level (``{0.5: 0.08, 0.95: 0.3}``),
+            seconds, with ``mean_service_s`` if the format gives it.
+        mean_service_s: the service times' mean, seconds, when known apart
+            from ``service_s`` (Locust's average, a histogram's ``_sum/_count``).
+        attempts: attempts (requests) in the window, for the failure share.
+        failed: of those, how many failed.
+        backlog: items waiting now (a queue-depth gauge's last value).
+        workers: workers (concurrency) serving the stage, when the data says.
+        notes: what the reader assumed or converted, one sentence each.
+    """
+
+    source: str
+    arrivals_s: np.ndarray | None = None
+    interval_s: float | None = None
+    counts: np.ndarray | None = None
+    service_s: np.ndarray | None = None
+    histogram: ServiceHistogram | None = None
+    quantiles_s: dict[float, float] | None = None
+    mean_service_s: float | None = None
+    attempts: int | None = None
+    failed: int | None = None
+    backlog: int | None = None
+    workers: int | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.arrivals_s is not None:
+            arrivals = _vector("arrivals_s", self.arrivals_s)
+            if np.any(np.diff(arrivals) < 0):
+                raise ValueError("arrivals_s must be sorted")
+            object.__setattr__(self, "arrivals_s", arrivals)
+        if (self.counts is None) != (self.interval_s is None):
+            raise ValueError("counts and interval_s go together")
+        if self.counts is not None:
+            object.__setattr__(self, "counts", _vector("counts", self.counts))
+            if not (math.isfinite(self.interval_s) and self.interval_s > 0):
+                raise ValueError(f"interval_s must be a finite number > 0, got {self.interval_s!r}")
+        if self.service_s is not None:
+            object.__setattr__(self, "service_s", _vector("service_s", self.service_s))
+        if self.quantiles_s is not None:
+            levels = sorted(self.quantiles_s)
+            values = [self.quantiles_s[q] for q in levels]
+            if not all(0 < q < 1 for q in levels):
+                raise ValueError("quantile levels must be in (0, 1)")
+            if not all(math.isfinite(v) and v >= 0 for v in values) or any(
+                b < a for a, b in itertools.pairwise(values)
+            ):
+                raise ValueError("quantiles_s must be finite, >= 0 and non-decreasing")
+        for name in ("attempts", "failed", "backlog", "workers"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or int(value) != value or value < 0):
+                raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+        if (self.failed is None) != (self.attempts is None):
+            raise ValueError("failed and attempts go together")
+        if self.failed is not None and self.failed > self.attempts:
+            raise ValueError(f"failed ({self.failed}) exceeds attempts ({self.attempts})")
+        object.__setattr__(self, "notes", tuple(self.notes))
+
+    @property
+    def has_arrivals(self) -> bool:
+        """True when the arrivals are known, one by one or counted per interval."""
+        return self.arrivals_s is not None or self.counts is not None
+
+    @property
+    def has_service(self) -> bool:
+        """True when service times are known, one by one, bucketed or as quantiles."""
+        return self.service_s is not None or self.histogram is not None or bool(self.quantiles_s)
