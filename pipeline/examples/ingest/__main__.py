@@ -23,7 +23,9 @@ import asyncio
 import dataclasses
 import json
 import math
+import socket
 import sys
+import time
 from typing import NoReturn
 
 __all__ = ["main"]
@@ -157,8 +159,53 @@ def _parser() -> argparse.ArgumentParser:
         default=0.25,
         help="share of the prediction allowed beyond its interval",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=_positive_int("--metrics-port", 65_535),
+        default=None,
+        metavar="PORT",
+        help="serve each real run's Prometheus metrics on 127.0.0.1:PORT while it runs "
+        "(needs the [metrics] extra)",
+    )
+    parser.add_argument(
+        "--metrics-linger",
+        type=_share("--metrics-linger", below_one=False),
+        default=0.0,
+        metavar="SECONDS",
+        help="keep serving this long after each run, so Prometheus takes a last "
+        "scrape (your scrape interval; default 0)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     return parser
+
+
+class _Lingering:
+    """A run's metrics server, closed ``linger_s`` seconds after the run ends.
+
+    :func:`~pipeline.examples.ingest.chain.ingest` calls ``close`` off the
+    event loop, so the wait holds up nothing but the next phase.
+    """
+
+    def __init__(self, server: object, linger_s: float) -> None:
+        self.server, self.linger_s = server, linger_s
+
+    def close(self) -> None:
+        time.sleep(self.linger_s)
+        self.server.close()
+
+
+def _metrics_server(port: int, linger_s: float):
+    """``serve_metrics`` for :func:`run_loop`: each run's chain on 127.0.0.1:``port``.
+
+    The port is tried once here, so one in use is an error before any work
+    (a race with another process taking it later still fails, at that run).
+    """
+    import pipeline.metrics
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))
+
+    return lambda chain: _Lingering(pipeline.metrics.serve(chain, port=port), linger_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,6 +242,19 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (TypeError, ValueError) as error:
         parser.error(str(error))
+    serve_metrics = None
+    if args.metrics_port is not None:
+        try:
+            serve_metrics = _metrics_server(args.metrics_port, args.metrics_linger)
+        except ImportError as error:  # the [metrics] extra is missing
+            parser.error(str(error))
+        except OSError as error:
+            parser.error(
+                f"--metrics-port {args.metrics_port}: 127.0.0.1 cannot listen there: "
+                f"{error.strerror or error}"
+            )
+    elif args.metrics_linger:
+        parser.error("--metrics-linger needs --metrics-port")
     try:
         result = asyncio.run(
             run_loop(
@@ -209,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 stop_on_sigterm=True,
                 twin=not args.no_twin,
+                serve_metrics=serve_metrics,
             )
         )
     except SinkError as error:
@@ -217,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as error:
         print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 1
+    except OSError as error:  # the metrics port is in use (serve names host:port)
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(result, allow_nan=False))
     else:

@@ -294,6 +294,7 @@ async def ingest(
     stop_on_sigterm: bool = False,
     stop_event: asyncio.Event | None = None,
     max_samples: int | None = 10_000,
+    serve_metrics: Callable[[Chain], Any] | None = None,
 ) -> IngestRun:
     """Ingest the partner's listing into ``sink`` through a fetch -> write chain.
 
@@ -309,6 +310,10 @@ async def ingest(
         stop_on_sigterm: SIGTERM stops intake and drains (main thread only).
         stop_event: setting it stops intake and drains.
         max_samples: most live samples kept (None: all); see :func:`keep_sample`.
+        serve_metrics: called with the chain before it runs (for example
+            ``lambda chain: pipeline.metrics.serve(chain, port=9464)``); what
+            it returns is closed (``.close()``) once the run has ended, even
+            when it fails.
 
     Returns:
         The :class:`IngestRun`.
@@ -382,9 +387,15 @@ async def ingest(
                 on_sample(samples)
 
     sampler = loop.create_task(sample_forever()) if (on_sample or every_s) else None
+    served = None
     try:
+        # Inside the try: a port in use raises here, and the timers and signal
+        # handler set above are still undone below.
+        served = serve_metrics(chain) if serve_metrics is not None else None
         report = await chain.run(feed)
     finally:
+        if served is not None:
+            await loop.run_in_executor(None, served.close)
         for timer in timers:
             timer.cancel()
         if stop_on_sigterm:

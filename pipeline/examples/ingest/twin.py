@@ -249,6 +249,7 @@ async def run_loop(
     on_sample: Callable[[list[dict[str, Any]]], None] | None = None,
     stop_on_sigterm: bool = False,
     twin: bool = True,
+    serve_metrics: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any]:
     """The whole loop: record a baseline, calibrate, predict the what-if, verify it for real.
 
@@ -269,6 +270,9 @@ async def run_loop(
             ingestion drains, fitting and predicting stop, and the result so far
             comes back with ``"ended": "SIGTERM"`` (main thread only).
         twin: False runs the baseline ingestion only.
+        serve_metrics: serves each real run's chain while it runs (see
+            :func:`~pipeline.examples.ingest.chain.ingest`): the baseline, then
+            each repeat of the what-if, one after the other.
 
     Returns:
         One JSON-ready dict: ``measured``, ``predicted``, ``comparison``,
@@ -325,6 +329,7 @@ async def run_loop(
             seed=seed,
             on_sample=on_sample,
             twin=twin,
+            serve_metrics=serve_metrics,
             stopping=stopping,
             signalled=signalled,
         )
@@ -383,6 +388,7 @@ async def _run_loop(
     seed: int,
     on_sample: Callable[[list[dict[str, Any]]], None] | None,
     twin: bool,
+    serve_metrics: Callable[[Any], Any] | None,
     stopping: asyncio.Event,
     signalled: list[str],
 ) -> dict[str, Any]:
@@ -399,7 +405,11 @@ async def _run_loop(
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ingest-"))
             database = Path(folder) / "records.sqlite"
         server = stack.enter_context(PartnerProcess(partner))
-        options: dict[str, Any] = {"on_sample": on_sample, "stop_event": stopping}
+        options: dict[str, Any] = {
+            "on_sample": on_sample,
+            "stop_event": stopping,
+            "serve_metrics": serve_metrics,
+        }
         baseline = await record_run(server.url, database, config, trace=twin, **options)
         result: dict[str, Any] = {
             "records": records,
