@@ -147,6 +147,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.examples.ingest.__main__", "main", "pipeline.examples.ingest.server"): INGEST_FIRST,
     ("pipeline.examples.ingest.__main__", "main", "pipeline.examples.ingest.sink"): INGEST_FIRST,
     ("pipeline.examples.ingest.__main__", "main", "pipeline.examples.ingest.twin"): INGEST_FIRST,
+    ("pipeline.examples.ingest.__main__", "_metrics_server", "pipeline.metrics"): OPTIONAL,
     ("pipeline.lessons.widgets", "knee_widget.draw", "pipeline.sim"): THEORY_NAME,
     ("pipeline.lessons.widgets", "knee_widget.summarise", "pipeline.sim"): THEORY_NAME,
     ("pipeline.lessons.widgets", "retry_widget.summarise", "pipeline.sim"): THEORY_NAME,
