@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import ciw
 import numpy as np
 import pytest
 
@@ -139,7 +140,6 @@ def test_erlang_a_refuses_bad_input_in_one_line(args, message):
 
 # -- against Ciw ---------------------------------------------------------------------------
 
-ciw = pytest.importorskip("ciw")
 HORIZON, WARMUP = 4_000.0, 200.0
 
 
