@@ -1,5 +1,5 @@
 """``python -m pipeline``: the command line (see :mod:`pipeline.cli`, one module per command)."""
 
-from pipeline.cli import main
+from pipeline.cli import run_as_command
 
-raise SystemExit(main())
+raise SystemExit(run_as_command())

@@ -1,5 +1,5 @@
 """``python -m pipeline.cli``: the same command line as ``python -m pipeline``."""
 
-from pipeline.cli import main
+from pipeline.cli import run_as_command
 
-raise SystemExit(main())
+raise SystemExit(run_as_command())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 
@@ -424,3 +425,33 @@ def test_spec_files_are_relative_to_the_scenario_file(measured):
     # 10 periods of 30 + 90 + 0 arrivals: 1200 expected, a Poisson count (4 sd: 139)
     assert abs(from_file["items_offered"] - 1200) < 4 * 1200**0.5
     assert from_file["engine"] == "kernel"
+
+
+PROBE = """\
+import os, runpy, sys
+sys.argv = ["pipeline", "simulate", "--arrivals", "poisson:rate=3", "--service",
+            "exponential:mean=1", "--concurrency", "4", "--items", "200", "--json"]
+try:
+    runpy.run_module("pipeline", run_name="__main__")
+except SystemExit as done:
+    assert done.code == 0, done.code
+threads = len(os.listdir("/proc/self/task"))
+print(os.environ.get("OPENBLAS_NUM_THREADS"), threads, file=sys.stderr)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads in /proc")
+@pytest.mark.parametrize(("given", "expected"), [(None, "1"), ("2", "2")])
+def test_the_command_runs_numpy_with_one_blas_thread_unless_told(given, expected):
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    value, threads = done.stderr.split()[-2:]
+    assert value == expected
+    if given is None:
+        # the main thread only: no BLAS pool was started at numpy's import
+        assert threads == "1"
