@@ -56,7 +56,7 @@ def _kind(value: object) -> str:
     return "a number"
 
 
-def _open(name: str, what: str) -> IO[str]:
+def _open(name: str, what: str) -> IO[bytes]:
     with open(name, "rb") as f:
         magic = f.read(4)
     if magic.startswith(_ZSTD_MAGIC):
@@ -65,8 +65,19 @@ def _open(name: str, what: str) -> IO[str]:
             "JSON text or gzip"
         )
     if magic.startswith(_GZIP_MAGIC):
-        return gzip.open(name, "rt", encoding="utf-8", newline="\n")
-    return open(name, encoding="utf-8", newline="\n")
+        return gzip.open(name, "rb")
+    return open(name, "rb")
+
+
+def _text(data: bytes, where: str, what: str) -> str:
+    # Decoded line by line (not by a text stream's read-ahead), so an error names its line.
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line); "
+            f"expected {what}"
+        ) from None
 
 
 def _parse(text: str, where: str, what: str) -> dict[str, Any]:
@@ -102,7 +113,7 @@ def json_objects(
     Args:
         path: the file (plain UTF-8 text, or gzip-compressed).
         what: what each line should be, for messages (``"a k6 --out json line"``).
-        max_line_chars: the longest line accepted, characters; a longer one is
+        max_line_chars: the longest line accepted, bytes; a longer one is
             refused before it is read whole.
         whole_document: also accept a file that is one JSON object spread over
             several lines (pretty-printed, as an OTLP/HTTP request body), when
@@ -118,34 +129,32 @@ def json_objects(
     try:
         with _open(name, what) as f:
             while True:
-                line = f.readline(max_line_chars + 1)
-                if not line:
+                data = f.readline(max_line_chars + 1)
+                if not data:
                     return
                 number += 1
-                if len(line) > max_line_chars:
+                if len(data) > max_line_chars:
                     raise ValueError(
-                        f"{name} line {number}: longer than {max_line_chars:,} characters; "
+                        f"{name} line {number}: longer than {max_line_chars:,} bytes; "
                         f"expected {what}"
                     )
+                where = f"{name} line {number}"
+                line = _text(data, where, what)
+                if number == 1:
+                    line = line.removeprefix("\ufeff")
                 if not line.strip():
                     continue
                 if whole_document and number == 1 and _incomplete(line):
-                    rest = f.read(max_line_chars + 1 - len(line))
-                    text = line + rest
-                    if len(text) > max_line_chars or f.read(1):
+                    rest = f.read(max_line_chars + 1 - len(data))
+                    if len(data) + len(rest) > max_line_chars:
                         raise ValueError(
-                            f"{name} line 1: not a complete JSON object on one line, and longer "
-                            f"than {max_line_chars:,} characters to read as one document; "
+                            f"{where}: not a complete JSON object on one line, and longer "
+                            f"than {max_line_chars:,} bytes to read as one document; "
                             f"expected {what}"
                         )
-                    yield 1, _parse(text, name, what)
+                    yield 1, _parse(line + _text(rest, name, what), name, what)
                     return
-                yield number, _parse(line, f"{name} line {number}", what)
-    except UnicodeDecodeError as exc:
-        raise ValueError(
-            f"{name} line {number + 1}: not UTF-8 text ({exc.reason} at byte {exc.start} of the "
-            f"line); expected {what}"
-        ) from None
+                yield number, _parse(line, where, what)
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise ValueError(
             f"{name} line {number + 1}: not a complete gzip file ({exc or 'cut short'})"

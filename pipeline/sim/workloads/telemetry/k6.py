@@ -38,7 +38,7 @@ from .observed import Observed
 __all__ = ["MAX_LINE_CHARS", "read"]
 
 MAX_LINE_CHARS = 1 << 20
-"""The longest line read, characters (1 Mi; k6's lines are a few hundred)."""
+"""The longest line read, bytes (1 Mi; k6's lines are a few hundred)."""
 
 _WHAT = 'a k6 --out json line ({"type": "Metric"|"Point", "metric": ..., "data": {...}})'
 _TIME = re.compile(

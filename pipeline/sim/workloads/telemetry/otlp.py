@@ -49,7 +49,7 @@ from .observed import Observed
 __all__ = ["MAX_LINE_CHARS", "WAIT_ATTRIBUTE", "read"]
 
 MAX_LINE_CHARS = 1 << 24
-"""The longest line read, characters (16 Mi: one export request of many thousand spans)."""
+"""The longest line read, bytes (16 Mi: one export request of many thousand spans)."""
 
 WAIT_ATTRIBUTE = "pipeline.wait_seconds"
 """The span attribute holding an item's time in the queue before its first attempt, seconds."""
