@@ -267,13 +267,13 @@ def test_bad_bytes_long_lines_and_broken_gzip(tmp_path):
 
 
 def test_memory_stays_bounded_on_a_large_file(tmp_path):
-    # 8 MB of points the reader passes over, around a few requests: what is kept is the
+    # 2 MB of points the reader passes over, around a few requests: what is kept is the
     # requests (16 bytes each), whatever the file's size.
     filler = point(metric="iteration_duration") + "\n"
     path = tmp_path / "big.json"
     with path.open("w") as f:
         f.write(point() + "\n")
-        for _ in range(8_000_000 // len(filler)):
+        for _ in range(2_000_000 // len(filler)):
             f.write(filler)
         f.write(point(time="2026-01-01T00:00:01Z") + "\n")
     tracemalloc.start()
@@ -283,4 +283,4 @@ def test_memory_stays_bounded_on_a_large_file(tmp_path):
     finally:
         tracemalloc.stop()
     assert observed.arrivals_s.size == 2
-    assert peak < 1_000_000
+    assert peak < 200_000  # a tenth of the file: held as Python objects it would be ten times it
