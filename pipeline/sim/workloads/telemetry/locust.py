@@ -45,10 +45,13 @@ import numpy as np
 from ..csvcolumn import csv_rows
 from .observed import Observed
 
-__all__ = ["MAX_INTERVALS", "read"]
+__all__ = ["MAX_GAP_S", "MAX_INTERVALS", "read"]
 
 MAX_INTERVALS = 1 << 22
 """The most counting intervals a file may span (4 Mi: seven weeks of seconds)."""
+
+MAX_GAP_S = 3600
+"""The longest time between two rows of one run, seconds (Locust writes one a second)."""
 
 _AGGREGATED = "Aggregated"
 _REQUIRED = (
@@ -99,7 +102,8 @@ def _levels(header: list[str]) -> dict[str, float]:
     for column in header:
         match = _PERCENTILE.fullmatch(column)
         if match and 0 < float(match.group(1)) < 100:
-            levels[column] = float(match.group(1)) / 100
+            # Rounded so that '99.9%' is the level 0.999, not 0.9990000000000001.
+            levels[column] = round(float(match.group(1)) / 100, 12)
     return levels
 
 
@@ -224,6 +228,12 @@ def _grid(source: str, times: list[int], totals: list[int]) -> tuple[float, np.n
         raise ValueError(
             f"{source}: every row has the same Timestamp; counting requests per "
             "interval needs rows at different times"
+        )
+    widest = int(np.argmax(steps))
+    if steps[widest] > MAX_GAP_S:
+        raise ValueError(
+            f"{source}: {int(steps[widest]):,} s between the rows at {times[widest]} and "
+            f"{times[widest + 1]} (Locust writes one a second); rows of several runs?"
         )
     step = int(np.gcd.reduce(positive))
     cells = int((t[-1] - t[0]) // step)
