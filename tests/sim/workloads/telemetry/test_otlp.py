@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import pipeline.tracing
-from pipeline import Backoff, Chain, Pipeline, PipelineConfig, Stage
+from pipeline import Backoff, Chain, EventKind, Pipeline, PipelineConfig, Stage
 from pipeline.sim.workloads.telemetry import otlp
 from tests.core.test_metrics import faulty
 from tests.sim.workloads.telemetry import known
@@ -193,6 +194,12 @@ def test_spans_from_the_real_tracing_through_the_sdk_file_exporter(tmp_path):
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(path)))
     rng = random.Random(4)
+    admitted = []
+
+    def on_event(kind, now_s, item):
+        if kind is EventKind.ADMITTED:
+            admitted.append(now_s)
+
     pipe = Pipeline(
         faulty(rng, fail=0.3, slow=0.05),
         PipelineConfig(
@@ -200,6 +207,7 @@ def test_spans_from_the_real_tracing_through_the_sdk_file_exporter(tmp_path):
         ),
         name="orders",
         rng=random.Random(4),
+        on_event=on_event,
     )
 
     async def go():
@@ -214,6 +222,10 @@ def test_spans_from_the_real_tracing_through_the_sdk_file_exporter(tmp_path):
     assert observed.arrivals_s.size == report.admitted
     assert observed.service_s.size == report.attempts
     assert not any("carry no" in note for note in observed.notes)
+    # Arrivals are the admissions (first attempts' starts minus pipeline.wait_seconds), to
+    # the nanoseconds that the span times are truncated to.
+    admitted = np.sort(admitted)
+    assert np.allclose(observed.arrivals_s, admitted - admitted[0], rtol=0, atol=3e-9)
 
 
 def test_a_chain_s_stages_are_destinations(tmp_path):
@@ -339,3 +351,23 @@ def test_only_unfinished_attempts_and_orphan_retries(tmp_path):
     )
     with pytest.raises(ValueError, match=r"has retries but no first attempt"):
         otlp.read(write(tmp_path / "retry.json", [retry]))
+
+
+def test_memory_stays_bounded_on_a_large_export(tmp_path):
+    # 2 MB of spans the reader passes over (a web service's) around a few of the pipeline's:
+    # what is kept is the selected spans (50 bytes each), whatever the file's size.
+    run = known.run(n_items=20, seed=2)
+    filler = export_lines(server_spans(run, "GET /other"), run.end_ns)[0]
+    path = tmp_path / "big.json"
+    with path.open("w") as f:
+        f.write(export_lines(pipeline_spans(run), run.end_ns)[0] + "\n")
+        for _ in range(2_000_000 // len(filler)):
+            f.write(filler + "\n")
+    tracemalloc.start()
+    try:
+        observed = otlp.read(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert observed.arrivals_s.size == 20
+    assert peak < 200_000  # a tenth of the file: held as Python objects it would be ten times it
