@@ -128,13 +128,14 @@ def _any_value(value: object, where: str) -> Any:
 def _attributes(obj: dict[str, Any], where: str, keys: frozenset[str]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for i, kv in enumerate(_list(obj, "attributes", where)):
-        at = f"{where}.attributes[{i}]"
-        kv = _object(kv, at)
+        # Messages are formatted only on error: a span has many attributes, few of them read.
+        if not isinstance(kv, dict):
+            raise ValueError(f"{where}.attributes[{i}] must be an object, got {kv!r:.60}")
         key = kv.get("key")
         if not isinstance(key, str):
-            raise ValueError(f"{at}.key must be a string, got {key!r:.60}")
+            raise ValueError(f"{where}.attributes[{i}].key must be a string, got {key!r:.60}")
         if key in keys:
-            found[key] = _any_value(kv.get("value"), f"{at} ({key}).value")
+            found[key] = _any_value(kv.get("value"), f"{where}.attributes[{i}] ({key}).value")
     return found
 
 
