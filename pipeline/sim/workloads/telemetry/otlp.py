@@ -409,7 +409,10 @@ def _from_group(source: str, group: _Spans, label: str, server: bool) -> Observe
         notes.append(f"{label}: each span is a request, arriving at its start")
     elif given.all():
         arrival = arrival - wait[first]
-        notes.append(f"{label}: arrivals are first attempts' starts minus {WAIT_ATTRIBUTE}")
+        notes.append(
+            f"{label}: arrivals are first attempts' starts minus {WAIT_ATTRIBUTE}: admissions "
+            "to the queue, later than the items' arrivals while a full queue blocks the producer"
+        )
     else:
         arrival = np.where(given, arrival - np.where(given, wait[first], 0), arrival)
         notes.append(
