@@ -10,9 +10,14 @@ with the SDK)::
 One span per attempt, following OpenTelemetry's messaging semantic
 conventions: named ``process NAME``, kind ``CONSUMER``, with
 ``messaging.operation.type = "process"``, ``messaging.destination.name`` the
-pipeline's name (a chain's stage: the stage's name) and, on failure,
-``error.type`` (the exception's class name) and an error status. A retry's
-span links to the item's first attempt's span. Attributes carry names and
+pipeline's name (a chain's stage: the stage's name), ``pipeline.attempt``
+(1 for the first) and, on failure, ``error.type`` (the exception's class
+name) and an error status. A retry's span links to the item's first
+attempt's span. The first attempt's span also carries
+``pipeline.wait_seconds``, the item's time in the queue (seconds, as the
+wait histogram records it), so the item's admission is the span's start
+minus it: what :mod:`pipeline.sim.workloads.telemetry.otlp` reads back as
+the arrival. Attributes carry names and
 counts, never payloads. The histograms of :mod:`pipeline._metric_names`
 (wait, attempt duration, latency, in seconds) are recorded as OpenTelemetry
 histograms under the same names, with attributes ``pipeline`` and ``stage``.
@@ -128,16 +133,21 @@ class _Tracer:
     def __call__(self, kind: EventKind, now_s: float, item: Any) -> None:
         if kind is EventKind.STARTED:
             first = self._firsts.get(item)
+            attributes = {**self._attributes, "pipeline.attempt": item.attempts}
+            if first is None:
+                wait_s = now_s - item.admitted_s
+                # The item's time in the queue: its arrival is this span's start minus it.
+                attributes["pipeline.wait_seconds"] = wait_s
             span = self._tracer.start_span(
                 self._name,
                 kind=SpanKind.CONSUMER,
-                attributes={**self._attributes, "pipeline.attempt": item.attempts},
+                attributes=attributes,
                 links=[Link(first)] if first is not None else None,
                 start_time=self._wall_ns(now_s),
             )
             if first is None:
                 self._firsts[item] = span.get_span_context()
-                self._wait.record(now_s - item.admitted_s, self._labels)
+                self._wait.record(wait_s, self._labels)
             self._spans[item] = (span, now_s)
         elif kind is EventKind.COMPLETED:
             self._end(item, now_s, None)

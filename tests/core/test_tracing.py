@@ -78,9 +78,12 @@ def test_one_span_per_attempt_with_messaging_conventions(otel, seed):
     for span in finished:
         if span.attributes["pipeline.attempt"] == 1:
             assert not span.links
+            # The item's time in the queue, so that its arrival is the start minus it.
+            assert 0 <= span.attributes["pipeline.wait_seconds"] < 60
         else:
             (link,) = span.links
             assert by_id[link.context.span_id].attributes["pipeline.attempt"] == 1
+            assert "pipeline.wait_seconds" not in span.attributes
     retries = sum(1 for s in finished if s.attributes["pipeline.attempt"] > 1)
     assert retries == report.statistics.retried
     counts = histogram_counts(reader)
@@ -142,3 +145,31 @@ def test_without_opentelemetry_it_is_one_missing_extra_naming_metrics():
     assert out.stdout.strip() == (
         "MissingExtra pipeline.tracing needs opentelemetry: pip install 'pipeline-lab[metrics]'"
     )
+
+
+def test_the_first_attempt_carries_the_wait_the_histogram_records(otel):
+    spans, reader, providers = otel
+
+    async def slow(x):
+        await asyncio.sleep(0.005)
+        return x
+
+    pipe = Pipeline(slow, PipelineConfig(concurrency=1), name="queued")
+
+    async def run():
+        with pipeline.tracing.instrument(pipe, **providers):
+            return await pipe.run(range(6))
+
+    asyncio.run(run())
+    waits = [s.attributes["pipeline.wait_seconds"] for s in spans.get_finished_spans()]
+    assert len(waits) == 6
+    assert max(waits) > 0.01  # one worker: the last items waited for the others
+    (point,) = [
+        p
+        for r in reader.get_metrics_data().resource_metrics
+        for sm in r.scope_metrics
+        for m in sm.metrics
+        if m.name == "pipeline_wait_seconds"
+        for p in m.data.data_points
+    ]
+    assert point.sum == pytest.approx(sum(waits), rel=1e-12)
