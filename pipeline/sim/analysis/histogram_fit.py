@@ -53,8 +53,8 @@ class HistogramServiceFit(ServiceFit):
     Attributes:
         chi2: the log-normal's goodness-of-fit test over the buckets.
         p95_s: the service's 95th percentile, seconds.
-        mean_se_s: standard error of the fitted log-normal's mean (NaN for the buckets).
-        p95_se_s: standard error of its 95th percentile (NaN for the buckets).
+        mean_se_s: standard error of the fitted log-normal's mean (NaN if none was fitted).
+        p95_se_s: standard error of its 95th percentile (NaN if none was fitted).
         observed_mean_s: ``_sum / _count`` when the sum was given, else NaN.
         lognormal: the fitted log-normal, whether or not it was chosen.
     """
@@ -73,7 +73,8 @@ class HistogramServiceFit(ServiceFit):
 
 
 def _phi(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.vectorize(math.erf)(z / _SQRT2))
+    # math.erf one by one: a histogram has a few dozen buckets, and numpy has no erf.
+    return 0.5 * (1.0 + np.array([math.erf(v / _SQRT2) for v in z.tolist()]))
 
 
 def _cells(hist: ServiceHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,14 +96,14 @@ def _probabilities(lower: np.ndarray, upper: np.ndarray, mu: float, sigma: float
 def _negative_log_likelihood(
     params: np.ndarray, lower: np.ndarray, upper: np.ndarray, counts: np.ndarray
 ) -> float:
+    """Minus the log-likelihood; the buckets given should be those holding observations."""
     mu, log_sigma = float(params[0]), float(params[1])
     if not -30 < log_sigma < 5:
         return math.inf
     p = _probabilities(lower, upper, mu, math.exp(log_sigma))
-    used = counts > 0
-    if np.any(p[used] <= 0):
+    if np.any(p <= 0):
         return math.inf
-    return -float(np.sum(counts[used] * np.log(p[used])))
+    return -float(np.sum(counts * np.log(p)))
 
 
 def _nelder_mead(f, start: np.ndarray, scale: np.ndarray, iterations: int = 2000) -> np.ndarray:
@@ -193,8 +194,10 @@ def fit_histogram(hist: ServiceHistogram) -> HistogramServiceFit:
         raise ValueError("the service histogram counts no observation in the window")
     observed_mean = hist.sum_s / n if math.isfinite(hist.sum_s) else math.nan
 
+    used = counts > 0  # an empty bucket adds count * log(p) = 0 to the likelihood
+
     def nll(params: np.ndarray) -> float:
-        return _negative_log_likelihood(params, lower, upper, counts)
+        return _negative_log_likelihood(params, lower[used], upper[used], counts[used])
 
     best = _nelder_mead(nll, _start(lower, upper, counts), np.array([0.5, 0.3]))
     mu, sigma = float(best[0]), math.exp(float(best[1]))
@@ -234,6 +237,6 @@ def fit_histogram(hist: ServiceHistogram) -> HistogramServiceFit:
     bucketed = _bucketed(hist)
     return HistogramServiceFit(
         "buckets", bucketed, round(n), bucketed.mean, math.nan, math.nan, {},
-        chi2=test, p95_s=bucket_quantile(hist, 0.95), observed_mean_s=observed_mean,
-        lognormal=fitted,
+        chi2=test, p95_s=bucket_quantile(hist, 0.95), mean_se_s=mean_se, p95_se_s=p95_se,
+        observed_mean_s=observed_mean, lognormal=fitted,
     )  # fmt: skip

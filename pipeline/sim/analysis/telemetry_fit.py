@@ -183,7 +183,8 @@ def _finite(value: float) -> float | None:
 
 
 def _interval(fit: ServiceFit, attribute: str, value: float) -> list[float | None] | None:
-    se = getattr(fit, attribute, math.nan)
+    """value +- 1.96 standard errors of the fitted log-normal (None for other services)."""
+    se = getattr(fit, attribute, math.nan) if fit.family == "lognormal" else math.nan
     if not math.isfinite(se):
         return None
     return [_finite(value - 1.96 * se), _finite(value + 1.96 * se)]

@@ -42,11 +42,15 @@ def query_range_answer(
     step_s: float,
     pipeline: str = "sim",
     metric: str = r"pipeline_.+",
+    until_s: float | None = None,
 ) -> dict[str, Any]:
-    """The ``query_range`` answer for ``{__name__=~metric}`` over the run, every ``step_s``."""
+    """The ``query_range`` answer for ``{__name__=~metric}`` every ``step_s``.
+
+    The window is the whole run, or its first ``until_s`` seconds (virtual time).
+    """
     path = tmp / "run.om"
     result.to_openmetrics(path, start_s=start_s, step_s=step_s, pipeline=pipeline)
-    end = start_s + result.summary["sim_time_s"]
+    end = start_s + (result.summary["sim_time_s"] if until_s is None else until_s)
     grid = start_s + step_s * np.arange(math.ceil((end - start_s) / step_s) + 1)
     out = []
     for (name, labels), points in openmetrics_series(path).items():
