@@ -271,7 +271,7 @@ def counter_increases(series: RangeSeries, source: str) -> np.ndarray:
         j = int(bad[0])
         raise ValueError(
             f"{source}: {series.where}.values[{j}]: {_shown(series)} "
-            f"is {v[j]!r}; a counter must be a finite number >= 0"
+            f"is {float(v[j])!r}; a counter must be a finite number >= 0"
         )
     steps = np.diff(v)
     return np.concatenate([[0.0], np.where(steps >= 0, steps, v[1:])])
