@@ -29,7 +29,8 @@ def _series(name: str, values, step: float = 15.0, times=None, **labels):
     times = [T0 + step * i for i in range(len(values))] if times is None else times
     return {
         "metric": {"__name__": name, **labels},
-        "values": [[t, v if isinstance(v, str) else repr(float(v))] for t, v in zip(times, values, strict=True)],
+        "values": [[t, v if isinstance(v, str) else repr(float(v))]
+                   for t, v in zip(times, values, strict=True)],
     }  # fmt: skip
 
 
@@ -48,7 +49,8 @@ def _engine_answer(**labels):
     return _answer(
         _series("pipeline_items_offered_total", [0, 10, 20, 30, 40], **labels),
         *_histogram("pipeline_attempt_duration_seconds",
-                    {"0.1": [0, 5, 10, 15, 20], "1.0": [0, 9, 19, 29, 39], "+Inf": [0, 10, 20, 30, 42]},
+                    {"0.1": [0, 5, 10, 15, 20], "1.0": [0, 9, 19, 29, 39],
+                     "+Inf": [0, 10, 20, 30, 42]},
                     **labels),
         _series("pipeline_attempts_total", [0, 9, 18, 27, 36], result="ok", **labels),
         _series("pipeline_attempts_total", [0, 1, 2, 3, 6], result="failed", **labels),
@@ -148,7 +150,8 @@ def test_a_service_not_built_on_this_engine_names_its_series(tmp_path):
         _series("http_requests_total", [0, 50, 100], job="api", code="200"),
         _series("http_requests_total", [0, 2, 5], job="api", code="503"),
         _series("http_requests_total", [0, 999, 1999], job="other", code="200"),
-        *_histogram("http_request_duration_seconds", {"0.25": [0, 40, 80], "+Inf": [0, 52, 105]}, job="api"),
+        *_histogram("http_request_duration_seconds", {"0.25": [0, 40, 80], "+Inf": [0, 52, 105]},
+                    job="api"),
     )  # fmt: skip
     observed = read(
         _write(tmp_path, data),
@@ -191,7 +194,8 @@ def _bucket(result, le):
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda t: _write(t, '{"status": "success", "data": '), r"range\.json: not valid JSON: .* line 1"),
+        (lambda t: _write(t, '{"status": "success", "data": '),
+         r"range\.json: not valid JSON: .* line 1"),
         (lambda t: _write(t, b"\xff\xfe".decode("latin-1")), "not valid JSON|not UTF-8"),
         (lambda t: _write(t, {"status": "success", "data": {"resultType": "vector", "result": []}}),
          r'data\.resultType: expected "matrix".*instant query'),
@@ -204,12 +208,14 @@ def _bucket(result, le):
         (lambda t: _engine_with(t, lambda r: [r.remove(s) for s in list(r) if "le" in s["metric"]]),
          "no series pipeline_attempt_duration_seconds_bucket for the service"),
         (lambda t: _engine_with(t, lambda r: _bucket(r, "1.0")["values"][2].__setitem__(1, "NaN")),
-         r'data\.result\[2\]\.values\[2\]: pipeline_attempt_duration_seconds_bucket\{le="1.0"\} is nan'),
+         r'data\.result\[2\]\.values\[2\]: pipeline_attempt_duration_seconds_bucket\{le="1.0"\} '
+         "is nan"),
         (lambda t: _engine_with(t, lambda r: r[0]["values"][1].__setitem__(1, "-3")),
          r"data\.result\[0\]\.values\[1\]: .* is -3.0; a counter must be a finite number >= 0"),
         (lambda t: _engine_with(t, lambda r: _bucket(r, "1.0")["values"][3].__setitem__(1, "2")),
          r'bucket le="1" holds 2, less than le="0.1" \(15\).*buckets are cumulative'),
-        (lambda t: _engine_with(t, lambda r: r.remove(_bucket(r, "+Inf"))), r'no le="\+Inf" bucket'),
+        (lambda t: _engine_with(t, lambda r: r.remove(_bucket(r, "+Inf"))),
+         r'no le="\+Inf" bucket'),
         (lambda t: _engine_with(t, lambda r: _bucket(r, "1.0")["metric"].__setitem__("le", "soon")),
          r"metric\.le: expected a bucket bound > 0"),
         (lambda t: _engine_with(t, lambda r: r[0]["values"][2].__setitem__(0, T0)),
