@@ -295,7 +295,7 @@ def _service(observed: Observed) -> tuple[ServiceFit, str, float]:
         if fit.family == "lognormal":
             how = (
                 f"log-normal fitted to {fit.n} observations in {buckets} buckets"
-                "  by interval-censored maximum likelihood ({test} >= {_LEVEL})"
+                f" by interval-censored maximum likelihood ({test} >= {_LEVEL})"
             )
         else:
             how = (

@@ -224,7 +224,7 @@ class _Reader:
                 raise ValueError(
                     f'{self.source}: {b.where}.values[{j}]: bucket le="{high:g}" holds '
                     f'{b.values[j]:g}, less than le="{low:g}" ({a.values[ia[bad[0]]]:g}) at '
-                    f"{common[bad[0]]!r}; buckets are cumulative"
+                    f"UNIX time {float(common[bad[0]])!r}; buckets are cumulative"
                 )
 
     def last_value(self, selector: Selector, what: str) -> int | None:

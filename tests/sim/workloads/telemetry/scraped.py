@@ -75,3 +75,39 @@ def _text(value: float) -> str:
 def save(answer: Any, path: Path) -> Path:
     path.write_text(json.dumps(answer))
     return path
+
+
+# The saved answer the command line's golden test and the README calibrate from: 20 minutes
+# of a known truth (Poisson 5/s, log-normal service of mean 0.2 s and cv 1, 5% of attempts
+# failing, 4 workers), as Prometheus answers query_range for it every 15 s.
+GOLDEN_INPUT = Path(__file__).resolve().parents[3] / "cli/golden/inputs/orders_range.json"
+
+
+def write_golden_input(path: Path = GOLDEN_INPUT) -> Path:
+    """Regenerate :data:`GOLDEN_INPUT` (deterministic).
+
+    Run: ``python -m tests.sim.workloads.telemetry.scraped``.
+    """
+    import tempfile
+
+    from pipeline import PipelineConfig
+    from pipeline.sim import IndependentFailures, LogNormal, Poisson, Scenario, simulate
+
+    scenario = Scenario(
+        arrivals=Poisson(rate=5.0), service=LogNormal(mean=0.2, cv=1.0),
+        config=PipelineConfig(concurrency=4, queue_maxsize=1000),
+        failures=IndependentFailures(0.05), duration_s=1200.0, seed=20261201,
+    )  # fmt: skip
+    result = simulate(scenario, engine="kernel")
+    with tempfile.TemporaryDirectory() as tmp:
+        answer = query_range_answer(
+            result, Path(tmp), start_s=1_764_583_200.0, step_s=15.0, pipeline="orders",
+            until_s=1200.0,
+        )  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(answer, separators=(",", ":")) + "\n")
+    return path
+
+
+if __name__ == "__main__":
+    print(f"wrote {write_golden_input()}")
