@@ -50,10 +50,11 @@ import re
 import sys
 import tempfile
 import time
+from datetime import datetime
 from typing import Any
 
 from .output import json_safe
-from .values import OPTIONS, parse_int
+from .values import MAX_CONCURRENCY, OPTIONS, parse_int
 
 __all__ = ["add_command"]
 
@@ -106,8 +107,6 @@ def parse_time(text: str, flag: str, now: float) -> float:
     try:
         seconds = float(value)
     except ValueError:
-        from datetime import datetime
-
         try:
             stamp = datetime.fromisoformat(value)
         except ValueError:
@@ -274,8 +273,6 @@ def _calibrate(args: argparse.Namespace) -> int:
     options = _reader_options(args, module.read)
     concurrency = None
     if args.concurrency is not None:
-        from .values import MAX_CONCURRENCY
-
         concurrency = parse_int(
             args.concurrency, at_least=1, at_most=MAX_CONCURRENCY, what="workers"
         )
