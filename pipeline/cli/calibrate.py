@@ -288,6 +288,11 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     observed = module.read(args.file, **options)
     fit = calibrate_observed(observed, concurrency=concurrency, seed=seed)
+    if fit.concurrency > MAX_CONCURRENCY:
+        raise ValueError(
+            f"{args.file}: {fit.concurrency} workers is more than a scenario file takes "
+            f"({MAX_CONCURRENCY:,}); give --concurrency N"
+        )
     if args.out is not None:
         text, files = scenario_file(fit, args.out)
         _write_all(args.out, text, files)

@@ -125,6 +125,11 @@ def _bad(tmp_path):
     bucket["values"][7][1] = "1"
     (tmp_path / "down.json").write_text(json.dumps(down))
     (tmp_path / "folder.json").mkdir()
+    huge = json.loads(GOLDEN_INPUT.read_text())
+    for series in huge["data"]["result"]:
+        if series["metric"]["__name__"] == "pipeline_workers":
+            series["values"] = [[t, "200000"] for t, _ in series["values"]]
+    (tmp_path / "huge.json").write_text(json.dumps(huge))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again: nobody listens there
@@ -148,6 +153,7 @@ def _bad(tmp_path):
         "a bad concurrency": ([INPUT, *p, "--concurrency", "0"], "expected an integer >= 1"),
         "an empty label": ([INPUT, *p, "--pipeline", " "], "--pipeline must not be empty"),
         "a bad selector": ([INPUT, *p, "--errors-series", "x{a=b}"], "cannot read the label"),
+        "too many workers": (["huge.json", *p], "200000 workers is more than a scenario file"),
     }
 
 
@@ -155,6 +161,7 @@ BAD = [
     "malformed JSON", "not a matrix", "a missing series", "a NaN bucket", "a decreasing bucket",
     "an unknown format", "no such file", "a folder", "a URL that refuses", "a window for a file",
     "a bad step", "a bad start", "a bad concurrency", "an empty label", "a bad selector",
+    "too many workers",
 ]  # fmt: skip
 
 

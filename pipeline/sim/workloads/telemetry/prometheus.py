@@ -101,9 +101,19 @@ def _window(
 class _Reader:
     def __init__(self, source: str, series: list[RangeSeries], step_s: float | None) -> None:
         self.source = source
-        self.series = series
         self.step_s = step_s
         self.notes: list[str] = []
+        # Answers saved together may overlap ({__name__=~"pipeline_.+"} and one of its
+        # series): a series counted twice would double its counts, so each is kept once.
+        unique: dict[frozenset, RangeSeries] = {}
+        for s in series:
+            unique.setdefault(frozenset(s.labels.items()), s)
+        if len(unique) < len(series):
+            self.notes.append(
+                f"{len(series) - len(unique)} series given twice (answers that overlap): each "
+                "read once, as first given"
+            )
+        self.series = list(unique.values())
 
     def matching(self, selector: Selector) -> list[RangeSeries]:
         return [s for s in self.series if s.values.size and selector.matches(s.labels)]
@@ -143,11 +153,14 @@ class _Reader:
             for i in range(1, index.size):
                 width = int(index[i] - index[i - 1])
                 gaps += width > 1
-                counts[index[i - 1] : index[i]] += up[i] / width
+                with np.errstate(over="ignore", invalid="ignore"):  # inf: refused below
+                    counts[index[i - 1] : index[i]] += up[i] / width
         if gaps:
             self.notes.append(f"{gaps} gap(s) in {selector}: each increase spread over its steps")
         if resets:
             self.notes.append(f"{resets} counter reset(s) in {selector} counted as restarts from 0")
+        if not np.all(np.isfinite(counts)):
+            raise ValueError(f"{self.source}: {selector} increases beyond floating point")
         self.notes.append(
             f"arrivals: the increase of {selector} per {step:g} s step ({len(found)} series, "
             f"{counts.size} steps from UNIX time {t0:.3f})"
@@ -195,6 +208,8 @@ class _Reader:
                 "(every histogram has one)"
             )
         cumulative = np.array([by_bound[b] for b in bounds])
+        if not np.all(np.isfinite(cumulative)):
+            raise ValueError(f"{self.source}: {base.name}_bucket increases beyond floating point")
         drop = np.flatnonzero(np.diff(cumulative) < -1e-9)
         if drop.size:
             j = int(drop[0])

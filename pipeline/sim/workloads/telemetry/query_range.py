@@ -273,7 +273,8 @@ def counter_increases(series: RangeSeries, source: str) -> np.ndarray:
             f"{source}: {series.where}.values[{j}]: {_shown(series)} "
             f"is {float(v[j])!r}; a counter must be a finite number >= 0"
         )
-    steps = np.diff(v)
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond floating point: the caller says
+        steps = np.diff(v)
     return np.concatenate([[0.0], np.where(steps >= 0, steps, v[1:])])
 
 

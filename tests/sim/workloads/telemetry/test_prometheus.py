@@ -275,3 +275,43 @@ def test_a_server_window_is_checked_before_any_query():
         read("http://127.0.0.1:1", start_s=T0, end_s=T0 + 86_400, step_s=1.0)
     with pytest.raises(ValueError, match="end must be after start"):
         read("http://127.0.0.1:1", start_s=T0, end_s=T0, step_s=1.0)
+
+
+def test_answers_that_overlap_count_each_series_once(tmp_path):
+    whole = _engine_answer()
+    again = _answer(whole["data"]["result"][0])  # the arrivals counter saved a second time
+    observed = read(_write(tmp_path, [whole, again]))
+    assert observed.counts.tolist() == [10, 10, 10, 10]
+    assert any("given twice" in note for note in observed.notes)
+
+
+def test_a_chain_s_stages_need_a_choice(tmp_path):
+    data = _engine_answer(pipeline="ingest", stage="fetch")
+    data["data"]["result"] += _engine_answer(pipeline="ingest", stage="write")["data"]["result"]
+    path = _write(tmp_path, data)
+    with pytest.raises(
+        ValueError, match=r"holds 2 stages \(fetch, write\); choose one with --stage"
+    ):
+        read(path)
+    assert read(path, stage="write").counts.sum() == 40
+
+
+def test_numbers_beyond_floating_point_are_refused(tmp_path):
+    data = _engine_answer()
+    data["data"]["result"][0]["values"][1][1] = "1e308"
+    data["data"]["result"][0]["values"][3][1] = "-0"
+    data["data"]["result"][0]["values"][4][1] = "1.7e308"
+    data["data"]["result"].append(
+        _series("pipeline_items_offered_total", [0, 1e308, 1.7e308, 1.7e308, 1.7e308], instance="b")
+    )
+    with pytest.raises(ValueError, match="increases beyond floating point"):
+        read(_write(tmp_path, data))
+
+
+def test_an_enormous_file_is_not_read_to_its_end(tmp_path, monkeypatch):
+    from pipeline.sim.workloads.telemetry import query_range
+
+    monkeypatch.setattr(query_range, "MAX_ANSWER_BYTES", 1000)
+    path = _write(tmp_path, _engine_answer())
+    with pytest.raises(ValueError, match="more than 1,000 bytes"):
+        read(path)
