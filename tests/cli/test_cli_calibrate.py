@@ -197,3 +197,22 @@ def test_help_does_not_need_the_simulator():
                           env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "--format NAME" in done.stdout and done.stdout.splitlines()[-1] == "False"
+
+
+def test_a_live_backlog_is_kept_for_a_warm_start(run_main, tmp_path):
+    data = json.loads(GOLDEN_INPUT.read_text())
+    for series in data["data"]["result"]:
+        if series["metric"]["__name__"] == "pipeline_queue_depth":
+            series["values"][-1][1] = "5000"  # the queue holds 5,000 items now
+    source = tmp_path / "busy.json"
+    source.write_text(json.dumps(data))
+    out = tmp_path / "busy.toml"
+    status, got, err = run_main(
+        "calibrate", source, "--format", "prometheus", "--json", "--out", out)  # fmt: skip
+    assert status == 0, err
+    d = json.loads(got)
+    assert d["backlog"] == 5000 and "5000 item(s) waiting" in d["backlog_how"]
+    # `backlog = N` once scenario files read it (Scenario(initial_backlog=N)), kept until then.
+    assert "backlog = 5000" in out.read_text()
+    status, _, err = run_main("simulate", out, "--json")
+    assert status == 0, err

@@ -199,3 +199,16 @@ def test_quantiles_and_a_mean_make_a_log_normal():
 def test_what_cannot_be_fitted_is_one_clear_error(observed, message):
     with pytest.raises(ValueError, match=message):
         calibrate_observed(observed)
+
+
+def test_the_rate_interval_of_counts_covers_the_truth():
+    # Poisson counts per interval at a known rate: the 95% interval covers it in about 95%
+    # of 400 seeds (Binomial(400, 0.95) falls below 368 with probability < 0.001).
+    from pipeline.sim.analysis.arrivals_fit import fit_counts
+
+    rng = np.random.default_rng(5)
+    covered = 0
+    for _ in range(400):
+        fit, _ = fit_counts(rng.poisson(RATE * 15.0, 40).astype(float), 15.0)
+        covered += abs(fit.rate_per_s - RATE) <= fit.rate_ci95
+    assert covered >= 368
