@@ -214,6 +214,12 @@ def _service(observed: Observed) -> tuple[ServiceFit, str, float]:
                 f"{buckets} buckets, {fit.n} observations (a log-normal "
                 f"does not fit: {test}); the +Inf bucket's share sits at the last finite bound"
             )
+        if math.isfinite(fit.observed_mean_s):
+            # Buckets are coarse: the sum says how far the model's mean is from the data's.
+            how += (
+                f"; its mean {fit.mean_s:.4g} s, the observed mean {fit.observed_mean_s:.4g} s "
+                "(_sum / _count)"
+            )
         return fit, how, fit.p95_s
     if observed.quantiles_s:
         known: dict[str, float] = {}
