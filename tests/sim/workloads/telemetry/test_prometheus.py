@@ -315,3 +315,56 @@ def test_an_enormous_file_is_not_read_to_its_end(tmp_path, monkeypatch):
     path = _write(tmp_path, _engine_answer())
     with pytest.raises(ValueError, match="more than 1,000 bytes"):
         read(path)
+
+
+class _Answering:
+    """A real HTTP server on a loopback port that answers every request with one reply."""
+
+    def __init__(self, status: int, body: bytes, kind: str) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> _Answering:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind", "message"),
+    [
+        (200, b"<html>Grafana</html>", "text/html", "not valid JSON"),
+        (400, b'{"status":"error","errorType":"bad_data","error":"parse error at char 3"}',
+         "application/json", "the query failed: bad_data: parse error at char 3"),
+        (502, b"Bad Gateway", "text/plain", "HTTP 502"),
+        (200, json.dumps(_engine_answer()).encode(), "application/json", None),
+    ],
+)  # fmt: skip
+def test_a_server_s_answer_is_read_or_refused_in_one_line(status, body, kind, message):
+    with _Answering(status, body, kind) as server:
+        window = {"start_s": T0, "end_s": T0 + 60, "step_s": 15.0}
+        if message is None:  # every query gets the same whole answer: each series read once
+            assert read(server.url, **window).counts.tolist() == [10, 10, 10, 10]
+            return
+        with pytest.raises(ValueError, match=message) as caught:
+            read(server.url, **window)
+        assert str(caught.value).startswith(f"prometheus {server.url}")
