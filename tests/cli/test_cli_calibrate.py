@@ -51,7 +51,7 @@ def test_the_table_says_how_each_part_was_fitted(run_main):
         "arrivals", "service", "failures", "workers", "backlog"]  # fmt: skip
 
 
-def test_out_is_a_scenario_that_simulate_and_plan_read(run_main, tmp_path):
+def test_out_is_a_scenario_that_simulate_sweep_and_plan_read(run_main, tmp_path):
     out = tmp_path / "orders.toml"
     status, _, err = run_main("calibrate", INPUT, "--format", "prometheus", "--out", out)
     assert status == 0, err
@@ -68,6 +68,11 @@ def test_out_is_a_scenario_that_simulate_and_plan_read(run_main, tmp_path):
     )  # fmt: skip
     assert status == 0, err
     assert json.loads(plan)["chosen"]["concurrency"] >= 2  # the load is 1.05 workers busy
+    status, _, err = run_main(
+        "sweep", out, "--duration", "100", "--grid", "concurrency=2,4", "--replications", "1",
+        "--json",
+    )  # fmt: skip
+    assert status == 0, err
 
 
 def test_a_varying_rate_and_a_bucketed_service_are_written_beside_it(run_main, tmp_path):
