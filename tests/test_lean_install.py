@@ -112,7 +112,8 @@ SCENARIO = ["--arrivals", "poisson:rate=3", "--service", "exponential:mean=1",
 SIMULATE = ["simulate", *SCENARIO, "--json"]
 SWEEP = ["sweep", *SCENARIO, "--grid", "concurrency=1,2", "--json"]
 PLAN = ["plan", *SCENARIO, "--search", "concurrency=1..4", "--slo", "wait_mean_s<=1", "--json"]
-COMMANDS = {"simulate": SIMULATE, "sweep": SWEEP, "plan": PLAN}
+CALIBRATE = ["calibrate", "range.json", "--format", "prometheus", "--json"]
+COMMANDS = {"simulate": SIMULATE, "sweep": SWEEP, "plan": PLAN, "calibrate": CALIBRATE}
 
 
 def run(python: Path | str, code: str, *, cwd: Path) -> str:
@@ -209,7 +210,7 @@ def test_each_part_without_its_extra_is_one_import_error_naming_it(lean, tmp_pat
 
 
 @pytest.mark.install
-@pytest.mark.parametrize("command", ["simulate", "sweep", "plan"])
+@pytest.mark.parametrize("command", ["simulate", "sweep", "plan", "calibrate"])
 def test_the_command_line_without_sim_says_so_in_one_line(lean, tmp_path, command):
     python, _ = lean
     argv = [*COMMANDS[command], "--out", str(tmp_path / "out")]

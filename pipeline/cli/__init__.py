@@ -9,6 +9,7 @@ Usage::
         --grid maxsize=10,100,unbounded --replications 5 --out DIR
     python -m pipeline plan scenario.toml --search concurrency=1..64 \\
         --slo 'latency_p95_s<=0.5' --slo 'memory_peak_bytes<=200e6' --json
+    python -m pipeline calibrate query_range.json --format prometheus --out scenario.toml
 
 Every command builds its scenario from the same flags or scenario file and
 documents itself in its own module:
@@ -19,7 +20,9 @@ documents itself in its own module:
   replications, locally or on a Dask cluster, and writes ``sweep.csv`` and one
   heatmap per metric;
 - ``plan`` (:mod:`pipeline.cli.plan`) finds the cheapest configuration that
-  meets every SLO with confidence.
+  meets every SLO with confidence;
+- ``calibrate`` (:mod:`pipeline.cli.calibrate`) fits a scenario file from
+  telemetry a team already has (a Prometheus ``query_range`` answer or server).
 
 What they share, one concept per module: :mod:`~pipeline.cli.values` (each
 flag's parser and limits, the table of options), :mod:`~pipeline.cli.axes`
@@ -91,7 +94,7 @@ class _Parser(argparse.ArgumentParser):
 # The commands, one module each, in the order --help lists them: ``add_command(subparsers)``
 # registers the command's parser with ``set_defaults(run=function)``; the module imports
 # what it needs to run lazily, so that ``simulate --json`` does not pay for it.
-COMMANDS: tuple[str, ...] = ("simulate", "sweep", "plan")
+COMMANDS: tuple[str, ...] = ("simulate", "sweep", "plan", "calibrate")
 
 
 def _build_parser() -> _Parser:

@@ -1,4 +1,4 @@
-"""The command line's JSON is pinned: `simulate`, `sweep` and `plan` on fixed
+"""The command line's JSON is pinned: `simulate`, `sweep`, `plan` and `calibrate` on fixed
 seeds give, key for key, what they gave when these files were recorded.
 
 A refactoring (the package layout, a faster path, a split module) must not move
@@ -80,7 +80,7 @@ def test_json_is_unchanged(name, tmp_path):
 
 def test_every_command_is_pinned():
     commands = {json.loads((GOLDEN / f"{n}.json").read_text())["argv"][0] for n in _cases()}
-    assert commands == {"simulate", "sweep", "plan"}
+    assert commands == {"simulate", "sweep", "plan", "calibrate"}
 
 
 def test_a_changed_number_is_caught():

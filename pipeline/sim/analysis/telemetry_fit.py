@@ -1,0 +1,333 @@
+"""``calibrate_observed``: fit a Scenario from telemetry (an ``Observed``), whatever its format.
+
+Each part is fitted from the finest grain the data has, and the fit says how
+(:attr:`TelemetryCalibration.how`, one sentence per part):
+
+- **arrivals** (:mod:`~pipeline.sim.analysis.arrivals_fit`) one by one as
+  :func:`~pipeline.sim.calibrate` does (Poisson when the gaps pass a
+  Kolmogorov-Smirnov test, else counted per interval); counts per interval:
+  Poisson at the mean rate when a dispersion test is consistent with one rate
+  at 5%, else :meth:`TimeVarying.from_counts <pipeline.sim.TimeVarying.from_counts>`;
+- **service** one by one: :func:`~pipeline.sim.analysis.calibrate.fit_service`
+  (a log-normal or an exponential passing a KS test, else the samples);
+  histogram buckets: :func:`~pipeline.sim.analysis.histogram_fit.fit_histogram`
+  (an interval-censored log-normal passing a chi-square test, else the
+  bucketed distribution); quantiles (and a mean):
+  :func:`~pipeline.sim.workloads.fitting.fit_lognormal` from the levels it
+  knows (p50, p90, p95, p99).
+- **failures**: each attempt fails independently at the observed share,
+  with its Wilson interval (:func:`~pipeline.sim.stats.proportion_ci`).
+- **workers**: the concurrency, from the data or given (``concurrency=``,
+  which wins when both are there).
+- **backlog**: the items waiting at the window's end (``backlog``), for a
+  warm start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...config import PipelineConfig
+from ..stats.intervals import ProportionCI, proportion_ci
+from ..workloads.distributions import Distribution, Empirical, Exponential, LogNormal
+from ..workloads.failures import FailureModel, IndependentFailures, NoFailures
+from ..workloads.fitting import fit_lognormal, lognormal_quantile
+from ..workloads.scenario import Scenario
+from ..workloads.stages import StageSpec
+from ..workloads.telemetry.observed import Observed
+from .arrivals_fit import CountsArrivalFit, fit_observed_arrivals
+from .calibrate import Calibration, ServiceFit, StageFit, fit_service
+from .histogram_fit import HistogramServiceFit, fit_histogram
+
+__all__ = ["TelemetryCalibration", "calibrate_observed", "service_quantile"]
+
+_LEVEL = 0.05
+_STAGE = "service"
+_QUANTILE_NAMES = {0.5: "p50", 0.9: "p90", 0.95: "p95", 0.99: "p99"}
+
+
+@dataclass(frozen=True)
+class TelemetryCalibration(Calibration):
+    """A scenario fitted to telemetry, and how each part was fitted.
+
+    Attributes (beyond :class:`~pipeline.sim.analysis.calibrate.Calibration`'s):
+        source: where the data came from (``"prometheus run.json"``).
+        window_s: the window the data covers, seconds (the scenario's duration).
+        concurrency: the workers the scenario has.
+        failure_rate: the attempts' failure share, ``None`` when the data has none.
+        failures_counted: ``(failed, attempts)`` behind it.
+        service_p95_s: the fitted service's 95th percentile, seconds.
+        backlog: items waiting at the window's end, ``None`` when unknown.
+        how: one sentence per part: ``arrivals``, ``service``, ``failures``,
+            ``workers``, ``backlog``.
+        notes: what the reader assumed or converted.
+    """
+
+    source: str = ""
+    window_s: float = math.nan
+    concurrency: int = 1
+    failure_rate: ProportionCI | None = None
+    failures_counted: tuple[int, int] | None = None
+    service_p95_s: float = math.nan
+    backlog: int | None = None
+    how: dict[str, str] = dataclasses.field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def service(self) -> ServiceFit:
+        """The service's fit (the one stage's)."""
+        return self.stages[_STAGE].service
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready object: the headline numbers, then each part and how it was fitted."""
+        a, s = self.arrivals, self.service
+        half = a.rate_ci95
+        arrivals: dict[str, Any] = {
+            "fitted": a.kind, "process": repr(a.process) if a.kind == "poisson" else
+            f"TimeVarying.from_counts({len(a.counts)} counts, interval_s={a.interval_s:g})"
+            if isinstance(a, CountsArrivalFit) and a.kind == "time_varying" else a.kind,
+            "n": a.n, "how": self.how["arrivals"],
+        }  # fmt: skip
+        if isinstance(a, CountsArrivalFit):
+            arrivals.update(
+                interval_s=a.interval_s, intervals=len(a.counts),
+                dispersion=_finite(a.dispersion.statistic), dispersion_df=a.dispersion.df,
+                dispersion_p_value=_finite(a.dispersion.p_value),
+            )  # fmt: skip
+        else:
+            arrivals.update(
+                ks_statistic=_finite(a.ks_statistic), ks_critical=_finite(a.ks_critical)
+            )
+        service: dict[str, Any] = {
+            "fitted": s.family,
+            "distribution": _short(s.distribution),
+            "n": s.n,
+            "how": self.how["service"],
+        }
+        if isinstance(s, HistogramServiceFit):
+            service.update(
+                chi2=_finite(s.chi2.statistic), chi2_df=s.chi2.df,
+                chi2_p_value=_finite(s.chi2.p_value), observed_mean_s=_finite(s.observed_mean_s),
+                lognormal=None if s.lognormal is None else _short(s.lognormal),
+            )  # fmt: skip
+        elif s.family != "lognormal" or s.candidates:
+            service.update(ks_statistic=_finite(s.ks_statistic), ks_critical=_finite(s.ks_critical))
+        rate = self.failure_rate
+        counted = self.failures_counted
+        return {
+            "source": self.source,
+            "window_s": _finite(self.window_s),
+            "arrival_rate_per_s": _finite(a.rate_per_s),
+            "arrival_rate_interval": [_finite(a.rate_per_s - half), _finite(a.rate_per_s + half)],
+            "service_mean_s": _finite(s.mean_s),
+            "service_mean_interval": _interval(s, "mean_se_s", s.mean_s),
+            "service_p95_s": _finite(self.service_p95_s),
+            "service_p95_interval": _interval(s, "p95_se_s", self.service_p95_s),
+            "failure_rate": None if rate is None else rate.estimate,
+            "failure_rate_interval": None if rate is None else [rate.low, rate.high],
+            "concurrency": self.concurrency,
+            "backlog": self.backlog,
+            "arrivals": arrivals,
+            "service": service,
+            "failures": {
+                "fitted": "none" if rate is None or rate.estimate == 0 else "independent",
+                "failed": None if counted is None else counted[0],
+                "attempts": None if counted is None else counted[1],
+                "how": self.how["failures"],
+            },
+            "workers": {"concurrency": self.concurrency, "how": self.how["workers"]},
+            "backlog_how": self.how["backlog"],
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        d = self.to_dict()
+        lines = [f"calibrated from {self.source}, a window of {self.window_s:g} s"]
+        for key in ("arrivals", "service", "failures", "workers"):
+            lines.append(f"{key}: {d[key]['how']}")
+        lines.append(f"backlog: {d['backlog_how']}")
+        return "\n".join(lines)
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _interval(fit: ServiceFit, attribute: str, value: float) -> list[float | None] | None:
+    """value +- 1.96 standard errors of the fitted log-normal (None for other services)."""
+    se = getattr(fit, attribute, math.nan) if fit.family == "lognormal" else math.nan
+    if not math.isfinite(se):
+        return None
+    return [_finite(value - 1.96 * se), _finite(value + 1.96 * se)]
+
+
+def _short(distribution: Distribution) -> str:
+    if isinstance(distribution, Empirical):
+        return f"Empirical(n={len(distribution.samples)})"
+    return repr(distribution)
+
+
+def service_quantile(distribution: Distribution, q: float) -> float:
+    """The ``q`` quantile of a fitted service (log-normal, exponential or empirical), seconds."""
+    if isinstance(distribution, LogNormal):
+        return lognormal_quantile(distribution.mean, distribution.cv, q)
+    if isinstance(distribution, Exponential):
+        return -distribution.mean * math.log1p(-q)
+    if isinstance(distribution, Empirical):
+        return float(np.quantile(np.asarray(distribution.samples), q))
+    raise TypeError(f"no quantile for {distribution!r}")
+
+
+def _service(observed: Observed) -> tuple[ServiceFit, str, float]:
+    if observed.service_s is not None:
+        fit = fit_service(observed.service_s)
+        p95 = service_quantile(fit.distribution, 0.95)
+        if fit.family == "empirical":
+            how = f"the {fit.n} measured times themselves (no family passes a KS test at 5%)"
+        else:
+            how = (
+                f"{fit.family} fitted to {fit.n} measured times, KS D={fit.ks_statistic:.3f} <= "
+                f"{fit.ks_critical:.3f} (5% critical)"
+            )
+        return fit, how, p95
+    if observed.histogram is not None:
+        fit = fit_histogram(observed.histogram)
+        buckets = observed.histogram.upper_bounds_s.size
+        test = (
+            f"chi-square {fit.chi2.statistic:.4g} on {fit.chi2.df} df, p={fit.chi2.p_value:.3g}"
+            if fit.chi2.df
+            else "too few buckets hold data for a chi-square test"
+        )
+        if fit.family == "lognormal":
+            how = (
+                f"log-normal fitted to {fit.n} observations in {buckets} buckets"
+                f" by interval-censored maximum likelihood ({test} >= {_LEVEL})"
+            )
+        else:
+            how = (
+                f"the bucketed distribution itself: 1,000 quantile points linear within each of "
+                f"{buckets} buckets, {fit.n} observations (a log-normal "
+                f"does not fit: {test}); the +Inf bucket's share sits at the last finite bound"
+            )
+        if math.isfinite(fit.observed_mean_s):
+            # Buckets are coarse: the sum says how far the model's mean is from the data's.
+            how += (
+                f"; its mean {fit.mean_s:.4g} s, the observed mean {fit.observed_mean_s:.4g} s "
+                "(_sum / _count)"
+            )
+        return fit, how, fit.p95_s
+    if observed.quantiles_s:
+        known: dict[str, float] = {}
+        for level, value in observed.quantiles_s.items():
+            name = next((n for q, n in _QUANTILE_NAMES.items() if abs(q - level) < 1e-9), None)
+            if name is not None and value > 0:
+                known[name] = float(value)
+        if observed.mean_service_s is not None and observed.mean_service_s > 0:
+            known["mean"] = float(observed.mean_service_s)
+        if len(known) < 2:
+            raise ValueError(
+                f"{observed.source}: a log-normal needs two of mean, p50, p90, p95, p99 > 0; "
+                f"the data gives {', '.join(known) or 'none'}"
+            )
+        mean, cv = fit_lognormal(known)
+        distribution = LogNormal(mean=mean, cv=cv)
+        n = observed.attempts or 0
+        fit = ServiceFit("lognormal", distribution, n, mean, math.nan, math.nan, {})
+        given = ", ".join(f"{k}={v:.4g} s" for k, v in known.items())
+        how = f"log-normal from {given} (fit_lognormal)"
+        return fit, how, service_quantile(distribution, 0.95)
+    raise ValueError(f"{observed.source}: no service times (samples, buckets or quantiles) to fit")
+
+
+def calibrate_observed(
+    observed: Observed,
+    *,
+    concurrency: int | None = None,
+    seed: int = 1,
+) -> TelemetryCalibration:
+    """Fit a single-stage :class:`~pipeline.sim.Scenario` to telemetry (see the module docstring).
+
+    Args:
+        observed: what a reader made of the data.
+        concurrency: the workers, when the data does not say (or to override it).
+        seed: the scenario's seed.
+
+    Returns:
+        A :class:`TelemetryCalibration`: ``.scenario`` (over the observed
+        window, ``duration_s``) and how each part was fitted.
+
+    Raises:
+        ValueError: the data lacks arrivals, service times or (without
+            ``concurrency``) workers, or its numbers cannot be fitted.
+    """
+    if not isinstance(observed, Observed):
+        raise TypeError(f"observed must be an Observed, got {type(observed).__name__}")
+    arrivals, arrivals_how, window = fit_observed_arrivals(observed)
+    service, service_how, p95 = _service(observed)
+    if concurrency is not None:
+        workers = int(concurrency)
+        workers_how = f"{workers}, as given" + (
+            f" (the data says {observed.workers})"
+            if observed.workers not in (None, workers)
+            else ""
+        )
+    elif observed.workers:
+        workers = int(observed.workers)
+        workers_how = f"{workers}, from the data"
+    else:
+        raise ValueError(
+            f"{observed.source}: the data does not say how many workers serve it; "
+            "give the concurrency (--concurrency N)"
+        )
+    rate: ProportionCI | None = None
+    counted: tuple[int, int] | None = None
+    failures: FailureModel = NoFailures()
+    if observed.attempts:
+        counted = (int(observed.failed or 0), int(observed.attempts))
+        rate = proportion_ci(*counted)
+        if rate.estimate >= 1:
+            raise ValueError(
+                f"{observed.source}: every one of {counted[1]} attempts failed; a twin would "
+                "never complete an item"
+            )
+        if rate.estimate > 0:
+            failures = IndependentFailures(rate.estimate)
+        failures_how = (
+            f"each attempt fails independently with p={rate.estimate:.4g} ({counted[0]} of "
+            f"{counted[1]}; 95% Wilson interval {rate.low:.4g} to {rate.high:.4g})"
+        )
+    else:
+        failures_how = "the data counts no attempts' results: none assumed"
+    config = PipelineConfig(concurrency=workers)
+    backlog = observed.backlog
+    extra: dict[str, Any] = {}
+    if backlog and "initial_backlog" in {f.name for f in dataclasses.fields(Scenario)}:
+        # Scenario(initial_backlog=N) starts a run with N items waiting; older versions lack it.
+        extra["initial_backlog"] = backlog
+    scenario = Scenario(
+        arrivals=arrivals.process, service=service.distribution, config=config,
+        failures=failures, duration_s=window, seed=seed, **extra,
+    )  # fmt: skip
+    stage = StageFit(
+        _STAGE, service, workers, rate if rate is not None else proportion_ci(0, 1),
+        proportion_ci(0, 1), 1,
+        StageSpec(name=_STAGE, service=service.distribution, config=config, failures=failures),
+    )  # fmt: skip
+    backlog_how = (
+        "unknown (no queue-depth gauge in the data)"
+        if backlog is None
+        else f"{backlog} item(s) waiting at the window's end"
+    )
+    return TelemetryCalibration(
+        scenario, arrivals, {_STAGE: stage},
+        source=observed.source, window_s=window, concurrency=workers, failure_rate=rate,
+        failures_counted=counted, service_p95_s=p95, backlog=backlog,
+        how={"arrivals": arrivals_how, "service": service_how, "failures": failures_how,
+             "workers": workers_how, "backlog": backlog_how},
+        notes=observed.notes,
+    )  # fmt: skip
