@@ -13,7 +13,10 @@ Usage::
 arrivals, the service time, the failures, the workers and the backlog, each
 saying how. Flags:
 
-- ``--format NAME``: the data's format (``prometheus``);
+- ``--format NAME``: the data's format: ``prometheus`` (a saved ``query_range``
+  answer, or a server), ``otlp`` (an OTLP/JSON span export, the collector's
+  file exporter format), ``locust`` (``--csv``'s ``*_stats_history.csv``) or
+  ``k6`` (``--out json``);
 - ``--json``: one JSON object: ``arrival_rate_per_s``, ``service_mean_s``,
   ``service_p95_s``, ``failure_rate`` (each with its 95% ``..._interval``
   where known), ``concurrency``, ``backlog``, ``window_s``, then
@@ -32,7 +35,12 @@ saying how. Flags:
   server URL; ``--pipeline NAME`` and ``--stage NAME`` to choose the series;
   ``--arrivals-series``, ``--duration-series`` (a histogram's base name) and
   ``--errors-series`` for a service not built on this engine
-  (``'http_requests_total{job="api"}'``).
+  (``'http_requests_total{job="api"}'``);
+- OTLP: ``--destination NAME`` (the pipeline or stage, when the export holds
+  several), or ``--span-name NAME`` for the server spans of a service not
+  built on this engine, with ``--service NAME`` (``service.name``);
+- Locust: ``--name NAME`` and ``--method METHOD`` (default: the Aggregated row);
+- k6: ``--name NAME`` or ``--url URL`` (the points' tags).
 
 A flag the format's reader does not take (``--step`` for a file another
 format reads) is an error. Every problem is one line, ``pipeline: error:
@@ -68,6 +76,12 @@ _READER_OPTIONS = {
     "arrivals_series": "arrivals_series",
     "duration_series": "duration_series",
     "errors_series": "errors_series",
+    "destination": "destination",
+    "span_name": "span_name",
+    "service": "service",
+    "name": "name",
+    "method": "method",
+    "url": "url",
 }
 _UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -76,7 +90,7 @@ def add_command(subparsers: Any) -> None:
     """Register ``calibrate`` with the command line's subparsers."""
     parser = subparsers.add_parser(
         "calibrate",
-        help="fit a scenario from telemetry (Prometheus, ...)",
+        help="fit a scenario from telemetry (Prometheus, OTLP, Locust, k6)",
         description="Fit a scenario from telemetry and say how each part was fitted.",
     )
     parser.add_argument("file", metavar="FILE", help="the data (a file, or a server URL)")
@@ -95,6 +109,14 @@ def add_command(subparsers: Any) -> None:
     parser.add_argument("--arrivals-series", metavar="SERIES", help="a request counter")
     parser.add_argument("--duration-series", metavar="SERIES", help="a duration histogram's name")
     parser.add_argument("--errors-series", metavar="SERIES", help="an error counter")
+    parser.add_argument(
+        "--destination", metavar="NAME", help="OTLP: the pipeline or stage (messaging.destination)"
+    )
+    parser.add_argument("--span-name", metavar="NAME", help="OTLP: server spans of this name")
+    parser.add_argument("--service", metavar="NAME", help="OTLP: spans of this service.name")
+    parser.add_argument("--name", metavar="NAME", help="Locust: the request name; k6: the name tag")
+    parser.add_argument("--method", metavar="METHOD", help="Locust: the request type (GET, POST)")
+    parser.add_argument("--url", metavar="URL", help="k6: the url tag")
     parser.set_defaults(run=_calibrate)
 
 

@@ -16,6 +16,9 @@ __all__ = ["FORMATS", "reader"]
 
 FORMATS: dict[str, str] = {
     "prometheus": "pipeline.sim.workloads.telemetry.prometheus",
+    "otlp": "pipeline.sim.workloads.telemetry.otlp",
+    "locust": "pipeline.sim.workloads.telemetry.locust",
+    "k6": "pipeline.sim.workloads.telemetry.k6",
 }
 """Each telemetry format -> the module whose ``read(path, **options) -> Observed`` reads it."""
 
