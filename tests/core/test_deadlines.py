@@ -369,3 +369,48 @@ def test_the_same_scenario_in_real_time_and_in_virtual_time():
     assert sorted(virtual.expired) == [0, 1, 2, 3] and virtual.completed == 6
     assert real.balanced and real.completed + len(real.expired) == 10
     assert real.completed >= 2  # the first two start at once, whatever the machine's load
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "words"),
+    [
+        (math.nan, ValueError, "max_wait_s must be seconds > 0, math.inf or None"),
+        (np.float64("nan"), ValueError, "got nan"),
+        (decimal.Decimal("NaN"), ValueError, "got Decimal('NaN')"),
+        (decimal.Decimal("sNaN"), ValueError, "got Decimal('sNaN')"),
+        (-1.0, ValueError, "max_wait_s must be > 0"),
+        (0, ValueError, "max_wait_s must be > 0 (seconds > 0, math.inf or None"),
+        (-math.inf, ValueError, "got -inf"),
+        (10**400, ValueError, "1e+400"),
+        (True, TypeError, "max_wait_s must be a real number"),
+        ("5", TypeError, "got '5'"),
+    ],
+)
+def test_a_bad_max_wait_is_one_line_naming_it(value, error, words):
+    with pytest.raises(error) as caught:
+        PipelineConfig(max_wait_s=value)
+    message = str(caught.value)
+    assert message.startswith("max_wait_s") and words in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [
+        (2, 2.0),
+        (np.float32(0.5), 0.5),
+        (decimal.Decimal("1.5"), 1.5),
+        (math.inf, math.inf),
+        (np.inf, math.inf),
+        (decimal.Decimal("Infinity"), math.inf),
+    ],
+)
+def test_max_wait_is_kept_as_a_float(value, stored):
+    config = PipelineConfig(max_wait_s=value)
+    assert config.max_wait_s == stored and type(config.max_wait_s) is float
+
+
+@pytest.mark.parametrize("value", [3, "first", [lambda x: x]])
+def test_a_priority_that_is_not_callable_is_one_line(value):
+    with pytest.raises(TypeError, match=r"^priority must be a function of the payload") as caught:
+        PipelineConfig(priority=value)
+    assert "\n" not in str(caught.value)
