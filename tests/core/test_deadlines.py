@@ -414,3 +414,32 @@ def test_a_priority_that_is_not_callable_is_one_line(value):
     with pytest.raises(TypeError, match=r"^priority must be a function of the payload") as caught:
         PipelineConfig(priority=value)
     assert "\n" not in str(caught.value)
+
+
+def test_the_results_stream_has_no_result_for_an_expired_item_and_one_for_a_refused_one():
+    from tests.accounting import assert_results_accounted
+
+    async def main():
+        pipe = Pipeline(
+            sleeper(1.0),
+            config(max_wait_s=1.5, priority=lambda x: None if x == 4 else x),
+        )
+        delivered = []
+
+        async def consume():
+            async for result in pipe.results():
+                delivered.append((result.payload, result.ok))
+
+        consumer = asyncio.ensure_future(consume())
+        report = await pipe.run(range(5))
+        await consumer
+        return report, delivered
+
+    report, delivered = run_virtual(main())
+    # 0 runs at once; then 4 (bad key) is refused ahead of the queue, 1 runs,
+    # and 2 and 3 expire at 1.5.
+    assert delivered == [(0, True), (4, False), (1, True)]
+    assert list(report.expired) == [2, 3]
+    finished = assert_each_payload_once(report, range(5))
+    finished.update(letter.payload for letter in report.dead_letters)
+    assert_results_accounted([payload for payload, _ in delivered], finished, report)
