@@ -61,8 +61,7 @@ class Attempts(PipelineFields):
             while not cancelling():
                 # get_nowait when something is queued: no coroutine for the common case
                 item = queue.get_nowait() if len(queue) else await queue.get()
-                item.queued = False
-                await self._attempt(item)
+                await self._attempt(item)  # which marks it taken at once: see _attempt
             raise asyncio.CancelledError
         # A plain-function handler runs on threads: keep up to `prefetch` in flight.
         in_flight = asyncio.Semaphore(self.config.prefetch)
@@ -90,9 +89,14 @@ class Attempts(PipelineFields):
 
     async def _attempt(self, item: WorkItem) -> None:
         config = self.config
-        if item.deadline_s is not None and item.deadline_s <= self._loop.time():
-            self._expire(item, self._loop.time())  # taken at its deadline: too late to start
-            return
+        deadline = item.deadline_s
+        if deadline is not None:
+            # Taken from the queue just now (the worker awaits this at once; a prefetching
+            # worker marks it itself), so the sweep must not expire it from there.
+            item.queued = False
+            if deadline <= self._loop.time():
+                self._expire(item, self._loop.time())  # taken at its deadline: too late
+                return
         self._busy += 1
         self._running[item] = None
         try:

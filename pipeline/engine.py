@@ -47,7 +47,7 @@ from .events import EventKind, Listener
 from .expiry import Expiry
 from .intake import Intake
 from .priority import PriorityKeys
-from .queue import WorkQueue
+from .queue import PriorityWorkQueue, WorkQueue
 from .ratelimit import RateLimiter
 from .records import Result, RunReport, ShedLog, describe_error
 from .resultstream import ResultStream
@@ -144,13 +144,15 @@ class Pipeline(Intake, Attempts, Expiry):
         self._on_event = None if on_event is None else self._guarded(on_event)
         self._rng = rng if rng is not None else random.Random()
         self._is_async = is_async_callable(handler)
-        self._queue = WorkQueue(config.queue_maxsize, ordered=config.priority is not None)
+        queue_class = WorkQueue if config.priority is None else PriorityWorkQueue
+        self._queue = queue_class(config.queue_maxsize)
         self._keys = None if config.priority is None else PriorityKeys(config.priority)
         wait = config.max_wait_s
         self._wait_of = wait if callable(wait) else None
         self._max_wait_s = wait if isinstance(wait, float) and wait < math.inf else None
         self._on_expired = on_expired
         self._sweep = None
+        self._classified = self._keys is not None or wait is not None
         self._expired = ShedLog(config.keep_shed)
         self.state = State.IDLE
         self.report = None

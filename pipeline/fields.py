@@ -122,6 +122,8 @@ class PipelineFields:
     """``config.max_wait_s`` when it is a finite number of seconds, else None."""
     _wait_of: Callable[[Any], Any] | None
     """``config.max_wait_s`` when it is a per-item function, else None."""
+    _classified: bool
+    """Whether admission computes keys or deadlines (``priority`` or ``max_wait_s`` set)."""
     _sweep: DeadlineSweep | None
     """Expires queued items at their deadlines (made at the start when items have them)."""
     _on_expired: Callable[[Any], None] | None

@@ -16,8 +16,8 @@ It differs from ``asyncio.Queue`` in the three ways a retrying pipeline needs:
   every worker sits in ``put`` and nobody is left to ``get``).
 - **Closing wakes waiting producers** with :class:`~pipeline.errors.PipelineClosed`.
 
-With ``ordered=True`` (``PipelineConfig(priority=...)``) one heap replaces both
-lanes: items leave in the order of ``(item.key, item.seq)``, lowest first, and
+:class:`PriorityWorkQueue` (``PipelineConfig(priority=...)``) keeps one heap
+instead of both lanes: items leave in the order of ``(item.key, item.seq)``, lowest first, and
 payloads are never compared (``seq`` is unique). A retry re-enters at its
 item's own place, ``(key, original seq)``: within its priority it goes ahead of
 every item admitted after it (as the retry lane does without priorities), and
@@ -43,26 +43,24 @@ from typing import Any, Generic, TypeVar
 
 from .errors import PipelineClosed, QueueFull
 
-__all__ = ["WorkQueue"]
+__all__ = ["PriorityWorkQueue", "WorkQueue"]
 
 T = TypeVar("T")
 
 
 class WorkQueue(Generic[T]):
-    """A FIFO (or, ``ordered``, a priority heap) of at most ``maxsize`` queued, reserved and
-    held items.
+    """A FIFO of at most ``maxsize`` queued, reserved and held items.
 
     Args:
         maxsize: the bound (>= 1), or None for no bound.
-        ordered: serve items by ``(item.key, item.seq)`` instead of first in, first out.
     """
 
-    def __init__(self, maxsize: int | None, *, ordered: bool = False) -> None:
+    ordered = False
+
+    def __init__(self, maxsize: int | None) -> None:
         self.maxsize = maxsize
-        self.ordered = ordered
         self._items: deque[T] = deque()
         self._retries: deque[T] = deque()
-        self._heap: list[tuple[Any, ...]] = []
         self._removed: set[T] = set()
         self._size = 0
         self._getters: deque[asyncio.Future[None]] = deque()
@@ -166,10 +164,7 @@ class WorkQueue(Generic[T]):
     def put_reserved(self, item: T) -> None:
         """Queue ``item`` in the slot taken by :meth:`reserve`."""
         self._reserved -= 1
-        if self.ordered:
-            heapq.heappush(self._heap, (1, item.key, item.seq, item))  # type: ignore[attr-defined]
-        else:
-            self._items.append(item)
+        self._items.append(item)
         size = self._size = self._size + 1  # _note_peak, inline: once per item
         if size > self.peak:
             self.peak = size
@@ -183,10 +178,7 @@ class WorkQueue(Generic[T]):
         so serving it first frees its slot soonest. It is never compared by key.
         """
         self._reserved -= 1
-        if self.ordered:
-            heapq.heappush(self._heap, (0, None, item.seq, item))  # type: ignore[attr-defined]
-        else:
-            self._retries.appendleft(item)
+        self._retries.appendleft(item)
         self._size += 1
         self._note_peak()
         wake_first(self._getters)
@@ -218,10 +210,7 @@ class WorkQueue(Generic[T]):
         Ordered, the item goes back at its own place, ``(key, seq)`` (see the module).
         """
         self._held -= 1
-        if self.ordered:
-            heapq.heappush(self._heap, (1, item.key, item.seq, item))  # type: ignore[attr-defined]
-        else:
-            self._retries.append(item)
+        self._retries.append(item)
         self._size += 1
         self._note_peak()
         wake_first(self._getters)
@@ -248,21 +237,13 @@ class WorkQueue(Generic[T]):
     def _compact(self) -> None:
         """Drop the removed items still stored, in one pass (amortised over the removals)."""
         removed = self._removed
-        if self.ordered:
-            heap = [entry for entry in self._heap if entry[3] not in removed]
-            heapq.heapify(heap)
-            self._heap = heap
-        else:
-            self._items = deque(item for item in self._items if item not in removed)
-            self._retries = deque(item for item in self._retries if item not in removed)
+        self._items = deque(item for item in self._items if item not in removed)
+        self._retries = deque(item for item in self._retries if item not in removed)
         self._removed = set()
 
     def live(self) -> list[T]:
         """Every queued item, in the order workers would take them."""
         removed = self._removed
-        if self.ordered:
-            entries = sorted(self._heap, key=lambda entry: entry[:3])
-            return [entry[3] for entry in entries if entry[3] not in removed]
         return [item for item in (*self._retries, *self._items) if item not in removed]
 
     def heads(self) -> list[T]:
@@ -272,8 +253,6 @@ class WorkQueue(Generic[T]):
         counts; the retry lane and an ordered heap are read whole.
         """
         removed = self._removed
-        if self.ordered:
-            return [entry[3] for entry in self._heap if entry[3] not in removed]
         heads = [item for item in self._retries if item not in removed]
         for item in self._items:
             if item not in removed:
@@ -289,20 +268,17 @@ class WorkQueue(Generic[T]):
         Raises:
             asyncio.QueueEmpty: nothing is queued.
         """
-        if not self._size:
-            raise asyncio.QueueEmpty
-        removed = self._removed
         while True:
-            if self.ordered:
-                item = heapq.heappop(self._heap)[3]
-            elif self._retries:
+            if self._retries:
                 item = self._retries.popleft()
-            else:
+            elif self._items:
                 item = self._items.popleft()
-            if removed and item in removed:
-                removed.discard(item)  # it expired while queued: already counted out
-                continue
-            break
+            else:
+                raise asyncio.QueueEmpty
+            removed = self._removed
+            if not removed or item not in removed:
+                break
+            removed.discard(item)  # it expired while queued: already counted out
         self._size -= 1
         if self._slot_waiters:
             wake_first(self._slot_waiters)
@@ -337,7 +313,6 @@ class WorkQueue(Generic[T]):
         items = self.live()
         self._items.clear()
         self._retries.clear()
-        self._heap.clear()
         self._removed = set()
         self._size = 0
         return items
@@ -347,6 +322,81 @@ class WorkQueue(Generic[T]):
     def _note_peak(self) -> None:
         if self._size > self.peak:
             self.peak = self._size
+
+
+class PriorityWorkQueue(WorkQueue[T]):
+    """A :class:`WorkQueue` serving items by ``(item.key, item.seq)``, lowest first.
+
+    One heap holds new items and retries alike (see the module docstring); an
+    entry is ``(rank, key, seq, item)``, where rank 0 puts refused items first
+    and ``seq``, unique, settles every tie before ``item`` could be compared.
+    """
+
+    ordered = True
+
+    def __init__(self, maxsize: int | None) -> None:
+        super().__init__(maxsize)
+        self._heap: list[tuple[Any, ...]] = []
+
+    def put_reserved(self, item: T) -> None:
+        self._reserved -= 1
+        heapq.heappush(self._heap, (1, item.key, item.seq, item))  # type: ignore[attr-defined]
+        self._size += 1
+        self._note_peak()
+        if self._getters:
+            wake_first(self._getters)
+
+    def put_refused(self, item: T) -> None:
+        self._reserved -= 1
+        heapq.heappush(self._heap, (0, None, item.seq, item))  # type: ignore[attr-defined]
+        self._size += 1
+        self._note_peak()
+        wake_first(self._getters)
+
+    def readmit(self, item: T) -> None:
+        self._held -= 1
+        heapq.heappush(self._heap, (1, item.key, item.seq, item))  # type: ignore[attr-defined]
+        self._size += 1
+        self._note_peak()
+        wake_first(self._getters)
+
+    def get_nowait(self) -> T:
+        heap = self._heap
+        while True:
+            if not heap:
+                raise asyncio.QueueEmpty
+            item = heapq.heappop(heap)[3]
+            removed = self._removed
+            if not removed or item not in removed:
+                break
+            removed.discard(item)  # it expired while queued: already counted out
+        self._size -= 1
+        if self._slot_waiters:
+            wake_first(self._slot_waiters)
+        return item
+
+    def live(self) -> list[T]:
+        removed = self._removed
+        entries = sorted(self._heap, key=lambda entry: entry[:3])
+        return [entry[3] for entry in entries if entry[3] not in removed]
+
+    def heads(self) -> list[T]:
+        removed = self._removed
+        return [entry[3] for entry in self._heap if entry[3] not in removed]
+
+    def drain_items(self) -> list[T]:
+        items = self.live()
+        self._heap.clear()
+        self._removed = set()
+        self._size = 0
+        return items
+
+    def _compact(self) -> None:
+        removed = self._removed
+        heap = [entry for entry in self._heap if entry[3] not in removed]
+        heapq.heapify(heap)
+        self._heap = heap
+        self._removed = set()
 
 
 async def wait_in_line(waiters: deque[asyncio.Future[None]]) -> None:

@@ -241,18 +241,22 @@ def test_expired_payloads_are_kept_bounded_with_an_exact_count():
     assert report.expired.dropped == 994 and report.balanced
 
 
-def test_memory_stays_bounded_while_a_hung_worker_lets_items_expire():
+@pytest.mark.parametrize("priority", [None, lambda x: -x])
+def test_memory_stays_bounded_while_a_hung_worker_lets_items_expire(priority):
     # A service whose only worker hangs, fed for a long time: expired entries must not pile up.
     async def main():
-        pipe = Pipeline(stuck, config(queue_maxsize=10, max_wait_s=1.0, drain_timeout_s=0.0))
+        pipe = Pipeline(
+            stuck,
+            config(queue_maxsize=10, max_wait_s=1.0, drain_timeout_s=0.0, priority=priority),
+        )
         peaks = []
         async with pipe:
             for x in range(5000):
                 await pipe.put(x)
                 if x % 500 == 0:
-                    peaks.append(
-                        (len(pipe._sweep), len(pipe._queue._items), len(pipe._queue._removed))
-                    )
+                    queue = pipe._queue
+                    stored = len(queue._heap) if priority else len(queue._items)
+                    peaks.append((len(pipe._sweep), stored, len(queue._removed)))
         return pipe.report, peaks
 
     report, peaks = run_virtual(main())

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline import Backoff, Pipeline, PipelineConfig, RateLimit
 from pipeline.priority import PriorityKeys
-from pipeline.queue import WorkQueue
+from pipeline.queue import PriorityWorkQueue
 from pipeline.sim.vloop import run_virtual
 from tests.accounting import assert_each_payload_once
 
@@ -136,7 +136,7 @@ def test_a_retry_goes_back_at_its_own_place_by_key_and_admission_order():
 
 
 def test_a_retry_never_jumps_a_better_key():
-    queue = WorkQueue(None, ordered=True)
+    queue = PriorityWorkQueue(None)
 
     class Item:
         def __init__(self, key, seq):
