@@ -230,7 +230,9 @@ class PipelineConfig:
             real number, a string, bytes, a datetime or a tuple of those, all
             of one shape; an item whose key raises or is NaN, None or of
             another kind is dead-lettered (reason ``"bad_priority"``) without
-            a handler call. See :mod:`pipeline.priority`.
+            a handler call. See :mod:`pipeline.priority`. In a batching stage of
+            a chain, batches are formed first in, first out and the key (like
+            ``max_wait_s``) applies to each batch: the function gets the Batch.
         max_wait_s: seconds an item may wait from admission for an attempt to
             start (> 0; ``math.inf`` or None: no deadline), or a function of
             the payload returning such seconds (or None) for that item. An item

@@ -92,3 +92,30 @@ def test_a_batching_stage_expires_whole_batches_counted_item_by_item():
     assert write.expired.kept == [6, 7, 8]  # the last batch kept (keep_shed=1 batch)
     assert report.expired == 6 and report.balanced
     assert stats.items_inside == 3  # the running batch; the expired ones are out
+
+
+def test_a_batching_stage_orders_whole_batches_by_a_key_of_the_batch():
+    order = []
+
+    async def write(batch):
+        order.append(tuple(batch))
+        await asyncio.sleep(1.0)
+        return batch
+
+    chain = Chain(
+        [
+            Stage("fetch", sleeping(0.0), PipelineConfig(concurrency=10)),
+            Stage(
+                "write",
+                write,
+                PipelineConfig(concurrency=1, queue_maxsize=None, priority=lambda b: -min(b)),
+                batch_size=2,
+                batch_window_s=0.01,
+            ),
+        ],
+        drain_timeout_s=None,
+    )
+    report = run_virtual(chain.run(range(8)))
+    # The batches form first in, first out; the first runs at once, the rest by key.
+    assert order == [(0, 1), (6, 7), (4, 5), (2, 3)]
+    assert report.completed == 8 and report.balanced
