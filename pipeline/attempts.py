@@ -46,6 +46,7 @@ __all__: list[str] = []
 # ``EventKind.STARTED`` goes through ``EnumType.__getattr__`` (about 0.1 us a time).
 _STARTED = EventKind.STARTED
 _COMPLETED = EventKind.COMPLETED
+_EXPIRED_WAITING = object()  # _acquire_by_deadline: the deadline came during the wait
 
 
 class Attempts(PipelineFields):
@@ -60,7 +61,7 @@ class Attempts(PipelineFields):
             while not cancelling():
                 # get_nowait when something is queued: no coroutine for the common case
                 item = queue.get_nowait() if len(queue) else await queue.get()
-                await self._attempt(item)
+                await self._attempt(item)  # which marks it taken at once: see _attempt
             raise asyncio.CancelledError
         # A plain-function handler runs on threads: keep up to `prefetch` in flight.
         in_flight = asyncio.Semaphore(self.config.prefetch)
@@ -73,6 +74,7 @@ class Attempts(PipelineFields):
                 except BaseException:
                     in_flight.release()
                     raise
+                item.queued = False
                 call = self._loop.create_task(self._attempt(item))
                 calls.add(call)
                 self._own_tasks.add(call)
@@ -87,17 +89,35 @@ class Attempts(PipelineFields):
 
     async def _attempt(self, item: WorkItem) -> None:
         config = self.config
+        deadline = item.deadline_s
+        if deadline is not None:
+            # Taken from the queue just now (the worker awaits this at once; a prefetching
+            # worker marks it itself), so the sweep must not expire it from there.
+            item.queued = False
+            if deadline <= self._loop.time():
+                self._expire(item, self._loop.time())  # taken at its deadline: too late
+                return
         self._busy += 1
         self._running[item] = None
         try:
             refused: Exception | None = None
-            if self._limiter is not None:
+            if item.refusal is not None:
+                refused = item.refusal[1]  # a bad key or deadline: fails without a call
+            elif self._limiter is not None:
                 # Waiting for the rate limit is not part of the attempt: the item
                 # counts as waiting (not started) until the limiter lets it go.
-                try:
-                    await self._limiter.acquire(item.payload)
-                except Exception as error:
-                    refused = error  # refused outright: that is its attempt
+                if item.deadline_s is None:
+                    try:
+                        await self._limiter.acquire(item.payload)
+                    except Exception as error:
+                        refused = error  # refused outright: that is its attempt
+                else:
+                    refused = await self._acquire_by_deadline(item)
+                    if refused is _EXPIRED_WAITING:
+                        self._busy -= 1
+                        del self._running[item]
+                        self._expire(item, self._loop.time())
+                        return
             # The attempt starts now (written out here: this runs once per attempt).
             now = self._loop.time()
             item.attempts += 1
@@ -159,6 +179,23 @@ class Attempts(PipelineFields):
         if letter is not None:
             await self._finish(Result(item.payload, None, item.attempts, letter))
 
+    async def _acquire_by_deadline(self, item: WorkItem) -> Any:
+        """Wait for the rate limit, but no later than ``item``'s deadline.
+
+        Returns None when the attempt may start, the limiter's error when it
+        refused the item, or :data:`_EXPIRED_WAITING` when the deadline came first
+        (the limiter counts nothing for a wait it abandons).
+        """
+        limit = asyncio.timeout_at(item.deadline_s)
+        try:
+            async with limit:
+                await self._limiter.acquire(item.payload)
+        except TimeoutError as error:
+            return _EXPIRED_WAITING if limit.expired() else error
+        except Exception as error:
+            return error
+        return None
+
     def _call(self, item: WorkItem) -> Awaitable[Any]:
         if self._is_async:
             return self.handler(item.payload)
@@ -195,7 +232,8 @@ class Attempts(PipelineFields):
         config = self.config
         now = self._loop.time()
         record = AttemptError.from_exception(item.attempts, error, now)
-        retryable = config.retry.is_retryable(error)
+        # A refused item's key or deadline would be as bad next time: no retry.
+        retryable = item.refusal is None and config.retry.is_retryable(error)
         if retryable and item.attempts < config.max_attempts:
             delay = config.backoff.delay(item.attempts, self._rng)
             if not (isinstance(delay, int | float) and 0.0 <= delay < math.inf):
@@ -209,6 +247,14 @@ class Attempts(PipelineFields):
             del self._running[item]
             item.errors.append(record)
             self._retried += 1
+            if item.deadline_s is not None and now + delay >= item.deadline_s:
+                # The retry could only start at or after its deadline: it expires now,
+                # through the same events as a retry readmitted and expired at once.
+                self._thread_calls.pop(item, None)
+                self._emit_at(EventKind.RETRY_SCHEDULED, now, item)
+                self._emit_at(EventKind.READMITTED, now, item)
+                self._expire(item, now)
+                return None
             self._queue.hold()
             self._retry_timers[item] = self._loop.call_later(delay, self._readmit, item)
             self._emit_at(EventKind.RETRY_SCHEDULED, now, item)
@@ -229,7 +275,13 @@ class Attempts(PipelineFields):
             payload=item.payload,
             attempts=item.attempts,
             errors=tuple(item.errors),
-            reason="max_attempts" if retryable else "not_retryable",
+            reason=(
+                item.refusal[0]
+                if item.refusal is not None
+                else "max_attempts"
+                if retryable
+                else "not_retryable"
+            ),
         )
         self._dead_letters.append(letter)
         self._emit_at(EventKind.DEAD_LETTERED, now, item)
@@ -246,7 +298,10 @@ class Attempts(PipelineFields):
 
     def _readmit(self, item: WorkItem) -> None:
         del self._retry_timers[item]
+        item.queued = True
         self._queue.readmit(item)
+        if item.deadline_s is not None:
+            self._sweep.watch(item)
         self._emit(EventKind.READMITTED, item)
 
     async def _finish(self, result: Result) -> None:

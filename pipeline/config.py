@@ -7,6 +7,10 @@ fails on the line that made it rather than an hour into a run.
 
 from __future__ import annotations
 
+import decimal
+import fractions
+import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -14,7 +18,7 @@ from typing import Any, Literal
 from ._validate import FLOAT_MAX, real, show
 from .retry import Backoff, RetryPolicy
 
-__all__ = ["WINDOW_S", "PipelineConfig", "RateLimit"]
+__all__ = ["WINDOW_S", "PipelineConfig", "RateLimit", "max_wait"]
 
 
 def _require_int(
@@ -38,6 +42,33 @@ def _require_seconds(name: str, value: object, *, allow_none: bool, allow_zero: 
         real(name, value, unit, at_least=0)
     else:
         real(name, value, unit, above=0)
+
+
+_MAX_WAIT = "seconds > 0, math.inf or None for no deadline, or a function of the payload"
+
+
+def max_wait(name: str, value: object) -> float:
+    """``value`` as seconds of maximum wait (> 0, or ``inf`` for none), or raise naming ``name``.
+
+    Raises:
+        TypeError: not a real number (a ``bool`` is not).
+        ValueError: NaN, 0, negative, or finite but beyond a float.
+    """
+    if isinstance(value, decimal.Decimal) and not value.is_finite():
+        infinite = value.is_infinite() and value > 0  # no comparison of a NaN: sNaN signals
+        if infinite:
+            return math.inf
+        raise ValueError(f"{name} must be {_MAX_WAIT}, got {show(value)}")
+    if not isinstance(value, bool) and isinstance(value, numbers.Real):
+        try:
+            as_float = float(value)
+        except (TypeError, ValueError, OverflowError):
+            as_float = 0.0  # real() below says what is wrong with it
+        if as_float == math.inf and not isinstance(value, numbers.Integral | fractions.Fraction):
+            return math.inf  # a float inf (Python's or numpy's): no deadline
+        if math.isnan(as_float):
+            raise ValueError(f"{name} must be {_MAX_WAIT}, got {show(value)}")
+    return real(name, value, _MAX_WAIT, above=0)
 
 
 WINDOW_S = 60.0
@@ -189,7 +220,25 @@ class PipelineConfig:
         keep_shed: payloads shed with ``on_full="reject"`` that the run report
             keeps (the most recent ones, >= 0), or None to keep them all. The
             count is always exact, and the Pipeline's ``on_event`` listener
-            sees every shed payload as it happens (``EventKind.SHED``).
+            sees every shed payload as it happens (``EventKind.SHED``). The
+            same bound applies, separately, to the expired payloads kept.
+        priority: None (first in, first out), or a function of the payload
+            returning its key: lower keys are served first, first in, first out
+            among equal keys (payloads are never compared). Non-preemptive: a
+            running attempt is never interrupted. A retry goes back at its
+            item's place, ordered by (key, admission order). A key must be a
+            real number, a string, bytes, a datetime or a tuple of those, all
+            of one shape; an item whose key raises or is NaN, None or of
+            another kind is dead-lettered (reason ``"bad_priority"``) without
+            a handler call. See :mod:`pipeline.priority`. In a batching stage of
+            a chain, batches are formed first in, first out and the key (like
+            ``max_wait_s``) applies to each batch: the function gets the Batch.
+        max_wait_s: seconds an item may wait from admission for an attempt to
+            start (> 0; ``math.inf`` or None: no deadline), or a function of
+            the payload returning such seconds (or None) for that item. An item
+            not started by then expires instead of running (``report.expired``);
+            so does a retry whose backoff would end at or after the deadline.
+            A bad per-item value dead-letters the item (``"bad_deadline"``).
 
     Raises:
         ValueError: a value outside what is allowed (the message names it).
@@ -211,6 +260,8 @@ class PipelineConfig:
     prefetch: int = 1
     rate_limit: RateLimit | None = None
     keep_shed: int | None = 1000
+    priority: Callable[[Any], Any] | None = None
+    max_wait_s: float | Callable[[Any], float | None] | None = None
 
     def __post_init__(self) -> None:
         _require_int(
@@ -248,6 +299,14 @@ class PipelineConfig:
             raise TypeError(f"rate_limit must be a RateLimit or None, got {self.rate_limit!r}")
         if self.keep_shed is not None:
             _require_int("keep_shed", self.keep_shed, minimum=0, allowed=">= 0 payloads, or None")
+        if self.priority is not None and not callable(self.priority):
+            raise TypeError(
+                f"priority must be a function of the payload returning its key (lower first), "
+                f"or None, got {show(self.priority)}"
+            )
+        if self.max_wait_s is not None and not callable(self.max_wait_s):
+            # Stored as a float: deadlines are loop times, and float + Decimal would raise.
+            object.__setattr__(self, "max_wait_s", max_wait("max_wait_s", self.max_wait_s))
 
     @property
     def capacity(self) -> int | None:

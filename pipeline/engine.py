@@ -15,9 +15,17 @@ Life of an item::
                                                                             v
                                                                        dead letters
 
-Every admitted item ends as exactly one of completed, dead-lettered or
-unfinished (handed back when the drain times out); every offered item is
+Every admitted item ends as exactly one of completed, dead-lettered,
+expired (its ``max_wait_s`` deadline came before its next attempt could start)
+or unfinished (handed back when the drain times out); every offered item is
 admitted or shed. :class:`~pipeline.records.RunReport` keeps that account.
+
+With ``PipelineConfig(priority=...)`` the queue serves the lowest key first
+(:mod:`pipeline.queue`); with ``max_wait_s`` a sweep expires queued items at
+their deadlines even when no worker is free (:mod:`pipeline.expiry`). During
+the drain, queued items keep their deadlines: each runs if a worker takes it
+in time and expires at its deadline otherwise (or is handed back unfinished
+if the drain timeout comes first).
 """
 
 from __future__ import annotations
@@ -26,16 +34,20 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import random
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from .attempts import Attempts
 from .config import PipelineConfig
+from .deadlines import DeadlineSweep
 from .errors import PipelineClosed, SourceError
 from .events import EventKind, Listener
+from .expiry import Expiry
 from .intake import Intake
-from .queue import WorkQueue
+from .priority import PriorityKeys
+from .queue import PriorityWorkQueue, WorkQueue
 from .ratelimit import RateLimiter
 from .records import Result, RunReport, ShedLog, describe_error
 from .resultstream import ResultStream
@@ -59,7 +71,7 @@ def is_async_callable(handler: object) -> bool:
     )
 
 
-class Pipeline(Intake, Attempts):
+class Pipeline(Intake, Attempts, Expiry):
     """A bounded asyncio work pipeline.
 
     Args:
@@ -74,6 +86,11 @@ class Pipeline(Intake, Attempts):
             ``uniform(a, b)``, such as ``random.Random``); pass a seeded one
             for repeatable runs.
         name: used in task names, logs and ``repr``.
+        on_expired: a plain function ``f(payload)`` called when an item
+            expires (``PipelineConfig.max_wait_s``), after it is counted: to
+            tell its caller it was given up. One that raises is handled as a
+            failing ``on_event`` listener (logged once, counted in
+            ``statistics().listener_errors``); the item stays expired.
 
     Use it either with a source::
 
@@ -86,8 +103,9 @@ class Pipeline(Intake, Attempts):
         report = pipe.report
 
     Raises:
-        TypeError: ``handler`` or ``on_event`` is not callable, ``config`` is
-            not a PipelineConfig, or ``rng`` has no ``uniform`` method.
+        TypeError: ``handler``, ``on_event`` or ``on_expired`` is not callable
+            (``on_expired`` must be a plain function), ``config`` is not a
+            PipelineConfig, or ``rng`` has no ``uniform`` method.
     """
 
     def __init__(
@@ -98,6 +116,7 @@ class Pipeline(Intake, Attempts):
         on_event: Listener | None = None,
         rng: random.Random | None = None,
         name: str = "pipeline",
+        on_expired: Callable[[Any], None] | None = None,
     ) -> None:
         if not callable(handler):
             raise TypeError(f"handler must be callable, got {handler!r}")
@@ -106,6 +125,11 @@ class Pipeline(Intake, Attempts):
             raise TypeError(f"config must be a PipelineConfig, got {config!r}")
         if on_event is not None and not callable(on_event):
             raise TypeError(f"on_event must be callable or None, got {on_event!r}")
+        if on_expired is not None and (not callable(on_expired) or is_async_callable(on_expired)):
+            raise TypeError(
+                "on_expired must be a plain function f(payload) or None (it is called "
+                f"synchronously when an item expires), got {on_expired!r}"
+            )
         if rng is not None and not callable(getattr(rng, "uniform", None)):
             raise TypeError(
                 f"rng must be a random generator with a uniform(a, b) method "
@@ -120,7 +144,16 @@ class Pipeline(Intake, Attempts):
         self._on_event = None if on_event is None else self._guarded(on_event)
         self._rng = rng if rng is not None else random.Random()
         self._is_async = is_async_callable(handler)
-        self._queue = WorkQueue(config.queue_maxsize)
+        queue_class = WorkQueue if config.priority is None else PriorityWorkQueue
+        self._queue = queue_class(config.queue_maxsize)
+        self._keys = None if config.priority is None else PriorityKeys(config.priority)
+        wait = config.max_wait_s
+        self._wait_of = wait if callable(wait) else None
+        self._max_wait_s = wait if isinstance(wait, float) and wait < math.inf else None
+        self._on_expired = on_expired
+        self._sweep = None
+        self._classified = self._keys is not None or wait is not None
+        self._expired = ShedLog(config.keep_shed)
         self.state = State.IDLE
         self.report = None
         self._loop = None  # type: ignore[assignment]
@@ -163,7 +196,9 @@ class Pipeline(Intake, Attempts):
         return (
             f"<Pipeline {self.name!r} state={self.state.value} queue={len(self._queue)}/{bound} "
             f"busy={self._busy}/{self.config.concurrency} completed={self._completed} "
-            f"dead_lettered={len(self._dead_letters)}>"
+            f"dead_lettered={len(self._dead_letters)}"
+            + (f" expired={len(self._expired)}" if self._expired else "")
+            + ">"
         )
 
     # -- lifecycle -----------------------------------------------------------------
@@ -190,6 +225,8 @@ class Pipeline(Intake, Attempts):
         self._log_warning = log.isEnabledFor(logging.WARNING)
         if self.config.rate_limit is not None:
             self._limiter = RateLimiter(self.config.rate_limit, self._started_s)
+        if self._max_wait_s is not None or self._wait_of is not None:
+            self._sweep = DeadlineSweep(loop, self._expire_queued, self._queue.__len__)
         self.state = State.OPEN
         self._workers = [
             loop.create_task(self._work(), name=f"{self.name}-worker-{index}")
@@ -335,6 +372,8 @@ class Pipeline(Intake, Attempts):
             *self._queue.drain_items(),
             *self._retry_timers,
         ]
+        if self._sweep is not None:
+            self._sweep.close()
         for timer in self._retry_timers.values():
             timer.cancel()
             self._queue.unhold()
@@ -370,6 +409,7 @@ class Pipeline(Intake, Attempts):
             abandoned=abandoned,
             results_dropped=0 if self._stream is None else self._stream.dropped,
             results_waiting=0 if self._stream is None else len(self._stream),
+            expired=self._expired,
         )
         if abandoned:
             self._log(
@@ -486,6 +526,7 @@ class Pipeline(Intake, Attempts):
             attempts=self._attempts,
             producer_blocked_s=blocked,
             listener_errors=self._listener_errors,
+            expired=len(self._expired),
         )
 
     def _oldest_admitted_s(self) -> float | None:
@@ -493,13 +534,13 @@ class Pipeline(Intake, Attempts):
 
         None when nothing is inside. For exporters, which call it from their own thread while
         the loop changes these collections: a read that races a change is simply retried.
-        Costs O(running + retries): the main FIFO is in admission order, only its head counts.
+        Costs O(running + retries): the main FIFO is in admission order, only its head counts
+        (a priority queue is read whole).
         """
         queue = self._queue
         for _ in range(8):
             try:
-                heads = [queue._items[0]] if queue._items else []
-                inside = [*heads, *queue._retries, *self._running, *self._retry_timers]
+                inside = [*queue.heads(), *self._running, *self._retry_timers]
                 return min((item.admitted_s for item in inside), default=None)
             except (RuntimeError, IndexError):  # changed size while read; read again
                 continue

@@ -43,6 +43,11 @@ class EventKind(IntEnum):
     """Intake stopped: the source ended or ``stop()`` was called (item is None)."""
     DRAIN_TIMEOUT = 11
     """The drain hit ``drain_timeout_s`` (item is None)."""
+    EXPIRED = 12
+    """The item's deadline came before its next attempt could start: it left the queue
+    (queue depth -1). A retry whose backoff would end at or after the deadline is
+    scheduled, readmitted and expires at the same instant (RETRY_SCHEDULED, READMITTED,
+    EXPIRED), so an attempt's end is always told the same way."""
 
 
 Listener = Callable[[EventKind, float, Any], None]

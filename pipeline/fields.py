@@ -1,11 +1,12 @@
 """Every field a :class:`~pipeline.engine.Pipeline` holds, declared once, with its meaning.
 
-One pipeline is one object, written in three files: :mod:`pipeline.engine`
+One pipeline is one object, written in four files: :mod:`pipeline.engine`
 (lifecycle, the close, the report), :mod:`pipeline.intake` (producers,
-``put`` and admission) and :mod:`pipeline.attempts` (workers and one attempt's
-life). :class:`PipelineFields` is the base of all three: it declares, with its
-type and meaning, each attribute that any of them reads or writes, and the
-few methods the two halves call on the engine. ``Pipeline.__init__`` fills
+``put`` and admission), :mod:`pipeline.attempts` (workers and one attempt's
+life) and :mod:`pipeline.expiry` (priority keys, deadlines, expiry).
+:class:`PipelineFields` is the base of all four: it declares, with its type
+and meaning, each attribute that any of them reads or writes, and the few
+methods the parts call on one another. ``Pipeline.__init__`` fills
 every field; nothing else adds one.
 
 The declarations are annotations only: no default values, no slots, no
@@ -24,8 +25,10 @@ if TYPE_CHECKING:
 
     from .attempts import ThreadCall
     from .config import PipelineConfig
+    from .deadlines import DeadlineSweep
     from .events import EventKind, Listener
     from .items import WorkItem
+    from .priority import PriorityKeys
     from .queue import WorkQueue
     from .ratelimit import RateLimiter
     from .records import DeadLetter, RunReport, ShedLog
@@ -113,6 +116,20 @@ class PipelineFields:
     """Items admitted while ``stop()`` ran: unfinished at the close, never queued."""
     _unsettled: int
     """Admitted items not yet completed or dead-lettered (queued, running or waiting)."""
+    _keys: PriorityKeys | None
+    """Computes each payload's priority key (``config.priority``), or None: first in, first out."""
+    _max_wait_s: float | None
+    """``config.max_wait_s`` when it is a finite number of seconds, else None."""
+    _wait_of: Callable[[Any], Any] | None
+    """``config.max_wait_s`` when it is a per-item function, else None."""
+    _classified: bool
+    """Whether admission computes keys or deadlines (``priority`` or ``max_wait_s`` set)."""
+    _sweep: DeadlineSweep | None
+    """Expires queued items at their deadlines (made at the start when items have them)."""
+    _on_expired: Callable[[Any], None] | None
+    """The ``on_expired`` hook, or None."""
+    _expired: ShedLog
+    """Items that expired (``max_wait_s``): the exact count and the latest payloads."""
     _limiter: RateLimiter | None
     """Spaces attempt starts when ``config.rate_limit`` is set (made at the start)."""
     _stream: ResultStream | None
@@ -167,4 +184,12 @@ class PipelineFields:
         def _emit(self, kind: EventKind, item: Any) -> None: ...
         def _emit_at(self, kind: EventKind, now_s: float, item: Any) -> None: ...
         def _listener_failed(self, kind: EventKind, error: BaseException) -> None: ...
+
+        # Defined by Attempts (attempts.py) and Expiry (expiry.py); called across them.
+
+        def _settle(self) -> None: ...
+        def _classify(self, item: WorkItem) -> None: ...
+        def _expire(self, item: WorkItem, now: float) -> None: ...
+        def _expire_queued(self, item: WorkItem, now: float) -> None: ...
+        def _note_expired(self, item: WorkItem) -> None: ...
         def _log(self, level: int, event: str, *, exc_info: Any = None, **fields: Any) -> None: ...

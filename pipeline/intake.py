@@ -168,6 +168,9 @@ class Intake(PipelineFields):
     def _admit(self, payload: Any, *, reserved: bool = True) -> None:
         """Take custody of ``payload`` (its slot already reserved, unless ``reserved`` is False)."""
         item = WorkItem(payload, self._admitted, self._loop.time())
+        classify = self._classified
+        if classify:
+            self._classify(item)  # never raises an Exception: a bad key refuses the item
         self._offered += 1
         self._admitted += 1
         listener = self._listener  # inline, not the guarded wrapper: the hot path
@@ -184,7 +187,15 @@ class Intake(PipelineFields):
             self._handed_back.append(item)
             return
         self._unsettled += 1
-        self._queue.put_reserved(item)
+        if not classify:
+            self._queue.put_reserved(item)
+        elif item.refusal is not None:
+            self._queue.put_refused(item)
+        else:
+            item.queued = True
+            self._queue.put_reserved(item)
+            if item.deadline_s is not None:
+                self._sweep.watch(item)
         if self._log_debug:
             self._log(
                 logging.DEBUG,

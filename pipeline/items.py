@@ -23,9 +23,26 @@ class WorkItem:
         admitted_s: loop time of admission, seconds.
         first_start_s: loop time the first attempt started, or None.
         errors: failures so far, oldest first.
+        key: its priority key (``PipelineConfig(priority=...)``), or None without one.
+        deadline_s: loop time by which its next attempt must start, or None
+            (``PipelineConfig(max_wait_s=...)``); past it the item expires.
+        queued: True while it waits in the queue (the deadline sweep reads it).
+        refusal: the error that refused it at admission (a bad priority key or
+            deadline), or None; a worker dead-letters it without calling the handler.
     """
 
-    __slots__ = ("admitted_s", "attempts", "errors", "first_start_s", "payload", "seq")
+    __slots__ = (
+        "admitted_s",
+        "attempts",
+        "deadline_s",
+        "errors",
+        "first_start_s",
+        "key",
+        "payload",
+        "queued",
+        "refusal",
+        "seq",
+    )
 
     def __init__(self, payload: Any, seq: int, admitted_s: float) -> None:
         self.payload = payload
@@ -34,6 +51,10 @@ class WorkItem:
         self.attempts = 0
         self.first_start_s: float | None = None
         self.errors: list[AttemptError] = []
+        self.key: Any = None
+        self.deadline_s: float | None = None
+        self.queued = False
+        self.refusal: Exception | None = None
 
     def __repr__(self) -> str:
         return f"<WorkItem seq={self.seq} attempts={self.attempts} payload={self.payload!r}>"

@@ -16,6 +16,19 @@ It differs from ``asyncio.Queue`` in the three ways a retrying pipeline needs:
   every worker sits in ``put`` and nobody is left to ``get``).
 - **Closing wakes waiting producers** with :class:`~pipeline.errors.PipelineClosed`.
 
+:class:`PriorityWorkQueue` (``PipelineConfig(priority=...)``) keeps one heap
+instead of both lanes: items leave in the order of ``(item.key, item.seq)``, lowest first, and
+payloads are never compared (``seq`` is unique). A retry re-enters at its
+item's own place, ``(key, original seq)``: within its priority it goes ahead of
+every item admitted after it (as the retry lane does without priorities), and
+never ahead of an item with a better key. Items refused at admission (a bad
+key, see :meth:`put_refused`) come out before everything else.
+
+Items can leave from the middle (:meth:`remove`, when they expire): they stop
+counting at once, so a blocked producer gets the slot, and are dropped when a
+worker reaches them, or sooner when such leftovers would outnumber the live
+items (memory stays at most about twice the live queue).
+
 Every state change lives in a non-blocking method; the coroutines only wait
 and then delegate, as in CPython's ``asyncio.Queue``.
 """
@@ -24,12 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 from collections import deque
 from typing import Any, Generic, TypeVar
 
 from .errors import PipelineClosed, QueueFull
 
-__all__ = ["WorkQueue"]
+__all__ = ["PriorityWorkQueue", "WorkQueue"]
 
 T = TypeVar("T")
 
@@ -41,10 +55,14 @@ class WorkQueue(Generic[T]):
         maxsize: the bound (>= 1), or None for no bound.
     """
 
+    ordered = False
+
     def __init__(self, maxsize: int | None) -> None:
         self.maxsize = maxsize
         self._items: deque[T] = deque()
         self._retries: deque[T] = deque()
+        self._removed: set[T] = set()
+        self._size = 0
         self._getters: deque[asyncio.Future[None]] = deque()
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
         self._reserved = 0
@@ -57,6 +75,8 @@ class WorkQueue(Generic[T]):
 
     def _format(self) -> str:
         parts = [f"maxsize={self.maxsize}", f"queued={len(self)}"]
+        if self.ordered:
+            parts.append("ordered")
         if self._reserved:
             parts.append(f"reserved={self._reserved}")
         if self._held:
@@ -70,7 +90,7 @@ class WorkQueue(Generic[T]):
         return " ".join(parts)
 
     def __len__(self) -> int:
-        return len(self._items) + len(self._retries)
+        return self._size
 
     @property
     def held(self) -> int:
@@ -88,10 +108,7 @@ class WorkQueue(Generic[T]):
 
     def full(self) -> bool:
         """True when queued + reserved + held items reach ``maxsize``."""
-        return (
-            self.maxsize is not None
-            and len(self._items) + len(self._retries) + self._reserved + self._held >= self.maxsize
-        )
+        return self.maxsize is not None and self._size + self._reserved + self._held >= self.maxsize
 
     # -- producers -----------------------------------------------------------------
 
@@ -116,10 +133,7 @@ class WorkQueue(Generic[T]):
         """
         if self._closed:
             raise PipelineClosed(f"{self!r} is closed to new items")
-        if (
-            self.maxsize is not None
-            and len(self._items) + len(self._retries) + self._reserved + self._held >= self.maxsize
-        ):
+        if self.maxsize is not None and self._size + self._reserved + self._held >= self.maxsize:
             return False
         self._reserved += 1
         return True
@@ -150,13 +164,24 @@ class WorkQueue(Generic[T]):
     def put_reserved(self, item: T) -> None:
         """Queue ``item`` in the slot taken by :meth:`reserve`."""
         self._reserved -= 1
-        items = self._items
-        items.append(item)
-        size = len(items) + len(self._retries)  # _note_peak, inline: once per item
+        self._items.append(item)
+        size = self._size = self._size + 1  # _note_peak, inline: once per item
         if size > self.peak:
             self.peak = size
         if self._getters:
             wake_first(self._getters)
+
+    def put_refused(self, item: T) -> None:
+        """Queue ``item`` (in the slot taken by :meth:`reserve`) ahead of every other item.
+
+        For an item refused at admission: a worker only records its refusal,
+        so serving it first frees its slot soonest. It is never compared by key.
+        """
+        self._reserved -= 1
+        self._retries.appendleft(item)
+        self._size += 1
+        self._note_peak()
+        wake_first(self._getters)
 
     def release(self) -> None:
         """Give back a reserved slot that will not be used."""
@@ -180,16 +205,60 @@ class WorkQueue(Generic[T]):
         self._held += 1
 
     def readmit(self, item: T) -> None:
-        """Queue a held item in the retry lane, served before new items; never waits."""
+        """Queue a held item in the retry lane, served before new items; never waits.
+
+        Ordered, the item goes back at its own place, ``(key, seq)`` (see the module).
+        """
         self._held -= 1
         self._retries.append(item)
+        self._size += 1
         self._note_peak()
         wake_first(self._getters)
 
     def unhold(self) -> None:
-        """Forget a held item that will not come back (cancelled at drain)."""
+        """Forget a held item that will not come back (cancelled at drain, or expired)."""
         self._held -= 1
         wake_first(self._slot_waiters)
+
+    # -- leaving from the middle ---------------------------------------------------
+
+    def remove(self, item: T) -> None:
+        """Take a queued ``item`` out now (it expired); its slot is free at once.
+
+        ``item`` must be queued (the caller knows: see ``WorkItem.queued``).
+        """
+        self._removed.add(item)
+        self._size -= 1
+        removed = len(self._removed)
+        if removed > 32 and removed > self._size:
+            self._compact()
+        wake_first(self._slot_waiters)
+
+    def _compact(self) -> None:
+        """Drop the removed items still stored, in one pass (amortised over the removals)."""
+        removed = self._removed
+        self._items = deque(item for item in self._items if item not in removed)
+        self._retries = deque(item for item in self._retries if item not in removed)
+        self._removed = set()
+
+    def live(self) -> list[T]:
+        """Every queued item, in the order workers would take them."""
+        removed = self._removed
+        return [item for item in (*self._retries, *self._items) if item not in removed]
+
+    def heads(self) -> list[T]:
+        """Queued items among which the longest-queued is (for exporters: cheap when FIFO).
+
+        FIFO, the main lane is in admission order and only its first live item
+        counts; the retry lane and an ordered heap are read whole.
+        """
+        removed = self._removed
+        heads = [item for item in self._retries if item not in removed]
+        for item in self._items:
+            if item not in removed:
+                heads.append(item)
+                break
+        return heads
 
     # -- workers -------------------------------------------------------------------
 
@@ -199,19 +268,25 @@ class WorkQueue(Generic[T]):
         Raises:
             asyncio.QueueEmpty: nothing is queued.
         """
-        if self._retries:
-            item = self._retries.popleft()
-        elif self._items:
-            item = self._items.popleft()
-        else:
-            raise asyncio.QueueEmpty
+        while True:
+            if self._retries:
+                item = self._retries.popleft()
+            elif self._items:
+                item = self._items.popleft()
+            else:
+                raise asyncio.QueueEmpty
+            removed = self._removed
+            if not removed or item not in removed:
+                break
+            removed.discard(item)  # it expired while queued: already counted out
+        self._size -= 1
         if self._slot_waiters:
             wake_first(self._slot_waiters)
         return item
 
     async def get(self) -> T:
         """Wait for an item, then remove and return it."""
-        while not (self._items or self._retries):
+        while not self._size:
             getter = asyncio.get_running_loop().create_future()
             self._getters.append(getter)
             try:
@@ -220,7 +295,7 @@ class WorkQueue(Generic[T]):
                 getter.cancel()
                 with contextlib.suppress(ValueError):
                     self._getters.remove(getter)
-                if self._items or self._retries:
+                if self._size:
                     wake_first(self._getters)
                 raise
         return self.get_nowait()
@@ -235,17 +310,93 @@ class WorkQueue(Generic[T]):
 
     def drain_items(self) -> list[T]:
         """Remove and return every queued item (used when a drain gives up)."""
-        items = [*self._retries, *self._items]
+        items = self.live()
         self._items.clear()
         self._retries.clear()
+        self._removed = set()
+        self._size = 0
         return items
 
     # -- helpers -------------------------------------------------------------------
 
     def _note_peak(self) -> None:
-        size = len(self._items) + len(self._retries)
-        if size > self.peak:
-            self.peak = size
+        if self._size > self.peak:
+            self.peak = self._size
+
+
+class PriorityWorkQueue(WorkQueue[T]):
+    """A :class:`WorkQueue` serving items by ``(item.key, item.seq)``, lowest first.
+
+    One heap holds new items and retries alike (see the module docstring); an
+    entry is ``(rank, key, seq, item)``, where rank 0 puts refused items first
+    and ``seq``, unique, settles every tie before ``item`` could be compared.
+    """
+
+    ordered = True
+
+    def __init__(self, maxsize: int | None) -> None:
+        super().__init__(maxsize)
+        self._heap: list[tuple[Any, ...]] = []
+
+    def put_reserved(self, item: T) -> None:
+        self._reserved -= 1
+        heapq.heappush(self._heap, (1, item.key, item.seq, item))  # type: ignore[attr-defined]
+        self._size += 1
+        self._note_peak()
+        if self._getters:
+            wake_first(self._getters)
+
+    def put_refused(self, item: T) -> None:
+        self._reserved -= 1
+        heapq.heappush(self._heap, (0, None, item.seq, item))  # type: ignore[attr-defined]
+        self._size += 1
+        self._note_peak()
+        wake_first(self._getters)
+
+    def readmit(self, item: T) -> None:
+        self._held -= 1
+        heapq.heappush(self._heap, (1, item.key, item.seq, item))  # type: ignore[attr-defined]
+        self._size += 1
+        self._note_peak()
+        wake_first(self._getters)
+
+    def get_nowait(self) -> T:
+        heap = self._heap
+        while True:
+            if not heap:
+                raise asyncio.QueueEmpty
+            item = heapq.heappop(heap)[3]
+            removed = self._removed
+            if not removed or item not in removed:
+                break
+            removed.discard(item)  # it expired while queued: already counted out
+        self._size -= 1
+        if self._slot_waiters:
+            wake_first(self._slot_waiters)
+        return item
+
+    def live(self) -> list[T]:
+        removed = self._removed
+        entries = sorted(self._heap, key=lambda entry: entry[:3])
+        return [entry[3] for entry in entries if entry[3] not in removed]
+
+    def heads(self) -> list[T]:
+        removed = self._removed
+        return [entry[3] for entry in self._heap if entry[3] not in removed]
+
+    def drain_items(self) -> list[T]:
+        items = self.live()
+        self._heap.clear()
+        self._removed = set()
+        self._size = 0
+        return items
+
+    def _compact(self) -> None:
+        removed = self._removed
+        heap = [entry for entry in self._heap if entry[3] not in removed]
+        heapq.heapify(heap)
+        self._heap = heap
+        self._removed = set()
 
 
 async def wait_in_line(waiters: deque[asyncio.Future[None]]) -> None:

@@ -66,7 +66,10 @@ class DeadLetter:
         payload: the item as it entered the pipeline, unchanged.
         attempts: attempts made (``max_attempts`` unless it failed permanently).
         errors: every failure, oldest first.
-        reason: ``"max_attempts"`` or ``"not_retryable"``.
+        reason: ``"max_attempts"`` or ``"not_retryable"``; ``"bad_priority"`` or
+            ``"bad_deadline"`` when its priority key or per-item ``max_wait_s``
+            could not be used (refused at its first attempt, the handler never
+            called; the error says why).
     """
 
     payload: Any
@@ -108,7 +111,7 @@ class Result:
 
 
 class ShedLog:
-    """The items shed at admission: an exact count and the latest payloads.
+    """The items shed at admission (or expired): an exact count and the latest payloads.
 
     A service that sheds load for hours must not keep every rejected payload,
     so the log keeps at most ``keep`` of them (the most recent) and counts the
@@ -180,8 +183,8 @@ class ShedLog:
 class RunReport:
     """The account of one run: every offered item appears exactly once.
 
-    ``offered == completed + len(dead_letters) + len(unfinished) + len(shed)``
-    always holds, and ``admitted == offered - len(shed)``.
+    ``offered == completed + len(dead_letters) + len(unfinished) + len(shed)
+    + len(expired)`` always holds, and ``admitted == offered - len(shed)``.
 
     Attributes:
         offered: items taken from the source(s) or handed to ``put``.
@@ -207,6 +210,10 @@ class RunReport:
         results_waiting: results still in the stream when the run closed; an
             attached consumer can read them after the run. Every finished
             item's result is delivered, dropped or waiting.
+        expired: items whose deadline (``PipelineConfig.max_wait_s``) came
+            before their next attempt could start: ``len()`` is the exact
+            count; the most recent ``keep_shed`` payloads are kept (a
+            :class:`ShedLog`). An expired item has no result in ``results()``.
     """
 
     offered: int
@@ -223,6 +230,7 @@ class RunReport:
     abandoned: list[Any] = field(default_factory=list)
     results_dropped: int = 0
     results_waiting: int = 0
+    expired: ShedLog = field(default_factory=ShedLog)
 
     @property
     def duration_s(self) -> float:
@@ -232,5 +240,7 @@ class RunReport:
     @property
     def balanced(self) -> bool:
         """True when every offered item is accounted for (it always should be)."""
-        accounted = self.completed + len(self.dead_letters) + len(self.unfinished)
+        accounted = (
+            self.completed + len(self.dead_letters) + len(self.unfinished) + len(self.expired)
+        )
         return self.offered == accounted + len(self.shed) and self.admitted == accounted

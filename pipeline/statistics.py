@@ -27,8 +27,11 @@ class Statistics:
         attempts: handler calls made.
         producer_blocked_s: seconds of loop time producers spent waiting for a
             slot, summed over producers, waits still in progress included.
-        listener_errors: calls of the ``on_event`` listener that raised; the
-            engine logs the first, counts them all and carries on.
+        listener_errors: calls of the ``on_event`` listener (or the
+            ``on_expired`` hook) that raised; the engine logs the first, counts
+            them all and carries on.
+        expired: items whose deadline came before their next attempt could
+            start (``PipelineConfig.max_wait_s``); they left the queue then.
     """
 
     state: str
@@ -48,3 +51,4 @@ class Statistics:
     attempts: int
     producer_blocked_s: float
     listener_errors: int = 0
+    expired: int = 0

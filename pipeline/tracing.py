@@ -161,6 +161,8 @@ class _Tracer:
         elif kind is EventKind.UNFINISHED:
             self._end(item, now_s, "unfinished")
             self._firsts.pop(item, None)
+        elif kind is EventKind.EXPIRED:
+            self._firsts.pop(item, None)  # no attempt is open: it left the queue
 
     def _end(self, item: Any, now_s: float, error: str | None) -> None:
         opened = self._spans.pop(item, None)

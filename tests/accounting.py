@@ -45,11 +45,12 @@ def undelivered_payloads(report: Any) -> list[Any] | int | None:
 
 
 def completed_payloads(report: Any, offered: Iterable[Any]) -> Counter:
-    """The offered payloads that are neither dead-lettered, unfinished nor shed."""
+    """The offered payloads that are neither dead-lettered, unfinished, shed nor expired."""
     others = Counter(
         [letter.payload for letter in report.dead_letters]
         + list(report.unfinished)
         + list(report.shed)
+        + list(getattr(report, "expired", ()))
     )
     return Counter(offered) - others
 
@@ -65,7 +66,8 @@ def assert_each_payload_once(report: Any, offered: Iterable[Any]) -> Counter:
     assert report.balanced, report
     assert report.admitted == report.offered - len(report.shed), report
     dead = [letter.payload for letter in report.dead_letters]
-    outcomes = Counter(dead + list(report.unfinished) + list(report.shed))
+    expired = list(getattr(report, "expired", ()))
+    outcomes = Counter(dead + list(report.unfinished) + list(report.shed) + expired)
     twice = [payload for payload, count in outcomes.items() if count > 1]
     assert not twice, f"payloads with two outcomes: {twice} in {report}"
     strangers = set(outcomes) - set(offered)

@@ -77,6 +77,10 @@ class _StagePipeline(Pipeline):
         """Send every finished item to ``sink`` (before the run starts)."""
         self._stream = sink  # the engine awaits it in the worker: see pipeline.chain.handoff
 
+    def _note_expired(self, item: Any) -> None:
+        if self._stream is not None:
+            self._stream.expire(item.payload)  # its HandOff: counted settled, handed nothing
+
     def stop(self) -> None:
         if self.state is State.OPEN:
             self.intake_closed_s = self._now()
@@ -398,7 +402,12 @@ class Chain:
             if former is not None:
                 inside = former.admitted - sink.settled_items + len(former)
             else:
-                inside = snapshot.admitted - snapshot.completed - snapshot.dead_lettered
+                inside = (
+                    snapshot.admitted
+                    - snapshot.completed
+                    - snapshot.dead_lettered
+                    - snapshot.expired
+                )
             stages[stage.name] = StageStatistics(
                 name=stage.name,
                 pipeline=snapshot,
@@ -438,6 +447,13 @@ def _per_item(report: RunReport, former: BatchFormer, sink: HandOff) -> dict[str
     unfinished = [payload for batch in report.unfinished for payload in batch]
     unfinished += former.unsent()
     shed: ShedLog = former.shed
+    # Expired batches, payload by payload: the kept batches give the payloads kept,
+    # and the exact count is what the rest of the account leaves.
+    expired = ShedLog(None, [payload for batch in report.expired for payload in batch])
+    expired_items = (
+        former.offered - len(shed) - sink.completed_items - len(letters) - len(unfinished)
+    )
+    expired.dropped = max(0, expired_items - len(expired))
     return {
         "offered": former.offered,
         "admitted": former.offered - len(shed),
@@ -446,4 +462,5 @@ def _per_item(report: RunReport, former: BatchFormer, sink: HandOff) -> dict[str
         "unfinished": unfinished,
         "shed": shed,
         "abandoned": [payload for batch in report.abandoned for payload in batch],
+        "expired": expired,
     }

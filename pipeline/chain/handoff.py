@@ -75,7 +75,7 @@ class HandOff:
         stranded: outputs that never reached the next stage, oldest first.
         pending: outputs waiting for room downstream now.
         blocked_s: seconds hand-offs spent waiting for room, summed over workers.
-        settled_items: payloads completed or dead-lettered so far.
+        settled_items: payloads completed, dead-lettered or expired so far.
         completed_items: payloads completed so far.
     """
 
@@ -167,6 +167,10 @@ class HandOff:
         except BaseException:
             self._strand(outputs[delivered:])
             raise
+
+    def expire(self, payload: Any) -> None:
+        """Account for one item that expired in this stage (no result, nothing handed on)."""
+        self.settled_items += len(payload) if self._batching else 1
 
     def _strand(self, outputs: tuple[Any, ...]) -> None:
         self.pending -= len(outputs)

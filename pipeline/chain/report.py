@@ -5,12 +5,12 @@ counted in items (a batching stage's batches are counted payload by payload)
 plus the stage's joint with the next one. Three balances always hold:
 
 - **per stage**: ``offered == completed + len(dead_letters) + len(unfinished)
-  + len(shed)`` (the single-stage balance);
+  + len(shed) + len(expired)`` (the single-stage balance);
 - **per joint**: a stage's ``outputs == handed_on + len(stranded)``, and the
   next stage's ``offered == handed_on`` (an output the next stage shed was
   still handed on: it is counted there);
 - **end to end**: ``offered + children_added == completed + dead_lettered +
-  unfinished + shed``, where ``completed`` counts the items the last stage
+  unfinished + shed + expired``, where ``completed`` counts the items the last stage
   completed, ``unfinished`` includes every stranded output, and
   ``children_added`` is what fan-out before the last stage added (children
   minus the parents they replaced).
@@ -100,6 +100,11 @@ class ChainReport:
         return sum(len(stage.shed) for stage in self.stages.values())
 
     @property
+    def expired(self) -> int:
+        """Items whose deadline came before their next attempt started, over every stage."""
+        return sum(len(stage.expired) for stage in self.stages.values())
+
+    @property
     def unfinished(self) -> int:
         """Items left when the run ended: unfinished in a stage, or stranded between two."""
         return sum(len(stage.unfinished) + len(stage.stranded) for stage in self.stages.values())
@@ -124,7 +129,7 @@ class ChainReport:
                 return False
         if reports[0].offered != self.offered or reports[-1].completed != self.completed:
             return False
-        left = self.completed + self.dead_lettered + self.unfinished + self.shed
+        left = self.completed + self.dead_lettered + self.unfinished + self.shed + self.expired
         return self.offered + self.children_added == left
 
     def dead_letters(self) -> list[tuple[str, Any]]:
@@ -142,8 +147,8 @@ class StageStatistics:
         name: the stage's name.
         pipeline: the stage pipeline's own :class:`~pipeline.Statistics`
             (in batches for a batching stage).
-        items_inside: items admitted and not yet completed or dead-lettered
-            (queued, waiting for a retry, in an attempt), plus a batching
+        items_inside: items admitted and not yet completed, dead-lettered or
+            expired (queued, waiting for a retry, in an attempt), plus a batching
             stage's batch being formed.
         items_handing_off: outputs of finished items waiting for room in the
             next stage.

@@ -88,7 +88,7 @@ def expect_pipeline(samples, report, **labels: str) -> None:
         "dead_lettered": len(report.dead_letters),
         "shed": stats.shed,
         "unfinished": len(report.unfinished),
-        "expired": 0,
+        "expired": len(report.expired),
     }
     for outcome, count in items.items():
         assert value(samples, "pipeline_items_total", outcome=outcome, **labels) == count, outcome
@@ -162,6 +162,35 @@ def test_counters_equal_the_report_after_a_randomized_faulty_run(seed):
     assert value(samples, "pipeline_attempts_total", pipeline=f"run{seed}", result="timeout") >= (
         timeouts
     )
+
+
+def test_expired_items_are_counted_and_the_wait_of_those_never_started_is_not():
+    async def run():
+        release = asyncio.Event()
+
+        async def hold(x: int) -> int:
+            await release.wait()
+            return x
+
+        # Two items queue behind a held one and expire after 20 ms, with the worker busy.
+        config = PipelineConfig(concurrency=1, queue_maxsize=None, max_wait_s=0.02)
+        pipe = Pipeline(hold, config, name="deadlines")
+        with pipeline.metrics.serve(pipe) as server:
+            task = asyncio.create_task(pipe.run(range(3)))
+            while pipe.statistics().expired < 2:
+                await asyncio.sleep(0.005)
+            during = await asyncio.to_thread(scrape, server.url)
+            release.set()
+            report = await task
+            after = await asyncio.to_thread(scrape, server.url)
+        return report, during, after
+
+    report, during, after = asyncio.run(run())
+    assert list(report.expired) == [1, 2] and report.completed == 1
+    assert value(during, "pipeline_items_total", pipeline="deadlines", outcome="expired") == 2
+    assert value(during, "pipeline_queue_depth", pipeline="deadlines") == 0
+    expect_pipeline(after, report, pipeline="deadlines")
+    assert value(after, "pipeline_wait_seconds_count", pipeline="deadlines") == 1
 
 
 def test_a_chain_labels_each_stage_and_each_stage_equals_its_report():

@@ -173,3 +173,29 @@ def test_the_first_attempt_carries_the_wait_the_histogram_records(otel):
         for p in m.data.data_points
     ]
     assert point.sum == pytest.approx(sum(waits), rel=1e-12)
+
+
+def test_a_retried_item_that_expires_leaves_no_span_state_behind(otel):
+    spans, _, providers = otel
+    failed = set()
+
+    async def handle(x):
+        await asyncio.sleep(0.001)
+        if x not in failed:
+            failed.add(x)
+            raise ValueError("once")
+
+    # Each item fails once; its retry (after an hour) could only start past its deadline.
+    config = PipelineConfig(concurrency=2, backoff=Backoff.constant(3600.0), max_wait_s=60.0)
+    pipe = Pipeline(handle, config, name="late")
+
+    async def run():
+        with pipeline.tracing.instrument(pipe, **providers) as handle_:
+            report = await pipe.run(range(6))
+            (tracer,) = [each for each in pipe._attached]
+            return report, tracer, handle_
+
+    report, tracer, _ = asyncio.run(run())
+    assert len(report.expired) == 6 and report.attempts == 6
+    assert len(spans.get_finished_spans()) == 6
+    assert tracer._spans == {} and tracer._firsts == {}

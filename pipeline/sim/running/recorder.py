@@ -101,7 +101,7 @@ class ItemColumns:
     outcome: np.ndarray  # codes, see OUTCOMES
     attempt_log: AttemptLog | None = None
 
-    OUTCOMES = ("completed", "dead_lettered", "shed", "unfinished", "not_offered")
+    OUTCOMES = ("completed", "dead_lettered", "shed", "unfinished", "not_offered", "expired")
 
 
 # How an attempt's closing event maps to its AttemptLog ending code (-1: not a closing event).
@@ -164,6 +164,7 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
     attempts = np.bincount(ids[kinds == K.STARTED], minlength=n)[:n].astype(np.int64)
     outcome = np.full(n, 4, dtype=np.int8)  # not_offered unless an event says otherwise
     outcome[ids[kinds == K.UNFINISHED]] = 3
+    outcome[ids[kinds == K.EXPIRED]] = 5  # its deadline came first (max_wait_s)
     outcome[ids[kinds == K.SHED]] = 2
     outcome[~np.isnan(dead)] = 1
     outcome[~np.isnan(completed)] = 0
@@ -192,6 +193,7 @@ _DELTAS[K.COMPLETED] = (0, -1, 0, 0, 1, 0, 0)
 _DELTAS[K.RETRY_SCHEDULED] = (0, -1, 1, 0, 0, 0, 0)
 _DELTAS[K.READMITTED] = (1, 0, -1, 0, 0, 0, 0)
 _DELTAS[K.DEAD_LETTERED] = (0, -1, 0, 1, 0, 0, 0)
+_DELTAS[K.EXPIRED] = (-1, 0, 0, 0, 0, 0, 0)
 _DELTAS[K.PRODUCER_BLOCKED] = (0, 0, 0, 0, 0, 1, 0)
 _DELTAS[K.PRODUCER_UNBLOCKED] = (0, 0, 0, 0, 0, -1, 0)
 _DELTAS[_ARRIVAL] = (0, 0, 0, 0, 0, 0, 1)

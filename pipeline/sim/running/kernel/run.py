@@ -25,7 +25,8 @@ unbounded queues, failures from :class:`NoFailures`,
 :class:`ScriptedFailures` and their combinations, ``max_attempts``,
 :class:`~pipeline.Backoff` (constant or exponential, capped, with or without
 full jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up and
-item size. Outside: rate limits, attempt timeouts, hangs, provider models
+item size. Outside: priority keys and deadlines (``priority``, ``max_wait_s``), rate
+limits, attempt timeouts, hangs, provider models
 (:class:`Overload`, :class:`TokenQuota`) and failure models, backoffs or
 retry policies of your own (subclasses). Those either wait on machinery the
 kernel does not model (the rate limiter's buckets and windows, a timeout
@@ -126,6 +127,10 @@ def unsupported(scenario: Scenario) -> str | None:
 
 def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | None:
     """The first feature of one pipeline (or stage) outside the kernel's domain, or None."""
+    if config.priority is not None:
+        return "priority keys (config.priority)"
+    if config.max_wait_s is not None:
+        return "deadlines (config.max_wait_s)"
     if config.rate_limit is not None:
         return "rate limits (config.rate_limit)"
     if config.attempt_timeout_s is not None:

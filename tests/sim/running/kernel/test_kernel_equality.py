@@ -451,6 +451,9 @@ OUTSIDE = [
     (BASE.replace(failures=IndependentFailures(0.1) | Hangs(p=0.1, hang_s=1.0)), "hangs"),
     (BASE.replace(backoff=MyBackoff()), "a backoff of its own (MyBackoff)"),
     (BASE.replace(retry=MyRetry()), "a retry policy of its own (MyRetry)"),
+    (BASE.replace(priority=lambda payload: 0), "priority keys (config.priority)"),
+    (BASE.replace(max_wait_s=5.0), "deadlines (config.max_wait_s)"),
+    (BASE.replace(max_wait_s=lambda payload: 5.0), "deadlines (config.max_wait_s)"),
 ]
 
 
@@ -462,7 +465,7 @@ def test_kernel_refuses_what_it_does_not_model_in_one_line(scenario, feature):
     assert feature in message and "\n" not in message
 
 
-@pytest.mark.parametrize(("scenario", "feature"), OUTSIDE[:3])
+@pytest.mark.parametrize(("scenario", "feature"), [*OUTSIDE[:3], *OUTSIDE[-3:]])
 def test_auto_falls_back_to_the_engine_outside_the_domain(scenario, feature):
     result = simulate(scenario)
     assert result.summary["engine"] == "asyncio"
