@@ -59,6 +59,9 @@ myst_heading_anchors = 3
 # "inline": the notebooks' Markdown cells show values with {eval}, which needs the
 # kernel alive while the page is read (a cached run cannot answer them).
 nb_execution_mode = "inline"
+# The prose's {eval} expressions are formatted values (f"{wait:.2f}"), as jupyterlab-myst
+# shows them; myst-nb accepts only bare names unless told otherwise.
+nb_eval_name_regex = r"^.+$"
 nb_execution_timeout = 900
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
