@@ -12,7 +12,7 @@ LAB_ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root)
 # Extra arguments for JupyterLab, e.g. make lab LAB_ARGS='--no-browser --port=8899'
 LAB_ARGS ?=
 
-.PHONY: lab test test-all-pythons lint bench clean
+.PHONY: lab test docs test-all-pythons lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.services_setup
 	$(BIN)/pytest
+
+# The documentation site, built offline into docs/_build/html (open index.html there):
+# the guide, the notebooks executed with their figures, the API reference. Warnings are errors.
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
 
 # The fast tests (no notebooks, browser or slow checks) on each of Python 3.11, 3.12
 # and 3.13 that is on PATH (or in pyenv), each in its own .venv-3.X; absent ones are listed.
@@ -49,4 +54,4 @@ bench: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_widgets.py
 
 clean:
-	rm -rf $(VENV) .venv-3.* artifacts .pytest_cache
+	rm -rf $(VENV) .venv-3.* artifacts .pytest_cache docs/_build

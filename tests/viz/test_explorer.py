@@ -374,3 +374,14 @@ def test_memory_shows_dead_letters_apart_and_names_the_bound(explorer):
     texts = [t.get_text() for t in panel.ax.get_legend().get_texts()]
     assert any(t.startswith("dead letters kept") for t in texts)
     assert any("(maxsize + concurrency) × item size" in t for t in texts)
+
+
+def test_a_widget_offers_jupyterlab_its_view_and_a_static_page_its_note(explorer):
+    # What a real kernel shows of it is checked on the built site (tests/docs).
+    from pipeline.viz.widgets.shown import STATIC_NOTE
+
+    bundle = explorer._repr_mimebundle_()
+    assert (
+        bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == explorer.widget.model_id
+    )
+    assert bundle["text/html"] == STATIC_NOTE and "make lab" in STATIC_NOTE

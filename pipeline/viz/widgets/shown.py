@@ -2,7 +2,10 @@
 
 Every explorer and focused widget keeps its ipywidgets tree in ``widget``;
 ending a cell with the object shows that tree, in JupyterLab's rich display
-(``_ipython_display_``) and in front ends that ask for a MIME bundle.
+(``_ipython_display_``) and in front ends that ask for a MIME bundle. The
+bundle also carries a short HTML note, which a front end that cannot run
+widgets shows instead (the documentation site, a notebook viewer): what is
+there and how to use it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,13 @@ from typing import Any
 __all__: list[str] = []
 
 
+STATIC_NOTE = (
+    "<p class='pipeline-widget-note'><em>An interactive widget is here: its sliders "
+    "and plots run in JupyterLab. Open this notebook with <code>make lab</code> to "
+    "use it.</em></p>"
+)
+
+
 class ShowsWidget:
     """Mixin: display ``self.widget`` (an ipywidget) in place of the object."""
 
@@ -21,10 +31,11 @@ class ShowsWidget:
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
-        display(self.widget)
+        display(self._repr_mimebundle_(), raw=True)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        # JupyterLab prefers the widget view; a static page takes the HTML note.
+        return {**self.widget._repr_mimebundle_(**kwargs), "text/html": STATIC_NOTE}
 
 
 def error_html(settings_text: str, doing: str, message: str) -> str:

@@ -1,0 +1,80 @@
+"""Sphinx configuration of the pipeline-lab documentation site (``make docs``).
+
+The site is built offline into ``docs/_build/html``: the user guide (Markdown
+pages here), the notebooks executed with their figures (through myst-nb, from
+``notebooks/``, linked in as ``docs/notebooks``), an API reference generated
+from the docstrings, the workshop guide and the benchmarks. Every warning is
+an error (``make docs`` passes ``-W``), so a broken link or reference fails
+the build.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from sources import gather  # noqa: E402 - needs the path above
+
+# The notebooks and data/ are copied beside these pages (docs/notebooks, docs/data,
+# both ignored by git) so that their relative links, and the notebooks' own
+# ../data/ reads when they run, mean the same here as in the repository.
+gather(ROOT, HERE)
+# The notebooks' kernels import this checkout's package, whatever is installed.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+project = "pipeline-lab"
+author = "the pipeline-lab authors"
+copyright = "2026, the pipeline-lab authors"
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+]
+exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
+# Only Markdown pages and notebooks are sources; README files under data/ are pages too.
+source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
+
+html_theme = "pydata_sphinx_theme"
+html_title = "pipeline-lab"
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_prev_next": True,
+}
+
+myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
+myst_heading_anchors = 3
+
+# Execute every notebook once per change (cached in _build/.jupyter_cache); a cell
+# that raises fails the build, as it fails the notebook tests.
+# "inline": the notebooks' Markdown cells show values with {eval}, which needs the
+# kernel alive while the page is read (a cached run cannot answer them).
+nb_execution_mode = "inline"
+# The prose's {eval} expressions are formatted values (f"{wait:.2f}"), as jupyterlab-myst
+# shows them; myst-nb accepts only bare names unless told otherwise.
+nb_eval_name_regex = r"^.+$"
+nb_execution_timeout = 900
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+# No widget JavaScript from a CDN: the site works offline. A widget shows its note
+# instead (pipeline.viz.widgets.shown gives every widget one, as text/html).
+nb_ipywidgets_js = {}
+nb_mime_priority_overrides = [
+    ("html", "application/vnd.jupyter.widget-view+json", None),
+    ("html", "application/vnd.jupyter.widget-state+json", None),
+]
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"members": True, "show-inheritance": False}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False

@@ -1,0 +1,40 @@
+"""The documentation site, built once for the tests that read it, as ``make docs`` builds it."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+#: What ``make docs`` runs after ``$(BIN)/python``; the Makefile test checks they agree.
+SPHINX = ["-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "docs"]
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built site's folder (its ``index.html``), built into a temporary folder."""
+    out = tmp_path_factory.mktemp("site") / "html"
+    env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run(
+        [sys.executable, *SPHINX, str(out), "-d", str(out.parent / "doctrees")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if done.returncode != 0:
+        warnings = [
+            line for line in done.stderr.splitlines() if "WARNING" in line or "ERROR" in line
+        ]
+        pytest.fail(
+            f"{shlex.join(['python', *SPHINX, str(out)])} failed ({done.returncode}):\n"
+            + "\n".join(warnings[:40] or done.stderr.splitlines()[-40:]),
+            pytrace=False,
+        )
+    return out
