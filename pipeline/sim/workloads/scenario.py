@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._validate import real, show
+from ..._validate import integer, real, show
 from ...config import PipelineConfig
 from .arrivals import ArrivalProcess
 from .distributions import Distribution
@@ -101,6 +101,7 @@ class Scenario:
     failures: FailureModel = field(default_factory=NoFailures)
     item_size_bytes: int = 1024
     warmup_s: float = 0.0
+    initial_backlog: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.arrivals, ArrivalProcess):
@@ -134,6 +135,7 @@ class Scenario:
                 f"(4 GiB), got {show(self.item_size_bytes)}"
             )
         real("warmup_s", self.warmup_s, "seconds", at_least=0)
+        self._check_backlog()
         if self.stages is not None and self.n_items is not None:
             reaching = self.n_items
             for stage in self.stages[:-1]:
@@ -142,6 +144,29 @@ class Scenario:
                 raise ValueError(
                     f"n_items ({self.n_items:_}) times the stages' fan_out makes {reaching:_} "
                     f"items at the last stage; allowed: at most {MAX_N_ITEMS:_}"
+                )
+
+    def _check_backlog(self) -> None:
+        backlog = integer("initial_backlog", self.initial_backlog, "items waiting at time 0")
+        # A numpy integer is taken as the int it holds (hashing, JSON and repr then agree).
+        object.__setattr__(self, "initial_backlog", backlog)
+        arriving = self.n_items or 0
+        if backlog + arriving > MAX_N_ITEMS:
+            raise ValueError(
+                f"initial_backlog ({backlog:_}) plus n_items ({arriving:_}) must be at most "
+                f"{MAX_N_ITEMS:_} items, got {backlog + arriving:_}"
+            )
+        if not backlog:
+            return
+        first = self.stages[0].config if self.stages is not None else self.config
+        if first.on_full == "reject" and first.queue_maxsize is not None:
+            room = first.queue_maxsize + first.concurrency
+            if backlog > room:
+                raise ValueError(
+                    f"initial_backlog ({backlog:_}) cannot be waiting in a queue that sheds "
+                    f"(on_full='reject') and holds at most queue_maxsize + concurrency = "
+                    f"{room:_} items; use on_full='block' (the rest wait upstream), a larger "
+                    "queue_maxsize, or queue_maxsize=None"
                 )
 
     def _check_stages(self) -> None:
