@@ -139,7 +139,5 @@ def summarise(result: SimulationResult) -> dict[str, Any]:
         "engine": result.engine,
     }
     if scenario.initial_backlog:
-        summary.update(
-            backlog_summary(c, s, scenario.initial_backlog, report.drain_timed_out)
-        )
+        summary.update(backlog_summary(c, s, scenario.initial_backlog, report.drain_timed_out))
     return summary
