@@ -5,7 +5,9 @@ and returns the dict that :attr:`SimulationResult.summary
 <pipeline.sim.SimulationResult.summary>` holds: waits, latencies, the
 time-weighted queue and memory, outcome counts and fractions, with the
 batch-means 95% half-widths of the mean wait and latency; with an initial
-backlog also how it drained (:mod:`.backlog`).
+backlog also how it drained (:mod:`.backlog`). Those half-widths assume a
+steady state: with a backlog they are NaN unless ``warmup_s`` cuts off its
+whole drain (``warmup_s >= backlog_drained_s``).
 """
 
 from __future__ import annotations
@@ -139,5 +141,10 @@ def summarise(result: SimulationResult) -> dict[str, Any]:
         "engine": result.engine,
     }
     if scenario.initial_backlog:
-        summary.update(backlog_summary(c, s, scenario.initial_backlog, report.drain_timed_out))
+        drain = backlog_summary(c, s, scenario.initial_backlog, report.drain_timed_out)
+        summary.update(drain)
+        if not warm >= drain["backlog_drained_s"]:  # also when it never drained (NaN)
+            # Batch means assume a steady state; the items counted include the backlog's
+            # drain, a transient, so those half-widths would be no precision of anything.
+            summary["wait_mean_ci95_s"] = summary["latency_mean_ci95_s"] = math.nan
     return summary
