@@ -176,13 +176,16 @@ def detect_warmup(result: SimulationResult, column: str = "wait_s", batch_size: 
     backlog = int(np.count_nonzero(head))
     if backlog and cut.index < backlog:
         # The backlog's items all arrive at 0: a cut among them would return 0.0 and
-        # keep the drain, the transient itself, as if it were steady state.
-        if backlog >= len(values):
+        # keep the drain, the transient itself, as if it were steady state. An arrival
+        # at 0 too waits behind the backlog: the warm-up is the first arrival after 0.
+        later = times[backlog:][times[backlog:] > 0]
+        if not len(later):
             raise ValueError(
                 f"cannot detect a warm-up: every item with a {column} is one of the "
-                f"initial backlog's {backlog:,} (the transient); simulate arrivals after it"
+                f"initial backlog's {first:,} or arrived with it at 0 (the transient); "
+                "simulate arrivals after it"
             )
-        return float(times[backlog])
+        return float(later[0])
     if cut.at_limit:
         raise ValueError(
             f"the warm-up of {column} may last longer than half the run ({values.size:,} items, "
