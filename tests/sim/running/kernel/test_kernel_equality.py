@@ -619,3 +619,25 @@ def test_kernel_equals_engine_with_an_initial_backlog(scenario, replication):
 @given(scenario=backlogged(quiet=True), replication=st.integers(0, 3))
 def test_kernel_equals_engine_with_an_initial_backlog_and_no_failures(scenario, replication):
     assert_kernel_agrees(scenario, replication)
+
+
+@pytest.mark.parametrize("maxsize", [None, 1, 2, 3, 7, 50])
+@pytest.mark.parametrize("concurrency", [1, 2, 5])
+def test_the_fcfs_path_orders_a_backlog_at_zero_as_the_engine_does(concurrency, maxsize):
+    # Continuous times: the one tie is the burst at 0.0 (the backlog and two arrivals),
+    # which the FCFS path orders itself (the queue's peak within the instant included).
+    for backlog in (1, 2, 3, 5, 13):
+        for drain in (None, 0.0, 0.7, 3.0):
+            scenario = Scenario(
+                arrivals=Trace([0.0, 0.0, 0.5, 1.5, 3.0, 3.1, 8.0]),
+                service=LogNormal(mean=1.0, cv=1.2),
+                config=PipelineConfig(
+                    concurrency=concurrency, queue_maxsize=maxsize, drain_timeout_s=drain
+                ),
+                n_items=7,
+                seed=backlog,
+                initial_backlog=backlog,
+            )
+            run_both(scenario)
+            if drain is None:
+                assert _fcfs_taken(scenario, 0)
