@@ -113,10 +113,12 @@ def test_a_sweep_varies_the_backlog(run_main, tmp_path):
     out = tmp_path / "sweep"
     status, stdout, err = run_main(
         "sweep", *MM, "--concurrency", "20", "--items", "0", "--grid", "backlog=0,200,800",
-        "--replications", "2", "--processes", "1", "--out", out, "--json",
+        "--replications", "2", "--processes", "1", "--metrics", "backlog_drained_s",
+        "--out", out, "--json",
     )  # fmt: skip
     assert status == 0, err
     assert json.loads(stdout)["grid"] == {"backlog": [0, 200, 800]}
+    assert (out / "heatmap_backlog_drained_s.png").exists()
     with open(out / "sweep.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     drained = {row["backlog"]: row["backlog_drained_s"] for row in rows}
@@ -131,3 +133,23 @@ def test_a_plan_takes_a_backlog(run_main):
     )  # fmt: skip
     assert status == 0, err
     assert json.loads(stdout)["chosen"]["concurrency"] >= 18
+
+
+def test_a_plan_finds_the_workers_that_drain_a_backlog_in_time(run_main):
+    # 2,000 waiting, no arrivals: E[drained] = (2000 - c) / c s; at most 210 s needs c = 10
+    # (199 s; 9 workers take 221 s).
+    status, stdout, err = run_main(
+        "plan", *MM, "--items", "0", "--backlog", "2000", "--search", "concurrency=5..15",
+        "--slo", "backlog_drained_s<=210", "--seed", "2", "--processes", "1", "--json",
+    )  # fmt: skip
+    assert status == 0, err
+    assert json.loads(stdout)["chosen"]["concurrency"] == 10
+
+
+def test_a_backlog_slo_without_a_backlog_is_refused_before_any_run(run_main):
+    status, stdout, err = run_main(
+        "plan", *MM, "--items", "100", "--search", "concurrency=5..15",
+        "--slo", "backlog_cleared_s<=210", "--json",
+    )  # fmt: skip
+    assert status == 2 and stdout == "" and err.count("\n") == 1
+    assert "backlog_cleared_s times the drain of an initial backlog" in err
