@@ -102,7 +102,9 @@ class Scenario:
             own stream), while service and failure draws follow item ids. In a
             chain the backlog waits at the first stage. The draining start is a
             transient, not steady state: ``warmup_s`` does not remove it from the
-            backlog keys, and :func:`~pipeline.sim.detect_warmup` should find it.
+            backlog keys, the summary's batch-means half-widths are NaN unless
+            ``warmup_s`` cuts off the whole drain, and
+            :func:`~pipeline.sim.detect_warmup` never keeps the backlog's items.
 
     Raises:
         ValueError: a bad value (named in the message).
