@@ -166,13 +166,15 @@ class Scenario:
         real("warmup_s", self.warmup_s, "seconds", at_least=0)
         self._check_backlog()
         if self.stages is not None and self.n_items is not None:
-            reaching = self.n_items
+            reaching = self.n_items + self.initial_backlog
             for stage in self.stages[:-1]:
                 reaching *= stage.fan_out
             if reaching > MAX_N_ITEMS:
+                with_backlog = f" + initial_backlog ({self.initial_backlog:_})"
                 raise ValueError(
-                    f"n_items ({self.n_items:_}) times the stages' fan_out makes {reaching:_} "
-                    f"items at the last stage; allowed: at most {MAX_N_ITEMS:_}"
+                    f"n_items ({self.n_items:_}){with_backlog if self.initial_backlog else ''} "
+                    f"times the stages' fan_out makes {reaching:_} items at the last stage; "
+                    f"allowed: at most {MAX_N_ITEMS:_}"
                 )
 
     def _check_backlog(self) -> None:

@@ -177,6 +177,17 @@ def test_the_backlog_and_the_arrivals_together_stay_within_the_item_cap():
         backlog_scenario(10, arrivals=MAX_N_ITEMS - 5)
 
 
+def test_a_chain_counts_the_backlog_in_what_reaches_its_last_stage():
+    config = PipelineConfig(concurrency=2)
+    stages = [
+        StageSpec(name="split", service=Exponential(mean=0.1), config=config, fan_out=1000),
+        StageSpec(name="write", service=Exponential(mean=0.1), config=config),
+    ]
+    Scenario(arrivals=Poisson(rate=1.0), stages=stages, n_items=10**6)
+    with pytest.raises(ValueError, match=r"n_items \(1_000_000\) \+ initial_backlog \(1\) times"):
+        Scenario(arrivals=Poisson(rate=1.0), stages=stages, n_items=10**6, initial_backlog=1)
+
+
 def test_replace_sets_and_checks_the_backlog():
     base = backlog_scenario(0, arrivals=10)
     assert base.replace(initial_backlog=5).initial_backlog == 5
