@@ -69,6 +69,9 @@ METRIC_LABELS: dict[str, tuple[str, str]] = {
     "producer_blocked_s": ("time the producer was blocked", "s"),
     "memory_peak_bytes": ("peak memory", "bytes"),
     "items_held_max": ("peak items held by the chain", "items"),
+    "items_backlog": ("items waiting at the start", "items"),
+    "backlog_cleared_s": ("time until the backlog's last item left", "s"),
+    "backlog_drained_s": ("time until the queue drained", "s"),
     "sim_time_s": ("simulated time", "s"),
     "wall_time_s": ("wall-clock time", "s"),
     "wait_mean_ci95_s": ("95% half-width of the mean wait", "s"),
@@ -83,6 +86,7 @@ METRIC_LABELS: dict[str, tuple[str, str]] = {
     "queue_maxsize": ("maxsize", "items"),
     "max_attempts": ("max_attempts", ""),
     "drain_timeout_s": ("drain timeout", "s"),
+    "initial_backlog": ("initial backlog", "items"),
 }
 """metric -> (words, unit); a unit of ``"fraction"`` is shown as a percentage."""
 

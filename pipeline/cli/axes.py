@@ -46,6 +46,7 @@ AXIS_FIELDS: dict[str, str] = {
     **CONFIG_FIELDS,
     "failure_rate": "failures",
     "item_size": "item_size_bytes",
+    "backlog": "initial_backlog",
     "arrivals": "arrivals",
     "service": "service",
 }
@@ -55,7 +56,7 @@ _STAGE_FIELDS: dict[str, str] = {
     "failure_rate": "failures",
 }
 # Axes of the whole run, the same for every stage of a chain.
-_WHOLE_RUN = ("arrivals", "item_size")
+_WHOLE_RUN = ("arrivals", "item_size", "backlog")
 _SPEC_SETTINGS = ("arrivals", "service", "backoff")
 _MAX_AXIS_VALUES = 10_000
 

@@ -160,10 +160,16 @@ def _rows(summary: dict[str, Any]) -> list[str]:
         elif not ci and _BATCH_MEANS_KEYS.get(key) in summary and value is not None:
             # One run: its own batch-means interval (replications show theirs instead).
             half = summary.get(_BATCH_MEANS_KEYS[key])
+            # With a backlog the summary withholds them (its drain is no steady state).
+            why = (
+                "the backlog's drain is no steady state"
+                if "items_backlog" in summary
+                else "too few items for batch means"
+            )
             text += (
-                " ± ? (too few items for batch means)"
+                f" ± ? ({why})"
                 if half is None
-                else (f" ± {format_value(key, half)} (95%, batch means)")
+                else f" ± {format_value(key, half)} (95%, batch means)"
             )
         lines.append(f"  {key:<{width}}  {text}")
     return lines

@@ -284,14 +284,20 @@ def _plot_axes(grid: dict[str, list[Any]], axes: list[str] | None) -> tuple[str,
 # -- metrics and the output directory, checked before the sweep -----------------------------
 
 
-def _summary_metrics(base: Scenario) -> list[str]:
-    """The numeric summary keys, read off a one-item run of the base scenario (a millisecond)."""
+def _summary_metrics(base: Scenario, backlog: bool = False) -> list[str]:
+    """The numeric summary keys, read off a one-item run of the base scenario (a millisecond).
+
+    ``backlog``: some point has an initial backlog (the probe then has one item
+    waiting, not the whole backlog, which would take as long as a real run).
+    """
     import warnings
 
     from ..sim.running.result import DrainTimeoutWarning
     from ..sim.running.simulate import simulate
 
-    probe = base.replace(n_items=1, duration_s=None, warmup_s=0.0)
+    probe = base.replace(
+        n_items=1, duration_s=None, warmup_s=0.0, initial_backlog=1 if backlog else 0
+    )
     with warnings.catch_warnings():
         # The probe's one item says nothing of the sweep's runs: the sweep warns for those.
         warnings.simplefilter("ignore", DrainTimeoutWarning)
@@ -466,7 +472,8 @@ def _run(args: argparse.Namespace) -> int:
     out = _output_directory(settings.get("out"))
     directory = out.path
     with out:  # a sweep that fails leaves no empty folder behind
-        _check_metrics(metrics, _summary_metrics(base))
+        backlog = base.initial_backlog > 0 or any(grid.get("backlog", ()))
+        _check_metrics(metrics, _summary_metrics(base, backlog))
         frame = _sweep_frame(base, grid, settings, args)
         with out.writing() as folder:
             files = _write_files(folder, frame, metrics, x, y)

@@ -19,7 +19,8 @@ repeating), ``--service SPEC`` (``exponential:mean=S``, ``constant:value=S``,
 ``--max-attempts N``, ``--failure-rate p`` (each attempt fails independently
 with probability p), ``--backoff SPEC`` (``exponential:base=S,factor=F,cap=S,jitter=0|1``,
 ``constant:delay=S,jitter=0|1`` or ``none``), ``--attempt-timeout S|none``,
-``--drain-timeout S|none``, ``--items N`` or ``--duration S``, ``--seed N``,
+``--drain-timeout S|none``, ``--items N`` or ``--duration S``, ``--backlog N``
+(items already waiting at time 0, ahead of the arrivals), ``--seed N``,
 ``--warmup S``, ``--item-size BYTES``, ``--replications R``, ``--trace FILE.csv``
 (columns ``arrival_s``, ``service_s``, optional ``fails``; replaces
 ``--arrivals``/``--service``), ``--engine auto|asyncio|kernel`` (default
@@ -29,7 +30,8 @@ summary's ``engine`` key says which ran), ``--out DIR``.
 Integer flags have upper bounds, far above any real pipeline, so that a typo
 fails at once instead of hanging or running out of memory: ``--concurrency``
 <= 100,000, ``--maxsize`` <= 10**9, ``--max-attempts`` <= 1,000,
-``--replications`` <= 10,000, ``--items`` <= 10**9 and ``--item-size`` <= 2**32
+``--replications`` <= 10,000, ``--items`` and ``--backlog`` <= 10**9 (together too)
+and ``--item-size`` <= 2**32
 (4 GiB; the last two are :class:`~pipeline.sim.Scenario`'s own bounds).
 """
 
@@ -112,6 +114,12 @@ def _items(text: str) -> int:
     from ..sim.workloads.scenario import MAX_N_ITEMS  # the Scenario's own bound
 
     return parse_int(text, at_least=0, at_most=MAX_N_ITEMS, what="items")
+
+
+def _backlog(text: str) -> int:
+    from ..sim.workloads.scenario import MAX_N_ITEMS  # the Scenario's own bound
+
+    return parse_int(text, at_least=0, at_most=MAX_N_ITEMS, what="items waiting at time 0")
 
 
 def _item_size(text: str) -> int:
@@ -272,6 +280,12 @@ OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
         lambda t: _float(t, low=0, open_low=True, what="seconds of virtual time"),
         "S",
         "simulate arrivals during S seconds instead of --items",
+    ),
+    "backlog": (
+        _backlog,
+        "N",
+        "items already waiting at time 0, ahead of the arrivals (default 0); --items and "
+        "--duration count the arrivals after them",
     ),
     "seed": (lambda t: parse_int(t, at_least=0, what="seed"), "N", "random seed (default 0)"),
     "warmup": (

@@ -146,6 +146,10 @@ def detect_warmup(result: SimulationResult, column: str = "wait_s", batch_size: 
     the summary leaves those items and seconds out. Judge it on a run at least
     as long as the ones it will be used for, and on the metric you will report.
 
+    With an initial backlog (``Scenario(initial_backlog=N)``) the run starts
+    with its drain, a transient: the warm-up returned never keeps the
+    backlog's items (at least the arrival time of the first item after them).
+
     Args:
         result: a :class:`~pipeline.sim.SimulationResult`.
         column: ``"wait_s"`` (default) or ``"latency_s"``.
@@ -166,6 +170,22 @@ def detect_warmup(result: SimulationResult, column: str = "wait_s", batch_size: 
             f"MSER needs at least {4 * batch_size}: simulate more items"
         )
     cut = mser5(values, batch_size)
+    # The backlog's items among the values: those that started (or completed) of the first N.
+    c, first = result.columns, result.scenario.initial_backlog
+    head = ~np.isnan(c.start_s[:first]) if column == "wait_s" else c.outcome[:first] == 0
+    backlog = int(np.count_nonzero(head))
+    if backlog and cut.index < backlog:
+        # The backlog's items all arrive at 0: a cut among them would return 0.0 and
+        # keep the drain, the transient itself, as if it were steady state. An arrival
+        # at 0 too waits behind the backlog: the warm-up is the first arrival after 0.
+        later = times[backlog:][times[backlog:] > 0]
+        if not len(later):
+            raise ValueError(
+                f"cannot detect a warm-up: every item with a {column} is one of the "
+                f"initial backlog's {first:,} or arrived with it at 0 (the transient); "
+                "simulate arrivals after it"
+            )
+        return float(later[0])
     if cut.at_limit:
         raise ValueError(
             f"the warm-up of {column} may last longer than half the run ({values.size:,} items, "

@@ -46,7 +46,7 @@ from ..workloads.scenario import Scenario, Streams
 from .openmetrics import write_openmetrics
 from .recorder import ItemColumns, Recorder, item_columns, step_series
 from .result import SimulationResult
-from .workload import StageWorkload
+from .workload import StageWorkload, source_arrivals
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,9 +84,7 @@ async def _run_chain(
     scenario: Scenario, replication: int
 ) -> tuple[ChainReport, np.ndarray, list[Recorder]]:
     streams = Streams.from_seed(scenario.seed, replication)
-    arrivals = scenario.arrivals.times(
-        streams.arrivals, n=scenario.n_items, duration_s=scenario.duration_s
-    )
+    arrivals = source_arrivals(scenario, streams.arrivals)
     loop = asyncio.get_running_loop()
     create_future, call_at, now = loop.create_future, loop.call_at, loop.time
 
@@ -228,7 +226,7 @@ class ChainSimulationResult:
         # Memory: the items held plus the dead letters the report keeps (as for one stage).
         in_memory = self._held + self._kept
         memory_peak = int(in_memory[live].max()) if live.any() else 0
-        return {
+        summary = {
             "items_offered": report.offered,
             "items_admitted": next(iter(report.stages.values())).admitted,
             "items_completed": report.completed,
@@ -249,6 +247,36 @@ class ChainSimulationResult:
             "engine": self.engine,
             "stages": len(self.stages),
         }
+        if scenario.initial_backlog:
+            first = next(iter(self.stages.values()))
+            summary["items_backlog"] = scenario.initial_backlog
+            summary["backlog_cleared_s"] = self._backlog_cleared_s()
+            summary["backlog_drained_s"] = first.summary["backlog_drained_s"]
+        return summary
+
+    def _backlog_cleared_s(self) -> float:
+        """When the last item descending from the backlog left the chain (NaN: one never did).
+
+        It leaves when the last stage completes it, or when any stage dead-letters or sheds it.
+        """
+        reaching, cleared = self.scenario.initial_backlog, 0.0
+        results = list(self.stages.values())
+        for number, (spec, result) in enumerate(zip(self.scenario.stages, results, strict=True)):
+            outcome = result.columns.outcome[:reaching]
+            if (outcome == 3).any():  # unfinished: handed back by a drain that timed out
+                return math.nan
+            left = (outcome == 1) | ((outcome == 0) if number == len(results) - 1 else False)
+            # A shed item left when it reached the stage (its arrival there).
+            finish = np.concatenate(
+                [
+                    result.columns.finish_s[:reaching][left],
+                    result.columns.arrival_s[:reaching][outcome == 2],
+                ]
+            )
+            if len(finish):
+                cleared = max(cleared, float(finish.max()))
+            reaching *= spec.fan_out
+        return cleared
 
     @cached_property
     def items(self) -> pd.DataFrame:
@@ -352,6 +380,8 @@ def simulate_chain(
             failures=spec.failures,
             item_size_bytes=scenario.item_size_bytes,
             warmup_s=scenario.warmup_s,
+            # The backlog waits at the first stage; later stages see its items handed on.
+            initial_backlog=scenario.initial_backlog if not results else 0,
         )
         results[spec.name] = SimulationResult(
             stage_scenario, stage_report, columns, series, 0.0, engine

@@ -50,7 +50,8 @@ class SimulationResult:
             batch-means half-widths of ``wait_mean_s`` and ``latency_mean_s``
             (:data:`BATCHES` batches in arrival order; NaN below
             :data:`BATCH_MEANS_MIN_ITEMS` values), the run's own precision.
-        items: one row per item (DataFrame, built on first use).
+        items: one row per item (DataFrame, built on first use); with an initial
+            backlog a boolean ``backlog`` column marks its items (ids ``0 .. N - 1``).
         timeseries: the step functions as a DataFrame (built on first use).
     """
 
@@ -107,11 +108,11 @@ class SimulationResult:
 
     @cached_property
     def items(self) -> pd.DataFrame:
-        """One row per item, in arrival order; columns as ``items.csv``."""
+        """One row per item, in arrival order; columns as ``items.csv`` (and ``backlog``)."""
         import pandas as pd
 
         c = self.columns
-        return pd.DataFrame(
+        frame = pd.DataFrame(
             {
                 "item_id": np.arange(len(c.arrival_s)),
                 "arrival_s": c.arrival_s,
@@ -124,6 +125,11 @@ class SimulationResult:
                 "outcome": pd.Categorical.from_codes(c.outcome, ItemColumns.OUTCOMES),
             }
         )
+        backlog = self.scenario.initial_backlog
+        if backlog:
+            # Only then: every other run's items keep the columns of items.csv.
+            frame["backlog"] = np.arange(len(c.arrival_s)) < backlog
+        return frame
 
     @cached_property
     def timeseries(self) -> pd.DataFrame:

@@ -4,7 +4,10 @@
 and returns the dict that :attr:`SimulationResult.summary
 <pipeline.sim.SimulationResult.summary>` holds: waits, latencies, the
 time-weighted queue and memory, outcome counts and fractions, with the
-batch-means 95% half-widths of the mean wait and latency.
+batch-means 95% half-widths of the mean wait and latency; with an initial
+backlog also how it drained (:mod:`.backlog`). Those half-widths assume a
+steady state: with a backlog they are NaN unless ``warmup_s`` cuts off its
+whole drain (``warmup_s >= backlog_drained_s``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 
 from ..stats.intervals import batch_means_ci, percentiles
 from ..stats.stepstats import step_durations, weighted_sum
+from .backlog import backlog_summary
 from .recorder import StepSeries
 
 if TYPE_CHECKING:
@@ -106,7 +110,7 @@ def summarise(result: SimulationResult) -> dict[str, Any]:
     if sim_time > warm and s.upstream_backlog.any():
         blocked = window.mean(s.upstream_backlog > 0) * (sim_time - warm)
     concurrency = scenario.config.concurrency
-    return {
+    summary = {
         "items_offered": report.offered,
         "items_admitted": report.admitted,
         "items_completed": report.completed,
@@ -136,3 +140,11 @@ def summarise(result: SimulationResult) -> dict[str, Any]:
         "wall_time_s": result.wall_time_s,
         "engine": result.engine,
     }
+    if scenario.initial_backlog:
+        drain = backlog_summary(c, s, scenario.initial_backlog, report.drain_timed_out)
+        summary.update(drain)
+        if not warm >= drain["backlog_drained_s"]:  # also when it never drained (NaN)
+            # Batch means assume a steady state; the items counted include the backlog's
+            # drain, a transient, so those half-widths would be no precision of anything.
+            summary["wait_mean_ci95_s"] = summary["latency_mean_ci95_s"] = math.nan
+    return summary

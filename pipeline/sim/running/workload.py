@@ -17,9 +17,23 @@ from ..workloads.scenario import Scenario, Streams
 from ..workloads.stages import StageSpec
 from ..workloads.traces.service import ServiceTrace
 
-__all__ = ["StageWorkload", "Workload"]
+__all__ = ["StageWorkload", "Workload", "source_arrivals"]
 
 _RETRY_BLOCK = 4096  # retry service times drawn at a time
+
+
+def source_arrivals(scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
+    """Arrival times at the source, seconds: the initial backlog's zeros, then the process's.
+
+    The ``scenario.initial_backlog`` items waiting at time 0 come first, item ids
+    ``0 .. N - 1``, ahead of every arrival of the arrival process (FIFO, even an
+    arrival at 0), which draws from ``rng`` exactly as without a backlog.
+    """
+    arrivals = scenario.arrivals.times(rng, n=scenario.n_items, duration_s=scenario.duration_s)
+    backlog = scenario.initial_backlog
+    if not backlog:
+        return arrivals
+    return np.concatenate([np.zeros(backlog), arrivals])
 
 
 class Workload:
@@ -35,9 +49,7 @@ class Workload:
 
     def __init__(self, scenario: Scenario, replication: int) -> None:
         streams = Streams.from_seed(scenario.seed, replication)
-        arrivals = scenario.arrivals.times(
-            streams.arrivals, n=scenario.n_items, duration_s=scenario.duration_s
-        )
+        arrivals = source_arrivals(scenario, streams.arrivals)
         n = len(arrivals)
         service = scenario.service
         if isinstance(service, ServiceTrace):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._validate import real, show
+from ..._validate import integer, real, show
 from ...config import PipelineConfig
 from .arrivals import ArrivalProcess
 from .distributions import Distribution
@@ -80,6 +80,31 @@ class Scenario:
         item_size_bytes: memory one item holds in the process, for the memory
             model (0 to :data:`MAX_ITEM_SIZE_BYTES`, 4 GiB).
         warmup_s: seconds at the start excluded from the summary's statistics (finite).
+        initial_backlog: items already waiting at time 0 (an integer, 0 to
+            :data:`MAX_N_ITEMS` together with ``n_items``; default 0), e.g. a
+            queue's depth read from a dashboard. They are items ``0 .. N - 1``,
+            arrived at 0.0, ahead of every arrival of ``arrivals`` (FIFO, even one
+            at 0), and admitted as the queue has room: with ``on_full="block"``
+            the rest wait upstream (counted as upstream backlog and
+            producer-blocked time, as a burst at time 0 would be); with
+            ``on_full="reject"`` a bounded queue must hold them all
+            (``queue_maxsize + concurrency``), else it is a ValueError, since items
+            that would be shed at once were never waiting. ``n_items`` and
+            ``duration_s`` count the arrivals after them: ``n_items=0`` only
+            drains the backlog. They count in every summary key (``items_offered``
+            is N + the arrivals) and in ``items`` (a ``backlog`` column marks
+            them); the summary adds ``items_backlog``, ``backlog_cleared_s``
+            (when the last of them left) and ``backlog_drained_s`` (when nothing
+            waited to start any more; see :mod:`pipeline.sim.running.backlog`).
+            Per-item scripts (a :class:`ServiceTrace`'s times,
+            :class:`~pipeline.sim.ScriptedFailures`) are indexed by item id, the
+            backlog's first; the arrival times are those without a backlog (their
+            own stream), while service and failure draws follow item ids. In a
+            chain the backlog waits at the first stage. The draining start is a
+            transient, not steady state: ``warmup_s`` does not remove it from the
+            backlog keys, the summary's batch-means half-widths are NaN unless
+            ``warmup_s`` cuts off the whole drain, and
+            :func:`~pipeline.sim.detect_warmup` never keeps the backlog's items.
 
     Raises:
         ValueError: a bad value (named in the message).
@@ -89,6 +114,10 @@ class Scenario:
         >>> from pipeline.sim import Poisson, Exponential
         >>> Scenario(arrivals=Poisson(rate=3.2), service=Exponential(mean=1.0),
         ...          config=PipelineConfig(concurrency=4), n_items=10_000, seed=1)
+        >>> # 5,000 items waiting now, traffic for an hour: when is the queue back to normal?
+        >>> Scenario(arrivals=Poisson(rate=15.0), service=Exponential(mean=1.0),
+        ...          config=PipelineConfig(concurrency=20), duration_s=3600.0,
+        ...          initial_backlog=5000)
     """
 
     arrivals: ArrivalProcess
@@ -101,6 +130,7 @@ class Scenario:
     failures: FailureModel = field(default_factory=NoFailures)
     item_size_bytes: int = 1024
     warmup_s: float = 0.0
+    initial_backlog: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.arrivals, ArrivalProcess):
@@ -134,14 +164,44 @@ class Scenario:
                 f"(4 GiB), got {show(self.item_size_bytes)}"
             )
         real("warmup_s", self.warmup_s, "seconds", at_least=0)
+        self._check_backlog()
         if self.stages is not None and self.n_items is not None:
-            reaching = self.n_items
+            reaching = self.n_items + self.initial_backlog
             for stage in self.stages[:-1]:
                 reaching *= stage.fan_out
             if reaching > MAX_N_ITEMS:
+                with_backlog = f" + initial_backlog ({self.initial_backlog:_})"
                 raise ValueError(
-                    f"n_items ({self.n_items:_}) times the stages' fan_out makes {reaching:_} "
-                    f"items at the last stage; allowed: at most {MAX_N_ITEMS:_}"
+                    f"n_items ({self.n_items:_}){with_backlog if self.initial_backlog else ''} "
+                    f"times the stages' fan_out makes {reaching:_} items at the last stage; "
+                    f"allowed: at most {MAX_N_ITEMS:_}"
+                )
+
+    def _check_backlog(self) -> None:
+        backlog = integer("initial_backlog", self.initial_backlog, "items waiting at time 0")
+        # A numpy integer is taken as the int it holds (hashing, JSON and repr then agree).
+        object.__setattr__(self, "initial_backlog", backlog)
+        if backlog > MAX_N_ITEMS:
+            raise ValueError(
+                f"initial_backlog must be <= {MAX_N_ITEMS:_} (items waiting at time 0), "
+                f"got {show(backlog)}"
+            )
+        if self.n_items is not None and backlog + self.n_items > MAX_N_ITEMS:
+            raise ValueError(
+                f"initial_backlog ({backlog:_}) plus n_items ({self.n_items:_}) must be at most "
+                f"{MAX_N_ITEMS:_} items, got {backlog + self.n_items:_}"
+            )
+        if not backlog:
+            return
+        first = self.stages[0].config if self.stages is not None else self.config
+        if first.on_full == "reject" and first.queue_maxsize is not None:
+            room = first.queue_maxsize + first.concurrency
+            if backlog > room:
+                raise ValueError(
+                    f"initial_backlog ({backlog:_}) cannot be waiting in a queue that sheds "
+                    f"(on_full='reject') and holds at most queue_maxsize + concurrency = "
+                    f"{room:_} items; use on_full='block' (the rest wait upstream), a larger "
+                    "queue_maxsize, or queue_maxsize=None"
                 )
 
     def _check_stages(self) -> None:

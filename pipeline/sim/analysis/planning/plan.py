@@ -243,13 +243,14 @@ def plan(
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"scenario {name!r}: {exc}") from None
     for scenario in (base, *members.values()):
+        backlog = scenario.initial_backlog > 0 or "initial_backlog" in axes
         if scenario.stages is not None:
             fans_out = any(stage.fan_out != 1 for stage in scenario.stages) or any(
                 str(name).rpartition(".")[2] == "fan_out" for name in axes
             )
-            check_slo_metrics(parsed, chain=True, fan_out=fans_out)
+            check_slo_metrics(parsed, chain=True, fan_out=fans_out, backlog=backlog)
         else:
-            check_slo_metrics(parsed, chain=False)
+            check_slo_metrics(parsed, chain=False, backlog=backlog)
     prices: Cost | None = None
     if isinstance(cost, Cost | Mapping):
         prices = Cost.parse(cost)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "BACKLOG_METRICS",
     "CHAIN_METRICS",
     "DERIVED_METRICS",
     "DRAIN_CUT_METRICS",
@@ -127,8 +128,13 @@ what the chain delivers end to end."""
 # Summary keys only a chain's summary has.
 _CHAIN_ONLY = tuple(m for m in CHAIN_METRICS if m not in SUMMARY_METRICS)
 
-METRICS: tuple[str, ...] = (*SUMMARY_METRICS, *_CHAIN_ONLY, *DERIVED_METRICS)
-"""Every metric an SLO may name (a chain's :data:`CHAIN_METRICS` included)."""
+BACKLOG_METRICS: tuple[str, ...] = ("backlog_cleared_s", "backlog_drained_s")
+"""Summary keys of a run with an initial backlog (:mod:`pipeline.sim.running.backlog`),
+single stage or chain: "drain 5,000 waiting items within 20 minutes" is
+``backlog_drained_s<=1200``. NaN (a drain that timed out first) fails the SLO."""
+
+METRICS: tuple[str, ...] = (*SUMMARY_METRICS, *_CHAIN_ONLY, *BACKLOG_METRICS, *DERIVED_METRICS)
+"""Every metric an SLO may name (a chain's :data:`CHAIN_METRICS` and the backlog's included)."""
 
 _OPERATORS = ("<=", ">=")
 _EXPRESSION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|==|=<|=>|<|>|=)\s*(.*?)\s*$")
@@ -252,7 +258,9 @@ def parse_slos(slos: Sequence[str | SLO] | str | SLO) -> tuple[SLO, ...]:
     return parsed
 
 
-def check_slo_metrics(slos: Sequence[SLO], *, chain: bool, fan_out: bool = False) -> None:
+def check_slo_metrics(
+    slos: Sequence[SLO], *, chain: bool, fan_out: bool = False, backlog: bool = True
+) -> None:
     """Each SLO's metric is in the summary of the run it will judge.
 
     A single stage's summary has every metric but a chain's own
@@ -261,10 +269,19 @@ def check_slo_metrics(slos: Sequence[SLO], *, chain: bool, fan_out: bool = False
     of different items (source items offered, their children completed) and
     a ratio of two of them is not a fraction.
 
+    The :data:`BACKLOG_METRICS` need a run with an initial backlog (``backlog``).
+
     Raises:
         ValueError: the first SLO whose metric the run does not have, with the ones it has.
     """
     for slo in slos:
+        if slo.metric in BACKLOG_METRICS:
+            if not backlog:
+                raise ValueError(
+                    f"SLO {slo}: {slo.metric} times the drain of an initial backlog, and this "
+                    "scenario has none; give Scenario(initial_backlog=N) (--backlog N)"
+                )
+            continue
         if not chain and slo.metric in _CHAIN_ONLY:
             raise ValueError(
                 f"SLO {slo}: {slo.metric} is a chain's metric (items held by all its stages); "
@@ -308,6 +325,9 @@ def metric_value(summary: Mapping[str, Any], metric: str) -> float:
         numerator, denominator, _ = DERIVED_METRICS[metric]
         bottom = float(summary[denominator])
         return float(summary[numerator]) / bottom if bottom > 0 else math.nan
+    if metric in BACKLOG_METRICS:
+        # A point of a search without a backlog has no drain to time.
+        return float(summary.get(metric, math.nan))
     if metric not in SUMMARY_METRICS and metric not in _CHAIN_ONLY:
         raise ValueError(f"unknown metric {_quoted(metric)}; allowed: {', '.join(METRICS)}")
     return float(summary[metric])

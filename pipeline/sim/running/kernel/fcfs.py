@@ -26,6 +26,11 @@ order, so it checks that no two such events coincide -- arrivals strictly
 increasing, no worker freed at an arrival instant or at the same instant as
 another worker, nothing at the drain deadline -- and hands the run back
 (``None``) to the event path, which replays the engine's order, when they do.
+One tie it orders itself: items arriving together at 0.0, an initial backlog
+(``Scenario(initial_backlog=N)``). Their admissions and starts follow the
+formulas above; only the queue's peak within that instant needs the
+engine's rule (:func:`_burst_peak`), so a backlog of millions takes this
+path, not the event path's per-event loop.
 """
 
 from __future__ import annotations
@@ -100,6 +105,20 @@ def _item_streams(
     ]
 
 
+def _burst_peak(burst: int, c: int, m: int | None) -> int:
+    """The engine's peak queue length while it admits ``burst`` items arriving at 0.0.
+
+    Into a bounded queue the producer puts items until it is full before any
+    worker runs: ``min(m, burst)``. Into an unbounded one each item is taken by an
+    idle worker before the next is put, until the workers are busy: ``burst - c``
+    (at least 1 when an item was put at all). The series, which shows the state
+    after the instant, cannot tell either; the equality tests check both rules.
+    """
+    if burst < 2:
+        return 0
+    return min(m, burst) if m is not None else max(burst - c, 1)
+
+
 def _any_equal(sorted_values: np.ndarray, probes: np.ndarray) -> bool:
     """True when some value of ``probes`` occurs in ``sorted_values``."""
     if not len(sorted_values) or not len(probes):
@@ -120,7 +139,11 @@ def run_fcfs(
     n = len(arrival)
     c = config.concurrency
     m = config.queue_maxsize
-    if n > 1 and not np.all(arrival[1:] > arrival[:-1]):
+    # Items arriving together at 0.0 (an initial backlog) are the one tie of arrivals
+    # this path orders itself: see _burst_peak. Every later arrival must stand alone.
+    burst = int(np.searchsorted(arrival, 0.0, side="right")) if n else 0
+    later = arrival[max(burst - 1, 0) :]
+    if len(later) > 1 and not np.all(later[1:] > later[:-1]):
         return None
     start = _starts(arrival, service, c)
     finish = start + service
@@ -207,7 +230,7 @@ def run_fcfs(
     # The queue is longest right after an admission. With no two events at one instant,
     # the series shows that length, except when an idle worker takes the item in the
     # same instant (the series then shows the queue after it left): a length of 1.
-    peak = max(int(series.queue_depth.max()), 1) if n else 0
+    peak = max(int(series.queue_depth.max()), 1, _burst_peak(burst, c, m)) if n else 0
     report = make_report(
         config=config,
         offered=n,

@@ -68,7 +68,7 @@ from ...workloads.failures import (
 )
 from ...workloads.scenario import Scenario, Streams
 from ..recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
-from ..workload import StageWorkload, Workload
+from ..workload import StageWorkload, Workload, source_arrivals
 from .report import make_report
 
 if TYPE_CHECKING:
@@ -257,9 +257,7 @@ def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport,
     from .chain_report import chain_report
 
     streams = Streams.from_seed(scenario.seed, replication)
-    arrivals = scenario.arrivals.times(
-        streams.arrivals, n=scenario.n_items, duration_s=scenario.duration_s
-    )
+    arrivals = source_arrivals(scenario, streams.arrivals)
     inputs, reaching = [], len(arrivals)
     for number, spec in enumerate(scenario.stages):
         work = StageWorkload(spec, reaching, scenario.seed, replication, number)

@@ -84,7 +84,17 @@ class TraceWorkload:
             config: the pipeline configuration (default ``PipelineConfig()``).
             **kw: other Scenario fields (``seed``, ``warmup_s``, ``item_size_bytes``,
                 ``n_items`` to replay only the first rows, or ``duration_s``).
+
+        Raises:
+            ValueError: an ``initial_backlog`` (the trace has no service times for it).
         """
+        if kw.get("initial_backlog"):
+            # The rows are arrivals with their own service times; a backlog's items have none.
+            raise ValueError(
+                f"initial_backlog={kw['initial_backlog']!r}: a trace gives service times and "
+                "failures to its recorded arrivals only; replay it without a backlog, or build "
+                "the Scenario from Trace arrivals and a service distribution"
+            )
         kw.setdefault("failures", self.failures)
         if "duration_s" not in kw:
             kw.setdefault("n_items", self.n_items)

@@ -6,7 +6,8 @@ chains of two to four stages inside the kernel's domain -- every kind of
 service time (round ones and zero, so that events tie), concurrency 1 to 4,
 fan-out 1 to 3, tiny, larger and unbounded queues, block and reject, failures
 with retries, backoff with and without jitter, and drain timeouts from none to
-small -- and each one is run by both. Every stage's ``items`` and
+small, with and without an initial backlog at the first stage -- and each one is
+run by both. Every stage's ``items`` and
 ``timeseries`` must agree to 1e-9 s, every count exactly, every summary key
 (except the wall time and the ``engine`` key), the stage reports (dead letters
 and their errors, hand-offs, blocked time) and the chain's own summary,
@@ -489,3 +490,30 @@ def test_a_stage_trace_too_short_is_the_same_one_line_error_on_both_engines(engi
     scenario = line([0.0, 1.0], ([1.0, 1.0], {}, 2), ([1.0, 1.0, 1.0], {}, 1))
     with pytest.raises(ValueError, match=r"^stage 's1': the service trace has 3 times but 4 items"):
         simulate(scenario, engine=engine)
+
+
+@st.composite
+def backlogged_chains(draw):
+    """A random chain with items waiting at its first stage at time 0."""
+    scenario = draw(chains())
+    backlog = draw(st.sampled_from([1, 2, 5, 12, 30]))
+    head = scenario.stages[0].config
+    if head.on_full == "reject" and head.queue_maxsize is not None:
+        backlog = min(backlog, head.queue_maxsize + head.concurrency)
+    stages, reaching = [], scenario.n_items + backlog
+    for spec in scenario.stages:
+        if isinstance(spec.service, ServiceTrace):
+            # Indexed by the stage's item ids: long enough for every item that may reach it.
+            times = spec.service.times_s
+            spec = dataclasses.replace(
+                spec, service=ServiceTrace(tuple(times[i % len(times)] for i in range(reaching)))
+            )
+        stages.append(spec)
+        reaching *= spec.fan_out
+    return scenario.replace(stages=stages, initial_backlog=backlog)
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(scenario=backlogged_chains(), replication=st.integers(0, 3))
+def test_kernel_equals_engine_on_random_chains_with_an_initial_backlog(scenario, replication):
+    assert_kernel_agrees(scenario, replication)

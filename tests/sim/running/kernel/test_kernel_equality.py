@@ -6,15 +6,17 @@ arrival process, traces with bursts of equal arrival times, continuous and
 discrete service times (zero included, so that events tie), tiny and unbounded
 queues, block and reject, failures, retry budgets, backoff with and without
 jitter, drain timeouts of 0, None and in between, warm-up and item size -- and
-each one is run by both. Every column of ``items`` and ``timeseries`` must
-agree to 1e-9 s, every count exactly, every summary key (except the wall time
-and the ``engine`` key) and the report, dead letters and their errors
-included. A mismatch is a bug in one of the two; it is never a tolerance to
-widen.
+each one is run by both, also with an initial backlog (items waiting at time
+0, ahead of the arrivals: a burst that ties with everything). Every column of
+``items`` and ``timeseries`` must agree to 1e-9 s, every count exactly, every
+summary key (except the wall time and the ``engine`` key) and the report, dead
+letters and their errors included. A mismatch is a bug in one of the two; it
+is never a tolerance to widen.
 
 The examples are derandomized (the same ones on every run, like the fixed
-seeds of the statistical tests) and small (at most 60 items), so the three
-property tests (2,900 scenarios together) take well under a minute.
+seeds of the statistical tests) and small (at most 60 items, and a backlog of
+at most 45), so the five property tests (3,600 scenarios together) take about
+a minute or two.
 """
 
 from __future__ import annotations
@@ -580,3 +582,65 @@ def test_long_run_chunks_give_the_same_run(monkeypatch):
     pd.testing.assert_frame_equal(whole.items, chunked.items, check_exact=True)
     pd.testing.assert_frame_equal(whole.timeseries, chunked.timeseries, check_exact=True)
     assert_same_run(simulate_once(scenario, 0, "asyncio"), chunked)
+
+
+# -- an initial backlog: items waiting at time 0, ahead of every arrival ---------------------
+
+
+def _room(config: PipelineConfig) -> int | None:
+    """The largest backlog a config takes (None: any), as Scenario checks it."""
+    if config.on_full == "reject" and config.queue_maxsize is not None:
+        return config.queue_maxsize + config.concurrency
+    return None
+
+
+@st.composite
+def backlogged(draw, *, quiet: bool = False):
+    """A random scenario with a backlog (ties at 0 with its arrivals and each other)."""
+    scenario = draw(scenarios(quiet=quiet))
+    backlog = draw(st.sampled_from([1, 1, 2, 3, 5, 8, 20, 45]))
+    room = _room(scenario.config)
+    if room is not None:
+        backlog = min(backlog, room)
+    service = scenario.service
+    if isinstance(service, ServiceTrace):
+        # Indexed by item id, the backlog's first: give its items their own times.
+        extra = draw(st.lists(st.sampled_from(ROUND_S), min_size=backlog, max_size=backlog))
+        service = ServiceTrace((*extra, *service.times_s))
+    return scenario.replace(service=service, initial_backlog=backlog)
+
+
+@settings(max_examples=500, **SETTINGS)
+@given(scenario=backlogged(), replication=st.integers(0, 3))
+def test_kernel_equals_engine_with_an_initial_backlog(scenario, replication):
+    assert_kernel_agrees(scenario, replication)
+    slots = scenario.config.queue_maxsize or math.inf
+    event(f"backlog beyond the queue: {scenario.initial_backlog > slots}")
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(scenario=backlogged(quiet=True), replication=st.integers(0, 3))
+def test_kernel_equals_engine_with_an_initial_backlog_and_no_failures(scenario, replication):
+    assert_kernel_agrees(scenario, replication)
+
+
+@pytest.mark.parametrize("maxsize", [None, 1, 2, 3, 7, 50])
+@pytest.mark.parametrize("concurrency", [1, 2, 5])
+def test_the_fcfs_path_orders_a_backlog_at_zero_as_the_engine_does(concurrency, maxsize):
+    # Continuous times: the one tie is the burst at 0.0 (the backlog and two arrivals),
+    # which the FCFS path orders itself (the queue's peak within the instant included).
+    for backlog in (1, 2, 3, 5, 13):
+        for drain in (None, 0.0, 0.7, 3.0):
+            scenario = Scenario(
+                arrivals=Trace([0.0, 0.0, 0.5, 1.5, 3.0, 3.1, 8.0]),
+                service=LogNormal(mean=1.0, cv=1.2),
+                config=PipelineConfig(
+                    concurrency=concurrency, queue_maxsize=maxsize, drain_timeout_s=drain
+                ),
+                n_items=7,
+                seed=backlog,
+                initial_backlog=backlog,
+            )
+            run_both(scenario)
+            if drain is None:
+                assert _fcfs_taken(scenario, 0)
