@@ -62,7 +62,7 @@ from datetime import datetime
 from typing import Any
 
 from .output import json_safe
-from .values import MAX_CONCURRENCY, OPTIONS, parse_int
+from .values import MAX_CONCURRENCY, parse_int
 
 __all__ = ["add_command"]
 
@@ -255,12 +255,7 @@ def scenario_file(fit: Any, path: str) -> tuple[str, dict[str, str]]:
     ]
     if fit.backlog is not None:
         lines.append(f"# backlog: {fit.how['backlog']}")
-        if "backlog" in OPTIONS:
-            lines.append(f"backlog = {fit.backlog}")
-        else:
-            # Scenario files gain `backlog` (Scenario(initial_backlog=N)) with --backlog; until
-            # this version reads it, the value is kept here, commented out, to be enabled then.
-            lines.append(f"# backlog = {fit.backlog}")
+        lines.append(f"backlog = {fit.backlog}")
     return "\n".join(lines) + "\n", files
 
 

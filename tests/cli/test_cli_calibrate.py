@@ -217,7 +217,8 @@ def test_a_live_backlog_is_kept_for_a_warm_start(run_main, tmp_path):
     assert status == 0, err
     d = json.loads(got)
     assert d["backlog"] == 5000 and "5000 item(s) waiting" in d["backlog_how"]
-    # `backlog = N` once scenario files read it (Scenario(initial_backlog=N)), kept until then.
-    assert "backlog = 5000" in out.read_text()
-    status, _, err = run_main("simulate", out, "--json")
+    assert "\nbacklog = 5000\n" in out.read_text()
+    status, got, err = run_main("simulate", out, "--json")
     assert status == 0, err
+    simulated = json.loads(got)
+    assert simulated["items_backlog"] == 5000 and simulated["backlog_cleared_s"] > 0

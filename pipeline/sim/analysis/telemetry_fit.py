@@ -305,13 +305,10 @@ def calibrate_observed(
         failures_how = "the data counts no attempts' results: none assumed"
     config = PipelineConfig(concurrency=workers)
     backlog = observed.backlog
-    extra: dict[str, Any] = {}
-    if backlog and "initial_backlog" in {f.name for f in dataclasses.fields(Scenario)}:
-        # Scenario(initial_backlog=N) starts a run with N items waiting; older versions lack it.
-        extra["initial_backlog"] = backlog
+    # The items waiting now start the twin: "how long until they drain" is its question.
     scenario = Scenario(
         arrivals=arrivals.process, service=service.distribution, config=config,
-        failures=failures, duration_s=window, seed=seed, **extra,
+        failures=failures, duration_s=window, seed=seed, initial_backlog=backlog or 0,
     )  # fmt: skip
     stage = StageFit(
         _STAGE, service, workers, rate if rate is not None else proportion_ci(0, 1),
