@@ -1,12 +1,12 @@
-"""``RunArtist``: draws a :class:`~pipeline.viz.animation.frames.FrameState` and redraws it in place.
+"""``RunArtist``: draws a frame state (:mod:`.frames`) and redraws it in place.
 
 One band per stage, left to right as an item travels: upstream (the source's
 backlog, or a chain's hand-off), the queue's slots (slot 0, the next to start,
 nearest the workers), the workers, the retry lane under the queue, and one
 bin per outcome on the right. Everything that moves is a scatter collection
-per zone, made once: a frame only calls ``set_offsets`` and ``set_text``, so
-drawing a frame costs one Agg draw of a fixed set of artists however many
-frames are played.
+per zone, made once: a frame only calls ``set_offsets`` and ``set_text`` and
+draws those moving artists over a kept background (blitting), so a frame
+costs the same however many frames are played.
 
 Zones hold more items than they can draw (a queue of 5,000): each draws its
 first ones (the queue's head, the longest waiting upstream, a bin's latest)
@@ -15,6 +15,7 @@ and says how many it holds; the counts are always exact.
 
 from __future__ import annotations
 
+import io
 import math
 from typing import Any
 
@@ -22,6 +23,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
+from PIL import Image
 
 from .frames import FrameState, StageFrame, Timeline
 
@@ -88,8 +90,17 @@ class _Band:
     """The artists of one stage: static outlines, a scatter per zone, texts."""
 
     def __init__(
-        self, ax: Any, stage: StageFrame, y0: float, marker_size: float, chain: bool, first: bool
+        self,
+        ax: Any,
+        stage: StageFrame,
+        y0: float,
+        marker_size: float,
+        *,
+        chain: bool,
+        first: bool,
+        counters: bool,
     ) -> None:
+        self.counters = counters
         self.y0 = y0
         self.stage_name = stage.name
         self.upstream_label = "upstream" if first else "hand-off"
@@ -103,21 +114,55 @@ class _Band:
         capacity = stage.capacity
         if capacity is not None and capacity <= self.queue_rows * _QUEUE_COLUMNS:
             slots = _grid(capacity, self.queue_head, top, self.queue_rows, _QUEUE_COLUMNS)
-            ax.scatter(slots[:, 0], slots[:, 1], s=marker_size * 1.6, marker="s",
-                       facecolors="none", edgecolors="#cfd8e8", linewidths=0.8)  # fmt: skip
-        ax.add_patch(Rectangle((3.25, y0 + 0.15), 5.95, 0.75, facecolor="#fbefe6",
-                               edgecolor="none", zorder=0))  # fmt: skip
+            ax.scatter(
+                slots[:, 0],
+                slots[:, 1],
+                s=marker_size * 1.6,
+                marker="s",
+                facecolors="none",
+                edgecolors="#cfd8e8",
+                linewidths=0.8,
+            )
+        ax.add_patch(
+            Rectangle(
+                (3.25, y0 + 0.15), 5.95, 0.75, facecolor="#fbefe6", edgecolor="none", zorder=0
+            )
+        )
         self.workers = self._worker_positions(stage.concurrency, y0)
         shown = self.workers[:_MAX_WORKERS]
-        ax.scatter(shown[:, 0], shown[:, 1], s=marker_size * 2.6, marker="s",
-                   facecolors="#eef6ef", edgecolors="#55a868", linewidths=0.8)  # fmt: skip
-        ax.add_patch(FancyArrowPatch((9.9, y0 + 0.9), (8.0, y0 + 0.55), arrowstyle="->",
-                                     connectionstyle="arc3,rad=-0.3", color="#dd8452",
-                                     mutation_scale=8, lw=0.8))  # fmt: skip
+        ax.scatter(
+            shown[:, 0],
+            shown[:, 1],
+            s=marker_size * 2.6,
+            marker="s",
+            facecolors="#eef6ef",
+            edgecolors="#55a868",
+            linewidths=0.8,
+        )
+        ax.add_patch(
+            FancyArrowPatch(
+                (9.9, y0 + 0.9),
+                (8.0, y0 + 0.55),
+                arrowstyle="->",
+                connectionstyle="arc3,rad=-0.3",
+                color="#dd8452",
+                mutation_scale=8,
+                lw=0.8,
+            )
+        )
+
         # Moving: one collection per zone and per bin.
         def scatter(colour: str, marker: str = "o") -> Any:
-            return ax.scatter([], [], s=marker_size, c=colour, marker=marker, linewidths=0,
-                              zorder=3)  # fmt: skip
+            return ax.scatter(
+                [],
+                [],
+                s=marker_size,
+                c=colour,
+                marker=marker,
+                linewidths=0,
+                zorder=3,
+                animated=True,
+            )
 
         self.items = {zone: scatter(colour) for zone, colour in ZONE_COLOURS.items()}
         self.bins = {}
@@ -126,19 +171,44 @@ class _Band:
             row = min(number, _MAX_BINS - 1)
             y = y0 + _BAND - 0.45 - row * 0.72
             marker = "x" if name == "shed" else "o"
-            collection = ax.scatter([], [], s=marker_size * 0.45, c=BIN_COLOURS.get(name, _OTHER_BIN),
-                                    marker=marker, linewidths=1.0 if marker == "x" else 0, zorder=3)  # fmt: skip
+            collection = ax.scatter(
+                [],
+                [],
+                s=marker_size * 0.45,
+                c=BIN_COLOURS.get(name, _OTHER_BIN),
+                marker=marker,
+                linewidths=1.0 if marker == "x" else 0,
+                zorder=3,
+                animated=True,
+            )
             self.bins[name] = (collection, 12.1, y - 0.1)
-            self.bin_texts[name] = ax.text(12.0, y + 0.05, "", fontsize=7.5, va="bottom")
-        text = dict(fontsize=7.5, va="bottom")
+            label = _LABELS.get(name, name.replace("_", " "))
+            self.bin_texts[name] = ax.text(
+                12.0, y + 0.05, label, fontsize=7.5, va="bottom", animated=counters
+            )
+        # Labels with their counts move (a GIF shows them); without, the labels are
+        # background and the counts are the widget's HTML beside the picture: a text
+        # costs about as much to draw as every item together.
+        capacity = "unbounded" if stage.capacity is None else f"maxsize {stage.capacity:,}"
+        text = dict(fontsize=7.5, va="bottom", animated=counters)
         self.texts = {
-            "upstream": ax.text(0.3, y0 + _BAND - 0.55, "", **text),
-            "queue": ax.text(3.3, y0 + _BAND - 0.55, "", **text),
-            "running": ax.text(9.55, y0 + _BAND - 0.55, "", **text),
-            "retry": ax.text(3.3, y0 + 0.95, "", **text),
-            "queue_more": ax.text(3.3, y0 + 1.15, "", fontsize=7, color="#4c72b0"),
-            "upstream_more": ax.text(0.3, y0 + 1.15, "", fontsize=7, color="#777777"),
+            "upstream": ax.text(0.3, y0 + _BAND - 0.55, self.upstream_label, **text),
+            "queue": ax.text(3.3, y0 + _BAND - 0.55, f"queue ({capacity})", **text),
+            "running": ax.text(9.55, y0 + _BAND - 0.55, f"workers ({stage.concurrency})", **text),
+            "retry": ax.text(3.3, y0 + 0.95, "retry lane (backoff)", **text),
         }
+        # Shown only when a zone holds more than it draws (an empty text costs nothing).
+        self.more = {
+            "queue": ax.text(3.3, y0 + 1.15, "", fontsize=7, color="#4c72b0", animated=True),
+            "upstream": ax.text(0.3, y0 + 1.15, "", fontsize=7, color="#777777", animated=True),
+        }
+        self.moving = [
+            *self.items.values(),
+            *(c for c, _, _ in self.bins.values()),
+            *self.more.values(),
+        ]
+        if counters:
+            self.moving += [*self.bin_texts.values(), *self.texts.values()]
 
     @staticmethod
     def _queue_rows(capacity: int | None) -> int:
@@ -164,46 +234,62 @@ class _Band:
         busy = stage.workers >= 0
         running = self.workers[: len(busy)][busy[: len(self.workers)]][:_MAX_WORKERS]
         retry = _grid(len(stage.retry), self.queue_head, y0 + 0.7, *_RETRY)
-        for zone, offsets in (("upstream", upstream), ("queue", queue), ("running", running),
-                              ("retry", retry)):  # fmt: skip
+        for zone, offsets in (
+            ("upstream", upstream),
+            ("queue", queue),
+            ("running", running),
+            ("retry", retry),
+        ):
             self.items[zone].set_offsets(offsets)
         counts = stage.counts
-        capacity = "unbounded" if stage.capacity is None else f"{stage.capacity:,}"
-        self.texts["upstream"].set_text(f"{self.upstream_label} {counts['upstream']:,}")
-        self.texts["queue"].set_text(f"queue {counts['queue']:,} / {capacity}")
-        self.texts["running"].set_text(f"workers {counts['running']} / {stage.concurrency}")
-        self.texts["retry"].set_text(f"retry lane {counts['retry']:,}")
         hidden_q = counts["queue"] - len(queue)
-        self.texts["queue_more"].set_text(f"+{hidden_q:,} more queued" if hidden_q > 0 else "")
+        self.more["queue"].set_text(f"+{hidden_q:,} more queued" if hidden_q > 0 else "")
         hidden_u = counts["upstream"] - len(upstream)
-        self.texts["upstream_more"].set_text(f"+{hidden_u:,} more" if hidden_u > 0 else "")
+        self.more["upstream"].set_text(f"+{hidden_u:,} more" if hidden_u > 0 else "")
         for name, (collection, x_left, y_top) in self.bins.items():
             total = counts.get(name, 0)
             drawn = min(total, _BIN[0] * _BIN[1])
             collection.set_offsets(_row_grid(drawn, x_left, y_top, *_BIN))
-            label = _LABELS.get(name, name.replace("_", " "))
-            self.bin_texts[name].set_text(f"{label} {total:,}")
+            if self.counters:
+                label = _LABELS.get(name, name.replace("_", " "))
+                self.bin_texts[name].set_text(f"{label} {total:,}")
+        if self.counters:
+            capacity = "unbounded" if stage.capacity is None else f"{stage.capacity:,}"
+            texts = self.texts
+            texts["upstream"].set_text(f"{self.upstream_label} {counts['upstream']:,}")
+            texts["queue"].set_text(f"queue {counts['queue']:,} / {capacity}")
+            texts["running"].set_text(f"workers {counts['running']} / {stage.concurrency}")
+            texts["retry"].set_text(f"retry lane {counts['retry']:,}")
 
 
 class RunArtist:
     """A figure that shows one frame of a :class:`Timeline` and redraws itself in place.
 
+    What never moves (the queue's slots, the workers' boxes, the lanes, the note)
+    is drawn once and kept as a background; a frame restores it and draws only
+    the moving artists over it (blitting), so a frame's cost is its items and
+    counters, not the whole figure.
+
     Args:
-        timeline: the frames to show (its first frame fixes which bins are drawn;
-            a bin that appears only later shares the last bin's row).
+        timeline: the frames to show (its last frame fixes which bins are drawn:
+            bins only fill up).
         width_in: the figure's width, inches; the height follows the stages.
-        dpi: dots per inch.
+        dpi: dots per inch of the canvas.
+        counters: draw each zone's count beside its label (a GIF's only counters);
+            False leaves the labels still, for a widget that shows the counts
+            beside the picture (a frame then draws in about half the time).
 
     Attributes:
         figure: the matplotlib :class:`~matplotlib.figure.Figure` (on an Agg canvas).
-        state: the frame drawn last.
+        state: the frame set last (:meth:`update`).
     """
 
-    def __init__(self, timeline: Timeline, *, width_in: float = 9.0, dpi: int = 100) -> None:
+    def __init__(
+        self, timeline: Timeline, *, width_in: float = 9.0, dpi: int = 100, counters: bool = True
+    ) -> None:
         self.timeline = timeline
         first = timeline.frame(0)
         stages = len(first.stages)
-        # Every bin any frame can show: the last frame has them all.
         last = timeline.frame(len(timeline) - 1) if len(timeline) > 1 else first
         stage_frames = [_with_bins(a, b) for a, b in zip(first.stages, last.stages, strict=True)]
         height_in = 0.45 + 1.75 * stages
@@ -218,10 +304,23 @@ class RunArtist:
         marker_size = (cell_pt * 0.72) ** 2
         chain = stages > 1
         self._bands = [
-            _Band(ax, stage, _BAND * (stages - 1 - number), marker_size, chain, number == 0)
+            _Band(
+                ax,
+                stage,
+                _BAND * (stages - 1 - number),
+                marker_size,
+                chain=chain,
+                first=number == 0,
+                counters=counters,
+            )
             for number, stage in enumerate(stage_frames)
         ]
-        self._title = self.figure.text(0.01, 0.985, "", fontsize=9, va="top")
+        self.figure.text(
+            0.99, 0.985, timeline.note, fontsize=7.5, va="top", ha="right", color="#555555"
+        )
+        self._title = self.figure.text(0.01, 0.985, "", fontsize=9, va="top", animated=True)
+        self._moving = [artist for band in self._bands for artist in band.moving]
+        self._background: Any = None
         self.state: FrameState | None = None
         self.update(first)
 
@@ -229,16 +328,34 @@ class RunArtist:
         """Move every zone's items to ``state`` (no artist is created or removed)."""
         for band, stage in zip(self._bands, state.stages, strict=True):
             band.update(stage)
-        timeline = self.timeline
         self._title.set_text(
-            f"t = {state.time_s:,.2f} s   frame {state.index + 1:,} of {len(timeline):,}"
-            f"   ({timeline.note})"
+            f"t = {state.time_s:,.2f} s    frame {state.index + 1:,} of {len(self.timeline):,}"
         )
         self.state = state
 
-    def draw(self) -> None:
-        """Render the figure on its Agg canvas (what a PNG or a movie frame costs)."""
-        self.figure.canvas.draw()
+    def render(self) -> np.ndarray:
+        """Draw the current frame on the canvas; its pixels, (height, width, 4) RGBA uint8.
+
+        The array is a view of the canvas: copy it to keep it past the next render.
+        """
+        canvas = self.figure.canvas
+        if self._background is None:
+            canvas.draw()  # everything not animated: the background
+            self._background = canvas.copy_from_bbox(self.figure.bbox)
+        canvas.restore_region(self._background)
+        for artist in self._moving:
+            self.figure.draw_artist(artist)
+        self.figure.draw_artist(self._title)
+        return np.asarray(canvas.buffer_rgba())
+
+    def png(self, *, compress_level: int = 1) -> bytes:
+        """The current frame as PNG bytes (RGB, light compression: fast)."""
+        pixels = self.render()
+        height, width, _ = pixels.shape
+        image = Image.frombuffer("RGBA", (width, height), pixels, "raw", "RGBA", 0, 1)
+        buffer = io.BytesIO()
+        image.convert("RGB").save(buffer, format="png", compress_level=compress_level)
+        return buffer.getvalue()
 
 
 def _with_bins(first: StageFrame, last: StageFrame) -> StageFrame:

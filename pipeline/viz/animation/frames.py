@@ -380,12 +380,12 @@ class Timeline:
         start = _window_bound("start_s", start_s)
         run_end = max(float(stage.series.end_s) for _, stage in stages)
         end = run_end if end_s is None else _window_bound("end_s", end_s)
-        if not end > start and not (end_s is None and end == start):
-            raise ValueError(f"end_s must be after start_s ({start:g} s), got {end_s!r}")
         if start > run_end:
             raise ValueError(
                 f"start_s must be at most the run's end ({run_end:g} s), got {start_s!r}"
             )
+        if not end > start and not (end_s is None and end == start):
+            raise ValueError(f"end_s must be after start_s ({start:g} s), got {end_s!r}")
         events = np.unique(np.concatenate([stage.series.time_s for _, stage in stages]))
         inside = events[(events >= start) & (events <= end)]
         if not len(inside) or inside[0] > start:
