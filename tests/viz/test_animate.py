@@ -188,6 +188,14 @@ def test_a_chain_with_fan_out_accounts_for_every_stage():
     )
     timeline = Timeline(result, max_frames=10**9)
     assert_accounts(result, timeline)
+    # A parent whose children wait in the hand-off holds its worker: blocked after service.
+    blocked = []
+    for index in range(len(timeline)):
+        split, write = timeline.frame(index).stages
+        assert split.blocked + split.counts["running"] <= split.concurrency
+        assert split.blocked <= len(np.unique(write.upstream // 2)) and write.blocked == 0
+        blocked.append(split.blocked)
+    assert max(blocked) >= 1
     end = timeline.frame(len(timeline) - 1)
     split, write = end.stages
     assert "handed_on" in split.counts and "completed" not in split.counts

@@ -27,7 +27,7 @@ from PIL import Image
 
 from .frames import FrameState, StageFrame, Timeline
 
-__all__ = ["BIN_COLOURS", "ZONE_COLOURS", "RunArtist"]
+__all__ = ["BIN_COLOURS", "BLOCKED_COLOUR", "ZONE_COLOURS", "RunArtist"]
 
 #: Fill colour of an item in each zone.
 ZONE_COLOURS = {
@@ -46,6 +46,8 @@ BIN_COLOURS = {
     "unfinished": "#937860",
 }
 _OTHER_BIN = "#b0b0b0"
+#: Fill of a worker's box while it is blocked after service (waiting to hand items on).
+BLOCKED_COLOUR = "#f3d0d0"
 _LABELS = {
     "completed": "completed",
     "handed_on": "handed on",
@@ -165,6 +167,18 @@ class _Band:
             )
 
         self.items = {zone: scatter(colour) for zone, colour in ZONE_COLOURS.items()}
+        # A worker blocked after service (a chain's hand-off): its box, shaded.
+        self.blocked = ax.scatter(
+            [],
+            [],
+            s=marker_size * 2.6,
+            marker="s",
+            c=BLOCKED_COLOUR,
+            edgecolors="#c44e52",
+            linewidths=0.8,
+            zorder=2,
+            animated=True,
+        )
         self.bins = {}
         self.bin_texts = {}
         for number, name in enumerate(stage.bins):
@@ -191,18 +205,22 @@ class _Band:
         # costs about as much to draw as every item together.
         capacity = "unbounded" if stage.capacity is None else f"maxsize {stage.capacity:,}"
         text = dict(fontsize=7.5, va="bottom", animated=counters)
+        shade = "" if stage.last else ", red: blocked"
         self.texts = {
             "upstream": ax.text(0.3, y0 + _BAND - 0.55, self.upstream_label, **text),
             "queue": ax.text(3.3, y0 + _BAND - 0.55, f"queue ({capacity})", **text),
-            "running": ax.text(9.55, y0 + _BAND - 0.55, f"workers ({stage.concurrency})", **text),
+            "running": ax.text(
+                9.55, y0 + _BAND - 0.55, f"workers ({stage.concurrency}){shade}", **text
+            ),
             "retry": ax.text(3.3, y0 + 0.95, "retry lane (backoff)", **text),
         }
         # Shown only when a zone holds more than it draws (an empty text costs nothing).
         self.more = {
-            "queue": ax.text(3.3, y0 + 1.15, "", fontsize=7, color="#4c72b0", animated=True),
-            "upstream": ax.text(0.3, y0 + 1.15, "", fontsize=7, color="#777777", animated=True),
+            "queue": ax.text(6.4, y0 + 0.95, "", fontsize=7, color="#4c72b0", animated=True),
+            "upstream": ax.text(0.3, y0 + 0.8, "", fontsize=7, color="#777777", animated=True),
         }
         self.moving = [
+            self.blocked,
             *self.items.values(),
             *(c for c, _, _ in self.bins.values()),
             *self.more.values(),
@@ -233,6 +251,8 @@ class _Band:
         queue = _grid(len(stage.queue), self.queue_head, top, self.queue_rows, _QUEUE_COLUMNS)
         busy = stage.workers >= 0
         running = self.workers[: len(busy)][busy[: len(self.workers)]][:_MAX_WORKERS]
+        idle = self.workers[: len(busy)][~busy[: len(self.workers)]][:_MAX_WORKERS]
+        self.blocked.set_offsets(idle[: stage.blocked])
         retry = _grid(len(stage.retry), self.queue_head, y0 + 0.7, *_RETRY)
         for zone, offsets in (
             ("upstream", upstream),
@@ -258,7 +278,8 @@ class _Band:
             texts = self.texts
             texts["upstream"].set_text(f"{self.upstream_label} {counts['upstream']:,}")
             texts["queue"].set_text(f"queue {counts['queue']:,} / {capacity}")
-            texts["running"].set_text(f"workers {counts['running']} / {stage.concurrency}")
+            blocked = f", {stage.blocked} blocked" if stage.blocked else ""
+            texts["running"].set_text(f"workers {counts['running']} / {stage.concurrency}{blocked}")
             texts["retry"].set_text(f"retry lane {counts['retry']:,}")
 
 

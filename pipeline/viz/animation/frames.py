@@ -45,6 +45,7 @@ This module uses numpy only (no matplotlib): the drawing is
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import numbers
@@ -95,6 +96,9 @@ class StageFrame:
             the stage's items.
         capacity: the queue's ``maxsize`` (None: unbounded).
         last: whether this is the last stage (its ``completed`` bin is the run's).
+        blocked: idle-looking workers that are in fact blocked after service: in a
+            chain, each parent of an item waiting in the next stage's hand-off holds
+            its worker until the last of its children is admitted (0 at the last stage).
     """
 
     name: str
@@ -106,6 +110,7 @@ class StageFrame:
     counts: dict[str, int]
     capacity: int | None
     last: bool
+    blocked: int = 0
 
     @property
     def concurrency(self) -> int:
@@ -397,6 +402,8 @@ class Timeline:
         self.thinned = len(inside) > max_frames or start > 0 or end < run_end
         window = (self.start_s, self.end_s)
         self.stage_names = [name for name, _ in stages]
+        specs = getattr(result.scenario, "stages", None) or ()
+        self._fan_out = [int(getattr(spec, "fan_out", 1)) for spec in specs]
         self._tracks = []
         for number, (name, stage) in enumerate(stages):
             self._tracks.append(_StageTrack(name, stage, window, number == len(stages) - 1))
@@ -435,11 +442,15 @@ class Timeline:
         if not 0 <= index < len(self.times_s):
             raise IndexError(f"frame index must be in 0..{len(self.times_s) - 1}, got {index}")
         time_s = float(self.times_s[int(index)])
-        return FrameState(
-            index=int(index),
-            time_s=time_s,
-            stages=tuple(track.frame(time_s) for track in self._tracks),
-        )
+        stages = [track.frame(time_s) for track in self._tracks]
+        for number in range(len(stages) - 1):
+            stage, after = stages[number], stages[number + 1]
+            if len(after.upstream):
+                fan_out = self._fan_out[number] if number < len(self._fan_out) else 1
+                parents = len(np.unique(after.upstream // max(fan_out, 1)))
+                idle = stage.concurrency - stage.counts["running"]
+                stages[number] = dataclasses.replace(stage, blocked=min(parents, idle))
+        return FrameState(index=int(index), time_s=time_s, stages=tuple(stages))
 
 
 def _window_bound(name: str, value: Any) -> float:

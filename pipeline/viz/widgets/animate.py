@@ -275,7 +275,8 @@ def _counters_html(state: FrameState, timeline: Timeline) -> str:
         if len(state.stages) > 1:
             rows.append(f"<b>{html.escape(stage.name)}</b>")
         rows.append(f"queue depth {counts['queue']:,} / {capacity}")
-        rows.append(f"workers busy {counts['running']} / {stage.concurrency}")
+        blocked = f", {stage.blocked} blocked" if stage.blocked else ""
+        rows.append(f"workers busy {counts['running']} / {stage.concurrency}{blocked}")
         rows.append(f"retry lane {counts['retry']:,}")
         rows.append(
             f"{'upstream' if stage is state.stages[0] else 'hand-off'} {counts['upstream']:,}"
