@@ -30,7 +30,6 @@ from PIL import Image
 
 from ..animation.artist import RunArtist
 from ..animation.frames import DEFAULT_MAX_FRAMES, FrameState, Timeline
-from .focused import ROOT_CLASS
 from .shown import ShowsWidget
 
 __all__ = ["ANIMATION_CLASS", "FRAME_CLASS", "AnimationWidget", "animate"]
@@ -79,11 +78,11 @@ class AnimationWidget(ShowsWidget):
         timeline: the frames (:class:`~pipeline.viz.animation.frames.Timeline`).
         artist: the figure that draws them (:class:`~pipeline.viz.animation.artist.RunArtist`).
         play: the ``ipywidgets.Play`` control (its ``value`` is the frame number).
-        slider: the frame slider, linked to ``play`` in the browser.
+        slider: the frame slider, linked to ``play`` in the browser (``link``, a ``jslink``).
         image: the ``Image`` showing the frame (DOM class ``pipeline-animation-frame``).
         counters: the ``HTML`` beside it: the clock, the depth, the counters.
         note: the ``HTML`` under it saying which part of the run is shown.
-        widget: the root ``VBox`` (classes ``pipeline-widget`` and ``pipeline-animation``).
+        widget: the root ``VBox`` (DOM class ``pipeline-animation``).
         timings_s: seconds each rendered frame took (state, drawing and PNG).
     """
 
@@ -125,7 +124,8 @@ class AnimationWidget(ShowsWidget):
             style={"description_width": "initial"},
             layout={"width": "60%"},
         )
-        widgets.jslink((self.play, "value"), (self.slider, "value"))
+        # Linked in the browser: a played step moves the slider with no round trip.
+        self.link = widgets.jslink((self.play, "value"), (self.slider, "value"))
         width, height = (round(v * dpi) for v in self.artist.figure.get_size_inches())
         self.image = widgets.Image(format="png", width=str(width), height=str(height))
         self.image.add_class(FRAME_CLASS)
@@ -140,7 +140,7 @@ class AnimationWidget(ShowsWidget):
                 self.note,
             ]
         )
-        self.widget.add_class(ROOT_CLASS)
+        # Not the focused widgets' class: it has no controls to re-run and no summary.
         self.widget.add_class(ANIMATION_CLASS)
         # The slider, not the Play: a drag and a played step both end up here (jslink).
         self.slider.observe(self._on_frame, names="value")
