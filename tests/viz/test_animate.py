@@ -415,7 +415,7 @@ def test_the_widget_is_a_play_control_linked_to_a_slider(player):
     assert isinstance(player.play, widgets.Play) and player.play.max == len(player) - 1
     assert ANIMATION_CLASS in player.widget._dom_classes
     assert "pipeline-widget" not in player.widget._dom_classes  # not a focused widget
-    assert isinstance(player.link, widgets.Link)
+    assert isinstance(player.link, widgets.widget_link.Link)
     assert player.link.source == (player.play, "value")
     assert FRAME_CLASS in player.image._dom_classes
     bundle = player._repr_mimebundle_()
