@@ -249,6 +249,7 @@ class AnimationWidget(ShowsWidget):
         writer = (_GifFrames if suffix == ".gif" else _Mp4Frames)(artist, fps)
         partial = target.with_name(f".{target.stem}.{os.getpid()}.partial{suffix}")
         try:
+            partial.open("wb").close()  # an unwritable place fails now, before any frame
             with writer.saving(artist.figure, str(partial), dpi):
                 for index in range(len(self.timeline)):
                     artist.update(self.timeline.frame(index))
