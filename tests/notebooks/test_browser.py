@@ -867,6 +867,7 @@ def test_the_animation_plays_when_play_is_pressed(request):
     name = _animation_candidates()[0]
     with open_notebook(browser, lab, name) as page:
         run_notebook(page, name)
+        _check_inline_expressions(page, name)  # the prose that reads the animation, too
         root = page.locator(ANIMATION).first
         root.scroll_into_view_if_needed()
         page.wait_for_function("() => (" + ANIMATION_STATE_JS + ")().ready", timeout=30_000)
