@@ -425,6 +425,20 @@ def test_a_bad_window_is_one_line_naming_the_argument(kwargs, match):
         Timeline(retrying(n_items=10), **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"interval_ms": 0}, "interval_ms must be an int >= 10"),
+        ({"interval_ms": 1.5}, "interval_ms must be an int >= 10"),
+        ({"width_in": math.inf}, "width_in must be a number of inches"),
+        ({"dpi": 0}, "dpi must be an int from 10 to 600"),
+    ],
+)
+def test_bad_widget_settings_are_one_line_naming_them(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        AnimationWidget(retrying(n_items=10), **kwargs)
+
+
 def test_not_a_result_is_a_type_error():
     with pytest.raises(TypeError, match="result must be a simulated run"):
         animate({"items": []})

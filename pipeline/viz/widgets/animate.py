@@ -101,6 +101,14 @@ class AnimationWidget(ShowsWidget):
             raise TypeError(f"interval_ms must be an int >= 10, got {interval_ms!r}")
         if interval_ms < 10:
             raise ValueError(f"interval_ms must be an int >= 10, got {interval_ms!r}")
+        if (
+            isinstance(width_in, bool)
+            or not isinstance(width_in, numbers.Real)
+            or not (math.isfinite(width_in) and 2 <= width_in <= 40)
+        ):
+            raise ValueError(f"width_in must be a number of inches from 2 to 40, got {width_in!r}")
+        if isinstance(dpi, bool) or not isinstance(dpi, numbers.Integral) or not 10 <= dpi <= 600:
+            raise ValueError(f"dpi must be an int from 10 to 600, got {dpi!r}")
         self.timeline = Timeline(result, start_s=start_s, end_s=end_s, max_frames=max_frames)
         # The canvas denser than displayed, shown at its nominal size: sharp on a retina
         # screen at 1.5x (2x would double the PNG's encoding, the frame's largest cost).
