@@ -96,6 +96,7 @@ SIM = [
 ]
 
 VIZ = [
+    "animate",
     "check",
     "explore",
     "explore_plan",

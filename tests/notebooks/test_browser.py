@@ -9,7 +9,9 @@ focused widget (class ``pipeline-widget``), the test then moves one slider (or
 clicks a live widget's Start) and checks that its figure and summary change and
 that no widget error shows. The explorer test moves the explorer's sliders with
 the keyboard and through a readout and checks that the summary and the figure
-redraw.
+redraw. The animation test opens a notebook that calls ``animate()``, presses its
+Play button and checks that the frame, its image and its counters keep changing
+(a screenshot in ``artifacts/browser/animation.png``).
 
 Run it alone (a JupyterLab server and Chromium are started and stopped for you)::
 
@@ -813,3 +815,76 @@ def test_plan_explorer_replans_when_an_slo_slider_moves(request):
         wait_for_widgets(page, PLANNING_NOTEBOOK)  # fails on "Error displaying widget"
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         panel.screenshot(path=str(ARTIFACTS / "plan-explorer.png"))
+
+
+# ------------------------------------------------------------------ the run's animation
+
+ANIMATION = ".pipeline-animation"
+
+ANIMATION_STATE_JS = """() => {
+  const root = document.querySelector('.pipeline-animation');
+  const img = root && root.querySelector('img.pipeline-animation-frame');
+  const handle = root && root.querySelector('.widget-slider .noUi-handle');
+  const counters = root && root.querySelector('.pipeline-animation-counters');
+  return {img: img ? img.src : null, ready: !!(img && img.complete && img.naturalWidth > 0),
+          frame: handle ? Number(handle.getAttribute('aria-valuenow')) : null,
+          counters: counters ? counters.innerText : null};
+}"""
+
+
+def _animation_candidates() -> list[str]:
+    """Notebooks that call ``animate(``, the ones that ran cleanly before first."""
+    names = [n for n in MAIN_NOTEBOOKS if "animate(" in (notebooks_dir() / n).read_text()]
+    return sorted(names, key=lambda n: (_RESULTS.get(n, True) is None, n))
+
+
+def _wait_for_frame_change(page, before: dict, what: str) -> dict:
+    """Wait until the shown frame, its image and its counters all differ from ``before``."""
+    try:
+        page.wait_for_function(
+            "(before) => { const s = (" + ANIMATION_STATE_JS + ")(); return s.ready"
+            " && s.frame > before.frame && s.img !== before.img"
+            " && s.counters !== before.counters; }",
+            arg=before,
+            timeout=60_000,
+        )
+    except Exception:
+        after = page.evaluate(ANIMATION_STATE_JS)
+        pytest.fail(
+            f"the animation did not move {what}: frame {before['frame']} -> {after['frame']}, "
+            f"image changed: {after['img'] != before['img']}, counters changed: "
+            f"{after['counters'] != before['counters']}",
+            pytrace=False,
+        )
+    return page.evaluate(ANIMATION_STATE_JS)
+
+
+@pytest.mark.skipif(
+    not _animation_candidates(), reason=f"no notebook calls animate() in {notebooks_dir()}"
+)
+def test_the_animation_plays_when_play_is_pressed(request):
+    browser, lab = browser_and_lab(request)
+    name = _animation_candidates()[0]
+    with open_notebook(browser, lab, name) as page:
+        run_notebook(page, name)
+        _check_inline_expressions(page, name)  # the prose that reads the animation, too
+        root = page.locator(ANIMATION).first
+        root.scroll_into_view_if_needed()
+        page.wait_for_function("() => (" + ANIMATION_STATE_JS + ")().ready", timeout=30_000)
+        before = page.evaluate(ANIMATION_STATE_JS)
+        assert before["frame"] == 0, f"{name}: the animation starts at frame {before['frame']}"
+        play = root.locator(".widget-play button").first
+        play.click()
+        # Playing: the slider follows Play in the browser (jslink) and the kernel draws
+        # each frame; two changes in a row, so one stray redraw does not pass.
+        first = _wait_for_frame_change(page, before, "after pressing Play")
+        second = _wait_for_frame_change(page, first, "while playing")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        root.screenshot(path=str(ARTIFACTS / "animation.png"))
+        problems = snapshot(page).problems()
+        if problems:
+            pytest.fail(f"{name}: while playing: " + "\n  ".join(problems), pytrace=False)
+        print(
+            f"{name}: Play moved the animation from frame {before['frame']} to "
+            f"{second['frame']}, screenshot {ARTIFACTS / 'animation.png'}"
+        )

@@ -1,0 +1,579 @@
+"""``animate(result)``: frame states that account for every item, drawn in place, played
+by a ``Play`` control and saved as a GIF."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tracemalloc
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import ipywidgets as widgets
+import numpy as np
+import pytest
+from matplotlib.animation import FFMpegWriter
+from PIL import Image, ImageSequence
+
+from pipeline import Backoff, EventKind, PipelineConfig
+from pipeline.sim import (
+    Constant,
+    Exponential,
+    IndependentFailures,
+    Poisson,
+    Scenario,
+    StageSpec,
+    simulate,
+)
+from pipeline.sim.running.recorder import ItemColumns, Recorder, item_columns, step_series
+from pipeline.sim.running.result import DrainTimeoutWarning
+from pipeline.viz import animate
+from pipeline.viz.animation.artist import RunArtist
+from pipeline.viz.animation.frames import ZONES, Timeline
+from pipeline.viz.widgets.animate import ANIMATION_CLASS, FRAME_CLASS, AnimationWidget
+
+K = EventKind
+RETRYING = PipelineConfig(
+    concurrency=3, queue_maxsize=5, max_attempts=3, backoff=Backoff(base_s=0.5, jitter=True)
+)
+
+
+def retrying(engine: str = "auto", n_items: int = 150, seed: int = 2):
+    return simulate(
+        Scenario(
+            arrivals=Poisson(rate=3.0),
+            service=Exponential(mean=1.0),
+            config=RETRYING,
+            n_items=n_items,
+            seed=seed,
+            failures=IndependentFailures(p=0.3),
+        ),
+        engine=engine,
+    )
+
+
+def stages_of(result):
+    return (
+        list(result.stages.values())
+        if isinstance(getattr(result, "stages", None), dict)
+        else [result]
+    )
+
+
+def assert_accounts(result, timeline: Timeline) -> None:
+    """Every frame: each item in one zone, the counts add up, and they agree with the
+    run's exact step series at that time."""
+    for index in range(len(timeline)):
+        frame = timeline.frame(index)
+        for stage, shown in zip(stages_of(result), frame.stages, strict=True):
+            n = len(stage.columns.arrival_s)
+            assert sum(shown.counts.values()) == n
+            drawn = [shown.upstream, shown.queue, shown.workers[shown.workers >= 0], shown.retry]
+            drawn += list(shown.bins.values())
+            ids = np.concatenate(drawn)
+            assert len(ids) == len(np.unique(ids)), "an item is in two zones"
+            for zone, held in (
+                ("upstream", shown.upstream),
+                ("queue", shown.queue),
+                ("retry", shown.retry),
+            ):
+                assert shown.counts[zone] == len(held)
+            s = stage.series
+            row = int(np.searchsorted(s.time_s, frame.time_s, side="right")) - 1
+            expected = (
+                s.queue_depth[row],
+                s.in_flight[row],
+                s.retry_waiting[row],
+                s.upstream_backlog[row],
+            )
+            got = tuple(shown.counts[zone] for zone in ("queue", "running", "retry", "upstream"))
+            assert got == tuple(int(v) for v in expected), (index, shown.name)
+
+
+def final_counts(result) -> dict[str, int]:
+    frame = Timeline(result, max_frames=10**9).frame
+    timeline_len = len(Timeline(result, max_frames=10**9))
+    return frame(timeline_len - 1).stages[-1].counts
+
+
+# -- frame states -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["asyncio", "kernel"])
+def test_every_item_is_in_one_zone_and_the_counts_agree_with_the_series(engine):
+    result = retrying(engine)
+    assert result.summary["retries_total"] > 0
+    assert_accounts(result, Timeline(result, max_frames=10**9))
+
+
+def test_the_last_frame_holds_the_run_s_outcome_counts():
+    result = retrying()
+    counts = final_counts(result)
+    s = result.summary
+    assert counts["completed"] == s["items_completed"]
+    assert counts["dead_lettered"] == s["items_dead_lettered"]
+    assert counts.get("unfinished", 0) == s["items_unfinished"]
+    assert all(counts[zone] == 0 for zone in ZONES)
+
+
+def test_shedding_and_an_unbounded_queue_account_for_every_item():
+    shed = simulate(
+        Scenario(
+            arrivals=Poisson(rate=4.0),
+            service=Exponential(mean=1.0),
+            n_items=200,
+            seed=1,
+            config=PipelineConfig(concurrency=2, queue_maxsize=3, on_full="reject"),
+        )
+    )
+    assert shed.summary["items_shed"] > 0
+    assert_accounts(shed, Timeline(shed, max_frames=10**9))
+    assert final_counts(shed)["shed"] == shed.summary["items_shed"]
+    unbounded = simulate(
+        Scenario(
+            arrivals=Poisson(rate=1.5),
+            service=Exponential(mean=1.0),
+            n_items=200,
+            seed=1,
+            config=PipelineConfig(concurrency=2, queue_maxsize=None),
+        )
+    )
+    assert_accounts(unbounded, Timeline(unbounded, max_frames=10**9))
+
+
+def test_items_the_drain_hands_back_leave_at_the_run_s_end():
+    with pytest.warns(DrainTimeoutWarning):
+        cut = simulate(
+            Scenario(
+                arrivals=Poisson(rate=3.0),
+                service=Exponential(mean=1.0),
+                n_items=120,
+                seed=1,
+                config=PipelineConfig(concurrency=2, queue_maxsize=None, drain_timeout_s=5.0),
+            )
+        )
+    assert cut.summary["items_unfinished"] > 0
+    timeline = Timeline(cut, max_frames=10**9)
+    assert_accounts(cut, timeline)
+    assert final_counts(cut)["unfinished"] == cut.summary["items_unfinished"]
+    assert timeline.frame(len(timeline) - 2).stages[0].counts.get("unfinished", 0) == 0
+
+
+def test_a_chain_with_fan_out_accounts_for_every_stage():
+    result = simulate(
+        Scenario(
+            arrivals=Poisson(rate=2.0),
+            stages=[
+                StageSpec(
+                    name="split",
+                    service=Exponential(mean=0.3),
+                    fan_out=2,
+                    config=PipelineConfig(concurrency=2, queue_maxsize=4),
+                ),
+                StageSpec(
+                    name="write",
+                    service=Exponential(mean=0.5),
+                    config=PipelineConfig(concurrency=2, queue_maxsize=3, max_attempts=2),
+                    failures=IndependentFailures(p=0.2),
+                ),
+            ],
+            n_items=80,
+            seed=3,
+        ),
+        engine="asyncio",
+    )
+    timeline = Timeline(result, max_frames=10**9)
+    assert_accounts(result, timeline)
+    # A parent whose children wait in the hand-off holds its worker: blocked after service.
+    blocked = []
+    for index in range(len(timeline)):
+        split, write = timeline.frame(index).stages
+        assert split.blocked + split.counts["running"] <= split.concurrency
+        assert split.blocked <= len(np.unique(write.upstream // 2)) and write.blocked == 0
+        blocked.append(split.blocked)
+    assert max(blocked) >= 1
+    end = timeline.frame(len(timeline) - 1)
+    split, write = end.stages
+    assert "handed_on" in split.counts and "completed" not in split.counts
+    assert write.counts["completed"] == result.summary["items_completed"]
+    # Every child handed on arrives at the next stage, two per parent.
+    assert (
+        sum(v for k, v in write.counts.items() if k != "not_arrived")
+        == 2 * split.counts["handed_on"]
+    )
+
+
+def assert_same_frames(engine, kernel) -> None:
+    assert (engine.engine, kernel.engine) == ("asyncio", "kernel")
+    a, b = Timeline(engine, max_frames=10**9), Timeline(kernel, max_frames=10**9)
+    assert len(a) == len(b)
+    np.testing.assert_allclose(a.times_s, b.times_s, rtol=0, atol=1e-9)
+    for index in range(len(a)):
+        for x, y in zip(a.frame(index).stages, b.frame(index).stages, strict=True):
+            for zone in ("upstream", "queue", "workers", "retry"):
+                np.testing.assert_array_equal(getattr(x, zone), getattr(y, zone), err_msg=zone)
+            assert (x.counts, x.blocked) == (y.counts, y.blocked)
+            assert x.bins.keys() == y.bins.keys()
+            for name in x.bins:
+                np.testing.assert_array_equal(x.bins[name], y.bins[name])
+
+
+def test_the_kernel_and_the_engine_give_the_same_frames():
+    assert_same_frames(retrying("asyncio"), retrying("kernel"))
+
+
+def test_the_kernel_and_the_engine_give_the_same_frames_of_a_chain():
+    scenario = Scenario(
+        arrivals=Poisson(rate=2.5),
+        stages=[
+            StageSpec(
+                name="split",
+                service=Exponential(mean=0.3),
+                fan_out=2,
+                config=PipelineConfig(concurrency=2, queue_maxsize=2),
+            ),
+            StageSpec(
+                name="write",
+                service=Exponential(mean=0.4),
+                failures=IndependentFailures(p=0.2),
+                config=PipelineConfig(
+                    concurrency=3, queue_maxsize=3, max_attempts=2, backoff=Backoff(base_s=0.5)
+                ),
+            ),
+        ],
+        n_items=60,
+        seed=5,
+    )
+    assert_same_frames(simulate(scenario, engine="asyncio"), simulate(scenario, engine="kernel"))
+
+
+def test_queue_slot_zero_is_the_next_to_start_and_a_running_item_keeps_its_worker():
+    result = retrying()
+    start, log = result.columns.start_s, result.columns.attempt_log
+    owner = np.repeat(np.arange(len(start)), result.columns.attempts)
+    timeline = Timeline(result, max_frames=10**9)
+    previous = None
+    for index in range(len(timeline)):
+        frame = timeline.frame(index)
+        stage = frame.stages[0]
+        if len(stage.queue):
+            upcoming = log.start_s > frame.time_s
+            first_next = {}
+            for item, began in zip(owner[upcoming], log.start_s[upcoming], strict=True):
+                first_next.setdefault(int(item), began)
+            nexts = [first_next.get(int(item), math.inf) for item in stage.queue]
+            assert nexts == sorted(nexts)
+        if previous is not None:
+            for slot, item in enumerate(previous.workers):
+                if item >= 0 and item in stage.workers:
+                    assert stage.workers[slot] == item  # the same attempt stays put
+        previous = stage
+
+
+def test_an_empty_run_has_one_frame_and_nothing_in_it():
+    result = simulate(
+        Scenario(arrivals=Poisson(rate=1.0), service=Constant(value=1.0), n_items=0, seed=1)
+    )
+    timeline = Timeline(result)
+    assert len(timeline) == 1
+    stage = timeline.frame(0).stages[0]
+    assert sum(stage.counts.values()) == 0
+    assert len(stage.queue) == 0 and (stage.workers == -1).all()
+
+
+def test_one_item_moves_through_each_zone_in_turn():
+    result = simulate(
+        Scenario(arrivals=Poisson(rate=1.0), service=Constant(value=2.0), n_items=1, seed=1)
+    )
+    timeline = Timeline(result)
+    zones = [timeline.frame(i).stages[0].zone_of(0) for i in range(len(timeline))]
+    assert zones[0] == "elsewhere"  # not arrived at 0 s
+    assert zones[-1] == "completed"
+    assert "running" in zones
+
+
+def recorded(events, arrivals, end_s, config, columns_class=ItemColumns):
+    """A run built from an event log (the recorder's own tables, no engine)."""
+    recorder = Recorder()
+    for kind, when, item in events:
+        recorder.kinds.append(kind)
+        recorder.times.append(when)
+        recorder.ids.append(item)
+    arrival = np.asarray(arrivals, dtype=float)
+    columns = item_columns(arrival, recorder)
+    if columns_class is not ItemColumns:
+        fields = {f.name: getattr(columns, f.name) for f in dataclasses.fields(columns)}
+        columns = columns_class(**fields)
+    return SimpleNamespace(
+        columns=columns,
+        series=step_series(arrival, recorder, end_s),
+        scenario=SimpleNamespace(config=config),
+    )
+
+
+def test_all_items_shed():
+    config = PipelineConfig(concurrency=1, queue_maxsize=1, on_full="reject")
+    run = recorded(
+        [(K.SHED, t, i) for i, t in enumerate([0.5, 1.0, 1.5])], [0.5, 1.0, 1.5], 2.0, config
+    )
+    timeline = Timeline(run)
+    counts = [timeline.frame(i).stages[0].counts for i in range(len(timeline))]
+    assert [c["shed"] for c in counts] == [0, 1, 2, 3]
+    assert all(sum(c.values()) == 3 for c in counts)
+    assert RunArtist(timeline).render().shape[2] == 4
+
+
+@dataclasses.dataclass(frozen=True)
+class WithExpired(ItemColumns):
+    """Records as a run with deadlines gives them: one more outcome, ``expired``."""
+
+    OUTCOMES = (*ItemColumns.OUTCOMES, "expired")
+
+
+def test_an_expired_outcome_is_one_more_bin_and_an_unknown_one_gets_its_own():
+    events = [
+        (K.ADMITTED, 0.0, 0),
+        (K.STARTED, 0.0, 0),
+        (K.COMPLETED, 1.0, 0),
+        (K.ADMITTED, 0.5, 1),
+        (K.ADMITTED, 0.6, 2),
+    ]
+    config = SimpleNamespace(concurrency=1, queue_maxsize=4, on_full="block", max_wait_s=2.0)
+    run = recorded(sorted(events, key=lambda e: e[1]), [0.0, 0.5, 0.6], 4.0, config, WithExpired)
+    run.columns.outcome[1] = WithExpired.OUTCOMES.index("expired")
+    run.columns.outcome[2] = 9  # an outcome this version has no name for
+    timeline = Timeline(run)
+    times = list(timeline.times_s)
+    at = {t: timeline.frame(i).stages[0] for i, t in enumerate(times)}
+    assert at[1.0].zone_of(1) == "queue"
+    # max_wait_s after admission: 2.5 s is not an event; the run's end (4 s) is.
+    last = at[times[-1]]
+    assert last.zone_of(1) == "expired" and last.counts["expired"] == 1
+    assert last.zone_of(2) == "outcome 9" and last.counts["outcome 9"] == 1
+    assert sum(last.counts.values()) == 3
+    AnimationWidget(run)  # draws every bin
+
+
+def test_a_huge_run_is_thinned_to_a_window_in_bounded_memory():
+    n = 200_000
+    result = simulate(
+        Scenario(
+            arrivals=Poisson(rate=3.5),
+            service=Exponential(mean=1.0),
+            n_items=n,
+            seed=4,
+            config=PipelineConfig(concurrency=4, queue_maxsize=50),
+        )
+    )
+    tracemalloc.start()
+    try:
+        timeline = Timeline(result, max_frames=300)
+        frames = [timeline.frame(i) for i in (0, 150, 299)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(timeline) == 300 and timeline.thinned
+    assert timeline.note.startswith("showing 0-") and "events in the window" in timeline.note
+    # Scratch of a few arrays of the run's length, not frames x items.
+    assert peak < 40 * n * 8
+    assert timeline.items_in_window < 400
+    for frame in frames:
+        assert sum(frame.stages[0].counts.values()) == n
+    late = Timeline(result, start_s=10_000.0, max_frames=50)
+    assert late.start_s == 10_000.0 and len(late) == 50
+    first = late.frame(0).stages[0]
+    assert first.counts["completed"] > 30_000  # the ones before the window, counted
+    assert sum(first.counts.values()) == n
+
+
+@pytest.mark.parametrize(
+    ("index", "error"),
+    [
+        (-1, IndexError),
+        (10**6, IndexError),
+        (math.nan, TypeError),
+        (1.0, TypeError),
+        (True, TypeError),
+        ("0", TypeError),
+    ],
+)
+def test_a_bad_frame_index_is_one_clear_error(index, error):
+    timeline = Timeline(retrying(n_items=10))
+    with pytest.raises(error, match="frame index must be"):
+        timeline.frame(index)
+    assert timeline.frame(np.int64(1)).index == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"start_s": math.nan}, "start_s must be a finite"),
+        ({"start_s": -1}, "start_s must be"),
+        ({"start_s": 1e9}, "at most the run's end"),
+        ({"end_s": 0.0}, "end_s must be after"),
+        ({"start_s": 5.0, "end_s": 2.0}, "end_s must be after"),
+        ({"max_frames": 0}, "max_frames must be an int >= 1"),
+        ({"max_frames": 2.5}, "max_frames must be an int >= 1"),
+    ],
+)
+def test_a_bad_window_is_one_line_naming_the_argument(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        Timeline(retrying(n_items=10), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"interval_ms": 0}, "interval_ms must be an int >= 10"),
+        ({"interval_ms": 1.5}, "interval_ms must be an int >= 10"),
+        ({"width_in": math.inf}, "width_in must be a number of inches"),
+        ({"dpi": 0}, "dpi must be an int from 10 to 600"),
+    ],
+)
+def test_bad_widget_settings_are_one_line_naming_them(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        AnimationWidget(retrying(n_items=10), **kwargs)
+
+
+def test_not_a_result_is_a_type_error():
+    with pytest.raises(TypeError, match="result must be a simulated run"):
+        animate({"items": []})
+
+
+# -- the widget ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def player():
+    return animate(retrying(n_items=40), max_frames=24)
+
+
+def test_the_widget_is_a_play_control_linked_to_a_slider(player):
+    assert isinstance(player, AnimationWidget)
+    assert isinstance(player.play, widgets.Play) and player.play.max == len(player) - 1
+    assert ANIMATION_CLASS in player.widget._dom_classes
+    assert "pipeline-widget" not in player.widget._dom_classes  # not a focused widget
+    assert isinstance(player.link, widgets.widget_link.Link)
+    assert player.link.source == (player.play, "value")
+    assert FRAME_CLASS in player.image._dom_classes
+    bundle = player._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    first_png, first_counters = player.image.value, player.counters.value
+    player.play.value = 20  # what a played step sends; the slider follows
+    assert player.slider.value == 20 and player.state.index == 20
+    assert player.image.value != first_png and player.counters.value != first_counters
+    player.slider.value = 0
+    assert player.image.value == first_png and player.play.value == 0
+    assert "t = " in player.counters.value and "queue depth" in player.counters.value
+    assert "showing 0-" in player.note.value and "(24 of " in player.note.value
+
+
+def test_save_writes_a_gif_with_every_frame_twice_over(player, tmp_path):
+    path = tmp_path / "run.gif"
+    assert player.save(path) == path
+    first = path.read_bytes()
+    with Image.open(path) as gif:
+        assert gif.format == "GIF"
+        assert sum(1 for _ in ImageSequence.Iterator(gif)) == len(player)
+    player.save(str(path), fps=4)  # again, over the first
+    assert path.stat().st_size > 0 and path.read_bytes() != first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.gif"]  # nothing partial left
+    assert player.state.index == player.slider.value
+
+
+def test_save_to_a_bad_place_is_one_line_naming_the_path(player, tmp_path):
+    missing = tmp_path / "no" / "such" / "run.gif"
+    with pytest.raises(FileNotFoundError, match=f"cannot save the animation to {missing}"):
+        player.save(missing)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    with pytest.raises(NotADirectoryError, match="is not a folder") as caught:
+        player.save(a_file / "run.gif")
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match=r"path must end in \.gif or \.mp4"):
+        player.save(tmp_path / "run.png")
+    with pytest.raises(ValueError, match="fps must be"):
+        player.save(tmp_path / "run.gif", fps=math.nan)
+    assert list(tmp_path.iterdir()) == [a_file]
+
+
+def test_an_unwritable_folder_is_one_line_and_leaves_nothing(player, tmp_path):
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o500)
+    try:
+        place = read_only
+        if _writable(read_only):  # root writes anywhere but on a read-only file system
+            place = Path("/sys")
+            if not place.is_dir() or _writable(place):
+                pytest.skip("running as root with no read-only folder to write to")
+        target = place / "pipeline-animation-test.gif"
+        with pytest.raises(
+            PermissionError, match=f"cannot save the animation to {target}: "
+        ) as caught:
+            player.save(target)
+        assert "\n" not in str(caught.value)
+        assert not any(p.name.startswith(".pipeline-animation-test") for p in place.iterdir())
+    finally:
+        read_only.chmod(0o700)
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        (folder / "pipeline-animation-probe").open("wb").close()
+    except OSError:
+        return False
+    (folder / "pipeline-animation-probe").unlink()
+    return True
+
+
+def test_save_an_mp4_where_ffmpeg_is_installed(player, tmp_path):
+    path = tmp_path / "run.mp4"
+    if not FFMpegWriter.isAvailable():
+        with pytest.raises(RuntimeError, match="needs ffmpeg on PATH"):
+            player.save(path)
+        pytest.skip("no ffmpeg on PATH (apt-get install ffmpeg): MP4 not written")
+    player.save(path)
+    assert path.stat().st_size > 0
+
+
+def test_a_chain_animates_and_saves(tmp_path):
+    result = simulate(
+        Scenario(
+            arrivals=Poisson(rate=2.0),
+            stages=[
+                StageSpec(
+                    name="a",
+                    service=Exponential(mean=0.4),
+                    config=PipelineConfig(concurrency=2, queue_maxsize=4),
+                ),
+                StageSpec(
+                    name="b",
+                    service=Exponential(mean=0.8),
+                    config=PipelineConfig(concurrency=2, queue_maxsize=3),
+                ),
+            ],
+            n_items=30,
+            seed=3,
+        )
+    )
+    chained = animate(result, max_frames=16)
+    chained.play.value = 15
+    assert "<b>b</b>" in chained.counters.value
+    chained.save(tmp_path / "chain.gif")
+    assert Path(tmp_path / "chain.gif").stat().st_size > 0
+
+
+def test_an_empty_run_animates_and_saves(tmp_path):
+    result = simulate(
+        Scenario(arrivals=Poisson(rate=1.0), service=Constant(value=1.0), n_items=0, seed=1)
+    )
+    empty = animate(result)
+    assert empty.play.max == 0
+    empty.save(tmp_path / "empty.gif")
+    with Image.open(tmp_path / "empty.gif") as gif:
+        assert gif.format == "GIF"
