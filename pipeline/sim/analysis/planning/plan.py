@@ -37,7 +37,7 @@ from ...workloads.scenario import Scenario
 from ..diagnostics.stability import unstable_note
 from .candidate import Candidate, look_confidence, replication_schedule
 from .cheapest import least_total_cost
-from .cost import Cost
+from .cost import Cost, Mix, check_shares
 from .headroom import find_headroom
 from .result import Plan
 from .rounds import Rounds, Runner, pool_size
@@ -67,6 +67,7 @@ def plan(
     order: Sequence[str] | None = None,
     headroom: bool = False,
     scenarios: Mapping[str, Scenario] | None = None,
+    shares: Mapping[str, float] | None = None,
     lookahead: int = 4,
     skip_unstable: bool = True,
     executor: Executor | None = None,
@@ -166,6 +167,9 @@ def plan(
             instead is the field order (as ``order``, kept for earlier callers).
         scenarios: name -> scenario, judged together (see **Scenario sets**);
             None judges ``base`` alone.
+        shares: with ``scenarios`` and ``cost``, name -> the scenario's share of
+            the hours (finite, >= 0, summing to 1; see **Cost over a set**);
+            None: equal shares.
         headroom: also find how far the arrival rate (and the mean service time)
             can grow before the choice breaks an SLO (:mod:`~.headroom`):
             :attr:`Plan.headroom`, JSON ``headroom``.
@@ -212,8 +216,10 @@ def plan(
             has only its end-to-end ones,
             :data:`~pipeline.sim.analysis.planning.slo.CHAIN_METRICS`, and no one
             stage's such as ``write.utilisation``), bad ``confidence``,
-            ``replications``, ``cost``, ``lookahead``, ``processes`` or
-            ``engine``, or a scenario that cannot be pickled for worker processes.
+            ``replications``, ``cost``, ``shares`` (an unknown or missing
+            scenario, a share that is negative, NaN or infinite, shares not
+            summing to 1, shares without a set or a cost), ``lookahead``,
+            ``processes`` or ``engine``, or a scenario that cannot be pickled for worker processes.
 
     Example:
         >>> base = Scenario(arrivals=Poisson(rate=50), service=LogNormal(mean=0.08, cv=2),
@@ -254,15 +260,31 @@ def plan(
     if isinstance(cost, Cost | Mapping):
         prices = Cost.parse(cost)
         prices.check(base)
-        if members and prices.wait_hour:
-            raise ValueError(
-                "a wait cost (wait_hour) cannot be priced over a scenario set: give "
-                "worker_hour only, or plan each scenario alone"
-            )
+        for name, member in members.items():
+            try:
+                prices.check(member)
+            except ValueError as exc:
+                raise ValueError(f"scenario {name!r}: {exc}") from None
     elif order is None:
         order = cost
     elif cost is not None:
         raise ValueError("give the field order as order= (cost= then holds prices), not both")
+    if shares is not None and not members:
+        raise ValueError("shares weigh a scenario set's hours: give scenarios= too, or no shares")
+    if shares is not None and prices is None:
+        raise ValueError(
+            "shares weigh the cost per hour over the scenarios: give cost= too, or no shares"
+        )
+    mix = (
+        Mix(
+            tuple(members.values()),
+            check_shares(tuple(members), shares),
+            tuple(members),
+            given=shares is not None,
+        )
+        if members
+        else Mix.single(base)
+    )
     if not isinstance(headroom, bool):
         raise TypeError(f"headroom must be True or False, got {headroom!r}")
     want_headroom = headroom
@@ -271,7 +293,7 @@ def plan(
     points = cost_order(axes, fields, totals)
     if prices is not None and order is None:
         # Priced: money first (a stable sort: equal prices keep the default order).
-        points.sort(key=lambda point: prices.workers_per_hour(base, point))
+        points.sort(key=lambda point: mix.workers_per_hour(prices, point))
     candidates = [Candidate(rank, point) for rank, point in enumerate(points)]
     metrics = tuple(slo.metric for slo in parsed)
     extra = prices.metrics(base) if prices is not None else ()
@@ -343,7 +365,7 @@ def plan(
                     rounds.run,
                     examine,
                     cost=prices,
-                    base=base,
+                    mix=mix,
                     level=per_look,
                     replications=(low, high),
                     lookahead=lookahead,
@@ -389,6 +411,7 @@ def plan(
         choice=choice,
         headroom=found if want_headroom else False,
         scenarios=tuple(members),
+        mix=mix,
     )
 
 
