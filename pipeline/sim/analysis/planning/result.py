@@ -31,6 +31,7 @@ from .records import (
     CheaperStep,
     OpenQuestion,
     PlanStatus,
+    ScenarioStep,
     ScenarioVerdict,
     json_value,
     point_text,
@@ -149,9 +150,24 @@ class Plan:
         if not self.scenario_names or target is None or not target.by_scenario:
             return None
         return {
-            name: ScenarioVerdict(verdict_of_judgements(found), found)
+            name: ScenarioVerdict(
+                verdict_of_judgements(found), found, cheaper=self._cheaper_in(name)
+            )
             for name, found in target.by_scenario.items()
         }
+
+    def _cheaper_in(self, name: str) -> tuple[ScenarioStep, ...]:
+        """Each configuration one step cheaper than the choice, judged in scenario ``name``."""
+        if self.binding is None:
+            return ()
+        steps = []
+        for step in self.binding.cheaper:
+            point = {**self._target.point, **step.change}
+            neighbour = next((c for c in self._candidates if c.point == point), None)
+            found = () if neighbour is None else neighbour.by_scenario.get(name, ())
+            verdict = verdict_of_judgements(found) if found else step.verdict
+            steps.append(ScenarioStep(dict(step.change), verdict, found, step.note))
+        return tuple(steps)
 
     # -- derived facts -----------------------------------------------------------------
 
@@ -430,17 +446,24 @@ class Plan:
             payload["binding_scenario"] = self.binding_scenario
         return clean(payload)
 
-    def figure(self, ax: Any = None, *, previous: Plan | None = None) -> Any:
+    def figure(
+        self, ax: Any = None, *, previous: Plan | None = None, scenario: str | None = None
+    ) -> Any:
         """The frontier: each SLO's metric against cost, with bounds, limits and the choice.
 
         One panel per SLO (or the axes given, one per SLO); ``previous``, an
         earlier plan of the same metrics with other limits, adds its choice (a
-        hollow star) and its limits (faded) for comparison. See
+        hollow star) and its limits (faded) for comparison; ``scenario``, one
+        scenario of a set, draws that scenario's values alone (by default each
+        configuration shows the scenario that decides each SLO). See
         :func:`~pipeline.sim.analysis.planning.figure.frontier_figure`.
+
+        Raises:
+            ValueError: ``scenario`` is not one of the plan's set.
         """
         from .figure import frontier_figure
 
-        return frontier_figure(self, ax, previous)
+        return frontier_figure(self, ax, previous, scenario=scenario)
 
     def __repr__(self) -> str:
         chosen = "" if self.chosen is None else f" chosen={point_text(self._target.point)}"
