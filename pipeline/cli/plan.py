@@ -583,7 +583,8 @@ def _plan(args: argparse.Namespace) -> int:
     if out is not None:
         with out, out.writing() as folder:
             _write_out(folder, payload, result)
-            plan_report.write_report_files(folder, result, sensitivity, args.scenario)
+            source = ", ".join(f"{n}={f}" for n, f in files.items()) if files else args.scenario
+            plan_report.write_report_files(folder, result, sensitivity, source)
     if args.json:
         print(json.dumps(payload, allow_nan=False))
     else:

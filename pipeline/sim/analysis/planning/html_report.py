@@ -352,8 +352,15 @@ def _headroom(payload: Mapping[str, Any]) -> str:
     if isinstance(factor, int | float) and not isinstance(factor, bool):
         more = 100 * (factor - 1)
         words = f"{more:.3g}% more" if more >= 0 else f"{-more:.3g}% less"
+        where = payload.get("binding_scenario")
+        where_text = (
+            f" in scenario <code>{_e(where)}</code> (the binding one; the others may break "
+            "at other factors)"
+            if where
+            else ""
+        )
         parts.append(
-            f"<p>The chosen configuration meets every SLO up to {_num(factor)} × the "
+            f"<p>The chosen configuration meets every SLO{where_text} up to {_num(factor)} × the "
             f"arrival rate (bounds {_num(headroom.get('low'))} to "
             f"{_num(headroom.get('high'))}): it can take {_e(words)} traffic before an "
             "SLO breaks.</p>"
