@@ -32,6 +32,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from numbers import Real
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,15 @@ from ...stats.tdist import t_quantile
 if TYPE_CHECKING:
     from ...workloads.scenario import Scenario
 
-__all__ = ["COST_KEYS", "WAIT_METRICS", "Cost", "CostEstimate", "Mix", "check_shares"]
+__all__ = [
+    "COST_KEYS",
+    "WAIT_METRICS",
+    "Cost",
+    "CostEstimate",
+    "Mix",
+    "check_shares",
+    "offered_rate",
+]
 
 COST_KEYS = ("worker_hour", "wait_hour")
 """Keys a cost takes (and ``STAGE.worker_hour`` on a chain)."""
@@ -171,13 +180,14 @@ class Cost:
         """Summary keys every run must report for this cost."""
         return CHAIN_METRICS if base.stages is not None else WAIT_METRICS
 
-    def waiting_per_hour(self, base: Scenario, run: Mapping[str, float]) -> float:
-        """One run's waiting cost per hour: ``wait_hour * lambda_admitted * wait_mean_s``."""
+    def waiting_per_hour(self, rate: float, run: Mapping[str, float]) -> float:
+        """One run's waiting cost per hour: ``wait_hour * lambda_admitted * wait_mean_s``,
+        ``rate`` the scenario's arrival rate (:func:`offered_rate`, per second)."""
         if not self.wait_hour:
             return 0.0
         offered = run["items_offered"]
         admitted = run["items_admitted"] / offered if offered > 0 else math.nan
-        return self.wait_hour * base.arrivals.rate * admitted * run["wait_mean_s"]
+        return self.wait_hour * rate * admitted * run["wait_mean_s"]
 
     def to_dict(self) -> dict[str, Any]:
         """The prices, as ``plan --json`` prints them beside the cost."""
@@ -254,19 +264,22 @@ class Mix:
     names: tuple[str, ...] = ()
     given: bool = False
 
+    @cached_property
+    def rates(self) -> tuple[float, ...]:
+        """Each scenario's arrival rate (:func:`offered_rate`), found once, when priced."""
+        return tuple(offered_rate(s) for s in self.scenarios)
+
     @classmethod
     def single(cls, scenario: Scenario) -> Mix:
         """One scenario, the whole of the hours."""
         return cls((scenario,), (1.0,))
 
-    def split(self, extra: Sequence[float]) -> list[tuple[Scenario, float, Sequence[float]]]:
-        """One replication's cost metrics, per scenario: (scenario, share, its values);
+    def split(self, extra: Sequence[float]) -> list[tuple[int, float, Sequence[float]]]:
+        """One replication's cost metrics, per scenario: (its index, share, its values);
         scenarios with no share of the hours left out."""
         m = len(extra) // len(self.scenarios)
         return [
-            (scenario, share, extra[s * m : s * m + m])
-            for s, (scenario, share) in enumerate(zip(self.scenarios, self.shares, strict=True))
-            if share > 0
+            (s, share, extra[s * m : s * m + m]) for s, share in enumerate(self.shares) if share > 0
         ]
 
     def workers_per_hour(self, cost: Cost, point: Mapping[str, Any]) -> float:
@@ -323,6 +336,26 @@ def check_shares(names: Sequence[str], shares: Mapping[str, Any] | None) -> tupl
     return tuple(out)
 
 
+def offered_rate(scenario: Scenario) -> float:
+    """The mean arrival rate of ``scenario`` over what it simulates, per second: a
+    time-varying rate's mean over ``[0, duration_s]`` when the run has a duration (a
+    three-hour morning of a daily curve is busier than the day's mean), else the
+    arrival process's long-run ``rate``.
+
+    Raises:
+        ValueError: the arrival process has no known rate (a rate function without
+            ``period_s`` in a run of ``n_items``).
+    """
+    arrivals = scenario.arrivals
+    window = scenario.duration_s
+    if window is not None and window > 0 and hasattr(arrivals, "integrated_rate"):
+        return float(arrivals.integrated_rate(0.0, window)) / window
+    try:
+        return float(arrivals.rate)
+    except ValueError as exc:
+        raise ValueError(f"cost: the arrival rate is unknown, needed per hour: {exc}") from None
+
+
 def _rows(cost: Cost, part: Scenario, values: Sequence[float]) -> dict[str, float]:
     return dict(zip(cost.metrics(part), values, strict=True))
 
@@ -332,8 +365,8 @@ def waiting_values(cost: Cost, mix: Mix, extra: Sequence[Sequence[float]]) -> np
     return np.array(
         [
             math.fsum(
-                share * cost.waiting_per_hour(part, _rows(cost, part, values))
-                for part, share, values in mix.split(row)
+                share * cost.waiting_per_hour(mix.rates[s], _rows(cost, mix.scenarios[s], values))
+                for s, share, values in mix.split(row)
             )
             for row in extra
         ],
@@ -343,17 +376,17 @@ def waiting_values(cost: Cost, mix: Mix, extra: Sequence[Sequence[float]]) -> np
 
 def _items_per_hour(cost: Cost, mix: Mix, extra: Sequence[Sequence[float]]) -> float:
     """Items completed per hour over the hours of ``mix`` (mean over the replications)."""
-    shares: dict[int, list[float]] = {}
+    completed: dict[int, list[float]] = {}
     for row in extra:
-        for s, (part, _, values) in enumerate(mix.split(row)):
-            found = _rows(cost, part, values)
+        for s, _, values in mix.split(row):
+            found = _rows(cost, mix.scenarios[s], values)
             if found["items_offered"] > 0:
-                shares.setdefault(s, []).append(found["items_completed"] / found["items_offered"])
-    priced = [(part, share) for part, share in zip(mix.scenarios, mix.shares, strict=True) if share]
+                completed.setdefault(s, []).append(
+                    found["items_completed"] / found["items_offered"]
+                )
     return math.fsum(
-        share * part.arrivals.rate * 3600.0 * float(np.mean(shares[s]))
-        for s, (part, share) in enumerate(priced)
-        if s in shares
+        mix.shares[s] * mix.rates[s] * 3600.0 * float(np.mean(shares))
+        for s, shares in completed.items()
     )
 
 

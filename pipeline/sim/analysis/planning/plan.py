@@ -285,6 +285,8 @@ def plan(
         if members
         else Mix.single(base)
     )
+    if prices is not None:
+        mix.rates  # noqa: B018 -- a rate the cost needs and cannot find: refused before any run
     if not isinstance(headroom, bool):
         raise TypeError(f"headroom must be True or False, got {headroom!r}")
     want_headroom = headroom

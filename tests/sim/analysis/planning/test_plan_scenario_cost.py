@@ -197,3 +197,42 @@ def test_shares_without_a_set_are_refused():
             shares={"normal": 1.0},
             cost={"worker_hour": 1},
         )
+
+
+def test_items_per_hour_are_those_of_the_window_simulated():
+    # A rate rising from 1 to 3 per second over an hour, simulated for its first half
+    # hour: 1.5 per second on average there, not the whole profile's 2.
+    from pipeline import PipelineConfig
+    from pipeline.sim import TimeVarying
+
+    rising = TimeVarying.from_profile([0, 3600], [1.0, 3.0])
+    base = Scenario(
+        arrivals=rising,
+        service=Exponential(mean=0.5),
+        config=PipelineConfig(queue_maxsize=None, drain_timeout_s=None),
+        duration_s=1800,
+        seed=3,
+    )
+    p = plan(
+        base,
+        {"concurrency": [4]},
+        ["latency_p95_s<=60"],
+        cost={"worker_hour": 0.5},
+        replications=2,
+        progress=False,
+        processes=1,
+    )
+    assert p.cost_per_hour.total == 2.0
+    assert p.cost_per_hour.per_million_items == pytest.approx(2.0 / (1.5 * 3600) * 1e6)
+
+
+def test_a_cost_needing_an_unknown_rate_is_refused_before_any_run():
+    from pipeline.sim import TimeVarying
+
+    shapeless = Scenario(
+        arrivals=TimeVarying(rate_fn=np.ones_like, max_rate=1.0),
+        service=Exponential(mean=0.5),
+        n_items=100,
+    )
+    with pytest.raises(ValueError, match="cost: the arrival rate is unknown"):
+        plan(shapeless, {"concurrency": [2]}, ["wait_mean_s<=1"], cost={"worker_hour": 1})
