@@ -298,7 +298,9 @@ def plan(
         points.sort(key=lambda point: mix.workers_per_hour(prices, point))
     candidates = [Candidate(rank, point) for rank, point in enumerate(points)]
     metrics = tuple(slo.metric for slo in parsed)
-    extra = prices.metrics(base) if prices is not None else ()
+    # Every run reports the cost's metrics, priced or not, so that a priced plan finds an
+    # unpriced plan's runs in a RunCache (the same task, the same answer).
+    extra = Cost().metrics(base)
     # Bonferroni over the looks and, for a set, over its scenarios too (see the docstring).
     per_look = look_confidence(level, len(replication_schedule(low, high)) * max(1, len(members)))
 
