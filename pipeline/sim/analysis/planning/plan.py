@@ -129,11 +129,19 @@ def plan(
     a chain or every one a single stage. ``headroom`` and
     :meth:`Plan.sensitivity` apply to the binding scenario alone (the one
     closest to breaking; another may break at a different factor); ``base``
-    need not be one of the set: it only names the plan's starting point. A
-    wait cost (``wait_hour``) is refused with a set: which scenario's waiting
-    to price is a choice the plan does not make for you;
-    ``worker_hour`` is the same in every scenario and orders the search as usual
-    (the cost per million items is the first scenario's throughput).
+    need not be one of the set: it only names the plan's starting point.
+
+    **Cost over a set.** One configuration runs through every scenario's
+    hours, so its cost per hour is the mean over the hours:
+    ``sum_s share_s * (workers_s + wait_hour * lambda_s * W_s)``
+    (:class:`~.cost.Mix`), and items per hour (for the cost per million items)
+    likewise. ``shares`` gives each scenario's share of the hours
+    (``{"normal": 0.9, "peak": 0.1}``: peak one hour in ten); without it every
+    scenario has an equal share, and the report and JSON say the shares were
+    not given. With ``wait_hour`` the plan then picks, among the configurations
+    meeting every SLO in every scenario, the one of least mean total cost per
+    hour. A scenario with share 0 must still meet every SLO (an incident the
+    service must survive) but adds nothing to the cost.
 
     So replications are only ever added to configurations whose verdict is
     still open and that could still be the answer; a configuration has
