@@ -334,7 +334,8 @@ def _cost(flags: Sequence[str]) -> dict[str, Any] | None:
                 prices[key] = float(text.strip())
             except ValueError:
                 raise ValueError(
-                    f"--cost: {key} must be a finite number >= 0 (money per hour), got {text!r}"
+                    f"--cost: {key} must be a finite number >= 0 and <= 1e+12 (money per hour), "
+                    f"got {text!r}"
                 ) from None
     from ..sim.analysis.planning.cost import Cost
 

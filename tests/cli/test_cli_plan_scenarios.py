@@ -179,7 +179,7 @@ def test_worker_cost_over_a_set(run_main, files):
         ),
         (
             ["--scenario", "peak={peak}", "--cost", "worker_hour=1,wait_hour=-2"],
-            "--cost: cost wait_hour must be a finite number >= 0",
+            "--cost: cost wait_hour must be a finite number >= 0 and <= 1e+12",
         ),
         (
             ["--scenario", "peak={peak}", "--cost", "worker_hour=nan"],

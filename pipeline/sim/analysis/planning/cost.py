@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COST_KEYS",
+    "MAX_PRICE",
     "WAIT_METRICS",
     "Cost",
     "CostEstimate",
@@ -62,12 +63,17 @@ WAIT_METRICS = ("wait_mean_s", "items_admitted", "items_offered", "items_complet
 CHAIN_METRICS = ("items_offered", "items_completed")
 
 
+MAX_PRICE = 1e12
+"""The largest price a cost takes, money per hour: beyond it a cost per hour can
+overflow to infinity (give prices in a larger unit)."""
+
+
 def _price(name: str, value: Any) -> float:
-    allowed = "a finite number >= 0 (money per hour)"
+    allowed = f"a finite number >= 0 and <= {MAX_PRICE:g} (money per hour)"
     if isinstance(value, bool) or not isinstance(value, Real | Decimal):
         raise ValueError(f"cost {name} must be {allowed}, got {value!r}")
     number = float(value)
-    if not math.isfinite(number) or number < 0:
+    if not math.isfinite(number) or not 0 <= number <= MAX_PRICE:
         raise ValueError(f"cost {name} must be {allowed}, got {value!r}")
     return number
 

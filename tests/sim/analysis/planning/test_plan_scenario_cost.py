@@ -236,3 +236,25 @@ def test_a_cost_needing_an_unknown_rate_is_refused_before_any_run():
     )
     with pytest.raises(ValueError, match="cost: the arrival rate is unknown"):
         plan(shapeless, {"concurrency": [2]}, ["wait_mean_s<=1"], cost={"worker_hour": 1})
+
+
+@pytest.mark.parametrize(
+    "cost",
+    [
+        {"worker_hour": 1e308, "wait_hour": 1},
+        {"worker_hour": 1, "wait_hour": 1e13},
+        {"worker_hour": decimal.Decimal("1e400")},
+        {"worker_hour": np.float64(-0.5)},
+    ],
+)
+def test_a_price_that_could_overflow_is_refused_before_any_run(cost):
+    members = _set(100)
+    with pytest.raises(ValueError, match=r"must be a finite number >= 0 and <= 1e\+12"):
+        plan(
+            members["normal"],
+            {"concurrency": [9, 10]},
+            ["wait_mean_s<=1"],
+            scenarios=members,
+            cost=cost,
+            progress=False,
+        )
