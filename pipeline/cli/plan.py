@@ -47,20 +47,28 @@ Flags, besides every scenario flag of ``simulate``:
 - ``--out DIR``: writes ``plan.json`` (the same object), ``candidates.csv``,
   ``runs.csv`` (one row per run), ``frontier.png`` and ``report.html`` (one
   self-contained page to share).
-- ``--scenario NAME=FILE`` (repeatable: ``normal=normal.toml``,
-  ``peak=peak.toml``, ``incident=...``): a scenario set. One configuration must
+- ``--scenario NAME=FILE[@SHARE]`` (repeatable: ``normal=normal.toml@0.9``,
+  ``peak=peak.toml@0.1``, ``incident=...``): a scenario set. One configuration must
   meet every SLO in every scenario (each file gives its workload; the searched
   fields override its config; the scenario flags given override every file);
   the report names the binding scenario and has a table per scenario, the
   JSON ``scenarios`` (per name, ``verdict`` and ``judgements`` at the chosen
   configuration) and ``binding_scenario``. The first is the base: the plan's
-  own settings (``search``, ``slo``, ...) are read from its file alone.
+  own settings (``search``, ``slo``, ...) are read from its file alone (a
+  later file that sets one differently is refused: every scenario is judged
+  on the same SLOs).
   ``--headroom`` and ``--sensitivity`` apply to the binding scenario alone
   (the one closest to breaking), named in their output. A scenario file
-  given as well is refused, as are a chain mixed with a single stage and a
-  wait cost (``--cost wait_hour``: which scenario's waiting to price is not
-  the plan's to choose; ``worker_hour`` is the same in every scenario). With
-  ``--check``, the one configuration is judged in every scenario.
+  given as well is refused, as is a chain mixed with a single stage. With
+  ``--check``, the one configuration is judged in every scenario. ``@SHARE``
+  is the scenario's share of the hours (peak one hour in ten: ``@0.1``),
+  given for every scenario or none (then equal shares), each >= 0, summing
+  to 1: with ``--cost``, the cost per hour is the mean over the hours
+  (workers, and with ``wait_hour`` each scenario's waiting,
+  ``sum share * wait_hour * lambda * W``), and with ``wait_hour`` the plan
+  picks the least such total among the configurations meeting every SLO in
+  every scenario. A share of 0 keeps the scenario's SLOs but not its cost (an
+  incident to survive). Shares without ``--cost`` are refused.
 - ``--sensitivity [PCT]``: each input of the chosen configuration moved by
   ±PCT% (default 20), see :mod:`~pipeline.cli.plan_report`.
 
@@ -80,6 +88,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -195,10 +204,11 @@ def add_command(subparsers: Any) -> None:
         dest="scenario_set",
         action="append",
         default=[],
-        metavar="NAME=FILE",
+        metavar="NAME=FILE[@SHARE]",
         help=(
-            "a scenario of a set (repeatable: normal=normal.toml, peak=peak.toml): one "
-            "configuration must meet every SLO in every one; the first is the base"
+            "a scenario of a set (repeatable: normal=normal.toml@0.9, peak=peak.toml@0.1): one "
+            "configuration must meet every SLO in every one; the first is the base; @SHARE, "
+            "its share of the hours, weighs the cost per hour (default: equal shares)"
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -324,7 +334,8 @@ def _cost(flags: Sequence[str]) -> dict[str, Any] | None:
                 prices[key] = float(text.strip())
             except ValueError:
                 raise ValueError(
-                    f"--cost: {key} must be a finite number >= 0 (money per hour), got {text!r}"
+                    f"--cost: {key} must be a finite number >= 0 and <= 1e+12 (money per hour), "
+                    f"got {text!r}"
                 ) from None
     from ..sim.analysis.planning.cost import Cost
 
@@ -372,30 +383,64 @@ def _check_axes(text: str, file_search: Any, flags: Sequence[Any], path: str | N
 _NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 
-def _scenario_flags(flags: Sequence[str]) -> dict[str, str]:
-    """``--scenario NAME=FILE`` (repeatable) -> {name: path}, names distinct, files there."""
+def _scenario_flags(flags: Sequence[str]) -> tuple[dict[str, str], dict[str, float] | None]:
+    """``--scenario NAME=FILE[@SHARE]`` (repeatable) -> ({name: path}, {name: share} or
+    None), names distinct, files there, a share for every scenario or for none."""
     found: dict[str, str] = {}
+    shares: dict[str, float] = {}
     for flag in flags:
         name, eq, path = str(flag).partition("=")
         name = name.strip()
         if not eq or not name or not path:
-            raise ValueError(f"--scenario: expected NAME=FILE (peak=peak.toml), got {flag!r}")
+            raise ValueError(
+                f"--scenario: expected NAME=FILE or NAME=FILE@SHARE (peak=peak.toml@0.1), "
+                f"got {flag!r}"
+            )
         if not set(name) <= _NAME_CHARACTERS:
             raise ValueError(
                 f"--scenario: the name {name!r} may hold only letters, digits, '_', '-' and '.'"
             )
         if name in found:
             raise ValueError(f"--scenario: {name} is given twice")
+        file, at, share = path.rpartition("@")
+        if at and not os.path.isfile(path):  # a file named with an "@" is a file
+            path = file
+            try:
+                shares[name] = float(share.strip())
+            except ValueError:
+                shares[name] = math.nan
+            if not math.isfinite(shares[name]) or shares[name] < 0:
+                raise ValueError(
+                    f"--scenario {name}: the share of the hours must be a finite number "
+                    f">= 0 (peak=peak.toml@0.1), got {share!r}"
+                )
         if not os.path.isfile(path):
             raise ValueError(f"--scenario {name}: no such scenario file {path!r}")
         found[name] = path
-    return found
+    if shares and len(shares) < len(found):
+        missing = next(name for name in found if name not in shares)
+        raise ValueError(
+            f"--scenario {missing}: no share of the hours (NAME=FILE@SHARE); give one for "
+            "every scenario, or none (equal shares)"
+        )
+    if shares:
+        total = math.fsum(shares.values())
+        if abs(total - 1.0) > 1e-6:
+            listed = ", ".join(f"{n}@{v:g}" for n, v in shares.items())
+            raise ValueError(
+                f"--scenario: the shares of the hours must sum to 1, got {total:.6g} ({listed})"
+            )
+    return found, shares or None
 
 
-def _scenario_set(args: argparse.Namespace, files: dict[str, str], axes: Axes) -> dict[str, Any]:
+def _scenario_set(
+    args: argparse.Namespace, files: dict[str, str], axes: Axes, plan_tables: dict[str, Any]
+) -> dict[str, Any]:
     """Each ``--scenario`` file, overridden by the scenario flags given, as a Scenario,
-    every searched field checked against it."""
+    every searched field checked against it; a plan setting (``slo``, ``search``, ...)
+    in a later file that differs from the first file's is refused, not ignored."""
     scenarios = {}
+    first = next(iter(files.values()))
     for name, path in files.items():
         try:
             settings = read_settings(
@@ -404,6 +449,14 @@ def _scenario_set(args: argparse.Namespace, files: dict[str, str], axes: Axes) -
             scenarios[name] = build_scenario(settings)
         except ValueError as exc:
             raise ValueError(f"--scenario {name}: {exc}") from None
+        for key in _TABLES:
+            if key in settings.tables and settings.tables[key] != plan_tables.get(key):
+                raise ValueError(
+                    f"--scenario {name}: {path} sets {key} = {settings.tables[key]!r}, unlike "
+                    f"{first} (the first scenario, whose plan settings the set uses): every "
+                    f"scenario is judged on the same SLOs; move {key} to {first} or drop it "
+                    f"from {path}"
+                )
     chains = [name for name, s in scenarios.items() if s.stages is not None]
     if chains and len(chains) < len(scenarios):
         single = next(name for name in scenarios if name not in chains)
@@ -428,7 +481,7 @@ def _pick(flag: Any, tables: dict[str, Any], name: str) -> Any:
 
 def _plan(args: argparse.Namespace) -> int:
     replications_flag, args.replications = args.replications, None
-    files = _scenario_flags(args.scenario_set)
+    files, shares = _scenario_flags(args.scenario_set)
     if files and args.scenario is not None:
         raise ValueError(
             f"give a scenario file ({args.scenario}) or --scenario NAME=FILE, not both: "
@@ -444,22 +497,25 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         axes = _search(tables.get("search"), args.search, args.scenario)
     # A set's base is its first scenario: checked with the others, named in any error.
-    scenarios = _scenario_set(args, files, axes) if files else None
+    scenarios = _scenario_set(args, files, axes, tables) if files else None
     if scenarios is None:
         check_axes(axes, base)
     cost = _cost(args.cost)
-    if scenarios is not None and cost is not None and cost.get("wait_hour"):
+    if shares is not None and cost is None:
         raise ValueError(
-            "--cost: a wait cost (wait_hour) cannot be priced over a scenario set: give "
-            "worker_hour only, or plan each scenario alone"
+            "--scenario NAME=FILE@SHARE: shares weigh the cost per hour over the scenarios; "
+            "give --cost too, or no shares"
         )
     if cost is not None:
         from ..sim.analysis.planning.cost import Cost
 
-        try:
-            Cost.parse(cost).check(base)
-        except ValueError as exc:
-            raise ValueError(f"--cost: {exc}") from None
+        members = {"": base} if scenarios is None else scenarios
+        for name, member in members.items():
+            try:
+                Cost.parse(cost).check(member)
+            except ValueError as exc:
+                where = f" (scenario {name})" if name else ""
+                raise ValueError(f"--cost{where}: {exc}") from None
     search = replace_fields(axes)
     slos = _slos(tables.get("slo"), args.slo)
     confidence_text = _pick(args.confidence, tables, "confidence")
@@ -508,6 +564,7 @@ def _plan(args: argparse.Namespace) -> int:
             cost=cost,
             headroom=args.headroom,
             scenarios=scenarios,
+            shares=shares,
             **options,
         )
         sensitivity = plan_report.run_sensitivity(
@@ -527,7 +584,8 @@ def _plan(args: argparse.Namespace) -> int:
     if out is not None:
         with out, out.writing() as folder:
             _write_out(folder, payload, result)
-            plan_report.write_report_files(folder, result, sensitivity, args.scenario)
+            source = ", ".join(f"{n}={f}" for n, f in files.items()) if files else args.scenario
+            plan_report.write_report_files(folder, result, sensitivity, source)
     if args.json:
         print(json.dumps(payload, allow_nan=False))
     else:

@@ -101,7 +101,10 @@ def test_worker_cost_over_a_set(run_main, files):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--scenario", "peak"], "--scenario: expected NAME=FILE (peak=peak.toml), got 'peak'"),
+        (
+            ["--scenario", "peak"],
+            "--scenario: expected NAME=FILE or NAME=FILE@SHARE (peak=peak.toml@0.1), got 'peak'",
+        ),
         (["--scenario", "=x.toml"], "--scenario: expected NAME=FILE"),
         (["--scenario", "pe ak={peak}"], "--scenario: the name 'pe ak' may hold only"),
         (["--scenario", "peak={peak}", "--scenario", "peak={normal}"], "peak is given twice"),
@@ -124,7 +127,81 @@ def test_worker_cost_over_a_set(run_main, files):
             ],
             "--scenario b: --search fetch.concurrency",
         ),
-        (["--scenario", "peak={peak}", "--cost", "worker_hour=1,wait_hour=2"], "wait_hour"),
+        (
+            [
+                "--scenario",
+                "normal={normal}@0.9",
+                "--scenario",
+                "peak={peak}@0.2",
+                "--cost",
+                "worker_hour=1,wait_hour=2",
+            ],
+            "--scenario: the shares of the hours must sum to 1, got 1.1 (normal@0.9, peak@0.2)",
+        ),
+        (
+            [
+                "--scenario",
+                "normal={normal}@-0.1",
+                "--scenario",
+                "peak={peak}@1.1",
+                "--cost",
+                "worker_hour=1",
+            ],
+            "--scenario normal: the share of the hours must be a finite number >= 0",
+        ),
+        (
+            [
+                "--scenario",
+                "normal={normal}@nan",
+                "--scenario",
+                "peak={peak}@1",
+                "--cost",
+                "worker_hour=1",
+            ],
+            "got 'nan'",
+        ),
+        (["--scenario", "peak={peak}@lots", "--cost", "worker_hour=1"], "got 'lots'"),
+        (["--scenario", "peak={peak}@inf", "--cost", "worker_hour=1"], "got 'inf'"),
+        (
+            [
+                "--scenario",
+                "normal={normal}@0.9",
+                "--scenario",
+                "peak={peak}",
+                "--cost",
+                "worker_hour=1",
+            ],
+            "--scenario peak: no share of the hours",
+        ),
+        (
+            ["--scenario", "normal={normal}@0.9", "--scenario", "peak={peak}@0.1"],
+            "shares weigh the cost per hour over the scenarios; give --cost too",
+        ),
+        (
+            ["--scenario", "peak={peak}", "--cost", "worker_hour=1,wait_hour=-2"],
+            "--cost: cost wait_hour must be a finite number >= 0 and <= 1e+12",
+        ),
+        (
+            ["--scenario", "peak={peak}", "--cost", "worker_hour=nan"],
+            "--cost: cost worker_hour must be a finite number >= 0",
+        ),
+        (
+            ["--scenario", "normal={normal}", "--scenario", "peak={otherslo}"],
+            "--scenario peak: ",
+        ),
+        (
+            [
+                "--scenario",
+                "a={chain}",
+                "--scenario",
+                "b={chain}",
+                "--search",
+                "fetch.concurrency=1",
+                "--cost",
+                "fetch.worker_hour=1",
+            ],
+            "--cost (scenario a): cost: stage 'write' has no price",
+        ),
         (["{normal}", "--scenario", "peak={peak}"], "not both"),
         (
             ["--scenario", "peak={peak}", "--scenario", "chain={chain}"],
@@ -148,7 +225,9 @@ def test_bad_scenario_input_is_one_line_and_exit_2(run_main, files, tmp_path, fl
         return path
 
     chain, short = chain_file("chain", "fetch", "write"), chain_file("short", "write")
+    otherslo = _write(tmp_path, "otherslo", 8, 2, 'slo = ["wait_mean_s<=0.5"]\n')
     values = {"peak": peak, "normal": normal, "bad": bad, "chain": chain, "short": short}
+    values["otherslo"] = otherslo
     values["missing"] = tmp_path / "missing.toml"
     argv = [f.format(**values) for f in flags]
     if not any(a.startswith("--search") for a in argv):
@@ -158,3 +237,53 @@ def test_bad_scenario_input_is_one_line_and_exit_2(run_main, files, tmp_path, fl
     assert out == ""
     assert len(err.strip().splitlines()) == 1, err
     assert message in err
+    if "otherslo" in " ".join(flags):
+        assert "sets slo = ['wait_mean_s<=0.5'], unlike" in err
+
+
+def test_a_wait_cost_over_the_hours_of_a_set(run_main, files):
+    # Peak one hour in ten: least E(TC) = c + 40 (0.9 * 4 Wq(4, c) + 0.1 * 8 Wq(8, c)).
+    normal, peak = files
+    exact = {
+        c: c
+        + 40 * (0.9 * 4 * mmc(4.0, 1.0, c).wait_mean_s + 0.1 * 8 * mmc(8.0, 1.0, c).wait_mean_s)
+        for c in range(9, 21)
+    }
+    best = min(exact, key=exact.get)
+    assert best == 12 and sorted(exact.values())[1] / exact[best] > 1.02
+    status, out, _ = run_main(
+        "plan",
+        "--scenario",
+        f"normal={normal}@0.9",
+        "--scenario",
+        f"peak={peak}@0.1",
+        "--search",
+        "concurrency=9..20",
+        "--slo",
+        "wait_mean_s<=2",
+        "--cost",
+        "worker_hour=1,wait_hour=40",
+        "--processes",
+        "1",
+        "--json",
+    )
+    payload = json.loads(out)
+    assert status == 0 and payload["chosen"]["concurrency"] == best
+    assert payload["prices"]["scenario_shares"] == {"normal": 0.9, "peak": 0.1}
+    assert payload["prices"]["scenario_shares_given"] is True
+    assert payload["cost_per_hour"] == pytest.approx(exact[best], rel=0.1)
+
+
+def test_a_file_named_with_an_at_sign_is_a_file(run_main, tmp_path):
+    path = _write(tmp_path, "peak@2", 8, 2)
+    status, _, err = run_main(
+        "plan",
+        "--scenario",
+        f"peak={path}",
+        "--check",
+        "concurrency=11",
+        "--slo",
+        f"wait_mean_s<={LIMIT}",
+        "--json",
+    )
+    assert status == 0, err

@@ -48,7 +48,8 @@ class Candidate:
     unfinished: list[int] = field(default_factory=list)
     judgements: tuple[Judgement, ...] = ()
     verdict: str = "unexamined"  # meets | fails | undecided | unstable | unexamined
-    # Per replication: the values of the cost's metrics (cost.WAIT_METRICS), when priced.
+    # Per replication: the values of the cost's metrics (cost.WAIT_METRICS), when priced;
+    # in a scenario set, every scenario's in turn.
     extra: list[tuple[float, ...]] = field(default_factory=list)
     # A scenario set (plan(scenarios=...)): the names and this configuration applied to
     # each; then ``values`` and ``counts`` hold every scenario's SLO metrics in turn, and
@@ -108,6 +109,7 @@ class Candidate:
         values, counts, drain cuts and judgements alone (what headroom and sensitivity
         read)."""
         s, k = self.names.index(name), len(self.judgements)
+        m = len(self.extra[0]) // len(self.names) if self.extra else 0
         found = self.by_scenario[name]
         return Candidate(
             self.rank,
@@ -120,7 +122,7 @@ class Candidate:
             unfinished=list(self.unfinished),
             judgements=found,
             verdict=verdict_of_judgements(found),
-            extra=list(self.extra),
+            extra=[e[s * m : s * m + m] for e in self.extra],
         )
 
     def binding_scenario(self) -> str | None:

@@ -22,13 +22,10 @@ Every bound is one-sided at the plan's per-look level, as the SLO verdicts are.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .candidate import Candidate
-from .cost import Cost, difference_bounds, estimate, run_rows
-
-if TYPE_CHECKING:
-    from ...workloads.scenario import Scenario
+from .cost import Cost, Mix, difference_bounds, estimate
 
 __all__ = ["least_total_cost"]
 
@@ -55,7 +52,7 @@ def least_total_cost(
     examine: Callable[[Candidate], bool],
     *,
     cost: Cost,
-    base: Scenario,
+    mix: Mix,
     level: float,
     replications: tuple[int, int],
     lookahead: int,
@@ -68,24 +65,24 @@ def least_total_cost(
         run: runs a round of ``(candidate, replication)`` tasks and judges them again.
         examine: configures a candidate met for the first time; False if queueing
             theory rejects it.
+        mix: the scenarios the cost per hour averages over (one, or a set's with
+            their shares of the hours).
 
     Returns:
         How many candidates are now looked at (a prefix), and the choice.
     """
     low, high = replications
-    names = cost.metrics(base)
-    workers = [cost.workers_per_hour(base, c.point) for c in candidates]
+    workers = [mix.workers_per_hour(cost, c.point) for c in candidates]
     # The least workers' cost from each position on: where nothing left can be cheaper.
     floor = list(workers)
     for i in range(len(floor) - 2, -1, -1):
         floor[i] = min(floor[i], floor[i + 1])
 
     def total(candidate: Candidate) -> Any:
-        return estimate(cost, base, candidate.point, run_rows(names, candidate.extra), level)
+        return estimate(cost, mix, candidate.point, candidate.extra, level)
 
     def difference(a: Candidate, b: Candidate) -> tuple[float, float]:
-        rows_a, rows_b = run_rows(names, a.extra), run_rows(names, b.extra)
-        return difference_bounds(cost, base, rows_a, a.point, rows_b, b.point, level)
+        return difference_bounds(cost, mix, a.extra, a.point, b.extra, b.point, level)
 
     while True:
         feasible = [c for c in candidates[:examined] if c.verdict == "meets"]

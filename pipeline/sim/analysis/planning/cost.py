@@ -18,6 +18,10 @@ both ran on the same random numbers), at the plan's per-look level. When the
 budget runs out before a cheaper-looking rival is told apart, the choice is
 the lower mean and :attr:`CostEstimate.note` says which rival is within reach.
 
+Over a scenario set, one configuration serves every scenario's hours: the
+cost per hour is the mean over the hours, each scenario weighed by its share
+of them (:class:`Mix`; equal shares unless given).
+
 A chain has no one wait (each stage has its own), so ``wait_hour`` is refused
 on a chain.
 """
@@ -28,6 +32,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from numbers import Real
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +43,16 @@ from ...stats.tdist import t_quantile
 if TYPE_CHECKING:
     from ...workloads.scenario import Scenario
 
-__all__ = ["COST_KEYS", "WAIT_METRICS", "Cost", "CostEstimate"]
+__all__ = [
+    "COST_KEYS",
+    "MAX_PRICE",
+    "WAIT_METRICS",
+    "Cost",
+    "CostEstimate",
+    "Mix",
+    "check_shares",
+    "offered_rate",
+]
 
 COST_KEYS = ("worker_hour", "wait_hour")
 """Keys a cost takes (and ``STAGE.worker_hour`` on a chain)."""
@@ -49,12 +63,17 @@ WAIT_METRICS = ("wait_mean_s", "items_admitted", "items_offered", "items_complet
 CHAIN_METRICS = ("items_offered", "items_completed")
 
 
+MAX_PRICE = 1e12
+"""The largest price a cost takes, money per hour: beyond it a cost per hour can
+overflow to infinity (give prices in a larger unit)."""
+
+
 def _price(name: str, value: Any) -> float:
-    allowed = "a finite number >= 0 (money per hour)"
+    allowed = f"a finite number >= 0 and <= {MAX_PRICE:g} (money per hour)"
     if isinstance(value, bool) or not isinstance(value, Real | Decimal):
         raise ValueError(f"cost {name} must be {allowed}, got {value!r}")
     number = float(value)
-    if not math.isfinite(number) or number < 0:
+    if not math.isfinite(number) or not 0 <= number <= MAX_PRICE:
         raise ValueError(f"cost {name} must be {allowed}, got {value!r}")
     return number
 
@@ -167,13 +186,14 @@ class Cost:
         """Summary keys every run must report for this cost."""
         return CHAIN_METRICS if base.stages is not None else WAIT_METRICS
 
-    def waiting_per_hour(self, base: Scenario, run: Mapping[str, float]) -> float:
-        """One run's waiting cost per hour: ``wait_hour * lambda_admitted * wait_mean_s``."""
+    def waiting_per_hour(self, rate: float, run: Mapping[str, float]) -> float:
+        """One run's waiting cost per hour: ``wait_hour * lambda_admitted * wait_mean_s``,
+        ``rate`` the scenario's arrival rate (:func:`offered_rate`, per second)."""
         if not self.wait_hour:
             return 0.0
         offered = run["items_offered"]
         admitted = run["items_admitted"] / offered if offered > 0 else math.nan
-        return self.wait_hour * base.arrivals.rate * admitted * run["wait_mean_s"]
+        return self.wait_hour * rate * admitted * run["wait_mean_s"]
 
     def to_dict(self) -> dict[str, Any]:
         """The prices, as ``plan --json`` prints them beside the cost."""
@@ -225,26 +245,168 @@ class CostEstimate:
         }
 
 
-def run_rows(names: Sequence[str], extra: Sequence[Sequence[float]]) -> list[dict[str, float]]:
-    """Each replication's cost metrics as a dict."""
-    return [dict(zip(names, values, strict=True)) for values in extra]
+@dataclass(frozen=True)
+class Mix:
+    """The scenarios a cost per hour averages over, each with its share of the hours.
+
+    One scenario has the whole of the hours. A scenario set (``plan(scenarios=...)``)
+    runs one configuration in every scenario, so the cost per hour is the mean over
+    the hours: ``sum_s share_s * (workers_s + wait_hour * lambda_s * W_s)``, with
+    ``lambda_s`` the scenario's arrival rate times its share of items admitted and
+    ``W_s`` its ``wait_mean_s``; items per hour likewise. Every run's values
+    enter linearly, so the cost keeps a Student t interval per replication and
+    a paired difference between configurations (replication *r* of every
+    scenario ran on that scenario's common random numbers).
+
+    Attributes:
+        scenarios: the scenarios, in the order a run's cost metrics list them.
+        shares: each scenario's share of the hours, >= 0, summing to 1.
+        names: the scenarios' names (empty for one scenario).
+        given: False when the shares are the default (equal), not given.
+    """
+
+    scenarios: tuple[Scenario, ...]
+    shares: tuple[float, ...]
+    names: tuple[str, ...] = ()
+    given: bool = False
+
+    @cached_property
+    def rates(self) -> tuple[float, ...]:
+        """Each scenario's arrival rate (:func:`offered_rate`), found once, when priced."""
+        return tuple(offered_rate(s) for s in self.scenarios)
+
+    @classmethod
+    def single(cls, scenario: Scenario) -> Mix:
+        """One scenario, the whole of the hours."""
+        return cls((scenario,), (1.0,))
+
+    def split(self, extra: Sequence[float]) -> list[tuple[int, float, Sequence[float]]]:
+        """One replication's cost metrics, per scenario: (its index, share, its values);
+        scenarios with no share of the hours left out."""
+        m = len(extra) // len(self.scenarios)
+        return [
+            (s, share, extra[s * m : s * m + m]) for s, share in enumerate(self.shares) if share > 0
+        ]
+
+    def workers_per_hour(self, cost: Cost, point: Mapping[str, Any]) -> float:
+        """The workers' cost per hour, over the hours (a chain's stages not searched may
+        run other numbers of workers in other scenarios)."""
+        return sum(
+            share * cost.workers_per_hour(scenario, point)
+            for scenario, share in zip(self.scenarios, self.shares, strict=True)
+            if share > 0
+        )
+
+    def to_dict(self) -> dict[str, Any] | None:
+        """``{"shares": {name: share}, "given": bool}`` for a set, None for one scenario."""
+        if not self.names:
+            return None
+        return {"shares": dict(zip(self.names, self.shares, strict=True)), "given": self.given}
 
 
-def waiting_values(cost: Cost, base: Scenario, rows: Sequence[Mapping[str, float]]) -> np.ndarray:
-    """Per replication, the waiting cost per hour."""
-    return np.array([cost.waiting_per_hour(base, row) for row in rows], dtype=np.float64)
+def check_shares(names: Sequence[str], shares: Mapping[str, Any] | None) -> tuple[float, ...]:
+    """Each scenario's share of the hours, checked: one per name, each a finite number
+    >= 0, summing to 1; equal shares when None.
+
+    Raises:
+        ValueError: an unknown or missing name, a share that is not a finite number
+            >= 0, or shares that do not sum to 1.
+    """
+    if shares is None:
+        return tuple(1.0 / len(names) for _ in names)
+    if not isinstance(shares, Mapping):
+        raise TypeError(f"shares must be a dict of scenario name -> share, got {shares!r}")
+    unknown = [name for name in shares if name not in names]
+    if unknown:
+        raise ValueError(f"shares names no scenario {unknown[0]!r}; scenarios: {', '.join(names)}")
+    missing = [name for name in names if name not in shares]
+    if missing:
+        raise ValueError(
+            f"shares gives no share for scenario {missing[0]!r}: give one for every "
+            "scenario, or none (equal shares)"
+        )
+    out = []
+    for name in names:
+        value = shares[name]
+        allowed = "a finite number >= 0 (its share of the hours)"
+        if isinstance(value, bool) or not isinstance(value, Real | Decimal):
+            raise ValueError(f"share of scenario {name!r} must be {allowed}, got {value!r}")
+        number = float(value)
+        if not math.isfinite(number) or number < 0:
+            raise ValueError(f"share of scenario {name!r} must be {allowed}, got {value!r}")
+        out.append(number)
+    total = math.fsum(out)
+    if abs(total - 1.0) > 1e-6:
+        listed = ", ".join(f"{n}={v:g}" for n, v in zip(names, out, strict=True))
+        raise ValueError(f"the scenarios' shares must sum to 1, got {total:.6g} ({listed})")
+    return tuple(out)
+
+
+def offered_rate(scenario: Scenario) -> float:
+    """The mean arrival rate of ``scenario`` over what it simulates, per second: a
+    time-varying rate's mean over ``[0, duration_s]`` when the run has a duration (a
+    three-hour morning of a daily curve is busier than the day's mean), else the
+    arrival process's long-run ``rate``.
+
+    Raises:
+        ValueError: the arrival process has no known rate (a rate function without
+            ``period_s`` in a run of ``n_items``).
+    """
+    arrivals = scenario.arrivals
+    window = scenario.duration_s
+    if window is not None and window > 0 and hasattr(arrivals, "integrated_rate"):
+        return float(arrivals.integrated_rate(0.0, window)) / window
+    try:
+        return float(arrivals.rate)
+    except ValueError as exc:
+        raise ValueError(f"cost: the arrival rate is unknown, needed per hour: {exc}") from None
+
+
+def _rows(cost: Cost, part: Scenario, values: Sequence[float]) -> dict[str, float]:
+    return dict(zip(cost.metrics(part), values, strict=True))
+
+
+def waiting_values(cost: Cost, mix: Mix, extra: Sequence[Sequence[float]]) -> np.ndarray:
+    """Per replication, the waiting cost per hour, over the hours of ``mix``."""
+    return np.array(
+        [
+            math.fsum(
+                share * cost.waiting_per_hour(mix.rates[s], _rows(cost, mix.scenarios[s], values))
+                for s, share, values in mix.split(row)
+            )
+            for row in extra
+        ],
+        dtype=np.float64,
+    )
+
+
+def _items_per_hour(cost: Cost, mix: Mix, extra: Sequence[Sequence[float]]) -> float:
+    """Items completed per hour over the hours of ``mix`` (mean over the replications)."""
+    completed: dict[int, list[float]] = {}
+    for row in extra:
+        for s, _, values in mix.split(row):
+            found = _rows(cost, mix.scenarios[s], values)
+            if found["items_offered"] > 0:
+                completed.setdefault(s, []).append(
+                    found["items_completed"] / found["items_offered"]
+                )
+    return math.fsum(
+        mix.shares[s] * mix.rates[s] * 3600.0 * float(np.mean(shares))
+        for s, shares in completed.items()
+    )
 
 
 def estimate(
     cost: Cost,
-    base: Scenario,
+    mix: Mix,
     point: Mapping[str, Any],
-    rows: Sequence[Mapping[str, float]],
+    extra: Sequence[Sequence[float]],
     level: float,
 ) -> CostEstimate:
-    """The cost per hour of the configuration at ``point``, from its runs' ``rows``."""
-    workers = cost.workers_per_hour(base, point)
-    waits = waiting_values(cost, base, rows)
+    """The cost per hour of the configuration at ``point``, from its runs' cost metrics
+    ``extra`` (one tuple per replication, every scenario's of ``mix`` in turn)."""
+    workers = mix.workers_per_hour(cost, point)
+    waits = waiting_values(cost, mix, extra)
     n = waits.size
     if n == 0:
         return CostEstimate(workers, math.nan, math.nan, math.nan, math.nan, math.nan, 0)
@@ -255,10 +417,7 @@ def estimate(
         half = math.inf
     else:
         half = t_quantile(level, n - 1) * float(waits.std(ddof=1)) / math.sqrt(n)
-    completed = [
-        row["items_completed"] / row["items_offered"] for row in rows if row["items_offered"] > 0
-    ]
-    per_hour_items = base.arrivals.rate * 3600.0 * (float(np.mean(completed)) if completed else 0)
+    per_hour_items = _items_per_hour(cost, mix, extra)
     total = workers + waiting
     per_million = total / per_hour_items * 1e6 if per_hour_items > 0 else math.nan
     return CostEstimate(workers, waiting, total, total - half, total + half, per_million, n)
@@ -266,19 +425,19 @@ def estimate(
 
 def difference_bounds(
     cost: Cost,
-    base: Scenario,
-    rows_a: Sequence[Mapping[str, float]],
+    mix: Mix,
+    extra_a: Sequence[Sequence[float]],
     point_a: Mapping[str, Any],
-    rows_b: Sequence[Mapping[str, float]],
+    extra_b: Sequence[Sequence[float]],
     point_b: Mapping[str, Any],
     level: float,
 ) -> tuple[float, float]:
     """One-sided bounds on ``total(b) - total(a)``, paired over the replications both ran."""
-    n = min(len(rows_a), len(rows_b))
-    workers = cost.workers_per_hour(base, point_b) - cost.workers_per_hour(base, point_a)
+    n = min(len(extra_a), len(extra_b))
+    workers = mix.workers_per_hour(cost, point_b) - mix.workers_per_hour(cost, point_a)
     if n == 0:
         return -math.inf, math.inf
-    diff = waiting_values(cost, base, rows_b[:n]) - waiting_values(cost, base, rows_a[:n])
+    diff = waiting_values(cost, mix, extra_b[:n]) - waiting_values(cost, mix, extra_a[:n])
     if not np.isfinite(diff).all():
         return -math.inf, math.inf
     mean = workers + float(diff.mean())

@@ -45,7 +45,9 @@ def _new_figure(panels: int) -> tuple[Figure, list[Any]]:
     return fig, axes[:panels]
 
 
-def frontier_figure(plan: Plan, ax: Any = None, previous: Plan | None = None) -> Figure:
+def frontier_figure(
+    plan: Plan, ax: Any = None, previous: Plan | None = None, *, scenario: str | None = None
+) -> Figure:
     """Each SLO's metric against cost, with bounds, limits, the choice and unstable points.
 
     A metric whose values and limit are all positive and span more than a
@@ -59,12 +61,25 @@ def frontier_figure(plan: Plan, ax: Any = None, previous: Plan | None = None) ->
         previous: an earlier plan over the same search and metrics (the same
             question with other limits) to compare with: its choice is drawn
             as a hollow star, and its limits, where they differ, faded.
+        scenario: one scenario of the plan's set: its judgements alone (default:
+            per configuration and SLO, the scenario that decides it).
 
     Raises:
-        ValueError: fewer axes given than the plan has SLOs, or a ``previous``
-            plan whose SLOs name other metrics.
+        ValueError: fewer axes given than the plan has SLOs, a ``previous``
+            plan whose SLOs name other metrics, or a ``scenario`` not in the set.
     """
     slos = plan.slos
+    if scenario is not None and scenario not in plan.scenario_names:
+        known = ", ".join(map(repr, plan.scenario_names)) or "none: the plan has no scenario set"
+        raise ValueError(
+            f"scenario must be one of the plan's scenarios ({known}), got {scenario!r}"
+        )
+
+    def judged(candidate: Any) -> tuple[Any, ...]:
+        if scenario is None:
+            return candidate.judgements
+        return candidate.by_scenario.get(scenario, ())
+
     if previous is not None and [s.metric for s in previous.slos] != [s.metric for s in slos]:
         raise ValueError(
             "previous must be a plan of the same metrics, got "
@@ -94,14 +109,14 @@ def frontier_figure(plan: Plan, ax: Any = None, previous: Plan | None = None) ->
     for index, (slo, axis) in enumerate(zip(slos, axes, strict=False)):
         shown = [slo.limit]
         for g, (key, members) in enumerate(groups.items()):
-            ran = [c for c in members if c.judgements]
+            ran = [c for c in members if judged(c)]
             label = ", ".join(f"{f}={_show(v)}" for f, v in zip(others, key, strict=True))
             if ran:
                 xs = [x_of(c.point[x_field]) for c in ran]
-                means = [c.judgements[index].mean for c in ran]
+                means = [judged(c)[index].mean for c in ran]
                 # Down to the lower bound, up to the upper one: asymmetric when exact binomial.
-                below = [c.judgements[index].mean - c.judgements[index].low for c in ran]
-                above = [c.judgements[index].high - c.judgements[index].mean for c in ran]
+                below = [judged(c)[index].mean - judged(c)[index].low for c in ran]
+                above = [judged(c)[index].high - judged(c)[index].mean for c in ran]
                 spans = [[h if math.isfinite(h) else 0.0 for h in side] for side in (below, above)]
                 axis.errorbar(
                     xs, means, yerr=spans, marker="o", markersize=4, capsize=3,
@@ -109,11 +124,11 @@ def frontier_figure(plan: Plan, ax: Any = None, previous: Plan | None = None) ->
                 )  # fmt: skip
                 shown += means
                 # A run whose drain timed out fails this SLO whatever the mean: say so.
-                cut = [c for c in ran if c.judgements[index].drain_timed_out]
+                cut = [c for c in ran if judged(c)[index].drain_timed_out]
                 if cut:
                     axis.plot(
                         [x_of(c.point[x_field]) for c in cut],
-                        [c.judgements[index].mean for c in cut],
+                        [judged(c)[index].mean for c in cut],
                         marker="x", markersize=9, markeredgewidth=2, color="C3",
                         linestyle="none", label="drain timed out: fails",
                     )  # fmt: skip
@@ -127,8 +142,8 @@ def frontier_figure(plan: Plan, ax: Any = None, previous: Plan | None = None) ->
                 previous.slos[index].limit, color="C3", alpha=0.35, linestyle=":",
                 linewidth=1.5, label="previous limit",
             )  # fmt: skip
-        if target is not None:
-            j = target.judgements[index]
+        if target is not None and judged(target):
+            j = judged(target)[index]
             axis.plot(
                 [x_of(target.point[x_field])], [j.mean], marker="*", markersize=16,
                 color="gold", markeredgecolor="black", linestyle="none", label="chosen",
@@ -150,8 +165,10 @@ def frontier_figure(plan: Plan, ax: Any = None, previous: Plan | None = None) ->
             axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     _legend(fig, axes[: len(slos)], outside=ax is None)
     level = f"{100 * plan.look_confidence:.4g}%"
+    where = "" if scenario is None else f" in scenario {scenario!r}"
     fig.suptitle(
-        f"plan: {plan.status} -- means with one-sided {level} bounds; shaded: unstable, not run"
+        f"plan: {plan.status}{where} -- means with one-sided {level} bounds; "
+        "shaded: unstable, not run"
     )
     return fig
 

@@ -203,7 +203,13 @@ def _binding(payload: Mapping[str, Any]) -> str:
         "<h2>What binds</h2>",
         f"<p>The binding SLO is <code>{_e(binding.get('slo'))}</code>: its bound "
         f"{_num(binding.get('bound'))} against the limit {_num(binding.get('limit'))} "
-        f"(slack {slack_text} of the limit).</p>",
+        f"(slack {slack_text} of the limit)"
+        + (
+            f", in scenario <code>{_e(payload['binding_scenario'])}</code>"
+            if payload.get("binding_scenario")
+            else ""
+        )
+        + ".</p>",
     ]
     steps = binding.get("cheaper") or []
     if steps:
@@ -226,11 +232,115 @@ def _cost(payload: Mapping[str, Any], scenario: Scenario | None) -> str:
         return ""
     parts = ["<h2>Cost</h2>", f"<p>The chosen configuration costs {_money(cost)} per hour"]
     total = cost.get("total") if isinstance(cost, Mapping) else cost
+    breakdown = payload.get("cost_breakdown")
     rate = getattr(getattr(scenario, "arrivals", None), "rate", None)
-    if isinstance(total, int | float) and isinstance(rate, int | float) and rate > 0:
+    if isinstance(breakdown, Mapping) and breakdown.get("per_million_items") is not None:
+        # The plan's own: items completed per hour, over the hours of a set.
+        parts[-1] += f", {_money(breakdown['per_million_items'])} per million items"
+    elif isinstance(total, int | float) and isinstance(rate, int | float) and rate > 0:
         parts[-1] += f", {_money(total / (rate * 3600) * 1e6)} per million items"
     parts[-1] += ".</p>"
+    if isinstance(breakdown, Mapping) and (payload.get("prices") or {}).get("wait_hour"):
+        parts.append(
+            f"<p>Workers {_money(breakdown.get('workers_per_hour'))}, waiting "
+            f"{_money(breakdown.get('waiting_per_hour'))} per hour (the total between "
+            f"{_money(breakdown.get('low'))} and {_money(breakdown.get('high'))}): the least "
+            "total cost per hour of the configurations meeting every SLO.</p>"
+        )
+        if breakdown.get("note"):
+            parts.append(f"<p>{_e(breakdown['note'])}</p>")
+    shares = (payload.get("prices") or {}).get("scenario_shares")
+    if isinstance(shares, Mapping):
+        given = (payload.get("prices") or {}).get("scenario_shares_given")
+        hours = ", ".join(
+            f"<code>{_e(n)}</code> {_e(f'{100 * v:.4g}%')}" for n, v in shares.items()
+        )
+        parts.append(
+            f"<p>Averaged over the hours: {hours} "
+            + ("(as given)." if given else "(equal shares: none given).")
+            + "</p>"
+        )
     return "\n".join(parts)
+
+
+def _judged(judgement: Mapping[str, Any]) -> str:
+    """One judgement as a cell: mean, the bound on the safe side, verdict."""
+    slo = str(judgement.get("slo") or "")
+    side = "≥" if ">=" in slo else "≤"
+    return (
+        f"{_num(judgement.get('mean'))} (bound {side} {_num(judgement.get('bound'))}) "
+        f"{_verdict(judgement.get('verdict'))}"
+    )
+
+
+def _scenarios(
+    payload: Mapping[str, Any],
+    figures: Mapping[str, bytes],
+    members: Mapping[str, Scenario] | None,
+) -> str:
+    """A scenario set: per scenario, its inputs, its table at the chosen configuration
+    and at each one step cheaper, and its frontier."""
+    found = payload.get("scenarios")
+    if not isinstance(found, Mapping) or not found:
+        return ""
+    binding = payload.get("binding_scenario")
+    which = "chosen" if payload.get("status") == "chosen" else "fallback"
+    parts = [
+        "<h2>Scenarios</h2>",
+        f"<p>One configuration must meet every SLO in each of {_num(len(found))} scenarios "
+        f"({', '.join(f'<code>{_e(n)}</code>' for n in found)}), each judged on its own "
+        "replications."
+        + (
+            f" The binding scenario is <code>{_e(binding)}</code>: its bound is the closest "
+            "to its limit at the choice."
+            if binding
+            else ""
+        )
+        + "</p>",
+    ]
+    slos = list(payload.get("slos") or [])
+    for name, verdict in found.items():
+        mark = " (binding)" if name == binding else ""
+        judged = _verdict(verdict.get("verdict"))
+        parts.append(f"<h3>Scenario <code>{_e(name)}</code>{_e(mark)}: {judged}</h3>")
+        member = (members or {}).get(name)
+        if member is not None:
+            workload = (
+                f"service {_e(member.service)}"
+                if member.stages is None
+                else ", ".join(
+                    f"<code>{_e(st.name)}</code> {_e(st.service)}" for st in member.stages
+                )
+            )
+            parts.append(f"<p>Arrivals {_e(member.arrivals)}, {workload}.</p>")
+        steps = verdict.get("cheaper") or []
+        header = ["SLO", f"{which}: {_point_text(payload.get(which) or {})}"]
+        header += [f"one step cheaper: {_point_text(st.get('change') or {})}" for st in steps]
+        rows = []
+        for i, slo in enumerate(slos):
+            judgements = verdict.get("judgements") or []
+            row = [
+                f"<code>{_e(slo)}</code>",
+                _judged(judgements[i]) if i < len(judgements) else "-",
+            ]
+            for step in steps:
+                theirs = step.get("judgements") or []
+                row.append(
+                    _judged(theirs[i])
+                    if i < len(theirs)
+                    else f"{_verdict(step.get('verdict'))} {_e(step.get('note') or '')}"
+                )
+            rows.append(row)
+        parts.append(_table(header, rows))
+        png = figures.get(f"scenario:{name}")
+        if png is not None:
+            parts.append(_image(png, f"frontier in scenario {name}"))
+    return "\n".join(parts)
+
+
+def _point_text(point: Mapping[str, Any]) -> str:
+    """A configuration as plain text (for a header, which is escaped where it is drawn)."""
+    return ", ".join(f"{k}={'unbounded' if v is None else v}" for k, v in point.items())
 
 
 def _headroom(payload: Mapping[str, Any]) -> str:
@@ -242,8 +352,15 @@ def _headroom(payload: Mapping[str, Any]) -> str:
     if isinstance(factor, int | float) and not isinstance(factor, bool):
         more = 100 * (factor - 1)
         words = f"{more:.3g}% more" if more >= 0 else f"{-more:.3g}% less"
+        where = payload.get("binding_scenario")
+        where_text = (
+            f" in scenario <code>{_e(where)}</code> (the binding one; the others may break "
+            "at other factors)"
+            if where
+            else ""
+        )
         parts.append(
-            f"<p>The chosen configuration meets every SLO up to {_num(factor)} × the "
+            f"<p>The chosen configuration meets every SLO{where_text} up to {_num(factor)} × the "
             f"arrival rate (bounds {_num(headroom.get('low'))} to "
             f"{_num(headroom.get('high'))}): it can take {_e(words)} traffic before an "
             "SLO breaks.</p>"
@@ -370,16 +487,19 @@ def render_report(
     sensitivity: Mapping[str, Any] | None = None,
     scenario: Scenario | None = None,
     source: str | None = None,
+    members: Mapping[str, Scenario] | None = None,
 ) -> str:
     """The page for a plan's :meth:`~.result.Plan.to_dict` ``payload``, as a string.
 
     Args:
         payload: what :meth:`~.result.Plan.to_dict` returns (``cost_per_hour`` and
             ``headroom`` are shown when present).
-        figures: PNG bytes by name: ``"frontier"``, ``"sensitivity"``.
+        figures: PNG bytes by name: ``"frontier"``, ``"sensitivity"``, and for a
+            scenario set ``"scenario:NAME"``, each scenario's frontier.
         sensitivity: a :meth:`~.sensitivity.Sensitivity.to_dict`, or None.
         scenario: the plan's base scenario, for the question's inputs.
         source: the scenario file's name, shown as given.
+        members: a scenario set's scenarios by name, for each one's inputs.
     """
     figures = dict(figures or {})
     title = "Capacity plan" + (f": {source}" if source else "")
@@ -389,6 +509,7 @@ def render_report(
         _answer(payload),
         _binding(payload),
         _cost(payload, scenario),
+        _scenarios(payload, figures, members),
         _headroom(payload),
         _sensitivity(sensitivity, figures.get("sensitivity")),
     ]
@@ -431,12 +552,17 @@ def report_html(
         figures["frontier"] = _png(plan.figure())
     if sensitivity is not None and "sensitivity" not in figures:
         figures["sensitivity"] = _png(sensitivity.figure())
+    payload = plan.to_dict()
+    if payload.get("scenarios"):
+        for name in plan.scenario_names:
+            figures.setdefault(f"scenario:{name}", _png(plan.figure(scenario=name)))
     return render_report(
-        plan.to_dict(),
+        payload,
         figures=figures,
         sensitivity=None if sensitivity is None else sensitivity.to_dict(),
         scenario=plan.base,
         source=source,
+        members=dict(zip(plan.mix.names, plan.mix.scenarios, strict=False)) or None,
     )
 
 

@@ -9,8 +9,9 @@ random numbers (common random numbers) and only the input differs.
 The inputs (:data:`INPUTS`):
 
 - ``arrival_rate`` -- every rate of the arrival process (Poisson, deterministic,
-  Markov-modulated, on/off); a trace's arrivals are replayed as recorded and
-  cannot move;
+  Markov-modulated, on/off; a time-varying rate at every moment, its shape in
+  time kept: a morning peak stays at its hour); a trace's arrivals are
+  replayed as recorded and cannot move;
 - ``service_mean`` -- the mean service time, shape kept (the coefficient of
   variation stays); on a chain, each stage's own (``write.service_mean``);
 - ``service_spread`` -- the coefficient of variation, mean kept: lognormal and
@@ -32,12 +33,19 @@ import decimal
 import numbers
 from typing import Any
 
-from ...workloads.arrivals import ArrivalProcess, Deterministic, MarkovModulated, OnOff, Poisson
+from ...workloads.arrivals import (
+    ArrivalProcess,
+    Deterministic,
+    MarkovModulated,
+    OnOff,
+    Poisson,
+    TimeVarying,
+)
 from ...workloads.distributions import Constant, Exponential, Gamma, LogNormal, Uniform
 from ...workloads.failures import Hangs, IndependentFailures, NoFailures, PermanentFailures
 from ...workloads.scenario import Scenario
 
-__all__ = ["INPUTS", "NotApplicable", "inputs_of", "perturbed"]
+__all__ = ["INPUTS", "NotApplicable", "ScaledRate", "inputs_of", "perturbed"]
 
 INPUTS = ("arrival_rate", "service_mean", "service_spread", "failure_rate", "item_size")
 """The inputs a scenario can move, in the order a report lists them."""
@@ -110,10 +118,32 @@ def _arrivals(arrivals: ArrivalProcess, factor: float) -> ArrivalProcess:
         )
     if isinstance(arrivals, MarkovModulated):
         return dataclasses.replace(arrivals, rates=tuple(r * factor for r in arrivals.rates))
+    if isinstance(arrivals, TimeVarying):
+        return dataclasses.replace(
+            arrivals,
+            rate_fn=ScaledRate(arrivals.rate_fn, factor),
+            max_rate=arrivals.max_rate * factor,
+        )
     kind = type(arrivals).__name__
     if kind == "Trace":
         raise NotApplicable("the arrivals are a trace, replayed as recorded")
     raise NotApplicable(f"{kind} arrivals have no rate to scale")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledRate:
+    """A rate function times ``factor`` (arrivals per second at t seconds): picklable for
+    worker processes, vectorised as the function it scales, with its ``period_s``."""
+
+    inner: Any
+    factor: float
+
+    def __call__(self, t: Any) -> Any:
+        return self.inner(t) * self.factor
+
+    @property
+    def period_s(self) -> float | None:
+        return getattr(self.inner, "period_s", None)
 
 
 def _mean(service: Any, factor: float) -> Any:

@@ -37,7 +37,7 @@ from ...workloads.scenario import Scenario
 from ..diagnostics.stability import unstable_note
 from .candidate import Candidate, look_confidence, replication_schedule
 from .cheapest import least_total_cost
-from .cost import Cost
+from .cost import Cost, Mix, check_shares
 from .headroom import find_headroom
 from .result import Plan
 from .rounds import Rounds, Runner, pool_size
@@ -67,6 +67,7 @@ def plan(
     order: Sequence[str] | None = None,
     headroom: bool = False,
     scenarios: Mapping[str, Scenario] | None = None,
+    shares: Mapping[str, float] | None = None,
     lookahead: int = 4,
     skip_unstable: bool = True,
     executor: Executor | None = None,
@@ -128,11 +129,19 @@ def plan(
     a chain or every one a single stage. ``headroom`` and
     :meth:`Plan.sensitivity` apply to the binding scenario alone (the one
     closest to breaking; another may break at a different factor); ``base``
-    need not be one of the set: it only names the plan's starting point. A
-    wait cost (``wait_hour``) is refused with a set: which scenario's waiting
-    to price is a choice the plan does not make for you;
-    ``worker_hour`` is the same in every scenario and orders the search as usual
-    (the cost per million items is the first scenario's throughput).
+    need not be one of the set: it only names the plan's starting point.
+
+    **Cost over a set.** One configuration runs through every scenario's
+    hours, so its cost per hour is the mean over the hours:
+    ``sum_s share_s * (workers_s + wait_hour * lambda_s * W_s)``
+    (:class:`~.cost.Mix`), and items per hour (for the cost per million items)
+    likewise. ``shares`` gives each scenario's share of the hours
+    (``{"normal": 0.9, "peak": 0.1}``: peak one hour in ten); without it every
+    scenario has an equal share, and the report and JSON say the shares were
+    not given. With ``wait_hour`` the plan then picks, among the configurations
+    meeting every SLO in every scenario, the one of least mean total cost per
+    hour. A scenario with share 0 must still meet every SLO (an incident the
+    service must survive) but adds nothing to the cost.
 
     So replications are only ever added to configurations whose verdict is
     still open and that could still be the answer; a configuration has
@@ -166,6 +175,9 @@ def plan(
             instead is the field order (as ``order``, kept for earlier callers).
         scenarios: name -> scenario, judged together (see **Scenario sets**);
             None judges ``base`` alone.
+        shares: with ``scenarios`` and ``cost``, name -> the scenario's share of
+            the hours (finite, >= 0, summing to 1; see **Cost over a set**);
+            None: equal shares.
         headroom: also find how far the arrival rate (and the mean service time)
             can grow before the choice breaks an SLO (:mod:`~.headroom`):
             :attr:`Plan.headroom`, JSON ``headroom``.
@@ -212,8 +224,10 @@ def plan(
             has only its end-to-end ones,
             :data:`~pipeline.sim.analysis.planning.slo.CHAIN_METRICS`, and no one
             stage's such as ``write.utilisation``), bad ``confidence``,
-            ``replications``, ``cost``, ``lookahead``, ``processes`` or
-            ``engine``, or a scenario that cannot be pickled for worker processes.
+            ``replications``, ``cost``, ``shares`` (an unknown or missing
+            scenario, a share that is negative, NaN or infinite, shares not
+            summing to 1, shares without a set or a cost), ``lookahead``,
+            ``processes`` or ``engine``, or a scenario that cannot be pickled for worker processes.
 
     Example:
         >>> base = Scenario(arrivals=Poisson(rate=50), service=LogNormal(mean=0.08, cv=2),
@@ -255,15 +269,33 @@ def plan(
     if isinstance(cost, Cost | Mapping):
         prices = Cost.parse(cost)
         prices.check(base)
-        if members and prices.wait_hour:
-            raise ValueError(
-                "a wait cost (wait_hour) cannot be priced over a scenario set: give "
-                "worker_hour only, or plan each scenario alone"
-            )
+        for name, member in members.items():
+            try:
+                prices.check(member)
+            except ValueError as exc:
+                raise ValueError(f"scenario {name!r}: {exc}") from None
     elif order is None:
         order = cost
     elif cost is not None:
         raise ValueError("give the field order as order= (cost= then holds prices), not both")
+    if shares is not None and not members:
+        raise ValueError("shares weigh a scenario set's hours: give scenarios= too, or no shares")
+    if shares is not None and prices is None:
+        raise ValueError(
+            "shares weigh the cost per hour over the scenarios: give cost= too, or no shares"
+        )
+    mix = (
+        Mix(
+            tuple(members.values()),
+            check_shares(tuple(members), shares),
+            tuple(members),
+            given=shares is not None,
+        )
+        if members
+        else Mix.single(base)
+    )
+    if prices is not None:
+        mix.rates  # noqa: B018 -- a rate the cost needs and cannot find: refused before any run
     if not isinstance(headroom, bool):
         raise TypeError(f"headroom must be True or False, got {headroom!r}")
     want_headroom = headroom
@@ -272,10 +304,12 @@ def plan(
     points = cost_order(axes, fields, totals)
     if prices is not None and order is None:
         # Priced: money first (a stable sort: equal prices keep the default order).
-        points.sort(key=lambda point: prices.workers_per_hour(base, point))
+        points.sort(key=lambda point: mix.workers_per_hour(prices, point))
     candidates = [Candidate(rank, point) for rank, point in enumerate(points)]
     metrics = tuple(slo.metric for slo in parsed)
-    extra = prices.metrics(base) if prices is not None else ()
+    # Every run reports the cost's metrics, priced or not, so that a priced plan finds an
+    # unpriced plan's runs in a RunCache (the same task, the same answer).
+    extra = Cost().metrics(base)
     # Bonferroni over the looks and, for a set, over its scenarios too (see the docstring).
     per_look = look_confidence(level, len(replication_schedule(low, high)) * max(1, len(members)))
 
@@ -344,7 +378,7 @@ def plan(
                     rounds.run,
                     examine,
                     cost=prices,
-                    base=base,
+                    mix=mix,
                     level=per_look,
                     replications=(low, high),
                     lookahead=lookahead,
@@ -390,6 +424,7 @@ def plan(
         choice=choice,
         headroom=found if want_headroom else False,
         scenarios=tuple(members),
+        mix=mix,
     )
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "CheaperStep",
     "OpenQuestion",
     "PlanStatus",
+    "ScenarioStep",
     "ScenarioVerdict",
     "json_value",
     "judgement_dict",
@@ -180,17 +181,48 @@ class ScenarioVerdict:
     Attributes:
         verdict: ``"meets"``, ``"fails"`` or ``"undecided"``.
         judgements: one per SLO, in the order given.
+        cheaper: with status ``"chosen"``, one :class:`ScenarioStep` per searched
+            field with a cheaper value: that configuration judged in this scenario.
     """
 
     verdict: str
     judgements: tuple[Judgement, ...]
+    cheaper: tuple[ScenarioStep, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """``verdict`` and ``judgements`` (``slo``, ``verdict``, ``mean``, ``bound``,
-        ``low``, ``high``, ``replications``, ``note``)."""
+        """``verdict``, ``judgements`` (``slo``, ``verdict``, ``mean``, ``bound``,
+        ``low``, ``high``, ``replications``, ``note``) and ``cheaper``."""
         return {
             "verdict": self.verdict,
             "judgements": [judgement_dict(j) for j in self.judgements],
+            "cheaper": [step.to_dict() for step in self.cheaper],
+        }
+
+
+@dataclass(frozen=True)
+class ScenarioStep:
+    """The configuration one step cheaper in one field, judged in one scenario of a set.
+
+    Attributes:
+        change: the field and its cheaper value, ``{"concurrency": 10}``.
+        verdict: its verdict in this scenario (``"unstable"`` when queueing theory
+            rejected it without runs, then ``judgements`` is empty).
+        judgements: one per SLO, in the order given (empty without runs).
+        note: why it was rejected without runs, else None.
+    """
+
+    change: Mapping[str, Any]
+    verdict: str
+    judgements: tuple[Judgement, ...]
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``change``, ``verdict``, ``judgements`` and ``note``."""
+        return {
+            "change": dict(self.change),
+            "verdict": self.verdict,
+            "judgements": [judgement_dict(j) for j in self.judgements],
+            "note": self.note,
         }
 
 

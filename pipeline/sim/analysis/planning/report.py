@@ -118,6 +118,16 @@ def _money(plan: Plan) -> list[str]:
             "cost per hour of the configurations meeting every SLO"
         )
     lines = [line]
+    mix = plan.mix
+    if mix.names:
+        hours = ", ".join(
+            f"{name} {100 * share:.4g}%" for name, share in zip(mix.names, mix.shares, strict=True)
+        )
+        how = "as given" if mix.given else "equal shares, none given"
+        lines.append(
+            f"    (averaged over the hours: {hours}, {how}; set them with "
+            "--scenario NAME=FILE@SHARE or plan(shares=...))"
+        )
     if cost.note is not None:
         lines.append(f"    ({cost.note})")
     return lines

@@ -23,7 +23,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .candidate import verdict_of_judgements
-from .cost import Cost, CostEstimate, difference_bounds, estimate, run_rows
+from .cost import Cost, CostEstimate, Mix, difference_bounds, estimate
 from .judgement import Judgement, judgement_run_length_advice
 from .records import (
     CONFIG_FIELDS,
@@ -31,6 +31,7 @@ from .records import (
     CheaperStep,
     OpenQuestion,
     PlanStatus,
+    ScenarioStep,
     ScenarioVerdict,
     json_value,
     point_text,
@@ -96,6 +97,7 @@ class Plan:
         choice: Candidate | None = None,
         headroom: Headroom | bool | None = False,
         scenarios: Sequence[str] = (),
+        mix: Mix | None = None,
     ) -> None:
         self.base = base
         self.search = {k: list(v) for k, v in search.items()}
@@ -122,6 +124,7 @@ class Plan:
             target = choice  # least total cost per hour (a wait cost is priced)
         self._target = target
         self.prices = prices
+        self.mix = mix if mix is not None else Mix.single(base)
         self._asked_headroom = headroom is not False
         self.headroom: Headroom | None = None if headroom is False else headroom
         self.cost_per_hour = self._cost_of(target) if chosen and prices is not None else None
@@ -147,9 +150,24 @@ class Plan:
         if not self.scenario_names or target is None or not target.by_scenario:
             return None
         return {
-            name: ScenarioVerdict(verdict_of_judgements(found), found)
+            name: ScenarioVerdict(
+                verdict_of_judgements(found), found, cheaper=self._cheaper_in(name)
+            )
             for name, found in target.by_scenario.items()
         }
+
+    def _cheaper_in(self, name: str) -> tuple[ScenarioStep, ...]:
+        """Each configuration one step cheaper than the choice, judged in scenario ``name``."""
+        if self.binding is None:
+            return ()
+        steps = []
+        for step in self.binding.cheaper:
+            point = {**self._target.point, **step.change}
+            neighbour = next((c for c in self._candidates if c.point == point), None)
+            found = () if neighbour is None else neighbour.by_scenario.get(name, ())
+            verdict = verdict_of_judgements(found) if found else step.verdict
+            steps.append(ScenarioStep(dict(step.change), verdict, found, step.note))
+        return tuple(steps)
 
     # -- derived facts -----------------------------------------------------------------
 
@@ -167,8 +185,9 @@ class Plan:
 
     def _estimate(self, candidate: Candidate) -> CostEstimate:
         assert self.prices is not None
-        rows = run_rows(self.prices.metrics(self.base), candidate.extra)
-        return estimate(self.prices, self.base, candidate.point, rows, self.look_confidence)
+        return estimate(
+            self.prices, self.mix, candidate.point, candidate.extra, self.look_confidence
+        )
 
     def _cost_of(self, target: Candidate) -> CostEstimate:
         """The chosen configuration's cost, naming any rival not told apart from it."""
@@ -176,17 +195,16 @@ class Plan:
         found = self._estimate(target)
         if not self.prices.wait_hour:
             return found
-        names = self.prices.metrics(self.base)
         rivals = []
         for c in self._candidates:
             if c is target or c.verdict != "meets":
                 continue
             lowest, _ = difference_bounds(
                 self.prices,
-                self.base,
-                run_rows(names, target.extra),
+                self.mix,
+                target.extra,
                 target.point,
-                run_rows(names, c.extra),
+                c.extra,
                 c.point,
                 self.look_confidence,
             )
@@ -411,6 +429,10 @@ class Plan:
         if self.prices is not None:
             # Only when priced or asked for: a plan without these flags keeps its keys.
             payload["prices"] = self.prices.to_dict()
+            shares = self.mix.to_dict()
+            if shares is not None:
+                payload["prices"]["scenario_shares"] = shares["shares"]
+                payload["prices"]["scenario_shares_given"] = shares["given"]
             chosen_cost = self.cost_per_hour
             payload["cost_per_hour"] = None if chosen_cost is None else chosen_cost.total
             payload["cost_breakdown"] = None if chosen_cost is None else chosen_cost.to_dict()
@@ -424,17 +446,24 @@ class Plan:
             payload["binding_scenario"] = self.binding_scenario
         return clean(payload)
 
-    def figure(self, ax: Any = None, *, previous: Plan | None = None) -> Any:
+    def figure(
+        self, ax: Any = None, *, previous: Plan | None = None, scenario: str | None = None
+    ) -> Any:
         """The frontier: each SLO's metric against cost, with bounds, limits and the choice.
 
         One panel per SLO (or the axes given, one per SLO); ``previous``, an
         earlier plan of the same metrics with other limits, adds its choice (a
-        hollow star) and its limits (faded) for comparison. See
+        hollow star) and its limits (faded) for comparison; ``scenario``, one
+        scenario of a set, draws that scenario's values alone (by default each
+        configuration shows the scenario that decides each SLO). See
         :func:`~pipeline.sim.analysis.planning.figure.frontier_figure`.
+
+        Raises:
+            ValueError: ``scenario`` is not one of the plan's set.
         """
         from .figure import frontier_figure
 
-        return frontier_figure(self, ax, previous)
+        return frontier_figure(self, ax, previous, scenario=scenario)
 
     def __repr__(self) -> str:
         chosen = "" if self.chosen is None else f" chosen={point_text(self._target.point)}"

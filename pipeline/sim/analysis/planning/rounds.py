@@ -52,10 +52,10 @@ def measure_set(
     extra: tuple[str, ...] = (),
 ) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...], tuple[bool, ...], int]:
     # One replication of every scenario of a set, on that scenario's streams of
-    # (seed, replication): the SLO values of each in turn (then the first one's cost
-    # metrics), each one's drain cut.
+    # (seed, replication): the SLO values of each in turn, then the cost metrics of
+    # each in turn (a cost over the hours weighs every scenario), each one's drain cut.
     values: list[float] = []
-    first: tuple[float, ...] = ()
+    priced: list[float] = []
     counts: list[tuple[int, int] | None] = []
     ran: set[str] = set()
     cuts: list[bool] = []
@@ -65,12 +65,12 @@ def measure_set(
             scenario, replication, engine, metrics, extra
         )
         values += found[: len(metrics)]
-        first = first or found[len(metrics) :]
+        priced += found[len(metrics) :]
         counts += tally
         ran.add(engine_ran)
         cuts.append(cut)
         left += unfinished
-    return (*values, *first), ",".join(sorted(ran)), tuple(counts), tuple(cuts), left
+    return (*values, *priced), ",".join(sorted(ran)), tuple(counts), tuple(cuts), left
 
 
 # -- running rounds of replications ------------------------------------------------------------
@@ -152,7 +152,7 @@ class Rounds:
         touched: dict[int, Candidate] = {}
         measured = self.runner.run(payload, self.bar)
         for (candidate, _), (values, ran, counts, cut, left) in zip(tasks, measured, strict=True):
-            if candidate.names:  # a scenario set: every scenario's values, the first's cost
+            if candidate.names:  # a scenario set: every scenario's values, then its costs
                 n = k * len(candidate.names)
                 candidate.values.append(values[:n])
                 candidate.extra.append(values[n:])

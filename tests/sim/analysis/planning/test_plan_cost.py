@@ -262,3 +262,22 @@ def test_check_field_outside_the_files_search_is_refused(capsys, tmp_path):
     status = main(["plan", str(scenario), "--check", "maxsize=10"])
     err = capsys.readouterr().err
     assert status == 2 and "maxsize is not searched" in err and len(err.splitlines()) == 1
+
+
+def test_a_priced_plan_reuses_an_unpriced_plans_runs():
+    from pipeline.sim import RunCache
+
+    runs = RunCache()
+    slos = ["wait_mean_s<=0.5"]
+    plain = plan(_base(1_000), {"concurrency": range(8, 14)}, slos, executor=runs, progress=False)
+    ran = runs.misses
+    priced = plan(
+        _base(1_000),
+        {"concurrency": range(8, 14)},
+        slos,
+        cost={"worker_hour": 0.25},
+        executor=runs,
+        progress=False,
+    )
+    assert priced.chosen == plain.chosen
+    assert runs.misses == ran  # every run came from the cache

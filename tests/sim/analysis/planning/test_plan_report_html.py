@@ -247,3 +247,83 @@ def test_sensitivity_of_a_plan_that_chose_nothing_is_null(tmp_path, monkeypatch,
     payload = json.loads(out)
     assert payload["status"] == "infeasible" and payload["sensitivity"] is None
     assert "sensitivity skipped: the plan chose no configuration (status infeasible)" in err
+
+
+# -- a scenario set --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def set_plan():
+    """A normal and a peak hour (4 and 8 items/s, M/M/c): c = 11 meets at the peak, c = 10
+    fails there (Erlang C: mean waits 0.078 s and 0.20 s against 0.13 s)."""
+    members = {
+        name: Scenario(
+            arrivals=Poisson(rate=rate),
+            service=Exponential(mean=1.0),
+            config=PipelineConfig(queue_maxsize=None),
+            n_items=5000,
+            seed=seed,
+        )
+        for seed, (name, rate) in enumerate([("normal", 4.0), ("peak", 8.0)], start=1)
+    }
+    return plan(
+        members["normal"],
+        {"concurrency": range(9, 14)},
+        ["wait_mean_s<=0.13", "latency_p95_s<=5"],
+        scenarios=members,
+        shares={"normal": 0.9, "peak": 0.1},
+        cost={"worker_hour": 1.0, "wait_hour": 2.0},
+        progress=False,
+        processes=1,
+    )
+
+
+def test_a_set_has_a_section_per_scenario_with_its_table_and_figure(set_plan, tmp_path):
+    assert set_plan.status == "chosen" and set_plan.chosen["concurrency"] == 11
+    assert set_plan.binding_scenario == "peak"
+    sensitivity = set_plan.sensitivity(inputs=["arrival_rate"])
+    path = write_report(set_plan, tmp_path, sensitivity=sensitivity)
+    page = Path(path).read_text(encoding="utf-8")
+    assert_self_contained(page)
+    # The frontier, the tornado chart, and one frontier per scenario.
+    alts = [attrs["alt"] for tag, attrs in tags(page) if tag == "img"]
+    assert alts.count("frontier in scenario normal") == 1
+    assert alts.count("frontier in scenario peak") == 1 and len(alts) == 4
+    assert "<h2>Scenarios</h2>" in page
+    assert "The binding scenario is <code>peak</code>" in page
+    assert "in scenario <code>peak</code>" in page  # in "What binds"
+    normal = page[page.index("Scenario <code>normal</code>") : page.index("Scenario <code>peak")]
+    peak = page[page.index("Scenario <code>peak</code> (binding)") :]
+    peak = peak[: peak.index("</table>")]
+    assert "Poisson(rate=8.0)" in peak and "Poisson(rate=4.0)" in normal
+    # Each scenario's table: the choice and the one step cheaper, per SLO.
+    assert "one step cheaper: concurrency=10" in peak
+    assert peak.count('class="fails"') >= 1  # c = 10 fails the wait SLO at the peak
+    assert normal.count('class="fails"') == 0  # and meets it in the normal hours
+    assert (
+        "Averaged over the hours: <code>normal</code> 90%, <code>peak</code> 10% (as given)" in page
+    )
+    payload = set_plan.to_dict()
+    step = payload["scenarios"]["peak"]["cheaper"][0]
+    assert step["change"] == {"concurrency": 10} and step["verdict"] == "fails"
+    assert payload["scenarios"]["normal"]["cheaper"][0]["verdict"] == "meets"
+    assert f"{payload['cost_breakdown']['per_million_items']:,.2f} per million items" in page
+
+
+def test_a_scenario_frontier_draws_that_scenarios_values(set_plan):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figure = set_plan.figure(scenario="normal")
+    assert "in scenario 'normal'" in figure.get_suptitle()
+    with pytest.raises(ValueError, match="scenario must be one of the plan's scenarios"):
+        set_plan.figure(scenario="incident")
+
+
+def test_a_hostile_scenario_name_stays_text(set_plan):
+    payload = copy.deepcopy(set_plan.to_dict())
+    payload["scenarios"] = {HOSTILE: payload["scenarios"]["peak"]}
+    payload["binding_scenario"] = HOSTILE
+    payload["prices"]["scenario_shares"] = {HOSTILE: 1.0}
+    page = render_report(payload, figures={f"scenario:{HOSTILE}": b""})
+    assert "&lt;script&gt;" in page and HOSTILE not in page

@@ -169,18 +169,6 @@ def test_a_searched_field_a_scenario_lacks_is_named():
         )
 
 
-def test_a_wait_cost_over_a_set_is_refused():
-    s = _scenario(4.0)
-    with pytest.raises(ValueError, match="wait_hour"):
-        plan(
-            s,
-            {"concurrency": [5, 6]},
-            ["wait_mean_s<=1"],
-            scenarios={"a": s},
-            cost={"worker_hour": 1, "wait_hour": 2},
-        )
-
-
 def test_a_set_plans_the_same_on_a_process_pool():
     normal, peak = _scenario(4.0, n_items=1_000), _scenario(8.0, n_items=1_000, seed=2)
     plans = [

@@ -28,6 +28,7 @@ from pipeline.sim import (
     Scenario,
     StageSpec,
     Trace,
+    simulate,
 )
 from pipeline.sim.analysis.planning.perturb import NotApplicable, inputs_of, perturbed
 from pipeline.sim.analysis.planning.plan import plan
@@ -85,6 +86,30 @@ def test_arrival_rate_scales_every_rate_of_the_process():
     assert moved.rates == pytest.approx((1.5, 4.5)) and moved.mean_durations_s == (10.0, 5.0)
     o = s.replace(arrivals=OnOff(rate_on=4.0, rate_off=1.0, mean_on_s=2.0, mean_off_s=3.0))
     assert perturbed(o, "arrival_rate", 0.5).arrivals.rate == pytest.approx(0.5 * o.arrivals.rate)
+
+
+def test_a_time_varying_rate_scales_at_every_moment_and_keeps_its_shape():
+    import pickle
+
+    from pipeline.sim.workloads.arrivals import TimeVarying, daily_curve
+
+    morning = mm(n=200).replace(arrivals=daily_curve(0.1, 1.2, 9.0, width_h=2.0))
+    moved = perturbed(morning, "arrival_rate", 1.2).arrivals
+    assert isinstance(moved, TimeVarying) and moved.max_rate == pytest.approx(
+        1.2 * morning.arrivals.max_rate
+    )
+    hours = np.linspace(0, 86_400, 97)
+    assert np.allclose(moved.rate_fn(hours), 1.2 * morning.arrivals.rate_fn(hours))
+    assert moved.rate == pytest.approx(1.2 * morning.arrivals.rate)  # the period is kept
+    assert pickle.loads(pickle.dumps(moved)).rate_fn(hours[:3]) == pytest.approx(
+        moved.rate_fn(hours[:3])
+    )
+    # On common random numbers, 20% more traffic is at least as many arrivals.
+    runs = [
+        simulate(morning.replace(arrivals=a, duration_s=3600 * 12, n_items=None))
+        for a in (morning.arrivals, moved)
+    ]
+    assert runs[1].summary["items_offered"] >= runs[0].summary["items_offered"]
 
 
 def test_numpy_and_decimal_factors_are_numbers():

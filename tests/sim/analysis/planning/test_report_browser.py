@@ -101,3 +101,32 @@ def test_a_stage_named_like_markup_stays_text_in_the_browser(browser, tmp_path):
     seen = open_report(browser, tmp_path / "report.html")
     assert_clean(seen, images=2)
     assert HOSTILE in seen["text"]  # shown as the text it is
+
+
+def test_a_scenario_set_report_renders_every_scenarios_figure(
+    browser,  # noqa: F811
+    tmp_path,
+    run_main,
+):
+    for name, rate, seed in (("normal", 4, 1), ("peak", 8, 2)):
+        (tmp_path / f"{name}.toml").write_text(
+            f'arrivals = "poisson:rate={rate}"\nservice = "exponential:mean=1"\n'
+            f'maxsize = "unbounded"\nitems = 3000\nseed = {seed}\n'
+        )
+    status, _, err = run_main(
+        "plan",
+        "--scenario", "normal=normal.toml@0.9", "--scenario", "peak=peak.toml@0.1",
+        "--search", "concurrency=9..13", "--slo", "wait_mean_s<=0.13",
+        "--cost", "worker_hour=1,wait_hour=2", "--processes", "1",
+        "--out", "out", "--sensitivity", "20", "--headroom", cwd=tmp_path,
+    )  # fmt: skip
+    assert status == 0, err
+    seen = open_report(browser, tmp_path / "out" / "report.html")
+    # The frontier, the tornado chart, and each scenario's frontier.
+    assert_clean(seen, images=4)
+    text = seen["text"]
+    assert "Scenarios" in text and "The binding scenario is peak" in text
+    assert "Scenario normal" in text and "Scenario peak (binding)" in text
+    assert "one step cheaper: concurrency=10" in text
+    assert seen["title"] == "Capacity plan: normal=normal.toml, peak=peak.toml"
+    assert "in scenario peak (the binding one" in text
