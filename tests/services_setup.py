@@ -4,7 +4,8 @@ Some tests drive real programs, never mocks: the browser tests a Chromium
 (``/usr/bin/chromium``, Debian's ``chromium``), the Postgres sink's tests a
 PostgreSQL server (``initdb``, ``pg_ctl`` and ``postgres`` under
 ``/usr/lib/postgresql/N/bin``, Debian's ``postgresql``), the metrics tests and the
-simulated-metrics backfill a Prometheus server and ``promtool`` (Debian's ``prometheus``). Each is a
+simulated-metrics backfill a Prometheus server and ``promtool`` (Debian's ``prometheus``), the
+animation's MP4 export ``ffmpeg`` (Debian's ``ffmpeg``). Each is a
 :class:`Service`: a Debian package and a way to find what it installs.
 
 Under ``CI=true`` the missing ones are installed from Debian, with one
@@ -28,7 +29,15 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["SERVICES", "Service", "chromium", "main", "postgres_bin", "prometheus_bin"]
+__all__ = [
+    "SERVICES",
+    "Service",
+    "chromium",
+    "ffmpeg_bin",
+    "main",
+    "postgres_bin",
+    "prometheus_bin",
+]
 
 CHROMIUM = "/usr/bin/chromium"
 _POSTGRES_TOOLS = ("initdb", "pg_ctl", "postgres")
@@ -67,6 +76,11 @@ def prometheus_bin() -> str | None:
     return server if server and tool else None
 
 
+def ffmpeg_bin() -> str | None:
+    """``ffmpeg``'s path (Debian's ``ffmpeg``), which matplotlib's MP4 writer runs."""
+    return shutil.which("ffmpeg")
+
+
 @dataclass(frozen=True)
 class Service:
     """A program some tests run for real.
@@ -97,6 +111,7 @@ SERVICES: dict[str, Service] = {
         Service(
             "prometheus", "prometheus", prometheus_bin, "the metrics tests with a real Prometheus"
         ),
+        Service("ffmpeg", "ffmpeg", ffmpeg_bin, "the animation's MP4 export test"),
     )
 }
 
