@@ -7,6 +7,11 @@
   fraction, the one that stays honest at 0 events ("the rule of three");
 - :func:`lognormal_mean_bounds` -- one-sided bounds on the mean of skewed,
   positive per-replication values (generalised pivotal quantity on log scale);
+- :func:`skew_corrected_bounds` -- one-sided bounds on a mean from Hall's
+  skewness-corrected Student t (any sign: differences too);
+- :func:`mean_bounds` -- the skew-robust one-sided bounds the project prints:
+  on each side the widest of Student t, Hall's and (positive values) the
+  lognormal bound;
 - :func:`quantile_ci` -- distribution-free order-statistic interval for a
   quantile of independent values (e.g. one p95 per replication, or measured
   service times);
@@ -43,11 +48,13 @@ __all__ = [
     "QuantileCI",
     "batch_means_ci",
     "lognormal_mean_bounds",
+    "mean_bounds",
     "mean_ci",
     "paired_difference",
     "proportion_bound",
     "proportion_ci",
     "quantile_ci",
+    "skew_corrected_bounds",
     "summarise_values",
     "t_quantile",
 ]
@@ -270,6 +277,96 @@ def lognormal_mean_bounds(
     low, high = np.quantile(pivot, [1.0 - level, level])
     with np.errstate(over="ignore"):  # values over many decades: the upper bound is inf, honestly
         return float(np.exp(low)), float(np.exp(high))
+
+
+def skew_corrected_bounds(
+    samples: Sequence[float] | np.ndarray, level: float = 0.95
+) -> tuple[float, float]:
+    """One-sided lower and upper bounds, each at ``level``, on a mean: Hall's skew-corrected t.
+
+    The Student t bound assumes the studentised mean ``(xbar - mu) / (s / sqrt(n))``
+    is symmetric. For right-skewed values it is not: a sample with a low mean
+    also has a small ``s``, so the t upper bound falls short too often. Hall
+    (1992, "On the removal of skewness by transformation") maps ``theta =
+    (xbar - mu) / s`` through the monotone
+    ``g(theta) = theta + a theta**2 + a**2 theta**3 / 3 + gamma / (6 n)``, ``a = gamma / 3``,
+    with ``gamma`` the sample skewness (third central moment over the cube of
+    the standard deviation, both with divisor ``n``); ``sqrt(n) g(theta)`` is
+    close to normal up to order ``1 / n``. The bounds are
+    ``xbar - s g^-1(+-q / sqrt(n))``, ``q`` the Student t ``level`` quantile
+    with ``n - 1`` degrees of freedom, and
+    ``g^-1(y) = (cbrt(1 + 3 a (y - gamma / (6 n))) - 1) / a``. It works for
+    values of any sign (paired differences too). With few values ``gamma``
+    underestimates the skew: :func:`mean_bounds` also takes the lognormal
+    bound where it applies.
+
+    Raises:
+        ValueError: fewer than 2 samples, a non-finite one, or ``level`` not in (0, 1).
+    """
+    x = sample_array(samples, 2)
+    level = confidence_level(level)
+    n = x.size
+    mean = float(x.mean())
+    centred = x - mean
+    s = float(x.std(ddof=1))
+    if s == 0.0:
+        return mean, mean
+    q = t_quantile(level, n - 1) / math.sqrt(n)
+    sigma = float(np.sqrt((centred**2).mean()))
+    gamma = float((centred**3).mean()) / sigma**3
+    a, shift = gamma / 3.0, gamma / (6.0 * n)
+
+    def inverse(y: float) -> float:
+        if abs(a) < 1e-12:
+            return y - shift
+        return (float(np.cbrt(1.0 + 3.0 * a * (y - shift))) - 1.0) / a
+
+    return mean - s * inverse(q), mean - s * inverse(-q)
+
+
+def mean_bounds(samples: Sequence[float] | np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Skew-robust one-sided lower and upper bounds, each at ``level``, on a mean.
+
+    For independent values (one per replication).
+
+    The bounds every plan, cost and replication interval in the project
+    prints. Per-replication means of short queueing runs are skewed to the
+    right (a run that met a long busy period waits far longer than the rest)
+    and even their logarithms are (skewness about 0.2 on 2,000-item M/M/10
+    runs at rho = 0.8), so no one method holds its level everywhere: on each
+    side the bound is the widest of
+
+    - the Student t bound ``xbar -+ t s / sqrt(n)``;
+    - Hall's skewness-corrected t (:func:`skew_corrected_bounds`), which
+      corrects the skew it can estimate and gains with more values;
+    - when every value is positive, the lognormal bound
+      (:func:`lognormal_mean_bounds`), which is wide with few values, where
+      the sample skewness cannot show the skew; when every value is
+      negative, the same on the mirrored values.
+
+    Taking the widest keeps each side's miss rate at most that of the best of
+    the three. On those M/M/10 runs (Erlang C exact) a 99% upper bound missed
+    0.6%, 0.9%, 1.0% and 1.2% at 3, 6, 12 and 30 values, where t alone
+    missed 2.7-4.0% and t with the lognormal bound 0.9-1.75%
+    (``tests/sim/analysis/planning/test_skewed_bounds.py``).
+
+    Raises:
+        ValueError: fewer than 2 samples, a non-finite one, or ``level`` not in (0, 1).
+    """
+    x = sample_array(samples, 2)
+    level = confidence_level(level)
+    n = x.size
+    mean = float(x.mean())
+    half = t_quantile(level, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
+    hall_low, hall_high = skew_corrected_bounds(x, level)
+    low, high = min(mean - half, hall_low), max(mean + half, hall_high)
+    if (x > 0).all():
+        skew_low, skew_high = lognormal_mean_bounds(x, level)
+        low, high = min(low, skew_low), max(high, skew_high)
+    elif (x < 0).all():
+        mirror_low, mirror_high = lognormal_mean_bounds(-x, level)
+        low, high = min(low, -mirror_high), max(high, -mirror_low)
+    return low, high
 
 
 def proportion_ci(successes: int, n: int, level: float = 0.95) -> ProportionCI:
