@@ -161,7 +161,7 @@ def _rows(summary: dict[str, Any]) -> list[str]:
             # One run: its own batch-means interval (replications show theirs instead).
             half = summary.get(_BATCH_MEANS_KEYS[key])
             text += (
-                " ± ? (too few items for batch means)"
+                " ± ? (too few items for batch means: under 10,000)"
                 if half is None
                 else (f" ± {format_value(key, half)} (95%, batch means)")
             )

@@ -184,26 +184,29 @@ def summarise_values(values: Sequence[float] | np.ndarray, level: float = 0.95) 
 
 
 def batch_means_ci(
-    samples: Sequence[float] | np.ndarray, n_batches: int = 20, level: float = 0.95
+    samples: Sequence[float] | np.ndarray, n_batches: int = 10, level: float = 0.95
 ) -> MeanCI:
     """Mean and half-width for one long autocorrelated run, by batch means.
 
     The samples (in time order) are cut into ``n_batches`` contiguous batches
     (sizes differing by at most one; nothing is dropped); the batch means are
-    treated as independent, so the half-width is
-    ``t_{(1+level)/2, n_batches-1} * std(batch means) / sqrt(n_batches)``. The
-    returned mean is the mean of all samples. Batches must be long compared
-    with the correlation time (e.g. many busy periods). Warm-up is *not*
-    removed: slice it off before calling.
+    treated as independent values and bounded on each side at
+    ``(1 + level) / 2`` by :func:`mean_bounds` (the widest of Student t,
+    Hall's skewness-corrected t and, for positive means, the lognormal bound);
+    the half-width is the larger of the two distances from the mean, so the
+    interval ``mean +- half`` covers with at least ``level``. The returned mean
+    is the mean of all samples. Batches must be long compared with the
+    correlation time (e.g. many busy periods). Warm-up is *not* removed: slice
+    it off before calling.
 
-    When every batch mean is positive (waits, latencies, queue lengths) the
-    half-width is at least the distance from the mean up to the
-    :func:`lognormal_mean_bounds` upper bound at ``(1 + level) / 2`` on the
-    batch means. The batch means of a queueing run are skewed to the right,
-    and a run with a low mean also has a narrow t interval, so the t interval
-    alone misses above far more often than ``(1 - level) / 2``: 95% t
-    intervals on M/M/10 runs at rho = 0.8 covered 84% at 5,000 items and
-    91% at 20,000; with the widening, 97%.
+    Why not plain t: the batch means of a queueing run are skewed to the
+    right, and a run with a low mean also has a narrow t interval, so the t
+    interval misses above far more often than ``(1 - level) / 2``. With short
+    batches the batch means are also correlated, and their spread
+    understates the mean's; fewer, longer batches (10, not 20) and enough
+    items per batch are the remedy (the run summary gives none below
+    :data:`~pipeline.sim.running.summary.BATCH_MEANS_MIN_ITEMS` values).
+    Measured on M/M/10 at rho = 0.8 (``tests/sim/running/test_summary_intervals.py``).
 
     Raises:
         ValueError: ``n_batches < 2``, fewer than 2 samples per batch, a
@@ -213,13 +216,10 @@ def batch_means_ci(
     x = sample_array(samples, 2 * n_batches)
     level = confidence_level(level)
     means = np.array([b.mean() for b in np.array_split(x, n_batches)])
-    half = t_quantile((1.0 + level) / 2.0, n_batches - 1) * float(means.std(ddof=1))
-    half /= math.sqrt(n_batches)
     mean = float(x.mean())
-    if (means > 0).all():
-        # Skewed to the right: the interval's top end must reach the skew-robust bound.
-        half = max(half, lognormal_mean_bounds(means, (1.0 + level) / 2.0)[1] - mean)
-    return MeanCI(mean, half)
+    low, high = mean_bounds(means, (1.0 + level) / 2.0)
+    # The batch means' mean is the samples' mean up to rounding (batch sizes differ by one).
+    return MeanCI(mean, max(high - mean, mean - low, 0.0))
 
 
 PIVOT_DRAWS = 20_000
