@@ -73,7 +73,5 @@ def test_paired_difference_covers_the_true_difference():
     waits = _mean_waits(19_102, 3000, (10, 11))
     for k in (3, 5, 10):
         pairs = waits.reshape(-1, k, 2)
-        missed = sum(
-            not paired_difference(p[:, 0], p[:, 1], LEVEL).contains(truth) for p in pairs
-        )
+        missed = sum(not paired_difference(p[:, 0], p[:, 1], LEVEL).contains(truth) for p in pairs)
         assert _holds(missed, len(pairs)), f"k={k}: missed {missed}/{len(pairs)}"
