@@ -70,7 +70,7 @@ class SensitivityRow:
         base: the metric's mean over the plan's runs at the chosen configuration.
         low, high: its mean with the input at each end, in the metric's unit.
         change_low, change_high: ``low - base`` and ``high - base``, paired by replication.
-        half_width_low, half_width_high: two-sided Student t half-widths of those
+        half_width_low, half_width_high: two-sided skew-robust t half-widths of those
             changes at the plan's confidence (0 when every pair moved alike).
         verdict_low, verdict_high: the SLO at each end: ``meets``, ``fails`` or
             ``undecided`` (one look at the plan's confidence).
