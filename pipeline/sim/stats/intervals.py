@@ -369,7 +369,11 @@ def mean_bounds(samples: Sequence[float] | np.ndarray, level: float = 0.95) -> t
     - when every value is positive, the lognormal bound
       (:func:`lognormal_mean_bounds`), which is wide with few values, where
       the sample skewness cannot show the skew; when every value is
-      negative, the same on the mirrored values.
+      negative, the same on the mirrored values. From 3 values on: with 2,
+      its upper end is astronomically far whatever the values, and the
+      bounds are Student t's (Hall's correction has no skew to see in two
+      values). Two replications are too few for skewed values: a 97.5% t
+      upper bound over 2 of those runs missed 4.7%.
 
     Taking the widest keeps each side's miss rate at most that of the best of
     the three. On those M/M/10 runs (Erlang C exact) a 99% upper bound missed
@@ -389,6 +393,10 @@ def mean_bounds(samples: Sequence[float] | np.ndarray, level: float = 0.95) -> t
     half = t_quantile(level, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
     hall_low, hall_high = skew_corrected_bounds(x, level)
     low, high = min(mean - half, hall_low), max(mean + half, hall_high)
+    if n < 3:
+        # Two values: the lognormal bound's chi-square has one degree of freedom, and its
+        # upper end is astronomically far (about 1e130 for 1 and 3 at 97.5%): no use.
+        return low, high
     if (x > 0).all():
         skew_low, skew_high = lognormal_mean_bounds(x, level)
         low, high = min(low, skew_low), max(high, skew_high)
