@@ -124,11 +124,13 @@ STATS = [
     "ProportionCI",
     "QuantileCI",
     "batch_means_ci",
+    "mean_bounds",
     "mean_ci",
     "paired_difference",
     "proportion_bound",
     "proportion_ci",
     "quantile_ci",
+    "robust_mean_ci",
     "summarise_values",
 ]
 

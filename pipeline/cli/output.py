@@ -164,7 +164,7 @@ def _rows(summary: dict[str, Any]) -> list[str]:
             why = (
                 "the backlog's drain is no steady state"
                 if "items_backlog" in summary
-                else "too few items for batch means"
+                else "too few items for batch means: under 10,000"
             )
             text += (
                 f" ± ? ({why})"

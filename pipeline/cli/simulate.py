@@ -53,7 +53,8 @@ work) run on a process pool, with a progress bar on stderr. Without ``--json`` a
 short table and the run's diagnostics are printed; a single run's
 ``wait_mean_s`` and ``latency_mean_s`` rows show their 95% batch-means
 half-widths (the summary keys ``wait_mean_ci95_s`` and ``latency_mean_ci95_s``,
-20 batches in arrival order, ``null`` below 200 items).
+10 batches in arrival order, ``null`` below 10,000 items: shorter runs are too
+short to know their own precision; replications know it at any length).
 
 On stderr, whatever the output: ``pipeline: warning: ...`` when a drain timed
 out (the unfinished items are missing from the latency statistics; the line

@@ -43,7 +43,7 @@ def test_too_few_items_for_batch_means_is_null(capsys):
 
 
 def test_table_shows_the_half_width_on_the_mean_row(capsys):
-    table = run(capsys, *MM4, "--items", 5000, "--seed", 1).out
+    table = run(capsys, *MM4, "--items", 20_000, "--seed", 1).out
     (row,) = [line for line in table.splitlines() if line.strip().startswith("wait_mean_s ")]
     assert "(95%, batch means)" in row
     assert "wait_mean_ci95_s" not in table  # folded into the row above, not repeated

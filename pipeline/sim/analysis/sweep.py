@@ -242,7 +242,7 @@ def summarise_sweep(
     """Mean and 95% confidence half-width of each metric, per grid point.
 
     The rule is :func:`pipeline.sim.stats.intervals.summarise_values`: Student t
-    half-widths across replications; NaN with a single replication or when
+    half-widths across replications, widened for skew; NaN with a single replication or when
     some replication has no value (then the mean is over those that do).
     For a percentile (``latency_p95_s``) that is the t interval of the
     per-replication percentiles, valid because each replication is one

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..stats.intervals import MeanCI, QuantileCI, mean_ci, quantile_ci, summarise_values
+from ..stats.intervals import MeanCI, QuantileCI, quantile_ci, robust_mean_ci, summarise_values
 from ..stats.runlength import DEFAULT_RELATIVE_PRECISION, run_length_advice
 from ..workloads.scenario import Scenario
 from .result import SimulationResult
@@ -55,9 +55,12 @@ class Replications:
         return np.array([float(r.summary[key]) for r in self.results])
 
     def interval(self, key: str, level: float = 0.95) -> MeanCI:
-        """(mean, half-width) of a summary key across replications (Student t).
+        """(mean, half-width) of a summary key across replications (skew-robust t).
 
-        For a percentile key (``latency_p95_s``) this is the t interval of the
+        The interval is :func:`~pipeline.sim.stats.intervals.robust_mean_ci`'s:
+        Student t, widened on the side a skew of the per-run values reaches
+        (short runs' means and percentiles are skewed to the right). For a
+        percentile key (``latency_p95_s``) this is the interval of the
         per-replication percentiles: each run's p95 is one independent value,
         so the interval is valid although the items inside a run are
         correlated. It bounds the p95 expected of a run of this length
@@ -66,7 +69,7 @@ class Replications:
         Raises:
             ValueError: fewer than 2 replications, or a replication without a value (NaN).
         """
-        return mean_ci(self.values(key), level=level)
+        return robust_mean_ci(self.values(key), level=level)
 
     def quantile_interval(self, key: str, q: float = 0.5, level: float = 0.95) -> QuantileCI:
         """Distribution-free interval for the ``q``-quantile of a key's per-replication values.

@@ -13,11 +13,13 @@ from .intervals import (
     ProportionCI,
     QuantileCI,
     batch_means_ci,
+    mean_bounds,
     mean_ci,
     paired_difference,
     proportion_bound,
     proportion_ci,
     quantile_ci,
+    robust_mean_ci,
     summarise_values,
 )
 
@@ -26,10 +28,12 @@ __all__ = [
     "ProportionCI",
     "QuantileCI",
     "batch_means_ci",
+    "mean_bounds",
     "mean_ci",
     "paired_difference",
     "proportion_bound",
     "proportion_ci",
     "quantile_ci",
+    "robust_mean_ci",
     "summarise_values",
 ]

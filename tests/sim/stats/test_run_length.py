@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.sim.stats.intervals import mean_ci, paired_difference, t_quantile
+from pipeline.sim.stats.intervals import mean_ci, paired_difference, robust_mean_ci, t_quantile
 from pipeline.sim.stats.runlength import (
     DEFAULT_RELATIVE_PRECISION,
     replications_needed,
@@ -107,9 +107,14 @@ def test_run_length_advice_bad_input(kwargs, match):
 
 def test_paired_difference_known_value_and_errors():
     ci = paired_difference([1.0, 2.0, 3.0], [2.0, 3.0, 5.0])
-    # differences 1, 1, 2: mean 4/3, s = 0.577, t(0.975, 2) = 4.303
+    # differences 1, 1, 2: mean 4/3, s = 0.577, t(0.975, 2) = 4.303; skewed to the right,
+    # so the skew-robust interval is wider than t's.
     assert ci.mean == pytest.approx(4 / 3)
-    assert ci.half_width == pytest.approx(4.302653 * math.sqrt(1 / 3) / math.sqrt(3), rel=1e-6)
+    assert ci == robust_mean_ci([1.0, 1.0, 2.0])
+    assert ci.half_width > 4.302653 * math.sqrt(1 / 3) / math.sqrt(3)
+    # Symmetric differences keep the t half-width where the lognormal bound is not wider.
+    sym = paired_difference([0.0, 0.0, 0.0], [-1.0, 0.0, 1.0])
+    assert sym.half_width == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
     with pytest.raises(ValueError, match="must pair up"):
         paired_difference([1.0, 2.0], [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="finite"):

@@ -13,6 +13,7 @@ from pipeline.sim.stats.intervals import (
     mean_ci,
     percentiles,
     proportion_ci,
+    robust_mean_ci,
     summarise_values,
     t_quantile,
 )
@@ -183,10 +184,14 @@ def test_step_function_errors(args, kwargs, match):
 # -- mean +- CI with missing values: the one rule ------------------------------------------------
 
 
-def test_summarise_values_equals_mean_ci_when_every_value_is_there():
+def test_summarise_values_is_the_robust_interval_when_every_value_is_there():
     values = [3.0, 5.0, 4.0, 6.5]
-    assert summarise_values(values) == mean_ci(values)
-    assert summarise_values(values, level=0.99) == mean_ci(values, level=0.99)
+    for level in (0.95, 0.99):
+        got = summarise_values(values, level=level)
+        assert got == robust_mean_ci(values, level=level)
+        assert got.mean == mean_ci(values, level).mean
+        assert got.half_width >= mean_ci(values, level).half_width
+    assert robust_mean_ci([2.0, 2.0, 2.0]) == (2.0, 0.0)
 
 
 @pytest.mark.parametrize(

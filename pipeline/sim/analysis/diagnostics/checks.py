@@ -565,12 +565,14 @@ def _run_too_short(f: Facts) -> Finding | None:
     precision = f.precision
     summary = f.result.summary
     mean, half = summary.get("latency_mean_s"), summary.get("latency_mean_ci95_s")
-    if precision is None or mean is None or half is None or not math.isfinite(half):
+    if precision is None or mean is None or half is None or not math.isfinite(mean):
         return None
     if f.rho >= 1.0:  # an overloaded run has no steady state to estimate; CONSUMER_LAG says so
         return None
     c = f.columns
     counted = int(np.count_nonzero((c.arrival_s >= f.scenario.warmup_s) & (c.outcome == 0)))
+    if not math.isfinite(half):
+        return _too_short_for_batch_means(mean, counted) if counted > 0 else None
     utilisation = summary.get("utilisation")
     advice = run_length_advice(
         mean,
@@ -608,6 +610,37 @@ def _run_too_short(f: Facts) -> Finding | None:
             "relative_half_width": half / abs(mean) if mean else math.inf,
             "items_counted": counted,
             "suggested_items": needed,
+        },
+    )
+
+
+def _too_short_for_batch_means(mean: float, counted: int) -> Finding:
+    """RUN_TOO_SHORT for a run with too few items for the summary's batch-means half-width."""
+    from ...running.summary import BATCH_MEANS_MIN_ITEMS
+
+    return Finding(
+        code="RUN_TOO_SHORT",
+        severity="info",
+        title="The run is too short to know its own precision",
+        evidence=(
+            f"Mean latency {_s(mean)} from {_n(counted)} completed items: fewer than the "
+            f"{_n(BATCH_MEANS_MIN_ITEMS)} a batch-means interval needs, so the summary gives none."
+        ),
+        explanation=(
+            "Consecutive items share their queue, so their latencies are correlated. Batch "
+            "means of a short run are correlated too, and their spread understates how far the "
+            "mean may be off: an interval from them would claim more precision than the run has."
+        ),
+        fix=(
+            f"Run at least {_n(BATCH_MEANS_MIN_ITEMS)} items, or run replications "
+            "(simulate(..., replications=R)) and read their interval, which holds at any length."
+        ),
+        numbers={
+            "latency_mean_s": mean,
+            "half_width_s": math.nan,
+            "relative_half_width": math.nan,
+            "items_counted": counted,
+            "suggested_items": BATCH_MEANS_MIN_ITEMS,
         },
     )
 

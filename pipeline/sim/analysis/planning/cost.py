@@ -9,7 +9,8 @@ configuration is then Hillier and Lieberman's ``E(TC) = C_s c + C_w L``:
 - waiting: ``wait_hour * L``, where ``L = lambda W`` is the mean number of items
   waiting (Little's law): ``lambda`` the arrival rate times the share of items
   admitted, ``W`` the run's ``wait_mean_s``. Each replication gives one value,
-  so the waiting cost has a Student t interval like an SLO's metric.
+  so the waiting cost has the skew-robust one-sided bounds of an SLO's metric
+  (:func:`~pipeline.sim.stats.intervals.mean_bounds`).
 
 With a wait cost, :func:`~.plan.plan` picks, among the configurations shown
 to meet every SLO, the one of least total cost per hour; two configurations
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...stats.tdist import t_quantile
+from ...stats.intervals import mean_bounds
 
 if TYPE_CHECKING:
     from ...workloads.scenario import Scenario
@@ -412,15 +413,16 @@ def estimate(
         return CostEstimate(workers, math.nan, math.nan, math.nan, math.nan, math.nan, 0)
     waiting = float(waits.mean())
     if not cost.wait_hour:
-        half = 0.0
+        low, high = waiting, waiting
     elif n == 1 or not np.isfinite(waits).all():
-        half = math.inf
+        low, high = -math.inf, math.inf
     else:
-        half = t_quantile(level, n - 1) * float(waits.std(ddof=1)) / math.sqrt(n)
+        # Waiting costs are mean waits scaled: skewed on short runs, like an SLO's metric.
+        low, high = mean_bounds(waits, level)
     per_hour_items = _items_per_hour(cost, mix, extra)
     total = workers + waiting
     per_million = total / per_hour_items * 1e6 if per_hour_items > 0 else math.nan
-    return CostEstimate(workers, waiting, total, total - half, total + half, per_million, n)
+    return CostEstimate(workers, waiting, total, workers + low, workers + high, per_million, n)
 
 
 def difference_bounds(
@@ -443,5 +445,5 @@ def difference_bounds(
     mean = workers + float(diff.mean())
     if n == 1:
         return (mean, mean) if not diff.any() else (-math.inf, math.inf)
-    half = t_quantile(level, n - 1) * float(diff.std(ddof=1)) / math.sqrt(n)
-    return mean - half, mean + half
+    low, high = mean_bounds(diff, level)
+    return workers + low, workers + high

@@ -456,8 +456,9 @@ def _method(payload: Mapping[str, Any], scenario: Scenario | None) -> str:
         "Each configuration is simulated several times; replication <em>r</em> of every "
         "configuration uses the random streams of (seed, <em>r</em>), so configurations are "
         "compared on the same traffic (common random numbers).",
-        "An SLO <em>meets</em> when the one-sided Student t bound on its metric, across "
-        "replications, is on the safe side of the limit; it <em>fails</em> when the opposite "
+        "An SLO <em>meets</em> when the one-sided bound on its metric across replications "
+        "(Student t, widened for skew by Hall's correction and a lognormal bound) "
+        "is on the safe side of the limit; it <em>fails</em> when the opposite "
         "bound is on the wrong side; otherwise it is <em>undecided</em> and the configuration "
         f"gets more replications (from {_num(replications.get('min'))}, doubling, up to "
         f"{_num(replications.get('max'))}).",

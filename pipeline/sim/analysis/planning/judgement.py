@@ -14,10 +14,10 @@ freedom, so each verdict is wrong with probability at most ``1 - confidence``
 for a metric whose per-run values are roughly normal across runs, as means
 and percentiles of long runs are. Those of short runs are skewed to the right
 (a run that met a long busy period waits far longer), and a t bound alone
-then misses too often (a 99% upper bound on 2,000-item M/M/10 runs: 4-6%).
-So when every value is positive, each bound is the wider of the t bound and
-a lognormal one on the mean
-(:func:`~pipeline.sim.stats.intervals.lognormal_mean_bounds`), and
+then misses too often (a 99% upper bound on 2,000-item M/M/10 runs: 3-4%).
+So each bound is the widest of the t bound, Hall's skewness-corrected t and,
+when every value is positive, a lognormal one on the mean
+(:func:`~pipeline.sim.stats.intervals.mean_bounds`), and
 :attr:`Judgement.interval` holds both ends.
 
 **When the replications agree exactly** the t interval has zero width, a
@@ -62,7 +62,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...stats.intervals import lognormal_mean_bounds, proportion_bound, t_quantile
+from ...stats.intervals import mean_bounds, proportion_bound, t_quantile
 from ...stats.runlength import run_length_advice, scaled_run_length
 from .slo import DERIVED_METRICS, DRAIN_CUT_METRICS, FRACTION_METRICS, SLO, check_confidence
 
@@ -77,8 +77,11 @@ class Judgement(NamedTuple):
         replications: values judged (one per run).
         mean: mean of the finite values (NaN if none).
         half_width: the distance from the mean to the bound on the SLO's safe
-            side: ``t(confidence, n-1) s / sqrt(n)`` (``basis`` ``"t"``, the same
-            on either side); inf with one value, NaN when a run had no value; 0
+            side (``basis`` ``"t"``: the skew-robust
+            :func:`~pipeline.sim.stats.intervals.mean_bounds`, at least
+            ``t(confidence, n-1) s / sqrt(n)``, and wider on the side a right
+            skew reaches; the other side's is in :attr:`low`/:attr:`high`);
+            inf with one value, NaN when a run had no value; 0
             when the runs agreed exactly (``"exact"``); for a ``"binomial"``
             bound, its distance from the mean on the safe side (the other side's
             is in :attr:`low`/:attr:`high`).
@@ -86,11 +89,12 @@ class Judgement(NamedTuple):
             ``>=``: the lower one).
         verdict: ``"meets"``, ``"fails"`` or ``"undecided"``.
         basis: how the bounds were found: ``"t"`` (Student t across the
-            replications), ``"binomial"`` (they agreed exactly on a fraction:
+            replications, widened for skew), ``"binomial"`` (they agreed exactly on a fraction:
             the exact bound on the pooled counts) or ``"exact"`` (they agreed
             exactly on another metric: the value itself).
         note: for ``"binomial"`` and ``"exact"``, a sentence saying so (None for ``"t"``).
-        interval: ``(low, high)`` when it is not ``mean ± half_width`` (binomial).
+        interval: ``(low, high)``, the two one-sided bounds (None with one value,
+            when a run had no value, or when the runs agreed on a non-fraction).
         pooled: for ``"binomial"``, the ``(events, trials)`` summed over the replications.
         drain_timed_out: how many of the replications' drains timed out, for
             an SLO on one of :data:`DRAIN_CUT_METRICS` (0 otherwise): any makes
@@ -232,12 +236,11 @@ def _judge_values(
         return _judge_agreed(slo, n, mean, level, pooled)
     # One run has no spread to measure: its interval is the whole line.
     half = math.inf if n == 1 else t_quantile(level, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
-    if n == 1 or not bool((x > 0).all()):
+    if n == 1:
         verdict, bound = _verdict(slo, mean - half, mean + half)
         return Judgement(slo, n, mean, half, bound, verdict)
-    # Positive values may be skewed (short runs): each bound is the wider of t and lognormal.
-    skew_low, skew_high = lognormal_mean_bounds(x, level)
-    low, high = min(mean - half, skew_low), max(mean + half, skew_high)
+    # Values of short runs are skewed: each bound is the widest of t, Hall's and lognormal.
+    low, high = mean_bounds(x, level)
     verdict, bound = _verdict(slo, low, high)
     return Judgement(slo, n, mean, abs(bound - mean), bound, verdict, interval=(low, high))
 

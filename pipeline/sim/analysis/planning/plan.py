@@ -7,7 +7,8 @@ whose fields are a stage's (``"write.concurrency"``), the fewest workers and
 queue slots in total over the stages searched -- and each
 configuration examined is simulated a few times, with more replications only
 where a verdict is still open. Every SLO (:mod:`~pipeline.sim.analysis.planning.slo`)
-is judged by a one-sided Student t bound across replications. The answer is
+is judged by a one-sided bound across replications (Student t, widened for
+skew: :func:`~pipeline.sim.stats.intervals.mean_bounds`). The answer is
 the first configuration in cost order that meets every SLO while every
 cheaper one has been shown to fail one; when the replication budget runs out
 first, the plan says "undecided" and why, instead of guessing.
@@ -78,7 +79,7 @@ def plan(
     """The cheapest configuration in ``search`` that meets every SLO with ``confidence``.
 
     **Verdicts.** For each configuration and SLO, one value per replication;
-    the SLO *meets* when its one-sided Student t bound is on the right side of
+    the SLO *meets* when its one-sided (skew-robust t) bound is on the right side of
     the limit, *fails* when the opposite bound is on the wrong side, and is
     *undecided* otherwise (see :func:`~pipeline.sim.analysis.planning.judgement.judge`). A
     configuration meets when every SLO meets, fails when any SLO fails, and is

@@ -9,8 +9,9 @@ replication *r* uses the streams of ``(seed, r)`` (common random numbers), so
 the difference from the plan's own runs is the input's effect, not noise.
 
 For every input and SLO, :class:`SensitivityRow` holds the metric's mean at
-the plan's input and at each end, the change with a paired Student t
-half-width (at the plan's ``confidence``, two-sided), and whether the SLO
+the plan's input and at each end, the change with a paired half-width (at the plan's
+``confidence``, two-sided; Student t widened for skew,
+:func:`~pipeline.sim.stats.intervals.robust_mean_ci`), and whether the SLO
 still *meets* at each end (judged as the plan judges, one look at the plan's
 confidence). Rows are sorted by effect: the larger of the two changes,
 relative to the SLO's limit. :attr:`Sensitivity.fragile` names the input the
@@ -39,7 +40,7 @@ import numpy as np
 from ...executors.pool import run_tasks
 from ...running.replications import POOL_WORTH_S, estimated_seconds
 from ...running.single import simulate_once
-from ...stats.intervals import t_quantile
+from ...stats.intervals import robust_mean_ci
 from .judgement import judge
 from .perturb import NotApplicable, inputs_of, perturbed
 from .slo import SLO, metric_counts, metric_value
@@ -69,7 +70,7 @@ class SensitivityRow:
         base: the metric's mean over the plan's runs at the chosen configuration.
         low, high: its mean with the input at each end, in the metric's unit.
         change_low, change_high: ``low - base`` and ``high - base``, paired by replication.
-        half_width_low, half_width_high: two-sided Student t half-widths of those
+        half_width_low, half_width_high: two-sided skew-robust t half-widths of those
             changes at the plan's confidence (0 when every pair moved alike).
         verdict_low, verdict_high: the SLO at each end: ``meets``, ``fails`` or
             ``undecided`` (one look at the plan's confidence).
@@ -372,14 +373,11 @@ def _row(
 
 
 def _half_width(diff: np.ndarray, confidence: float) -> float:
-    """Two-sided Student t half-width of the mean of paired differences."""
+    """Two-sided skew-robust half-width of the mean of paired differences (robust_mean_ci)."""
     n = diff.size
     if n < 2 or not np.all(np.isfinite(diff)):
         return math.nan
-    spread = float(np.std(diff, ddof=1))
-    if spread == 0:
-        return 0.0
-    return t_quantile(1 - (1 - confidence) / 2, n - 1) * spread / math.sqrt(n)
+    return robust_mean_ci(diff, confidence).half_width
 
 
 class _NoBar:

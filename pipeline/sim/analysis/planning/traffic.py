@@ -118,7 +118,8 @@ def slo_table(
     """Per grid point of a sweep: the SLO ``metric <= limit`` judged as :func:`~.judgement.judge`.
 
     One judgement, the one :func:`~pipeline.sim.plan` makes: ``upper`` is the
-    one-sided Student t bound ``mean + t(confidence, R-1) s / sqrt(R)`` across
+    one-sided bound (at least Student t's ``mean + t(confidence, R-1) s / sqrt(R)``,
+    widened for skew: :func:`~pipeline.sim.stats.intervals.mean_bounds`) across
     the R replications, except where they agree exactly; then a fraction
     (``shed_fraction``, ...) gets the exact binomial bound on the counts pooled
     over the replications (no item shed in 300 is not "0 for sure"), and any

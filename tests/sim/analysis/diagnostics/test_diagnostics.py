@@ -26,6 +26,7 @@ from pipeline.sim.analysis.diagnostics.diagnose import (
     format_findings,
 )
 from pipeline.sim.running.result import SimulationResult
+from pipeline.sim.running.summary import BATCH_MEANS_MIN_ITEMS
 from pipeline.sim.stats.runlength import scaled_run_length
 from pipeline.sim.workloads.failures import Hangs
 
@@ -232,8 +233,17 @@ def test_drain_timeout_says_the_tail_is_missing_from_the_statistics():
     assert "drain_timeout_s=None" in drain.fix
 
 
+def test_a_run_too_short_for_batch_means_is_told_so():
+    short = run(n_items=4000)  # below BATCH_MEANS_MIN_ITEMS: no half-width to judge
+    too_short = by_code(diagnose(short))["RUN_TOO_SHORT"]
+    assert math.isnan(short.summary["latency_mean_ci95_s"])
+    assert too_short.numbers["suggested_items"] == BATCH_MEANS_MIN_ITEMS
+    assert "Run at least 10,000 items" in too_short.fix
+    assert "RUN_TOO_SHORT" not in by_code(diagnose(short, precision=None))
+
+
 def test_a_short_run_is_told_how_many_items_would_do():
-    short = run(n_items=4000)  # M/M/4 at 80%: the mean latency is known to about +-20%
+    short = run(n_items=12_000)  # M/M/4 at 80%: the mean latency is known to about +-15%
     found = by_code(diagnose(short))
     too_short = found["RUN_TOO_SHORT"]
     assert too_short.severity == "info"
