@@ -7,7 +7,8 @@ config, on a free ``127.0.0.1`` port, and stopped afterwards:
 - :func:`running_prometheus` scrapes targets (``host:port``) every
   ``scrape_interval_s``, or none (a server over backfilled blocks);
 - :func:`query` and :func:`query_range` ask its HTTP API;
-- :func:`scraped_after` waits for a scrape taken after a moment.
+- :func:`scraping` waits until it has tried every target (it picks targets up
+  seconds after it starts), :func:`scraped_after` for a scrape taken after a moment.
 
 Standard library only, and nothing from the package, so a script outside the
 test suite imports it without pulling the tests' fixtures in.
@@ -33,6 +34,7 @@ __all__ = [
     "require_prometheus",
     "running_prometheus",
     "scraped_after",
+    "scraping",
 ]
 
 _SCRAPE = """\
@@ -182,12 +184,30 @@ def query_range(base: str, promql: str, *, start_s: float, end_s: float, step_s:
     return raw
 
 
+def scraping(base: str) -> None:
+    """Wait until Prometheus has tried every target once (it picks new targets up in seconds).
+
+    An exporter started after this is scraped from its first interval on.
+    """
+    for _ in range(600):
+        targets = _get(base, "/api/v1/targets", {})["data"]["activeTargets"]
+        if targets and all(not t["lastScrape"].startswith("0001-") for t in targets):
+            return
+        time.sleep(0.1)
+    raise RuntimeError("prometheus tried no scrape of its targets within a minute")
+
+
 def scraped_after(
     base: str, moment_s: float, *, series: str = "pipeline_items_offered_total"
 ) -> None:
-    """Wait until Prometheus holds a scrape of ``series`` taken after ``moment_s`` (UNIX time)."""
+    """Wait until Prometheus holds a scrape of ``series`` taken after ``moment_s`` (UNIX time).
+
+    The newest sample of the last two minutes counts, so an exporter that has
+    closed since (its series now stale) still shows its last scrape.
+    """
+    newest = f"max_over_time(timestamp({series})[2m:50ms])"
     for _ in range(600):
-        rows = query(base, f"timestamp({series})")
+        rows = query(base, newest)
         if rows and min(t for _, t in rows.values()) > moment_s:
             return
         time.sleep(0.1)
