@@ -23,12 +23,13 @@ from pipeline._metric_names import BUCKETS_S
 from pipeline.sim import IndependentFailures, LogNormal, Poisson, Scenario, simulate
 from pipeline.sim.analysis.histogram_fit import bucket_quantile, fit_histogram
 from pipeline.sim.analysis.telemetry_fit import calibrate_observed, service_quantile
+from pipeline.sim.running.scrape import query_range_answer
 from pipeline.sim.stats.chisquare import dispersion_test
 from pipeline.sim.stats.intervals import proportion_ci
 from pipeline.sim.workloads.arrivals import TimeVarying
 from pipeline.sim.workloads.telemetry.observed import Observed, ServiceHistogram
 from pipeline.sim.workloads.telemetry.prometheus import read
-from tests.sim.workloads.telemetry.scraped import query_range_answer, save
+from tests.sim.workloads.telemetry.scraped import save
 
 RATE, MEAN, CV, P_FAIL, WORKERS = 5.0, 0.2, 1.0, 0.05, 4
 WINDOW_S = 1200.0  # 80 steps of 15 s
@@ -46,7 +47,7 @@ def _truth(seed: int) -> Scenario:
 
 def _calibrated(tmp_path, seed: int, engine: str = "auto"):
     result = simulate(_truth(seed), engine=engine)
-    answer = query_range_answer(result, tmp_path, start_s=1.7e9, step_s=15.0, until_s=WINDOW_S)
+    answer = query_range_answer(result, start_s=1.7e9, step_s=15.0, until_s=WINDOW_S)
     return calibrate_observed(read(str(save(answer, tmp_path / "range.json")))), result
 
 

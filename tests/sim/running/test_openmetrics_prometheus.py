@@ -14,11 +14,10 @@ Needs Debian's ``prometheus`` (``prometheus`` and ``promtool``):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -30,32 +29,18 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, IndependentFailures, Poisson, Scenario, StageSpec, simulate
-from tests.services_setup import SERVICES, prometheus_bin
-
-
-def _require_prometheus() -> None:
-    if prometheus_bin() is not None:
-        return
-    problem = "prometheus and promtool are not on PATH"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the backfill test needs Prometheus under CI=true; {problem}", pytrace=False)
-    pytest.skip(f"{problem}; to run the backfill test: {SERVICES['prometheus'].hint}")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.prometheus_server import require_prometheus, running_prometheus
 
 
 class _Prometheus:
     """A Prometheus server on ``data`` (backfilled blocks), on a free loopback port."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, binary: str) -> None:
         self.folder = folder
+        self.binary = binary
         self.data = folder / "data"
         self.url = ""
-        self.process: subprocess.Popen[bytes] | None = None
+        self._stack = contextlib.ExitStack()
 
     def backfill(self, metrics: Path) -> None:
         made = subprocess.run(
@@ -66,30 +51,9 @@ class _Prometheus:
         assert made.returncode == 0, made.stderr or made.stdout
 
     def start(self) -> None:
-        config = self.folder / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
-        log = self.folder / "server.log"
-        for _ in range(5):  # a free port can be taken between the probe and the start
-            port = _free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            with log.open("wb") as out:
-                self.process = subprocess.Popen(
-                    [prometheus_bin() or "prometheus", f"--config.file={config}",
-                     f"--storage.tsdb.path={self.data}", "--storage.tsdb.retention.time=3650d",
-                     f"--web.listen-address=127.0.0.1:{port}"],
-                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                )  # fmt: skip
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and self.process.poll() is None:
-                try:
-                    with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as answer:
-                        if answer.status == 200:
-                            return
-                except OSError:
-                    time.sleep(0.2)
-            self.stop()
-        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-        raise RuntimeError(f"prometheus did not start: {' '.join(tail)}")
+        self.url = self._stack.enter_context(
+            running_prometheus(self.binary, self.folder, data=self.data)
+        )
 
     def query(self, expression: str, at_s: float) -> dict[str, float]:
         """An instant query's answer: each series' labels (as text) -> value."""
@@ -103,19 +67,12 @@ class _Prometheus:
         }
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        self._stack.close()
 
 
 @pytest.fixture
 def prometheus(tmp_path) -> Iterator[_Prometheus]:
-    _require_prometheus()
-    server = _Prometheus(tmp_path)
+    server = _Prometheus(tmp_path, require_prometheus("the backfill test"))
     try:
         yield server
     finally:

@@ -17,10 +17,11 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, IndependentFailures, Poisson, Scenario, simulate
+from pipeline.sim.running.scrape import query_range_answer
 from pipeline.sim.workloads.telemetry import FORMATS, reader
 from pipeline.sim.workloads.telemetry.prometheus import read
 from pipeline.sim.workloads.telemetry.query_range import Selector
-from tests.sim.workloads.telemetry.scraped import query_range_answer, save
+from tests.sim.workloads.telemetry.scraped import save
 
 T0 = 1_700_000_000.0
 
@@ -79,7 +80,7 @@ def test_a_simulated_run_reads_back_as_its_own_counts(tmp_path):
         failures=IndependentFailures(0.1), n_items=1500, seed=2,
     )  # fmt: skip
     result = simulate(scenario)
-    answer = query_range_answer(result, tmp_path, start_s=T0, step_s=10.0)
+    answer = query_range_answer(result, start_s=T0, step_s=10.0)
     observed = read(str(save(answer, tmp_path / "run.json")))
     s = result.summary
     assert observed.counts.sum() == s["items_offered"]
