@@ -170,7 +170,7 @@ class Intake(PipelineFields):
         item = WorkItem(payload, self._admitted, self._loop.time())
         self._offered += 1
         self._admitted += 1
-        listener = self._listener  # inline, not the guarded wrapper: the hot path
+        listener = self._on_admitted  # inline, not the guarded wrapper: the hot path
         if listener is not None:
             try:
                 listener(_ADMITTED, item.admitted_s, item)

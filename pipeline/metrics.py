@@ -165,8 +165,12 @@ class _Recorder:
         self.attempt.fold()
         self.latency.fold()
 
-    def listener(self) -> Any:
-        """The listener to attach: a plain function over this recorder's lists."""
+    def listener(self) -> dict[EventKind, Any]:
+        """What to attach: a plain function per event kind it needs, over this recorder's lists.
+
+        The engine calls none of them for the other kinds (admissions, producer waits,
+        re-admissions), and none tests the kind it is called for.
+        """
         wait = self.wait.pending.append
         attempts = self.attempt.pending
         attempt = attempts.append
@@ -176,51 +180,56 @@ class _Recorder:
         pop = starts.pop
         fold = self.fold
 
-        def listen(
+        # The defaults are locals: faster to read than globals or closure cells.
+        def started(kind: EventKind, now_s: float, item: Any, _wait: Any = wait) -> None:
+            if item.attempts == 1:
+                _wait(now_s - item.admitted_s)
+            else:
+                starts[item] = now_s
+
+        def completed(
             kind: EventKind,
             now_s: float,
             item: Any,
+            _attempt: Any = attempt,
+            _latency: Any = latency,
+            _attempts: list = attempts,
             _len: Any = len,
             _fold_at: int = FOLD_AT,
-            _completed: EventKind = _COMPLETED,
-            _started: EventKind = _STARTED,
-            _retry: EventKind = _RETRY,
-            _dead: EventKind = _DEAD,
-            _unfinished: EventKind = _UNFINISHED,
         ) -> None:
-            # The defaults are locals: faster to read than globals, once per event.
-            # The per-item events first, the most frequent first.
-            if kind is _completed:
-                if item.attempts == 1:
-                    attempt(now_s - item.first_start_s)
-                else:
-                    started = pop(item, None)
-                    if started is not None:
-                        attempt(now_s - started)
-                latency(now_s - item.admitted_s)
-                # Every item's end passes here or below, and it made at most one wait and
-                # its attempts: this bounds all three lists.
-                if _len(attempts) >= _fold_at:
-                    fold()
-            elif kind is _started:
-                if item.attempts == 1:
-                    wait(now_s - item.admitted_s)
-                else:
-                    starts[item] = now_s
-            elif kind is _retry or kind is _dead:
-                if item.attempts > 0:  # an attempt ended (not an item refused before one)
-                    started = item.first_start_s if item.attempts == 1 else pop(item, None)
-                    if started is not None:
-                        attempt(now_s - started)
-                        timed_out = item.errors and item.errors[-1].type == "TimeoutError"
-                        failures[1 if timed_out else 0] += 1
-                if _len(attempts) >= _fold_at:
-                    fold()
-            elif kind is _unfinished:
-                failures[2] += 1
-                pop(item, None)
+            if item.attempts == 1:
+                _attempt(now_s - item.first_start_s)
+            else:
+                begun = pop(item, None)
+                if begun is not None:
+                    _attempt(now_s - begun)
+            _latency(now_s - item.admitted_s)
+            # Every item ends here or in failed(), having made at most one wait and its
+            # attempts' durations: checking here and there bounds all three lists.
+            if _len(_attempts) >= _fold_at:
+                fold()
 
-        return listen
+        def failed(kind: EventKind, now_s: float, item: Any) -> None:
+            if item.attempts > 0:  # an attempt ended (not an item refused before one)
+                begun = item.first_start_s if item.attempts == 1 else pop(item, None)
+                if begun is not None:
+                    attempt(now_s - begun)
+                    timed_out = item.errors and item.errors[-1].type == "TimeoutError"
+                    failures[1 if timed_out else 0] += 1
+            if len(attempts) >= FOLD_AT:
+                fold()
+
+        def unfinished(kind: EventKind, now_s: float, item: Any) -> None:
+            failures[2] += 1
+            pop(item, None)
+
+        return {
+            _STARTED: started,
+            _COMPLETED: completed,
+            _RETRY: failed,
+            _DEAD: failed,
+            _UNFINISHED: unfinished,
+        }
 
 
 class _Source:

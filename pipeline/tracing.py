@@ -29,9 +29,11 @@ context, then, on a retry, to the item's first attempt (the last link):
   newest links, so a retry's first-attempt link survives.
 
 A plain stage after another in a chain is not linked to the upstream span
-(its items enter the engine's own queue, which records no lineage). The histograms of :mod:`pipeline._metric_names`
-(wait, attempt duration, latency, in seconds) are recorded as OpenTelemetry
-histograms under the same names, with attributes ``pipeline`` and ``stage``.
+(its items enter the engine's own queue, which records no lineage).
+
+The histograms of :mod:`pipeline._metric_names` (wait, attempt duration,
+latency, in seconds) are recorded as OpenTelemetry histograms under the same
+names, with attributes ``pipeline`` and ``stage``.
 
 Span times are wall-clock nanoseconds: the loop's times, shifted by the
 difference between the wall clock and the loop's clock at the first event.
@@ -68,6 +70,11 @@ __all__ = ["Instrumentation", "instrument"]
 
 DEFAULT_MAX_LINKS = 128
 """The OpenTelemetry SDK's default limit of links per span (``OTEL_SPAN_LINK_COUNT_LIMIT``)."""
+
+# Looked up once: on Python 3.11 every ``Enum.MEMBER`` goes through ``EnumType.__getattr__``.
+_CONSUMER = SpanKind.CONSUMER
+_OK = Status(StatusCode.OK)
+_ERROR = Status(StatusCode.ERROR)
 
 _HISTOGRAMS = (
     "pipeline_wait_seconds",
@@ -133,7 +140,7 @@ def instrument(
         listener = _Tracer(
             tracer, histograms, target.name, target_labels(target.name), max_links=max_links
         )
-        return Instrumentation([target._attach(listener)])
+        return Instrumentation([target._attach(listener.listeners())])
     # A stage's finished item marks its span as the creation context of its outputs, in the
     # worker's own context; a batching stage's former reads it as each payload arrives.
     creation: ContextVar[Any] = ContextVar(f"pipeline.tracing.creation.{target.name}")
@@ -150,7 +157,7 @@ def instrument(
             max_links=max_links,
             creation=creation if stage in feeds_batches else None,
             lineage=creation if stage in batching else None,
-        )
+        ).listeners()
 
     detach = [target._attach(make)]
     if batching:
@@ -202,52 +209,65 @@ class _Tracer:
             self._offset_ns = time.time_ns() - int(now_s * 1e9)
         return self._offset_ns + int(now_s * 1e9)
 
-    def __call__(self, kind: EventKind, now_s: float, item: Any) -> None:
-        if kind is EventKind.STARTED:
-            known = self._firsts.get(item)
-            attributes = {**self._attributes, "pipeline.attempt": item.attempts}
-            payload = item.payload
-            if self._lineage is not None and isinstance(payload, Batch):
-                # A batching stage's handler takes a list: a batch operation, whatever its size.
-                attributes["messaging.batch.message_count"] = len(payload)
-            if known is None:
-                first = None
-                sources = self._sources(payload)
-            else:
-                first, sources = known
-            room = self._max_links - (first is not None)
-            links = [Link(each) for each in sources[:room]]
-            if first is not None:
-                links.append(Link(first))
-            if len(sources) > room:
-                attributes["pipeline.batch.links_dropped"] = len(sources) - room
-            span = self._tracer.start_span(
-                self._name,
-                kind=SpanKind.CONSUMER,
-                attributes=attributes,
-                links=links or None,
-                start_time=self._wall_ns(now_s),
-            )
-            if known is None:
-                self._firsts[item] = (span.get_span_context(), sources)
-                self._wait.record(now_s - item.admitted_s, self._labels)
-            self._spans[item] = (span, now_s)
-        elif kind is EventKind.COMPLETED:
-            span = self._end(item, now_s, None)
-            if self._creation is not None and span is not None:
-                # This attempt made the item's outputs: their creation context, for the
-                # batching stage after this one (read in this same worker's context).
-                self._creation.set(span.get_span_context())
-            self._firsts.pop(item, None)
-            self._latency.record(now_s - item.admitted_s, self._labels)
-        elif kind is EventKind.RETRY_SCHEDULED or kind is EventKind.DEAD_LETTERED:
-            error = item.errors[-1].type if item.errors else "Exception"
-            self._end(item, now_s, error)
-            if kind is EventKind.DEAD_LETTERED:
-                self._firsts.pop(item, None)
-        elif kind is EventKind.UNFINISHED:
-            self._end(item, now_s, "unfinished")
-            self._firsts.pop(item, None)
+    def listeners(self) -> dict[EventKind, Any]:
+        """What to attach: one method per event kind it needs (the engine calls no other)."""
+        return {
+            EventKind.STARTED: self._started,
+            EventKind.COMPLETED: self._completed,
+            EventKind.RETRY_SCHEDULED: self._retried,
+            EventKind.DEAD_LETTERED: self._dead,
+            EventKind.UNFINISHED: self._unfinished,
+        }
+
+    def _started(self, kind: EventKind, now_s: float, item: Any) -> None:
+        known = self._firsts.get(item)
+        attributes = {**self._attributes, "pipeline.attempt": item.attempts}
+        payload = item.payload
+        if self._lineage is not None and isinstance(payload, Batch):
+            # A batching stage's handler takes a list: a batch operation, whatever its size.
+            attributes["messaging.batch.message_count"] = len(payload)
+        if known is None:
+            first = None
+            sources = self._sources(payload)
+        else:
+            first, sources = known
+        room = self._max_links - (first is not None)
+        links = [Link(each) for each in sources[:room]]
+        if first is not None:
+            links.append(Link(first))
+        if len(sources) > room:
+            attributes["pipeline.batch.links_dropped"] = len(sources) - room
+        span = self._tracer.start_span(
+            self._name,
+            kind=_CONSUMER,
+            attributes=attributes,
+            links=links or None,
+            start_time=self._wall_ns(now_s),
+        )
+        if known is None:
+            self._firsts[item] = (span.get_span_context(), sources)
+            self._wait.record(now_s - item.admitted_s, self._labels)
+        self._spans[item] = (span, now_s)
+
+    def _completed(self, kind: EventKind, now_s: float, item: Any) -> None:
+        span = self._end(item, now_s, None)
+        if self._creation is not None and span is not None:
+            # This attempt made the item's outputs: their creation context, for the
+            # batching stage after this one (read in this same worker's context).
+            self._creation.set(span.get_span_context())
+        self._firsts.pop(item, None)
+        self._latency.record(now_s - item.admitted_s, self._labels)
+
+    def _retried(self, kind: EventKind, now_s: float, item: Any) -> None:
+        self._end(item, now_s, item.errors[-1].type if item.errors else "Exception")
+
+    def _dead(self, kind: EventKind, now_s: float, item: Any) -> None:
+        self._retried(kind, now_s, item)
+        self._firsts.pop(item, None)
+
+    def _unfinished(self, kind: EventKind, now_s: float, item: Any) -> None:
+        self._end(item, now_s, "unfinished")
+        self._firsts.pop(item, None)
 
     def _sources(self, payload: Any) -> tuple[Any, ...]:
         """The valid creation contexts of the message(s) in ``payload``, in order."""
@@ -271,10 +291,10 @@ class _Tracer:
         span, started_s = opened
         self._attempt.record(now_s - started_s, self._labels)
         if error is None:
-            span.set_status(Status(StatusCode.OK))
+            span.set_status(_OK)
         else:
             span.set_attribute("error.type", error)
-            span.set_status(Status(StatusCode.ERROR))
+            span.set_status(_ERROR)
         span.end(end_time=self._wall_ns(now_s))
         return span
 
