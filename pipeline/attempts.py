@@ -124,7 +124,7 @@ class Attempts(PipelineFields):
             self._attempts += 1
             if item.first_start_s is None:
                 item.first_start_s = now
-            listener = self._listener
+            listener = self._on_started
             if listener is not None:
                 try:
                     listener(_STARTED, now, item)
@@ -157,7 +157,7 @@ class Attempts(PipelineFields):
             if not self._is_async:
                 self._thread_calls.pop(item, None)
             self._completed += 1
-            listener = self._listener  # inline, not the guarded wrapper: the hot path
+            listener = self._on_completed  # inline, not the guarded wrapper: the hot path
             if listener is not None:
                 try:
                     listener(_COMPLETED, self._loop.time(), item)

@@ -36,7 +36,14 @@ import inspect
 import logging
 import math
 import random
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+)
 from typing import Any
 
 from .attempts import Attempts
@@ -61,6 +68,9 @@ log = logging.getLogger("pipeline")
 # Enum members looked up once, for the per-item paths: on Python 3.11 every
 # ``State.OPEN`` goes through ``EnumType.__getattr__`` (about 0.1 us a time).
 _OPEN = State.OPEN
+_ADMITTED = EventKind.ADMITTED
+_STARTED = EventKind.STARTED
+_COMPLETED = EventKind.COMPLETED
 
 Handler = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
 
@@ -140,8 +150,7 @@ class Pipeline(Intake, Attempts, Expiry):
         self.name = name
         self._user_listener = on_event
         self._attached = ()
-        self._listener = on_event
-        self._on_event = None if on_event is None else self._guarded(on_event)
+        self._relisten()
         self._rng = rng if rng is not None else random.Random()
         self._is_async = is_async_callable(handler)
         queue_class = WorkQueue if config.priority is None else PriorityWorkQueue
@@ -551,19 +560,26 @@ class Pipeline(Intake, Attempts, Expiry):
 
     def _emit(self, kind: EventKind, item: Any) -> None:
         if self._on_event is not None:
-            self._on_event(kind, self._now(), item)
+            listener = self._on_kind[kind]
+            if listener is not None:
+                listener(kind, self._now(), item)
 
     def _emit_at(self, kind: EventKind, now_s: float, item: Any) -> None:
         if self._on_event is not None:
-            self._on_event(kind, now_s, item)
+            listener = self._on_kind[kind]
+            if listener is not None:
+                listener(kind, now_s, item)
 
-    def _attach(self, listener: Listener) -> Callable[[], None]:
+    def _attach(self, listener: Listener | Mapping[EventKind, Listener]) -> Callable[[], None]:
         """Call ``listener`` at every event too, beside ``on_event``; returns the detach.
 
-        For exporters (:mod:`pipeline.metrics`). Each listener is isolated: one that raises
-        is counted and logged like ``on_event`` and never keeps the others from an event.
-        With nothing attached the per-item paths are exactly as before (one ``None`` test).
-        Detaching twice is harmless.
+        For exporters (:mod:`pipeline.metrics`, :mod:`pipeline.tracing`). ``listener`` is a
+        listener, called at every event, or a mapping from the event kinds it wants to one
+        listener each: the engine then calls nothing for the other kinds (an exporter that
+        ignores admissions costs nothing there) and each listener needs no test of the
+        kind. Each is isolated: one that raises is counted and logged like ``on_event`` and
+        never keeps the others from an event. With nothing attached the per-item paths are
+        as before (one ``None`` test). Detaching twice is harmless.
         """
         self._attached = (*self._attached, listener)
         self._relisten()
@@ -575,26 +591,27 @@ class Pipeline(Intake, Attempts, Expiry):
         return detach
 
     def _relisten(self) -> None:
-        """Rebuild the one listener the per-item paths call from ``on_event`` and the attached."""
-        listeners = tuple(
-            each for each in (self._user_listener, *self._attached) if each is not None
-        )
-        if not listeners:
-            combined: Listener | None = None
-        elif len(listeners) == 1:
-            combined = listeners[0]
-        else:
-            failed = self._listener_failed
+        """Rebuild, for each event kind, the one listener the engine calls for it.
 
-            def combined(kind: EventKind, now_s: float, item: Any) -> None:
-                for each in listeners:
-                    try:
-                        each(kind, now_s, item)
-                    except BaseException as error:
-                        failed(kind, error)
-
-        self._listener = combined
-        self._on_event = None if combined is None else self._guarded(combined)
+        ``on_event`` first, then the attached in order; ``_on_admitted``, ``_on_started`` and
+        ``_on_completed`` are called inline on the per-item paths, ``_on_kind`` (guarded)
+        by :meth:`_emit`; ``_on_event`` is None when no kind has a listener at all.
+        """
+        wanted = [
+            each if isinstance(each, Mapping) else dict.fromkeys(EventKind, each)
+            for each in (self._user_listener, *self._attached)
+            if each is not None
+        ]
+        failed = self._listener_failed
+        on_kind: list[Listener | None] = []
+        for kind in EventKind:
+            listeners = tuple(each[kind] for each in wanted if each.get(kind) is not None)
+            on_kind.append(_combined(listeners, failed))
+        self._on_admitted = on_kind[_ADMITTED]
+        self._on_started = on_kind[_STARTED]
+        self._on_completed = on_kind[_COMPLETED]
+        self._on_kind = tuple(None if each is None else self._guarded(each) for each in on_kind)
+        self._on_event = next((each for each in self._on_kind if each is not None), None)
 
     def _guarded(self, listener: Listener) -> Listener:
         """``listener``, isolated: its failures are logged once and counted, never raised."""
@@ -628,3 +645,20 @@ class Pipeline(Intake, Attempts, Expiry):
         """Log a structured event; a failing log handler or filter never breaks the run."""
         with contextlib.suppress(Exception):
             log.log(level, event, exc_info=exc_info, stacklevel=3, extra={"event": event, **fields})
+
+
+def _combined(listeners: tuple[Listener, ...], failed: Callable[..., None]) -> Listener | None:
+    """One listener calling each of ``listeners`` in isolation (a failure goes to ``failed``)."""
+    if not listeners:
+        return None
+    if len(listeners) == 1:
+        return listeners[0]
+
+    def combined(kind: EventKind, now_s: float, item: Any) -> None:
+        for each in listeners:
+            try:
+                each(kind, now_s, item)
+            except BaseException as error:
+                failed(kind, error)
+
+    return combined

@@ -53,15 +53,22 @@ class PipelineFields:
     """The configuration (frozen)."""
     name: str
     """Shown in task names, logs and ``repr``."""
-    _listener: Listener | None
-    """The listener called directly on the per-item paths: ``on_event`` as given, or, with
-    listeners attached (an exporter), one that calls each of them in isolation."""
+    _on_admitted: Listener | None
+    """The listener called directly on the per-item paths for ADMITTED (likewise
+    ``_on_started``, ``_on_completed``): ``on_event`` as given, or, with listeners
+    attached (an exporter), one that calls each that wants the kind, in isolation."""
+    _on_started: Listener | None
+    _on_completed: Listener | None
     _user_listener: Listener | None
     """The ``on_event`` listener as given."""
-    _attached: tuple[Listener, ...]
-    """Listeners attached after construction (:meth:`Pipeline._attach`), in order."""
+    _attached: tuple[Any, ...]
+    """Listeners attached after construction (:meth:`Pipeline._attach`), in order: each a
+    listener or a mapping from the event kinds it wants to a listener."""
+    _on_kind: tuple[Listener | None, ...]
+    """For each event kind (by value), its listener wrapped so that a failure is logged and
+    counted, not raised; None where nobody listens."""
     _on_event: Listener | None
-    """The same listener wrapped so that a failure is logged and counted, not raised."""
+    """None when no kind has a listener (the one test the rare events make first)."""
     _rng: random.Random
     """Random generator for backoff jitter."""
     _is_async: bool

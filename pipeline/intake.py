@@ -173,7 +173,7 @@ class Intake(PipelineFields):
             self._classify(item)  # never raises an Exception: a bad key refuses the item
         self._offered += 1
         self._admitted += 1
-        listener = self._listener  # inline, not the guarded wrapper: the hot path
+        listener = self._on_admitted  # inline, not the guarded wrapper: the hot path
         if listener is not None:
             try:
                 listener(_ADMITTED, item.admitted_s, item)

@@ -44,7 +44,7 @@ require("pipeline.metrics", "metrics", "prometheus_client")
 import contextlib  # noqa: E402 - after the extra's check, so a missing extra is one line
 import math  # noqa: E402
 import threading  # noqa: E402
-from bisect import bisect_left  # noqa: E402
+from bisect import bisect_right  # noqa: E402
 from collections.abc import Iterable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -66,33 +66,72 @@ _DEAD = EventKind.DEAD_LETTERED
 _UNFINISHED = EventKind.UNFINISHED
 
 
+FOLD_AT = 1024
+"""Observations a histogram holds unbucketed, at most (plus the items in flight)."""
+
+
 class _Histogram:
-    """Bucket counts (not cumulative), then the sum, in one list the listener updates inline."""
+    """Bucket counts (not cumulative) and the sum, with the latest observations not yet bucketed.
 
-    __slots__ = ("counts",)
+    The listener only appends each value to ``pending`` (one C call on the event loop's
+    thread); :meth:`fold` sorts what is pending and counts it into the buckets in one pass,
+    when a scrape reads the histogram or when ``FOLD_AT`` values are waiting. Counting a
+    sorted run costs one bisection per bucket bound instead of one per value. A value
+    equal to a bound is in that bound's bucket (Prometheus's ``le``).
+    """
 
-    def __init__(self) -> None:
-        # len(BUCKETS_S) bounded buckets, the +Inf bucket, then the sum of the values.
-        self.counts: list[float] = [0] * (len(BUCKETS_S) + 1) + [0.0]
+    __slots__ = ("_lock", "counts", "pending", "total")
 
-    @property
-    def sum(self) -> float:
-        return float(self.counts[-1])
+    def __init__(self, lock: Any) -> None:
+        # len(BUCKETS_S) bounded buckets, then the +Inf bucket.
+        self.counts: list[int] = [0] * (len(BUCKETS_S) + 1)
+        self.total = 0.0
+        self.pending: list[float] = []
+        self._lock = lock
 
-    def cumulative(self) -> list[tuple[str, int]]:
-        total = 0
+    def fold(self) -> None:
+        """Count the pending values into the buckets; safe from either thread.
+
+        The listener appends while this runs (on the other thread): the first ``n`` values
+        are taken and deleted as one slice each, and appends land after them.
+        """
+        with self._lock:
+            pending = self.pending
+            n = len(pending)
+            if n == 0:
+                return
+            chunk = pending[:n]
+            del pending[:n]
+            chunk.sort()
+            counts = self.counts
+            below = 0
+            for index, bound in enumerate(BUCKETS_S):
+                upto = bisect_right(chunk, bound, below)
+                counts[index] += upto - below
+                below = upto
+            counts[-1] += n - below
+            self.total += math.fsum(chunk)
+
+    def snapshot(self) -> tuple[list[tuple[str, int]], float]:
+        """The cumulative buckets (``le`` label, count) and the sum, of one and the same fold."""
+        with self._lock:
+            self.fold()  # the lock is reentrant: this fold and the read are one step
+            counts = list(self.counts)
+            total = self.total
+        running = 0
         buckets = []
-        for bound, count in zip((*BUCKETS_S, math.inf), self.counts[:-1], strict=True):
-            total += int(count)
-            buckets.append(("+Inf" if bound == math.inf else repr(float(bound)), total))
-        return buckets
+        for bound, count in zip((*BUCKETS_S, math.inf), counts, strict=True):
+            running += count
+            buckets.append(("+Inf" if bound == math.inf else repr(float(bound)), running))
+        return buckets, total
 
 
 class _Recorder:
     """What ``statistics()`` does not hold, for one pipeline (or stage), and its listener.
 
     :meth:`listener` is called on the event loop's thread at every event, so it does as
-    little as it can, in local variables: a first attempt's start is the item's own
+    little as it can, in local variables: a histogram observation is one list append
+    (bucketed later, see :class:`_Histogram`); a first attempt's start is the item's own
     ``first_start_s``; only a retry's start is kept, in a dictionary of items inside the
     pipeline (bounded by the queue and the workers), keyed by the item's envelope, never
     by its payload. The scrape reads the counts from the server's thread.
@@ -101,10 +140,11 @@ class _Recorder:
     __slots__ = ("attempt", "failures", "latency", "starts", "wait")
 
     def __init__(self) -> None:
+        lock = threading.RLock()
         self.failures = [0, 0, 0]  # failed attempts, timed-out attempts, unfinished items
-        self.wait = _Histogram()
-        self.attempt = _Histogram()
-        self.latency = _Histogram()
+        self.wait = _Histogram(lock)
+        self.attempt = _Histogram(lock)
+        self.latency = _Histogram(lock)
         self.starts: dict[Any, float] = {}
 
     @property
@@ -119,59 +159,77 @@ class _Recorder:
     def unfinished(self) -> int:
         return self.failures[2]
 
-    def listener(self) -> Any:
-        """The listener to attach: a plain function over this recorder's lists."""
-        wait = self.wait.counts
-        attempt = self.attempt.counts
-        latency = self.latency.counts
+    def fold(self) -> None:
+        """Bucket every pending observation."""
+        self.wait.fold()
+        self.attempt.fold()
+        self.latency.fold()
+
+    def listener(self) -> dict[EventKind, Any]:
+        """What to attach: a plain function per event kind it needs, over this recorder's lists.
+
+        The engine calls none of them for the other kinds (admissions, producer waits,
+        re-admissions), and none tests the kind it is called for.
+        """
+        wait = self.wait.pending.append
+        attempts = self.attempt.pending
+        attempt = attempts.append
+        latency = self.latency.pending.append
         failures = self.failures
         starts = self.starts
         pop = starts.pop
+        fold = self.fold
 
-        def listen(
+        # The defaults are locals: faster to read than globals or closure cells.
+        def started(kind: EventKind, now_s: float, item: Any, _wait: Any = wait) -> None:
+            if item.attempts == 1:
+                _wait(now_s - item.admitted_s)
+            else:
+                starts[item] = now_s
+
+        def completed(
             kind: EventKind,
             now_s: float,
             item: Any,
-            _bisect: Any = bisect_left,
-            _bounds: tuple[float, ...] = BUCKETS_S,
-            _completed: EventKind = _COMPLETED,
-            _started: EventKind = _STARTED,
-            _retry: EventKind = _RETRY,
-            _dead: EventKind = _DEAD,
-            _unfinished: EventKind = _UNFINISHED,
+            _attempt: Any = attempt,
+            _latency: Any = latency,
+            _attempts: list = attempts,
+            _len: Any = len,
+            _fold_at: int = FOLD_AT,
         ) -> None:
-            # The defaults are locals: faster to read than globals, once per event.
-            # The per-item events first, the most frequent first.
-            if kind is _completed:
-                started = item.first_start_s if item.attempts == 1 else pop(item, None)
-                if started is not None:
-                    spent = now_s - started
-                    attempt[_bisect(_bounds, spent)] += 1
-                    attempt[-1] += spent
-                spent = now_s - item.admitted_s
-                latency[_bisect(_bounds, spent)] += 1
-                latency[-1] += spent
-            elif kind is _started:
-                if item.attempts == 1:
-                    spent = now_s - item.admitted_s
-                    wait[_bisect(_bounds, spent)] += 1
-                    wait[-1] += spent
-                else:
-                    starts[item] = now_s
-            elif kind is _retry or kind is _dead:
-                if item.attempts > 0:  # an attempt ended (not an item refused before one)
-                    started = item.first_start_s if item.attempts == 1 else pop(item, None)
-                    if started is not None:
-                        spent = now_s - started
-                        attempt[_bisect(_bounds, spent)] += 1
-                        attempt[-1] += spent
-                        timed_out = item.errors and item.errors[-1].type == "TimeoutError"
-                        failures[1 if timed_out else 0] += 1
-            elif kind is _unfinished:
-                failures[2] += 1
-                pop(item, None)
+            if item.attempts == 1:
+                _attempt(now_s - item.first_start_s)
+            else:
+                begun = pop(item, None)
+                if begun is not None:
+                    _attempt(now_s - begun)
+            _latency(now_s - item.admitted_s)
+            # Every item ends here or in failed(), having made at most one wait and its
+            # attempts' durations: checking here and there bounds all three lists.
+            if _len(_attempts) >= _fold_at:
+                fold()
 
-        return listen
+        def failed(kind: EventKind, now_s: float, item: Any) -> None:
+            if item.attempts > 0:  # an attempt ended (not an item refused before one)
+                begun = item.first_start_s if item.attempts == 1 else pop(item, None)
+                if begun is not None:
+                    attempt(now_s - begun)
+                    timed_out = item.errors and item.errors[-1].type == "TimeoutError"
+                    failures[1 if timed_out else 0] += 1
+            if len(attempts) >= FOLD_AT:
+                fold()
+
+        def unfinished(kind: EventKind, now_s: float, item: Any) -> None:
+            failures[2] += 1
+            pop(item, None)
+
+        return {
+            _STARTED: started,
+            _COMPLETED: completed,
+            _RETRY: failed,
+            _DEAD: failed,
+            _UNFINISHED: unfinished,
+        }
 
 
 class _Source:
@@ -254,8 +312,7 @@ class _Collector:
                 family = Metric(spec.name, spec.help, "histogram")
                 for source in self._sources:
                     histogram = histograms[spec.name](source.recorder)
-                    total = histogram.sum
-                    buckets = histogram.cumulative()
+                    buckets, total = histogram.snapshot()
                     for bound, count in buckets:
                         family.add_sample(
                             f"{spec.name}_bucket", {**source.labels, "le": bound}, float(count)

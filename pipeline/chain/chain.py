@@ -169,6 +169,7 @@ class Chain:
         self._closing: asyncio.Task[ChainReport] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._observers: list[tuple[Callable[[str], Listener], list[Callable[[], None]]]] = []
+        self._lineages: dict[Any, Callable[[], Any]] = {}
 
     def __repr__(self) -> str:
         names = ", ".join(stage.name for stage in self.stages)
@@ -256,6 +257,7 @@ class Chain:
                 former = BatchFormer(
                     self._pipes[index], stage.batch_size, stage.batch_window_s, config.keep_shed
                 )
+                former.lineages.update(self._lineages)
             self._formers.append(former)
         for index, (stage, pipe) in enumerate(zip(self.stages, self._pipes, strict=True)):
             downstream: Any = None
@@ -383,6 +385,25 @@ class Chain:
                 self._observers.remove(observer)
             while detaches:
                 detaches.pop()()
+
+        return detach
+
+    def _attach_lineage(self, key: Any, hook: Callable[[], Any]) -> Callable[[], None]:
+        """Ask ``hook`` for the origin of every payload a batching stage takes, now or when built.
+
+        For :mod:`pipeline.tracing` (see :class:`~pipeline.chain.handoff.BatchFormer`'s
+        lineage). Returns the detach (harmless twice).
+        """
+        self._lineages[key] = hook
+        for former in self._formers:
+            if former is not None:
+                former.lineages[key] = hook
+
+        def detach() -> None:
+            self._lineages.pop(key, None)
+            for former in self._formers:
+                if former is not None:
+                    former.lineages.pop(key, None)
 
         return detach
 

@@ -194,6 +194,13 @@ class BatchFormer:
             however full, or None (sealed when full, or at the drain).
         keep_shed: shed payloads to keep (as ``PipelineConfig.keep_shed``).
 
+    Lineage: ``lineages`` maps a key to a hook ``() -> origin`` that :meth:`put`
+    calls in the putting task (an upstream stage's worker, right after the item
+    whose output this is completed there); each sent batch carries the origins
+    of its payloads as ``Batch.origins[key]``. :mod:`pipeline.tracing` uses it to
+    link a batch's span to the spans that made its payloads. A hook that raises
+    gives None for that payload; with no hook ``put`` does nothing more.
+
     Attributes:
         offered: payloads taken. admitted: payloads in batches the pipeline took.
         shed: payloads in batches it shed (a :class:`~pipeline.records.ShedLog`).
@@ -216,6 +223,8 @@ class BatchFormer:
         self.admitted = 0
         self.shed = ShedLog(keep_shed)
         self.batches = 0
+        self.lineages: dict[Any, Callable[[], Any]] = {}
+        self._origins: dict[Any, list[Any]] = {}
 
     def __repr__(self) -> str:
         state = " sealed" if self._sealed else ""
@@ -251,11 +260,36 @@ class BatchFormer:
         forming = self._forming
         forming.append(payload)
         self.offered += 1
+        if self.lineages:
+            self._trace(len(forming))
         if len(forming) >= self.size:
             self._seal()
         elif len(forming) == 1 and self.window_s is not None:
             self._timer = self._loop.call_later(self.window_s, self._seal)
         return True
+
+    def _trace(self, count: int) -> None:
+        """Ask each lineage hook for the origin of the payload just added (the count-th)."""
+        for key, hook in tuple(self.lineages.items()):
+            try:
+                origin = hook()
+            except Exception:
+                origin = None  # a hook must not cost a payload
+            kept = self._origins.setdefault(key, [])
+            # A hook attached while this batch formed knows nothing of the payloads before it.
+            kept.extend([None] * (count - 1 - len(kept)))
+            kept.append(origin)
+
+    def _batch(self) -> Batch:
+        """The sealed batch, with its payloads' origins (padded to the batch's length)."""
+        batch = Batch(self._forming)
+        if self._origins:
+            size = len(batch)
+            batch.origins = {
+                key: (*kept, *([None] * (size - len(kept))))[:size]
+                for key, kept in self._origins.items()
+            }
+        return batch
 
     def _seal(self) -> None:
         if self._timer is not None:
@@ -271,7 +305,7 @@ class BatchFormer:
                 if self._closed:
                     return
                 await wait_in_line(self._flush_waiters)
-            batch = Batch(self._forming)
+            batch = self._batch()
             try:
                 accepted = await self._pipe.put(batch)
             except PipelineClosed:
@@ -286,6 +320,7 @@ class BatchFormer:
                     self.shed.append(payload)
             self.batches += 1
             self._forming.clear()
+            self._origins.clear()
             self._sealed = False
             self._wake_room_waiters()
 

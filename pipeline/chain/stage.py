@@ -40,9 +40,20 @@ class Batch(tuple):
 
     The stage's own pipeline queues, retries and dead-letters batches; the
     chain's report counts their payloads one by one.
+
+    Attributes:
+        origins: what each lineage hook of the batch former (see
+            :class:`~pipeline.chain.handoff.BatchFormer`) said about each payload,
+            by hook key, one entry per payload in order; empty when no hook is
+            attached (tracing uses it to link a batch's span to its payloads').
+            Not part of the batch's value: equality, copies and pickles ignore it.
     """
 
-    __slots__ = ()
+    origins: dict[Any, tuple[Any, ...]] = {}  # noqa: RUF012 - read-only default, set per batch
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The payloads only: origins are this process's tracing state, not the batch's value.
+        return (Batch, (tuple(self),))
 
 
 @dataclass(frozen=True, eq=False)

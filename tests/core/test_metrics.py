@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import pipeline.metrics
 from pipeline import Backoff, Chain, Pipeline, PipelineConfig, Stage
+from pipeline.events import EventKind
 
 # DESIGN.md, "Contract additions (third wave)": family -> (type, labels beyond pipeline/stage).
 CONTRACT = {
@@ -401,7 +402,7 @@ def test_close_detaches_from_a_pipeline_and_a_chain():
     server = pipeline.metrics.serve([pipe, chain])
     assert len(pipe._attached) == 1 and len(chain._observers) == 1
     server.close()
-    assert pipe._attached == () and pipe._listener is None and chain._observers == []
+    assert pipe._attached == () and pipe._on_event is None and chain._observers == []
 
     async def run():
         return await chain.run(range(3))
@@ -464,3 +465,40 @@ def test_scrapes_racing_the_run_change_nothing():
     expect_pipeline(samples, report, pipeline="race")
     assert seen == sorted(seen)  # a counter never goes back
     assert report.statistics.listener_errors == 0
+
+
+def test_an_exporter_is_called_only_for_the_kinds_it_attached_for():
+    """A mapping attaches one listener per kind: the engine calls nothing for the others."""
+    everything, some = [], []
+
+    async def flaky(x):
+        await asyncio.sleep(0)
+        if x % 3 == 0 and flaky.calls.setdefault(x, 0) == 0:
+            flaky.calls[x] = 1
+            raise ValueError("once")
+
+    flaky.calls = {}
+
+    def record(kind, now_s, item):
+        some.append(kind)
+
+    def broken(kind, now_s, item):
+        raise RuntimeError("exporter bug")
+
+    pipe = Pipeline(
+        flaky,
+        PipelineConfig(concurrency=2, queue_maxsize=1, backoff=FAST),
+        on_event=lambda kind, now_s, item: everything.append(kind),
+    )
+    wanted = {EventKind.STARTED: record, EventKind.READMITTED: record}
+    detach = pipe._attach(wanted)
+    pipe._attach({EventKind.COMPLETED: broken})
+    report = asyncio.run(pipe.run(range(9)))
+    assert report.completed == 9
+    assert set(everything) >= {EventKind.ADMITTED, EventKind.PRODUCER_BLOCKED}
+    assert some == [kind for kind in everything if kind in wanted]
+    assert some.count(EventKind.STARTED) == report.attempts == 12
+    assert report.statistics.listener_errors == 9  # every COMPLETED, isolated
+    detach()
+    detach()
+    assert len(pipe._attached) == 1 and pipe._on_started is pipe._user_listener

@@ -192,7 +192,7 @@ def test_a_retried_item_that_expires_leaves_no_span_state_behind(otel):
     async def run():
         with pipeline.tracing.instrument(pipe, **providers) as handle_:
             report = await pipe.run(range(6))
-            (tracer,) = [each for each in pipe._attached]
+            ((tracer,),) = [{each.__self__ for each in kinds.values()} for kinds in pipe._attached]
             return report, tracer, handle_
 
     report, tracer, _ = asyncio.run(run())
