@@ -42,7 +42,6 @@ from collections.abc import (
     Awaitable,
     Callable,
     Iterable,
-    Mapping,
 )
 from typing import Any
 
@@ -53,6 +52,7 @@ from .errors import PipelineClosed, SourceError
 from .events import EventKind, Listener
 from .expiry import Expiry
 from .intake import Intake
+from .listeners import Listeners
 from .priority import PriorityKeys
 from .queue import PriorityWorkQueue, WorkQueue
 from .ratelimit import RateLimiter
@@ -68,9 +68,6 @@ log = logging.getLogger("pipeline")
 # Enum members looked up once, for the per-item paths: on Python 3.11 every
 # ``State.OPEN`` goes through ``EnumType.__getattr__`` (about 0.1 us a time).
 _OPEN = State.OPEN
-_ADMITTED = EventKind.ADMITTED
-_STARTED = EventKind.STARTED
-_COMPLETED = EventKind.COMPLETED
 
 Handler = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
 
@@ -81,7 +78,7 @@ def is_async_callable(handler: object) -> bool:
     )
 
 
-class Pipeline(Intake, Attempts, Expiry):
+class Pipeline(Intake, Attempts, Expiry, Listeners):
     """A bounded asyncio work pipeline.
 
     Args:
@@ -558,107 +555,7 @@ class Pipeline(Intake, Attempts, Expiry):
     def _now(self) -> float:
         return self._loop.time() if self._loop is not None else 0.0
 
-    def _emit(self, kind: EventKind, item: Any) -> None:
-        if self._on_event is not None:
-            listener = self._on_kind[kind]
-            if listener is not None:
-                listener(kind, self._now(), item)
-
-    def _emit_at(self, kind: EventKind, now_s: float, item: Any) -> None:
-        if self._on_event is not None:
-            listener = self._on_kind[kind]
-            if listener is not None:
-                listener(kind, now_s, item)
-
-    def _attach(self, listener: Listener | Mapping[EventKind, Listener]) -> Callable[[], None]:
-        """Call ``listener`` at every event too, beside ``on_event``; returns the detach.
-
-        For exporters (:mod:`pipeline.metrics`, :mod:`pipeline.tracing`). ``listener`` is a
-        listener, called at every event, or a mapping from the event kinds it wants to one
-        listener each: the engine then calls nothing for the other kinds (an exporter that
-        ignores admissions costs nothing there) and each listener needs no test of the
-        kind. Each is isolated: one that raises is counted and logged like ``on_event`` and
-        never keeps the others from an event. With nothing attached the per-item paths are
-        as before (one ``None`` test). Detaching twice is harmless.
-        """
-        self._attached = (*self._attached, listener)
-        self._relisten()
-
-        def detach() -> None:
-            self._attached = tuple(each for each in self._attached if each is not listener)
-            self._relisten()
-
-        return detach
-
-    def _relisten(self) -> None:
-        """Rebuild, for each event kind, the one listener the engine calls for it.
-
-        ``on_event`` first, then the attached in order; ``_on_admitted``, ``_on_started`` and
-        ``_on_completed`` are called inline on the per-item paths, ``_on_kind`` (guarded)
-        by :meth:`_emit`; ``_on_event`` is None when no kind has a listener at all.
-        """
-        wanted = [
-            each if isinstance(each, Mapping) else dict.fromkeys(EventKind, each)
-            for each in (self._user_listener, *self._attached)
-            if each is not None
-        ]
-        failed = self._listener_failed
-        on_kind: list[Listener | None] = []
-        for kind in EventKind:
-            listeners = tuple(each[kind] for each in wanted if each.get(kind) is not None)
-            on_kind.append(_combined(listeners, failed))
-        self._on_admitted = on_kind[_ADMITTED]
-        self._on_started = on_kind[_STARTED]
-        self._on_completed = on_kind[_COMPLETED]
-        self._on_kind = tuple(None if each is None else self._guarded(each) for each in on_kind)
-        self._on_event = next((each for each in self._on_kind if each is not None), None)
-
-    def _guarded(self, listener: Listener) -> Listener:
-        """``listener``, isolated: its failures are logged once and counted, never raised."""
-
-        def guarded(kind: EventKind, now_s: float, item: Any) -> None:
-            try:
-                listener(kind, now_s, item)
-            except BaseException as error:
-                self._listener_failed(kind, error)
-
-        return guarded
-
-    def _listener_failed(self, kind: EventKind, error: BaseException) -> None:
-        """Count a listener's failure; log the first; a non-Exception stops the run."""
-        if isinstance(error, KeyboardInterrupt | SystemExit):
-            raise error
-        self._listener_errors += 1
-        if not isinstance(error, Exception):
-            self._abort(error)
-        elif self._listener_errors == 1:
-            self._log(
-                logging.ERROR,
-                "pipeline.listener_failed",
-                pipeline=self.name,
-                kind=kind.name,
-                error=f"{type(error).__name__}",
-                exc_info=error,
-            )
-
     def _log(self, level: int, event: str, *, exc_info: Any = None, **fields: Any) -> None:
         """Log a structured event; a failing log handler or filter never breaks the run."""
         with contextlib.suppress(Exception):
             log.log(level, event, exc_info=exc_info, stacklevel=3, extra={"event": event, **fields})
-
-
-def _combined(listeners: tuple[Listener, ...], failed: Callable[..., None]) -> Listener | None:
-    """One listener calling each of ``listeners`` in isolation (a failure goes to ``failed``)."""
-    if not listeners:
-        return None
-    if len(listeners) == 1:
-        return listeners[0]
-
-    def combined(kind: EventKind, now_s: float, item: Any) -> None:
-        for each in listeners:
-            try:
-                each(kind, now_s, item)
-            except BaseException as error:
-                failed(kind, error)
-
-    return combined

@@ -24,6 +24,7 @@ import numpy as np
 
 from ...._units import human_bytes
 from ...._units import percent_text as _pct
+from ...running.summary import BATCH_MEANS_MIN_ITEMS
 from ...stats.intervals import proportion_ci
 from ...stats.runlength import run_length_advice, scaled_run_length
 from ...stats.stepstats import weighted_sum
@@ -616,8 +617,6 @@ def _run_too_short(f: Facts) -> Finding | None:
 
 def _too_short_for_batch_means(mean: float, counted: int) -> Finding:
     """RUN_TOO_SHORT for a run with too few items for the summary's batch-means half-width."""
-    from ...running.summary import BATCH_MEANS_MIN_ITEMS
-
     return Finding(
         code="RUN_TOO_SHORT",
         severity="info",
