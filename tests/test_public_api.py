@@ -318,7 +318,7 @@ def test_examples_are_found():
     assert len(notebooks) >= 20
     found = [where for where, _ in _document_sources()]
     assert sum(where.startswith("README.md") for where in found) >= 2  # the thirty seconds
-    assert sum(where.startswith("docs/guide/") for where in found) >= 10  # the user guide
+    assert sum(where.startswith("docs/guide/") for where in found) >= 8  # the user guide
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC_MODULES))
