@@ -75,6 +75,7 @@ SIM = [
     "Trace",
     "TraceRecorder",
     "calibrate",
+    "calibrate_observed",
     "compare",
     "detect_warmup",
     "diagnose",
@@ -82,8 +83,11 @@ SIM = [
     "format_findings",
     "load_trace",
     "metric_value",
+    "openmetrics_series",
     "parse_distribution",
     "plan",
+    "query_range_answer",
+    "read_prometheus",
     "run_virtual",
     "scheduler_executor",
     "simulate",
@@ -117,7 +121,15 @@ VIZ = [
     "slo_text",
 ]
 
-LESSONS = ["burst_widget", "drain_widget", "knee_widget", "provider_widget", "retry_widget"]
+LESSONS = [
+    "FocusedWidget",
+    "burst_widget",
+    "drain_widget",
+    "knee_widget",
+    "provider_widget",
+    "retry_widget",
+    "slider",
+]
 
 STATS = [
     "MeanCI",

@@ -81,6 +81,7 @@ __all__ = [
     "Trace",
     "TraceRecorder",
     "calibrate",
+    "calibrate_observed",
     "compare",
     "detect_warmup",
     "diagnose",
@@ -88,8 +89,11 @@ __all__ = [
     "format_findings",
     "load_trace",
     "metric_value",
+    "openmetrics_series",
     "parse_distribution",
     "plan",
+    "query_range_answer",
+    "read_prometheus",
     "run_virtual",
     "scheduler_executor",
     "simulate",
@@ -124,6 +128,12 @@ _LAZY = {
     "StageSpec": ("workloads.stages", "StageSpec"),
     "stage_loads": ("analysis.diagnostics.bottleneck", "stage_loads"),
     "load_trace": ("workloads.traces.replay", "load_trace"),
+    # Telemetry a team already has: a Prometheus query_range answer read and fitted, and a
+    # simulated run turned back into the same answer (notebook 10).
+    "read_prometheus": ("workloads.telemetry.prometheus", "read"),
+    "calibrate_observed": ("analysis.telemetry_fit", "calibrate_observed"),
+    "query_range_answer": ("running.scrape", "query_range_answer"),
+    "openmetrics_series": ("running.scrape", "openmetrics_series"),
 }
 
 
