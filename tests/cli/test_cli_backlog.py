@@ -23,7 +23,9 @@ def test_the_queue_holds_two_thousand_items_how_long_until_it_drains(run_main):
     # No arrivals, 20 workers at 1 item/s each: (2000 - 20) / 20 s until the queue is empty.
     low = runs["backlog_drained_s"] - runs["ci95"]["backlog_drained_s"]
     high = runs["backlog_drained_s"] + runs["ci95"]["backlog_drained_s"]
-    assert low < 99.0 < high and runs["ci95"]["backlog_drained_s"] < 5.0
+    # One run's drain time is Gamma(1980, 20/s): sd 2.2 s. Five replications' skew-robust
+    # interval is wider than t's (about +-6 s), but still an answer: within 10% of it.
+    assert low < 99.0 < high and runs["ci95"]["backlog_drained_s"] < 0.1 * 99.0
     assert runs["backlog_cleared_s"] > runs["backlog_drained_s"]
 
 
