@@ -46,6 +46,9 @@ source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 
 html_theme = "pydata_sphinx_theme"
 html_title = "pipeline-lab"
+# A light page by default: the theme's script reads the mode from here when the
+# browser has none saved (on file:// it never has), instead of logging an error.
+html_context = {"default_mode": "light"}
 html_theme_options = {
     "navigation_with_keys": False,
     "show_prev_next": True,

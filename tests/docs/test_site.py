@@ -8,7 +8,9 @@ API reference documents the public names, and a widget shows its note.
 
 from __future__ import annotations
 
+import importlib
 import re
+import types
 import urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
@@ -123,7 +125,17 @@ def test_the_api_reference_documents_the_public_names(site):
 
     for module, names in [("pipeline", pipeline.__all__), ("pipeline.sim", pipeline.sim.__all__)]:
         ids = read(site / "api" / f"{module}.html").ids
-        missing = [name for name in names if f"{module}.{name}" not in ids]
+        namespace = importlib.import_module(module)
+        missing = [
+            name
+            for name in names
+            # a module among the names (pipeline.sim.theory) has a page of its own
+            if f"{module}.{name}" not in ids
+            and not (
+                isinstance(getattr(namespace, name), types.ModuleType)
+                and f"module-{module}.{name}" in read(site / "api" / f"{module}.{name}.html").ids
+            )
+        ]
         assert missing == [], f"{module}: {missing}"
 
 
