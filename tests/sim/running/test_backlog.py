@@ -261,7 +261,7 @@ def test_without_arrivals_the_queue_drains_after_n_minus_c_departures():
 
 
 def test_the_batch_means_half_widths_are_withheld_until_a_warm_up_cuts_off_the_drain():
-    scenario = backlog_scenario(300, arrivals=3000, rate=2.0)
+    scenario = backlog_scenario(300, arrivals=12_000, rate=2.0)  # 10,000+ after the cut
     pilot = simulate(scenario)
     assert math.isnan(pilot.summary["wait_mean_ci95_s"])
     assert math.isnan(pilot.summary["latency_mean_ci95_s"])

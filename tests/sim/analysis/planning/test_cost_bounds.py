@@ -22,7 +22,13 @@ import numpy as np
 import pytest
 
 from pipeline.sim import Exponential, Poisson, Scenario
-from pipeline.sim.analysis.planning.cost import Cost, difference_bounds, estimate
+from pipeline.sim.analysis.planning.cost import (
+    WAIT_METRICS,
+    Cost,
+    Mix,
+    difference_bounds,
+    estimate,
+)
 from pipeline.sim.analysis.theory import mmc
 from pipeline.sim.running.kernel.fcfs import _starts
 from pipeline.sim.stats.intervals import proportion_bound
@@ -30,22 +36,23 @@ from pipeline.sim.stats.intervals import proportion_bound
 RATE, WARM_ITEMS, ITEMS, LEVEL = 8.0, 1000, 2000, 0.99
 COST = Cost(worker_hour=1.0, wait_hour=40.0)
 BASE = Scenario(arrivals=Poisson(rate=RATE), service=Exponential(mean=1.0), n_items=ITEMS)
+MIX = Mix.single(BASE)
 
 
-def _rows(seed: int, runs: int, workers: tuple[int, ...]) -> list[list[dict[str, float]]]:
-    """Per worker count, one summary-like row per run; the runs share their random numbers."""
+def _rows(seed: int, runs: int, workers: tuple[int, ...]) -> list[list[tuple[float, ...]]]:
+    """Per worker count, one run's cost metrics (``WAIT_METRICS``) per run; the runs share
+    their random numbers."""
     rng = np.random.default_rng(seed)
     n = ITEMS + WARM_ITEMS
-    out: list[list[dict[str, float]]] = [[] for _ in workers]
+    out: list[list[tuple[float, ...]]] = [[] for _ in workers]
     for _ in range(runs):
         arrival = np.cumsum(rng.exponential(1.0 / RATE, n))
         service = rng.exponential(1.0, n)
         for j, c in enumerate(workers):
             wait = float((_starts(arrival, service, c) - arrival)[WARM_ITEMS:].mean())
-            out[j].append(
-                {"items_offered": ITEMS, "items_admitted": ITEMS, "items_completed": ITEMS,
-                 "wait_mean_s": wait}
-            )  # fmt: skip
+            row = {"items_offered": ITEMS, "items_admitted": ITEMS, "items_completed": ITEMS,
+                   "wait_mean_s": wait}  # fmt: skip
+            out[j].append(tuple(row[key] for key in WAIT_METRICS))
     return out
 
 
@@ -71,11 +78,11 @@ def test_cost_bounds_and_paired_difference_bounds_hold_their_level():
         missed = {"high": 0, "low": 0, "diff high": 0, "diff low": 0}
         for i in range(looks):
             a, b = rows_10[i * k : (i + 1) * k], rows_11[i * k : (i + 1) * k]
-            e = estimate(COST, BASE, {"concurrency": 10}, a, LEVEL)
+            e = estimate(COST, MIX, {"concurrency": 10}, a, LEVEL)
             missed["high"] += e.high < truth
             missed["low"] += e.low > truth
             low, high = difference_bounds(
-                COST, BASE, a, {"concurrency": 10}, b, {"concurrency": 11}, LEVEL
+                COST, MIX, a, {"concurrency": 10}, b, {"concurrency": 11}, LEVEL
             )
             missed["diff high"] += high < truth_diff
             missed["diff low"] += low > truth_diff
