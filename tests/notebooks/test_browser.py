@@ -358,14 +358,19 @@ def wait_until_finished(page, name: str, timeout_s: float, stall_s: float = 15) 
         if snap.problems() and ((snap.kernel_idle and not snap.running) or stalled):
             break
         page.wait_for_timeout(500)
+    looked_again = False
     if snap.finished and not snap.problems():
         # Outputs can still arrive just after the last count: look once more.
         page.wait_for_timeout(300)
         snap = snapshot(page)
+        looked_again = True
     message = []
     if snap.problems():
         message += ["errors after Run All:", *snap.problems()]
-    if not snap.finished:
+    # By the second look the kernel may be busy again with a widget's own work (the plan
+    # explorer plans once it is shown): every cell having run is what counts then.
+    complete = snap.finished or (looked_again and not snap.running and not snap.unexecuted)
+    if not complete:
         stuck = snap.running or snap.unexecuted
         where = snap.describe_cell(stuck[0]) if stuck else "no cell"
         if time.monotonic() > deadline:
