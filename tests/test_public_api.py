@@ -59,6 +59,7 @@ SIM = [
     "Exponential",
     "Gamma",
     "IndependentFailures",
+    "ItemClass",
     "LogNormal",
     "NoFailures",
     "OnOff",
@@ -165,7 +166,7 @@ PINNED = {
 FORWARDED = {
     # Contract names at home in pipeline.sim (they need its extra): out of __all__ so
     # that ``from pipeline import *`` needs the standard library only.
-    "pipeline": {"Scenario", "simulate", "sweep"},
+    "pipeline": {"ItemClass", "Scenario", "simulate", "sweep"},
 }
 
 # Modules besides the roots that notebooks and examples may import from, and why.
