@@ -278,3 +278,53 @@ def test_the_backlog_belongs_to_classes_too():
     assert waiting[waiting["class"] == "b"]["start_s"].max() <= (
         waiting[waiting["class"] == "a"]["start_s"].min()
     )
+
+
+# -- what-ifs over one class --------------------------------------------------------------------
+
+
+def test_replace_changes_one_field_of_one_class_and_names_what_is_wrong():
+    base = scenario([ItemClass(name="high", share=1), ItemClass(name="low", share=2, priority=1)])
+    more = base.replace(**{"classes.high.share": 3, "classes.low.patience": Constant(2.0)})
+    assert [c.share for c in more.classes] == [3.0, 2.0]
+    assert more.classes[1].patience == Constant(2.0) and more.classes[1].priority == 1
+    for key, message in (
+        ("classes.mid.share", "no class named 'mid'; classes: high, low"),
+        ("classes.high.colour", "unknown class field 'colour'; allowed: share, priority"),
+        ("classes.high.name", "unknown class field 'name'"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            base.replace(**{key: 1})
+    with pytest.raises(ValueError, match="class 'high': share must be >= 0"):
+        base.replace(**{"classes.high.share": -1})
+    with pytest.raises(ValueError, match="this scenario has no classes"):
+        scenario(None).replace(**{"classes.high.share": 1})
+
+
+def test_a_sweep_varies_one_class_and_replications_read_its_keys():
+    from pipeline.sim import sweep
+
+    base = scenario(
+        [ItemClass(name="high"), ItemClass(name="low", priority=1, patience=Constant(0.5))],
+        n_items=400,
+    )
+    frame = sweep(
+        base,
+        {"classes.low.patience": [Constant(0.2), Constant(5.0)]},
+        replications=2,
+        processes=1,
+        progress=False,
+    )
+    short, long = (
+        part["classes.low.expired_fraction"].mean()
+        for _, part in frame.groupby(frame["classes.low.patience"].map(repr))
+    )
+    assert {"classes.high.wait_mean_s", "classes.low.expired"} <= set(frame.columns)
+    runs = simulate(base, replications=3, processes=1, progress=False)
+    values = runs.values("classes.low.expired_fraction")
+    assert list(values) == [r.summary["classes"]["low"]["expired_fraction"] for r in runs.results]
+    assert "classes.high.wait_p95_s" in runs.summary.index
+    expired = [r.summary["classes"]["low"]["expired"] for r in runs.results]
+    assert runs.interval("classes.low.expired").mean == pytest.approx(np.mean(expired))
+    # The groups in the order of their reprs: patience 0.2 s, then 5 s.
+    assert short > long
