@@ -109,6 +109,8 @@ VIZ = [
     "human_bytes",
     "metric_label",
     "plot_batch_completion",
+    "plot_class_depth",
+    "plot_class_waits",
     "plot_depth",
     "plot_drain_tradeoff",
     "plot_lag",

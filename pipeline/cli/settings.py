@@ -21,7 +21,8 @@ the ``file=`` of an ``arrivals`` or ``service`` spec too::
     replications = 5
 
 A command may read further keys itself (a sweep's ``[grid]``, a plan's
-``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`):
+``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`;
+``[[classes]]``, :mod:`pipeline.cli.classes`):
 :func:`read_settings` keeps them, unparsed, in ``settings.tables``.
 
 A scenario file is read defensively: at most :data:`MAX_SCENARIO_BYTES`
@@ -200,6 +201,11 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
         )
         if name in settings
     }
+    class_tables = getattr(settings, "tables", {}).get("classes")
+    if class_tables is not None:
+        from .classes import parse_classes
+
+        extra["classes"] = parse_classes(class_tables, settings.path)
     try:
         return _scenario(settings, config, length, failures, extra)
     except ValueError as exc:
@@ -207,6 +213,8 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
         field, _, rest = str(exc).partition(" ")
         if field.strip("(") == "initial_backlog" and "backlog" in settings:
             raise ValueError(f"{_source(settings, 'backlog')} {rest}") from None
+        if "classes" in extra and "class" in str(exc):
+            raise ValueError(f"{settings.path}: [[classes]]: {exc}") from None
         raise
 
 

@@ -23,7 +23,7 @@ from ..stats.intervals import batch_means_ci, percentiles
 from ..workloads.classes import ItemClass
 from .recorder import ItemColumns
 
-__all__ = ["CLASS_METRICS", "class_summaries"]
+__all__ = ["CLASS_METRICS", "class_summaries", "flatten_classes"]
 
 CLASS_METRICS: tuple[str, ...] = (
     "items",
@@ -91,3 +91,18 @@ def _half_width(values: np.ndarray) -> float:
     if len(values) < _MIN_ITEMS:
         return math.nan
     return batch_means_ci(values, n_batches=_BATCHES).half_width
+
+
+def flatten_classes(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with ``classes`` spread into ``classes.NAME.KEY`` keys (one flat row).
+
+    A sweep's tidy frame has one column per number; the same names are the
+    SLO metrics of one class (``classes.high.latency_p95_s``).
+    """
+    if "classes" not in summary:
+        return summary
+    flat = {key: value for key, value in summary.items() if key != "classes"}
+    for name, own in summary["classes"].items():
+        for key, value in own.items():
+            flat[f"classes.{name}.{key}"] = value
+    return flat

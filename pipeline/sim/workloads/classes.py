@@ -23,6 +23,7 @@ keyed by its name, so changing one class leaves the others' draws alone.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ __all__ = [
     "check_classes",
     "class_codes",
     "draw_classes",
+    "replace_classes",
     "weights",
 ]
 
@@ -150,6 +152,35 @@ def check_classes(classes: object) -> tuple[ItemClass, ...]:
             + ", ".join(f"{c.name}={show(c.share)}" for c in classes)
         )
     return tuple(classes)
+
+
+def replace_classes(classes: object, changes: dict[str, object]) -> tuple[ItemClass, ...]:
+    """``classes`` with ``{"classes.NAME.FIELD": value}`` changes applied, class by class.
+
+    Raises:
+        ValueError: no classes to change, an unknown class or field (named).
+    """
+    if classes is None:
+        raise ValueError(
+            f"{next(iter(changes))!r} names a class, but this scenario has no classes "
+            "(give classes=[ItemClass(...), ...])"
+        )
+    found = check_classes(classes)
+    by_name = {c.name: c for c in found}
+    fields = ("share", "priority", "service", "patience")
+    per_class: dict[str, dict[str, object]] = {}
+    for key, value in changes.items():
+        name, _, field_name = key.removeprefix("classes.").rpartition(".")
+        if name not in by_name:
+            raise ValueError(f"{key!r}: no class named {name!r}; classes: {', '.join(by_name)}")
+        if field_name not in fields:
+            raise ValueError(
+                f"{key!r}: unknown class field {field_name!r}; allowed: {', '.join(fields)}"
+            )
+        per_class.setdefault(name, {})[field_name] = value
+    return tuple(
+        dataclasses.replace(c, **per_class[c.name]) if c.name in per_class else c for c in found
+    )
 
 
 def weights(classes: Sequence[ItemClass]) -> np.ndarray:

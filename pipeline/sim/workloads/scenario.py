@@ -18,7 +18,7 @@ import numpy as np
 from ..._validate import integer, real, show
 from ...config import PipelineConfig
 from .arrivals import ArrivalProcess
-from .classes import ItemClass, check_classes, weights
+from .classes import ItemClass, check_classes, replace_classes, weights
 from .distributions import Distribution
 from .failures import FailureModel, NoFailures
 from .stages import StageSpec
@@ -299,6 +299,11 @@ class Scenario:
         ``"write.concurrency"`` is that config with 8 workers. So a sweep over
         ``{"stages": [a, b], "write.concurrency": [...]}`` varies both.
 
+        With item classes, ``"classes.NAME.FIELD"`` changes one
+        :class:`~pipeline.sim.ItemClass` field (``share``, ``priority``,
+        ``service``, ``patience``) of the class named NAME:
+        ``replace(**{"classes.premium.share": 0.3})``, so a sweep can vary it.
+
         Raises:
             ValueError: an unknown field or stage; a field with nothing to apply
                 to: a config field without its stage, or ``config=``, on a chain
@@ -311,6 +316,13 @@ class Scenario:
             >>> chain.replace(**{"write.concurrency": 40, "fetch.queue_maxsize": 5})
         """
         config_fields = {f.name for f in dataclasses.fields(PipelineConfig)}
+        by_class = {
+            k: changes.pop(k)
+            for k in list(changes)
+            if isinstance(k, str) and k.startswith("classes.")
+        }
+        if by_class:
+            changes["classes"] = replace_classes(changes.get("classes", self.classes), by_class)
         staged = {k: changes.pop(k) for k in list(changes) if isinstance(k, str) and "." in k}
         config_changes = {k: changes.pop(k) for k in list(changes) if k in config_fields}
         unknown = set(changes) - {f.name for f in dataclasses.fields(Scenario)}

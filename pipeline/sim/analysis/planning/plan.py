@@ -265,7 +265,8 @@ def plan(
             )
             check_slo_metrics(parsed, chain=True, fan_out=fans_out, backlog=backlog)
         else:
-            check_slo_metrics(parsed, chain=False, backlog=backlog)
+            names = None if scenario.classes is None else [c.name for c in scenario.classes]
+            check_slo_metrics(parsed, chain=False, backlog=backlog, classes=names)
     prices: Cost | None = None
     if isinstance(cost, Cost | Mapping):
         prices = Cost.parse(cost)
