@@ -348,11 +348,6 @@ def check_slo_metrics(
                 f"SLO {slo}: {slo.metric} is a chain's metric (items held by all its stages); "
                 "for a single stage bound memory_peak_bytes or queue_depth_max"
             )
-        if chain and slo.metric == "expired_fraction":
-            raise ValueError(
-                f"SLO {slo}: a chain's end-to-end summary counts no expired items (each stage "
-                "has its own deadlines); bound items_completed or completed_fraction instead"
-            )
         if not chain or slo.metric in CHAIN_METRICS:
             continue
         if slo.metric in DERIVED_METRICS and not fan_out:
