@@ -108,6 +108,8 @@ def test_plan_judges_per_class_slos_and_the_expired_fraction(scenario_file, caps
     assert out["chosen"]["concurrency"] in (3, 4)
     first = out["candidates"][0]
     assert first["concurrency"] == 2 and first["verdict"] == "fails"
+    # auto: the kernel declines classes, so every candidate ran on the engine.
+    assert {c["engine"] for c in out["candidates"]} == {"asyncio"}
     assert "classes.low.expired_fraction_bound" in first
 
 
