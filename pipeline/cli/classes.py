@@ -22,7 +22,8 @@ Each ``[[classes]]`` table is one :class:`~pipeline.sim.ItemClass`::
 
 ``service`` and ``patience`` are spelled as ``--service`` is (a ``file=`` in
 them is relative to the scenario file); ``patience = "none"`` is a patient
-class, as leaving it out is. Anything wrong is one line naming the file, the
+class, as leaving it out is. With ``[[stages]]`` too, a class may not have a
+``service`` (each stage has its own). Anything wrong is one line naming the file, the
 class (number and name) and the key; the command exits with status 2 before
 any run.
 """

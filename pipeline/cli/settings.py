@@ -39,6 +39,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ..config import PipelineConfig
+from .classes import parse_classes
 from .stages import PER_STAGE, parse_stages
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, flag_name
 
@@ -203,8 +204,6 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
     }
     class_tables = getattr(settings, "tables", {}).get("classes")
     if class_tables is not None:
-        from .classes import parse_classes
-
         extra["classes"] = parse_classes(class_tables, settings.path)
     try:
         return _scenario(settings, config, length, failures, extra)

@@ -108,6 +108,8 @@ def test_plan_judges_per_class_slos_and_the_expired_fraction(scenario_file, caps
     assert out["chosen"]["concurrency"] in (3, 4)
     first = out["candidates"][0]
     assert first["concurrency"] == 2 and first["verdict"] == "fails"
+    # auto: the kernel declines classes, so every candidate ran on the engine.
+    assert {c["engine"] for c in out["candidates"]} == {"asyncio"}
     assert "classes.low.expired_fraction_bound" in first
 
 
@@ -200,12 +202,17 @@ def test_a_bad_class_table_is_one_line_and_exit_2(scenario_file, capsys, body, m
         assert message in err, err
 
 
-def test_a_chain_with_classes_is_refused_in_one_line(scenario_file, capsys):
+def test_a_chain_reads_classes_too(scenario_file, capsys):
     path = scenario_file(
-        'arrivals = "poisson:rate=1"\nitems = 5\n'
-        '[[stages]]\nname = "s"\nservice = "exponential:mean=1"\n'
+        'arrivals = "poisson:rate=1.5"\nitems = 300\nseed = 2\n'
+        '[[stages]]\nname = "s"\nservice = "exponential:mean=1"\nconcurrency = 2\n'
+        'maxsize = "unbounded"\ndrain_timeout = "none"\n'
+        '[[stages]]\nname = "t"\nservice = "exponential:mean=0.2"\n'
         '[[classes]]\nname = "a"\n'
+        '[[classes]]\nname = "b"\npriority = 1\npatience = "constant:value=0.5"\n'
     )
-    assert main(["simulate", path]) == 2
-    err = capsys.readouterr().err
-    assert "classes are not supported with stages yet" in err and err.count("\n") == 1
+    assert main(["simulate", path, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["classes"]["b"]["expired"] == out["items_expired"] > 0
+    assert set(out["stages"]["t"]["classes"]) == {"a", "b"}
+    assert out["stages"]["t"]["classes"]["b"]["expired"] == 0  # patience: the first stage only

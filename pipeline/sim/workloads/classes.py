@@ -13,7 +13,9 @@ equals, non-preemptive) and its drawn patience the item's deadline
 patience of admission expires (outcome ``expired``). With an unbounded queue,
 or one that never fills, admission is arrival; with ``on_full="block"`` an
 item held upstream starts losing patience only once it is admitted, the
-engine's rule.
+engine's rule. In a chain, the priority orders every stage's queue (a
+fan-out's children inherit their item's class) and the patience applies at
+the first stage; a class has no service of its own there.
 
 Random streams: the class of each item from ``(seed, replication)``'s sixth
 child stream (the first five are :class:`~pipeline.sim.workloads.scenario.Streams`');

@@ -117,8 +117,12 @@ class Scenario:
             ``PipelineConfig(priority=..., max_wait_s=...)``, so ``config`` must
             leave both None. The summary adds ``classes`` (per class:
             ``items``, ``completed``, ``expired``, ``expired_fraction``, wait and
-            latency mean and percentiles) and ``items`` a ``class`` column. Single
-            stage only for now: with ``stages`` it is a ValueError. See
+            latency mean and percentiles) and ``items`` a ``class`` column. In a
+            chain, a class's priority orders every stage's queue (a fan-out's
+            children inherit their item's class) and its patience applies at the
+            first stage (the wait for the chain to begin the item's work); a
+            class may not have its own service there (each stage has its own),
+            and no stage's config may set ``priority`` or ``max_wait_s``. See
             :mod:`pipeline.sim.workloads.classes`.
 
     Raises:
@@ -206,18 +210,23 @@ class Scenario:
                 )
 
     def _check_classes_fit(self) -> None:
+        configs = [("config", self.config)]
         if self.stages is not None:
-            raise ValueError(
-                "classes are not supported with stages yet (a chain's stages have their own "
-                "configs); give classes to a single-stage scenario (service=..., config=...)"
-            )
-        for name in ("priority", "max_wait_s"):
-            if getattr(self.config, name) is not None:
-                raise ValueError(
-                    f"config.{name} is set, and classes set each item's "
-                    f"{'priority' if name == 'priority' else 'deadline (its patience)'}; "
-                    f"give ItemClass(priority=..., patience=...) and leave config.{name}=None"
-                )
+            for item_class in self.classes:
+                if item_class.service is not None:
+                    raise ValueError(
+                        f"class {item_class.name!r}: service applies to one stage; with stages, "
+                        "each StageSpec has its own service (leave ItemClass(service=None))"
+                    )
+            configs = [(f"stage {spec.name!r}: config", spec.config) for spec in self.stages]
+        for where, config in configs:
+            for name in ("priority", "max_wait_s"):
+                if getattr(config, name) is not None:
+                    raise ValueError(
+                        f"{where}.{name} is set, and classes set each item's "
+                        f"{'priority' if name == 'priority' else 'deadline (its patience)'}; "
+                        f"give ItemClass(priority=..., patience=...) and leave {name}=None"
+                    )
 
     def _check_backlog(self) -> None:
         backlog = integer("initial_backlog", self.initial_backlog, "items waiting at time 0")

@@ -352,3 +352,58 @@ def test_abandonment_agrees_with_ciw_reneging():
     for name in ("p_abandon", "wait_served_mean_s"):
         ok, text = welch_covers_zero(ours[name], theirs[name])
         assert ok, f"{name}: {text}"
+
+
+# -- chains -----------------------------------------------------------------------------------
+
+
+def chain_with_classes(seed: int = 1) -> Scenario:
+    from pipeline.sim import StageSpec
+
+    return Scenario(
+        arrivals=Poisson(rate=1.8),
+        stages=[
+            StageSpec(
+                name="a",
+                service=Exponential(mean=1.0),
+                config=PipelineConfig(concurrency=2, queue_maxsize=None, drain_timeout_s=None),
+                fan_out=2,
+            ),
+            StageSpec(
+                name="b",
+                service=Exponential(mean=0.45),
+                config=PipelineConfig(concurrency=2, queue_maxsize=8, drain_timeout_s=None),
+            ),
+        ],
+        classes=[
+            ItemClass(name="high", share=1, priority=0),
+            ItemClass(name="low", share=2, priority=1, patience=Exponential(mean=2.0)),
+        ],
+        n_items=2000,
+        seed=seed,
+    )
+
+
+def test_in_a_chain_priority_orders_every_stage_and_patience_the_first():
+    result = simulate(chain_with_classes())
+    assert result.summary["engine"] == "asyncio" and result.report.balanced
+    first, second = result.stages["a"], result.stages["b"]
+    # A fan-out's children are of their item's class.
+    source = result.items["source_item_id"].to_numpy()
+    assert (result.items["class"].to_numpy() == first.items["class"].to_numpy()[source]).all()
+    # Patience applies at the first stage only; priority at both.
+    assert first.summary["items_expired"] == result.summary["items_expired"] > 0
+    assert second.summary["items_expired"] == 0
+    waits = second.summary["classes"]
+    assert waits["high"]["wait_mean_s"] < waits["low"]["wait_mean_s"]
+    own = result.summary["classes"]
+    assert own["high"]["items"] + own["low"]["items"] == 2000
+    assert own["low"]["expired"] == result.summary["items_expired"]
+    completed = result.items[result.items["outcome"] == "completed"]
+    for name in ("high", "low"):
+        assert own[name]["completed"] == (completed["class"] == name).sum()
+        assert own[name]["latency_p95_s"] == pytest.approx(
+            np.percentile(completed[completed["class"] == name]["latency_s"], 95), rel=1e-12
+        )
+    again = simulate(chain_with_classes())
+    assert again.items.equals(result.items)

@@ -110,15 +110,24 @@ def test_classes_and_the_configs_own_priority_or_deadline_do_not_mix():
             scenario([ItemClass(name="a")], config=config)
 
 
-def test_a_chain_with_classes_is_declined_in_one_line():
-    with pytest.raises(ValueError, match="classes are not supported with stages yet") as caught:
+def test_in_a_chain_a_class_has_no_service_and_no_stage_sets_priority_or_deadlines():
+    stage = StageSpec(name="s", service=Exponential(mean=0.1))
+    with pytest.raises(ValueError, match="class 'a': service applies to one stage") as caught:
         Scenario(
             arrivals=Poisson(rate=1.0),
-            stages=[StageSpec(name="s", service=Exponential(mean=0.1))],
-            classes=[ItemClass(name="a")],
+            stages=[stage],
+            classes=[ItemClass(name="a", service=Constant(1.0))],
             n_items=10,
         )
     assert "\n" not in str(caught.value)
+    keyed = StageSpec(name="t", service=Exponential(mean=0.1), config=PipelineConfig(max_wait_s=1))
+    with pytest.raises(ValueError, match=r"stage 't': config\.max_wait_s is set"):
+        Scenario(
+            arrivals=Poisson(rate=1.0),
+            stages=[stage, keyed],
+            classes=[ItemClass(name="a")],
+            n_items=10,
+        )
 
 
 def test_without_a_scenario_service_every_class_needs_its_own():

@@ -52,6 +52,8 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "items_dead_lettered",
     "items_shed",
     "items_unfinished",
+    "items_expired",
+    "expired_fraction",
     "attempts_total",
     "retries_total",
     "wait_mean_s",
@@ -121,6 +123,8 @@ CHAIN_METRICS: tuple[str, ...] = (
     "items_dead_lettered",
     "items_shed",
     "items_unfinished",
+    "items_expired",
+    "expired_fraction",
     "attempts_total",
     "latency_mean_s",
     "latency_p50_s",
@@ -145,7 +149,10 @@ BACKLOG_METRICS: tuple[str, ...] = ("backlog_cleared_s", "backlog_drained_s")
 single stage or chain: "drain 5,000 waiting items within 20 minutes" is
 ``backlog_drained_s<=1200``. NaN (a drain that timed out first) fails the SLO."""
 
-METRICS: tuple[str, ...] = (*SUMMARY_METRICS, *_CHAIN_ONLY, *BACKLOG_METRICS, *DERIVED_METRICS)
+# expired_fraction is a summary key and a derived fraction (judged as a binomial count): once.
+METRICS: tuple[str, ...] = tuple(
+    dict.fromkeys((*SUMMARY_METRICS, *_CHAIN_ONLY, *BACKLOG_METRICS, *DERIVED_METRICS))
+)
 """Every metric an SLO may name (a chain's :data:`CHAIN_METRICS` and the backlog's included)."""
 
 _CLASS_METRIC = re.compile(r"classes\.([A-Za-z0-9_][A-Za-z0-9_-]{0,63})\.([a-z0-9_]+)")
@@ -347,11 +354,6 @@ def check_slo_metrics(
             raise ValueError(
                 f"SLO {slo}: {slo.metric} is a chain's metric (items held by all its stages); "
                 "for a single stage bound memory_peak_bytes or queue_depth_max"
-            )
-        if chain and slo.metric == "expired_fraction":
-            raise ValueError(
-                f"SLO {slo}: a chain's end-to-end summary counts no expired items (each stage "
-                "has its own deadlines); bound items_completed or completed_fraction instead"
             )
         if not chain or slo.metric in CHAIN_METRICS:
             continue
