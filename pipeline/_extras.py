@@ -30,7 +30,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "twin": (*_SIM, "aiohttp", "aiosqlite"),
     "cluster": (*_SIM, "distributed"),
     "postgres": ("asyncpg",),
-    "metrics": ("prometheus_client", "opentelemetry"),
+    "metrics": ("numpy", "prometheus_client", "opentelemetry"),
 }
 
 

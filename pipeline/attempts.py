@@ -122,6 +122,7 @@ class Attempts(PipelineFields):
             now = self._loop.time()
             item.attempts += 1
             self._attempts += 1
+            item.started_s = now
             if item.first_start_s is None:
                 item.first_start_s = now
             listener = self._on_started

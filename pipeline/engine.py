@@ -52,6 +52,7 @@ from .errors import PipelineClosed, SourceError
 from .events import EventKind, Listener
 from .expiry import Expiry
 from .intake import Intake
+from .items import WorkItem
 from .listeners import Listeners
 from .priority import PriorityKeys
 from .queue import PriorityWorkQueue, WorkQueue
@@ -534,6 +535,25 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
             listener_errors=self._listener_errors,
             expired=len(self._expired),
         )
+
+    def _first_attempts_running(self) -> list[WorkItem]:
+        """The items whose first attempt is running now (waited, not yet ended), copied.
+
+        For exporters, which call it from their own thread: an item's wait is known from its
+        first start, but the exporter observes it when that attempt ends, so a scrape counts
+        these as well. Costs O(running); a read that races a change is simply retried.
+        """
+        for _ in range(8):
+            try:
+                running = list(self._running)
+            except RuntimeError:  # changed size while read; read again
+                continue
+            return [
+                item
+                for item in running
+                if item.attempts == 1 and not item.errors and item.first_start_s is not None
+            ]
+        return []
 
     def _oldest_admitted_s(self) -> float | None:
         """Loop time the oldest item inside (queued, running, waiting to retry) was admitted.

@@ -22,6 +22,8 @@ class WorkItem:
         attempts: attempts started so far.
         admitted_s: loop time of admission, seconds.
         first_start_s: loop time the first attempt started, or None.
+        started_s: loop time the latest attempt started, or None before the first
+            (exporters read an attempt's duration from it when the attempt ends).
         errors: failures so far, oldest first.
         key: its priority key (``PipelineConfig(priority=...)``), or None without one.
         deadline_s: loop time by which its next attempt must start, or None
@@ -42,6 +44,7 @@ class WorkItem:
         "queued",
         "refusal",
         "seq",
+        "started_s",
     )
 
     def __init__(self, payload: Any, seq: int, admitted_s: float) -> None:
@@ -50,6 +53,7 @@ class WorkItem:
         self.admitted_s = admitted_s
         self.attempts = 0
         self.first_start_s: float | None = None
+        self.started_s: float | None = None
         self.errors: list[AttemptError] = []
         self.key: Any = None
         self.deadline_s: float | None = None

@@ -198,7 +198,7 @@ def test_each_part_without_its_extra_is_one_import_error_naming_it(lean, tmp_pat
     assert seen["pipeline.examples.ingest"][1].endswith("pip install 'pipeline-lab[twin]'")
     assert seen["pipeline.metrics"] == [
         "MissingExtra",
-        "pipeline.metrics needs prometheus_client: pip install 'pipeline-lab[metrics]'",
+        "pipeline.metrics needs numpy and prometheus_client: pip install 'pipeline-lab[metrics]'",
         False,
     ]
     assert seen["pipeline.tracing"] == [
