@@ -4,7 +4,7 @@ The core (this package's top level) is standard library only and reads time
 only through ``loop.time()``: ``pip install pipeline-lab`` installs nothing
 else. :mod:`pipeline.sim` runs it on a virtual clock (``[sim]`` extra);
 :mod:`pipeline.viz` plots and explores the results (``[viz]``). ``Scenario``,
-``simulate`` and ``sweep`` are importable from here too, on first use; without
+``ItemClass``, ``simulate`` and ``sweep`` are importable from here too, on first use; without
 ``[sim]`` that use is one ImportError naming the extra.
 
 Example:
@@ -41,7 +41,7 @@ from .statistics import Statistics
 
 logging.getLogger("pipeline").addHandler(logging.NullHandler())
 
-# Scenario, simulate and sweep (see _LAZY) are importable from here as well, and are
+# Scenario, ItemClass, simulate and sweep (see _LAZY) are importable from here as well, and are
 # at home in pipeline.sim: they stay out of __all__, so that ``from pipeline import *``
 # needs the standard library only.
 __all__ = [
@@ -82,6 +82,7 @@ _LAZY = {
     "export_jsonl": ".deadletters.export",
     "load_jsonl": ".deadletters.export",
     "replay": ".deadletters.export",
+    "ItemClass": ".sim",
     "Scenario": ".sim",
     "simulate": ".sim",
     "sweep": ".sim",

@@ -93,7 +93,8 @@ REASONS = (
 DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.cli.axes", "axis_change", "pipeline.sim.workloads.failures"): CLI_FIRST,
     ("pipeline.cli.output", "run_length_notes", "pipeline.sim.stats.runlength"): CLI_FIRST,
-    ("pipeline.cli.output", "summary_object", "pipeline.sim.stats.intervals"): CLI_FIRST,
+    ("pipeline.cli.classes", "_one_class", "pipeline.sim.workloads.classes"): CLI_FIRST,
+    ("pipeline.cli.output", "_summary_of", "pipeline.sim.stats.intervals"): CLI_FIRST,
     ("pipeline.cli.output", "write_out", "pipeline.viz.figures.run"): CLI_FIRST,
     ("pipeline.cli.output", "write_out", "pipeline.viz.figures.stages"): CLI_FIRST,
     ("pipeline.cli.plan", "_cost", "pipeline.sim.analysis.planning.cost"): CLI_FIRST,
@@ -104,6 +105,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "write_report_files",
         "pipeline.sim.analysis.planning.html_report",
     ): PLAN_OUTPUTS,
+    ("pipeline.cli.sweep", "_summary_metrics", "pipeline.sim.running.class_summary"): CLI_FIRST,
     ("pipeline.cli.sweep", "_summary_metrics", "pipeline.sim.running.result"): CLI_FIRST,
     (
         "pipeline.sim.analysis.planning.result",

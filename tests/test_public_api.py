@@ -59,6 +59,7 @@ SIM = [
     "Exponential",
     "Gamma",
     "IndependentFailures",
+    "ItemClass",
     "LogNormal",
     "NoFailures",
     "OnOff",
@@ -108,6 +109,8 @@ VIZ = [
     "human_bytes",
     "metric_label",
     "plot_batch_completion",
+    "plot_class_depth",
+    "plot_class_waits",
     "plot_depth",
     "plot_drain_tradeoff",
     "plot_lag",
@@ -165,7 +168,7 @@ PINNED = {
 FORWARDED = {
     # Contract names at home in pipeline.sim (they need its extra): out of __all__ so
     # that ``from pipeline import *`` needs the standard library only.
-    "pipeline": {"Scenario", "simulate", "sweep"},
+    "pipeline": {"ItemClass", "Scenario", "simulate", "sweep"},
 }
 
 # Modules besides the roots that notebooks and examples may import from, and why.

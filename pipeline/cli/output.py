@@ -62,14 +62,28 @@ def json_safe(value: Any) -> Any:
 
 def summary_object(results: Sequence[SimulationResult]) -> dict[str, Any]:
     """The JSON object: one run's summary, or means plus ``ci95`` over replications."""
-    if len(results) == 1:
-        return {key: json_safe(value) for key, value in results[0].summary.items()}
+    return _summary_of([r.summary for r in results])
+
+
+def _summary_of(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One summary made JSON-safe, or several combined; nested ones (``classes``) alike."""
+    if len(summaries) == 1:
+        return {
+            key: _summary_of([value]) if isinstance(value, dict) else json_safe(value)
+            for key, value in summaries[0].items()
+        }
     from ..sim.stats.intervals import summarise_values
 
-    out: dict[str, Any] = {"replications": len(results)}
+    out: dict[str, Any] = {"replications": len(summaries)}
     ci95: dict[str, Any] = {}
-    for key, first in results[0].summary.items():
-        values = [r.summary[key] for r in results]
+    for key, first in summaries[0].items():
+        values = [summary[key] for summary in summaries]
+        if isinstance(first, dict):
+            # Per class: each class's keys as means with their own ci95, by name.
+            out[key] = {name: _summary_of([v[name] for v in values]) for name in first}
+            for nested in out[key].values():
+                del nested["replications"]
+            continue
         if isinstance(first, str):
             out[key] = first if all(v == first for v in values) else ",".join(sorted(set(values)))
             continue
@@ -83,6 +97,9 @@ def summary_object(results: Sequence[SimulationResult]) -> dict[str, Any]:
     return out
 
 
+_CLASS_COUNTS = ("items", "completed", "expired", "shed", "dead_lettered")  # a class's counts
+
+
 def format_value(key: str, value: Any) -> str:
     """A summary value for people, its unit read off the key (``_s``, ``_bytes``, ``_per_s``)."""
     if value is None:
@@ -93,7 +110,11 @@ def format_value(key: str, value: Any) -> str:
         return "yes" if value else "no"
     if key.endswith("_bytes"):
         return f"{value:,.0f} B"
-    if key.startswith(("items_", "attempts_", "retries_")) or key.endswith("_max"):
+    if (
+        key.startswith(("items_", "attempts_", "retries_"))
+        or key.endswith("_max")
+        or key in _CLASS_COUNTS
+    ):
         return f"{value:,.6g}"
     if key.endswith("_per_s"):
         return f"{value:.4g} /s"
@@ -126,6 +147,19 @@ _STAGE_TABLE_KEYS = (
 )
 
 
+# A class's rows in the table (JSON has every key of its summary).
+_CLASS_TABLE_KEYS = (
+    "items",
+    "completed",
+    "expired",
+    "expired_fraction",
+    "wait_mean_s",
+    "wait_p95_s",
+    "latency_mean_s",
+    "latency_p95_s",
+)
+
+
 def summary_table(summary: dict[str, Any], scenario: Scenario) -> str:
     """The summary as a short table: the configuration, one row per key, a block per stage."""
     reps = f", {summary['replications']} replications (mean ± 95%)" if "ci95" in summary else ""
@@ -135,6 +169,10 @@ def summary_table(summary: dict[str, Any], scenario: Scenario) -> str:
         names = " -> ".join(stage.name for stage in scenario.stages)
         lines = [f"chain {names}, seed {scenario.seed}{reps}; end to end:"]
     lines += _rows(summary)
+    for name, block in summary.get("classes", {}).items():
+        lines.append(f"class {name}:")
+        shown = {key: block[key] for key in _CLASS_TABLE_KEYS}
+        lines += _rows({**shown, "ci95": block.get("ci95", {})})
     for spec in scenario.stages or ():
         stage = summary["stages"][spec.name]
         fan = f", fan_out {spec.fan_out}" if spec.fan_out > 1 else ""
@@ -153,6 +191,8 @@ def _rows(summary: dict[str, Any]) -> list[str]:
     for key, value in summary.items():
         if key in ("ci95", "replications", "stages") or key in _BATCH_MEANS_KEYS.values():
             continue
+        if key == "classes":
+            continue  # a block of its own, below
         text = format_value(key, value)
         half = ci.get(key)
         if half is not None and value is not None:

@@ -444,7 +444,8 @@ def _scenario_set(
     for name, path in files.items():
         try:
             settings = read_settings(
-                argparse.Namespace(**{**vars(args), "scenario": path}), tables=(*_TABLES, "stages")
+                argparse.Namespace(**{**vars(args), "scenario": path}),
+                tables=(*_TABLES, "stages", "classes"),
             )
             scenarios[name] = build_scenario(settings)
         except ValueError as exc:
@@ -489,7 +490,7 @@ def _plan(args: argparse.Namespace) -> int:
         )
     if files:
         args.scenario = next(iter(files.values()))  # the base: its plan settings are read
-    settings = read_settings(args, tables=(*_TABLES, "stages"))
+    settings = read_settings(args, tables=(*_TABLES, "stages", "classes"))
     tables = settings.tables
     base = build_scenario(settings)
     if args.check is not None:

@@ -21,7 +21,8 @@ the ``file=`` of an ``arrivals`` or ``service`` spec too::
     replications = 5
 
 A command may read further keys itself (a sweep's ``[grid]``, a plan's
-``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`):
+``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`;
+``[[classes]]``, :mod:`pipeline.cli.classes`):
 :func:`read_settings` keeps them, unparsed, in ``settings.tables``.
 
 A scenario file is read defensively: at most :data:`MAX_SCENARIO_BYTES`
@@ -38,6 +39,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ..config import PipelineConfig
+from .classes import parse_classes
 from .stages import PER_STAGE, parse_stages
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, flag_name
 
@@ -200,6 +202,9 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
         )
         if name in settings
     }
+    class_tables = getattr(settings, "tables", {}).get("classes")
+    if class_tables is not None:
+        extra["classes"] = parse_classes(class_tables, settings.path)
     try:
         return _scenario(settings, config, length, failures, extra)
     except ValueError as exc:
@@ -207,6 +212,8 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
         field, _, rest = str(exc).partition(" ")
         if field.strip("(") == "initial_backlog" and "backlog" in settings:
             raise ValueError(f"{_source(settings, 'backlog')} {rest}") from None
+        if "classes" in extra and "class" in str(exc):
+            raise ValueError(f"{settings.path}: [[classes]]: {exc}") from None
         raise
 
 

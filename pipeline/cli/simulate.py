@@ -193,7 +193,7 @@ def _metrics_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    settings = read_settings(args, tables=("stages",))
+    settings = read_settings(args, tables=("stages", "classes"))
     if "out" in settings:  # report.png comes from pipeline.viz: say a missing [viz] now
         require("simulate --out", "viz")
     scenario = build_scenario(settings)

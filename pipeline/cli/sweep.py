@@ -292,6 +292,7 @@ def _summary_metrics(base: Scenario, backlog: bool = False) -> list[str]:
     """
     import warnings
 
+    from ..sim.running.class_summary import flatten_classes
     from ..sim.running.result import DrainTimeoutWarning
     from ..sim.running.simulate import simulate
 
@@ -301,7 +302,7 @@ def _summary_metrics(base: Scenario, backlog: bool = False) -> list[str]:
     with warnings.catch_warnings():
         # The probe's one item says nothing of the sweep's runs: the sweep warns for those.
         warnings.simplefilter("ignore", DrainTimeoutWarning)
-        summary = simulate(probe).summary
+        summary = flatten_classes(simulate(probe).summary)
     return [
         key
         for key, value in summary.items()
@@ -453,7 +454,7 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    settings = read_settings(args, tables=("grid", "stages"))
+    settings = read_settings(args, tables=("grid", "stages", "classes"))
     base = build_scenario(settings)
     grid = _grid(args, settings)
     check_axes(grid, base)

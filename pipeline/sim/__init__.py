@@ -33,6 +33,7 @@ from .running.result import DrainTimeoutWarning
 from .running.simulate import simulate
 from .vloop import run_virtual
 from .workloads.arrivals import OnOff, Poisson, TimeVarying, Trace
+from .workloads.classes import ItemClass
 from .workloads.distributions import (
     Constant,
     Empirical,
@@ -65,6 +66,7 @@ __all__ = [
     "Exponential",
     "Gamma",
     "IndependentFailures",
+    "ItemClass",
     "LogNormal",
     "NoFailures",
     "OnOff",

@@ -12,6 +12,7 @@ require("pipeline.viz", "viz")  # before matplotlib is imported: one ImportError
 del require  # a check, not a name of this package
 
 from .._units import human_bytes, metric_label, slo_text
+from .figures.classes import plot_class_depth, plot_class_waits
 from .figures.run import plot_depth, plot_lag, plot_memory, plot_retries, report_figure
 from .figures.stages import plot_stages
 from .figures.sweep import plot_sweep
@@ -23,8 +24,8 @@ from .widgets.explorer import explore
 from .widgets.plan_explorer import explore_plan
 from .widgets.stage_explorer import explore_stages
 
-# The figures of a run, a sweep, a chain and a warm-up; the three explorers; a run's
-# animation (animate, with its Play control and .save to a GIF); the words
+# The figures of a run (and of its item classes), a sweep, a chain and a warm-up; the
+# three explorers; a run's animation (animate, with its Play control and .save to a GIF); the words
 # for metrics; and the notebooks' check/say. Widget classes, the theory overlays and the
 # figure helpers are importable from their modules (pipeline.viz.figures.*,
 # pipeline.viz.widgets.*); the live view of a real-time run is pipeline.viz.live.
@@ -37,6 +38,8 @@ __all__ = [
     "human_bytes",
     "metric_label",
     "plot_batch_completion",
+    "plot_class_depth",
+    "plot_class_waits",
     "plot_depth",
     "plot_drain_tradeoff",
     "plot_lag",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..executors.pool import check_executor, check_picklable, default_workers, run_tasks
+from ..running.class_summary import flatten_classes
 from ..running.drain_warning import warn_drain_timeouts
 from ..running.kernel.run import check_engine, refusal, unsupported
 from ..running.result import SimulationResult
@@ -136,7 +137,8 @@ def sweep(
     Returns:
         A DataFrame with one row per (grid point, replication), in grid order:
         the grid's columns, ``replication``, then every summary key
-        (``drain_timed_out`` among them: True where the run's drain hit
+        (with item classes, each class's as ``classes.NAME.KEY`` columns;
+        ``drain_timed_out`` among them: True where the run's drain hit
         ``drain_timeout_s``, so its latency statistics leave out the items it
         left unfinished). The grid's field names are kept in
         ``frame.attrs["grid"]``. Everything except ``wall_time_s`` is the same
@@ -205,7 +207,7 @@ def sweep(
     )
     rows = []
     for index, ((_, r, _), summary) in enumerate(zip(tasks, summaries, strict=True)):
-        rows.append({**points[index // replications], "replication": r, **summary})
+        rows.append({**points[index // replications], "replication": r, **flatten_classes(summary)})
     frame = keep_none(pd.DataFrame(rows), rows, list(grid))
     frame.attrs["grid"] = list(grid)
     return frame

@@ -29,6 +29,7 @@ not change the traffic another sees.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import os
 import time
@@ -41,8 +42,11 @@ import numpy as np
 from ...chain.chain import Chain
 from ...chain.report import ChainReport
 from ...chain.stage import Stage
+from ...config import PipelineConfig
 from ..vloop import run_virtual, wake_unless_cancelled
+from ..workloads.classes import ClassDraws, class_codes, draw_classes
 from ..workloads.scenario import Scenario, Streams
+from .class_summary import class_summaries
 from .openmetrics import write_openmetrics
 from .recorder import ItemColumns, Recorder, item_columns, step_series
 from .result import SimulationResult
@@ -80,6 +84,35 @@ def _handler(work: StageWorkload, sleep: Any) -> Any:
     return handler
 
 
+def _stage_config(
+    config: PipelineConfig, classes: ClassDraws | None, number: int, spread: int
+) -> PipelineConfig:
+    """A stage's config with the items' classes: their priority at every stage (a child
+    inherits its source item's), their patience at the first stage only (how long an
+    item waits for the chain to begin its work; once begun, it is not abandoned)."""
+    if classes is None:
+        return config
+    changes: dict[str, Any] = {}
+    if classes.prioritised:
+        keys = classes.priority
+        changes["priority"] = keys.__getitem__ if spread == 1 else _Inherited(keys, spread)
+    if number == 0 and classes.impatient:
+        changes["max_wait_s"] = classes.patience_s.tolist().__getitem__
+    return dataclasses.replace(config, **changes) if changes else config
+
+
+class _Inherited:
+    """The priority key of item ``i`` of a stage: that of its source item, ``i // spread``."""
+
+    __slots__ = ("_keys", "_spread")
+
+    def __init__(self, keys: list[Any], spread: int) -> None:
+        self._keys, self._spread = keys, spread
+
+    def __call__(self, item_id: int) -> Any:
+        return self._keys[item_id // self._spread]
+
+
 async def _run_chain(
     scenario: Scenario, replication: int
 ) -> tuple[ChainReport, np.ndarray, list[Recorder]]:
@@ -95,6 +128,8 @@ async def _run_chain(
 
     stages, recorders = [], []
     reaching = len(arrivals)
+    classes = draw_classes(scenario, replication, len(arrivals))
+    spread = 1  # source items per item id at this stage: item i descends from i // spread
     for number, spec in enumerate(scenario.stages):
         work = StageWorkload(spec, reaching, scenario.seed, replication, number)
         # Attempts cut short by a timeout must cancel their timers too, as asyncio.sleep does.
@@ -104,7 +139,7 @@ async def _run_chain(
             Stage(
                 spec.name,
                 _handler(work, sleep),
-                spec.config,
+                _stage_config(spec.config, classes, number, spread),
                 fan_out=spec.fan_out > 1,
                 on_event=recorder.listener,
                 rng=work.jitter,
@@ -112,6 +147,7 @@ async def _run_chain(
         )
         recorders.append(recorder)
         reaching *= spec.fan_out
+        spread *= spec.fan_out
 
     async def source() -> AsyncIterator[int]:
         for item_id, arrival in enumerate(arrivals.tolist()):
@@ -161,8 +197,10 @@ class ChainSimulationResult:
         stages: dict[str, SimulationResult],
         wall_time_s: float,
         engine: str = "asyncio",
+        item_class: np.ndarray | None = None,
     ) -> None:
         self.engine = engine
+        self.item_class = item_class
         self.scenario = scenario
         self.report = report
         self.arrival_s = arrival_s
@@ -233,6 +271,8 @@ class ChainSimulationResult:
             "items_dead_lettered": report.dead_lettered,
             "items_shed": report.shed,
             "items_unfinished": report.unfinished,
+            "items_expired": report.expired,
+            "expired_fraction": report.expired / report.offered if report.offered else math.nan,
             "attempts_total": sum(stage.attempts for stage in report.stages.values()),
             "latency_mean_s": mean,
             "latency_p50_s": p50,
@@ -247,12 +287,42 @@ class ChainSimulationResult:
             "engine": self.engine,
             "stages": len(self.stages),
         }
+        if scenario.classes is not None and self.item_class is not None:
+            summary["classes"] = self._class_summaries()
         if scenario.initial_backlog:
             first = next(iter(self.stages.values()))
             summary["items_backlog"] = scenario.initial_backlog
             summary["backlog_cleared_s"] = self._backlog_cleared_s()
             summary["backlog_drained_s"] = first.summary["backlog_drained_s"]
         return summary
+
+    def _class_summaries(self) -> dict[str, dict[str, Any]]:
+        """End to end, per class: the source's items, the last stage's completions.
+
+        ``items`` counts the class's source items, ``expired`` those whose patience
+        ran out at the first stage (the only one that has deadlines), ``completed``
+        the last stage's items of the class (a fan-out's children), and ``wait_*``
+        the first stage's waits (arrival at the source to the first start);
+        ``latency_*`` are end to end, source arrival to the last stage's finish.
+        """
+        results = list(self.stages.values())
+        first, tail = results[0], results[-1]
+        own = first.summary["classes"]
+        ends = class_summaries(
+            self.scenario.classes, tail.item_class, _end_to_end(self, tail), self.scenario.warmup_s
+        )
+        out = {}
+        for name, head in own.items():
+            block = dict(head)
+            block["completed"] = ends[name]["completed"]
+            block["dead_lettered"] = sum(
+                s.summary["classes"][name]["dead_lettered"] for s in self.stages.values()
+            )
+            block["shed"] = sum(s.summary["classes"][name]["shed"] for s in self.stages.values())
+            for key in ("latency_mean_s", "latency_p50_s", "latency_p95_s", "latency_p99_s"):
+                block[key] = ends[name][key]
+            out[name] = block
+        return out
 
     def _backlog_cleared_s(self) -> float:
         """When the last item descending from the backlog left the chain (NaN: one never did).
@@ -287,7 +357,7 @@ class ChainSimulationResult:
         ids = np.arange(len(tail.finish_s))
         source = self._source_ids(ids)
         arrival = self.arrival_s[source]
-        return pd.DataFrame(
+        frame = pd.DataFrame(
             {
                 "item_id": ids,
                 "source_item_id": source,
@@ -297,6 +367,11 @@ class ChainSimulationResult:
                 "outcome": pd.Categorical.from_codes(tail.outcome, ItemColumns.OUTCOMES),
             }
         )
+        if self.scenario.classes is not None and self.item_class is not None:
+            frame["class"] = pd.Categorical.from_codes(
+                self.item_class[source], [c.name for c in self.scenario.classes]
+            )
+        return frame
 
     @cached_property
     def timeseries(self) -> pd.DataFrame:
@@ -312,6 +387,13 @@ class ChainSimulationResult:
                 * self.scenario.item_size_bytes,
             }
         )
+
+
+def _end_to_end(chain: ChainSimulationResult, tail: SimulationResult) -> ItemColumns:
+    """The last stage's item columns with each item's arrival at the source."""
+    c = tail.columns
+    source = chain.arrival_s[chain._source_ids(np.arange(len(c.finish_s)))]
+    return dataclasses.replace(c, arrival_s=source)
 
 
 def _items_held(stages: list[SimulationResult]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -363,6 +445,10 @@ def simulate_chain(
         report, arrivals, recorders = run_virtual(_run_chain(scenario, replication))
     results: dict[str, SimulationResult] = {}
     arrival = arrivals
+    codes = None
+    if scenario.classes is not None:  # the very draw _run_chain made
+        codes = class_codes(scenario.classes, len(arrivals), scenario.seed, replication)
+    spread = 1
     for spec, recorder in zip(scenario.stages, recorders, strict=True):
         stage_report = report.stages[spec.name]
         columns = item_columns(arrival, recorder)
@@ -382,10 +468,13 @@ def simulate_chain(
             warmup_s=scenario.warmup_s,
             # The backlog waits at the first stage; later stages see its items handed on.
             initial_backlog=scenario.initial_backlog if not results else 0,
+            classes=scenario.classes,
         )
+        stage_codes = None if codes is None else np.repeat(codes, spread)
         results[spec.name] = SimulationResult(
-            stage_scenario, stage_report, columns, series, 0.0, engine
+            stage_scenario, stage_report, columns, series, 0.0, engine, stage_codes
         )
+        spread *= spec.fan_out
         # The next stage's items arrive when this stage finishes them (or their parent).
         finished = np.where(columns.outcome == 0, columns.finish_s, np.nan)
         arrival = np.repeat(finished, spec.fan_out)
@@ -393,4 +482,4 @@ def simulate_chain(
     for result in results.values():
         result.wall_time_s = wall
         result.summary["wall_time_s"] = wall
-    return ChainSimulationResult(scenario, report, arrivals, results, wall, engine)
+    return ChainSimulationResult(scenario, report, arrivals, results, wall, engine, codes)

@@ -39,8 +39,9 @@ approximation: a sample at time ``t`` is the value at ``t``.
 - ``pipeline_attempts_total{result}``: ``ok`` for attempts that succeeded,
   ``timeout`` for those that failed after exactly ``attempt_timeout_s`` (the
   engine cut them) or were cut short by the drain's end, ``failed`` for the
-  rest. ``pipeline_items_total{outcome="expired"}`` is always 0 (the
-  simulator does not model ``max_wait_s``).
+  rest. ``pipeline_items_total{outcome="expired"}`` counts the items whose
+  deadline came first (``max_wait_s``, or an item class's patience), at the
+  moment each expired.
 
 Bounded output: at most :data:`MAX_STEPS` sampling steps per series. A longer
 run is sampled at the smallest whole multiple of ``step_s`` that fits
@@ -258,7 +259,8 @@ def _stage_samples(result: SimulationResult, grid: np.ndarray, end_s: float) -> 
         "dead_lettered": np.where(c.outcome == 1, c.finish_s, nan),
         "shed": shed_at,
         "unfinished": unfinished_at,
-        "expired": np.empty(0),
+        # When each expired item expired (max_wait_s, or an item class's patience).
+        "expired": nan if c.expired_s is None else c.expired_s,
     }
     log = _attempts(result)
     ended = np.where(np.isnan(log.end_s), end_s, log.end_s)

@@ -90,7 +90,8 @@ class ItemColumns:
 
     ``attempt_log`` holds every attempt when the run had an event log; None
     when every item made at most one attempt, from ``start_s`` to ``finish_s``
-    (the kernel's FCFS path, where nothing can fail).
+    (the kernel's FCFS path, where nothing can fail). ``expired_s`` is when each
+    expired item expired (NaN for the others), when the run had an event log.
     """
 
     arrival_s: np.ndarray
@@ -100,6 +101,7 @@ class ItemColumns:
     attempts: np.ndarray
     outcome: np.ndarray  # codes, see OUTCOMES
     attempt_log: AttemptLog | None = None
+    expired_s: np.ndarray | None = None  # when each expired item expired (NaN for the rest)
 
     OUTCOMES = ("completed", "dead_lettered", "shed", "unfinished", "not_offered", "expired")
 
@@ -168,7 +170,10 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
     outcome[ids[kinds == K.SHED]] = 2
     outcome[~np.isnan(dead)] = 1
     outcome[~np.isnan(completed)] = 0
-    return ItemColumns(arrival_s, admitted, start, finish, attempts, outcome, attempt_log(recorder))
+    expired = time_of(K.EXPIRED)
+    return ItemColumns(
+        arrival_s, admitted, start, finish, attempts, outcome, attempt_log(recorder), expired
+    )
 
 
 # How each event moves each series. The extra last row is an item's arrival at

@@ -15,6 +15,7 @@ import numpy as np
 from ..stats.intervals import MeanCI, QuantileCI, quantile_ci, robust_mean_ci, summarise_values
 from ..stats.runlength import DEFAULT_RELATIVE_PRECISION, run_length_advice
 from ..workloads.scenario import Scenario
+from .class_summary import flatten_classes
 from .result import SimulationResult
 from .single import simulate_once
 
@@ -51,7 +52,9 @@ class Replications:
         return len(self.results)
 
     def values(self, key: str) -> np.ndarray:
-        """One summary value per replication."""
+        """One summary value per replication; ``classes.NAME.KEY`` reads one class's summary."""
+        if key.startswith("classes.") and key not in self.results[0].summary:
+            return np.array([float(flatten_classes(r.summary)[key]) for r in self.results])
         return np.array([float(r.summary[key]) for r in self.results])
 
     def interval(self, key: str, level: float = 0.95) -> MeanCI:
@@ -120,13 +123,15 @@ class Replications:
     def summary(self) -> pd.DataFrame:
         """Mean, 95% half-width and bounds of every numeric summary key.
 
+        With item classes, each class's keys too, as ``classes.NAME.KEY`` rows.
+
         Missing values (NaN: e.g. no latency when nothing completed) are left
         out of the mean; the half-width is NaN unless every run has a value.
         """
         import pandas as pd
 
         rows = []
-        for key, value in self.results[0].summary.items():
+        for key, value in flatten_classes(self.results[0].summary).items():
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
             mean, half = summarise_values(self.values(key))

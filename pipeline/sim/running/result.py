@@ -51,7 +51,10 @@ class SimulationResult:
             (:data:`BATCHES` batches in arrival order; NaN below
             :data:`BATCH_MEANS_MIN_ITEMS` values), the run's own precision.
         items: one row per item (DataFrame, built on first use); with an initial
-            backlog a boolean ``backlog`` column marks its items (ids ``0 .. N - 1``).
+            backlog a boolean ``backlog`` column marks its items (ids ``0 .. N - 1``);
+            with item classes a categorical ``class`` column names each item's class.
+        item_class: with item classes, each item's class as its index in
+            ``scenario.classes`` (by item id); else None.
         timeseries: the step functions as a DataFrame (built on first use).
     """
 
@@ -63,8 +66,10 @@ class SimulationResult:
         series: StepSeries,
         wall_time_s: float,
         engine: str = "asyncio",
+        item_class: np.ndarray | None = None,
     ) -> None:
         self.scenario = scenario
+        self.item_class = item_class
         self.engine = engine
         self.report = report
         self.columns = columns
@@ -125,6 +130,12 @@ class SimulationResult:
                 "outcome": pd.Categorical.from_codes(c.outcome, ItemColumns.OUTCOMES),
             }
         )
+        classes = self.scenario.classes
+        if classes is not None and self.item_class is not None:
+            # Only then, as the backlog column: a run without classes keeps items.csv's columns.
+            frame["class"] = pd.Categorical.from_codes(
+                self.item_class, [item_class.name for item_class in classes]
+            )
         backlog = self.scenario.initial_backlog
         if backlog:
             # Only then: every other run's items keep the columns of items.csv.

@@ -11,22 +11,43 @@ chain's run for a multi-stage scenario, else the asyncio engine.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import numpy as np
 
+from ...config import PipelineConfig
 from ...engine import Pipeline
 from ...records import RunReport
 from ..vloop import resolve_unless_cancelled as _resolve_unless_cancelled
 from ..vloop import run_virtual
 from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
+from ..workloads.classes import ClassDraws, class_codes
 from ..workloads.failures import NoFailures
 from ..workloads.scenario import Scenario
 from .recorder import Recorder, item_columns, step_series
 from .result import SimulationResult
 from .workload import Workload
 
-__all__ = ["run_engine", "simulate_once"]
+__all__ = ["class_config", "run_engine", "simulate_once"]
+
+
+def class_config(config: PipelineConfig, classes: ClassDraws | None) -> PipelineConfig:
+    """``config`` with the items' classes as the engine's own priority keys and deadlines.
+
+    The payload is the item id: the key is its class's priority, the deadline its
+    drawn patience (``inf``, no deadline, for a patient class). Equal priorities
+    leave the queue FIFO, and no patience leaves no deadline: the engine then
+    runs exactly as without classes.
+    """
+    if classes is None:
+        return config
+    changes = {}
+    if classes.prioritised:
+        changes["priority"] = classes.priority.__getitem__
+    if classes.impatient:
+        changes["max_wait_s"] = classes.patience_s.tolist().__getitem__
+    return dataclasses.replace(config, **changes) if changes else config
 
 
 async def run_engine(
@@ -78,7 +99,7 @@ async def run_engine(
     recorder = Recorder()
     pipe = Pipeline(
         cannot_fail if isinstance(scenario.failures, NoFailures) else handler,
-        scenario.config,
+        class_config(scenario.config, workload.classes),
         on_event=recorder.listener,
         rng=streams.jitter,
         name="sim",
@@ -160,6 +181,9 @@ def simulate_once(scenario: Scenario, replication: int, engine: str = "auto") ->
     report, arrivals, recorder = run_virtual(run_engine(scenario, replication))
     columns = item_columns(arrivals, recorder)
     series = step_series(arrivals, recorder, report.finished_s)
+    codes = None
+    if scenario.classes is not None:  # the very draw run_engine's workload made
+        codes = class_codes(scenario.classes, len(arrivals), scenario.seed, replication)
     return SimulationResult(
-        scenario, report, columns, series, time.perf_counter() - began, "asyncio"
+        scenario, report, columns, series, time.perf_counter() - began, "asyncio", codes
     )

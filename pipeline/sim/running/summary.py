@@ -20,6 +20,7 @@ import numpy as np
 from ..stats.intervals import batch_means_ci, percentiles
 from ..stats.stepstats import step_durations, weighted_sum
 from .backlog import backlog_summary
+from .class_summary import class_summaries
 from .recorder import StepSeries
 
 if TYPE_CHECKING:
@@ -125,6 +126,10 @@ def summarise(result: SimulationResult) -> dict[str, Any]:
         "items_dead_lettered": len(report.dead_letters),
         "items_shed": report.statistics.shed,
         "items_unfinished": len(report.unfinished),
+        "items_expired": report.statistics.expired,
+        "expired_fraction": (
+            report.statistics.expired / report.offered if report.offered else math.nan
+        ),
         "attempts_total": report.attempts,
         "retries_total": report.statistics.retried,
         "wait_mean_s": wait_mean,
@@ -148,6 +153,8 @@ def summarise(result: SimulationResult) -> dict[str, Any]:
         "wall_time_s": result.wall_time_s,
         "engine": result.engine,
     }
+    if scenario.classes is not None and result.item_class is not None:
+        summary["classes"] = class_summaries(scenario.classes, result.item_class, c, warm)
     if scenario.initial_backlog:
         drain = backlog_summary(c, s, scenario.initial_backlog, report.drain_timed_out)
         summary.update(drain)

@@ -12,6 +12,7 @@ import random
 
 import numpy as np
 
+from ..workloads.classes import ClassDraws, draw_classes
 from ..workloads.failures import AttemptFailures
 from ..workloads.scenario import Scenario, Streams
 from ..workloads.stages import StageSpec
@@ -45,7 +46,15 @@ class Workload:
     see the same numbers when they start attempts in the same order.
     """
 
-    __slots__ = ("_pool", "_service", "arrival_s", "failures", "first_attempt_s", "streams")
+    __slots__ = (
+        "_pool",
+        "_service",
+        "arrival_s",
+        "classes",
+        "failures",
+        "first_attempt_s",
+        "streams",
+    )
 
     def __init__(self, scenario: Scenario, replication: int) -> None:
         streams = Streams.from_seed(scenario.seed, replication)
@@ -58,8 +67,14 @@ class Workload:
                     f"the service trace has {len(service.times_s)} times but {n} items arrive"
                 )
             first_attempt = np.array(service.times_s[:n], dtype=np.float64)
+        elif service is None:  # every class has its own service
+            first_attempt = None
         else:
             first_attempt = service.sample(streams.service, n)
+        classes = draw_classes(scenario, replication, n)
+        if classes is not None:
+            first_attempt = classes.first_attempt_s(first_attempt)
+        self.classes: ClassDraws | None = classes
         self.streams = streams
         self.arrival_s: np.ndarray = arrivals
         self.first_attempt_s: np.ndarray = first_attempt
@@ -68,7 +83,15 @@ class Workload:
         self._pool: list[float] = []
 
     def retry_time(self, item_id: int) -> float:
-        """Service time of a retry of ``item_id`` (the next draw of the retry stream)."""
+        """Service time of a retry of ``item_id`` (the next draw of the retry stream).
+
+        An item of a class with its own service draws from that class's retry stream.
+        """
+        classes = self.classes
+        if classes is not None:
+            own = classes.retry_time(item_id)
+            if own is not None:
+                return own
         service = self._service
         if isinstance(service, ServiceTrace):
             return service.times_s[item_id]

@@ -18,6 +18,7 @@ import numpy as np
 from ..._validate import integer, real, show
 from ...config import PipelineConfig
 from .arrivals import ArrivalProcess
+from .classes import ItemClass, check_classes, replace_classes, weights
 from .distributions import Distribution
 from .failures import FailureModel, NoFailures
 from .stages import StageSpec
@@ -105,6 +106,24 @@ class Scenario:
             backlog keys, the summary's batch-means half-widths are NaN unless
             ``warmup_s`` cuts off the whole drain, and
             :func:`~pipeline.sim.detect_warmup` never keeps the backlog's items.
+        classes: None (one class of items), or the classes the items belong to
+            (:class:`~pipeline.sim.ItemClass`, at least one, names unique): each
+            item's class is drawn with the classes' shares, from a stream of its
+            own; a class's ``priority`` orders the queue (lower first,
+            non-preemptive), its ``service`` replaces ``service`` for its items
+            (``service`` may be None when every class has one) and its
+            ``patience`` gives each item a deadline after which it abandons,
+            unstarted (outcome ``expired``). The engine runs them through its own
+            ``PipelineConfig(priority=..., max_wait_s=...)``, so ``config`` must
+            leave both None. The summary adds ``classes`` (per class:
+            ``items``, ``completed``, ``expired``, ``expired_fraction``, wait and
+            latency mean and percentiles) and ``items`` a ``class`` column. In a
+            chain, a class's priority orders every stage's queue (a fan-out's
+            children inherit their item's class) and its patience applies at the
+            first stage (the wait for the chain to begin the item's work); a
+            class may not have its own service there (each stage has its own),
+            and no stage's config may set ``priority`` or ``max_wait_s``. See
+            :mod:`pipeline.sim.workloads.classes`.
 
     Raises:
         ValueError: a bad value (named in the message).
@@ -131,12 +150,23 @@ class Scenario:
     item_size_bytes: int = 1024
     warmup_s: float = 0.0
     initial_backlog: int = 0
+    classes: tuple[ItemClass, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.arrivals, ArrivalProcess):
             raise TypeError(f"arrivals must be an arrival process, got {self.arrivals!r}")
+        if self.classes is not None:
+            object.__setattr__(self, "classes", check_classes(self.classes))
         if self.stages is not None:
             self._check_stages()
+        elif self.service is None and self.classes is not None:
+            missing = [c.name for c in self.classes if c.service is None]
+            if missing:
+                raise ValueError(
+                    f"service is None, so every class needs its own service; class "
+                    f"{missing[0]!r} has none (give Scenario(service=...) or "
+                    "ItemClass(service=...))"
+                )
         elif not isinstance(self.service, Distribution | ServiceTrace):
             raise TypeError(
                 f"service must be a distribution or a ServiceTrace, got {self.service!r}"
@@ -165,6 +195,8 @@ class Scenario:
             )
         real("warmup_s", self.warmup_s, "seconds", at_least=0)
         self._check_backlog()
+        if self.classes is not None:
+            self._check_classes_fit()
         if self.stages is not None and self.n_items is not None:
             reaching = self.n_items + self.initial_backlog
             for stage in self.stages[:-1]:
@@ -176,6 +208,25 @@ class Scenario:
                     f"times the stages' fan_out makes {reaching:_} items at the last stage; "
                     f"allowed: at most {MAX_N_ITEMS:_}"
                 )
+
+    def _check_classes_fit(self) -> None:
+        configs = [("config", self.config)]
+        if self.stages is not None:
+            for item_class in self.classes:
+                if item_class.service is not None:
+                    raise ValueError(
+                        f"class {item_class.name!r}: service applies to one stage; with stages, "
+                        "each StageSpec has its own service (leave ItemClass(service=None))"
+                    )
+            configs = [(f"stage {spec.name!r}: config", spec.config) for spec in self.stages]
+        for where, config in configs:
+            for name in ("priority", "max_wait_s"):
+                if getattr(config, name) is not None:
+                    raise ValueError(
+                        f"{where}.{name} is set, and classes set each item's "
+                        f"{'priority' if name == 'priority' else 'deadline (its patience)'}; "
+                        f"give ItemClass(priority=..., patience=...) and leave {name}=None"
+                    )
 
     def _check_backlog(self) -> None:
         backlog = integer("initial_backlog", self.initial_backlog, "items waiting at time 0")
@@ -257,6 +308,11 @@ class Scenario:
         ``"write.concurrency"`` is that config with 8 workers. So a sweep over
         ``{"stages": [a, b], "write.concurrency": [...]}`` varies both.
 
+        With item classes, ``"classes.NAME.FIELD"`` changes one
+        :class:`~pipeline.sim.ItemClass` field (``share``, ``priority``,
+        ``service``, ``patience``) of the class named NAME:
+        ``replace(**{"classes.premium.share": 0.3})``, so a sweep can vary it.
+
         Raises:
             ValueError: an unknown field or stage; a field with nothing to apply
                 to: a config field without its stage, or ``config=``, on a chain
@@ -269,6 +325,13 @@ class Scenario:
             >>> chain.replace(**{"write.concurrency": 40, "fetch.queue_maxsize": 5})
         """
         config_fields = {f.name for f in dataclasses.fields(PipelineConfig)}
+        by_class = {
+            k: changes.pop(k)
+            for k in list(changes)
+            if isinstance(k, str) and k.startswith("classes.")
+        }
+        if by_class:
+            changes["classes"] = replace_classes(changes.get("classes", self.classes), by_class)
         staged = {k: changes.pop(k) for k in list(changes) if isinstance(k, str) and "." in k}
         config_changes = {k: changes.pop(k) for k in list(changes) if k in config_fields}
         unknown = set(changes) - {f.name for f in dataclasses.fields(Scenario)}
@@ -348,6 +411,13 @@ class Scenario:
         For a chain, that of its busiest stage (fan-out multiplies the rate downstream).
         """
         if self.stages is None:
+            if self.classes is not None:
+                # The classes' mixture: each share x its own (or the scenario's) mean.
+                means = [
+                    (c.service if c.service is not None else self.service).mean
+                    for c in self.classes
+                ]
+                return self.arrivals.rate * float(np.dot(weights(self.classes), means))
             return self.arrivals.rate * self.service.mean
         rate, busiest = self.arrivals.rate, 0.0
         for stage in self.stages:

@@ -149,27 +149,63 @@ def _inside(estimates: list[float], truth: float) -> tuple[bool, str]:
     return abs(x.mean() - truth) <= half, f"{x.mean():.4f} +- {half:.4f} vs {truth:.4f}"
 
 
-def test_ciw_priority_classes_wait_as_cobham_says():
-    rates, c = (0.5, 0.9), 2
-    truth = mmc_priority(rates, 1.0, c).wait_mean_s
+def ciw_priority_waits(
+    rates: tuple[float, ...], c: int, seeds: range, horizon: float = HORIZON
+) -> list[list[float]]:
+    """Ciw's M/M/c with non-preemptive priority classes (0 first), mean service 1 s: each
+    class's mean wait of the items arrived after ``WARMUP``, one value per seed."""
     network = ciw.create_network(
         arrival_distributions={
             f"Class {k}": [ciw.dists.Exponential(r)] for k, r in enumerate(rates)
         },
-        service_distributions={f"Class {k}": [ciw.dists.Exponential(1.0)] for k in range(2)},
+        service_distributions={
+            f"Class {k}": [ciw.dists.Exponential(1.0)] for k in range(len(rates))
+        },
         number_of_servers=[c],
-        priority_classes={f"Class {k}": k for k in range(2)},
+        priority_classes={f"Class {k}": k for k in range(len(rates))},
     )
-    waits: list[list[float]] = [[], []]
-    for seed in range(REPS):
+    waits: list[list[float]] = [[] for _ in rates]
+    for seed in seeds:
         ciw.seed(seed)
         run = ciw.Simulation(network)
-        run.simulate_until_max_time(HORIZON)
+        run.simulate_until_max_time(horizon)
         records = [r for r in run.get_all_records() if r.arrival_date > WARMUP]
-        for k in range(2):
+        for k in range(len(rates)):
             waits[k].append(
                 np.mean([r.waiting_time for r in records if r.customer_class == f"Class {k}"])
             )
+    return waits
+
+
+def ciw_reneging(
+    lam: float, c: int, patience: float, seeds: range, horizon: float = HORIZON
+) -> dict[str, list[float]]:
+    """Ciw's M/M/c+M (mean service 1 s, exponential patience): per seed, the share of
+    arrivals after ``WARMUP`` that reneged, the mean wait of those served, and of all."""
+    network = ciw.create_network(
+        arrival_distributions=[ciw.dists.Exponential(lam)],
+        service_distributions=[ciw.dists.Exponential(1.0)],
+        number_of_servers=[c],
+        reneging_time_distributions=[ciw.dists.Exponential(1 / patience)],
+    )
+    out: dict[str, list[float]] = {"p_abandon": [], "wait_served_mean_s": [], "wait_mean_s": []}
+    for seed in seeds:
+        ciw.seed(seed)
+        run = ciw.Simulation(network)
+        run.simulate_until_max_time(horizon)
+        records = [r for r in run.get_all_records() if r.arrival_date > WARMUP]
+        served = [r.waiting_time for r in records if r.record_type == "service"]
+        gone = [r.exit_date - r.arrival_date for r in records if r.record_type == "renege"]
+        out["p_abandon"].append(len(gone) / (len(gone) + len(served)))
+        out["wait_served_mean_s"].append(np.mean(served))
+        out["wait_mean_s"].append((np.sum(served) + np.sum(gone)) / (len(served) + len(gone)))
+    return out
+
+
+def test_ciw_priority_classes_wait_as_cobham_says():
+    rates, c = (0.5, 0.9), 2
+    truth = mmc_priority(rates, 1.0, c).wait_mean_s
+    waits = ciw_priority_waits(rates, c, range(REPS))
     for k in range(2):
         ok, text = _inside(waits[k], truth[k])
         assert ok, f"class {k}: {text}"
@@ -178,27 +214,11 @@ def test_ciw_priority_classes_wait_as_cobham_says():
 def test_ciw_reneging_abandons_and_waits_as_erlang_a_says():
     lam, c, patience = 2.0, 2, 2.0
     truth = mmc_abandonment(lam, 1.0, c, patience)
-    network = ciw.create_network(
-        arrival_distributions=[ciw.dists.Exponential(lam)],
-        service_distributions=[ciw.dists.Exponential(1.0)],
-        number_of_servers=[c],
-        reneging_time_distributions=[ciw.dists.Exponential(1 / patience)],
-    )
-    abandoned, served_wait, all_wait = [], [], []
-    for seed in range(REPS):
-        ciw.seed(100 + seed)
-        run = ciw.Simulation(network)
-        run.simulate_until_max_time(HORIZON)
-        records = [r for r in run.get_all_records() if r.arrival_date > WARMUP]
-        served = [r.waiting_time for r in records if r.record_type == "service"]
-        gone = [r.exit_date - r.arrival_date for r in records if r.record_type == "renege"]
-        abandoned.append(len(gone) / (len(gone) + len(served)))
-        served_wait.append(np.mean(served))
-        all_wait.append((np.sum(served) + np.sum(gone)) / (len(served) + len(gone)))
-    for name, estimates, value in [
-        ("p_abandon", abandoned, truth.p_abandon),
-        ("wait_served_mean_s", served_wait, truth.wait_served_mean_s),
-        ("wait_mean_s", all_wait, truth.wait_mean_s),
+    found = ciw_reneging(lam, c, patience, range(100, 100 + REPS))
+    for name, value in [
+        ("p_abandon", truth.p_abandon),
+        ("wait_served_mean_s", truth.wait_served_mean_s),
+        ("wait_mean_s", truth.wait_mean_s),
     ]:
-        ok, text = _inside(estimates, value)
+        ok, text = _inside(found[name], value)
         assert ok, f"{name}: {text}"

@@ -129,7 +129,7 @@ def check_counts(result, series, **labels: str) -> None:
         "dead_lettered": s["items_dead_lettered"],
         "shed": s["items_shed"],
         "unfinished": s["items_unfinished"],
-        "expired": 0,
+        "expired": s["items_expired"],
     }
     for outcome in OUTCOMES:
         got = last(series, "pipeline_items_total", outcome=outcome, **labels)
@@ -149,6 +149,24 @@ def check_counts(result, series, **labels: str) -> None:
     assert last(series, "pipeline_latency_seconds_count", **labels) == s["items_completed"]
     total = last(series, "pipeline_latency_seconds_sum", **labels)
     assert total / s["items_completed"] == pytest.approx(s["latency_mean_s"], rel=1e-9)
+
+
+def test_expired_items_are_counted_when_they_expire(tmp_path):
+    from pipeline.sim import ItemClass
+
+    sc = scenario(
+        failures=IndependentFailures(0.0),
+        classes=[ItemClass(name="a"), ItemClass(name="b", patience=Exponential(mean=1.0))],
+    )
+    result = simulate(sc)
+    assert result.summary["items_expired"] > 0
+    path = tmp_path / "run.om"
+    result.to_openmetrics(path, start_s=1e9)
+    series, _ = read(path)
+    check_counts(result, series)
+    # Each counted at its expiry: the count one step before the end is no larger.
+    points = series[("pipeline_items_total", _key({"outcome": "expired"}))]
+    assert [v for _, v in points] == sorted(v for _, v in points)
 
 
 @pytest.mark.parametrize(

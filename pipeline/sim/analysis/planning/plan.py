@@ -259,13 +259,14 @@ def plan(
             raise type(exc)(f"scenario {name!r}: {exc}") from None
     for scenario in (base, *members.values()):
         backlog = scenario.initial_backlog > 0 or "initial_backlog" in axes
+        names = None if scenario.classes is None else [c.name for c in scenario.classes]
         if scenario.stages is not None:
             fans_out = any(stage.fan_out != 1 for stage in scenario.stages) or any(
                 str(name).rpartition(".")[2] == "fan_out" for name in axes
             )
-            check_slo_metrics(parsed, chain=True, fan_out=fans_out, backlog=backlog)
+            check_slo_metrics(parsed, chain=True, fan_out=fans_out, backlog=backlog, classes=names)
         else:
-            check_slo_metrics(parsed, chain=False, backlog=backlog)
+            check_slo_metrics(parsed, chain=False, backlog=backlog, classes=names)
     prices: Cost | None = None
     if isinstance(cost, Cost | Mapping):
         prices = Cost.parse(cost)

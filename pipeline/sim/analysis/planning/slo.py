@@ -2,8 +2,11 @@
 
 An :class:`SLO` bounds one metric of a run from above (``<=``) or below
 (``>=``). The metrics are the numeric keys of a run's summary
-(:data:`SUMMARY_METRICS`, as the command line's JSON names them) and a few
-fractions derived from its counts (:data:`DERIVED_METRICS`).
+(:data:`SUMMARY_METRICS`, as the command line's JSON names them), a few
+fractions derived from its counts (:data:`DERIVED_METRICS`), and, for a
+scenario with item classes, one class's numbers: ``classes.NAME.KEY`` with KEY
+one of :data:`~pipeline.sim.running.class_summary.CLASS_METRICS`
+(``classes.high.latency_p95_s<=0.5``, ``classes.low.expired_fraction<=0.05``).
 
 How a configuration's replications are judged against an SLO is
 :mod:`~.judgement`.
@@ -24,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from ...running.class_summary import CLASS_METRICS
+
 __all__ = [
     "BACKLOG_METRICS",
     "CHAIN_METRICS",
@@ -34,6 +39,7 @@ __all__ = [
     "SLO",
     "SUMMARY_METRICS",
     "check_slo_metrics",
+    "class_metric",
     "metric_counts",
     "metric_value",
     "parse_slos",
@@ -46,6 +52,8 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "items_dead_lettered",
     "items_shed",
     "items_unfinished",
+    "items_expired",
+    "expired_fraction",
     "attempts_total",
     "retries_total",
     "wait_mean_s",
@@ -82,6 +90,11 @@ DERIVED_METRICS: dict[str, tuple[str, str, str]] = {
         "items_admitted",
         "share of admitted items left unfinished by the drain",
     ),
+    "expired_fraction": (
+        "items_expired",
+        "items_offered",
+        "share of offered items expired unstarted (max_wait_s, or a class's patience)",
+    ),
     "attempts_per_item": ("attempts_total", "items_admitted", "attempts per admitted item"),
 }
 """name -> (numerator, denominator, meaning): ratios of two summary counts (NaN when 0/0)."""
@@ -91,6 +104,7 @@ FRACTION_METRICS: tuple[str, ...] = (
     "completed_fraction",
     "dead_letter_fraction",
     "unfinished_fraction",
+    "expired_fraction",
 )
 """The derived metrics that are fractions of items, each item in or out: a binomial
 count, which an exact bound can judge when the replications agree
@@ -109,6 +123,8 @@ CHAIN_METRICS: tuple[str, ...] = (
     "items_dead_lettered",
     "items_shed",
     "items_unfinished",
+    "items_expired",
+    "expired_fraction",
     "attempts_total",
     "latency_mean_s",
     "latency_p50_s",
@@ -133,11 +149,37 @@ BACKLOG_METRICS: tuple[str, ...] = ("backlog_cleared_s", "backlog_drained_s")
 single stage or chain: "drain 5,000 waiting items within 20 minutes" is
 ``backlog_drained_s<=1200``. NaN (a drain that timed out first) fails the SLO."""
 
-METRICS: tuple[str, ...] = (*SUMMARY_METRICS, *_CHAIN_ONLY, *BACKLOG_METRICS, *DERIVED_METRICS)
+# expired_fraction is a summary key and a derived fraction (judged as a binomial count): once.
+METRICS: tuple[str, ...] = tuple(
+    dict.fromkeys((*SUMMARY_METRICS, *_CHAIN_ONLY, *BACKLOG_METRICS, *DERIVED_METRICS))
+)
 """Every metric an SLO may name (a chain's :data:`CHAIN_METRICS` and the backlog's included)."""
 
+_CLASS_METRIC = re.compile(r"classes\.([A-Za-z0-9_][A-Za-z0-9_-]{0,63})\.([a-z0-9_]+)")
+# A class's fraction, as (events, trials) of its own summary: each item in or out.
+_CLASS_FRACTIONS = {"expired_fraction": ("expired", "items")}
+
+
+def class_metric(metric: str) -> tuple[str, str] | None:
+    """``(class name, key)`` of a ``classes.NAME.KEY`` metric, or None for any other metric.
+
+    Raises:
+        ValueError: ``classes.NAME.KEY`` with a KEY a class's summary does not have.
+    """
+    match = _CLASS_METRIC.fullmatch(metric) if isinstance(metric, str) else None
+    if match is None:
+        return None
+    name, key = match.groups()
+    if key not in CLASS_METRICS:
+        raise ValueError(
+            f"unknown metric {key!r} of class {name!r} in {_quoted(metric)}; a class's metrics: "
+            f"{', '.join(CLASS_METRICS)}"
+        )
+    return name, key
+
+
 _OPERATORS = ("<=", ">=")
-_EXPRESSION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|==|=<|=>|<|>|=)\s*(.*?)\s*$")
+_EXPRESSION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*(<=|>=|==|=<|=>|<|>|=)\s*(.*?)\s*$")
 
 
 def _quoted(text: str) -> str:
@@ -163,7 +205,9 @@ class SLO:
     limit: float
 
     def __post_init__(self) -> None:
-        if not isinstance(self.metric, str) or self.metric not in METRICS:
+        if not isinstance(self.metric, str) or (
+            self.metric not in METRICS and class_metric(self.metric) is None
+        ):
             raise ValueError(
                 f"unknown metric {_quoted(str(self.metric))} in SLO; allowed: {', '.join(METRICS)}"
             )
@@ -193,13 +237,17 @@ class SLO:
                 f"(e.g. 'latency_p95_s<=0.5'), got {_quoted(text)}"
             )
         metric, op, limit_text = match.groups()
-        if "." in metric:
+        try:
+            by_class = class_metric(metric)
+        except ValueError as exc:
+            raise ValueError(f"SLO {_quoted(text)}: {exc}") from None
+        if "." in metric and by_class is None:
             raise ValueError(
                 f"SLO {_quoted(text)}: {_quoted(metric)} is one stage's metric; an SLO bounds "
                 "the run's own summary, for a chain the end-to-end one (latency_p95_s, "
                 "items_held_max, memory_peak_bytes, ...)"
             )
-        if metric not in METRICS:
+        if metric not in METRICS and by_class is None:
             raise ValueError(
                 f"unknown metric {_quoted(metric)} in SLO {_quoted(text)}; "
                 f"allowed: {', '.join(METRICS)}"
@@ -259,7 +307,12 @@ def parse_slos(slos: Sequence[str | SLO] | str | SLO) -> tuple[SLO, ...]:
 
 
 def check_slo_metrics(
-    slos: Sequence[SLO], *, chain: bool, fan_out: bool = False, backlog: bool = True
+    slos: Sequence[SLO],
+    *,
+    chain: bool,
+    fan_out: bool = False,
+    backlog: bool = True,
+    classes: Sequence[str] | None = None,
 ) -> None:
     """Each SLO's metric is in the summary of the run it will judge.
 
@@ -269,12 +322,27 @@ def check_slo_metrics(
     of different items (source items offered, their children completed) and
     a ratio of two of them is not a fraction.
 
-    The :data:`BACKLOG_METRICS` need a run with an initial backlog (``backlog``).
+    The :data:`BACKLOG_METRICS` need a run with an initial backlog (``backlog``);
+    a ``classes.NAME.KEY`` metric a scenario with a class of that name (``classes``,
+    the names; None: no classes).
 
     Raises:
         ValueError: the first SLO whose metric the run does not have, with the ones it has.
     """
     for slo in slos:
+        by_class = class_metric(slo.metric)
+        if by_class is not None:
+            name = by_class[0]
+            if classes is None:
+                raise ValueError(
+                    f"SLO {slo}: this scenario has no item classes; give "
+                    "Scenario(classes=[ItemClass(name=...), ...]) ([[classes]] in a scenario file)"
+                )
+            if name not in classes:
+                raise ValueError(
+                    f"SLO {slo}: no class named {name!r}; classes: {', '.join(classes)}"
+                )
+            continue
         if slo.metric in BACKLOG_METRICS:
             if not backlog:
                 raise ValueError(
@@ -323,8 +391,14 @@ def metric_value(summary: Mapping[str, Any], metric: str) -> float:
     """
     if metric in DERIVED_METRICS:
         numerator, denominator, _ = DERIVED_METRICS[metric]
-        bottom = float(summary[denominator])
-        return float(summary[numerator]) / bottom if bottom > 0 else math.nan
+        bottom = float(summary.get(denominator, math.nan))
+        # A chain's end-to-end summary counts no expiries: NaN, as any fraction 0/0.
+        return float(summary.get(numerator, math.nan)) / bottom if bottom > 0 else math.nan
+    by_class = class_metric(metric)
+    if by_class is not None:
+        name, key = by_class
+        value = summary.get("classes", {}).get(name, {}).get(key, math.nan)
+        return math.nan if value is None else float(value)
     if metric in BACKLOG_METRICS:
         # A point of a search without a backlog has no drain to time.
         return float(summary.get(metric, math.nan))
@@ -338,6 +412,14 @@ def metric_counts(summary: Mapping[str, Any], metric: str) -> tuple[int, int] | 
 
     None for a metric that is not one of :data:`FRACTION_METRICS`.
     """
+    by_class = class_metric(metric)
+    if by_class is not None:
+        name, key = by_class
+        if key not in _CLASS_FRACTIONS:
+            return None
+        events, trials = _CLASS_FRACTIONS[key]
+        own = summary["classes"][name]
+        return int(own[events]), int(own[trials])
     if metric not in FRACTION_METRICS:
         return None
     numerator, denominator, _ = DERIVED_METRICS[metric]

@@ -116,6 +116,9 @@ def unsupported(scenario: Scenario) -> str | None:
     :func:`run_chain_kernel`). ``simulate(engine="auto")`` runs the asyncio
     engine when this is not None; ``engine="kernel"`` raises a ValueError naming it.
     """
+    if scenario.classes is not None:
+        # Their priority keys and deadlines are the engine's; the kernel has neither yet.
+        return "item classes (Scenario.classes: priorities and patience)"
     if scenario.stages is not None:
         for spec in scenario.stages:
             feature = _unsupported_stage(spec.config, spec.failures)
