@@ -170,7 +170,14 @@ class Intake(PipelineFields):
         item = WorkItem(payload, self._admitted, self._loop.time())
         classify = self._classified
         if classify:
-            self._classify(item)  # never raises an Exception: a bad key refuses the item
+            try:
+                self._classify(item)  # never raises an Exception: a bad key refuses the item
+            except BaseException:
+                # A KeyboardInterrupt from the user's key function: the payload is not
+                # admitted (its caller sees the interrupt), so its slot is free again.
+                if reserved:
+                    self._queue.release()
+                raise
         self._offered += 1
         self._admitted += 1
         listener = self._on_admitted  # inline, not the guarded wrapper: the hot path

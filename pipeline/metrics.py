@@ -24,8 +24,9 @@ Where the numbers come from, and what they cost:
 - the histograms, the split of failed attempts into ``failed`` and
   ``timeout`` (the attempt timeout, or a handler's own ``TimeoutError``) and
   ``unfinished`` come from one listener attached beside ``on_event``, called
-  once an attempt ends: a few list appends (about 4% of the engine's own work
-  per item beside a handler that does nothing). A pipeline never
+  once an attempt ends: a few list appends (a tenth of the engine's own work
+  per item beside a handler that does nothing, 3% beside 25 µs of handler
+  work; ``bench/RESULTS.md``). A pipeline never
   served runs exactly as before (``bench/bench_metrics.py`` measures both).
   Serve before the run starts: events before ``serve`` are not in the
   histograms.

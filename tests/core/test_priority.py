@@ -185,16 +185,29 @@ def test_a_bad_key_dead_letters_that_item_without_a_handler_call(key, reason_tex
     assert sorted(called) == [0, 1, 2, 4, 5, 6, 7]
 
 
-def test_a_key_function_that_raises_a_base_exception_is_not_swallowed():
+@pytest.mark.parametrize("put", ["put_nowait", "put"])
+def test_a_key_function_that_raises_a_base_exception_is_not_swallowed_and_frees_its_slot(put):
+    # The payload was not admitted (the caller sees the KeyboardInterrupt): the slot it
+    # had reserved is free again, so a full-sized queue still takes the next item.
     def key(x):
-        raise KeyboardInterrupt
+        if x == "bad":
+            raise KeyboardInterrupt
+        return x
 
     async def main():
-        async with Pipeline(lambda x: x, PipelineConfig(priority=key)) as pipe:
-            with pytest.raises(KeyboardInterrupt):
-                pipe.put_nowait(1)
+        config = PipelineConfig(priority=key, queue_maxsize=1, on_full="reject")
+        async with Pipeline(lambda x: x, config) as pipe:
+            for _ in range(3):
+                with pytest.raises(KeyboardInterrupt):
+                    result = getattr(pipe, put)("bad")
+                    if put == "put":
+                        await result
+            assert pipe.statistics().queue_size == 0
+            pipe.put_nowait(1)  # the queue's one slot is free
+        return pipe.report
 
-    run_virtual(main())
+    report = run_virtual(main())
+    assert report.completed == 1 and report.offered == 1
 
 
 def test_the_first_good_key_fixes_the_shape():
