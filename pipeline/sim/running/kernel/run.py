@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from pipeline.chain.report import ChainReport
 
 __all__ = [
+    "ARRAYS",
     "ENGINES",
     "KernelDeclined",
     "check_engine",
@@ -190,6 +191,7 @@ def run_kernel(
 
     The caller checks the domain first (:func:`unsupported`).
     """
+    from .arrays import run_arrays
     from .events import run_events
     from .fcfs import run_fcfs
 
@@ -202,14 +204,18 @@ def run_kernel(
         fast = run_fcfs(arrivals, workload.first_attempt_s, config)
         if fast is not None:
             return fast
-    run = run_events(
-        arrivals.tolist(),
-        workload.first_attempt_s.tolist(),
-        workload.retry_time,
-        None if quiet else workload.failures,
-        config,
-        workload.streams.jitter,
-    )
+    fast = _take_arrays(scenario, quiet, n)
+    if fast is not None:
+        run = run_arrays(workload, scenario.failures, quiet, config, fast=fast)
+    else:
+        run = run_events(
+            arrivals.tolist(),
+            workload.first_attempt_s.tolist(),
+            workload.retry_time,
+            None if quiet else workload.failures,
+            config,
+            workload.streams.jitter,
+        )
     log = Recorder()
     log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
     columns = item_columns(arrivals, log)
@@ -230,6 +236,28 @@ def run_kernel(
         producer_blocked_s=run.producer_blocked_s,
     )
     return report, arrivals, columns, series
+
+
+ARRAYS = "auto"
+"""Which event path runs a scenario :mod:`.arrays` knows: ``"auto"`` (compiled when numba is
+installed and the run has at least :data:`~.arrays.MIN_ITEMS` items, else :mod:`.events`),
+``"compiled"``, ``"plain"`` (its plain-Python source) or ``"off"`` (always :mod:`.events`).
+The equality tests set it to run every path."""
+
+
+def _take_arrays(scenario: Scenario, quiet: bool, n: int) -> bool | None:
+    """True: run :mod:`.arrays` compiled, False: its plain source, None: run :mod:`.events`."""
+    from .arrays import MIN_ITEMS, compiled, inside
+
+    if ARRAYS == "off" or not (quiet or inside(scenario.failures)):
+        return None
+    if ARRAYS == "plain":
+        return False
+    if ARRAYS == "compiled":
+        if compiled() is None:
+            raise RuntimeError("the compiled event path needs numba (pip install 'pipeline[fast]')")
+        return True
+    return True if n >= MIN_ITEMS and compiled() is not None else None
 
 
 class KernelDeclined(Exception):
