@@ -58,11 +58,15 @@ class Recorder:
         self.listener = listener
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(kinds, times, ids) as numpy arrays (views, no copy)."""
+        """(kinds, times, ids) as numpy arrays (views, no copy).
+
+        The columns are ``array.array`` as the listener appends, or numpy arrays
+        of those types (the kernel's compiled event path hands its log over so).
+        """
         return (
-            np.frombuffer(self.kinds, dtype=np.int8) if self.kinds else np.empty(0, np.int8),
-            np.frombuffer(self.times, dtype=np.float64) if self.times else np.empty(0),
-            np.frombuffer(self.ids, dtype=np.int64) if self.ids else np.empty(0, np.int64),
+            np.frombuffer(self.kinds, dtype=np.int8) if len(self.kinds) else np.empty(0, np.int8),
+            np.frombuffer(self.times, dtype=np.float64) if len(self.times) else np.empty(0),
+            np.frombuffer(self.ids, dtype=np.int64) if len(self.ids) else np.empty(0, np.int64),
         )
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from array import array
 from typing import Any
 
 import numpy as np
@@ -40,6 +39,7 @@ from ...workloads.failures import (
     PermanentFailures,
     SimulatedFailure,
 )
+from ..recorder import AttemptLog, ItemColumns
 from .events import EventRun
 from .kinds import (
     ADMITTED,
@@ -115,6 +115,14 @@ def play(
     live,
     failed_item,
     failed_at,
+    admitted_s,
+    start_s,
+    finish_s,
+    outcome,
+    attempt_item,
+    attempt_start,
+    attempt_end,
+    attempt_ending,
     counts,
     seconds,
 ):
@@ -128,7 +136,11 @@ def play(
     ``jitter_u`` (one per jittered retry), the configuration's numbers
     (``bound`` is ``inf`` for an unbounded queue). Outputs: the event log
     ``kinds``/``times``/``ids``, ``attempts`` and ``live`` per item (live: admitted
-    and not settled), each failed attempt's item and time in order,
+    and not settled), each failed attempt's item and time in order, the
+    columns of :class:`~pipeline.sim.running.recorder.ItemColumns` per item
+    (``admitted_s``, ``start_s``, ``finish_s``, ``outcome``; NaN and
+    ``not_offered`` filled in) and per attempt in start order (its item, start,
+    end and ending code; NaN and ``cut`` filled in),
     ``counts`` (the ``C_*`` slots) and ``seconds`` (the end time, the producer's
     blocked seconds).
     """
@@ -136,7 +148,7 @@ def play(
     give_turns = reject or bound == math.inf
 
     # the ready ring (code, arg) and the timer heap (when, seq, code, arg)
-    cap = 2 * concurrency + len(fail_u) + n + 64
+    cap = 2 * concurrency + len(attempt_item) + n + 64
     ready_code = np.empty(cap, np.int64)
     ready_arg = np.empty(cap, np.int64)
     head = tail = 0
@@ -149,7 +161,7 @@ def play(
     # the queue: main lane (item ids, in admission order), retry lane, reserved, held
     main = np.empty(n + 1, np.int64)
     main_head = main_tail = 0
-    lane = np.empty(len(fail_u) + 1, np.int64)
+    lane = np.empty(len(attempt_item) + 1, np.int64)  # retries <= attempts
     lane_head = lane_tail = 0
     reserved = held = peak = 0
     getters = np.empty(concurrency + 1, np.int64)  # ring of waiting workers, longest first
@@ -168,6 +180,7 @@ def play(
     state = np.zeros(concurrency, np.int64)
     current = np.zeros(concurrency, np.int64)
     failing = np.zeros(concurrency, np.int64)
+    running = np.zeros(concurrency, np.int64)  # the number of each worker's attempt
     in_flight = 0
 
     accepting = True
@@ -260,6 +273,7 @@ def play(
                             times[logged] = now
                             ids[logged] = item
                             logged += 1
+                            outcome[item] = 2
                             if give_turns:
                                 ready_code[tail % cap] = _PRODUCER
                                 ready_arg[tail % cap] = _TOP
@@ -273,6 +287,7 @@ def play(
                     times[logged] = now
                     ids[logged] = item
                     logged += 1
+                    admitted_s[item] = now
                     unsettled += 1
                     live[item] = 1
                     reserved -= 1
@@ -300,12 +315,17 @@ def play(
                 if status == _SERVING:
                     item = current[w]
                     in_flight -= 1
+                    number = running[w]
+                    attempt_end[number] = now
                     if failing[w] == 0:
                         completed += 1
                         kinds[logged] = COMPLETED
                         times[logged] = now
                         ids[logged] = item
                         logged += 1
+                        attempt_ending[number] = 0
+                        finish_s[item] = now
+                        outcome[item] = 0
                         live[item] = 0
                         unsettled -= 1
                     else:
@@ -326,11 +346,15 @@ def play(
                             times[logged] = now
                             ids[logged] = item
                             logged += 1
+                            attempt_ending[number] = 1
                         else:
                             kinds[logged] = DEAD_LETTERED
                             times[logged] = now
                             ids[logged] = item
                             logged += 1
+                            attempt_ending[number] = 2
+                            finish_s[item] = now
+                            outcome[item] = 1
                             live[item] = 0
                             unsettled -= 1
                     if unsettled == 0 and not accepting and not settled:
@@ -364,6 +388,11 @@ def play(
                 times[logged] = now
                 ids[logged] = item
                 logged += 1
+                if attempt == 1:
+                    start_s[item] = now
+                attempt_item[attempts_total - 1] = item
+                attempt_start[attempts_total - 1] = now
+                running[w] = attempts_total - 1
                 if attempt == 1 or trace_retry:
                     service = first[item]
                 else:
@@ -506,8 +535,13 @@ def _model_error(mode: int, item: int, attempt: int) -> BaseException:
 
 def run_arrays(
     workload: Any, model: Any, quiet: bool, config: PipelineConfig, *, fast: bool
-) -> EventRun:
-    """Run one replication's workload through :func:`play`; the :class:`EventRun` of :mod:`.events`.
+) -> tuple[EventRun, ItemColumns]:
+    """Run one replication's workload through :func:`play`.
+
+    Returns the :class:`EventRun` of :mod:`.events` (its log as numpy arrays)
+    and the per-item columns :func:`~pipeline.sim.running.recorder.item_columns`
+    would build from that log, filled in as the run goes instead of sorted out
+    of it afterwards.
 
     Args:
         workload: the replication's :class:`~pipeline.sim.running.workload.Workload`.
@@ -570,6 +604,14 @@ def run_arrays(
     live = np.zeros(n, np.int8)
     failed_item = np.empty(budget, np.int64)
     failed_at = np.empty(budget, np.float64)
+    admitted_s = np.full(n, np.nan)
+    start_s = np.full(n, np.nan)
+    finish_s = np.full(n, np.nan)
+    outcome = np.full(n, 4, np.int8)  # not_offered unless the run says otherwise
+    attempt_item = np.empty(budget, np.int64)
+    attempt_start = np.empty(budget, np.float64)
+    attempt_end = np.full(budget, np.nan)
+    attempt_ending = np.full(budget, 3, np.int8)  # cut unless the attempt ends
     counts = np.zeros(11, np.int64)
     seconds = np.zeros(2)
     maxsize = config.queue_maxsize
@@ -580,7 +622,9 @@ def run_arrays(
         max_attempts, delays, jitter, jitter_u, config.concurrency,
         math.inf if maxsize is None else float(maxsize), config.on_full == "reject",
         drain is not None, 0.0 if drain is None else float(drain),
-        kinds, times, ids, attempts, live, failed_item, failed_at, counts, seconds,
+        kinds, times, ids, attempts, live, failed_item, failed_at,
+        admitted_s, start_s, finish_s, outcome,
+        attempt_item, attempt_start, attempt_end, attempt_ending, counts, seconds,
     )  # fmt: skip
     if counts[C_STUCK]:  # pragma: no cover - the engine would report a deadlock
         raise RuntimeError("kernel event path: nothing ready and no timer pending")
@@ -622,18 +666,32 @@ def run_arrays(
                         reason=reason,
                     )
                 )
-    # the recorder's compact arrays, the unfinished items last (as the engine's close logs them)
-    log_kinds, log_times, log_ids = array("b"), array("d"), array("q")
-    log_kinds.frombytes(kinds.tobytes())
-    log_kinds.extend([UNFINISHED] * len(left))
-    log_times.frombytes(times.tobytes())
-    log_times.extend([now] * len(left))
-    log_ids.frombytes(ids.tobytes())
-    log_ids.frombytes(left.astype(np.int64).tobytes())
-    return EventRun(
-        kinds=log_kinds,
-        times=log_times,
-        ids=log_ids,
+    if len(left):  # the unfinished items last, as the engine's close logs them
+        kinds = np.concatenate([kinds, np.full(len(left), UNFINISHED, np.int8)])
+        times = np.concatenate([times, np.full(len(left), now)])
+        ids = np.concatenate([ids, left])
+        outcome[left] = 3
+    total = int(counts[C_ATTEMPTS])
+    attempt_end = attempt_end[:total]
+    attempt_end[np.isnan(attempt_end)] = now  # cut at the drain's end
+    order = np.argsort(attempt_item[:total], kind="stable")  # item order, then time
+    columns = ItemColumns(
+        arrival_s=arrival,
+        admitted_s=admitted_s,
+        start_s=start_s,
+        finish_s=finish_s,
+        attempts=attempts,
+        outcome=outcome,
+        attempt_log=AttemptLog(
+            start_s=attempt_start[:total].take(order),
+            end_s=attempt_end.take(order),
+            ending=attempt_ending[:total].take(order),
+        ),
+    )
+    run = EventRun(
+        kinds=kinds,
+        times=times,
+        ids=ids,
         offered=int(counts[C_OFFERED]),
         admitted=int(counts[C_ADMITTED]),
         completed=int(counts[C_COMPLETED]),
@@ -647,3 +705,4 @@ def run_arrays(
         queue_peak=int(counts[C_PEAK]),
         producer_blocked_s=float(seconds[1]),
     )
+    return run, columns

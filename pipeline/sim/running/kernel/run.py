@@ -205,8 +205,10 @@ def run_kernel(
         if fast is not None:
             return fast
     fast = _take_arrays(scenario, quiet, n)
+    log = Recorder()
     if fast is not None:
-        run = run_arrays(workload, scenario.failures, quiet, config, fast=fast)
+        run, columns = run_arrays(workload, scenario.failures, quiet, config, fast=fast)
+        log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
     else:
         run = run_events(
             arrivals.tolist(),
@@ -216,9 +218,8 @@ def run_kernel(
             config,
             workload.streams.jitter,
         )
-    log = Recorder()
-    log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
-    columns = item_columns(arrivals, log)
+        log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
+        columns = item_columns(arrivals, log)
     series = step_series(arrivals, log, run.finished_s)
     report = make_report(
         config=scenario.config,
