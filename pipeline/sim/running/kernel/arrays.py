@@ -1,9 +1,10 @@
 """The kernel's event path on flat arrays: the same steps as :mod:`.events`, compilable with numba.
 
-:func:`play` is :func:`.events.run_events` rewritten without closures, objects
-or Python containers: the timer heap is a list of ``(when, seq, code, arg)``
-tuples, the ready steps, the two queue lanes and the waiting workers are
-index rings over preallocated arrays, and every random input is drawn before
+:func:`play` is :func:`.events.run_events` rewritten without objects or
+Python containers: the timer heap is four arrays ordered by ``(when, seq)``
+(two small local functions keep it), the ready steps, the two queue lanes and
+the waiting workers are index rings over preallocated arrays, the per-item
+columns are filled in as the run goes, and every random input is drawn before
 the run starts, in the order the engine consumes it (the failure uniforms of
 attempts in start order, the retry service times and the jitter of retries in
 schedule order; see :func:`run_arrays` for how many). The order of the steps,
@@ -23,7 +24,6 @@ attempt errors the default retry policy judges the same way every time.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 from typing import Any
 
@@ -39,7 +39,10 @@ from ...workloads.failures import (
     PermanentFailures,
     SimulatedFailure,
 )
-from ..recorder import AttemptLog, ItemColumns
+from ..recorder import _DELTAS as DELTAS
+from ..recorder import _SERIES as SERIES
+from ..recorder import ARRIVAL, AttemptLog, ItemColumns, StepSeries
+from ..recorder import _finish_series as finish_series
 from .events import EventRun
 from .kinds import (
     ADMITTED,
@@ -56,7 +59,15 @@ from .kinds import (
     UNFINISHED,
 )
 
-__all__ = ["MIN_ITEMS", "compiled", "inside", "play", "run_arrays"]
+__all__ = [
+    "MIN_ITEMS",
+    "compiled",
+    "inside",
+    "play",
+    "run_arrays",
+    "series_rows",
+    "step_series_merged",
+]
 
 MIN_ITEMS = 20_000
 """Runs shorter than this take the plain :mod:`.events` path even when numba is installed."""
@@ -148,12 +159,57 @@ def play(
     give_turns = reject or bound == math.inf
 
     # the ready ring (code, arg) and the timer heap (when, seq, code, arg)
-    cap = 2 * concurrency + len(attempt_item) + n + 64
+    cap = 64  # a power of two, so that `% cap` is a mask
+    while cap < 2 * concurrency + len(attempt_item) + n + 64:
+        cap *= 2
     ready_code = np.empty(cap, np.int64)
     ready_arg = np.empty(cap, np.int64)
     head = tail = 0
-    timers = [(0.0, 0, 0, 0)]
-    timers.pop()
+    # the timer heap, ordered by (when, seq): four parallel arrays and its size in pending[0]
+    room = concurrency + len(attempt_item) + 8  # workers' timers, retries held, producer, drain
+    h_when = np.empty(room)
+    h_seq = np.empty(room, np.int64)
+    h_code = np.empty(room, np.int64)
+    h_arg = np.empty(room, np.int64)
+    pending = np.zeros(1, np.int64)
+
+    def push(when, seq, code, arg):
+        i = pending[0]
+        pending[0] = i + 1
+        while i > 0:
+            up = (i - 1) >> 1
+            if h_when[up] < when or (h_when[up] == when and h_seq[up] < seq):
+                break
+            h_when[i], h_seq[i], h_code[i], h_arg[i] = h_when[up], h_seq[up], h_code[up], h_arg[up]
+            i = up
+        h_when[i], h_seq[i], h_code[i], h_arg[i] = when, seq, code, arg
+
+    def pop():  # drop the root (the caller has read it)
+        last = pending[0] - 1
+        pending[0] = last
+        when, seq, code, arg = h_when[last], h_seq[last], h_code[last], h_arg[last]
+        i = 0
+        while True:
+            down = 2 * i + 1
+            if down >= last:
+                break
+            right = down + 1
+            if right < last and (
+                h_when[right] < h_when[down]
+                or (h_when[right] == h_when[down] and h_seq[right] < h_seq[down])
+            ):
+                down = right
+            if when < h_when[down] or (when == h_when[down] and seq < h_seq[down]):
+                break
+            h_when[i], h_seq[i], h_code[i], h_arg[i] = (
+                h_when[down],
+                h_seq[down],
+                h_code[down],
+                h_arg[down],
+            )
+            i = down
+        h_when[i], h_seq[i], h_code[i], h_arg[i] = when, seq, code, arg
+
     seq = 0
     now = 0.0
     logged = 0
@@ -203,19 +259,19 @@ def play(
 
     while not closed:
         if head == tail:
-            while timers and timers[0][2] == _TIMEOUT and timeout_cancelled:
-                heapq.heappop(timers)
-            if not timers:
+            while pending[0] and h_code[0] == _TIMEOUT and timeout_cancelled:
+                pop()
+            if not pending[0]:
                 stuck = True
                 break
-            when = timers[0][0]
+            when = h_when[0]
             if when > now:
                 now = when
-        while timers and timers[0][0] <= now:
-            entry = heapq.heappop(timers)
-            ready_code[tail % cap] = entry[2]
-            ready_arg[tail % cap] = entry[3]
+        while pending[0] and h_when[0] <= now:
+            ready_code[tail % cap] = h_code[0]
+            ready_arg[tail % cap] = h_arg[0]
             tail += 1
+            pop()
         for _ in range(tail - head):
             code = ready_code[head % cap]
             arg = ready_arg[head % cap]
@@ -261,7 +317,7 @@ def play(
                         when = arrival[next_item]
                         if when > now:
                             seq += 1
-                            heapq.heappush(timers, (when, seq, _WAKE + _PRODUCER, _ARRIVED))
+                            push(when, seq, _WAKE + _PRODUCER, _ARRIVED)
                             break
                     item = next_item
                     next_item += 1
@@ -341,7 +397,7 @@ def play(
                             retried += 1
                             held += 1
                             seq += 1
-                            heapq.heappush(timers, (now + delay, seq, _READMIT, item))
+                            push(now + delay, seq, _READMIT, item)
                             kinds[logged] = RETRY_SCHEDULED
                             times[logged] = now
                             ids[logged] = item
@@ -407,7 +463,7 @@ def play(
                 current[w] = item
                 state[w] = _SERVING
                 seq += 1
-                heapq.heappush(timers, (now + service, seq, _WAKE + _WORKER, w))
+                push(now + service, seq, _WAKE + _WORKER, w)
             elif code == _READMIT:
                 item = arg
                 held -= 1
@@ -454,7 +510,7 @@ def play(
                                 tail += 1
                             else:
                                 seq += 1
-                                heapq.heappush(timers, (deadline, seq, _TIMEOUT, 0))
+                                push(deadline, seq, _TIMEOUT, 0)
                         run_waiting = True
                         continue
                 else:
@@ -499,26 +555,79 @@ def play(
     seconds[1] = blocked_s
 
 
-_COMPILED: list[Any] = []
+def series_rows(arrival, kinds, times, deltas, arrival_code, time_s, columns):
+    """The rows of :func:`~pipeline.sim.running.recorder.step_series`, by merging, not sorting.
 
-
-def compiled() -> Any:
-    """:func:`play` compiled by numba (cached on disk), or None without numba.
-
-    ``NUMBA_DISABLE_JIT=1`` gives numba's plain-Python dispatcher, which is
-    slower than :mod:`.events`: the kernel then does not take this path.
+    ``arrival`` (the source's arrivals) and ``times`` (the event log, with its
+    ``kinds``) are both non-decreasing, and the state after all events at one
+    instant does not depend on their order there, so one pass over the two
+    gives each distinct instant's state: ``time_s[r]`` and ``columns[:, r]``
+    (``deltas[kind]`` moves the columns; ``arrival_code`` is an arrival's row).
+    Row 0 is the state at 0.0 s. Returns the number of rows filled.
     """
-    if not _COMPILED:
+    width = columns.shape[0]
+    state = np.zeros(width, np.int64)
+    for c in range(width):
+        columns[c, 0] = 0
+    time_s[0] = 0.0
+    rows = 1
+    i = j = 0
+    arrived, logged = len(arrival), len(times)
+    while i < arrived or j < logged:
+        at = arrival[i] if j == logged or (i < arrived and arrival[i] <= times[j]) else times[j]
+        while i < arrived and arrival[i] == at:
+            for c in range(width):
+                state[c] += deltas[arrival_code, c]
+            i += 1
+        while j < logged and times[j] == at:
+            kind = kinds[j]
+            for c in range(width):
+                state[c] += deltas[kind, c]
+            j += 1
+        time_s[rows] = at
+        for c in range(width):
+            columns[c, rows] = state[c]
+        rows += 1
+    return rows
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def compiled(name: str = "play") -> Any:
+    """:func:`play` (or :func:`series_rows`) compiled by numba (cached on disk), or None.
+
+    None without numba, and under ``NUMBA_DISABLE_JIT=1``, which gives numba's
+    plain-Python dispatcher, slower than :mod:`.events`: the kernel then does
+    not take this path.
+    """
+    if name not in _COMPILED:
         try:
             import numba
         except ImportError:
-            _COMPILED.append(None)
+            _COMPILED[name] = None
         else:
             if numba.config.DISABLE_JIT:
-                _COMPILED.append(None)
+                _COMPILED[name] = None
             else:
-                _COMPILED.append(numba.njit(cache=True, nogil=True)(play))
-    return _COMPILED[0]
+                function = {"play": play, "series_rows": series_rows}[name]
+                _COMPILED[name] = numba.njit(cache=True, nogil=True)(function)
+    return _COMPILED[name]
+
+
+def step_series_merged(arrival_s: np.ndarray, run: EventRun, *, fast: bool) -> StepSeries:
+    """:func:`~pipeline.sim.running.recorder.step_series` of ``run``'s log, by merging."""
+    deltas = DELTAS.astype(np.int64)
+    rows = len(arrival_s) + len(run.times) + 1
+    time_s = np.empty(rows)
+    columns = np.empty((len(SERIES), rows), np.int32)
+    merge = compiled("series_rows") if fast else series_rows
+    rows = merge(arrival_s, run.kinds, run.times, deltas, ARRIVAL, time_s, columns)
+    return finish_series(
+        time_s[:rows].copy(),
+        {name: columns[index, :rows].copy() for index, name in enumerate(SERIES)},
+        run.finished_s,
+    )
 
 
 def inside(model: Any) -> bool:

@@ -191,7 +191,7 @@ def run_kernel(
 
     The caller checks the domain first (:func:`unsupported`).
     """
-    from .arrays import run_arrays
+    from .arrays import run_arrays, step_series_merged
     from .events import run_events
     from .fcfs import run_fcfs
 
@@ -208,7 +208,7 @@ def run_kernel(
     log = Recorder()
     if fast is not None:
         run, columns = run_arrays(workload, scenario.failures, quiet, config, fast=fast)
-        log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
+        series = step_series_merged(arrivals, run, fast=fast)
     else:
         run = run_events(
             arrivals.tolist(),
@@ -220,7 +220,7 @@ def run_kernel(
         )
         log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
         columns = item_columns(arrivals, log)
-    series = step_series(arrivals, log, run.finished_s)
+        series = step_series(arrivals, log, run.finished_s)
     report = make_report(
         config=scenario.config,
         offered=run.offered,
