@@ -256,7 +256,9 @@ def _take_arrays(scenario: Scenario, quiet: bool, n: int) -> bool | None:
         return False
     if ARRAYS == "compiled":
         if compiled() is None:
-            raise RuntimeError("the compiled event path needs numba (pip install 'pipeline[fast]')")
+            raise RuntimeError(
+                "the compiled event path needs numba: pip install 'pipeline-lab[fast]'"
+            )
         return True
     return True if n >= MIN_ITEMS and compiled() is not None else None
 

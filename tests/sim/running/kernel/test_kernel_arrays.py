@@ -5,9 +5,10 @@ source and (when numba is installed, the ``[fast]`` extra) its compiled
 form, on the random scenarios of ``test_kernel_equality`` whose failure model
 the path knows, item by item against the asyncio engine (1e-9 s), and checks
 the per-item columns it fills in as it goes against those the recorder sorts
-out of its log. Then the bulk draws against the draws one at a time, the
-domain of ``auto``, and the edges: every attempt failing, a huge budget,
-zero service times, no items.
+out of its log, and the step series it merges against the recorder's. Then
+the bulk draws against the draws one at a time, the domain of ``auto`` (with
+and without numba), and the edges: every attempt failing, a huge budget, zero
+service times, no items.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pipeline.sim import (
 )
 from pipeline.sim.running.kernel import arrays
 from pipeline.sim.running.kernel import run as kernel_run
-from pipeline.sim.running.recorder import Recorder, item_columns
+from pipeline.sim.running.recorder import Recorder, StepSeries, item_columns, step_series
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.running.workload import Workload
 from pipeline.sim.workloads.traces.service import ServiceTrace
@@ -48,13 +49,8 @@ from .test_kernel_equality import (
 )
 
 HAS_NUMBA = arrays.compiled() is not None
-PATHS = [
-    "plain",
-    pytest.param(
-        "compiled",
-        marks=pytest.mark.skipif(not HAS_NUMBA, reason="needs numba: pip install -e '.[fast]'"),
-    ),
-]
+NEEDS_NUMBA = pytest.mark.skipif(not HAS_NUMBA, reason="needs numba: pip install 'pipeline-lab[fast]'")
+PATHS = ["plain", pytest.param("compiled", marks=NEEDS_NUMBA)]
 
 
 @contextmanager
@@ -87,6 +83,12 @@ def assert_columns_match_the_log(scenario: Scenario, replication: int, fast: boo
         np.testing.assert_array_equal(
             getattr(columns.attempt_log, name), getattr(sorted_out.attempt_log, name), name
         )
+    merged = arrays.step_series_merged(workload.arrival_s, run, fast=fast)
+    expected = step_series(workload.arrival_s, log, run.finished_s)
+    assert merged.end_s == expected.end_s
+    for name in ("time_s", *StepSeries.COLUMNS):
+        np.testing.assert_array_equal(getattr(merged, name), getattr(expected, name), name)
+        assert getattr(merged, name).dtype == getattr(expected, name).dtype, name
 
 
 @pytest.mark.parametrize("name", PATHS)
@@ -178,7 +180,7 @@ def test_a_burst_of_a_trace_with_jittered_backoff_equals_the_engine(name):
     assert_same_run(*run_both(scenario, name))
 
 
-@pytest.mark.skipif(not HAS_NUMBA, reason="needs numba: pip install -e '.[fast]'")
+@NEEDS_NUMBA
 def test_a_long_run_compiled_equals_the_events_path_and_auto_takes_it():
     scenario = Scenario(
         arrivals=Poisson(rate=3.2),
@@ -253,3 +255,17 @@ def test_the_jitter_stream_is_left_where_the_engine_leaves_it(name):
     bulk = Workload(scenario, 0)
     arrays.run_arrays(bulk, scenario.failures, False, scenario.config, fast=name == "compiled")
     assert bulk.streams.jitter.getstate() == expected.getstate()
+
+
+def test_without_numba_auto_takes_the_events_path(monkeypatch):
+    monkeypatch.setattr(arrays, "_COMPILED", {"play": None, "series_rows": None})
+    scenario = Scenario(
+        arrivals=Poisson(rate=1.0),
+        service=Constant(1.0),
+        failures=IndependentFailures(0.1),
+        n_items=10**6,
+    )
+    assert arrays.compiled() is None
+    assert kernel_run._take_arrays(scenario, False, 10**6) is None
+    with path("compiled"), pytest.raises(RuntimeError, match=r"needs numba: pip install"):
+        kernel_run._take_arrays(scenario, False, 10)
