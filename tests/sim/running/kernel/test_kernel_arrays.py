@@ -49,7 +49,9 @@ from .test_kernel_equality import (
 )
 
 HAS_NUMBA = arrays.compiled() is not None
-NEEDS_NUMBA = pytest.mark.skipif(not HAS_NUMBA, reason="needs numba: pip install 'pipeline-lab[fast]'")
+NEEDS_NUMBA = pytest.mark.skipif(
+    not HAS_NUMBA, reason="needs numba: pip install 'pipeline-lab[fast]'"
+)
 PATHS = ["plain", pytest.param("compiled", marks=NEEDS_NUMBA)]
 
 
