@@ -14,8 +14,8 @@ the engine's.
 One source, two ways to run it: plain Python (the reference, which the
 equality tests also run), or compiled by numba when the optional ``[fast]``
 extra is installed (:func:`compiled`; the machine code is cached on disk, and
-the kernel only asks for it on runs of at least :data:`MIN_ITEMS` items, where
-the import and the cache load are paid back many times). Its domain is a
+``auto`` loads it only once a process has run :data:`MIN_ITEMS` event-path
+items, so the import and the cache load are paid back; see :func:`worth_it`). Its domain is a
 subset of the event path's (:func:`inside`): no failures, or one
 :class:`IndependentFailures` or :class:`PermanentFailures` model, whose
 attempt errors the default retry policy judges the same way every time.
@@ -67,10 +67,18 @@ __all__ = [
     "run_arrays",
     "series_rows",
     "step_series_merged",
+    "worth_it",
 ]
 
-MIN_ITEMS = 20_000
-"""Runs shorter than this take the plain :mod:`.events` path even when numba is installed."""
+MIN_ITEMS = 100_000
+"""Event-path items a process runs before ``auto`` loads the compiled path (see :func:`worth_it`).
+
+Importing numba and loading the cached machine code costs about 0.5 s of CPU
+once per process (a few seconds more the very first time, to compile), what
+:mod:`.events` spends on about 150,000 items; below that, a process that
+never runs more stays on :mod:`.events`.
+"""
+_SEEN = [0]  # event-path items this process has run (or is about to), while not loaded
 
 # Steps in the ready ring (code, arg). A timer that wakes a task enters the ring as
 # _WAKE + the task's code and joins it again, as the task's step, one iteration later.
@@ -628,6 +636,19 @@ def step_series_merged(arrival_s: np.ndarray, run: EventRun, *, fast: bool) -> S
         {name: columns[index, :rows].copy() for index, name in enumerate(SERIES)},
         run.finished_s,
     )
+
+
+def worth_it(n: int) -> bool:
+    """Whether ``auto`` runs the next event-path run of ``n`` items compiled.
+
+    Yes once the compiled path is loaded, and as soon as this process's
+    event-path items, this run's included, reach :data:`MIN_ITEMS` (a long
+    run, or the runs of a sweep or a plan); never without numba.
+    """
+    if "play" in _COMPILED:
+        return _COMPILED["play"] is not None
+    _SEEN[0] += n
+    return _SEEN[0] >= MIN_ITEMS and compiled() is not None
 
 
 def inside(model: Any) -> bool:

@@ -241,14 +241,14 @@ def run_kernel(
 
 ARRAYS = "auto"
 """Which event path runs a scenario :mod:`.arrays` knows: ``"auto"`` (compiled when numba is
-installed and the run has at least :data:`~.arrays.MIN_ITEMS` items, else :mod:`.events`),
+installed and worth loading, :func:`~.arrays.worth_it`, else :mod:`.events`),
 ``"compiled"``, ``"plain"`` (its plain-Python source) or ``"off"`` (always :mod:`.events`).
 The equality tests set it to run every path."""
 
 
 def _take_arrays(scenario: Scenario, quiet: bool, n: int) -> bool | None:
     """True: run :mod:`.arrays` compiled, False: its plain source, None: run :mod:`.events`."""
-    from .arrays import MIN_ITEMS, compiled, inside
+    from .arrays import compiled, inside, worth_it
 
     if ARRAYS == "off" or not (quiet or inside(scenario.failures)):
         return None
@@ -260,7 +260,7 @@ def _take_arrays(scenario: Scenario, quiet: bool, n: int) -> bool | None:
                 "the compiled event path needs numba: pip install 'pipeline-lab[fast]'"
             )
         return True
-    return True if n >= MIN_ITEMS and compiled() is not None else None
+    return True if worth_it(n) else None
 
 
 class KernelDeclined(Exception):

@@ -183,18 +183,18 @@ def test_a_burst_of_a_trace_with_jittered_backoff_equals_the_engine(name):
 
 
 @NEEDS_NUMBA
-def test_a_long_run_compiled_equals_the_events_path_and_auto_takes_it():
+def test_auto_loads_the_compiled_path_once_the_process_has_run_enough_items(monkeypatch):
+    monkeypatch.setattr(arrays, "MIN_ITEMS", 3000)
+    monkeypatch.setattr(arrays, "_SEEN", [0])
+    monkeypatch.setattr(arrays, "_COMPILED", {})
     scenario = Scenario(
         arrivals=Poisson(rate=3.2),
         service=Exponential(mean=1.0),
         config=PipelineConfig(concurrency=4, queue_maxsize=100, backoff=Backoff(jitter=True)),
         failures=IndependentFailures(0.1),
-        n_items=arrays.MIN_ITEMS,
+        n_items=2000,
         seed=1,
     )
-    with path("off"):
-        events = simulate_once(scenario, 0, "kernel")
-    events.summary["engine"] = "asyncio"  # the reference here is the events path
     taken = []
     original = arrays.run_arrays
 
@@ -202,13 +202,18 @@ def test_a_long_run_compiled_equals_the_events_path_and_auto_takes_it():
         taken.append(kwargs["fast"])
         return original(*args, **kwargs)
 
-    try:  # run_kernel imports run_arrays from the module when it runs
-        arrays.run_arrays = spy
-        assert_same_run(events, simulate_once(scenario, 0, "auto"))
-        simulate_once(scenario.replace(n_items=arrays.MIN_ITEMS - 1), 0, "auto")
-    finally:
-        arrays.run_arrays = original
-    assert taken == [True]  # the long run compiled; the shorter one took the events path
+    monkeypatch.setattr(arrays, "run_arrays", spy)  # run_kernel imports it when it runs
+    for items in (1000, 1999, 2, 40):  # the third run reaches 3000 items
+        short = scenario.replace(n_items=items)
+        with path("off"):
+            events = simulate_once(short, 0, "kernel")
+        events.summary["engine"] = "asyncio"  # the reference here: the events path
+        assert_same_run(events, simulate_once(short, 0, "auto"))
+    assert taken == [True, True]
+    # without failures or ties the FCFS recursion still runs first
+    quiet = scenario.replace(failures=IndependentFailures(0.0), config=PipelineConfig())
+    assert simulate_once(quiet, 0, "auto").summary["engine"] == "kernel"
+    assert taken == [True, True]
 
 
 def test_auto_leaves_models_the_path_does_not_know_to_the_events_path():
@@ -261,6 +266,7 @@ def test_the_jitter_stream_is_left_where_the_engine_leaves_it(name):
 
 def test_without_numba_auto_takes_the_events_path(monkeypatch):
     monkeypatch.setattr(arrays, "_COMPILED", {"play": None, "series_rows": None})
+    monkeypatch.setattr(arrays, "_SEEN", [0])
     scenario = Scenario(
         arrivals=Poisson(rate=1.0),
         service=Constant(1.0),
