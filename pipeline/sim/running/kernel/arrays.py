@@ -39,10 +39,15 @@ from ...workloads.failures import (
     PermanentFailures,
     SimulatedFailure,
 )
-from ..recorder import _DELTAS as DELTAS
-from ..recorder import _SERIES as SERIES
-from ..recorder import ARRIVAL, AttemptLog, ItemColumns, StepSeries
-from ..recorder import _finish_series as finish_series
+from ..recorder import (
+    ARRIVAL,
+    DELTAS,
+    SERIES,
+    AttemptLog,
+    ItemColumns,
+    StepSeries,
+    finish_series,
+)
 from .events import EventRun
 from .kinds import (
     ADMITTED,
