@@ -172,9 +172,10 @@ def play(
     give_turns = reject or bound == math.inf
 
     # the ready ring (code, arg) and the timer heap (when, seq, code, arg)
-    cap = 64  # a power of two, so that `% cap` is a mask
+    cap = 64  # a power of two: a ring index is `i & mask`
     while cap < 2 * concurrency + len(attempt_item) + n + 64:
         cap *= 2
+    mask = cap - 1
     ready_code = np.empty(cap, np.int64)
     ready_arg = np.empty(cap, np.int64)
     head = tail = 0
@@ -233,7 +234,10 @@ def play(
     lane = np.empty(len(attempt_item) + 1, np.int64)  # retries <= attempts
     lane_head = lane_tail = 0
     reserved = held = peak = 0
-    getters = np.empty(concurrency + 1, np.int64)  # ring of waiting workers, longest first
+    get_mask = 1  # ring of waiting workers, longest first (at most all of them)
+    while get_mask < concurrency:
+        get_mask = 2 * get_mask + 1
+    getters = np.empty(get_mask + 1, np.int64)
     get_head = get_tail = 0
 
     offered = admitted = completed = attempts_total = retried = 0
@@ -263,11 +267,11 @@ def play(
     stuck = False
 
     for w in range(concurrency):
-        ready_code[tail % cap] = _WORKER
-        ready_arg[tail % cap] = w
+        ready_code[tail & mask] = _WORKER
+        ready_arg[tail & mask] = w
         tail += 1
-    ready_code[tail % cap] = _PRODUCER
-    ready_arg[tail % cap] = _TOP
+    ready_code[tail & mask] = _PRODUCER
+    ready_arg[tail & mask] = _TOP
     tail += 1
 
     while not closed:
@@ -281,17 +285,17 @@ def play(
             if when > now:
                 now = when
         while pending[0] and h_when[0] <= now:
-            ready_code[tail % cap] = h_code[0]
-            ready_arg[tail % cap] = h_arg[0]
+            ready_code[tail & mask] = h_code[0]
+            ready_arg[tail & mask] = h_arg[0]
             tail += 1
             pop()
         for _ in range(tail - head):
-            code = ready_code[head % cap]
-            arg = ready_arg[head % cap]
+            code = ready_code[head & mask]
+            arg = ready_arg[head & mask]
             head += 1
             if code >= _WAKE:  # a timer fired: its task runs in the next iteration
-                ready_code[tail % cap] = code - _WAKE
-                ready_arg[tail % cap] = arg
+                ready_code[tail & mask] = code - _WAKE
+                ready_arg[tail & mask] = arg
                 tail += 1
             elif code == _PRODUCER:
                 resume = arg
@@ -323,8 +327,8 @@ def play(
                         if next_item == n:  # the source is exhausted
                             if not reject:
                                 reserved -= 1
-                            ready_code[tail % cap] = _GATHERED
-                            ready_arg[tail % cap] = 0
+                            ready_code[tail & mask] = _GATHERED
+                            ready_arg[tail & mask] = 0
                             tail += 1
                             break
                         when = arrival[next_item]
@@ -344,8 +348,8 @@ def play(
                             logged += 1
                             outcome[item] = 2
                             if give_turns:
-                                ready_code[tail % cap] = _PRODUCER
-                                ready_arg[tail % cap] = _TOP
+                                ready_code[tail & mask] = _PRODUCER
+                                ready_arg[tail & mask] = _TOP
                                 tail += 1
                                 break
                             resume = _TOP
@@ -366,13 +370,13 @@ def play(
                     if size > peak:
                         peak = size
                     if get_tail != get_head and not closed:
-                        ready_code[tail % cap] = _WORKER
-                        ready_arg[tail % cap] = getters[get_head % (concurrency + 1)]
+                        ready_code[tail & mask] = _WORKER
+                        ready_arg[tail & mask] = getters[get_head & get_mask]
                         tail += 1
                         get_head += 1
                     if give_turns:
-                        ready_code[tail % cap] = _PRODUCER
-                        ready_arg[tail % cap] = _TOP
+                        ready_code[tail & mask] = _PRODUCER
+                        ready_arg[tail & mask] = _TOP
                         tail += 1
                         break
                     resume = _TOP
@@ -430,12 +434,12 @@ def play(
                         settled = True  # set_settled()
                         if run_waiting and not run_woken:
                             run_woken = True
-                            ready_code[tail % cap] = _RUN
-                            ready_arg[tail % cap] = _WOKEN
+                            ready_code[tail & mask] = _RUN
+                            ready_arg[tail & mask] = _WOKEN
                             tail += 1
                 if main_tail == main_head and lane_tail == lane_head:
                     state[w] = _GETTING
-                    getters[get_tail % (concurrency + 1)] = w
+                    getters[get_tail & get_mask] = w
                     get_tail += 1
                     continue
                 # take the next item (retry lane first) and start an attempt
@@ -447,8 +451,8 @@ def play(
                     main_head += 1
                 if producer_waiting:
                     producer_waiting = False
-                    ready_code[tail % cap] = _PRODUCER
-                    ready_arg[tail % cap] = _SLOT
+                    ready_code[tail & mask] = _PRODUCER
+                    ready_arg[tail & mask] = _SLOT
                     tail += 1
                 attempt = attempts[item] + 1
                 attempts[item] = attempt
@@ -486,8 +490,8 @@ def play(
                 if size > peak:
                     peak = size
                 if get_tail != get_head and not closed:
-                    ready_code[tail % cap] = _WORKER
-                    ready_arg[tail % cap] = getters[get_head % (concurrency + 1)]
+                    ready_code[tail & mask] = _WORKER
+                    ready_arg[tail & mask] = getters[get_head & get_mask]
                     tail += 1
                     get_head += 1
                 kinds[logged] = READMITTED
@@ -496,8 +500,8 @@ def play(
                 logged += 1
             elif code == _GATHERED:
                 # gather()'s callback on the producer's end; the run's task wakes a turn later
-                ready_code[tail % cap] = _RUN
-                ready_arg[tail % cap] = _DRAIN
+                ready_code[tail & mask] = _RUN
+                ready_arg[tail & mask] = _DRAIN
                 tail += 1
             elif code == _RUN:
                 if arg == _DRAIN:
@@ -511,15 +515,15 @@ def play(
                             settled = True
                             if run_waiting and not run_woken:  # pragma: no cover - not waiting yet
                                 run_woken = True
-                                ready_code[tail % cap] = _RUN
-                                ready_arg[tail % cap] = _WOKEN
+                                ready_code[tail & mask] = _RUN
+                                ready_arg[tail & mask] = _WOKEN
                                 tail += 1
                     else:
                         if has_drain:
                             deadline = now + drain_timeout
                             if deadline <= now:
-                                ready_code[tail % cap] = _TIMEOUT
-                                ready_arg[tail % cap] = 0
+                                ready_code[tail & mask] = _TIMEOUT
+                                ready_arg[tail & mask] = 0
                                 tail += 1
                             else:
                                 seq += 1
@@ -536,8 +540,8 @@ def play(
                         logged += 1
                     else:
                         timeout_cancelled = True
-                ready_code[tail % cap] = _CLOSE
-                ready_arg[tail % cap] = 0
+                ready_code[tail & mask] = _CLOSE
+                ready_arg[tail & mask] = 0
                 tail += 1
             elif code == _TIMEOUT:
                 if timeout_cancelled:
@@ -545,8 +549,8 @@ def play(
                 timeout_fired = True
                 if not run_woken:
                     run_woken = True
-                    ready_code[tail % cap] = _RUN
-                    ready_arg[tail % cap] = _WOKEN
+                    ready_code[tail & mask] = _RUN
+                    ready_arg[tail & mask] = _WOKEN
                     tail += 1
             else:  # _CLOSE
                 closed = True
@@ -636,9 +640,10 @@ def step_series_merged(arrival_s: np.ndarray, run: EventRun, *, fast: bool) -> S
     columns = np.empty((len(SERIES), rows), np.int32)
     merge = compiled("series_rows") if fast else series_rows
     rows = merge(arrival_s, run.kinds, run.times, deltas, ARRIVAL, time_s, columns)
+    # views, not copies: the rows left over are a few bytes per event
     return finish_series(
-        time_s[:rows].copy(),
-        {name: columns[index, :rows].copy() for index, name in enumerate(SERIES)},
+        time_s[:rows],
+        {name: columns[index, :rows] for index, name in enumerate(SERIES)},
         run.finished_s,
     )
 
