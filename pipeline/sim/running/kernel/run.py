@@ -15,7 +15,12 @@ Two paths, chosen per run:
   else is vectorised. It takes it only when no two events that the engine
   would have to order fall on the same instant; otherwise it hands over to
 - **the event path** (:mod:`pipeline.sim.running.kernel.events`): the engine's tasks
-  replayed step by step over a timer heap, ties included.
+  replayed step by step over a timer heap, ties included. For no failures,
+  :class:`IndependentFailures` or :class:`PermanentFailures` the same steps
+  also run on flat arrays (:mod:`pipeline.sim.running.kernel.arrays`),
+  compiled by numba when the ``[fast]`` extra is installed: ``auto`` takes
+  that once a process has run enough event-path items to pay for loading it
+  (:data:`ARRAYS` says which path runs).
 
 The domain (:func:`unsupported` names what is outside it): any arrival
 process or trace, any service distribution or :class:`ServiceTrace`, FCFS
