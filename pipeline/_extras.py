@@ -26,7 +26,6 @@ __all__ = ["EXTRAS", "MissingExtra", "installed", "missing", "require"]
 _SIM = ("numpy", "pandas", "tqdm")
 EXTRAS: dict[str, tuple[str, ...]] = {
     "sim": _SIM,
-    "fast": (*_SIM, "numba"),
     "viz": (*_SIM, "matplotlib", "ipywidgets"),
     "twin": (*_SIM, "aiohttp", "aiosqlite"),
     "cluster": (*_SIM, "distributed"),
