@@ -728,8 +728,9 @@ def run_arrays(
     retry_s = np.zeros(0) if trace_retry or retries == 0 else workload.retry_times(retries)
     backoff = config.backoff
     plain = dataclasses.replace(backoff, jitter=False)
-    delays = np.zeros(max_attempts + 1)
-    for attempt in range(1, min(max_attempts, budget) + 1):
+    deepest = min(max_attempts, budget)  # no item makes more attempts than the run's budget
+    delays = np.zeros(deepest + 1)
+    for attempt in range(1, deepest + 1):
         delays[attempt] = plain.delay(attempt)
     rng = workload.streams.jitter
     jitter = backoff.jitter

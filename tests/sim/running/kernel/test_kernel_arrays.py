@@ -127,6 +127,9 @@ EDGES = {
     "every attempt fails, budget of 50": dict(
         failures=IndependentFailures(1.0), config=PipelineConfig(concurrency=2, max_attempts=50)
     ),
+    "a budget of a billion attempts, p = 0.5": dict(
+        failures=IndependentFailures(0.5), config=PipelineConfig(concurrency=2, max_attempts=10**9)
+    ),
     "every attempt fails, nothing retried": dict(
         failures=IndependentFailures(1.0),
         config=PipelineConfig(concurrency=2, retry=RetryPolicy(retry_on=())),
