@@ -196,6 +196,16 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ): KERNEL_PATH,
     (
         "pipeline.sim.running.kernel.run",
+        "_take_arrays",
+        "pipeline.sim.running.kernel.arrays",
+    ): KERNEL_PATH,
+    (
+        "pipeline.sim.running.kernel.run",
+        "run_kernel",
+        "pipeline.sim.running.kernel.arrays",
+    ): KERNEL_PATH,
+    (
+        "pipeline.sim.running.kernel.run",
         "run_kernel",
         "pipeline.sim.running.kernel.events",
     ): KERNEL_PATH,

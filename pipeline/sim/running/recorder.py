@@ -20,11 +20,14 @@ from ..stats.stepstats import step_durations, time_weighted_mean
 
 __all__ = [
     "ARRIVAL",
+    "DELTAS",
+    "SERIES",
     "AttemptLog",
     "ItemColumns",
     "Recorder",
     "StepSeries",
     "attempt_log",
+    "finish_series",
     "step_series",
     "stream_series",
 ]
@@ -58,11 +61,15 @@ class Recorder:
         self.listener = listener
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(kinds, times, ids) as numpy arrays (views, no copy)."""
+        """(kinds, times, ids) as numpy arrays (views, no copy).
+
+        The columns are ``array.array`` as the listener appends, or numpy arrays
+        of those types (the kernel's compiled event path hands its log over so).
+        """
         return (
-            np.frombuffer(self.kinds, dtype=np.int8) if self.kinds else np.empty(0, np.int8),
-            np.frombuffer(self.times, dtype=np.float64) if self.times else np.empty(0),
-            np.frombuffer(self.ids, dtype=np.int64) if self.ids else np.empty(0, np.int64),
+            np.frombuffer(self.kinds, dtype=np.int8) if len(self.kinds) else np.empty(0, np.int8),
+            np.frombuffer(self.times, dtype=np.float64) if len(self.times) else np.empty(0),
+            np.frombuffer(self.ids, dtype=np.int64) if len(self.ids) else np.empty(0, np.int64),
         )
 
 
@@ -178,7 +185,7 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
 
 # How each event moves each series. The extra last row is an item's arrival at
 # the source, which only the upstream backlog sees.
-_SERIES = (
+SERIES = (
     "queue_depth",
     "in_flight",
     "retry_waiting",
@@ -187,22 +194,24 @@ _SERIES = (
     "producers_blocked",
     "upstream_backlog",
 )
+"""The step series' columns in :data:`DELTAS`' order."""
 _ARRIVAL = len(EventKind)
 ARRIVAL = _ARRIVAL
 """The code of an item's arrival at the source, for :func:`stream_series`."""
-_DELTAS = np.zeros((len(EventKind) + 1, len(_SERIES)), dtype=np.int8)
-_DELTAS[K.ADMITTED] = (1, 0, 0, 0, 0, 0, -1)
-_DELTAS[K.SHED] = (0, 0, 0, 0, 0, 0, -1)
-_DELTAS[K.STARTED] = (-1, 1, 0, 0, 0, 0, 0)
-_DELTAS[K.COMPLETED] = (0, -1, 0, 0, 1, 0, 0)
-_DELTAS[K.RETRY_SCHEDULED] = (0, -1, 1, 0, 0, 0, 0)
-_DELTAS[K.READMITTED] = (1, 0, -1, 0, 0, 0, 0)
-_DELTAS[K.DEAD_LETTERED] = (0, -1, 0, 1, 0, 0, 0)
-_DELTAS[K.EXPIRED] = (-1, 0, 0, 0, 0, 0, 0)
-_DELTAS[K.PRODUCER_BLOCKED] = (0, 0, 0, 0, 0, 1, 0)
-_DELTAS[K.PRODUCER_UNBLOCKED] = (0, 0, 0, 0, 0, -1, 0)
-_DELTAS[_ARRIVAL] = (0, 0, 0, 0, 0, 0, 1)
-_COLUMN_DELTAS = [np.ascontiguousarray(_DELTAS[:, index]) for index in range(len(_SERIES))]
+DELTAS = np.zeros((len(EventKind) + 1, len(SERIES)), dtype=np.int8)
+DELTAS[K.ADMITTED] = (1, 0, 0, 0, 0, 0, -1)
+DELTAS[K.SHED] = (0, 0, 0, 0, 0, 0, -1)
+DELTAS[K.STARTED] = (-1, 1, 0, 0, 0, 0, 0)
+DELTAS[K.COMPLETED] = (0, -1, 0, 0, 1, 0, 0)
+DELTAS[K.RETRY_SCHEDULED] = (0, -1, 1, 0, 0, 0, 0)
+DELTAS[K.READMITTED] = (1, 0, -1, 0, 0, 0, 0)
+DELTAS[K.DEAD_LETTERED] = (0, -1, 0, 1, 0, 0, 0)
+DELTAS[K.EXPIRED] = (-1, 0, 0, 0, 0, 0, 0)
+DELTAS[K.PRODUCER_BLOCKED] = (0, 0, 0, 0, 0, 1, 0)
+DELTAS[K.PRODUCER_UNBLOCKED] = (0, 0, 0, 0, 0, -1, 0)
+DELTAS[_ARRIVAL] = (0, 0, 0, 0, 0, 0, 1)
+"""``DELTAS[kind]``: how one event of ``kind`` (or an :data:`ARRIVAL`) moves the :data:`SERIES`."""
+_COLUMN_DELTAS = [np.ascontiguousarray(DELTAS[:, index]) for index in range(len(SERIES))]
 
 
 @dataclass(frozen=True)
@@ -294,19 +303,19 @@ def step_series(arrival_s: np.ndarray, recorder: Recorder, end_s: float) -> Step
         last = np.empty(0, np.intp)
     time_s = np.concatenate([[0.0], event_times.take(last)])
     del event_times
-    present = np.bincount(codes, minlength=len(_DELTAS)) > 0
+    present = np.bincount(codes, minlength=len(DELTAS)) > 0
     columns = {}
-    for index, name in enumerate(_SERIES):
+    for index, name in enumerate(SERIES):
         deltas = _COLUMN_DELTAS[index]
         if deltas[present].any():
             steps = np.cumsum(deltas.take(codes), dtype=np.int32).take(last)
             columns[name] = np.concatenate([np.zeros(1, np.int32), steps])
         else:  # no event of this run moves this column
             columns[name] = np.zeros(len(last) + 1, np.int32)
-    return _finish_series(time_s, columns, end_s)
+    return finish_series(time_s, columns, end_s)
 
 
-def _finish_series(time_s: np.ndarray, columns: dict[str, np.ndarray], end_s: float) -> StepSeries:
+def finish_series(time_s: np.ndarray, columns: dict[str, np.ndarray], end_s: float) -> StepSeries:
     """The series from rows that start with the state at 0.0 s, closed at ``end_s``."""
     if len(time_s) > 1 and time_s[1] == 0.0:  # events at 0.0 replace the initial row
         time_s = time_s[1:]
@@ -341,9 +350,9 @@ def stream_series(
     event time) is the only large allocation.
     """
     rows_of = [kinds if isinstance(kinds, tuple) else (kinds,) for kinds, _ in streams]
-    table = np.array([_DELTAS[list(kinds)].sum(axis=0) for kinds in rows_of], dtype=np.int8)
-    table = table.reshape(len(streams), len(_SERIES))
-    column_deltas = [np.ascontiguousarray(table[:, index]) for index in range(len(_SERIES))]
+    table = np.array([DELTAS[list(kinds)].sum(axis=0) for kinds in rows_of], dtype=np.int8)
+    table = table.reshape(len(streams), len(SERIES))
+    column_deltas = [np.ascontiguousarray(table[:, index]) for index in range(len(SERIES))]
     parts = [(code, np.asarray(times, dtype=np.float64)) for code, (_, times) in enumerate(streams)]
     total = sum(len(times) for _, times in parts)
     # Window boundaries are times, so that all events at one instant fall in one window.
@@ -353,11 +362,11 @@ def stream_series(
     bounds = [[0, *np.searchsorted(times, cuts, side="left").tolist(), len(times)]
               for _, times in parts]  # fmt: skip
     time_s = np.empty(total + 1)
-    columns = {name: np.empty(total + 1, np.int32) for name in _SERIES}
+    columns = {name: np.empty(total + 1, np.int32) for name in SERIES}
     time_s[0] = 0.0
-    for name in _SERIES:
+    for name in SERIES:
         columns[name][0] = 0
-    carry = dict.fromkeys(_SERIES, 0)
+    carry = dict.fromkeys(SERIES, 0)
     rows = 1
     for window in range(len(cuts) + 1):
         pieces = [
@@ -376,7 +385,7 @@ def stream_series(
         end = rows + len(last)
         time_s[rows:end] = times.take(last)
         present = np.bincount(codes, minlength=len(parts)) > 0
-        for index, name in enumerate(_SERIES):
+        for index, name in enumerate(SERIES):
             deltas = column_deltas[index]
             if deltas[present].any():
                 steps = np.cumsum(deltas.take(codes), dtype=np.int32)
@@ -390,4 +399,4 @@ def stream_series(
     time_s.resize(rows, refcheck=False)
     for values in columns.values():
         values.resize(rows, refcheck=False)
-    return _finish_series(time_s, columns, end_s)
+    return finish_series(time_s, columns, end_s)

@@ -82,6 +82,23 @@ class Workload:
         self._service = service
         self._pool: list[float] = []
 
+    @property
+    def traced(self) -> bool:
+        """Whether service times come from a :class:`ServiceTrace` (a retry repeats the item's)."""
+        return isinstance(self._service, ServiceTrace)
+
+    def retry_times(self, count: int) -> np.ndarray:
+        """The next ``count`` retry service times, those ``count`` calls of :meth:`retry_time` give.
+
+        Not for a :class:`ServiceTrace` (see :attr:`traced`).
+        """
+        pool = self._pool
+        while len(pool) < count:  # a fresh block goes under what is left, as pop() takes it
+            pool[:0] = self._service.sample(self.streams.retry_service, _RETRY_BLOCK).tolist()[::-1]
+        taken = pool[len(pool) - count :]
+        del pool[len(pool) - count :]
+        return np.array(taken[::-1], dtype=np.float64)
+
     def retry_time(self, item_id: int) -> float:
         """Service time of a retry of ``item_id`` (the next draw of the retry stream).
 

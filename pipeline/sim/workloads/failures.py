@@ -130,6 +130,18 @@ class _Uniforms:
         self._i = i + 1
         return self._buf[i]
 
+    def take(self, count: int) -> np.ndarray:
+        """The next ``count`` uniforms, exactly those ``count`` calls of :meth:`next` return."""
+        rest = self._buf[self._i :]
+        if len(rest) >= count:
+            self._i += count
+            return np.array(rest[:count], dtype=np.float64)
+        blocks = -(-(count - len(rest)) // BLOCK)
+        fresh = self._rng.random(blocks * BLOCK)  # the same numbers as `blocks` calls of BLOCK
+        used = count - len(rest)
+        self._buf, self._i = fresh[-BLOCK:].tolist(), BLOCK - (len(fresh) - used)
+        return np.concatenate([np.array(rest, dtype=np.float64), fresh[:used]])
+
 
 class FailureModel:
     """Base class of failure models: frozen, validated, combinable with ``|``."""
@@ -174,6 +186,10 @@ class _BoundIndependent(AttemptFailures):
         self._p = p
         self._u = _Uniforms(rng)
 
+    def draws(self, count: int) -> np.ndarray:
+        """The uniforms of the next ``count`` checks (an attempt fails when one is < ``p``)."""
+        return self._u.take(count)
+
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         if self._u.next() < self._p:
             return Failure(
@@ -217,6 +233,11 @@ class _BoundPermanent(AttemptFailures):
         while len(self._bad) < length:
             self._bad.extend((self._rng.random(BLOCK) < self._fraction).tolist())
 
+    def poisoned(self, n: int) -> np.ndarray:
+        """Whether each of items ``0 .. n - 1`` fails every attempt (bool array)."""
+        self._extend(n)
+        return np.array(self._bad[:n], dtype=bool)
+
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         if item_id >= len(self._bad):
             self._extend(item_id + 1)
@@ -256,6 +277,10 @@ class _BoundHangs(AttemptFailures):
         self._p = p
         self._hang_s = hang_s
         self._u = _Uniforms(rng)
+
+    def draws(self, count: int) -> np.ndarray:
+        """The uniforms of the next ``count`` checks (an attempt fails when one is < ``p``)."""
+        return self._u.take(count)
 
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         if self._u.next() < self._p:

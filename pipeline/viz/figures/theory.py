@@ -26,7 +26,6 @@ from .style import COLORS, axes_list, legend
 from .sweep import axis_key
 
 if TYPE_CHECKING:
-
     from pipeline.sim.running.result import SimulationResult
 
 __all__ = [

@@ -15,7 +15,12 @@ Two paths, chosen per run:
   else is vectorised. It takes it only when no two events that the engine
   would have to order fall on the same instant; otherwise it hands over to
 - **the event path** (:mod:`pipeline.sim.running.kernel.events`): the engine's tasks
-  replayed step by step over a timer heap, ties included.
+  replayed step by step over a timer heap, ties included. For no failures,
+  :class:`IndependentFailures` or :class:`PermanentFailures` the same steps
+  also run on flat arrays (:mod:`pipeline.sim.running.kernel.arrays`),
+  compiled by numba when the ``[fast]`` extra is installed: ``auto`` takes
+  that once a process has run enough event-path items to pay for loading it
+  (:data:`ARRAYS` says which path runs).
 
 The domain (:func:`unsupported` names what is outside it): any arrival
 process or trace, any service distribution or :class:`ServiceTrace`, FCFS
@@ -75,6 +80,7 @@ if TYPE_CHECKING:
     from pipeline.chain.report import ChainReport
 
 __all__ = [
+    "ARRAYS",
     "ENGINES",
     "KernelDeclined",
     "check_engine",
@@ -193,6 +199,7 @@ def run_kernel(
 
     The caller checks the domain first (:func:`unsupported`).
     """
+    from .arrays import run_arrays, step_series_merged
     from .events import run_events
     from .fcfs import run_fcfs
 
@@ -205,18 +212,23 @@ def run_kernel(
         fast = run_fcfs(arrivals, workload.first_attempt_s, config)
         if fast is not None:
             return fast
-    run = run_events(
-        arrivals.tolist(),
-        workload.first_attempt_s.tolist(),
-        workload.retry_time,
-        None if quiet else workload.failures,
-        config,
-        workload.streams.jitter,
-    )
+    fast = _take_arrays(scenario, quiet, n)
     log = Recorder()
-    log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
-    columns = item_columns(arrivals, log)
-    series = step_series(arrivals, log, run.finished_s)
+    if fast is not None:
+        run, columns = run_arrays(workload, scenario.failures, quiet, config, fast=fast)
+        series = step_series_merged(arrivals, run, fast=fast)
+    else:
+        run = run_events(
+            arrivals.tolist(),
+            workload.first_attempt_s.tolist(),
+            workload.retry_time,
+            None if quiet else workload.failures,
+            config,
+            workload.streams.jitter,
+        )
+        log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
+        columns = item_columns(arrivals, log)
+        series = step_series(arrivals, log, run.finished_s)
     report = make_report(
         config=scenario.config,
         offered=run.offered,
@@ -233,6 +245,30 @@ def run_kernel(
         producer_blocked_s=run.producer_blocked_s,
     )
     return report, arrivals, columns, series
+
+
+ARRAYS = "auto"
+"""Which event path runs a scenario :mod:`.arrays` knows: ``"auto"`` (compiled when numba is
+installed and worth loading, :func:`~.arrays.worth_it`, else :mod:`.events`),
+``"compiled"``, ``"plain"`` (its plain-Python source) or ``"off"`` (always :mod:`.events`).
+The equality tests set it to run every path."""
+
+
+def _take_arrays(scenario: Scenario, quiet: bool, n: int) -> bool | None:
+    """True: run :mod:`.arrays` compiled, False: its plain source, None: run :mod:`.events`."""
+    from .arrays import compiled, inside, worth_it
+
+    if ARRAYS == "off" or not (quiet or inside(scenario.failures)):
+        return None
+    if ARRAYS == "plain":
+        return False
+    if ARRAYS == "compiled":
+        if compiled() is None:
+            raise RuntimeError(
+                "the compiled event path needs numba: pip install 'pipeline-lab[fast]'"
+            )
+        return True
+    return True if worth_it(n) else None
 
 
 class KernelDeclined(Exception):
