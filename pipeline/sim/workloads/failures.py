@@ -176,10 +176,16 @@ class _BoundIndependent(AttemptFailures):
 
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         if self._u.next() < self._p:
-            return Failure(
-                SimulatedFailure(f"simulated failure (item {item_id}, attempt {attempt})")
-            )
+            return self.failure(item_id, attempt)
         return None
+
+    def failure(self, item_id: int, attempt: int) -> Failure:
+        """The failure of attempt ``attempt`` of ``item_id`` when its draw fails it.
+
+        The kernel's compiled chain path draws the outcomes up front (:meth:`check`
+        in attempt order) and builds the errors of its dead letters here after the run.
+        """
+        return Failure(SimulatedFailure(f"simulated failure (item {item_id}, attempt {attempt})"))
 
 
 @dataclass(frozen=True)

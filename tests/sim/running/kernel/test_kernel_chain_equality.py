@@ -13,6 +13,11 @@ run by both. Every stage's ``items`` and
 and their errors, hand-offs, blocked time) and the chain's own summary,
 ``items``, ``timeseries`` and report. A mismatch is a bug in one of the two.
 
+The kernel replays a chain on one of three paths: closures over deques and a
+heap of tuples, or one function over flat arrays (``chain_arrays``), run as
+plain Python or compiled by numba (the ``[fast]`` extra; skipped without it).
+Every kernel run here is played on each path and each must give the engine's run.
+
 A drain that runs into its ``drain_timeout_s`` is outside the chain path's
 domain: the kernel then declines (``auto`` runs the engine, ``kernel``
 refuses in one line), and every such decline must be one the engine confirms.
@@ -20,6 +25,7 @@ refuses in one line), and every such decline must be one the engine confirms.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import fields
@@ -46,6 +52,7 @@ from pipeline.sim import (
     Trace,
     simulate,
 )
+from pipeline.sim.running.kernel import chain_arrays
 from pipeline.sim.running.kernel.run import unsupported
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.workloads.arrivals import Deterministic
@@ -105,6 +112,38 @@ def _same_stage_report(e, k) -> None:
         )
 
 
+PATHS = ("closures", "plain", "compiled") if chain_arrays.compiled_available() else (
+    "closures",
+    "plain",
+)
+
+
+@contextlib.contextmanager
+def chain_path(path: str):
+    """Run the kernel's chains on ``path`` (see ``chain_arrays.MODE``) inside the block."""
+    saved = chain_arrays.MODE
+    chain_arrays.MODE = path
+    try:
+        yield
+    finally:
+        chain_arrays.MODE = saved
+
+
+def kernel_runs(scenario: Scenario, replication: int) -> list:
+    """The kernel's run of ``scenario`` on every path (the closures' first)."""
+    runs = []
+    for path in PATHS:
+        with chain_path(path):
+            runs.append(simulate_once(scenario, replication, "kernel"))
+    return runs
+
+
+def test_the_compiled_path_is_tested_when_numba_is_installed():
+    if "compiled" not in PATHS:
+        pytest.skip("numba is not installed: pip install 'pipeline-lab[fast]' to test that path")
+    assert chain_arrays.compiled_available()
+
+
 def assert_same_chain_run(engine, kernel) -> None:
     """Everything a caller can read from two chain results agrees (times to 1e-9 s)."""
     assert engine.summary["engine"] == "asyncio" and kernel.summary["engine"] == "kernel"
@@ -131,7 +170,7 @@ def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
     assert unsupported(scenario) is None, unsupported(scenario)
     engine = simulate_once(scenario, replication, "asyncio")
     try:
-        kernel = simulate_once(scenario, replication, "kernel")
+        kernels = kernel_runs(scenario, replication)
     except ValueError as declined:
         assert "drain" in str(declined) and "\n" not in str(declined)
         event("declined: the drain reached its timeout")
@@ -140,9 +179,14 @@ def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
             # deadline, where only the engine's turn order decides. The decline may cost
             # time, never a result: without the timeout the kernel gives the engine's run.
             event("declined at a tie with the deadline")
-            assert_same_chain_run(engine, simulate_once(_no_drain_limit(scenario), replication))
+            for kernel in kernel_runs(_no_drain_limit(scenario), replication):
+                assert_same_chain_run(engine, kernel)
+        for path in PATHS:  # the first path to decline raised: every path declines
+            with chain_path(path), pytest.raises(ValueError, match="drain"):
+                simulate_once(scenario, replication, "kernel")
         return
-    assert_same_chain_run(engine, kernel)
+    for kernel in kernels:
+        assert_same_chain_run(engine, kernel)
     event("kernel ran it")
     s = engine.summary
     for key in ("items_shed", "items_dead_lettered"):
@@ -323,9 +367,10 @@ def test_kernel_equals_engine_on_continuous_tandem_lines(
 
 def run_both(scenario: Scenario):
     engine = simulate_once(scenario, 0, "asyncio")
-    kernel = simulate_once(scenario, 0, "kernel")
-    assert_same_chain_run(engine, kernel)
-    return kernel
+    kernels = kernel_runs(scenario, 0)
+    for kernel in kernels:
+        assert_same_chain_run(engine, kernel)
+    return kernels[0]
 
 
 def line(times, *stages, drain_timeout_s=None):
