@@ -12,8 +12,8 @@ in the same order, so each attempt sees the value it would have seen.
 :func:`_play` is written for numba's ``nopython`` mode and runs unchanged as
 plain Python (slowly: it is there so the equality tests check the one source
 on both). With the ``[fast]`` extra installed, :func:`play_chain` compiles it
-once (cached on disk) and uses it for runs of at least :data:`COMPILED_MIN_ITEMS`
-stage items, so a short run never pays numba's import or compile time.
+once (cached on disk) when the work is worth it (:data:`LOAD_AFTER_ITEMS`), so a
+short run never pays numba's import or compile time.
 
 It resumes where it stopped: when a block of draws runs out or an array is
 full, :func:`_play` returns a code, the caller refills or grows, and calls again.
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import random
 from array import array
 from typing import Any
@@ -59,15 +58,33 @@ from .kinds import (
     STARTED,
 )
 
-__all__ = ["COMPILED_MIN_ITEMS", "MODE", "compiled_available", "eligible", "play_chain"]
+__all__ = [
+    "COMPILED_MIN_ITEMS",
+    "LOAD_AFTER_ITEMS",
+    "MODE",
+    "choose",
+    "compiled_available",
+    "eligible",
+    "play_chain",
+]
 
-COMPILED_MIN_ITEMS = 20_000
-"""Stage items (summed over the stages) from which ``auto`` runs the compiled replay."""
+COMPILED_MIN_ITEMS = 2_000
+"""Stage items (summed over the stages) from which ``auto`` runs the compiled replay, once
+numba is loaded in this process."""
 
-MODE = os.environ.get("PIPELINE_CHAIN_PATH", "auto")
-"""Which replay runs chains: ``"auto"`` (compiled above :data:`COMPILED_MIN_ITEMS` when
-numba is installed, else the closures), ``"closures"``, ``"plain"`` (this module's
-source as Python) or ``"compiled"``. The equality tests set it to check each path."""
+LOAD_AFTER_ITEMS = 200_000
+"""Stage items after which ``auto`` loads numba: one run this long, or the runs of this process
+so far. Importing numba and loading the cached replay cost about 0.5-1 s of CPU (compiling it
+the first time, about 10 s), what the closures spend on about this many stage items: a short
+run, or a few, never pay it; a sweep pays it once."""
+
+MODE = "auto"
+"""Which replay runs chains: ``"auto"`` (compiled when numba is installed and the work is
+worth loading it, see :data:`LOAD_AFTER_ITEMS`; else the closures), ``"closures"``,
+``"plain"`` (this module's source as Python) or ``"compiled"``. Every path gives the same
+run; the equality tests set it to check each one."""
+
+_played = 0  # stage items the closures played in this process (towards LOAD_AFTER_ITEMS)
 
 # What codes the ready queue and the timer heap carry, with their argument.
 _K_PRODUCER, _K_WORKER, _K_READMIT, _K_FIRED_PRODUCER, _K_FIRED_WORKER = 0, 1, 2, 3, 4
@@ -83,7 +100,9 @@ _E_NONE, _E_SIMULATED, _E_PERMANENT = 0, 1, 2
 _DONE, _GROW_LOG, _GROW_READY, _GROW_HEAP = 0, 1, 2, 3
 _REFILL = 4  # + 3 * stage + pool (_P_RETRY, _P_FAILS, _P_JITTER)
 _P_RETRY, _P_FAILS, _P_JITTER = 0, 1, 2
-_BLOCK = 4096  # draws per refill
+# Sizes to start from: draws per refill, and the log's, heap's and ready ring's capacity (None:
+# what the run is expected to need). The tests set them tiny so every refill and growth runs.
+SIZES: dict[str, int | None] = {"block": 4096, "log": None, "heap": None, "ready": None}
 _DELAYS = 1024  # backoff delays by attempt: Backoff caps the exponent at 1023
 
 # Global scalars, ints (iv) and floats (fv).
@@ -166,6 +185,7 @@ def _play(
     hcap = hw.shape[0]
     ln = iv[_LLEN]
     lcap = lk.shape[0]
+    block = rpool.shape[1]
     left = iv[_LEFT]
     n = iv[_N]
     now = fv[_NOW]
@@ -231,13 +251,13 @@ def _play(
         if kind == _K_WORKER:
             s = wstage[arg]
             if si[s, _CANFAIL]:
-                if si[s, _RTRACE] == 0 and si[s, _PIDX] >= _BLOCK:
+                if si[s, _RTRACE] == 0 and si[s, _PIDX] >= block:
                     code = _REFILL + 3 * s + _P_RETRY
                     break
-                if si[s, _FKIND] == _F_INDEPENDENT and si[s, _UIDX] >= _BLOCK:
+                if si[s, _FKIND] == _F_INDEPENDENT and si[s, _UIDX] >= block:
                     code = _REFILL + 3 * s + _P_FAILS
                     break
-                if si[s, _JITTER] and si[s, _JIDX] >= _BLOCK:
+                if si[s, _JITTER] and si[s, _JIDX] >= block:
                     code = _REFILL + 3 * s + _P_JITTER
                     break
         rhead = (rhead + 1) & rmask
@@ -687,12 +707,17 @@ def choose(stages: list, n: int) -> str:
         return "closures"
     if mode in ("plain", "compiled"):
         return mode
+    global _played
     reaching, total = n, 0
     for spec in stages:
         total += reaching
         reaching *= spec.fan_out
-    if total >= COMPILED_MIN_ITEMS and compiled_available():
-        return "compiled"
+    if total >= COMPILED_MIN_ITEMS:
+        if _compiled is not None:
+            return "compiled"
+        if max(total, _played) >= LOAD_AFTER_ITEMS and compiled_available():
+            return "compiled"
+    _played += total
     return "closures"
 
 
@@ -756,9 +781,10 @@ def play_chain(arrival_s: list[float], stages: list, compiled: bool) -> tuple[li
     fdata = np.zeros(max(1, int(doff[-1])), np.int64)
     fperm = np.zeros(max(1, int(doff[-1])), np.int8)
     delays = np.zeros((nst, _DELAYS))
-    rpool = np.zeros((nst, _BLOCK))
-    upool = np.zeros((nst, _BLOCK), np.bool_)
-    jpool = np.zeros((nst, _BLOCK))
+    block = SIZES["block"]
+    rpool = np.zeros((nst, block))
+    upool = np.zeros((nst, block), np.bool_)
+    jpool = np.zeros((nst, block))
     wstage = np.repeat(np.arange(nst, dtype=np.int64), conc)
     workers = len(wstage)
     retryable_sim, retryable_perm = [], []
@@ -790,7 +816,7 @@ def play_chain(arrival_s: list[float], stages: list, compiled: bool) -> tuple[li
         row[_JITTER] = bool(config.backoff.jitter)
         work = _workload(spec)
         row[_RTRACE] = work is not None and isinstance(work.spec.service, ServiceTrace)
-        row[_PIDX] = row[_UIDX] = row[_JIDX] = _BLOCK  # nothing drawn yet: refill on demand
+        row[_PIDX] = row[_UIDX] = row[_JIDX] = block  # nothing drawn yet: refill on demand
         if kind != _F_NONE:
             delays[s] = _delays(config)
         if kind == _F_PERMANENT:
@@ -819,7 +845,7 @@ def play_chain(arrival_s: list[float], stages: list, compiled: bool) -> tuple[li
     getters = np.zeros(max(1, workers), np.int64)
     waiters = np.zeros(int(woff[-1]), np.int64)
     rcap = 1
-    while rcap < 2 * (workers + 2 * margin + 64):
+    while rcap < max(workers + 1, SIZES["ready"] or 2 * (workers + 2 * margin + 64)):
         rcap *= 2
     rk = np.zeros(rcap, np.int64)
     ra = np.zeros(rcap, np.int64)
@@ -830,9 +856,9 @@ def play_chain(arrival_s: list[float], stages: list, compiled: bool) -> tuple[li
         rk[i], ra[i] = _K_WORKER, g
     rk[len(order)], ra[len(order)] = _K_PRODUCER, _TOP
     iv[_RLEN] = len(order) + 1
-    hcap = workers + 64
+    hcap = SIZES["heap"] or workers + 64
     hw, hs, hk, ha = np.zeros(hcap), *(np.zeros(hcap, np.int64) for _ in range(3))
-    lcap = max(1024, 4 * total_items + 2 * margin + 64)
+    lcap = SIZES["log"] or max(1024, 4 * total_items + 2 * margin + 64)
     lk, lt, li, ls = np.zeros(lcap, np.int8), np.zeros(lcap), np.zeros(lcap, np.int64), None
     ls = np.zeros(lcap, np.int8)
     arrival = np.asarray(arrival_s, dtype=np.float64)
@@ -866,15 +892,15 @@ def play_chain(arrival_s: list[float], stages: list, compiled: bool) -> tuple[li
             spec = stages[s]
             if pool == _P_RETRY:
                 draw = spec.retry_time
-                rpool[s] = [draw(0) for _ in range(_BLOCK)]
+                rpool[s] = [draw(0) for _ in range(block)]
                 si[s, _PIDX] = 0
             elif pool == _P_FAILS:
                 check = spec.failures.check
-                upool[s] = [check(0, 1, 1) is not None for _ in range(_BLOCK)]
+                upool[s] = [check(0, 1, 1) is not None for _ in range(block)]
                 si[s, _UIDX] = 0
             else:
                 draw = spec.rng.random
-                jpool[s] = [draw() for _ in range(_BLOCK)]
+                jpool[s] = [draw() for _ in range(block)]
                 si[s, _JIDX] = 0
 
     closed = fv[_CLOSED]

@@ -112,10 +112,7 @@ def _same_stage_report(e, k) -> None:
         )
 
 
-PATHS = ("closures", "plain", "compiled") if chain_arrays.compiled_available() else (
-    "closures",
-    "plain",
-)
+PATHS = ("closures", "plain", *(("compiled",) if chain_arrays.compiled_available() else ()))
 
 
 @contextlib.contextmanager
@@ -562,3 +559,134 @@ def backlogged_chains(draw):
 @given(scenario=backlogged_chains(), replication=st.integers(0, 3))
 def test_kernel_equals_engine_on_random_chains_with_an_initial_backlog(scenario, replication):
     assert_kernel_agrees(scenario, replication)
+
+
+# -- the array replay's own machinery: refills, growth, and which path auto takes ------------
+
+
+@contextlib.contextmanager
+def tiny_sizes():
+    """Three draws per refill, and a log, heap and ready ring that start at one entry."""
+    saved = dict(chain_arrays.SIZES)
+    chain_arrays.SIZES.update(block=3, log=1, heap=1, ready=1)
+    try:
+        yield
+    finally:
+        chain_arrays.SIZES.update(saved)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(scenario=chains(), replication=st.integers(0, 3))
+def test_the_array_replay_refills_and_grows_its_arrays_as_it_goes(scenario, replication):
+    # Every block of draws runs out after three values and every array starts too small, so
+    # the replay stops and resumes many times in a run: the runs must still be the engine's.
+    with tiny_sizes():
+        assert_kernel_agrees(scenario, replication)
+
+
+def test_a_long_retrying_chain_is_the_same_on_every_path(monkeypatch):
+    # Enough retries to use several blocks of each stream (failures, retry times, jitter).
+    monkeypatch.setitem(chain_arrays.SIZES, "block", 512)
+    scenario = Scenario(
+        arrivals=Poisson(rate=2.0),
+        stages=[
+            StageSpec(
+                name="page",
+                service=Exponential(mean=0.4),
+                config=PipelineConfig(concurrency=2, queue_maxsize=5),
+                fan_out=3,
+            ),
+            StageSpec(
+                name="record",
+                service=Exponential(mean=0.2),
+                config=PipelineConfig(
+                    concurrency=3,
+                    queue_maxsize=None,
+                    max_attempts=4,
+                    backoff=Backoff(base_s=0.2, jitter=True),
+                ),
+                failures=IndependentFailures(0.4),
+            ),
+            StageSpec(
+                name="write",
+                service=Exponential(mean=0.1),
+                config=PipelineConfig(concurrency=1, queue_maxsize=2),
+                failures=PermanentFailures(0.05),
+            ),
+        ],
+        n_items=600,
+        seed=11,
+    )
+    kernel = run_both(scenario)
+    record = kernel.stages["record"].summary
+    # blocks of 512 draws: several of failures, more than one of retry times and jitter
+    assert record["retries_total"] > 512 and kernel.report.stages["record"].attempts > 3 * 512
+    assert kernel.stages["write"].summary["items_dead_lettered"] > 0
+
+
+def _stage_inputs(scenario: Scenario) -> list:
+    """The chain path's inputs for ``scenario`` (as the kernel's chain run builds them)."""
+    from pipeline.sim.running.kernel.chain import StageInput
+    from pipeline.sim.running.workload import StageWorkload
+
+    inputs, reaching = [], scenario.n_items
+    for number, spec in enumerate(scenario.stages):
+        work = StageWorkload(spec, reaching, scenario.seed, 0, number)
+        inputs.append(
+            StageInput(
+                name=spec.name,
+                config=spec.config,
+                fan_out=spec.fan_out,
+                first_attempt_s=work.first_attempt_s,
+                retry_time=work.retry_time,
+                failures=work.failures,
+                rng=work.jitter,
+            )
+        )
+        reaching *= spec.fan_out
+    return inputs
+
+
+@pytest.mark.parametrize("mode", ["auto", "plain", "compiled"])
+def test_no_mode_takes_the_array_replay_outside_its_domain(mode, monkeypatch):
+    # Combined failure models are not in the array replay's domain: every mode plays the
+    # chain with the closures, and the run is still the engine's.
+    combined = tandem().replace(n_items=30)
+    combined = combined.replace(
+        stages=[
+            dataclasses.replace(
+                combined.stages[0],
+                config=PipelineConfig(max_attempts=3),
+                failures=IndependentFailures(0.3) | PermanentFailures(0.2),
+            ),
+            combined.stages[1],
+        ]
+    )
+    monkeypatch.setattr(chain_arrays, "MODE", mode)
+    inputs = _stage_inputs(combined.replace(n_items=10**6))
+    assert not chain_arrays.eligible(inputs)
+    assert chain_arrays.choose(inputs, 10**6) == "closures"
+    assert_same_chain_run(
+        simulate_once(combined, 0, "asyncio"), simulate_once(combined, 0, "kernel")
+    )
+
+
+def test_auto_loads_numba_only_for_work_worth_it(monkeypatch):
+    monkeypatch.setattr(chain_arrays, "MODE", "auto")
+    monkeypatch.setattr(chain_arrays, "_compiled", None)
+    monkeypatch.setattr(chain_arrays, "_played", 0)
+    inputs = _stage_inputs(tandem())  # two stages
+    short = chain_arrays.LOAD_AFTER_ITEMS // 4  # stage items per run: 2 x this source
+    assert chain_arrays.choose(inputs, short) == "closures"  # a short run pays nothing
+    assert chain_arrays.choose(inputs, 10) == "closures"
+    long_run = chain_arrays.LOAD_AFTER_ITEMS
+    if not chain_arrays.compiled_available():
+        assert chain_arrays.choose(inputs, long_run) == "closures"
+        pytest.skip("numba is not installed: pip install 'pipeline-lab[fast]' to test loading it")
+    # runs of this process so far pass the mark: the next one worth compiling loads numba
+    assert chain_arrays.choose(inputs, short) == "compiled"
+    monkeypatch.setattr(chain_arrays, "_played", 0)
+    assert chain_arrays.choose(inputs, long_run) == "compiled"  # one long run does at once
+    monkeypatch.setattr(chain_arrays, "_compiled", object())  # numba loaded: even short runs
+    assert chain_arrays.choose(inputs, chain_arrays.COMPILED_MIN_ITEMS) == "compiled"
+    assert chain_arrays.choose(inputs, 10) == "closures"  # below the floor: closures
