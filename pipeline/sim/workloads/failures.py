@@ -86,9 +86,16 @@ class Failure:
 
 
 class AttemptFailures:
-    """A failure model bound to one run's random stream (see :meth:`FailureModel.bind`)."""
+    """A failure model bound to one run's random stream (see :meth:`FailureModel.bind`).
+
+    Attributes:
+        model_kind: which built-in model this is, for the kernel's array replay
+            (``"independent"``, ``"permanent"``, ``"scripted"``), or None for
+            any other (the replay then leaves the run to the closures' path).
+    """
 
     __slots__ = ()
+    model_kind: str | None = None
 
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         """Decide attempt ``attempt`` (1-based) of item ``item_id`` (from 0).
@@ -169,6 +176,7 @@ class NoFailures(FailureModel):
 
 class _BoundIndependent(AttemptFailures):
     __slots__ = ("_p", "_u")
+    model_kind = "independent"
 
     def __init__(self, p: float, rng: np.random.Generator) -> None:
         self._p = p
@@ -211,6 +219,7 @@ class IndependentFailures(FailureModel):
 
 class _BoundPermanent(AttemptFailures):
     __slots__ = ("_bad", "_fraction", "_rng")
+    model_kind = "permanent"
 
     def __init__(self, fraction: float, rng: np.random.Generator, n_items: int) -> None:
         self._fraction = fraction
@@ -354,10 +363,21 @@ class Overload(FailureModel):
 
 class _BoundScripted(AttemptFailures):
     __slots__ = ("_fails", "_permanent")
+    model_kind = "scripted"
 
     def __init__(self, fails: tuple[int, ...], permanent: frozenset[int]) -> None:
         self._fails = fails
         self._permanent = permanent
+
+    @property
+    def fails(self) -> tuple[int, ...]:
+        """Failing attempts of each item (``ScriptedFailures.fails``)."""
+        return self._fails
+
+    @property
+    def permanent(self) -> frozenset[int]:
+        """Items whose last scripted failure is a ``PermanentError``."""
+        return self._permanent
 
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         fails = self._fails

@@ -52,6 +52,7 @@ from pipeline.config import PipelineConfig
 from pipeline.records import AttemptError, DeadLetter, ShedLog
 
 from ...workloads.failures import AttemptFailures
+from . import chain_arrays
 from .kinds import (
     ADMITTED,
     COMPLETED,
@@ -178,13 +179,12 @@ def run_chain_events(
         (each stage's run, the loop time the chain closed), or, when a drain
         would run into its timeout, a phrase naming that (for the refusal).
     """
-    from . import chain_arrays
-
     path = chain_arrays.choose(stages, len(arrival_s))
     if path != "closures":
-        runs, last_settle, closed = chain_arrays.play_chain(
+        fields, last_settle, closed = chain_arrays.play_chain(
             arrival_s, stages, compiled=path == "compiled"
         )
+        runs = [StageRun(**run) for run in fields]
         return _close([spec.name for spec in stages], last_settle, runs, closed, drain_timeout_s)
     n = len(arrival_s)
     live: list[_Stage] = []

@@ -38,12 +38,7 @@ import numpy as np
 from pipeline.errors import PermanentError
 from pipeline.records import AttemptError, DeadLetter, ShedLog
 
-from ...workloads.failures import (
-    SimulatedFailure,
-    _BoundIndependent,
-    _BoundPermanent,
-    _BoundScripted,
-)
+from ...workloads.failures import AttemptFailures, SimulatedFailure
 from ...workloads.traces.service import ServiceTrace
 from ..workload import StageWorkload
 from .kinds import (
@@ -74,9 +69,9 @@ numba is loaded in this process."""
 
 LOAD_AFTER_ITEMS = 200_000
 """Stage items after which ``auto`` loads numba: one run this long, or the runs of this process
-so far. Importing numba and loading the cached replay cost about 0.5-1 s of CPU (compiling it
-the first time, about 10 s), what the closures spend on about this many stage items: a short
-run, or a few, never pay it; a sweep pays it once."""
+so far with this one. Importing numba and loading the cached replay cost about 0.5-1 s of CPU
+(compiling it the first time, about 10 s), what the closures spend on about this many stage
+items: a short run, or a few, never pay it; a sweep pays it once."""
 
 MODE = "auto"
 """Which replay runs chains: ``"auto"`` (compiled when numba is installed and the work is
@@ -671,16 +666,12 @@ def _compile() -> Any:
 
 
 def _failure_kind(failures: Any) -> int | None:
-    if failures is None:
+    if failures is None or type(failures) is AttemptFailures:  # NoFailures, bound
         return _F_NONE
-    kind = type(failures)
-    if kind is _BoundIndependent:
-        return _F_INDEPENDENT
-    if kind is _BoundPermanent:
-        return _F_PERMANENT
-    if kind is _BoundScripted:
-        return _F_SCRIPTED
-    return None
+    return _FAILURE_KINDS.get(getattr(failures, "model_kind", None))
+
+
+_FAILURE_KINDS = {"independent": _F_INDEPENDENT, "permanent": _F_PERMANENT, "scripted": _F_SCRIPTED}
 
 
 def _workload(spec: Any) -> StageWorkload | None:
@@ -715,7 +706,7 @@ def choose(stages: list, n: int) -> str:
     if total >= COMPILED_MIN_ITEMS:
         if _compiled is not None:
             return "compiled"
-        if max(total, _played) >= LOAD_AFTER_ITEMS and compiled_available():
+        if _played + total >= LOAD_AFTER_ITEMS and compiled_available():
             return "compiled"
     _played += total
     return "closures"
@@ -736,16 +727,17 @@ def _delays(config: Any) -> np.ndarray:
     return table
 
 
-def play_chain(arrival_s: list[float], stages: list, compiled: bool) -> tuple[list, list, float]:
+def play_chain(
+    arrival_s: list[float], stages: list, compiled: bool
+) -> tuple[list[dict[str, Any]], list[float | None], float]:
     """Play a chain over arrays: (each stage's run, each stage's last settle time, closed_s).
 
-    Returns the :class:`~pipeline.sim.running.kernel.chain.StageRun` of each
-    stage (without its intake-closed event, added by the caller's close), the
-    loop time each stage settled its last item (None if none) and the time the
-    head's intake closed.
+    Returns each stage's run as the fields of its
+    :class:`~pipeline.sim.running.kernel.chain.StageRun` (its log without the
+    intake-closed event, which the caller's close adds), the loop time each
+    stage settled its last item (None if none) and the time the head's intake
+    closed.
     """
-    from .chain import StageRun
-
     play = _compile() if compiled else _play
     nst = len(stages)
     n = len(arrival_s)
@@ -823,9 +815,9 @@ def play_chain(arrival_s: list[float], stages: list, compiled: bool) -> tuple[li
             check = spec.failures.check
             fdata[doff[s] : doff[s + 1]] = [check(i, 1, 1) is not None for i in range(reaching[s])]
         elif kind == _F_SCRIPTED:
-            fails = spec.failures._fails[: reaching[s]]
+            fails = spec.failures.fails[: reaching[s]]
             fdata[doff[s] : doff[s] + len(fails)] = fails
-            for i in spec.failures._permanent:
+            for i in spec.failures.permanent:
                 if i < reaching[s]:
                     fperm[doff[s] + i] = 1
     head_block = 0
@@ -913,7 +905,7 @@ def play_chain(arrival_s: list[float], stages: list, compiled: bool) -> tuple[li
         at = np.flatnonzero(log_stage == s)
         kinds, times, ids = lk[at], lt[at], li[at]
         row = si[s]
-        run = StageRun(
+        run: dict[str, Any] = dict(
             kinds=array("b", kinds.tobytes()),
             times=array("d", times.tobytes()),
             ids=array("q", ids.tobytes()),
@@ -931,9 +923,9 @@ def play_chain(arrival_s: list[float], stages: list, compiled: bool) -> tuple[li
         )
         if row[_SHEDN]:
             for item in ids[kinds == SHED].tolist():
-                run.shed.append(item)
+                run["shed"].append(item)
         if row[_DEAD]:
-            run.dead_letters = _dead_letters(
+            run["dead_letters"] = _dead_letters(
                 spec, kinds, times, ids, retryable_sim[s], retryable_perm[s]
             )
         runs.append(run)
@@ -951,7 +943,7 @@ def _dead_letters(
     wanted = failed & np.isin(ids, dead)
     history: dict[int, list[tuple[int, BaseException, float]]] = {}
     failures = spec.failures
-    independent = type(failures) is _BoundIndependent
+    independent = failures.model_kind == "independent"
     for item, at_s in zip(ids[wanted].tolist(), times[wanted].tolist(), strict=True):
         errors = history.setdefault(item, [])
         attempt = len(errors) + 1

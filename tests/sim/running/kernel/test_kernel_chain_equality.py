@@ -663,6 +663,7 @@ def test_no_mode_takes_the_array_replay_outside_its_domain(mode, monkeypatch):
         ]
     )
     monkeypatch.setattr(chain_arrays, "MODE", mode)
+    assert chain_arrays.eligible(_stage_inputs(tandem()))  # the same chain without them is in
     inputs = _stage_inputs(combined.replace(n_items=10**6))
     assert not chain_arrays.eligible(inputs)
     assert chain_arrays.choose(inputs, 10**6) == "closures"
@@ -683,7 +684,7 @@ def test_auto_loads_numba_only_for_work_worth_it(monkeypatch):
     if not chain_arrays.compiled_available():
         assert chain_arrays.choose(inputs, long_run) == "closures"
         pytest.skip("numba is not installed: pip install 'pipeline-lab[fast]' to test loading it")
-    # runs of this process so far pass the mark: the next one worth compiling loads numba
+    # with the runs of this process so far, this one passes the mark: it loads numba
     assert chain_arrays.choose(inputs, short) == "compiled"
     monkeypatch.setattr(chain_arrays, "_played", 0)
     assert chain_arrays.choose(inputs, long_run) == "compiled"  # one long run does at once
