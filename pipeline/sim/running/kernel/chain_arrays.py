@@ -851,8 +851,8 @@ def play_chain(
     hcap = SIZES["heap"] or workers + 64
     hw, hs, hk, ha = np.zeros(hcap), *(np.zeros(hcap, np.int64) for _ in range(3))
     lcap = SIZES["log"] or max(1024, 4 * total_items + 2 * margin + 64)
-    lk, lt, li, ls = np.zeros(lcap, np.int8), np.zeros(lcap), np.zeros(lcap, np.int64), None
-    ls = np.zeros(lcap, np.int8)
+    lk, lt = np.zeros(lcap, np.int8), np.zeros(lcap)
+    li, ls = np.zeros(lcap, np.int64), np.zeros(lcap, np.int8)  # ls: each event's stage
     arrival = np.asarray(arrival_s, dtype=np.float64)
     while True:
         code = play(
