@@ -1,23 +1,29 @@
-"""Benchmark: the kernel's chain path against the asyncio engine, in CPU time, on 3-stage chains.
+"""Benchmark: the kernel's chain paths against the engine and Ciw, in CPU time, on 3-stage chains.
 
-Two chains, each run by both engines in this process (``simulate(scenario,
-engine="kernel")`` against ``engine="asyncio"``: the real ``Chain`` on the
-virtual loop), ``time.process_time`` (user + sys of this process) around each
-call, interleaved (kernel, engine, kernel, ...); the ratio is the median over
-repeats of the ratio within a repeat. CPU time drifts far less than wall time
-on a busy machine.
+Two chains, each run in this process by the kernel's compiled array replay
+(``simulate(scenario, engine="kernel")`` with numba loaded), the kernel's
+closures (``chain_arrays.MODE = "closures"``: the kernel before the array
+replay, still the path without numba), and the asyncio engine (the real
+``Chain`` on the virtual loop); the tandem also by Ciw
+(``bench/ciw_tandem.py``). ``time.process_time`` (user + sys of this process)
+around each call, interleaved (kernel, closures, engine, Ciw, kernel, ...);
+each ratio is the median over repeats of the ratio within a repeat. CPU time
+drifts far less than wall time on a busy machine.
 
-- **tandem**: Poisson arrivals at 3 per second through fetch (2 workers,
-  mean 0.5 s, queue 20), transform (4 workers, mean 1.0 s, queue 10) and
-  write (2 workers, mean 0.5 s, queue 5): bounded queues, so hand-offs block
-  after service.
+- **tandem** (``bench/ciw_tandem.py``): Poisson arrivals at 3 per second
+  through fetch (2 workers, mean 0.5 s, unbounded queue), transform (4
+  workers, mean 1.0 s, queue 10) and write (2 workers, mean 0.5 s, queue 5):
+  bounded queues between the stages, so hand-offs block after service.
 - **fan-out with failures**: pages at 0.5 per second, each fanned out into 5
   records, a record stage failing 10% of attempts (3 attempts, jittered
   backoff), then a write stage.
 
-Both engines must print the same numbers (the kernel is the engine's exact
-fast path): the script checks the end-to-end latency and every stage's mean
-wait before timing.
+The kernel's paths and the engine must print the same numbers (the kernel is
+the engine's exact fast path): the script checks the end-to-end latency and
+every stage's mean wait before timing, and the kernel's two paths item by
+item on every timed run. Ciw draws its own numbers: its mean sojourn is
+printed beside ours (``tests/sim/running/test_chain_crosscheck.py`` checks
+that the two agree within a confidence interval).
 
 Usage: ``OPENBLAS_NUM_THREADS=1 python bench/bench_chain.py [--items 20000] [--repeats 5]``.
 """
@@ -34,6 +40,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # this checkout's pipeline
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import ciw_tandem  # noqa: E402  (bench/ is on the path now)
 
 
 def chains(items: int) -> dict:
@@ -43,16 +52,6 @@ def chains(items: int) -> dict:
     def config(concurrency: int, maxsize: int, **more) -> PipelineConfig:
         return PipelineConfig(concurrency=concurrency, queue_maxsize=maxsize, **more)
 
-    tandem = Scenario(
-        arrivals=Poisson(rate=3.0),
-        stages=[
-            StageSpec(name="fetch", service=Exponential(mean=0.5), config=config(2, 20)),
-            StageSpec(name="transform", service=Exponential(mean=1.0), config=config(4, 10)),
-            StageSpec(name="write", service=Exponential(mean=0.5), config=config(2, 5)),
-        ],
-        n_items=items,
-        seed=1,
-    )
     retrying = config(4, 50, max_attempts=3, backoff=Backoff(base_s=0.5, jitter=True))
     fan_out = Scenario(
         arrivals=Poisson(rate=0.5),
@@ -69,7 +68,7 @@ def chains(items: int) -> dict:
         n_items=max(1, items // 5),  # about as many records as the tandem has items
         seed=1,
     )
-    return {"tandem": tandem, "fan-out with failures": fan_out}
+    return {"tandem": ciw_tandem.scenario(items, seed=1), "fan-out with failures": fan_out}
 
 
 def same_numbers(kernel, engine) -> None:
@@ -84,35 +83,82 @@ def same_numbers(kernel, engine) -> None:
             raise AssertionError(f"kernel {ours!r} != engine {reference!r}")
 
 
+def same_items(a, b) -> None:
+    """Two kernel paths give the same per-item columns at every stage."""
+    for name in a.stages:
+        if not a.stages[name].items.equals(b.stages[name].items):
+            raise AssertionError(f"stage {name!r}: the kernel's paths differ")
+
+
 def measure(name: str, scenario, repeats: int) -> None:
     from pipeline.sim import simulate
+    from pipeline.sim.running.kernel import chain_arrays
+
+    def kernel(path: str):
+        chain_arrays.MODE = path
+        try:
+            return simulate(scenario, engine="kernel")
+        finally:
+            chain_arrays.MODE = "auto"
 
     small = scenario.replace(n_items=200)
     same_numbers(simulate(small, engine="kernel"), simulate(small, engine="asyncio"))
-    cpu: dict[str, list[float]] = {"kernel": [], "asyncio": []}
+    contenders = {
+        "kernel (compiled)": lambda: kernel("compiled"),
+        "kernel (closures)": lambda: kernel("closures"),
+        "asyncio engine": lambda: simulate(scenario, engine="asyncio"),
+    }
+    if not chain_arrays.compiled_available():
+        del contenders["kernel (compiled)"]
+    ours = next(iter(contenders))
+    if name == "tandem":
+        contenders["Ciw"] = lambda: ciw_tandem.ciw_sojourns(scenario.n_items, seed=1)
+    cpu: dict[str, list[float]] = {contender: [] for contender in contenders}
     results = {}
     for repeat in range(repeats):
-        for engine, values in cpu.items():
+        for contender, run in contenders.items():
             began = time.process_time()
-            results[engine] = simulate(scenario, engine=engine)
-            values.append(time.process_time() - began)
-            print(f"  {name} {repeat + 1}/{repeats} {engine}: {values[-1]:.3f} s", file=sys.stderr)
-    same_numbers(results["kernel"], results["asyncio"])
-    ratios = [e / k for k, e in zip(cpu["kernel"], cpu["asyncio"], strict=True)]
-    items = sum(len(stage.items) for stage in results["kernel"].stages.values())
+            results[contender] = run()
+            cpu[contender].append(time.process_time() - began)
+            print(f"  {name} {repeat + 1}/{repeats} {contender}: {cpu[contender][-1]:.3f} s",
+                  file=sys.stderr)  # fmt: skip
+        same_items(results[ours], results["kernel (closures)"])
+    best = results[ours]
+    same_numbers(best, results["asyncio engine"])
+    items = sum(len(stage.items) for stage in best.stages.values())
     print(f"\n### {name}: {scenario.n_items:,} source items ({items:,} stage items)\n")
-    print("| engine | CPU s (median) | min | max | us per stage item |")
-    print("|---|---|---|---|---|")
-    for engine, values in cpu.items():
+    print(f"| run by | CPU s (median) | min | max | us per stage item | its CPU / {ours}'s |")
+    print("|---|---|---|---|---|---|")
+    for contender, values in cpu.items():
         median = statistics.median(values)
+        ratios = [v / k for k, v in zip(cpu[ours], values, strict=True)]
         print(
-            f"| {engine} | {median:.3f} | {min(values):.3f} | {max(values):.3f} "
-            f"| {median / items * 1e6:.1f} |"
+            f"| {contender} | {median:.3f} | {min(values):.3f} | {max(values):.3f} "
+            f"| {median / items * 1e6:.2f} | {statistics.median(ratios):.1f}x "
+            f"({min(ratios):.1f}-{max(ratios):.1f}x) |"
         )
+    print(f"\nmean end-to-end latency {best.summary['latency_mean_s']:.4f} s (every kernel path "
+          "and the engine)", end="")  # fmt: skip
+    if "Ciw" in results:
+        print(f"; Ciw's mean sojourn {results['Ciw'].mean():.4f} s (its own draws)", end="")
+    print()
+
+
+def load_numba() -> None:
+    """Load numba and the compiled replay before timing; print what that costs once."""
+    from pipeline.sim import simulate
+    from pipeline.sim.running.kernel import chain_arrays
+
+    if not chain_arrays.compiled_available():
+        print("\nnumba is not installed (pip install 'pipeline-lab[fast]'): no compiled replay")
+        return
+    began = time.process_time()
+    chain_arrays.MODE = "compiled"
+    simulate(chains(200)["tandem"], engine="kernel")
+    chain_arrays.MODE = "auto"
     print(
-        f"\nengine / kernel CPU: the kernel is {statistics.median(ratios):.1f}x faster "
-        f"(median of {repeats} pairs; range {min(ratios):.1f}-{max(ratios):.1f}x); "
-        f"end-to-end mean latency {results['kernel'].summary['latency_mean_s']:.4f} s from both"
+        f"\nLoading numba and the compiled replay (once per process, from the on-disk cache "
+        f"if it is warm): {time.process_time() - began:.2f} s of CPU"
     )
 
 
@@ -121,8 +167,9 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    print("## Chains: the kernel against the engine, CPU time in process\n")
+    print("## Chains: the kernel against the engine and Ciw, CPU time in process\n")
     print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load {os.getloadavg()}")
+    load_numba()
     for name, scenario in chains(args.items).items():
         measure(name, scenario, args.repeats)
 

@@ -32,6 +32,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "postgres": ("asyncpg",),
     "metrics": ("numpy", "prometheus_client", "opentelemetry"),
 }
+# [fast] (numba) is not listed: no part needs it. The kernel's chain path compiles its
+# replay when numba is installed and runs the same source as plain Python when it is not.
 
 
 class MissingExtra(ModuleNotFoundError):

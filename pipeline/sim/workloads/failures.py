@@ -86,9 +86,16 @@ class Failure:
 
 
 class AttemptFailures:
-    """A failure model bound to one run's random stream (see :meth:`FailureModel.bind`)."""
+    """A failure model bound to one run's random stream (see :meth:`FailureModel.bind`).
+
+    Attributes:
+        model_kind: which built-in model this is, for the kernel's array replay
+            (``"independent"``, ``"permanent"``, ``"scripted"``), or None for
+            any other (the replay then leaves the run to the closures' path).
+    """
 
     __slots__ = ()
+    model_kind: str | None = None
 
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         """Decide attempt ``attempt`` (1-based) of item ``item_id`` (from 0).
@@ -181,6 +188,7 @@ class NoFailures(FailureModel):
 
 class _BoundIndependent(AttemptFailures):
     __slots__ = ("_p", "_u")
+    model_kind = "independent"
 
     def __init__(self, p: float, rng: np.random.Generator) -> None:
         self._p = p
@@ -192,10 +200,16 @@ class _BoundIndependent(AttemptFailures):
 
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         if self._u.next() < self._p:
-            return Failure(
-                SimulatedFailure(f"simulated failure (item {item_id}, attempt {attempt})")
-            )
+            return self.failure(item_id, attempt)
         return None
+
+    def failure(self, item_id: int, attempt: int) -> Failure:
+        """The failure of attempt ``attempt`` of ``item_id`` when its draw fails it.
+
+        The kernel's compiled chain path draws the outcomes up front (:meth:`check`
+        in attempt order) and builds the errors of its dead letters here after the run.
+        """
+        return Failure(SimulatedFailure(f"simulated failure (item {item_id}, attempt {attempt})"))
 
 
 @dataclass(frozen=True)
@@ -221,6 +235,7 @@ class IndependentFailures(FailureModel):
 
 class _BoundPermanent(AttemptFailures):
     __slots__ = ("_bad", "_fraction", "_rng")
+    model_kind = "permanent"
 
     def __init__(self, fraction: float, rng: np.random.Generator, n_items: int) -> None:
         self._fraction = fraction
@@ -373,10 +388,21 @@ class Overload(FailureModel):
 
 class _BoundScripted(AttemptFailures):
     __slots__ = ("_fails", "_permanent")
+    model_kind = "scripted"
 
     def __init__(self, fails: tuple[int, ...], permanent: frozenset[int]) -> None:
         self._fails = fails
         self._permanent = permanent
+
+    @property
+    def fails(self) -> tuple[int, ...]:
+        """Failing attempts of each item (``ScriptedFailures.fails``)."""
+        return self._fails
+
+    @property
+    def permanent(self) -> frozenset[int]:
+        """Items whose last scripted failure is a ``PermanentError``."""
+        return self._permanent
 
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         fails = self._fails

@@ -10,11 +10,16 @@ correct engine fails about once in a thousand seeds per metric, while a
 chain without blocking, or with room for one more item than it was given, is
 outside: the last test shows the blocked time moves by more than the
 half-width then.
+
+The benchmarks' 3-stage tandem (``bench/ciw_tandem.py``: two bounded hand-offs)
+is checked the same way against its Ciw model, on the mean sojourn.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
 
 import ciw
 import numpy as np
@@ -123,3 +128,31 @@ def test_the_comparison_can_fail(samples):
         wrong = [chain_metrics(seed, room)["blocked_per_item_s"] for seed in range(REPLICATIONS)]
         difference, half = welch(wrong, blocked)
         assert abs(difference) > half, (room, difference, half)
+
+
+# -- the benchmarks' 3-stage tandem (bench/ciw_tandem.py) against its Ciw model -----------
+
+
+def _bench_tandem():
+    """``bench/ciw_tandem.py``, the model the chain benchmark times (bench/ is no package)."""
+    path = Path(__file__).resolve().parents[3] / "bench" / "ciw_tandem.py"
+    spec = importlib.util.spec_from_file_location("ciw_tandem", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TANDEM_N = 2500  # customers per replication
+
+
+def test_the_benchmarks_tandem_has_ciws_mean_sojourn():
+    # The kernel runs it (engine="auto"); its mean latency is the mean sojourn.
+    tandem = _bench_tandem()
+    ours, theirs = [], []
+    for seed in range(REPLICATIONS):
+        result = simulate(tandem.scenario(TANDEM_N, seed))
+        assert result.summary["engine"] == "kernel"
+        ours.append(result.summary["latency_mean_s"])
+        theirs.append(float(tandem.ciw_sojourns(TANDEM_N, 1000 + seed).mean()))
+    difference, half = welch(ours, theirs)
+    assert abs(difference) <= half, (difference, half)

@@ -52,6 +52,7 @@ from pipeline.config import PipelineConfig
 from pipeline.records import AttemptError, DeadLetter, ShedLog
 
 from ...workloads.failures import AttemptFailures
+from . import chain_arrays
 from .kinds import (
     ADMITTED,
     COMPLETED,
@@ -178,6 +179,13 @@ def run_chain_events(
         (each stage's run, the loop time the chain closed), or, when a drain
         would run into its timeout, a phrase naming that (for the refusal).
     """
+    path = chain_arrays.choose(stages, len(arrival_s))
+    if path != "closures":
+        fields, last_settle, closed = chain_arrays.play_chain(
+            arrival_s, stages, compiled=path == "compiled"
+        )
+        runs = [StageRun(**run) for run in fields]
+        return _close([spec.name for spec in stages], last_settle, runs, closed, drain_timeout_s)
     n = len(arrival_s)
     live: list[_Stage] = []
     reaching = n
@@ -459,11 +467,21 @@ def run_chain_events(
                 step(arg)
     if closed_s is None or any(stage.unsettled or stage.waiters for stage in live):
         raise RuntimeError("kernel chain path: the run stopped with work left (a bug)")
-    return _close(live, closed_s, drain_timeout_s)
+    return _close(
+        [stage.spec.name for stage in live],
+        [stage.last_settle_s for stage in live],
+        [stage.run for stage in live],
+        closed_s,
+        drain_timeout_s,
+    )
 
 
 def _close(
-    live: list[_Stage], closed_s: float, drain_timeout_s: float | None
+    names: list[str],
+    last_settle: list[float | None],
+    runs: list[StageRun],
+    closed_s: float,
+    drain_timeout_s: float | None,
 ) -> tuple[list[StageRun], float] | str:
     """Each stage's intake-closed and close times; a phrase if a drain hits its timeout.
 
@@ -476,24 +494,22 @@ def _close(
     """
     deadline = None if drain_timeout_s is None else closed_s + drain_timeout_s
     before = closed_s
-    for stage in live:
-        last = stage.last_settle_s
+    for number, (name, last, run) in enumerate(zip(names, last_settle, runs, strict=True)):
         busy = last is not None and last >= before
         if deadline is not None and busy:
-            if stage.number == 0:
+            if number == 0:
                 gives_up = closed_s + drain_timeout_s
             else:
                 gives_up = before + max(0.0, deadline - before)
             if last >= gives_up:
                 return (
                     f"a chain whose drain reaches drain_timeout_s={drain_timeout_s} "
-                    f"(stage {stage.spec.name!r} is still busy at its deadline)"
+                    f"(stage {name!r} is still busy at its deadline)"
                 )
-        run = stage.run
         run.kinds.append(INTAKE_CLOSED)
         run.times.append(before)
         run.ids.append(-1)
         if busy:
             before = last
         run.finished_s = before
-    return [stage.run for stage in live], before
+    return runs, before

@@ -13,6 +13,11 @@ run by both. Every stage's ``items`` and
 and their errors, hand-offs, blocked time) and the chain's own summary,
 ``items``, ``timeseries`` and report. A mismatch is a bug in one of the two.
 
+The kernel replays a chain on one of three paths: closures over deques and a
+heap of tuples, or one function over flat arrays (``chain_arrays``), run as
+plain Python or compiled by numba (the ``[fast]`` extra; skipped without it).
+Every kernel run here is played on each path and each must give the engine's run.
+
 A drain that runs into its ``drain_timeout_s`` is outside the chain path's
 domain: the kernel then declines (``auto`` runs the engine, ``kernel``
 refuses in one line), and every such decline must be one the engine confirms.
@@ -20,6 +25,7 @@ refuses in one line), and every such decline must be one the engine confirms.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import fields
@@ -46,6 +52,7 @@ from pipeline.sim import (
     Trace,
     simulate,
 )
+from pipeline.sim.running.kernel import chain_arrays
 from pipeline.sim.running.kernel.run import unsupported
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.workloads.arrivals import Deterministic
@@ -105,6 +112,35 @@ def _same_stage_report(e, k) -> None:
         )
 
 
+PATHS = ("closures", "plain", *(("compiled",) if chain_arrays.compiled_available() else ()))
+
+
+@contextlib.contextmanager
+def chain_path(path: str):
+    """Run the kernel's chains on ``path`` (see ``chain_arrays.MODE``) inside the block."""
+    saved = chain_arrays.MODE
+    chain_arrays.MODE = path
+    try:
+        yield
+    finally:
+        chain_arrays.MODE = saved
+
+
+def kernel_runs(scenario: Scenario, replication: int) -> list:
+    """The kernel's run of ``scenario`` on every path (the closures' first)."""
+    runs = []
+    for path in PATHS:
+        with chain_path(path):
+            runs.append(simulate_once(scenario, replication, "kernel"))
+    return runs
+
+
+def test_the_compiled_path_is_tested_when_numba_is_installed():
+    if "compiled" not in PATHS:
+        pytest.skip("numba is not installed: pip install 'pipeline-lab[fast]' to test that path")
+    assert chain_arrays.compiled_available()
+
+
 def assert_same_chain_run(engine, kernel) -> None:
     """Everything a caller can read from two chain results agrees (times to 1e-9 s)."""
     assert engine.summary["engine"] == "asyncio" and kernel.summary["engine"] == "kernel"
@@ -131,7 +167,7 @@ def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
     assert unsupported(scenario) is None, unsupported(scenario)
     engine = simulate_once(scenario, replication, "asyncio")
     try:
-        kernel = simulate_once(scenario, replication, "kernel")
+        kernels = kernel_runs(scenario, replication)
     except ValueError as declined:
         assert "drain" in str(declined) and "\n" not in str(declined)
         event("declined: the drain reached its timeout")
@@ -140,9 +176,14 @@ def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
             # deadline, where only the engine's turn order decides. The decline may cost
             # time, never a result: without the timeout the kernel gives the engine's run.
             event("declined at a tie with the deadline")
-            assert_same_chain_run(engine, simulate_once(_no_drain_limit(scenario), replication))
+            for kernel in kernel_runs(_no_drain_limit(scenario), replication):
+                assert_same_chain_run(engine, kernel)
+        for path in PATHS:  # the first path to decline raised: every path declines
+            with chain_path(path), pytest.raises(ValueError, match="drain"):
+                simulate_once(scenario, replication, "kernel")
         return
-    assert_same_chain_run(engine, kernel)
+    for kernel in kernels:
+        assert_same_chain_run(engine, kernel)
     event("kernel ran it")
     s = engine.summary
     for key in ("items_shed", "items_dead_lettered"):
@@ -323,9 +364,10 @@ def test_kernel_equals_engine_on_continuous_tandem_lines(
 
 def run_both(scenario: Scenario):
     engine = simulate_once(scenario, 0, "asyncio")
-    kernel = simulate_once(scenario, 0, "kernel")
-    assert_same_chain_run(engine, kernel)
-    return kernel
+    kernels = kernel_runs(scenario, 0)
+    for kernel in kernels:
+        assert_same_chain_run(engine, kernel)
+    return kernels[0]
 
 
 def line(times, *stages, drain_timeout_s=None):
@@ -517,3 +559,135 @@ def backlogged_chains(draw):
 @given(scenario=backlogged_chains(), replication=st.integers(0, 3))
 def test_kernel_equals_engine_on_random_chains_with_an_initial_backlog(scenario, replication):
     assert_kernel_agrees(scenario, replication)
+
+
+# -- the array replay's own machinery: refills, growth, and which path auto takes ------------
+
+
+@contextlib.contextmanager
+def tiny_sizes():
+    """Three draws per refill, and a log, heap and ready ring that start at one entry."""
+    saved = dict(chain_arrays.SIZES)
+    chain_arrays.SIZES.update(block=3, log=1, heap=1, ready=1)
+    try:
+        yield
+    finally:
+        chain_arrays.SIZES.update(saved)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(scenario=chains(), replication=st.integers(0, 3))
+def test_the_array_replay_refills_and_grows_its_arrays_as_it_goes(scenario, replication):
+    # Every block of draws runs out after three values and every array starts too small, so
+    # the replay stops and resumes many times in a run: the runs must still be the engine's.
+    with tiny_sizes():
+        assert_kernel_agrees(scenario, replication)
+
+
+def test_a_long_retrying_chain_is_the_same_on_every_path(monkeypatch):
+    # Enough retries to use several blocks of each stream (failures, retry times, jitter).
+    monkeypatch.setitem(chain_arrays.SIZES, "block", 512)
+    scenario = Scenario(
+        arrivals=Poisson(rate=2.0),
+        stages=[
+            StageSpec(
+                name="page",
+                service=Exponential(mean=0.4),
+                config=PipelineConfig(concurrency=2, queue_maxsize=5),
+                fan_out=3,
+            ),
+            StageSpec(
+                name="record",
+                service=Exponential(mean=0.2),
+                config=PipelineConfig(
+                    concurrency=3,
+                    queue_maxsize=None,
+                    max_attempts=4,
+                    backoff=Backoff(base_s=0.2, jitter=True),
+                ),
+                failures=IndependentFailures(0.4),
+            ),
+            StageSpec(
+                name="write",
+                service=Exponential(mean=0.1),
+                config=PipelineConfig(concurrency=1, queue_maxsize=2),
+                failures=PermanentFailures(0.05),
+            ),
+        ],
+        n_items=600,
+        seed=11,
+    )
+    kernel = run_both(scenario)
+    record = kernel.stages["record"].summary
+    # blocks of 512 draws: several of failures, more than one of retry times and jitter
+    assert record["retries_total"] > 512 and kernel.report.stages["record"].attempts > 3 * 512
+    assert kernel.stages["write"].summary["items_dead_lettered"] > 0
+
+
+def _stage_inputs(scenario: Scenario) -> list:
+    """The chain path's inputs for ``scenario`` (as the kernel's chain run builds them)."""
+    from pipeline.sim.running.kernel.chain import StageInput
+    from pipeline.sim.running.workload import StageWorkload
+
+    inputs, reaching = [], scenario.n_items
+    for number, spec in enumerate(scenario.stages):
+        work = StageWorkload(spec, reaching, scenario.seed, 0, number)
+        inputs.append(
+            StageInput(
+                name=spec.name,
+                config=spec.config,
+                fan_out=spec.fan_out,
+                first_attempt_s=work.first_attempt_s,
+                retry_time=work.retry_time,
+                failures=work.failures,
+                rng=work.jitter,
+            )
+        )
+        reaching *= spec.fan_out
+    return inputs
+
+
+@pytest.mark.parametrize("mode", ["auto", "plain", "compiled"])
+def test_no_mode_takes_the_array_replay_outside_its_domain(mode, monkeypatch):
+    # Combined failure models are not in the array replay's domain: every mode plays the
+    # chain with the closures, and the run is still the engine's.
+    combined = tandem().replace(n_items=30)
+    combined = combined.replace(
+        stages=[
+            dataclasses.replace(
+                combined.stages[0],
+                config=PipelineConfig(max_attempts=3),
+                failures=IndependentFailures(0.3) | PermanentFailures(0.2),
+            ),
+            combined.stages[1],
+        ]
+    )
+    monkeypatch.setattr(chain_arrays, "MODE", mode)
+    assert chain_arrays.eligible(_stage_inputs(tandem()))  # the same chain without them is in
+    inputs = _stage_inputs(combined.replace(n_items=10**6))
+    assert not chain_arrays.eligible(inputs)
+    assert chain_arrays.choose(inputs, 10**6) == "closures"
+    assert_same_chain_run(
+        simulate_once(combined, 0, "asyncio"), simulate_once(combined, 0, "kernel")
+    )
+
+
+def test_auto_loads_numba_only_for_work_worth_it(monkeypatch):
+    monkeypatch.setattr(chain_arrays, "MODE", "auto")
+    monkeypatch.setattr(chain_arrays, "_compiled", None)
+    monkeypatch.setattr(chain_arrays, "_played", 0)
+    inputs = _stage_inputs(tandem())  # two stages
+    short = chain_arrays.LOAD_AFTER_ITEMS // 4  # stage items per run: 2 x this source
+    assert chain_arrays.choose(inputs, short) == "closures"  # a short run pays nothing
+    assert chain_arrays.choose(inputs, 10) == "closures"
+    long_run = chain_arrays.LOAD_AFTER_ITEMS
+    if not chain_arrays.compiled_available():
+        assert chain_arrays.choose(inputs, long_run) == "closures"
+        pytest.skip("numba is not installed: pip install 'pipeline-lab[fast]' to test loading it")
+    # with the runs of this process so far, this one passes the mark: it loads numba
+    assert chain_arrays.choose(inputs, short) == "compiled"
+    monkeypatch.setattr(chain_arrays, "_played", 0)
+    assert chain_arrays.choose(inputs, long_run) == "compiled"  # one long run does at once
+    monkeypatch.setattr(chain_arrays, "_compiled", object())  # numba loaded: even short runs
+    assert chain_arrays.choose(inputs, chain_arrays.COMPILED_MIN_ITEMS) == "compiled"
+    assert chain_arrays.choose(inputs, 10) == "closures"  # below the floor: closures
