@@ -31,6 +31,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "cluster": (*_SIM, "distributed"),
     "postgres": ("asyncpg",),
     "metrics": ("prometheus_client", "opentelemetry"),
+    "grade": ("otter",),
 }
 
 
