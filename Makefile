@@ -12,7 +12,7 @@ LAB_ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root)
 # Extra arguments for JupyterLab, e.g. make lab LAB_ARGS='--no-browser --port=8899'
 LAB_ARGS ?=
 
-.PHONY: lab test docs test-all-pythons lint bench clean
+.PHONY: lab test docs exercises test-all-pythons lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ test: $(STAMP)
 # the guide, the notebooks executed with their figures, the API reference. Warnings are errors.
 docs: $(STAMP)
 	$(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
+
+# The exercises' checks, built from the solutions (the otter-grader masters in
+# notebooks/solutions/): each student notebook's answer and grader.check cells, and the
+# grading bundles in build/exercises/ (docs/workshop.md: grading a room's notebooks).
+exercises: $(STAMP)
+	$(BIN)/python -m pipeline.lessons.exercises build
 
 # The fast tests (no notebooks, browser or slow checks) on each of Python 3.11, 3.12
 # and 3.13 that is on PATH (or in pyenv), each in its own .venv-3.X; absent ones are listed.

@@ -31,6 +31,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "cluster": (*_SIM, "distributed"),
     "postgres": ("asyncpg",),
     "metrics": ("numpy", "prometheus_client", "opentelemetry"),
+    "grade": ("otter",),
 }
 # [fast] (numba) is not listed: no part needs it. The kernel's chain path compiles its
 # replay when numba is installed and runs the same source as plain Python when it is not.

@@ -114,19 +114,24 @@ COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 def _bound(tree: ast.AST) -> set[str]:
     """Names a cell binds: assignments, imports, loop and ``with`` targets, defs.
 
-    A comprehension's loop variable stays inside it (Python 3), so it is not counted.
+    A comprehension's loop variable stays inside it (Python 3), and so do a function's
+    locals and imports (an exercise's test function imports what it checks with), so
+    neither is counted.
     """
     names = set()
     todo = [tree]
     while todo:
         node = todo.pop()
-        if isinstance(node, COMPREHENSIONS):
+        if isinstance(node, (*COMPREHENSIONS, ast.Lambda)):
             continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
         elif isinstance(node, ast.Import | ast.ImportFrom):
             names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+            continue  # its body binds locals; its decorators and defaults bind nothing
+        elif isinstance(node, ast.ClassDef):
             names.add(node.name)
         todo.extend(ast.iter_child_nodes(node))
     return names
@@ -242,7 +247,8 @@ def test_the_rules_catch_what_they_are_for(tmp_path):
     hidden_prose = nbformat.v4.new_code_cell('say(f"""x is\n{x}""")')
     hidden_prose.metadata["jupyter"] = {"source_hidden": True}
     read = nbformat.v4.new_markdown_cell('x is {eval}`f"{x:.1f}"`, y {eval}`y +`, z {eval}`z`')
-    drawn = nbformat.v4.new_code_cell("fig = plot_sweep(frame, 'p95'); x = 2; y = [z for z in x]")
+    drawn = nbformat.v4.new_code_cell("fig = plot_sweep(frame, 'p95'); x = 2; y = [z for z in x]\n"
+                                      "def f():\n    import y as z\n    z = 1")
     unread = nbformat.v4.new_code_cell("check(True, 'ok')")
     notebook.cells = [shown_prose, hidden_plot, long_code, hidden_ok, picture, hidden_prose,
                       read, drawn, unread]
@@ -259,7 +265,7 @@ def test_the_rules_catch_what_they_are_for(tmp_path):
     assert any("cell 6: {eval}`y +` is not a Python expression" in p for p in problems)
     assert any("cell 6: {eval}`z` uses z, bound by no earlier code cell" in p for p in problems)
     assert any("cell 6: {eval}`f\"{x:.1f}\"` uses x, bound again by cell 7" in p for p in problems)
-    assert not any("uses z, bound again" in p for p in problems)  # a comprehension's own z
+    assert not any("uses z, bound again" in p for p in problems)  # a comprehension's, f's own z
     assert any("cell 7: a figure with no markdown" in p for p in problems)
     assert not any("cell 8" in p for p in problems)
     # One line hides well: a sentence with a number, when a reader wants nothing else.

@@ -1,0 +1,219 @@
+"""The exercises answer back: built from the solutions, checked by otter, graded for a room.
+
+The committed student notebooks must be what a fresh build makes (they are what
+``make lab`` opens, so they are committed; this test keeps anyone from editing
+their exercise cells by hand). nbval runs every notebook, so the solutions'
+test cells (the same code otter extracts) prove there that the worked answers
+pass, and the untouched student notebooks prove that their placeholders break
+no later cell. Here otter itself runs the checks: on the untouched answers (a
+hint for every test, never an error from the test's own code), on wrong answers
+(the hint that fits), and for a trainer, grading a solved and an untouched
+notebook with ``otter run``.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from pipeline.lessons import exercises
+from pipeline.lessons.exercises import GENERATED, build_notebook, masters, student_of
+
+with warnings.catch_warnings():  # as pipeline.lessons.exercises does: ipylab's import warns
+    warnings.filterwarnings("ignore", "Traits should be given as instances", DeprecationWarning)
+    import otter
+
+ROOT = Path(__file__).resolve().parents[2]
+MASTERS = masters(ROOT)
+IDS = [path.name.removesuffix("-solutions.ipynb") for path in MASTERS]
+
+
+def _answers(notebook: nbformat.NotebookNode) -> dict[str, str]:
+    """``exercise_N`` -> the source of its answer cell in a built student notebook."""
+    return {
+        cell.id.removesuffix("-answer").replace("-", "_"): cell.source
+        for cell in notebook.cells
+        if "exercise-answer" in cell.metadata.get("tags", [])
+    }
+
+
+def _placeholders(source: str) -> dict[str, object]:
+    """What an untouched answer cell binds: every name to ``...``."""
+    env: dict[str, object] = {}
+    exec(source, env)
+    return {name: value for name, value in env.items() if name != "__builtins__"}
+
+
+def test_there_are_masters_and_each_has_its_student_notebook():
+    assert len(MASTERS) >= 1
+    for master in MASTERS:
+        assert student_of(master).exists(), f"{master.name} has no student notebook"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=IDS)
+def test_the_committed_student_notebook_is_a_fresh_build(master, tmp_path):
+    built = nbformat.writes(build_notebook(master, tmp_path / "dist")) + "\n"
+    committed = student_of(master).read_text(encoding="utf-8")
+    assert committed == built, (
+        f"{student_of(master).name} differs from what its solutions build: edit the lesson or "
+        "the master, then run `make exercises` (never the generated exercise cells by hand)"
+    )
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=IDS)
+def test_every_test_of_a_master_states_its_hint(master):
+    notebook = nbformat.read(master, as_version=4)
+    inside, tests = False, 0
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "raw":
+            inside = {"# BEGIN TESTS": True, "# END TESTS": False}.get(cell.source.strip(), inside)
+            continue
+        if not inside:
+            continue
+        tests += 1
+        asserts = [n for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Assert)]
+        assert asserts, f"{master.name} cell {index}: a test without an assert"
+        silent = [ast.unparse(a.test) for a in asserts if a.msg is None]
+        assert not silent, f"{master.name} cell {index}: asserts without a hint: {silent}"
+    assert tests >= 1
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=IDS)
+def test_an_untouched_notebook_gets_a_hint_from_every_test(master, monkeypatch):
+    # otter, in this process, on what the untouched answer cells bind (``...``): each test
+    # must fail on its own assertion, whose message is the hint, before it uses anything
+    # from the lesson (none is bound here), so that no student sees a test's own error.
+    student = student_of(master)
+    notebook = nbformat.read(student, as_version=4)
+    answers = _answers(notebook)
+    assert set(answers) == set(notebook.metadata["otter"]["tests"])
+    monkeypatch.chdir(student.parent)
+    grader = otter.Notebook(student.name)
+    for question, source in answers.items():
+        assert set(_placeholders(source).values()) == {...}, f"{question}: answers left in"
+        result = grader.check(question, global_env=_placeholders(source))
+        assert result.test_case_results, question
+        for case in result.test_case_results:
+            assert not case.passed, f"{question} passes untouched"
+            last = case.message.strip().splitlines()[-1]
+            assert last.startswith("AssertionError: ") and len(last) > 40, (
+                f"{question} fails untouched with {last!r}, not a hint"
+            )
+        assert "Traceback" not in str(result)
+
+
+def _lesson_env(student: Path, needed: set[str]) -> dict[str, object]:
+    """Run the student notebook's code cells here until ``needed`` are bound."""
+    env: dict[str, object] = {}
+    for cell in nbformat.read(student, as_version=4).cells:
+        if needed <= env.keys():
+            return env
+        if cell.cell_type == "code":
+            lines = [line for line in cell.source.splitlines() if not line.startswith("%")]
+            exec("\n".join(lines), env)
+    raise AssertionError(f"{student.name} never binds {needed - env.keys()}")
+
+
+def _hints(result) -> list[str]:
+    return [c.message.strip().splitlines()[-1] for c in result.test_case_results if not c.passed]
+
+
+def test_a_wrong_answer_gets_the_hint_that_fits(monkeypatch):
+    student = ROOT / "notebooks" / "01-backpressure.ipynb"
+    monkeypatch.chdir(student.parent)
+    env = _lesson_env(student, {"bounded", "b", "sb"})
+    grader = otter.Notebook(student.name)
+    sb = env["sb"]
+    env.update(
+        smaller_memory_peak_bytes=sb["memory_peak_bytes"],  # the 50-slot run's
+        smaller_upstream_peak=sb["upstream_backlog_max"],
+        smaller_mean_wait_s=1.0,
+    )
+    hints = _hints(grader.check("exercise_1", global_env=env))
+    assert len(hints) == 3
+    assert "at most 10 queued and 4 running" in hints[0]
+    assert "more of it waits upstream" in hints[1]
+    assert "it does not remove it" in hints[2]
+    # Too small a queue sheds too much; too big a one is not the smallest.
+    env.update(smallest_shedding_queue=50, its_memory_bound_bytes=(50 + 4) * 64 * 1024)
+    assert _hints(grader.check("exercise_2", global_env=env)) == [
+        "AssertionError: That queue sheds 1% of items or more: try bigger sizes (the share falls "
+        "as it grows)."
+    ]
+    env.update(smallest_shedding_queue=800, its_memory_bound_bytes=800 * 64 * 1024)
+    hints = _hints(grader.check("exercise_2", global_env=env))
+    assert len(hints) == 2
+    assert "One slot fewer still sheds under 1%" in hints[0]
+    assert "(queue_maxsize + concurrency) × item size" in hints[1]
+
+
+def test_the_split_exercise_list_keeps_its_text():
+    text = (
+        "## Summary\n\n- a point\n\n## Exercises\n\n1. **One.** Do it\n   over two lines.\n"
+        "2. **Two.** Again.\n\n   A second paragraph.\n\n"
+        "Solutions: [s](s.ipynb)\n\n---\n\n[Next](n)"
+    )
+    pieces = exercises.split_exercises(text)
+    assert [n for n, _ in pieces] == [None, 1, 2, None]
+    assert "\n\n".join(p for _, p in pieces) == text.replace("lines.\n2.", "lines.\n\n2.")
+    assert pieces[2][1] == "2. **Two.** Again.\n\n   A second paragraph."
+
+
+def test_a_trainer_grades_a_solved_and_an_untouched_notebook(tmp_path):
+    # The commands of docs/workshop.md: bundles built from the solutions, then a room's
+    # folder of notebooks graded with otter run, one fresh kernel each.
+    master = ROOT / "notebooks" / "solutions" / "01-backpressure-solutions.ipynb"
+    student = student_of(master)
+    bundles = tmp_path / "bundles"
+    work = tmp_path / "dist"
+    build_notebook(master, work)
+    bundles.mkdir()
+    shutil.copyfile(next((work / "autograder").glob("*.zip")), bundles / "01-backpressure.zip")
+    room = tmp_path / "room"
+    room.mkdir()
+    shutil.copyfile(student, room / "ada.ipynb")  # handed in untouched
+    solved = json.loads(master.read_text())  # every answer right, saved from JupyterLab
+    solved["metadata"]["otter"] = json.loads(student.read_text())["metadata"]["otter"]
+    (room / "grace.ipynb").write_text(json.dumps(solved))
+    for name in ("data", "docs"):  # the notebooks read ../data and ../docs
+        (tmp_path / name).symlink_to(ROOT / name)
+    grades = exercises.grade(room, bundles=bundles, out=tmp_path / "grades")
+    untouched, right = grades
+    assert (untouched.submission, right.submission) == ("ada.ipynb", "grace.ipynb")
+    assert right.score == right.possible == untouched.possible == 8
+    assert untouched.score == 0
+    assert "Set smallest_shedding_queue to a queue_maxsize" in untouched.feedback["exercise_2"]
+    assert "Traceback" not in "".join(untouched.feedback.values())
+    with (tmp_path / "grades" / "grades.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    assert [(r["submission"], r["score"], r["possible"]) for r in rows] == [
+        ("ada.ipynb", "0.0", "8.0"),
+        ("grace.ipynb", "8.0", "8.0"),
+    ]
+    assert rows[1]["exercise_3"] == "2.0"
+
+
+def test_grading_refuses_a_file_that_is_not_a_workshop_notebook(tmp_path):
+    (tmp_path / "bundles").mkdir()
+    (tmp_path / "bundles" / "01-backpressure.zip").write_bytes(b"")
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "notes.ipynb").write_text(json.dumps(nbformat.v4.new_notebook()))
+    with pytest.raises(ValueError, match=r"notes\.ipynb: not a workshop notebook with checks"):
+        exercises.grade(room, bundles=tmp_path / "bundles", out=tmp_path / "grades")
+    assert not (tmp_path / "grades").exists()  # nothing half-written
+
+
+def test_generated_cells_are_tagged():
+    for master in MASTERS:
+        notebook = nbformat.read(student_of(master), as_version=4)
+        tags = [t for c in notebook.cells for t in c.metadata.get("tags", []) if t in GENERATED]
+        assert tags.count("exercise-grader") == 1
+        assert tags.count("exercise-answer") == tags.count("exercise-check") >= 1
