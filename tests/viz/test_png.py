@@ -7,11 +7,11 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from PIL import Image  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from PIL import Image
 
-from pipeline.viz.figures.png import encode_png, figure_png  # noqa: E402
+from pipeline.viz.figures.png import encode_png, figure_png
 
 
 def _pixels(png: bytes) -> np.ndarray:
