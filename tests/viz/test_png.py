@@ -76,3 +76,42 @@ def test_encode_png_takes_a_view():
     base[2, 3] = (10, 20, 30, 255)
     png = encode_png(base[1:4, ::2])
     assert (np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")) == base[1:4, ::2]).all()
+
+
+def _texty_figure(canvas, antialiased=True) -> Figure:
+    figure = Figure(figsize=(5.1, 3.3), dpi=90)
+    canvas(figure)
+    ax = figure.subplots()
+    ax.plot([0, 1, 2], [0, 3, 1], label="wait p95 (s)")
+    ax.set_ylabel("queued items (rotated)")
+    ax.set_xlabel("virtual time, s")
+    ax.set_title("Queue depth — ünïcode ✓", fontsize=13)
+    ax.text(0.4, 1.5, "at 33°", rotation=33, antialiased=antialiased)
+    ax.text(1.0, 2.0, r"$\mu = 0.8$ mathtext")
+    ax.legend(fontsize=9)
+    figure.suptitle("maxsize=100, concurrency=4", fontsize="medium")
+    return figure
+
+
+@pytest.mark.parametrize("antialiased", [True, False])
+def test_the_text_caching_canvas_draws_the_plain_canvas_pixels(antialiased):
+    from pipeline.viz.figures.textcache import TextCachingCanvas
+
+    plain = _pixels(figure_png(_texty_figure(FigureCanvasAgg, antialiased), 2))
+    figure = _texty_figure(TextCachingCanvas, antialiased)
+    first = _pixels(figure_png(figure, 2))
+    again = _pixels(figure_png(figure, 2))  # every glyph from the cache
+    assert (first == plain).all() and (again == plain).all()
+    # Moved by a fraction of a pixel and at another dpi: other pen positions, other keys.
+    figure.axes[0].set_xlim(-0.013, 2.2)
+    figure.axes[0].title.set_text("Queue depth, moved")
+    moved_plain = _pixels(figure_png(_texty_figure_moved(antialiased), 1.5))
+    moved = _pixels(figure_png(figure, 1.5))
+    assert (moved == moved_plain).all()
+
+
+def _texty_figure_moved(antialiased):
+    figure = _texty_figure(FigureCanvasAgg, antialiased)
+    figure.axes[0].set_xlim(-0.013, 2.2)
+    figure.axes[0].title.set_text("Queue depth, moved")
+    return figure
