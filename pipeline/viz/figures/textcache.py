@@ -44,10 +44,12 @@ class _CachingRenderer(RendererAgg):
         features = mtext.get_fontfeatures() if mtext is not None else None
         language = mtext.get_language() if mtext is not None else None
         size = prop.get_size_in_points()
-        key = (hash(prop), size, self.dpi, s, flags, _hashable(features), _hashable(language))
+        # The font file as resolved now (rcParams may have changed since), not the properties.
+        font = self._prepare_font(prop)
+        key = (font.fname, hash(prop), size, self.dpi, s, flags, _hashable(features),
+               _hashable(language))  # fmt: skip
         items = self._layouts.get(key)
         if items is None:
-            font = self._prepare_font(prop)
             laid = font._layout(s, flags=flags, features=features, language=language)
             items = [(item.ft_object, item.glyph_index, item.x, item.y) for item in laid]
             if len(self._layouts) >= _MAX_ENTRIES:
