@@ -59,6 +59,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_vloop.py
 	$(BIN)/python bench/bench_explorer.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_widgets.py
+	env -u OPENBLAS_NUM_THREADS $(BIN)/python bench/bench_startup.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_memory.py
 
 clean:
 	rm -rf $(VENV) .venv-3.* artifacts .pytest_cache docs/_build

@@ -73,7 +73,12 @@ LIVE_LEAN = (
     "real-time engine runs; its own numpy and matplotlib imports wait too): only its "
     "figure and summary functions load them"
 )
+ENGINE_ONLY = (
+    "the virtual loop and the OpenMetrics writer load only for a run on the engine or an "
+    "export: the kernel's simulate starts without them (start-up)"
+)
 REASONS = (
+    ENGINE_ONLY,
     CLI_FIRST,
     INGEST_FIRST,
     OPTIONAL,
@@ -222,6 +227,12 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ): KERNEL_ONLY,
     ("pipeline.sim.running.simulate", "simulate", "pipeline.sim.executors.pool"): POOL_ONLY,
     ("pipeline.sim.running.simulate", "simulate", "pipeline.sim.running.kernel.run"): KERNEL_ONLY,
+    ("pipeline.sim.running.result", "to_openmetrics", "pipeline.sim.running.openmetrics"): (
+        ENGINE_ONLY
+    ),
+    ("pipeline.sim.running.single", "__init__", "pipeline.sim.vloop"): ENGINE_ONLY,
+    ("pipeline.sim.running.single", "run_engine", "pipeline.sim.vloop"): ENGINE_ONLY,
+    ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.vloop"): ENGINE_ONLY,
     ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.running.chained"): CHAIN_ONLY,
     (
         "pipeline.sim.running.single",

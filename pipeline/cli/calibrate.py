@@ -56,7 +56,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
 from datetime import datetime
 from typing import Any
@@ -196,6 +195,8 @@ def _check_out(path: str) -> None:
     for side in (_side(path, "arrivals"), _side(path, "service")):
         if os.path.isdir(side):
             raise ValueError(f"--out {path}: {side} is a directory; choose another name")
+    import tempfile  # only when a scenario file is written (start-up of other commands)
+
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass
@@ -261,6 +262,8 @@ def scenario_file(fit: Any, path: str) -> tuple[str, dict[str, str]]:
 
 def _write_all(path: str, text: str, files: dict[str, str]) -> None:
     """Every file staged beside its place, then moved in: the scenario file last."""
+    import tempfile
+
     folder = os.path.dirname(os.path.abspath(path))
     staged: list[tuple[str, str]] = []
     try:

@@ -18,9 +18,7 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -286,6 +284,8 @@ class OutputFolder:
         self.made = not os.path.isdir(path)
         os.makedirs(path, exist_ok=True)
         # Writable? Found now, not after an hour of runs.
+        import tempfile  # only a command that writes files needs it (start-up)
+
         with tempfile.TemporaryFile(dir=path):
             pass
 
@@ -321,6 +321,9 @@ class OutputFolder:
     @contextlib.contextmanager
     def writing(self) -> Iterator[str]:
         """A staging folder to write every file into; they move into :attr:`path` at the end."""
+        import shutil
+        import tempfile
+
         staging = tempfile.mkdtemp(prefix=".partial-", dir=self.path)
         try:
             yield staging

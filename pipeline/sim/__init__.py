@@ -31,7 +31,6 @@ import importlib
 
 from .running.result import DrainTimeoutWarning
 from .running.simulate import simulate
-from .vloop import run_virtual
 from .workloads.arrivals import OnOff, Poisson, TimeVarying, Trace
 from .workloads.classes import ItemClass
 from .workloads.distributions import (
@@ -109,6 +108,8 @@ __all__ = [
 
 # Public names imported on first use: name -> (module, attribute; None for the module itself).
 _LAZY = {
+    # The virtual loop runs the asyncio engine; the kernel's runs need none of it (start-up).
+    "run_virtual": ("vloop", "run_virtual"),
     "calibrate": ("analysis.calibrate", "calibrate"),
     "TraceRecorder": ("workloads.traces.runtrace", "TraceRecorder"),
     "compare": ("analysis.compare", "compare"),

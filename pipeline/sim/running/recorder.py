@@ -335,44 +335,62 @@ _WINDOW = 1 << 18
 """Events per stream that :func:`stream_series` sorts at a time (bounds its scratch memory)."""
 
 
-def stream_series(
-    streams: list[tuple[int | tuple[int, ...], np.ndarray]], end_s: float
-) -> StepSeries:
+def _selected(times: np.ndarray, select) -> int:
+    """How many of ``times`` a stream's ``select`` keeps (all of them if None)."""
+    if select is None:
+        return len(times)
+    return sum(
+        int(np.count_nonzero(select(low, min(low + _WINDOW, len(times)))))
+        for low in range(0, len(times), _WINDOW)
+    )
+
+
+def stream_series(streams: list[tuple], end_s: float) -> StepSeries:
     """:func:`step_series` for an event log given as sorted streams.
 
     ``streams`` holds ``(kinds, times)`` pairs, each ``times`` non-decreasing:
     at each of those times one event of each of ``kinds`` happens (an
     :class:`~pipeline.events.EventKind`, :data:`ARRIVAL` for an item's arrival
-    at the source, or a tuple of them). Together they are the run's events
-    and arrivals (item ids are not needed). The result equals ``step_series``
-    of that log. It is built a time window at a time, so its scratch memory
-    stays small however long the run: the series itself (one row per distinct
-    event time) is the only large allocation.
+    at the source, or a tuple of them). An entry may be ``(kinds, times,
+    select)`` instead: only the times where ``select(low, high)`` (a boolean
+    array for ``times[low:high]``) is True are events, so a stream can be a
+    subset of a larger sorted column without a copy of it. Together they are
+    the run's events and arrivals (item ids are not needed). The result equals
+    ``step_series`` of that log. It is built a time window at a time, so its
+    scratch memory stays small however long the run: the series itself (one
+    row per distinct event time) is the only large allocation.
     """
-    rows_of = [kinds if isinstance(kinds, tuple) else (kinds,) for kinds, _ in streams]
+    rows_of = [kinds if isinstance(kinds, tuple) else (kinds,) for kinds, *_ in streams]
     table = np.array([DELTAS[list(kinds)].sum(axis=0) for kinds in rows_of], dtype=np.int8)
     table = table.reshape(len(streams), len(SERIES))
     column_deltas = [np.ascontiguousarray(table[:, index]) for index in range(len(SERIES))]
-    parts = [(code, np.asarray(times, dtype=np.float64)) for code, (_, times) in enumerate(streams)]
-    total = sum(len(times) for _, times in parts)
+    parts = [
+        (code, np.asarray(times, dtype=np.float64), select[0] if select else None)
+        for code, (_, times, *select) in enumerate(streams)
+    ]
+    total = sum(_selected(times, select) for _, times, select in parts)
     # Window boundaries are times, so that all events at one instant fall in one window.
-    cuts = np.sort(np.concatenate([times[_WINDOW::_WINDOW] for _, times in parts]))
+    cuts = np.sort(np.concatenate([times[_WINDOW::_WINDOW] for _, times, _ in parts]))
     if len(cuts):  # distinct (np.unique would import numpy.ma, 6 ms)
         cuts = cuts[np.append(True, cuts[1:] != cuts[:-1])]
     bounds = [[0, *np.searchsorted(times, cuts, side="left").tolist(), len(times)]
-              for _, times in parts]  # fmt: skip
+              for _, times, _ in parts]  # fmt: skip
     time_s = np.empty(total + 1)
-    columns = {name: np.empty(total + 1, np.int32) for name in SERIES}
+    # Zeroed by the allocator (calloc: pages the kernel maps on first write), and only
+    # the rows a column's events move are written: a column no event moves for a while
+    # (no retries, no dead letters, no blocking in most runs) costs no memory there.
+    columns = {name: np.zeros(total + 1, np.int32) for name in SERIES}
     time_s[0] = 0.0
-    for name in SERIES:
-        columns[name][0] = 0
     carry = dict.fromkeys(SERIES, 0)
     rows = 1
     for window in range(len(cuts) + 1):
-        pieces = [
-            (kind, times[bound[window] : bound[window + 1]])
-            for (kind, times), bound in zip(parts, bounds, strict=True)
-        ]
+        pieces = []
+        for (kind, times, select), bound in zip(parts, bounds, strict=True):
+            low, high = bound[window], bound[window + 1]
+            piece = times[low:high]
+            if select is not None and high > low:
+                piece = piece[select(low, high)]
+            pieces.append((kind, piece))
         times = np.concatenate([piece for _, piece in pieces])
         if not len(times):
             continue
@@ -393,7 +411,7 @@ def stream_series(
                     steps += carry[name]
                 columns[name][rows:end] = steps.take(last)
                 carry[name] = int(steps[-1])
-            else:
+            elif carry[name]:
                 columns[name][rows:end] = carry[name]
         rows = end
     time_s.resize(rows, refcheck=False)

@@ -14,7 +14,6 @@ import numpy as np
 
 from ...records import DeadLetter, RunReport
 from ..workloads.scenario import Scenario
-from .openmetrics import write_openmetrics
 from .recorder import ItemColumns, StepSeries
 from .summary import summarise
 
@@ -104,6 +103,8 @@ class SimulationResult:
         Returns:
             The sampling step used, seconds.
         """
+        from .openmetrics import write_openmetrics  # on first use (start-up)
+
         return write_openmetrics(self, path, start_s=start_s, step_s=step_s, pipeline=pipeline)
 
     @property

@@ -19,9 +19,6 @@ import numpy as np
 from ...config import PipelineConfig
 from ...engine import Pipeline
 from ...records import RunReport
-from ..vloop import resolve_unless_cancelled as _resolve_unless_cancelled
-from ..vloop import run_virtual
-from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
 from ..workloads.classes import ClassDraws, class_codes
 from ..workloads.failures import NoFailures
 from ..workloads.scenario import Scenario
@@ -53,6 +50,8 @@ def class_config(config: PipelineConfig, classes: ClassDraws | None) -> Pipeline
 async def run_engine(
     scenario: Scenario, replication: int
 ) -> tuple[RunReport, np.ndarray, Recorder]:
+    from ..vloop import wake_unless_cancelled as _wake_unless_cancelled
+
     workload = Workload(scenario, replication)
     streams, arrivals = workload.streams, workload.arrival_s
     first_attempt, failures = workload.first_attempt_s.tolist(), workload.failures
@@ -123,12 +122,15 @@ class _ArrivalSource:
         loop: the virtual loop the run is on.
     """
 
-    __slots__ = ("_arrival_s", "_loop", "_next")
+    __slots__ = ("_arrival_s", "_loop", "_next", "_resolve")
 
     def __init__(self, arrival_s: list[float], loop: asyncio.AbstractEventLoop) -> None:
+        from ..vloop import resolve_unless_cancelled
+
         self._arrival_s = arrival_s
         self._loop = loop
         self._next = 0
+        self._resolve = resolve_unless_cancelled
 
     def __aiter__(self) -> _ArrivalSource:
         return self
@@ -144,7 +146,7 @@ class _ArrivalSource:
         if arrival > loop.time():
             # call_at, not call_later(delay): the timer fires at exactly `arrival`,
             # which exact trace replay depends on.
-            loop.call_at(arrival, _resolve_unless_cancelled, future, item_id)
+            loop.call_at(arrival, self._resolve, future, item_id)
         else:  # already arrived (the producer was held up): no wait
             future.set_result(item_id)
         return future
@@ -178,6 +180,8 @@ def simulate_once(scenario: Scenario, replication: int, engine: str = "auto") ->
             )
         if engine == "kernel":
             raise ValueError(refusal(outside))
+    from ..vloop import run_virtual  # the kernel's runs need no virtual loop (start-up)
+
     report, arrivals, recorder = run_virtual(run_engine(scenario, replication))
     columns = item_columns(arrivals, recorder)
     series = step_series(arrivals, recorder, report.finished_s)

@@ -33,32 +33,84 @@ def _mean(values: np.ndarray) -> float:
     return float(values.mean()) if len(values) else float("nan")
 
 
+_ROWS = 1 << 18
+"""Rows of a series that :class:`_Window` reads at a time (bounds its scratch memory)."""
+
+
 class _Window:
     """A series' rows clipped to ``[start_s, end_s]``, for every time statistic of one summary.
 
     Gives the same numbers as :meth:`StepSeries.time_mean` and
-    :meth:`StepSeries.time_max` (the same durations, the same dot product),
-    computing the durations once instead of once per statistic: a long run's
-    series has tens of millions of rows.
+    :meth:`StepSeries.time_max` (the same durations, the same dot product) for
+    a series of up to :data:`_ROWS` rows. A longer one (a run of millions of
+    items has tens of millions of rows) is read :data:`_ROWS` rows at a time,
+    so that no statistic makes a float copy of a whole column or of its
+    durations: the dot products are then summed a block at a time, which can
+    move a mean in its last bit or two (about 1e-16 relative), not more.
+
+    Every statistic of one summary is computed in one pass (:meth:`means`),
+    each block's durations once.
     """
 
     def __init__(self, series: StepSeries, start_s: float) -> None:
+        self._series = series
+        self._start_s = float(start_s)
         times, end = series.time_s, series.end_s
-        start = max(float(start_s), float(times[0]))
-        self._durations = step_durations(times, end, start) if end > start else None
-        self._total = float("nan") if self._durations is None else self._durations.sum()
-        self._live = np.append(times[1:] >= start_s, end >= start_s)
+        self._clip = max(self._start_s, float(times[0]))
+        self.empty = not end > self._clip
+        self._blocks = [(low, min(low + _ROWS, len(times))) for low in range(0, len(times), _ROWS)]
 
-    def mean(self, values: np.ndarray) -> float:
-        """Time-weighted mean over the window (NaN if it is empty)."""
-        if self._durations is None:
-            return float("nan")
-        return weighted_sum(np.asarray(values, dtype=np.float64), self._durations) / self._total
+    def _durations(self, low: int, high: int) -> np.ndarray:
+        """Rows ``low:high``'s durations, as :func:`step_durations` gives them for all rows."""
+        times, end = self._series.time_s, self._series.end_s
+        if high == len(times):
+            if low == 0:
+                return step_durations(times, end, self._clip)
+            durations = np.append(times[low + 1 :], max(end, float(times[-1])))
+        else:
+            durations = times[low + 1 : high + 1].copy()
+        np.minimum(durations, end, out=durations)
+        start = self._clip
+        here = times[low:high]
+        durations -= np.maximum(here, start) if start > times[0] else here
+        return np.clip(durations, 0.0, None, out=durations)
 
-    def max(self, values: np.ndarray) -> int | float:
-        """Largest value held in the window (0.0 if no row is)."""
-        live = self._live
-        return values[live].max() if live.any() else 0.0
+    def means(self, columns: list) -> list[float]:
+        """Time-weighted means over the window of each of ``columns`` (NaN if it is empty).
+
+        Each entry is a function of ``(low, high)`` returning those rows' values.
+        """
+        if self.empty:
+            return [float("nan")] * len(columns)
+        total = 0.0
+        sums = [0.0] * len(columns)
+        for low, high in self._blocks:
+            durations = self._durations(low, high)
+            total += durations.sum()
+            for index, rows in enumerate(columns):
+                values = np.asarray(rows(low, high), dtype=np.float64)
+                sums[index] += weighted_sum(values, durations)
+        return [value / total for value in sums]
+
+    def max(self, rows) -> int | float:
+        """Largest value held in the window (0.0 if no row is); ``rows`` as for :meth:`means`."""
+        times, start, end = self._series.time_s, self._start_s, self._series.end_s
+        best = None
+        for low, high in self._blocks:
+            if high == len(times):
+                live = np.append(times[low + 1 :] >= start, end >= start)
+            else:
+                live = times[low + 1 : high + 1] >= start
+            if live.any():
+                values = rows(low, high)
+                peak = values.max() if live.all() else values[live].max()
+                best = peak if best is None or peak > best else best
+        return 0.0 if best is None else best
+
+
+def _column(values: np.ndarray):
+    """``values`` as a function of ``(low, high)``, for :class:`_Window`."""
+    return lambda low, high: values[low:high]
 
 
 BATCHES = 10
@@ -90,34 +142,53 @@ def summarise(result: SimulationResult) -> dict[str, Any]:
     done = counted & (c.outcome == 0)
     del counted
     completed = int(done.sum())
-    # One statistic at a time, freeing as it goes: a long run has tens of millions of rows.
-    waits = (c.start_s - c.arrival_s)[started]
+    # One statistic at a time, freeing as it goes: a long run has tens of millions of
+    # rows. A run's values are its own copies, so the percentiles may reorder them in
+    # place, once the batch means have read them in arrival order.
+    waits = c.start_s - c.arrival_s
+    if not started.all():
+        waits = waits[started]
     del started
-    wait_mean, (wait_p95,) = _mean(waits), percentiles(waits, (95,))
-    wait_half = _batch_half_width(waits)
+    wait_mean, wait_half = _mean(waits), _batch_half_width(waits)
+    (wait_p95,) = percentiles(waits, (95,), overwrite=True)
     del waits
-    latencies = (c.finish_s - c.arrival_s)[done]
+    latencies = c.finish_s - c.arrival_s
+    if not done.all():
+        latencies = latencies[done]
     del done
+    latency_mean, latency_half = _mean(latencies), _batch_half_width(latencies)
     # One partition for the three percentiles (the same values as three calls).
-    latency = (_mean(latencies), *percentiles(latencies, (50, 95, 99)))
-    latency_half = _batch_half_width(latencies)
+    latency = (latency_mean, *percentiles(latencies, (50, 95, 99), overwrite=True))
     del latencies
     sim_time = s.end_s
     span = max(sim_time - warm, 0.0)
     window = _Window(s, warm)
-    in_system = s.in_system
+    queue, running, retrying = s.queue_depth, s.in_flight, s.retry_waiting
+
+    def in_system(low: int, high: int) -> np.ndarray:
+        # StepSeries.in_system, a block at a time
+        return queue[low:high] + running[low:high] + retrying[low:high]
+
     # The peak of (held items x item size) is the peak of held items, times the size
     # (as int64 products, converted to float as StepSeries.memory_bytes' maximum would be).
     # Dead letters only ever accumulate: if the last count is 0, every count is.
-    held = window.max(in_system + s.dead_letters if s.dead_letters[-1] else in_system)
+    dead = s.dead_letters
+    if dead[-1]:
+        held = window.max(lambda low, high: in_system(low, high) + dead[low:high])
+    else:
+        held = window.max(in_system)
     memory_peak = int(float(np.int64(held) * np.int64(scenario.item_size_bytes)))
     # Seconds during which an arrived item could not be admitted (backpressure held it).
     # The engine's own statistic counts every second a producer waits for a slot,
     # arrival or not (it reserves a slot before reading its source); for capacity
     # planning the time an *arrived* item was held upstream is what matters.
-    blocked = 0.0
-    if sim_time > warm and s.upstream_backlog.any():
-        blocked = window.mean(s.upstream_backlog > 0) * (sim_time - warm)
+    upstream = s.upstream_backlog
+    means = [_column(running), _column(queue), in_system]
+    held_upstream = sim_time > warm and bool(upstream.any())
+    if held_upstream:
+        means.append(lambda low, high: upstream[low:high] > 0)
+    running_mean, queue_mean, in_system_mean, *upstream_share = window.means(means)
+    blocked = upstream_share[0] * (sim_time - warm) if held_upstream else 0.0
     concurrency = scenario.config.concurrency
     summary = {
         "items_offered": report.offered,
@@ -141,11 +212,11 @@ def summarise(result: SimulationResult) -> dict[str, Any]:
         "latency_p95_s": latency[2],
         "latency_p99_s": latency[3],
         "throughput_per_s": float(completed / span) if span > 0 else float("nan"),
-        "utilisation": window.mean(s.in_flight) / concurrency,
-        "queue_depth_mean": window.mean(s.queue_depth),
-        "queue_depth_max": int(window.max(s.queue_depth)),
-        "in_system_mean": window.mean(in_system),
-        "upstream_backlog_max": int(window.max(s.upstream_backlog)),
+        "utilisation": running_mean / concurrency,
+        "queue_depth_mean": queue_mean,
+        "queue_depth_max": int(window.max(_column(queue))),
+        "in_system_mean": in_system_mean,
+        "upstream_backlog_max": int(window.max(_column(upstream))),
         "producer_blocked_s": blocked,
         "memory_peak_bytes": memory_peak,
         "drain_timed_out": report.drain_timed_out,

@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-from statistics import NormalDist
 from typing import NamedTuple
 
 import numpy as np
@@ -421,6 +420,8 @@ def proportion_ci(successes: int, n: int, level: float = 0.95) -> ProportionCI:
     k = integer("successes", successes, "count", at_least=0)
     if k > n:
         raise ValueError(f"successes must be <= n={n}, got {k}")
+    from statistics import NormalDist  # on first use: statistics costs start-up
+
     z = NormalDist().inv_cdf((1.0 + confidence_level(level)) / 2.0)
     p = k / n
     denom = 1.0 + z * z / n
@@ -571,7 +572,7 @@ def paired_difference(
 # -- sample percentiles ------------------------------------------------------------------
 
 
-def percentiles(values: np.ndarray, qs: Sequence[float]) -> list[float]:
+def percentiles(values: np.ndarray, qs: Sequence[float], *, overwrite: bool = False) -> list[float]:
     """``np.percentile(values, qs)`` (its default, linear method), bit for bit, as floats.
 
     numpy's own function imports ``numpy.ma`` on first use (about 6 ms of a
@@ -579,8 +580,10 @@ def percentiles(values: np.ndarray, qs: Sequence[float]) -> list[float]:
     the same two neighbours and the same interpolation without it.
 
     Args:
-        values: a 1-D float array (not modified).
+        values: a 1-D float array (not modified unless ``overwrite``).
         qs: percentiles, each in [0, 100].
+        overwrite: partition ``values`` in place (its order is lost) instead of a
+            copy: the same result without a second array as long as ``values``.
 
     Returns:
         One value per entry of ``qs``: NaN if ``values`` is empty or holds a NaN.
@@ -598,7 +601,12 @@ def percentiles(values: np.ndarray, qs: Sequence[float]) -> list[float]:
     above[last] = -1
     below = below.astype(np.intp)
     above = above.astype(np.intp)
-    ordered = np.partition(values, np.concatenate(([0, -1], below, above)))
+    kth = np.concatenate(([0, -1], below, above))
+    if overwrite:
+        values.partition(kth)
+        ordered = values
+    else:
+        ordered = np.partition(values, kth)
     if np.isnan(ordered[-1]):
         return [math.nan] * len(qs)
     a, b = ordered[below], ordered[above]

@@ -45,7 +45,6 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from statistics import NormalDist
 
 from ..._validate import real
 
@@ -76,6 +75,8 @@ class InconsistentWorkloadWarning(UserWarning):
 
 def normal_quantile(q: float) -> float:
     """The standard normal quantile ``z_q`` for a probability ``q`` in (0, 1)."""
+    from statistics import NormalDist  # on first use: statistics costs start-up
+
     return NormalDist().inv_cdf(q)
 
 

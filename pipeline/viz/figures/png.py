@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import base64
 import io
+import struct
+import zlib
 from typing import Any
 
+import numpy as np
 from matplotlib.figure import Figure
 
 __all__: list[str] = []
@@ -24,10 +27,58 @@ RETINA_SCALE = 2
 
 
 def figure_png(figure: Figure, scale: float = RETINA_SCALE) -> bytes:
-    """``figure`` rendered at ``scale`` times its dpi, as PNG bytes (fast, light compression)."""
+    """``figure`` rendered at ``scale`` times its dpi, as PNG bytes (fast, light compression).
+
+    The pixels are those of ``figure.savefig(format="png")`` at that dpi (the
+    same Agg draw); only the encoding differs: :func:`encode_png`, not Pillow's
+    encoder, which spent most of its time choosing a filter per row (about
+    70 ms of a widget's redraw at 2300 x 880 pixels, against 25 ms here).
+    """
+    dpi = figure.dpi * scale
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=figure.dpi * scale, pil_kwargs={"compress_level": 1})
-    return buffer.getvalue()
+    figure.savefig(buffer, format="rgba", dpi=dpi)
+    raw = buffer.getbuffer()
+    # The Agg canvas is int(inches * dpi) pixels wide, as savefig's PNG is.
+    width = int(figure.get_figwidth() * dpi)
+    height = len(raw) // (4 * width) if width else 0
+    if not width or len(raw) != 4 * width * height:  # not the canvas assumed: let Pillow encode
+        del raw
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
+        return buffer.getvalue()
+    rgba = np.frombuffer(raw, dtype=np.uint8).reshape(height, width, 4)
+    png = encode_png(rgba, dpi=dpi)
+    del rgba, raw
+    return png
+
+
+def _chunk(tag: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+
+def encode_png(rgba: np.ndarray, *, dpi: float | None = None, level: int = 1) -> bytes:
+    """An 8-bit RGBA image (height x width x 4) as PNG bytes, losslessly.
+
+    RGB when every pixel is opaque (a quarter less to compress), RGBA
+    otherwise; every row unfiltered (filter type 0) and deflated at zlib
+    ``level`` (1: fast). A widget's figure, mostly flat colour, compresses
+    about as well this way as with per-row filters, at a third of the cost.
+    ``dpi`` is recorded in a ``pHYs`` chunk, as matplotlib's PNGs record it.
+    """
+    height, width, _ = rgba.shape
+    opaque = bool((rgba[..., 3] == 255).all())
+    channels = 3 if opaque else 4
+    rows = np.empty((height, 1 + width * channels), dtype=np.uint8)
+    rows[:, 0] = 0  # filter type None
+    rows[:, 1:].reshape(height, width, channels)[...] = rgba[..., :channels]
+    header = struct.pack(">IIBBBBB", width, height, 8, 2 if opaque else 6, 0, 0, 0)
+    chunks = [_chunk(b"IHDR", header)]
+    if dpi is not None:
+        per_metre = round(dpi / 0.0254)
+        chunks.append(_chunk(b"pHYs", struct.pack(">IIB", per_metre, per_metre, 1)))
+    chunks.append(_chunk(b"IDAT", zlib.compress(rows, level)))
+    chunks.append(_chunk(b"IEND", b""))
+    return b"\x89PNG\r\n\x1a\n" + b"".join(chunks)
 
 
 def png_display_data(png: bytes, size_px: tuple[int, int], text: str) -> dict[str, Any]:

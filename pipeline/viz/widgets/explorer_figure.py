@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..figures.panels import DepthPanel, LagPanel, MemoryPanel, pin_title_and_xlabel
 from ..figures.png import displayed_size, figure_png
+from ..figures.textcache import TextCachingCanvas
 
 if TYPE_CHECKING:
     from pipeline.sim.running.result import SimulationResult
@@ -60,7 +60,7 @@ class ExplorerFigure:
         self.scale = scale
         self.max_points = max_points
         self.figure = Figure(figsize=figsize, dpi=dpi)
-        FigureCanvasAgg(self.figure)
+        TextCachingCanvas(self.figure)  # redraws reuse the text rasterised before
         self.axes = layout_explorer_axes(self.figure)
         depth, lag, memory = self.axes
         self.depth = DepthPanel(depth, max_points=max_points)

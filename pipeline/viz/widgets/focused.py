@@ -34,11 +34,11 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import ipywidgets as widgets
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..figures.panels import pin_title_and_xlabel
 from ..figures.png import RETINA_SCALE, displayed_size, figure_png, png_display_data
+from ..figures.textcache import TextCachingCanvas
 from .shown import ShowsWidget, error_html
 
 __all__ = ["FIGURE_CLASS", "ROOT_CLASS", "SUMMARY_CLASS", "FocusedWidget", "slider"]
@@ -167,7 +167,7 @@ class FocusedWidget(ShowsWidget):
         self.last_breakdown: dict[str, float] = {}
         self._pending: asyncio.TimerHandle | None = None
         self._figure = Figure(figsize=figsize, dpi=dpi)
-        FigureCanvasAgg(self._figure)
+        TextCachingCanvas(self._figure)  # redraws reuse the text rasterised before
         self.axes = list(self._figure.subplots(1, panels, squeeze=False).ravel())
         self._figure.subplots_adjust(**_MARGINS)
         self.figure = widgets.Output()

@@ -81,27 +81,34 @@ def _starts(arrival: np.ndarray, service: np.ndarray, c: int) -> np.ndarray:
 
 def _item_streams(
     arrival: np.ndarray, admitted: np.ndarray, start: np.ndarray, started: np.ndarray | None
-) -> list[tuple[int | tuple[int, ...], np.ndarray]]:
+) -> list[tuple]:
     """Each item's arrival, admission and first start, as streams for the step series.
 
     Events that fall on one instant go into one stream of their combined kind
     (an item admitted as it arrives, and started then too, is one entry, not
-    three), so the series sorts fewer times. ``started``: which items started
-    (None: all).
+    three), so the series sorts fewer times. Each stream is a mask of one of
+    the three sorted columns, applied a window at a time by
+    :func:`stream_series` (two masks of one byte per item, not six copies of
+    eight). ``started``: which items started (None: all).
     """
     at_arrival = admitted == arrival
-    later = ~at_arrival
     at_once = start == admitted
     if started is not None:
         at_once &= started
-    waited = ~at_once if started is None else started & ~at_once
+    a, once = at_arrival, at_once
+
+    def waited(low: int, high: int) -> np.ndarray:
+        if started is None:
+            return ~once[low:high]
+        return started[low:high] & ~once[low:high]
+
     return [
-        ((ARRIVAL, K.ADMITTED, K.STARTED), arrival[at_arrival & at_once]),
-        ((ARRIVAL, K.ADMITTED), arrival[at_arrival & ~at_once]),
-        (ARRIVAL, arrival[later]),
-        ((K.ADMITTED, K.STARTED), admitted[later & at_once]),
-        (K.ADMITTED, admitted[later & ~at_once]),
-        (K.STARTED, start[waited]),
+        ((ARRIVAL, K.ADMITTED, K.STARTED), arrival, lambda lo, hi: a[lo:hi] & once[lo:hi]),
+        ((ARRIVAL, K.ADMITTED), arrival, lambda lo, hi: a[lo:hi] & ~once[lo:hi]),
+        (ARRIVAL, arrival, lambda lo, hi: ~a[lo:hi]),
+        ((K.ADMITTED, K.STARTED), admitted, lambda lo, hi: once[lo:hi] & ~a[lo:hi]),
+        (K.ADMITTED, admitted, lambda lo, hi: ~(a[lo:hi] | once[lo:hi])),
+        (K.STARTED, start, waited),
     ]
 
 
@@ -159,8 +166,13 @@ def run_fcfs(
         blocked_at = unblocked_at = np.empty(0)
         closed_s = float(arrival[-1]) if n else 0.0
     else:
-        admitted = arrival.copy()
-        np.maximum(admitted[m:], start[: n - m], out=admitted[m:])
+        # A copy only if some slot was not free when its item arrived: otherwise every
+        # item was admitted as it arrived (the same array, as when nothing can block).
+        if np.any(start[: n - m] > arrival[m:]):
+            admitted = arrival.copy()
+            np.maximum(admitted[m:], start[: n - m], out=admitted[m:])
+        else:
+            admitted = arrival
         # Before reading item i (i = m .. n; n is the end of the source) the producer
         # waits from admitted[i - 1] until start[i - m] when that is later.
         since = admitted[m - 1 :]
@@ -210,7 +222,7 @@ def run_fcfs(
             admitted_s=admitted,
             start_s=start,
             finish_s=finish,
-            attempts=np.ones(n, np.int64),
+            attempts=np.broadcast_to(np.int64(1), (n,)),  # read-only: no n-long array of ones
             outcome=np.zeros(n, np.int8),
         )
         n_started, finished_at = n, by_finish
