@@ -25,6 +25,7 @@ import pytest
 
 from pipeline.lessons import exercises
 from pipeline.lessons.exercises import GENERATED, build_notebook, masters, student_of
+from pipeline.sim import theory
 
 with warnings.catch_warnings():  # as pipeline.lessons.exercises does: ipylab's import warns
     warnings.filterwarnings("ignore", "Traits should be given as instances", DeprecationWarning)
@@ -152,6 +153,39 @@ def test_a_wrong_answer_gets_the_hint_that_fits(monkeypatch):
     assert len(hints) == 2
     assert "One slot fewer still sheds under 1%" in hints[0]
     assert "(queue_maxsize + concurrency) × item size" in hints[1]
+
+
+def test_notebook_11s_wrong_answers_get_the_hints_that_fit(monkeypatch):
+    # Its checks compute what they compare with from the formulas, with no lesson name bound:
+    # the likely slips (the notebook's fifth for half, one agent too few or too many, the
+    # patience's share for the deadline's) each get their own hint.
+    student = ROOT / "notebooks" / "11-who-waits.ipynb"
+    monkeypatch.chdir(student.parent)
+    grader = otter.Notebook(student.name)
+    fifth = theory.mmc_priority([0.64, 2.56], 1.0, 4)
+    hints = _hints(
+        grader.check(
+            "exercise_1",
+            global_env={
+                "half_premium_wait_s": fifth.wait_mean_s[0],
+                "half_standard_wait_s": fifth.wait_mean_s[1],
+                "premium_still_worth_much": False,
+            },
+        )
+    )
+    assert len(hints) == 3
+    assert "a fifth premium" in hints[0] and "wait_mean_s[1]" in hints[1]
+    env = {"deadline_gives_up": "more", "deadline_expired_fraction": 0.043}
+    hints = _hints(grader.check("exercise_2", global_env=env))
+    assert len(hints) == 2 and "Only those who wait how long?" in hints[0]
+    assert "max_wait_s=300.0" in hints[1]
+    env = {"agents_for_premium": 4, "standard_wait_then_s": 0.18, "agents_for_everyone": 7}
+    hints = _hints(grader.check("exercise_3", global_env=env))
+    assert len(hints) == 3
+    assert "still over 0.1 s: add agents" in hints[0] and "look for the fewest" in hints[2]
+    right = theory.mmc_priority([0.64, 2.56], 1.0, 5).wait_mean_s[1]
+    env.update(agents_for_premium=5, standard_wait_then_s=right, agents_for_everyone=6)
+    assert _hints(grader.check("exercise_3", global_env=env)) == []
 
 
 def test_the_split_exercise_list_keeps_its_text():
