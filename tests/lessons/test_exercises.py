@@ -17,6 +17,7 @@ import ast
 import csv
 import json
 import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -111,15 +112,24 @@ def test_an_untouched_notebook_gets_a_hint_from_every_test(master, monkeypatch):
 
 
 def _lesson_env(student: Path, needed: set[str]) -> dict[str, object]:
-    """Run the student notebook's code cells here until ``needed`` are bound."""
+    """Run the student notebook's code cells here until ``needed`` are bound.
+
+    The figures those cells draw are closed again: only the names are wanted, and a pyplot
+    figure left open would outlive this test (the suite fails the next test that sees one).
+    """
     env: dict[str, object] = {}
-    for cell in nbformat.read(student, as_version=4).cells:
-        if needed <= env.keys():
-            return env
-        if cell.cell_type == "code":
-            lines = [line for line in cell.source.splitlines() if not line.startswith("%")]
-            exec("\n".join(lines), env)
-    raise AssertionError(f"{student.name} never binds {needed - env.keys()}")
+    try:
+        for cell in nbformat.read(student, as_version=4).cells:
+            if needed <= env.keys():
+                return env
+            if cell.cell_type == "code":
+                lines = [line for line in cell.source.splitlines() if not line.startswith("%")]
+                exec("\n".join(lines), env)
+        raise AssertionError(f"{student.name} never binds {needed - env.keys()}")
+    finally:
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is not None:
+            pyplot.close("all")
 
 
 def _hints(result) -> list[str]:
