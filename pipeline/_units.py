@@ -52,6 +52,7 @@ METRIC_LABELS: dict[str, tuple[str, str]] = {
     "items_dead_lettered": ("items dead-lettered", "items"),
     "items_shed": ("items shed", "items"),
     "items_unfinished": ("items unfinished", "items"),
+    "items_expired": ("items expired", "items"),
     "attempts_total": ("attempts", "attempts"),
     "retries_total": ("retries", "retries"),
     "wait_mean_s": ("mean wait", "s"),
@@ -80,6 +81,7 @@ METRIC_LABELS: dict[str, tuple[str, str]] = {
     "completed_fraction": ("completed fraction", "fraction"),
     "dead_letter_fraction": ("dead-letter fraction", "fraction"),
     "unfinished_fraction": ("unfinished fraction", "fraction"),
+    "expired_fraction": ("expired fraction", "fraction"),
     "attempts_per_item": ("attempts per item", "attempts"),
     # The configuration fields a sweep's grid or a plan's search varies.
     "concurrency": ("concurrency", "workers"),
