@@ -4,9 +4,6 @@ import io
 
 import numpy as np
 import pytest
-
-pytest.importorskip("matplotlib")
-
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
