@@ -65,7 +65,7 @@ nb_execution_mode = "inline"
 # The prose's {eval} expressions are formatted values (f"{wait:.2f}"), as jupyterlab-myst
 # shows them; myst-nb accepts only bare names unless told otherwise.
 nb_eval_name_regex = r"^.+$"
-nb_execution_timeout = 900
+nb_execution_timeout = 600  # seconds a cell may run; the longest take about a minute loaded
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 # No widget JavaScript from a CDN: the site works offline. A widget shows its note

@@ -18,16 +18,25 @@ SPHINX = ["-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "docs"]
 @pytest.fixture(scope="session")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built site's folder (its ``index.html``), built into a temporary folder."""
-    out = tmp_path_factory.mktemp("site") / "html"
     env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1")
-    done = subprocess.run(
-        [sys.executable, *SPHINX, str(out), "-d", str(out.parent / "doctrees")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
+    # ipykernel 7 now and then loses a reply: the kernel sits idle while the build waits
+    # for the cell it has finished (seen here in a clean CI run; reported upstream, e.g.
+    # microsoft/vscode-jupyter#17410). The build then fails on the cell timeout
+    # (docs/conf.py, nb_execution_timeout); only such a failure is built again, once, in a
+    # fresh folder. A cell that raises fails at once.
+    for attempt in range(2):
+        out = tmp_path_factory.mktemp("site") / "html"
+        command = [sys.executable, *SPHINX, str(out), "-d", str(out.parent / "doctrees")]
+        try:
+            done = subprocess.run(
+                command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500
+            )
+        except subprocess.TimeoutExpired as expired:
+            done = subprocess.CompletedProcess(command, -9, "", f"Timeout: {expired}")
+        timed_out = "Timeout" in done.stderr or "timed out" in done.stderr
+        lost_reply = done.returncode != 0 and timed_out
+        if not lost_reply or attempt == 1:
+            break
     if done.returncode != 0:
         # Each notebook's kernel logs a WARNING of its own at start (TCP without
         # encryption): not the build's, and forty of them would hide the one that is.
