@@ -28,8 +28,9 @@ What they share, one concept per module: :mod:`~pipeline.cli.values` (each
 flag's parser and limits, the table of options), :mod:`~pipeline.cli.axes`
 (the values a grid or a search tries, ``STAGE.NAME`` for one stage of a
 chain, and the one reader of a sweep's ``[grid]`` and a plan's ``search``),
-:mod:`~pipeline.cli.stages` (a
-scenario file's ``[[stages]]`` tables), :mod:`~pipeline.cli.settings` (file
+:mod:`~pipeline.cli.stages` and :mod:`~pipeline.cli.classes` (a
+scenario file's ``[[stages]]`` and ``[[classes]]`` tables, read by
+:mod:`~pipeline.cli.tables`), :mod:`~pipeline.cli.settings` (file
 and flags -> settings -> Scenario) and :mod:`~pipeline.cli.output` (JSON,
 tables, files, one-line messages). This module holds :func:`main`, the parser
 and the registry of commands.

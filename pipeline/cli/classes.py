@@ -30,9 +30,9 @@ any run.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from .tables import read_tables
 from .values import OPTIONS, anchor_file_key
 
 __all__ = ["CLASS_KEYS", "parse_classes"]
@@ -88,20 +88,13 @@ def parse_classes(tables: Any, path: str) -> list[Any]:
             or missing value, a name twice; the message names the file, the
             class (number and name) and the key.
     """
-    if not isinstance(tables, list):
-        raise ValueError(
-            f"{path}: classes must be [[classes]] tables (one per class), "
-            f"got {type(tables).__name__} {tables!r}"
-        )
-    if not tables:
-        raise ValueError(f"{path}: classes holds no class; give at least one [[classes]] table")
-    base = os.path.dirname(os.path.abspath(path))
     found: list[Any] = []
-    for number, table in enumerate(tables, start=1):
-        name = table.get("name") if isinstance(table, dict) else None
-        label = f"{path}: class {number}" + (f" ({name!r})" if isinstance(name, str) else "")
+
+    def one(table: Any, label: str, base: str) -> Any:
         item_class = _one_class(table, label, base)
         if any(other.name == item_class.name for other in found):
             raise ValueError(f"{label}: name {item_class.name!r} is given to an earlier class")
         found.append(item_class)
-    return found
+        return item_class
+
+    return read_tables(tables, path, kind="class", one=one)

@@ -40,11 +40,11 @@ or a flag's) is an error that names the stage tables, as is ``--trace``.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..config import PipelineConfig
 from .output import file_name_part
+from .tables import read_tables
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, parse_int
 
 __all__ = ["STAGE_KEYS", "STAGE_SETTINGS", "parse_stages", "stage_value_parser"]
@@ -139,17 +139,4 @@ def parse_stages(tables: Any, path: str) -> list[Any]:
             or missing value; the message names the file, the stage (number
             and name) and the key.
     """
-    if not isinstance(tables, list):
-        raise ValueError(
-            f"{path}: stages must be [[stages]] tables (one per stage), "
-            f"got {type(tables).__name__} {tables!r}"
-        )
-    if not tables:
-        raise ValueError(f"{path}: stages holds no stage; give at least one [[stages]] table")
-    base = os.path.dirname(os.path.abspath(path))
-    specs = []
-    for number, table in enumerate(tables, start=1):
-        name = table.get("name") if isinstance(table, dict) else None
-        label = f"{path}: stage {number}" + (f" ({name!r})" if isinstance(name, str) else "")
-        specs.append(_one_stage(table, label, base))
-    return specs
+    return read_tables(tables, path, kind="stage", one=_one_stage)
