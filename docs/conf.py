@@ -19,7 +19,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from sources import gather  # noqa: E402 - needs the path above
+from kernelpoll import install  # noqa: E402 - needs the path above
+from sources import gather  # noqa: E402
+
+install()  # a kernel's reply is read even when its socket's wake-up was lost
 
 # The notebooks and data/ are copied beside these pages (docs/notebooks, docs/data,
 # both ignored by git) so that their relative links, and the notebooks' own

@@ -19,11 +19,10 @@ SPHINX = ["-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "docs"]
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built site's folder (its ``index.html``), built into a temporary folder."""
     env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1")
-    # ipykernel 7 now and then loses a reply: the kernel sits idle while the build waits
-    # for the cell it has finished (seen here in a clean CI run; reported upstream, e.g.
-    # microsoft/vscode-jupyter#17410). The build then fails on the cell timeout
-    # (docs/conf.py, nb_execution_timeout); only such a failure is built again, once, in a
-    # fresh folder. A cell that raises fails at once.
+    # A build once waited out a cell's whole timeout for a reply its socket already held
+    # (the wake-up was lost: docs/kernelpoll.py, which the build now installs, reads it).
+    # Should a build still fail on a cell timeout, it is built again, once, in a fresh
+    # folder; a cell that raises fails at once.
     for attempt in range(2):
         out = tmp_path_factory.mktemp("site") / "html"
         command = [sys.executable, *SPHINX, str(out), "-d", str(out.parent / "doctrees")]
