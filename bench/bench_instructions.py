@@ -35,15 +35,19 @@ from bench_sim import CHILD_ENV, SIMPY, cli_command
 ENV = {**CHILD_ENV, "PYTHONHASHSEED": "0"}
 
 
-def instructions(command: list[str]) -> int:
-    """Instructions the command executes, as callgrind counts them."""
+def instructions(command: list[str], env: dict[str, str] | None = None) -> int:
+    """Instructions the command executes (every thread), as callgrind counts them.
+
+    ``env``: the child's environment; by default this benchmark's (one BLAS thread,
+    a fixed hash seed).
+    """
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command],
             capture_output=True,
             text=True,
-            env=ENV,
+            env=ENV if env is None else env,
         )
         if done.returncode != 0:
             raise RuntimeError(f"{shlex.join(command[:4])} ... failed:\n{done.stderr[-2000:]}")

@@ -20,9 +20,12 @@ child from ``getrusage(RUSAGE_CHILDREN)``):
 Each ratio is the median over rounds of ours over SimPy's in the same round.
 Issue target: ``python -m pipeline simulate`` <= 0.3x SimPy (default environment).
 
-Usage: ``python bench/bench_startup.py [--items 100000] [--repeats 9] [--importtime]``
-(``--importtime``: also the ten modules with the largest own import time in
-``python -X importtime`` of the command, summed over five runs).
+Usage: ``python bench/bench_startup.py [--items 100000] [--repeats 9] [--importtime]
+[--instructions]`` (``--importtime``: also the ten modules with the largest own
+import time in ``python -X importtime`` of the command, summed over five runs;
+``--instructions``: also each whole process's instructions, every thread, under
+valgrind's callgrind in the same default environment, which a loaded machine
+does not move as it moves CPU time).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
+from bench_instructions import instructions
 from bench_sim import SIMPY, cli_command, show
 
 TARGET = 0.3
@@ -95,6 +99,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--importtime", action="store_true")
+    parser.add_argument("--instructions", action="store_true")
     args = parser.parse_args()
     simpy = [sys.executable, "-c", SIMPY, str(args.items)]
     with tempfile.TemporaryDirectory() as directory:
@@ -147,6 +152,16 @@ def main() -> None:
     verdict = "meets" if ours <= TARGET else "MISSES"
     print(f"\nours / SimPy, default environment: {ours:.2f}x ({verdict} the <= {TARGET}x target)")
     print(f"\nCommand: `{show(cli_command(args.items))}` (no *_NUM_THREADS variable set)")
+    if args.instructions:
+        env = {**DEFAULT_ENV, "PYTHONHASHSEED": "0"}
+        ours_i = instructions(cli_command(args.items), env)
+        simpy_i = instructions(simpy, env)
+        verdict = "meets" if ours_i <= TARGET * simpy_i else "MISSES"
+        print(
+            f"\nInstructions, whole process, default environment (callgrind): ours "
+            f"{ours_i / 1e9:.2f} billion, SimPy {simpy_i / 1e9:.2f} billion: "
+            f"{ours_i / simpy_i:.3f}x ({verdict} the <= {TARGET}x target)"
+        )
     if args.importtime:
         print("\nLargest own import times of the command (ms, mean of 5 runs, -X importtime):\n")
         for module, ms in importtime(cli_command(args.items)):

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,14 @@ PROSE_TAG = "exercise-prose"
 QUESTION = re.compile(r"exercise_(\d+)")
 CHECK = re.compile(r"""grader\.check\(["'](exercise_\d+)["']\)""")
 ITEM = re.compile(r"^(\d+)\.\s")
+SHARED = ("data", "docs")
+"""The checkout's folders the notebooks read beside theirs (``../data/``, ``../docs/``)."""
+# What `otter run` calls in the folders it makes (otter.run.main), without its copying.
+_RUN_AUTOGRADER = (
+    "import sys\n"
+    "from otter.run.run_autograder import main\n"
+    "main(sys.argv[1], otter_run=True, logo=False, debug=False)\n"
+)
 GRADER_CELL = """\
 # The exercises answer back: fill in an answer cell, then run the grader.check cell after it.
 import otter
@@ -269,7 +278,40 @@ def _notebook_name(path: Path, known: set[str]) -> str:
     return name
 
 
-def grade(room: Path, *, bundles: Path, out: Path) -> list[Grade]:
+def _run_otter(submission: Path, bundle: Path, folder: Path, checkout: Path) -> None:
+    """Grade ``submission`` with ``bundle`` as ``otter run`` does; its results.json into ``folder``.
+
+    ``otter run`` copies a submission into ``autograder/submission/`` of a fresh
+    temporary folder and runs it there, where a notebook's ``../data/`` is not
+    the checkout's: every answer after the first read of a file would score 0.
+    The same folders are made here, with the checkout's shared folders
+    (:data:`SHARED`) linked beside ``submission/`` as they are beside ``notebooks/``.
+    """
+    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
+        autograder = Path(tmp) / "autograder"
+        for part in ("source", "submission", "results"):
+            (autograder / part).mkdir(parents=True)
+        (autograder / "submission_metadata.json").write_text("{}")
+        with zipfile.ZipFile(bundle) as archive:
+            archive.extractall(autograder / "source")
+        shutil.copy(submission, autograder / "submission")
+        for name in SHARED:
+            if (checkout / name).is_dir():
+                (autograder / name).symlink_to(checkout / name, target_is_directory=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _RUN_AUTOGRADER, str(autograder)],
+            capture_output=True,
+            text=True,
+            cwd=autograder,
+        )
+        results = autograder / "results" / "results.json"
+        if done.returncode != 0 or not results.exists():
+            lines = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
+            raise RuntimeError(f"otter run failed on {submission}: {lines[-1]}")
+        shutil.copy(results, folder / "results.json")
+
+
+def grade(room: Path, *, bundles: Path, out: Path, checkout: Path | None = None) -> list[Grade]:
     """Grade every ``*.ipynb`` in ``room`` with ``otter run`` and its notebook's bundle.
 
     Each submission runs from the top in a fresh kernel, then its exercises'
@@ -283,11 +325,14 @@ def grade(room: Path, *, bundles: Path, out: Path) -> list[Grade]:
             notebook it is.
         bundles: the folder of grading bundles :func:`build` wrote.
         out: the folder for results (created).
+        checkout: the repository whose ``data/`` and ``docs/`` the notebooks
+            read (``../data/``); by default the one this package is in.
 
     Raises:
         ValueError: a file in ``room`` is not a graded notebook (before any grading).
     """
     room, bundles, out = room.resolve(), bundles.resolve(), out.resolve()
+    checkout = Path(__file__).resolve().parents[2] if checkout is None else checkout.resolve()
     known = {path.stem for path in bundles.glob("*.zip")}
     submissions = sorted(room.glob("*.ipynb"))
     names = [_notebook_name(path, known) for path in submissions]
@@ -297,26 +342,7 @@ def grade(room: Path, *, bundles: Path, out: Path) -> list[Grade]:
         folder = out / path.stem
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "otter",
-                "run",
-                "--no-logo",
-                "-a",
-                bundles / f"{name}.zip",
-                "-o",
-                folder,
-                path,
-            ],
-            capture_output=True,
-            text=True,
-            cwd=path.parent,
-        )
-        if done.returncode != 0 or not (folder / "results.json").exists():
-            lines = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
-            raise RuntimeError(f"otter run failed on {path}: {lines[-1]}")
+        _run_otter(path, bundles / f"{name}.zip", folder, checkout)
         results = json.loads((folder / "results.json").read_text())
         exercises = sorted(
             (test for test in results["tests"] if "score" in test),  # not the summary entry

@@ -222,8 +222,7 @@ def test_notebook_09s_wrong_answers_get_the_hints_that_fit(monkeypatch):
     assert _hints(grader.check("exercise_1", global_env=env | twins)) == []
     # A machine whose load made the twin's what-if slower: the twins' ratio is the answer.
     slow = {"itself": itself, "predicted": {"throughput_per_s": 150.0}}
-    assert _hints(grader.check("exercise_1", global_env=env | slow))[0].endswith(
-        "another run.")
+    assert _hints(grader.check("exercise_1", global_env=env | slow))[0].endswith("another run.")
     env.update(more_writers_speedup=0.75)
     assert _hints(grader.check("exercise_1", global_env=env | slow)) == []
 
@@ -275,8 +274,6 @@ def test_a_trainer_grades_a_solved_and_an_untouched_notebook(tmp_path):
     solved = json.loads(master.read_text())  # every answer right, saved from JupyterLab
     solved["metadata"]["otter"] = json.loads(student.read_text())["metadata"]["otter"]
     (room / "grace.ipynb").write_text(json.dumps(solved))
-    for name in ("data", "docs"):  # the notebooks read ../data and ../docs
-        (tmp_path / name).symlink_to(ROOT / name)
     grades = exercises.grade(room, bundles=bundles, out=tmp_path / "grades")
     untouched, right = grades
     assert (untouched.submission, right.submission) == ("ada.ipynb", "grace.ipynb")
@@ -291,6 +288,28 @@ def test_a_trainer_grades_a_solved_and_an_untouched_notebook(tmp_path):
         ("grace.ipynb", "8.0", "8.0"),
     ]
     assert rows[1]["exercise_3"] == "2.0"
+
+
+def test_a_notebook_that_reads_the_data_folder_is_graded_with_it(tmp_path):
+    # otter run copies a submission into a temporary folder of its own, where notebook 10's
+    # ../data/ reads found nothing: every answer after them scored 0. The room's folder is
+    # anywhere, and nothing is linked beside it: grading gives the notebook the checkout's.
+    master = ROOT / "notebooks" / "solutions" / "10-from-your-dashboard-to-a-plan-solutions.ipynb"
+    student = student_of(master)
+    work, bundles, room = tmp_path / "dist", tmp_path / "bundles", tmp_path / "far" / "room"
+    build_notebook(master, work)
+    bundles.mkdir()
+    shutil.copyfile(next((work / "autograder").glob("*.zip")), bundles / f"{student.stem}.zip")
+    room.mkdir(parents=True)
+    shutil.copyfile(student, room / "ada.ipynb")
+    solved = json.loads(master.read_text().replace("../../data/", "../data/"))  # as a student's
+    solved["metadata"]["otter"] = json.loads(student.read_text())["metadata"]["otter"]
+    (room / "grace.ipynb").write_text(json.dumps(solved))
+    untouched, right = exercises.grade(room, bundles=bundles, out=tmp_path / "grades")
+    assert right.possible > 0 and right.score == right.possible
+    assert untouched.score == 0 and untouched.possible == right.possible
+    feedback = "".join(untouched.feedback.values())
+    assert "Set " in feedback and "Traceback" not in feedback and "FileNotFound" not in feedback
 
 
 def test_grading_refuses_a_file_that_is_not_a_workshop_notebook(tmp_path):
