@@ -222,7 +222,7 @@ def test_notebook_09s_wrong_answers_get_the_hints_that_fit(monkeypatch):
     assert _hints(grader.check("exercise_1", global_env=env | twins)) == []
     # A machine whose load made the twin's what-if slower: the twins' ratio is the answer.
     slow = {"itself": itself, "predicted": {"throughput_per_s": 150.0}}
-    assert _hints(grader.check("exercise_1", global_env=env | slow))[0].endswith("another run.")
+    assert _hints(grader.check("exercise_1", global_env=env | slow))[0].endswith("another run's.")
     env.update(more_writers_speedup=0.75)
     assert _hints(grader.check("exercise_1", global_env=env | slow)) == []
 
