@@ -162,6 +162,12 @@ def test_notebook_05s_wrong_twice_the_traffic_gets_the_hints_that_fit(lesson_05)
     assert "The plan chose nothing (status infeasible)" in hints[0]
     assert all("Plan twice the traffic first" in hint for hint in hints[1:])
 
+    # A student who named a plan of their own p: the checks say so, not that the answer is wrong.
+    env.update(twice_plan=lesson_05["twice_plan"], p=few)
+    hints = _check(STUDENT_05, "exercise_2", env)
+    assert len(hints) == 3 and all("p is no longer the lesson's plan" in h for h in hints)
+    env.update(p=lesson_05["p"])
+
     # The verdicts against the plans: six workers are twice three, at a shorter p95.
     env.update(twice_plan=lesson_05["twice_plan"], twice_workers="more", twice_p95="longer")
     hints = _check(STUDENT_05, "exercise_2", env)
@@ -204,6 +210,9 @@ def test_notebook_05s_wrong_thirty_mornings_get_the_hints_that_fit(lesson_05):
     assert len(hints) == 1 and "lies on one side of the limit" in hints[0]
     env.update(thirty_settled="no")
     assert "Set thirty_settled to True or False" in _check(STUDENT_05, "exercise_3", env)[0]
+    env.update(thirty_settled=False, question=env["u"])  # the plan, not its open question
+    hints = _check(STUDENT_05, "exercise_3", env)
+    assert len(hints) == 2 and all("question is no longer" in hint for hint in hints)
 
 
 def test_notebook_05s_wrong_campaign_prices_get_the_hints_that_fit(lesson_05):
@@ -224,7 +233,13 @@ def test_notebook_05s_wrong_campaign_prices_get_the_hints_that_fit(lesson_05):
     assert "Price it as today's plan was priced" in hints[0]
     assert all("Plan and price the campaign morning first" in hint for hint in hints[1:])
 
-    env.update(campaign_plan=lesson_05["campaign_plan"])
+    env.update(campaign_plan=lesson_05["campaign_plan"], priced=env["p"], both=priced)
+    hints = _check(STUDENT_05, "exercise_4", env)
+    assert len(hints) == 3 and all("priced is no longer" in hint for hint in hints)
+    env.update(priced=priced)
+    hints = _check(STUDENT_05, "exercise_4", env)
+    assert len(hints) == 1 and "both is no longer the lesson's scenario set" in hints[0]
+    env.update(both=both)
     normal, extra = priced.cost_per_hour.total, env["campaign_plan"].cost_per_hour.total
     for wrong, hint in [
         (0.1 * normal + 0.9 * extra, "The shares are the wrong way round"),
