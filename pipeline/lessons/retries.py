@@ -96,6 +96,8 @@ def _outage(outage: tuple[float, float] | None) -> tuple[float, float]:
     if outage is None:
         return (0.0, 0.0)
     try:
+        if isinstance(outage, str | bytes):  # "12" would unpack to 1.0 and 2.0
+            raise TypeError
         start, end = (float(x) for x in outage)
     except (TypeError, ValueError):
         start = end = math.nan

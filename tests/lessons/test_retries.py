@@ -101,6 +101,7 @@ def test_full_jitter_needs_more_attempts_than_fixed_delays():
         ((0.0, math.inf), "inf"),
         ((math.nan, 1.0), "nan"),
         ("soon", "'soon'"),
+        ("12", "'12'"),
         ((1.0,), "(1.0,)"),
     ],
 )
