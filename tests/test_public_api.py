@@ -177,6 +177,7 @@ PUBLIC_MODULES = {
     "pipeline.sim": "virtual time: scenarios, runs, sweeps, plans, diagnostics",
     "pipeline.viz": "figures and explorers over results, and the notebooks' check/say",
     "pipeline.lessons": "the notebooks' own one-question widgets (teaching material)",
+    "pipeline.lessons.retries": "notebook 03's exercises as their checks and solutions run them",
     "pipeline.sim.stats": "confidence intervals for a study's own replications",
     "pipeline.metrics": "the Prometheus exporter: serve() and its server, an extra of its own",
     "pipeline.tracing": "OpenTelemetry spans and histograms: instrument(), the [metrics] extra",
