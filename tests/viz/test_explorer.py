@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import importlib.util
 
 import matplotlib
 
@@ -241,6 +242,54 @@ def test_many_updates_keep_one_figure_and_no_pyplot_state(explorer):
     assert len(explorer.timings_s) == 7
     assert len(explorer.figure.outputs) == 1
     assert set(explorer.last_breakdown) == {"simulate_s", "render_s", "total_s"}
+
+
+def test_a_change_after_many_keeps_memory_bounded():
+    # A long session: one kept figure, no pyplot figures, and the text caches within
+    # their bound however many different strings the titles and legends have shown.
+    from pipeline.viz.figures import textcache
+
+    ex = explore(n_items=100)
+    for i in range(30):
+        ex.controls["arrival_rate"].value = 0.5 + i * 0.05  # every title a new string
+        ex.controls["concurrency"].value = 1 + i % 9
+    assert ex.error is None
+    assert plt.get_fignums() == []
+    assert len(ex.figure.outputs) == 1
+    caches = ex._figure.figure.canvas._text_caches
+    assert all(len(kept) <= textcache._MAX_ENTRIES for kept in caches.values())
+
+
+def test_the_explorer_draws_the_same_figure_on_either_event_path(monkeypatch):
+    # An explorer anticipates its runs: with numba installed, its first run on the event
+    # path loads the compiled path. The figures are those of the plain event path.
+    from pipeline.sim.running.kernel import arrays
+    from pipeline.sim.running.kernel import run as kernel_run
+
+    monkeypatch.setattr(arrays, "_SEEN", [0])
+    monkeypatch.setattr(arrays, "_COMPILED", {})
+    changes = [("failure_rate", 0.3), ("max_attempts", 5), ("drain_timeout_s", 5),
+               ("backoff_base_s", 2.0), ("on_full", "reject")]  # fmt: skip
+    monkeypatch.setattr(kernel_run, "ARRAYS", "off")
+    plain = explore(n_items=N_ITEMS)
+    assert arrays._COMPILED == {}  # anticipating loads nothing
+    monkeypatch.setattr(kernel_run, "ARRAYS", "auto")
+    anticipating = explore(n_items=N_ITEMS)
+    assert arrays._COMPILED == {}  # no failures yet: the event path has not run
+    for name, value in changes:
+        for ex in (plain, anticipating):
+            monkeypatch.setattr(kernel_run, "ARRAYS", "off" if ex is plain else "auto")
+            ex.controls[name].value = value
+            assert ex.error is None
+        assert (_pixels(figure_png(plain)) == _pixels(figure_png(anticipating))).all(), name
+        assert (
+            plain.summary_html.split("simulated in")[0]
+            == (anticipating.summary_html.split("simulated in")[0])
+        )
+    if importlib.util.find_spec("numba") is not None:
+        assert arrays._COMPILED.get("play") is not None  # it did run compiled
+    else:
+        assert arrays._COMPILED.get("play", None) is None
 
 
 def test_a_short_drain_under_overload_hands_items_back(explorer):

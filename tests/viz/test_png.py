@@ -112,3 +112,42 @@ def _texty_figure_moved(antialiased):
     figure.axes[0].set_xlim(-0.013, 2.2)
     figure.axes[0].title.set_text("Queue depth, moved")
     return figure
+
+
+def test_touching_glyphs_are_blended_one_by_one_and_the_rest_at_once():
+    # A string whose glyphs share no pixel is drawn as one image; one whose glyphs
+    # overlap ("___" at 20 points: each underscore's edge under the next) glyph by
+    # glyph, since blending a pixel twice is not blending it once. Both as plain Agg.
+    from pipeline.viz.figures.textcache import TextCachingCanvas
+
+    def figure(canvas):
+        fig = Figure(figsize=(3, 2), dpi=100)
+        canvas(fig)
+        fig.text(0.1, 0.2, "___", fontsize=20)
+        fig.text(0.1, 0.6, "Tyjy wwww", fontsize=20)
+        return fig
+
+    cached = figure(TextCachingCanvas)
+    assert (_pixels(figure_png(cached, 2)) == _pixels(figure_png(figure(FigureCanvasAgg), 2))).all()
+    pieces = {key[0][4]: len(kept) for key, kept in cached.canvas.renderer._strings.items()}
+    assert pieces == {"___": 3, "Tyjy wwww": 1}
+
+
+def test_a_font_changed_between_draws_is_drawn_in_the_new_font():
+    # Fonts are looked up once per draw, not once per canvas: a changed rcParams font
+    # is drawn as the plain canvas draws it (a canvas that never cached anything).
+    from matplotlib import rc_context
+
+    from pipeline.viz.figures.textcache import TextCachingCanvas
+
+    def draw_twice(canvas) -> tuple[np.ndarray, np.ndarray]:
+        figure = _texty_figure(canvas)
+        before = _pixels(figure_png(figure, 1))
+        with rc_context({"font.sans-serif": ["DejaVu Serif"]}):
+            after = _pixels(figure_png(figure, 1))
+        return before, after
+
+    plain_before, plain_after = draw_twice(FigureCanvasAgg)
+    before, after = draw_twice(TextCachingCanvas)
+    assert not (plain_before == plain_after).all()  # the font did change
+    assert (before == plain_before).all() and (after == plain_after).all()

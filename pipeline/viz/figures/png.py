@@ -66,11 +66,15 @@ def encode_png(rgba: np.ndarray, *, dpi: float | None = None, level: int = 1) ->
     ``dpi`` is recorded in a ``pHYs`` chunk, as matplotlib's PNGs record it.
     """
     height, width, _ = rgba.shape
-    opaque = bool((rgba[..., 3] == 255).all())
+    opaque = _opaque(rgba)
     channels = 3 if opaque else 4
     rows = np.empty((height, 1 + width * channels), dtype=np.uint8)
     rows[:, 0] = 0  # filter type None
-    rows[:, 1:].reshape(height, width, channels)[...] = rgba[..., :channels]
+    pixels = rows[:, 1:].reshape(height, width, channels)
+    # One channel at a time: copied whole, numpy's inner loop would run over 3
+    # or 4 bytes per pixel (three times slower at 2300 x 880).
+    for channel in range(channels):
+        pixels[..., channel] = rgba[..., channel]
     header = struct.pack(">IIBBBBB", width, height, 8, 2 if opaque else 6, 0, 0, 0)
     chunks = [_chunk(b"IHDR", header)]
     if dpi is not None:
@@ -79,6 +83,16 @@ def encode_png(rgba: np.ndarray, *, dpi: float | None = None, level: int = 1) ->
     chunks.append(_chunk(b"IDAT", zlib.compress(rows, level)))
     chunks.append(_chunk(b"IEND", b""))
     return b"\x89PNG\r\n\x1a\n" + b"".join(chunks)
+
+
+def _opaque(rgba: np.ndarray) -> bool:
+    """Whether every pixel's alpha is 255."""
+    if rgba.flags.c_contiguous:
+        # Each pixel as one little-endian word, alpha its top byte: every alpha is 255
+        # exactly when the smallest word is at least 0xFF000000 (a contiguous minimum,
+        # not a stride-4 comparison).
+        return int(rgba.reshape(-1).view("<u4").min(initial=0xFFFFFFFF)) >= 0xFF000000
+    return bool((rgba[..., 3] == 255).all())
 
 
 def png_display_data(png: bytes, size_px: tuple[int, int], text: str) -> dict[str, Any]:

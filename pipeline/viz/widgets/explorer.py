@@ -45,6 +45,7 @@ from pipeline.sim import (
 )
 
 from ..._units import METRIC_LABELS, human_bytes
+from ...sim.running.kernel.arrays import MIN_ITEMS, anticipate
 from ..figures.png import RETINA_SCALE, png_display_data
 from .explorer_figure import ExplorerFigure
 from .shown import ShowsWidget, error_html
@@ -158,6 +159,10 @@ class Explorer(ShowsWidget):
         for control in c.values():
             control.observe(self._on_change, names="value")
         self._sync_disabled()
+        # Every change re-simulates: a session of changes is the many runs the compiled
+        # event path (numba, when installed) waits for; it loads at the first run that
+        # takes the event path (failures, drains), not after twenty (about 40 ms a change).
+        anticipate(MIN_ITEMS)
         self.update()
 
     # -- controls -------------------------------------------------------------------

@@ -36,6 +36,7 @@ from typing import Any
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
+from ...sim.running.kernel.arrays import MIN_ITEMS, anticipate
 from ..figures.panels import pin_title_and_xlabel
 from ..figures.png import RETINA_SCALE, displayed_size, figure_png, png_display_data
 from ..figures.textcache import TextCachingCanvas
@@ -179,6 +180,9 @@ class FocusedWidget(ShowsWidget):
         self.widget.add_class(ROOT_CLASS)
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
+        # Every change re-runs: if ``run`` simulates on the kernel's event path, a session
+        # of changes is the many runs its compiled form (numba, when installed) waits for.
+        anticipate(MIN_ITEMS)
         self.update()
 
     @property

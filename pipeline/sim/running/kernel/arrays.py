@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,7 @@ from .kinds import (
 
 __all__ = [
     "MIN_ITEMS",
+    "anticipate",
     "compiled",
     "inside",
     "play",
@@ -646,6 +648,31 @@ def step_series_merged(arrival_s: np.ndarray, run: EventRun, *, fast: bool) -> S
         {name: columns[index, :rows] for index, name in enumerate(SERIES)},
         run.finished_s,
     )
+
+
+def anticipate(items: int) -> None:
+    """Count ``items`` event-path items that this process is about to run, before it runs them.
+
+    For a caller that knows it will run many short runs: a widget re-simulates
+    a few thousand items on every slider move, a session of moves being the
+    work :data:`MIN_ITEMS` waits for. Said at once, ``auto`` takes the compiled
+    path at the first event-path run (loading it then, :func:`worth_it`)
+    instead of after twenty; nothing is loaded before that run, nor ever
+    without numba. Every path gives the same run (the equality tests).
+
+    Raises:
+        TypeError: ``items`` is not an integer (a float, a Decimal, a bool).
+        ValueError: ``items`` is negative.
+    """
+    if isinstance(items, bool):
+        raise TypeError(f"items must be an int >= 0, got {items!r}")
+    try:
+        count = operator.index(items)
+    except TypeError:
+        raise TypeError(f"items must be an int >= 0, got {items!r}") from None
+    if count < 0:
+        raise ValueError(f"items must be >= 0, got {count}")
+    _SEEN[0] += count
 
 
 def worth_it(n: int) -> bool:

@@ -186,6 +186,54 @@ def test_a_burst_of_a_trace_with_jittered_backoff_equals_the_engine(name):
 
 
 @NEEDS_NUMBA
+def test_runs_anticipated_load_the_compiled_path_at_the_first_event_path_run(monkeypatch):
+    monkeypatch.setattr(arrays, "_SEEN", [0])
+    monkeypatch.setattr(arrays, "_COMPILED", {})
+    scenario = Scenario(
+        arrivals=Poisson(rate=3.2),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(concurrency=4, queue_maxsize=100, backoff=Backoff(jitter=True)),
+        failures=IndependentFailures(0.2),
+        n_items=300,
+        seed=2,
+    )
+    arrays.anticipate(np.int64(arrays.MIN_ITEMS))  # a numpy integer is an integer
+    assert arrays._COMPILED == {}  # nothing loaded before a run needs it
+    taken = []
+    original = arrays.run_arrays
+
+    def spy(*args, **kwargs):
+        taken.append(kwargs["fast"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(arrays, "run_arrays", spy)
+    with path("off"):
+        events = simulate_once(scenario, 0, "kernel")
+    events.summary["engine"] = "asyncio"  # the reference here: the events path
+    assert_same_run(events, simulate_once(scenario, 0, "auto"))  # a short run, compiled
+    assert taken == [True]
+
+
+@pytest.mark.parametrize(
+    ("items", "error"),
+    [(-1, ValueError), (1.5, TypeError), (float("nan"), TypeError), (True, TypeError),
+     ("100", TypeError), (None, TypeError)],
+)  # fmt: skip
+def test_anticipate_takes_a_count_of_items(monkeypatch, items, error):
+    from decimal import Decimal
+
+    monkeypatch.setattr(arrays, "_SEEN", [7])
+    with pytest.raises(error, match="items must be"):
+        arrays.anticipate(items)
+    with pytest.raises(TypeError, match="items must be"):
+        arrays.anticipate(Decimal(3))
+    assert arrays._SEEN == [7]  # nothing counted
+    arrays.anticipate(0)
+    arrays.anticipate(2**70)  # huge: the next event-path run loads the compiled path
+    assert arrays._SEEN == [7 + 2**70]
+
+
+@NEEDS_NUMBA
 def test_auto_loads_the_compiled_path_once_the_process_has_run_enough_items(monkeypatch):
     monkeypatch.setattr(arrays, "MIN_ITEMS", 3000)
     monkeypatch.setattr(arrays, "_SEEN", [0])
