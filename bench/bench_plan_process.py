@@ -81,14 +81,14 @@ def main() -> None:
                 raise SystemExit(f"{tree}: the answer differs from {trees[0]}'s")
         loads.append(os.getloadavg()[0])
     print(f"load average (1 min) from {min(loads):.1f} to {max(loads):.1f}; the same JSON: yes\n")
-    print("| tree | CPU s user + sys (median) | min | max | / first tree (median of rounds) |")
+    print("| tree | CPU s user + sys (median) | min | max | first tree / this (median of rounds) |")
     print("|---|---:|---:|---:|---:|")
     first = cpu[trees[0]]
     for tree, values in cpu.items():
         ratio = statistics.median(a / b for a, b in zip(first, values, strict=True))
         print(
             f"| {tree} | {statistics.median(values):.2f} | {min(values):.2f} "
-            f"| {max(values):.2f} | {ratio:.2f}x less |"
+            f"| {max(values):.2f} | {ratio:.2f}x |"
         )
 
 
