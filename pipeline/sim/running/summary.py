@@ -8,6 +8,11 @@ batch-means 95% half-widths of the mean wait and latency; with an initial
 backlog also how it drained (:mod:`.backlog`). Those half-widths assume a
 steady state: with a backlog they are NaN unless ``warmup_s`` cuts off its
 whole drain (``warmup_s >= backlog_drained_s``).
+
+:func:`summary_of` computes the same from a run's parts, and with ``keys``
+only the statistics those keys name (a plan reads a handful): each is the
+very number the whole summary holds, and a :class:`HeldPeak` may stand in for
+the step series when ``memory_peak_bytes`` is the only series key asked.
 """
 
 from __future__ import annotations
