@@ -240,6 +240,11 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "pipeline.sim.running.kernel.run",
     ): KERNEL_ONLY,
     (
+        "pipeline.sim.running.single",
+        "summary_once",
+        "pipeline.sim.running.kernel.run",
+    ): KERNEL_ONLY,
+    (
         "pipeline.sim.workloads.arrivals",
         "from_counts_csv",
         "pipeline.sim.workloads.csvcolumn",

@@ -6,6 +6,8 @@ then succeeds or fails as the failure model says (:func:`run_engine`).
 :func:`simulate_once` runs one replication on the engine asked for: the exact
 kernel when the scenario is inside its domain and ``engine`` allows it, a
 chain's run for a multi-stage scenario, else the asyncio engine.
+:func:`summary_once` is the same run for a caller that reads a few summary
+keys (a plan's SLOs): it computes only what those need.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from ..workloads.failures import NoFailures
 from ..workloads.scenario import Scenario
 from .recorder import Recorder, item_columns, step_series
 from .result import SimulationResult
+from .summary import SERIES_KEYS, summary_of
 from .workload import Workload
 
-__all__ = ["class_config", "run_engine", "simulate_once"]
+__all__ = ["class_config", "run_engine", "simulate_once", "summary_once"]
 
 
 def class_config(config: PipelineConfig, classes: ClassDraws | None) -> PipelineConfig:
@@ -190,4 +193,49 @@ def simulate_once(scenario: Scenario, replication: int, engine: str = "auto") ->
         codes = class_codes(scenario.classes, len(arrivals), scenario.seed, replication)
     return SimulationResult(
         scenario, report, columns, series, time.perf_counter() - began, "asyncio", codes
+    )
+
+
+def summary_once(
+    scenario: Scenario,
+    replication: int,
+    engine: str = "auto",
+    keys: frozenset[str] | None = None,
+) -> dict:
+    """``simulate_once(scenario, replication, engine).summary`` for the keys ``keys`` names.
+
+    The same run on the same engine, and each of ``keys`` the very number the whole
+    summary holds; the counts, ``drain_timed_out``, ``sim_time_s``, ``wall_time_s``
+    and ``engine`` are always there. Only what those keys need is computed: on the
+    kernel's array path, no event log, no attempt log and, unless a key other than
+    ``memory_peak_bytes`` reads it, no step series (the run tracks its peak of items
+    held); no batch means or percentile that is not asked. None, a chain, item
+    classes, an initial backlog or the asyncio engine: the whole summary.
+    (Module level: pools pickle it.)
+    """
+    from .kernel.run import refusal, run_kernel, unsupported
+
+    whole = (
+        keys is None
+        or engine == "asyncio"
+        or scenario.stages is not None
+        or scenario.classes is not None
+        or scenario.initial_backlog > 0
+    )
+    outside = None if whole else unsupported(scenario)
+    if outside is not None and engine == "kernel":
+        raise ValueError(refusal(outside))
+    if whole or outside is not None:
+        return simulate_once(scenario, replication, engine).summary
+    began = time.perf_counter()
+    series = any(key in keys for key in SERIES_KEYS if key != "memory_peak_bytes")
+    report, _, columns, steps = run_kernel(scenario, replication, series=series)
+    return summary_of(
+        scenario,
+        report,
+        columns,
+        steps,
+        wall_time_s=time.perf_counter() - began,
+        engine="kernel",
+        keys=keys,
     )

@@ -8,11 +8,18 @@ batch-means 95% half-widths of the mean wait and latency; with an initial
 backlog also how it drained (:mod:`.backlog`). Those half-widths assume a
 steady state: with a backlog they are NaN unless ``warmup_s`` cuts off its
 whole drain (``warmup_s >= backlog_drained_s``).
+
+:func:`summary_of` computes the same from a run's parts, and with ``keys``
+only the statistics those keys name (a plan reads a handful): each is the
+very number the whole summary holds, and a :class:`HeldPeak` may stand in for
+the step series when ``memory_peak_bytes`` is the only series key asked.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,12 +28,21 @@ from ..stats.intervals import batch_means_ci, percentiles
 from ..stats.stepstats import step_durations, weighted_sum
 from .backlog import backlog_summary
 from .class_summary import class_summaries
-from .recorder import StepSeries
+from .recorder import ItemColumns, StepSeries
 
 if TYPE_CHECKING:
+    from ...records import RunReport
+    from ..workloads.scenario import Scenario
     from .result import SimulationResult
 
-__all__ = ["BATCHES", "BATCH_MEANS_MIN_ITEMS", "summarise"]
+__all__ = [
+    "BATCHES",
+    "BATCH_MEANS_MIN_ITEMS",
+    "SERIES_KEYS",
+    "HeldPeak",
+    "summarise",
+    "summary_of",
+]
 
 
 def _mean(values: np.ndarray) -> float:
@@ -134,34 +150,207 @@ def _batch_half_width(values: np.ndarray) -> float:
     return batch_means_ci(values, n_batches=BATCHES).half_width
 
 
-def summarise(result: SimulationResult) -> dict[str, Any]:
-    scenario, report, c, s = result.scenario, result.report, result.columns, result.series
+SERIES_KEYS = (
+    "utilisation",
+    "queue_depth_mean",
+    "in_system_mean",
+    "producer_blocked_s",
+    "queue_depth_max",
+    "upstream_backlog_max",
+    "memory_peak_bytes",
+)
+"""Summary keys read from the step series (a :class:`HeldPeak` gives ``memory_peak_bytes``)."""
+
+
+@dataclass(frozen=True)
+class HeldPeak:
+    """What a summary of ``memory_peak_bytes`` needs of a run's step series, without the series.
+
+    Attributes:
+        end_s: the run's end (the series' ``end_s``), seconds.
+        held: the most items held (in the system or dead-lettered) by any row
+            the warm-up window reads, as ``StepSeries.in_system + dead_letters``
+            gives them (0 when it reads none).
+    """
+
+    end_s: float
+    held: int
+
+
+def summarise(result: SimulationResult, keys: Collection[str] | None = None) -> dict[str, Any]:
+    """The summary of ``result`` (every key; or, with ``keys``, only those and the cheap counts)."""
+    return summary_of(
+        result.scenario,
+        result.report,
+        result.columns,
+        result.series,
+        wall_time_s=result.wall_time_s,
+        engine=result.engine,
+        item_class=result.item_class,
+        keys=keys,
+    )
+
+
+def summary_of(
+    scenario: Scenario,
+    report: RunReport,
+    c: ItemColumns,
+    s: StepSeries | HeldPeak,
+    *,
+    wall_time_s: float,
+    engine: str,
+    item_class: np.ndarray | None = None,
+    keys: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """A run's summary from its parts (see :func:`summarise`).
+
+    With ``keys``, only the statistics those keys name are computed (each value
+    the very number the whole summary holds: the same arrays, the same
+    operations), with the report's counts, ``drain_timed_out``, ``sim_time_s``,
+    ``wall_time_s`` and ``engine``, in the whole summary's order; item classes
+    and an initial backlog add their keys as always. ``s`` may be a
+    :class:`HeldPeak` when no key but ``memory_peak_bytes`` reads the series.
+    """
+
+    def want(*names: str) -> bool:
+        return keys is None or any(name in keys for name in names)
+
+    if isinstance(s, HeldPeak) and (
+        keys is None or any(k in keys for k in SERIES_KEYS if k != "memory_peak_bytes")
+    ):
+        raise ValueError("a summary of series statistics needs the step series, not a HeldPeak")
     warm = scenario.warmup_s
-    counted = c.arrival_s >= warm
-    started = counted & ~np.isnan(c.start_s)
-    done = counted & (c.outcome == 0)
-    del counted
-    completed = int(done.sum())
-    # One statistic at a time, freeing as it goes: a long run has tens of millions of
-    # rows. A run's values are its own copies, so the percentiles may reorder them in
-    # place, once the batch means have read them in arrival order.
-    waits = c.start_s - c.arrival_s
-    if not started.all():
-        waits = waits[started]
-    del started
-    wait_mean, wait_half = _mean(waits), _batch_half_width(waits)
-    (wait_p95,) = percentiles(waits, (95,), overwrite=True)
-    del waits
-    latencies = c.finish_s - c.arrival_s
-    if not done.all():
-        latencies = latencies[done]
-    del done
-    latency_mean, latency_half = _mean(latencies), _batch_half_width(latencies)
-    # One partition for the three percentiles (the same values as three calls).
-    latency = (latency_mean, *percentiles(latencies, (50, 95, 99), overwrite=True))
-    del latencies
+    values: dict[str, Any] = {}
+    if want("wait_mean_s", "wait_mean_ci95_s", "wait_p95_s"):
+        started = (c.arrival_s >= warm) & ~np.isnan(c.start_s)
+        # One statistic at a time, freeing as it goes: a long run has tens of millions of
+        # rows. A run's values are its own copies, so the percentiles may reorder them in
+        # place, once the batch means have read them in arrival order.
+        waits = c.start_s - c.arrival_s
+        if not started.all():
+            waits = waits[started]
+        del started
+        if want("wait_mean_s"):
+            values["wait_mean_s"] = _mean(waits)
+        if want("wait_mean_ci95_s"):
+            values["wait_mean_ci95_s"] = _batch_half_width(waits)
+        if want("wait_p95_s"):
+            (values["wait_p95_s"],) = percentiles(waits, (95,), overwrite=True)
+        del waits
+    latency_keys = ("latency_p50_s", "latency_p95_s", "latency_p99_s")
+    completed = 0
+    if want("latency_mean_s", "latency_mean_ci95_s", *latency_keys, "throughput_per_s"):
+        done = (c.arrival_s >= warm) & (c.outcome == 0)
+        completed = int(done.sum())
+        if want("latency_mean_s", "latency_mean_ci95_s", *latency_keys):
+            latencies = c.finish_s - c.arrival_s
+            if not done.all():
+                latencies = latencies[done]
+            del done
+            if want("latency_mean_s"):
+                values["latency_mean_s"] = _mean(latencies)
+            if want("latency_mean_ci95_s"):
+                values["latency_mean_ci95_s"] = _batch_half_width(latencies)
+            # One partition for the percentiles asked (the same values as one call each).
+            asked = [(k, q) for k, q in zip(latency_keys, (50, 95, 99), strict=True) if want(k)]
+            if asked:
+                found = percentiles(latencies, [q for _, q in asked], overwrite=True)
+                values.update(zip([k for k, _ in asked], found, strict=True))
+            del latencies
     sim_time = s.end_s
     span = max(sim_time - warm, 0.0)
+    if isinstance(s, HeldPeak):
+        if want("memory_peak_bytes"):
+            values["memory_peak_bytes"] = _memory_peak(s.held, scenario.item_size_bytes)
+    elif want(*SERIES_KEYS):
+        values.update(_series_statistics(scenario, s, want))
+    concurrency = scenario.config.concurrency
+    statistics = report.statistics
+    summary = {
+        "items_offered": report.offered,
+        "items_admitted": report.admitted,
+        "items_completed": report.completed,
+        "items_dead_lettered": len(report.dead_letters),
+        "items_shed": statistics.shed,
+        "items_unfinished": len(report.unfinished),
+        "items_expired": statistics.expired,
+        "expired_fraction": (statistics.expired / report.offered if report.offered else math.nan),
+        "attempts_total": report.attempts,
+        "retries_total": statistics.retried,
+        "wait_mean_s": values.get("wait_mean_s"),
+        "wait_mean_ci95_s": values.get("wait_mean_ci95_s"),
+        "wait_p95_s": values.get("wait_p95_s"),
+        "latency_mean_s": values.get("latency_mean_s"),
+        "latency_mean_ci95_s": values.get("latency_mean_ci95_s"),
+        "latency_p50_s": values.get("latency_p50_s"),
+        "latency_p95_s": values.get("latency_p95_s"),
+        "latency_p99_s": values.get("latency_p99_s"),
+        "throughput_per_s": float(completed / span) if span > 0 else float("nan"),
+        "utilisation": None,
+        "queue_depth_mean": None,
+        "queue_depth_max": None,
+        "in_system_mean": None,
+        "upstream_backlog_max": None,
+        "producer_blocked_s": None,
+        "memory_peak_bytes": None,
+        "drain_timed_out": report.drain_timed_out,
+        "sim_time_s": sim_time,
+        "wall_time_s": wall_time_s,
+        "engine": engine,
+    }
+    if want("utilisation"):
+        summary["utilisation"] = values["running_mean"] / concurrency
+    for key in SERIES_KEYS[1:]:
+        if want(key):
+            summary[key] = values[key]
+    if keys is not None:  # only what was asked, and the counts every summary has
+        summary = {
+            key: value for key, value in summary.items() if key in keys or key not in _COMPUTED
+        }
+    if scenario.classes is not None and item_class is not None:
+        summary["classes"] = class_summaries(scenario.classes, item_class, c, warm)
+    if scenario.initial_backlog:
+        if not isinstance(s, StepSeries):
+            raise ValueError("an initial backlog's summary needs the step series")
+        drain = backlog_summary(c, s, scenario.initial_backlog, report.drain_timed_out)
+        summary.update(drain)
+        if not warm >= drain["backlog_drained_s"]:  # also when it never drained (NaN)
+            # Batch means assume a steady state; the items counted include the backlog's
+            # drain, a transient, so those half-widths would be no precision of anything.
+            for key in ("wait_mean_ci95_s", "latency_mean_ci95_s"):
+                if key in summary:
+                    summary[key] = math.nan
+    return summary
+
+
+_COMPUTED = frozenset(
+    (
+        "wait_mean_s",
+        "wait_mean_ci95_s",
+        "wait_p95_s",
+        "latency_mean_s",
+        "latency_mean_ci95_s",
+        "latency_p50_s",
+        "latency_p95_s",
+        "latency_p99_s",
+        "throughput_per_s",
+        *SERIES_KEYS,
+    )
+)
+"""Summary keys computed from the columns or the series (the others are counts and flags)."""
+
+
+def _memory_peak(held: int | float, item_size_bytes: int) -> int:
+    # The peak of (held items x item size) is the peak of held items, times the size
+    # (as int64 products, converted to float as StepSeries.memory_bytes' maximum would be).
+    return int(float(np.int64(held) * np.int64(item_size_bytes)))
+
+
+def _series_statistics(scenario: Scenario, s: StepSeries, want) -> dict[str, Any]:
+    """The summary's statistics of the step series that ``want`` asks for (and
+    ``running_mean``, the mean workers busy, for ``utilisation``)."""
+    warm = scenario.warmup_s
+    sim_time = s.end_s
     window = _Window(s, warm)
     queue, running, retrying = s.queue_depth, s.in_flight, s.retry_waiting
 
@@ -169,68 +358,36 @@ def summarise(result: SimulationResult) -> dict[str, Any]:
         # StepSeries.in_system, a block at a time
         return queue[low:high] + running[low:high] + retrying[low:high]
 
-    # The peak of (held items x item size) is the peak of held items, times the size
-    # (as int64 products, converted to float as StepSeries.memory_bytes' maximum would be).
-    # Dead letters only ever accumulate: if the last count is 0, every count is.
-    dead = s.dead_letters
-    if dead[-1]:
-        held = window.max(lambda low, high: in_system(low, high) + dead[low:high])
-    else:
-        held = window.max(in_system)
-    memory_peak = int(float(np.int64(held) * np.int64(scenario.item_size_bytes)))
+    found: dict[str, Any] = {}
+    if want("memory_peak_bytes"):
+        # Dead letters only ever accumulate: if the last count is 0, every count is.
+        dead = s.dead_letters
+        if dead[-1]:
+            held = window.max(lambda low, high: in_system(low, high) + dead[low:high])
+        else:
+            held = window.max(in_system)
+        found["memory_peak_bytes"] = _memory_peak(held, scenario.item_size_bytes)
     # Seconds during which an arrived item could not be admitted (backpressure held it).
     # The engine's own statistic counts every second a producer waits for a slot,
     # arrival or not (it reserves a slot before reading its source); for capacity
     # planning the time an *arrived* item was held upstream is what matters.
     upstream = s.upstream_backlog
-    means = [_column(running), _column(queue), in_system]
-    held_upstream = sim_time > warm and bool(upstream.any())
-    if held_upstream:
-        means.append(lambda low, high: upstream[low:high] > 0)
-    running_mean, queue_mean, in_system_mean, *upstream_share = window.means(means)
-    blocked = upstream_share[0] * (sim_time - warm) if held_upstream else 0.0
-    concurrency = scenario.config.concurrency
-    summary = {
-        "items_offered": report.offered,
-        "items_admitted": report.admitted,
-        "items_completed": report.completed,
-        "items_dead_lettered": len(report.dead_letters),
-        "items_shed": report.statistics.shed,
-        "items_unfinished": len(report.unfinished),
-        "items_expired": report.statistics.expired,
-        "expired_fraction": (
-            report.statistics.expired / report.offered if report.offered else math.nan
-        ),
-        "attempts_total": report.attempts,
-        "retries_total": report.statistics.retried,
-        "wait_mean_s": wait_mean,
-        "wait_mean_ci95_s": wait_half,
-        "wait_p95_s": wait_p95,
-        "latency_mean_s": latency[0],
-        "latency_mean_ci95_s": latency_half,
-        "latency_p50_s": latency[1],
-        "latency_p95_s": latency[2],
-        "latency_p99_s": latency[3],
-        "throughput_per_s": float(completed / span) if span > 0 else float("nan"),
-        "utilisation": running_mean / concurrency,
-        "queue_depth_mean": queue_mean,
-        "queue_depth_max": int(window.max(_column(queue))),
-        "in_system_mean": in_system_mean,
-        "upstream_backlog_max": int(window.max(_column(upstream))),
-        "producer_blocked_s": blocked,
-        "memory_peak_bytes": memory_peak,
-        "drain_timed_out": report.drain_timed_out,
-        "sim_time_s": sim_time,
-        "wall_time_s": result.wall_time_s,
-        "engine": result.engine,
-    }
-    if scenario.classes is not None and result.item_class is not None:
-        summary["classes"] = class_summaries(scenario.classes, result.item_class, c, warm)
-    if scenario.initial_backlog:
-        drain = backlog_summary(c, s, scenario.initial_backlog, report.drain_timed_out)
-        summary.update(drain)
-        if not warm >= drain["backlog_drained_s"]:  # also when it never drained (NaN)
-            # Batch means assume a steady state; the items counted include the backlog's
-            # drain, a transient, so those half-widths would be no precision of anything.
-            summary["wait_mean_ci95_s"] = summary["latency_mean_ci95_s"] = math.nan
-    return summary
+    if want("utilisation", "queue_depth_mean", "in_system_mean", "producer_blocked_s"):
+        # Every mean in one pass (each block's durations once), as the whole summary does.
+        means = [_column(running), _column(queue), in_system]
+        held_upstream = sim_time > warm and bool(upstream.any())
+        if held_upstream:
+            means.append(lambda low, high: upstream[low:high] > 0)
+        running_mean, queue_mean, in_system_mean, *upstream_share = window.means(means)
+        blocked = upstream_share[0] * (sim_time - warm) if held_upstream else 0.0
+        found.update(
+            running_mean=running_mean,
+            queue_depth_mean=queue_mean,
+            in_system_mean=in_system_mean,
+            producer_blocked_s=blocked,
+        )
+    if want("queue_depth_max"):
+        found["queue_depth_max"] = int(window.max(_column(queue)))
+    if want("upstream_backlog_max"):
+        found["upstream_backlog_max"] = int(window.max(_column(upstream)))
+    return found

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from ...executors.pool import bootstrapping, context, pool_workers, run_tasks
 from ...running.kernel.run import unsupported
 from ...running.replications import POOL_WORTH_S, estimated_seconds
-from ...running.single import simulate_once
+from ...running.single import summary_once
 from ...workloads.scenario import Scenario
 from .candidate import Candidate
-from .slo import SLO, metric_counts, metric_value
+from .slo import SLO, metric_counts, metric_value, summary_keys
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -37,7 +37,10 @@ def measure(
     # engine that ran, the counts behind each SLO's fraction (for an exact bound
     # when the replications agree), and whether the drain timed out, leaving how
     # many items unfinished (latency SLOs then fail).
-    summary = simulate_once(scenario, replication, engine).summary
+    # Only what those values need (no step series, no batch means when none is asked):
+    # each the very number the whole summary holds.
+    keys = summary_keys((*metrics, *extra))
+    summary = summary_once(scenario, replication, engine, keys)
     values = tuple(metric_value(summary, m) for m in (*metrics, *extra))
     counts = tuple(metric_counts(summary, m) for m in metrics)
     cut = bool(summary["drain_timed_out"])

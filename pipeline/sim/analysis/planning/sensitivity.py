@@ -39,11 +39,11 @@ import numpy as np
 
 from ...executors.pool import run_tasks
 from ...running.replications import POOL_WORTH_S, estimated_seconds
-from ...running.single import simulate_once
+from ...running.single import summary_once
 from ...stats.intervals import robust_mean_ci
 from .judgement import judge
 from .perturb import NotApplicable, inputs_of, perturbed
-from .slo import SLO, metric_counts, metric_value
+from .slo import SLO, metric_counts, metric_value, summary_keys
 from .tornado import tornado_figure
 
 if TYPE_CHECKING:
@@ -326,7 +326,8 @@ def _measure_moved(
     # What the plan measures of each run (module level, so worker processes can
     # unpickle it): the SLO metrics, the engine, the counts behind each fraction,
     # and whether the drain timed out, leaving how many items unfinished.
-    summary = simulate_once(scenario, replication, engine).summary
+    # Only what those values need, each the whole summary's number (see rounds.measure).
+    summary = summary_once(scenario, replication, engine, summary_keys(metrics))
     values = tuple(metric_value(summary, m) for m in metrics)
     counts = tuple(metric_counts(summary, m) for m in metrics)
     cut = bool(summary["drain_timed_out"])

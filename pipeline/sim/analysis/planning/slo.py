@@ -43,6 +43,7 @@ __all__ = [
     "metric_counts",
     "metric_value",
     "parse_slos",
+    "summary_keys",
 ]
 
 SUMMARY_METRICS: tuple[str, ...] = (
@@ -405,6 +406,24 @@ def metric_value(summary: Mapping[str, Any], metric: str) -> float:
     if metric not in SUMMARY_METRICS and metric not in _CHAIN_ONLY:
         raise ValueError(f"unknown metric {_quoted(metric)}; allowed: {', '.join(METRICS)}")
     return float(summary[metric])
+
+
+def summary_keys(metrics: Sequence[str]) -> frozenset[str] | None:
+    """The summary keys :func:`metric_value` and :func:`metric_counts` read for ``metrics``.
+
+    None when one of them needs more than the summary's own keys (a class's
+    metric, or the backlog's), so that the whole summary is computed.
+    """
+    keys: set[str] = set()
+    for metric in metrics:
+        if metric in DERIVED_METRICS:
+            numerator, denominator, _ = DERIVED_METRICS[metric]
+            keys.update((numerator, denominator))
+        elif metric in SUMMARY_METRICS and metric not in BACKLOG_METRICS:
+            keys.add(metric)
+        else:
+            return None
+    return frozenset(keys)
 
 
 def metric_counts(summary: Mapping[str, Any], metric: str) -> tuple[int, int] | None:

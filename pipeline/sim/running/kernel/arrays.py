@@ -112,7 +112,8 @@ NO_FAILURES, INDEPENDENT, PERMANENT = 0, 1, 2
     C_JITTER,
     C_TIMED_OUT,
     C_STUCK,
-) = range(11)
+    C_HELD_PEAK,
+) = range(12)
 
 
 def play(
@@ -134,6 +135,8 @@ def play(
     reject,
     has_drain,
     drain_timeout,
+    warmup,
+    record,
     kinds,
     times,
     ids,
@@ -160,7 +163,9 @@ def play(
     ``poisoned`` (per item), ``retryable`` (the policy's verdict on the model's
     error), ``delays[a]`` (backoff after attempt ``a``, before jitter),
     ``jitter_u`` (one per jittered retry), the configuration's numbers
-    (``bound`` is ``inf`` for an unbounded queue). Outputs: the event log
+    (``bound`` is ``inf`` for an unbounded queue), ``warmup`` (seconds, for
+    ``C_HELD_PEAK``) and ``record`` (False: the event log and the attempt columns
+    are not written, and may be one element long). Outputs: the event log
     ``kinds``/``times``/``ids``, ``attempts`` and ``live`` per item (live: admitted
     and not settled), each failed attempt's item and time in order, the
     columns of :class:`~pipeline.sim.running.recorder.ItemColumns` per item
@@ -171,18 +176,26 @@ def play(
     blocked seconds).
     """
     n = len(arrival)
+    budget = len(failed_item)  # the most attempts the run can make (n, plus its retries)
     give_turns = reject or bound == math.inf
+    # Without a record, every write to the event log and the attempt columns lands on
+    # their one element (index & 0): the same steps, no branch, no pages to fill.
+    kept = -1 if record else 0
 
-    # the ready ring (code, arg) and the timer heap (when, seq, code, arg)
-    cap = 64  # a power of two: a ring index is `i & mask`
-    while cap < 2 * concurrency + len(attempt_item) + n + 64:
+    # The ready ring (code, arg). It holds at most one step per task (each worker, the
+    # producer, the run's few) and one per retry whose backoff timer fired: at most
+    # concurrency + retries + 8 entries, whatever the run's length. Twice that, as a
+    # power of two (a ring index is `i & mask`): a ring sized by the items would cost
+    # megabytes of fresh pages every run.
+    cap = 64
+    while cap < 2 * (concurrency + (budget - n)) + 64:
         cap *= 2
     mask = cap - 1
     ready_code = np.empty(cap, np.int64)
     ready_arg = np.empty(cap, np.int64)
     head = tail = 0
     # the timer heap, ordered by (when, seq): four parallel arrays and its size in pending[0]
-    room = concurrency + len(attempt_item) + 8  # workers' timers, retries held, producer, drain
+    room = concurrency + budget + 8  # workers' timers, retries held, producer, drain
     h_when = np.empty(room)
     h_seq = np.empty(room, np.int64)
     h_code = np.empty(room, np.int64)
@@ -230,10 +243,16 @@ def play(
     now = 0.0
     logged = 0
 
-    # the queue: main lane (item ids, in admission order), retry lane, reserved, held
-    main = np.empty(n + 1, np.int64)
+    # The queue: main lane (item ids, in admission order), retry lane, reserved, held.
+    # The main lane is a ring: an item is admitted only while queued + reserved + held
+    # < bound, so it never holds more than the bound (or than all the items).
+    main_cap = 1
+    while main_cap <= (n if bound >= n else int(bound)):
+        main_cap *= 2
+    main_mask = main_cap - 1
+    main = np.empty(main_cap, np.int64)
     main_head = main_tail = 0
-    lane = np.empty(len(attempt_item) + 1, np.int64)  # retries <= attempts
+    lane = np.empty(budget + 1, np.int64)  # retries <= attempts
     lane_head = lane_tail = 0
     reserved = held = peak = 0
     get_mask = 1  # ring of waiting workers, longest first (at most all of them)
@@ -243,6 +262,7 @@ def play(
     get_head = get_tail = 0
 
     offered = admitted = completed = attempts_total = retried = 0
+    held_peak = held_before = 0  # the most items held at an instant (see C_HELD_PEAK)
     unsettled = 0
     failed = 0
     used_retry = used_u = used_jitter = 0
@@ -285,6 +305,15 @@ def play(
                 break
             when = h_when[0]
             if when > now:
+                # The instant `now` is over: its items held (admitted, not completed:
+                # queued, running, waiting to retry or dead-lettered) are a row of the
+                # step series, which counts from the warm-up's last row before it on.
+                held_now = admitted - completed
+                if now >= warmup:
+                    if held_now > held_peak:
+                        held_peak = held_now
+                else:
+                    held_before = held_now
                 now = when
         while pending[0] and h_when[0] <= now:
             ready_code[tail & mask] = h_code[0]
@@ -310,18 +339,18 @@ def play(
                                 producer_waiting = True
                                 break
                             reserved += 1
-                            kinds[logged] = PRODUCER_UNBLOCKED
-                            times[logged] = now
-                            ids[logged] = -1
+                            kinds[logged & kept] = PRODUCER_UNBLOCKED
+                            times[logged & kept] = now
+                            ids[logged & kept] = -1
                             logged += 1
                             blocked_s += now - blocked_since
                         elif not reject:
                             size = (main_tail - main_head) + (lane_tail - lane_head)
                             if size + reserved + held >= bound:
                                 blocked_since = now
-                                kinds[logged] = PRODUCER_BLOCKED
-                                times[logged] = now
-                                ids[logged] = -1
+                                kinds[logged & kept] = PRODUCER_BLOCKED
+                                times[logged & kept] = now
+                                ids[logged & kept] = -1
                                 logged += 1
                                 producer_waiting = True
                                 break
@@ -344,9 +373,9 @@ def play(
                     if reject:
                         size = (main_tail - main_head) + (lane_tail - lane_head)
                         if size + reserved + held >= bound:
-                            kinds[logged] = SHED
-                            times[logged] = now
-                            ids[logged] = item
+                            kinds[logged & kept] = SHED
+                            times[logged & kept] = now
+                            ids[logged & kept] = item
                             logged += 1
                             outcome[item] = 2
                             if give_turns:
@@ -358,15 +387,15 @@ def play(
                             continue
                         reserved += 1
                     admitted += 1
-                    kinds[logged] = ADMITTED
-                    times[logged] = now
-                    ids[logged] = item
+                    kinds[logged & kept] = ADMITTED
+                    times[logged & kept] = now
+                    ids[logged & kept] = item
                     logged += 1
                     admitted_s[item] = now
                     unsettled += 1
                     live[item] = 1
                     reserved -= 1
-                    main[main_tail] = item
+                    main[main_tail & main_mask] = item
                     main_tail += 1
                     size = (main_tail - main_head) + (lane_tail - lane_head)
                     if size > peak:
@@ -391,14 +420,14 @@ def play(
                     item = current[w]
                     in_flight -= 1
                     number = running[w]
-                    attempt_end[number] = now
+                    attempt_end[number & kept] = now
                     if failing[w] == 0:
                         completed += 1
-                        kinds[logged] = COMPLETED
-                        times[logged] = now
-                        ids[logged] = item
+                        kinds[logged & kept] = COMPLETED
+                        times[logged & kept] = now
+                        ids[logged & kept] = item
                         logged += 1
-                        attempt_ending[number] = 0
+                        attempt_ending[number & kept] = 0
                         finish_s[item] = now
                         outcome[item] = 0
                         live[item] = 0
@@ -417,17 +446,17 @@ def play(
                             held += 1
                             seq += 1
                             push(now + delay, seq, _READMIT, item)
-                            kinds[logged] = RETRY_SCHEDULED
-                            times[logged] = now
-                            ids[logged] = item
+                            kinds[logged & kept] = RETRY_SCHEDULED
+                            times[logged & kept] = now
+                            ids[logged & kept] = item
                             logged += 1
-                            attempt_ending[number] = 1
+                            attempt_ending[number & kept] = 1
                         else:
-                            kinds[logged] = DEAD_LETTERED
-                            times[logged] = now
-                            ids[logged] = item
+                            kinds[logged & kept] = DEAD_LETTERED
+                            times[logged & kept] = now
+                            ids[logged & kept] = item
                             logged += 1
-                            attempt_ending[number] = 2
+                            attempt_ending[number & kept] = 2
                             finish_s[item] = now
                             outcome[item] = 1
                             live[item] = 0
@@ -449,7 +478,7 @@ def play(
                     item = lane[lane_head]
                     lane_head += 1
                 else:
-                    item = main[main_head]
+                    item = main[main_head & main_mask]
                     main_head += 1
                 if producer_waiting:
                     producer_waiting = False
@@ -459,14 +488,14 @@ def play(
                 attempt = attempts[item] + 1
                 attempts[item] = attempt
                 attempts_total += 1
-                kinds[logged] = STARTED
-                times[logged] = now
-                ids[logged] = item
+                kinds[logged & kept] = STARTED
+                times[logged & kept] = now
+                ids[logged & kept] = item
                 logged += 1
                 if attempt == 1:
                     start_s[item] = now
-                attempt_item[attempts_total - 1] = item
-                attempt_start[attempts_total - 1] = now
+                attempt_item[(attempts_total - 1) & kept] = item
+                attempt_start[(attempts_total - 1) & kept] = now
                 running[w] = attempts_total - 1
                 if attempt == 1 or trace_retry:
                     service = first[item]
@@ -496,9 +525,9 @@ def play(
                     ready_arg[tail & mask] = getters[get_head & get_mask]
                     tail += 1
                     get_head += 1
-                kinds[logged] = READMITTED
-                times[logged] = now
-                ids[logged] = item
+                kinds[logged & kept] = READMITTED
+                times[logged & kept] = now
+                ids[logged & kept] = item
                 logged += 1
             elif code == _GATHERED:
                 # gather()'s callback on the producer's end; the run's task wakes a turn later
@@ -508,9 +537,9 @@ def play(
             elif code == _RUN:
                 if arg == _DRAIN:
                     accepting = False
-                    kinds[logged] = INTAKE_CLOSED
-                    times[logged] = now
-                    ids[logged] = -1
+                    kinds[logged & kept] = INTAKE_CLOSED
+                    times[logged & kept] = now
+                    ids[logged & kept] = -1
                     logged += 1
                     if unsettled == 0:
                         if not settled:
@@ -536,9 +565,9 @@ def play(
                     run_waiting = False
                     if timeout_fired:
                         drain_timed_out = True
-                        kinds[logged] = DRAIN_TIMEOUT
-                        times[logged] = now
-                        ids[logged] = -1
+                        kinds[logged & kept] = DRAIN_TIMEOUT
+                        times[logged & kept] = now
+                        ids[logged & kept] = -1
                         logged += 1
                     else:
                         timeout_cancelled = True
@@ -570,6 +599,17 @@ def play(
     counts[C_JITTER] = used_jitter
     counts[C_TIMED_OUT] = 1 if drain_timed_out else 0
     counts[C_STUCK] = 1 if stuck else 0
+    # The last instant's row holds the dead letters alone (the close hands back the
+    # unfinished items); the row before the warm-up's end counts when the run outlasts it.
+    if now >= warmup:
+        dead = admitted - completed - unsettled
+        if dead > held_peak:
+            held_peak = dead
+        if held_before > held_peak:
+            held_peak = held_before
+    else:
+        held_peak = 0
+    counts[C_HELD_PEAK] = held_peak
     seconds[0] = now
     seconds[1] = blocked_s
 
@@ -701,7 +741,14 @@ def _model_error(mode: int, item: int, attempt: int) -> BaseException:
 
 
 def run_arrays(
-    workload: Any, model: Any, quiet: bool, config: PipelineConfig, *, fast: bool
+    workload: Any,
+    model: Any,
+    quiet: bool,
+    config: PipelineConfig,
+    *,
+    fast: bool,
+    warmup_s: float = 0.0,
+    record: bool = True,
 ) -> tuple[EventRun, ItemColumns]:
     """Run one replication's workload through :func:`play`.
 
@@ -717,6 +764,12 @@ def run_arrays(
         config: the pipeline configuration (inside :func:`inside`).
         fast: run the compiled :func:`play` (:func:`compiled` must not be None),
             else the plain-Python source.
+        warmup_s: the scenario's warm-up, seconds: the run's ``held_peak`` counts
+            the rows of the step series its summary reads.
+        record: False: no event log (the run's is empty) and no attempt log
+            (the columns' is None), for a summary that reads neither (see
+            :func:`~pipeline.sim.running.single.summary_once`); the run and its
+            report are otherwise the same.
 
     Every random input is drawn first, in the engine's order. An attempt that
     retries needs an earlier failed attempt, so with ``u`` the failure
@@ -764,7 +817,7 @@ def run_arrays(
     saved = rng.getstate()
     jitter_u = np.array([rng.random() for _ in range(retries)] if jitter else [], np.float64)
 
-    events = 4 * n + 3 * budget + 16
+    events = 4 * n + 3 * budget + 16 if record else 1
     kinds = np.empty(events, np.int8)
     times = np.empty(events, np.float64)
     ids = np.empty(events, np.int64)
@@ -776,11 +829,12 @@ def run_arrays(
     start_s = np.full(n, np.nan)
     finish_s = np.full(n, np.nan)
     outcome = np.full(n, 4, np.int8)  # not_offered unless the run says otherwise
-    attempt_item = np.empty(budget, np.int64)
-    attempt_start = np.empty(budget, np.float64)
-    attempt_end = np.full(budget, np.nan)
-    attempt_ending = np.full(budget, 3, np.int8)  # cut unless the attempt ends
-    counts = np.zeros(11, np.int64)
+    logged_attempts = budget if record else 1
+    attempt_item = np.empty(logged_attempts, np.int64)
+    attempt_start = np.empty(logged_attempts, np.float64)
+    attempt_end = np.full(logged_attempts, np.nan)
+    attempt_ending = np.full(logged_attempts, 3, np.int8)  # cut unless the attempt ends
+    counts = np.zeros(12, np.int64)
     seconds = np.zeros(2)
     maxsize = config.queue_maxsize
     drain = config.drain_timeout_s
@@ -789,7 +843,7 @@ def run_arrays(
         arrival, first, retry_s, trace_retry, fail_mode, fail_u, p, poisoned, retryable,
         max_attempts, delays, jitter, jitter_u, config.concurrency,
         math.inf if maxsize is None else float(maxsize), config.on_full == "reject",
-        drain is not None, 0.0 if drain is None else float(drain),
+        drain is not None, 0.0 if drain is None else float(drain), float(warmup_s), record,
         kinds, times, ids, attempts, live, failed_item, failed_at,
         admitted_s, start_s, finish_s, outcome,
         attempt_item, attempt_start, attempt_end, attempt_ending, counts, seconds,
@@ -800,21 +854,28 @@ def run_arrays(
         rng.setstate(saved)
         for _ in range(int(counts[C_JITTER])):
             rng.random()
-    logged = int(counts[C_LOGGED])
-    kinds, times, ids = kinds[:logged], times[:logged], ids[:logged]
+    if record:
+        logged = int(counts[C_LOGGED])
+        kinds, times, ids = kinds[:logged], times[:logged], ids[:logged]
+    else:
+        kinds, times, ids = np.empty(0, np.int8), np.empty(0), np.empty(0, np.int64)
     left = np.flatnonzero(live)
     now = float(seconds[0])
 
     shed = ShedLog(config.keep_shed)
     dead_letters: list[DeadLetter] = []
     if fail_mode != NO_FAILURES or config.on_full == "reject":
-        shed_ids = ids[kinds == SHED]
+        count = int(counts[C_FAILED])
+        failed_item, failed_at = failed_item[:count], failed_at[:count]
+        if record:
+            shed_ids = ids[kinds == SHED]
+            dead = ids[kinds == DEAD_LETTERED].tolist()
+        else:
+            shed_ids = np.flatnonzero(outcome == 2)  # shed as offered: in id order
+            dead = _dead_in_order(failed_item, outcome)
         for item in shed_ids.tolist():
             shed.append(item)
-        dead = ids[kinds == DEAD_LETTERED].tolist()
         if dead:
-            count = int(counts[C_FAILED])
-            failed_item, failed_at = failed_item[:count], failed_at[:count]
             history: dict[int, list[tuple[int, float]]] = {item: [] for item in dead}
             seen: dict[int, int] = {}
             for item, at in zip(failed_item.tolist(), failed_at.tolist(), strict=True):
@@ -835,14 +896,22 @@ def run_arrays(
                     )
                 )
     if len(left):  # the unfinished items last, as the engine's close logs them
-        kinds = np.concatenate([kinds, np.full(len(left), UNFINISHED, np.int8)])
-        times = np.concatenate([times, np.full(len(left), now)])
-        ids = np.concatenate([ids, left])
+        if record:
+            kinds = np.concatenate([kinds, np.full(len(left), UNFINISHED, np.int8)])
+            times = np.concatenate([times, np.full(len(left), now)])
+            ids = np.concatenate([ids, left])
         outcome[left] = 3
-    total = int(counts[C_ATTEMPTS])
-    attempt_end = attempt_end[:total]
-    attempt_end[np.isnan(attempt_end)] = now  # cut at the drain's end
-    order = np.argsort(attempt_item[:total], kind="stable")  # item order, then time
+    attempt_log = None
+    if record:
+        total = int(counts[C_ATTEMPTS])
+        attempt_end = attempt_end[:total]
+        attempt_end[np.isnan(attempt_end)] = now  # cut at the drain's end
+        order = np.argsort(attempt_item[:total], kind="stable")  # item order, then time
+        attempt_log = AttemptLog(
+            start_s=attempt_start[:total].take(order),
+            end_s=attempt_end.take(order),
+            ending=attempt_ending[:total].take(order),
+        )
     columns = ItemColumns(
         arrival_s=arrival,
         admitted_s=admitted_s,
@@ -850,11 +919,7 @@ def run_arrays(
         finish_s=finish_s,
         attempts=attempts,
         outcome=outcome,
-        attempt_log=AttemptLog(
-            start_s=attempt_start[:total].take(order),
-            end_s=attempt_end.take(order),
-            ending=attempt_ending[:total].take(order),
-        ),
+        attempt_log=attempt_log,
     )
     run = EventRun(
         kinds=kinds,
@@ -872,5 +937,23 @@ def run_arrays(
         finished_s=now,
         queue_peak=int(counts[C_PEAK]),
         producer_blocked_s=float(seconds[1]),
+        held_peak=int(counts[C_HELD_PEAK]),
     )
     return run, columns
+
+
+def _dead_in_order(failed_item: np.ndarray, outcome: np.ndarray) -> list[int]:
+    """The dead-lettered items in the order the run dead-lettered them, without its log.
+
+    An item is dead-lettered at its last failed attempt, so the order is that of
+    each dead-lettered item's last entry in ``failed_item`` (every failed attempt,
+    in time order).
+    """
+    positions = np.flatnonzero(outcome.take(failed_item) == 1)
+    if not len(positions):
+        return []
+    last: dict[int, int] = {}
+    items = failed_item.take(positions).tolist()
+    for position, item in zip(positions.tolist(), items, strict=True):
+        last[item] = position
+    return failed_item.take(sorted(last.values())).tolist()

@@ -85,6 +85,10 @@ class EventRun:
     finished_s: float
     queue_peak: int
     producer_blocked_s: float
+    held_peak: int | None = None
+    """The most items held (admitted, not completed) in one row of the step series that
+    the warm-up window reads: what ``memory_peak_bytes`` counts (:mod:`.arrays` tracks it
+    as it plays; None when not tracked)."""
 
 
 def run_events(

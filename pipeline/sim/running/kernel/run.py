@@ -73,6 +73,7 @@ from ...workloads.failures import (
 )
 from ...workloads.scenario import Scenario, Streams
 from ..recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
+from ..summary import HeldPeak
 from ..workload import StageWorkload, Workload, source_arrivals
 from .report import make_report
 
@@ -193,11 +194,16 @@ def _never_fails(failures: FailureModel, n: int) -> bool:
 
 
 def run_kernel(
-    scenario: Scenario, replication: int
-) -> tuple[RunReport, np.ndarray, ItemColumns, StepSeries]:
+    scenario: Scenario, replication: int, *, series: bool = True
+) -> tuple[RunReport, np.ndarray, ItemColumns, StepSeries | HeldPeak]:
     """Run one replication in the kernel: (report, arrival times, item columns, step series).
 
-    The caller checks the domain first (:func:`unsupported`).
+    The caller checks the domain first (:func:`unsupported`). With ``series=False``,
+    a run on :mod:`.arrays` gives a :class:`~pipeline.sim.running.summary.HeldPeak`
+    instead of the step series, and columns without their attempt log: what a
+    summary of every key but the other series statistics reads
+    (:func:`~pipeline.sim.running.single.summary_once`); the other paths give
+    their series as always.
     """
     from .arrays import run_arrays, step_series_merged
     from .events import run_events
@@ -214,9 +220,21 @@ def run_kernel(
             return fast
     fast = _take_arrays(scenario, quiet, n)
     log = Recorder()
+    steps: StepSeries | HeldPeak
     if fast is not None:
-        run, columns = run_arrays(workload, scenario.failures, quiet, config, fast=fast)
-        series = step_series_merged(arrivals, run, fast=fast)
+        run, columns = run_arrays(
+            workload,
+            scenario.failures,
+            quiet,
+            config,
+            fast=fast,
+            warmup_s=scenario.warmup_s,
+            record=series,
+        )
+        if series:
+            steps = step_series_merged(arrivals, run, fast=fast)
+        else:
+            steps = HeldPeak(end_s=run.finished_s, held=run.held_peak)
     else:
         run = run_events(
             arrivals.tolist(),
@@ -228,7 +246,7 @@ def run_kernel(
         )
         log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
         columns = item_columns(arrivals, log)
-        series = step_series(arrivals, log, run.finished_s)
+        steps = step_series(arrivals, log, run.finished_s)
     report = make_report(
         config=scenario.config,
         offered=run.offered,
@@ -244,7 +262,7 @@ def run_kernel(
         queue_peak=run.queue_peak,
         producer_blocked_s=run.producer_blocked_s,
     )
-    return report, arrivals, columns, series
+    return report, arrivals, columns, steps
 
 
 ARRAYS = "auto"
