@@ -19,7 +19,10 @@
 - **Short code cells.** A visible code cell has at most
   :data:`MAX_CODE_LINES` non-blank lines: one idea per cell. A solution
   whose code is the lesson (a whole handler, the naive worker) may be longer
-  when its cell is tagged :data:`LESSON_TAG`.
+  when its cell is tagged :data:`LESSON_TAG`. So may a solutions notebook's
+  grading tests (the code cells between otter's ``# BEGIN TESTS`` and ``# END
+  TESTS`` markers): they are not lesson cells but the checks built into the
+  student notebook's metadata, one assertion and its hint per likely slip.
 """
 
 from __future__ import annotations
@@ -196,10 +199,23 @@ def _hidden(cell: dict) -> bool:
     return bool(cell.get("metadata", {}).get("jupyter", {}).get("source_hidden", False))
 
 
+def _grading_tests(cells: list) -> set[int]:
+    """Indexes of the code cells inside otter's ``# BEGIN TESTS`` ... ``# END TESTS`` markers."""
+    inside, found = False, set()
+    for index, cell in enumerate(cells):
+        if cell.cell_type == "raw":
+            first = cell.source.lstrip().split("\n", 1)[0].strip().upper()
+            inside = {"# BEGIN TESTS": True, "# END TESTS": False}.get(first, inside)
+        elif inside and cell.cell_type == "code":
+            found.add(index)
+    return found
+
+
 def _problems(path: Path) -> list[str]:
     solutions = path.parent.name == "solutions"
     problems = _expression_problems(path)
     every = nbformat.read(path, as_version=4).cells
+    tests = _grading_tests(every) if solutions else set()
     for index, cell in _cells(path):
         tree = _code(cell.source)
         where = f"{path.name} cell {index}"
@@ -224,7 +240,7 @@ def _problems(path: Path) -> list[str]:
                 )
             continue
         lines = [line for line in cell.source.splitlines() if line.strip()]
-        if len(lines) > MAX_CODE_LINES and LESSON_TAG not in tags:
+        if len(lines) > MAX_CODE_LINES and LESSON_TAG not in tags and index not in tests:
             problems.append(f"{where}: {len(lines)} lines of code (at most {MAX_CODE_LINES})")
     return problems
 
@@ -274,3 +290,22 @@ def test_the_rules_catch_what_they_are_for(tmp_path):
     notebook.cells = [nbformat.v4.new_code_cell("x = 1"), one_line]
     nbformat.write(notebook, path)
     assert _problems(path) == []
+
+
+def test_only_a_solutions_grading_tests_may_be_long(tmp_path):
+    long = "\n".join(f"a{i} = {i}" for i in range(13))
+    cells = [
+        nbformat.v4.new_code_cell(long),  # before the markers: a lesson cell
+        nbformat.v4.new_raw_cell("# BEGIN TESTS"),
+        nbformat.v4.new_code_cell(long),  # a grading test
+        nbformat.v4.new_raw_cell("# END TESTS"),
+        nbformat.v4.new_code_cell(long),  # after them: a lesson cell again
+    ]
+    for folder, flagged in (("solutions", [0, 4]), ("notebooks", [0, 2, 4])):
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells = cells
+        path = tmp_path / folder / "99-example-solutions.ipynb"
+        path.parent.mkdir()
+        nbformat.write(notebook, path)
+        problems = _problems(path)
+        assert [int(p.split(" cell ")[1].split(":")[0]) for p in problems] == flagged
