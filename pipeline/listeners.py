@@ -113,8 +113,9 @@ class Listeners(PipelineFields):
         listener each: the engine then calls nothing for the other kinds (an exporter that
         ignores admissions costs nothing there) and each listener needs no test of the
         kind. The ``COMPLETED`` entry may be an :class:`AttemptEnds` buffer instead, which
-        the engine fills without a call when nothing else hears ``COMPLETED``. Each is isolated: one that raises is counted and logged like ``on_event`` and
-        never keeps the others from an event. With nothing attached the per-item paths are
+        the engine fills without a call when nothing else hears ``COMPLETED``. Each is
+        isolated: one that raises is counted and logged like ``on_event`` and never keeps
+        the others from an event. With nothing attached the per-item paths are
         as before (one ``None`` test). Detaching twice is harmless.
         """
         self._attached = (*self._attached, listener)
