@@ -36,6 +36,7 @@ import inspect
 import logging
 import math
 import random
+import time
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -194,6 +195,7 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
         self._drain_timed_out = False
         self._signals = ()
         self._started_s = 0.0
+        self._clock = time.monotonic
         self._log_debug = False
         self._log_info = False
         self._log_warning = False
@@ -226,6 +228,10 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._started_s = loop.time()
+        clock = loop.time
+        # asyncio's own loops read time.monotonic() in a Python method: call it directly.
+        native = getattr(clock, "__func__", None) is asyncio.BaseEventLoop.time
+        self._clock = time.monotonic if native else clock
         self._settled = asyncio.Event()
         self._log_debug = log.isEnabledFor(logging.DEBUG)
         self._log_info = log.isEnabledFor(logging.INFO)

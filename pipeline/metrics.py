@@ -23,10 +23,11 @@ Where the numbers come from, and what they cost:
   the run report) and cost nothing between scrapes;
 - the histograms, the split of failed attempts into ``failed`` and
   ``timeout`` (the attempt timeout, or a handler's own ``TimeoutError``) and
-  ``unfinished`` come from one listener attached beside ``on_event``, called
-  once an attempt ends: a few list appends (a tenth of the engine's own work
-  per item beside a handler that does nothing, 3% beside 25 µs of handler
-  work; ``bench/RESULTS.md``). A pipeline never
+  ``unfinished`` come from what is attached beside ``on_event``: for a
+  completed attempt, four values the engine appends to a bounded buffer
+  without calling any Python function, bucketed in numpy at a scrape or every
+  ``FOLD_AT`` attempts; for a failed one, a plain listener (the figures are in
+  ``bench/RESULTS.md``). A pipeline never
   served runs exactly as before (``bench/bench_metrics.py`` measures both).
   Serve before the run starts: events before ``serve`` are not in the
   histograms.
@@ -45,6 +46,7 @@ require("pipeline.metrics", "metrics", "numpy", "prometheus_client")
 
 import contextlib  # noqa: E402 - after the extra's check, so a missing extra is one line
 import math  # noqa: E402
+import struct  # noqa: E402
 import threading  # noqa: E402
 from collections.abc import Callable, Iterable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
@@ -58,6 +60,7 @@ from ._metric_names import BUCKETS_S, METRICS, OUTCOMES, target_labels  # noqa: 
 from .chain.chain import Chain  # noqa: E402
 from .engine import Pipeline  # noqa: E402
 from .events import EventKind  # noqa: E402
+from .listeners import AttemptEnds  # noqa: E402
 
 __all__ = ["MetricsServer", "serve"]
 
@@ -70,26 +73,32 @@ _UNFINISHED = EventKind.UNFINISHED
 _BOUNDS = np.array(BUCKETS_S, dtype=np.float64)
 
 FOLD_AT = 1024
-"""Observations a histogram holds unbucketed, at most (plus the items in flight)."""
+"""Observations a histogram holds unbucketed, at most (plus the items in flight); likewise
+completed attempts in the engine's buffer (``AttemptEnds``: ``FOLD_AT`` rows, plus at most
+``AttemptEnds.CHECK_EVERY`` before the engine looks)."""
+
+_WIDTH = AttemptEnds.WIDTH
 
 
 class _Histogram:
     """Bucket counts (not cumulative) and the sum, with the latest observations not yet bucketed.
 
-    The listener only appends each value to ``pending`` (one C call on the event loop's
+    The failure listener appends each value to ``pending`` (one C call on the event loop's
     thread); :meth:`fold` counts what is pending into the buckets, in numpy, when a scrape
     reads the histogram or when ``FOLD_AT`` values are waiting. A value equal to a bound
-    is in that bound's bucket (Prometheus's ``le``).
+    is in that bound's bucket (Prometheus's ``le``). Completed attempts reach it through
+    :meth:`add`, from the recorder's fold of the engine's buffer.
     """
 
-    __slots__ = ("_lock", "_shown", "counts", "pending", "total")
+    __slots__ = ("_fold", "_lock", "_shown", "counts", "pending", "total")
 
-    def __init__(self, lock: Any) -> None:
+    def __init__(self, lock: Any, fold: Callable[[], None] | None = None) -> None:
         # len(BUCKETS_S) bounded buckets, then the +Inf bucket.
         self.counts: list[int] = [0] * (len(BUCKETS_S) + 1)
         self.total = 0.0
         self.pending: list[float] = []
         self._lock = lock
+        self._fold = self.fold if fold is None else fold  # what a snapshot folds first
         self._shown: tuple[list[int], float] = ([0] * (len(BUCKETS_S) + 1), 0.0)
 
     def fold(self) -> None:
@@ -105,7 +114,12 @@ class _Histogram:
                 return
             chunk = pending[:n]
             del pending[:n]
-            self.total += _count_into(self.counts, chunk)
+            self.add(np.fromiter(chunk, np.float64, n))
+
+    def add(self, values: np.ndarray) -> None:
+        """Count an array of values into the buckets and the sum (the caller holds the lock)."""
+        if len(values):
+            self.total += _count_into(self.counts, values)
 
     def snapshot(
         self, due: Callable[[], list[float]] | None = None
@@ -123,12 +137,12 @@ class _Histogram:
         shown are at least the last ones shown.
         """
         with self._lock:
-            self.fold()  # the lock is reentrant: this fold and the read are one step
+            self._fold()  # the lock is reentrant: this fold and the read are one step
             counts = list(self.counts)
             total = self.total
             also = [] if due is None else due()
             if also:
-                total += _count_into(counts, also)
+                total += _count_into(counts, np.fromiter(also, np.float64, len(also)))
             running = 0
             cumulative = []
             for count in counts:
@@ -142,38 +156,57 @@ class _Histogram:
         return list(zip(bounds, cumulative, strict=True)), total
 
 
-def _count_into(counts: list[int], values: list[float]) -> float:
-    """Add ``values`` to the per-bucket ``counts`` (not cumulative); return their sum.
+def _count_into(counts: list[int], array: np.ndarray) -> float:
+    """Add the values of ``array`` to the per-bucket ``counts`` (not cumulative); return their sum.
 
-    numpy buckets them in C: one pass over the values, not one Python step each.
+    numpy buckets them in C: the values sorted (vectorised), then one bisection per bound
+    for how many are at or below it (v == bound: that bound's bucket, Prometheus's
+    ``le``), cheaper than a bisection per value. NaN sorts last: the +Inf bucket.
     """
-    array = np.fromiter(values, np.float64, len(values))
-    index = np.searchsorted(_BOUNDS, array, side="left")  # v == bound: that bound's bucket
-    for bucket, count in enumerate(np.bincount(index, minlength=len(counts)).tolist()):
-        counts[bucket] += count
+    at_or_below = np.searchsorted(np.sort(array), _BOUNDS, side="right").tolist()
+    previous = 0
+    for bucket, below in enumerate(at_or_below):
+        counts[bucket] += below - previous
+        previous = below
+    counts[-1] += len(array) - previous
     return float(array.sum())
 
 
-class _Recorder:
-    """What ``statistics()`` does not hold, for one pipeline (or stage), and its listener.
+def _rows(values: list[Any]) -> np.ndarray:
+    """The engine's flat buffer of completed attempts as an (n, WIDTH) array of float64.
 
-    The engine calls the listener on the event loop's thread once an attempt ends (and
-    for an item left unfinished), so it does as little as it can, in local variables: a
-    histogram observation is one list append (bucketed later, see :class:`_Histogram`).
-    An attempt's duration runs from the item's ``started_s``; an item's wait, from its
-    admission to its ``first_start_s``, is observed when its first attempt ends (a scrape
-    meanwhile counts the waits of first attempts still running, from the pipeline). Nothing
-    is kept per item. The scrape reads the counts from the server's thread.
+    ``struct`` converts the Python floats (and the attempt counts) at about half the cost
+    of ``np.array`` or ``np.fromiter`` a value (``bench/RESULTS.md``); ``values`` holds
+    whole rows only.
+    """
+    return np.frombuffer(struct.pack(f"{len(values)}d", *values)).reshape(-1, _WIDTH)
+
+
+class _Recorder:
+    """What ``statistics()`` does not hold, for one pipeline (or stage), and its listeners.
+
+    A completed attempt costs no Python call at all: the engine adds its admission,
+    start and end times and the item's attempt count to ``ends`` (the list of an
+    :class:`~pipeline.listeners.AttemptEnds` buffer) and :meth:`fold` turns the rows into
+    the three histograms in numpy, at a scrape or when ``FOLD_AT`` rows wait: an
+    attempt's duration runs from its start, the latency from the admission, and an
+    item's wait, from its admission to its first start, is observed when its first
+    attempt ends (then its start is the first start; a scrape meanwhile counts the waits
+    of first attempts still running, from the pipeline). Failed attempts and unfinished
+    items, rare, are heard by plain functions that append to the histograms' ``pending``.
+    Nothing is kept per item. The scrape reads the counts from the server's thread.
     """
 
-    __slots__ = ("attempt", "failures", "latency", "wait")
+    __slots__ = ("_lock", "attempt", "ends", "failures", "latency", "wait")
 
     def __init__(self) -> None:
         lock = threading.RLock()
+        self._lock = lock
         self.failures = [0, 0, 0]  # failed attempts, timed-out attempts, unfinished items
-        self.wait = _Histogram(lock)
-        self.attempt = _Histogram(lock)
-        self.latency = _Histogram(lock)
+        self.ends: list[Any] = []  # the engine's buffer: WIDTH values a completed attempt
+        self.wait = _Histogram(lock, self.fold)
+        self.attempt = _Histogram(lock, self.fold)
+        self.latency = _Histogram(lock, self.fold)
 
     @property
     def failed(self) -> int:
@@ -188,46 +221,40 @@ class _Recorder:
         return self.failures[2]
 
     def fold(self) -> None:
-        """Bucket every pending observation."""
-        self.wait.fold()
-        self.attempt.fold()
-        self.latency.fold()
+        """Bucket every completed attempt in ``ends`` and every pending observation.
+
+        From either thread: the engine adds a row whole; only whole rows are taken, should
+        a part of one ever be there (it stays, at the front).
+        """
+        with self._lock:
+            ends = self.ends
+            n = len(ends)
+            n -= n % _WIDTH
+            if n:
+                chunk = ends[:n]
+                del ends[:n]
+                rows = _rows(chunk)
+                admitted, started, ended, attempts = rows.T
+                first = attempts == 1
+                self.wait.add(started[first] - admitted[first])
+                self.attempt.add(ended - started)
+                self.latency.add(ended - admitted)
+            self.wait.fold()
+            self.attempt.fold()
+            self.latency.fold()
 
     def listener(self) -> dict[EventKind, Any]:
-        """What to attach: a plain function per event kind it needs, over this recorder's lists.
+        """What to attach: the buffer for completed attempts, a plain function for the rest.
 
         The engine calls none of them for the other kinds (admissions, starts, producer
-        waits, re-admissions), and none tests the kind it is called for. One call an
-        attempt: what a start would tell, the item holds (``first_start_s``, ``started_s``).
+        waits, re-admissions), and none tests the kind it is called for. What a start
+        would tell, the item holds (``first_start_s``, ``started_s``).
         """
         wait = self.wait.pending.append
         attempts = self.attempt.pending
         attempt = attempts.append
-        latency = self.latency.pending.append
         failures = self.failures
         fold = self.fold
-
-        # The defaults are locals: faster to read than globals or closure cells.
-        def completed(
-            kind: EventKind,
-            now_s: float,
-            item: Any,
-            _wait: Any = wait,
-            _attempt: Any = attempt,
-            _latency: Any = latency,
-            _attempts: list = attempts,
-            _len: Any = len,
-            _fold_at: int = FOLD_AT,
-        ) -> None:
-            admitted_s = item.admitted_s
-            if item.attempts == 1:
-                _wait(item.first_start_s - admitted_s)
-            _attempt(now_s - item.started_s)
-            _latency(now_s - admitted_s)
-            # Every item ends here or in failed(), having made at most one wait and its
-            # attempts' durations: checking here and there bounds all three lists.
-            if _len(_attempts) >= _fold_at:
-                fold()
 
         def failed(kind: EventKind, now_s: float, item: Any) -> None:
             if item.attempts > 0:  # an attempt ended (not an item refused before one)
@@ -245,7 +272,7 @@ class _Recorder:
                 wait(item.first_start_s - item.admitted_s)  # its first attempt was cut
 
         return {
-            _COMPLETED: completed,
+            _COMPLETED: AttemptEnds(self.ends, FOLD_AT, fold),
             _RETRY: failed,
             _DEAD: failed,
             _UNFINISHED: unfinished,
