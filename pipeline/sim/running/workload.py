@@ -8,9 +8,12 @@ retry service times come from their own stream, in the order attempts start.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -21,25 +24,22 @@ from ..workloads.scenario import Scenario, Streams
 from ..workloads.stages import StageSpec
 from ..workloads.traces.service import ServiceTrace
 
-__all__ = ["StageWorkload", "Workload", "source_arrivals"]
+__all__ = ["StageWorkload", "Workload", "shared_draws", "source_arrivals"]
 
 _RETRY_BLOCK = 4096  # retry service times drawn at a time
 RECENT_DRAWS_BYTES = 64 << 20
-"""The most the recent arrival and first-service draws kept for reuse hold, bytes."""
+"""The most the draws :func:`shared_draws` keeps for reuse hold, bytes."""
 
 
 class _RecentDraws:
     """The arrival times and first service times of the last few replications drawn.
 
-    A plan or a sweep runs many configurations of one workload on the same
-    streams (common random numbers): every configuration's replication *r*
-    draws the very same two arrays from the streams of ``(seed, r)``, at
-    about 5 ms for 100,000 items. They are kept here, read-only, by the
-    identity of the scenario's arrival process and service (both are held, so
-    an identity is never reused while its entry lives) and the numbers that
-    decide the draws; a workload gets its own copies. At most
-    :data:`RECENT_DRAWS_BYTES` are held, the oldest going first; a replication
-    larger than a quarter of that is not kept. Safe to use from several threads.
+    Kept read-only, by the identity of the scenario's arrival process and
+    service (both are held, so an identity is never reused while its entry
+    lives) and the numbers that decide the draws; a workload gets its own
+    copies. At most ``most_bytes`` are held, the oldest going first; a
+    replication larger than a quarter of that is not kept. Safe to use from
+    several threads.
     """
 
     def __init__(self, most_bytes: int) -> None:
@@ -99,7 +99,30 @@ class _RecentDraws:
             self._held = 0
 
 
-_recent = _RecentDraws(RECENT_DRAWS_BYTES)
+_shared: ContextVar[_RecentDraws | None] = ContextVar("pipeline_shared_draws", default=None)
+
+
+@contextlib.contextmanager
+def shared_draws(most_bytes: int | None = None) -> Iterator[None]:
+    """Within the block, workloads of one arrival process and service share their draws.
+
+    A plan runs many configurations of one workload on the same streams
+    (common random numbers): every configuration's replication *r* draws the
+    very same arrival times and first service times from the streams of
+    ``(seed, r)``, about 5 ms for 100,000 items. Inside this block (in this
+    thread or task) the last few are kept and reused, at most ``most_bytes``
+    (default :data:`RECENT_DRAWS_BYTES`); they are dropped when it ends. Only
+    for a block in which nothing changes what an arrival process or a service
+    draws: a rate function that reads a variable the caller changes between
+    runs would get the draws of before, which is why nothing is shared
+    outside such a block.
+    """
+    most = RECENT_DRAWS_BYTES if most_bytes is None else most_bytes
+    token = _shared.set(_RecentDraws(most))
+    try:
+        yield
+    finally:
+        _shared.reset(token)
 
 
 def source_arrivals(scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
@@ -139,8 +162,11 @@ class Workload:
         streams = Streams.from_seed(scenario.seed, replication)
         service = scenario.service
         drawn = None
-        if service is not None and not isinstance(service, ServiceTrace):
-            drawn = _recent.get(scenario, replication)
+        recent = _shared.get()
+        if recent is not None and service is not None and not isinstance(service, ServiceTrace):
+            drawn = recent.get(scenario, replication)
+        else:
+            recent = None
         if drawn is not None:
             arrivals, first_attempt = drawn
             n = len(arrivals)
@@ -157,7 +183,8 @@ class Workload:
                 first_attempt = None
             else:
                 first_attempt = service.sample(streams.service, n)
-                _recent.put(scenario, replication, arrivals, first_attempt)
+                if recent is not None:
+                    recent.put(scenario, replication, arrivals, first_attempt)
         classes = draw_classes(scenario, replication, n)
         if classes is not None:
             first_attempt = classes.first_attempt_s(first_attempt)

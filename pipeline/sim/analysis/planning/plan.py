@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ...executors.pool import check_picklable
 from ...running.drain_warning import warn_drain_timeouts
 from ...running.kernel.run import check_engine
+from ...running.workload import shared_draws
 from ...workloads.scenario import Scenario
 from ..diagnostics.stability import unstable_note
 from .candidate import Candidate, look_confidence, replication_schedule
@@ -344,6 +345,8 @@ def plan(
         contextlib.ExitStack() as stack,
         tqdm(total=0, desc="plan", unit="run", disable=not progress) as bar,
     ):
+        # Every candidate's replication r draws the same arrivals and service times: share them.
+        stack.enter_context(shared_draws())
         runner = Runner(executor, workers, stack, asked=processes is not None)
         rounds = Rounds(runner, bar, engine, metrics, extra, parsed, per_look)
         choice: Candidate | None = None
