@@ -93,11 +93,6 @@ class _RecentDraws:
                 _, dropped = self._entries.popitem(last=False)
                 self._held -= dropped[2].nbytes + dropped[3].nbytes
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._held = 0
-
 
 _shared: ContextVar[_RecentDraws | None] = ContextVar("pipeline_shared_draws", default=None)
 
