@@ -158,9 +158,10 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
         mask = kinds == kind
         out = nan.copy()
         if first:
-            # Events are in time order, so the first occurrence is the earliest.
-            unique, index = np.unique(ids[mask], return_index=True)
-            out[unique] = times[mask][index]
+            # The earliest of each item's events (ufunc.at: no sort, unlike np.unique).
+            out = np.full(n, np.inf)
+            np.minimum.at(out, ids[mask], times[mask])
+            out[out == np.inf] = np.nan
         else:
             out[ids[mask]] = times[mask]
         return out

@@ -201,12 +201,7 @@ class Workload:
 
         Not for a :class:`ServiceTrace` (see :attr:`traced`).
         """
-        pool = self._pool
-        while len(pool) < count:  # a fresh block goes under what is left, as pop() takes it
-            pool[:0] = self._service.sample(self.streams.retry_service, _RETRY_BLOCK).tolist()[::-1]
-        taken = pool[len(pool) - count :]
-        del pool[len(pool) - count :]
-        return np.array(taken[::-1], dtype=np.float64)
+        return _take(self._pool, count, self._service, self.streams.retry_service)
 
     def retry_time(self, item_id: int) -> float:
         """Service time of a retry of ``item_id`` (the next draw of the retry stream).
@@ -262,3 +257,19 @@ class StageWorkload:
         if not self._pool:
             self._pool.extend(service.sample(self._retry_rng, _RETRY_BLOCK).tolist()[::-1])
         return self._pool.pop()
+
+    def retry_times(self, count: int) -> np.ndarray:
+        """The next ``count`` retry service times, those ``count`` calls of :meth:`retry_time` give.
+
+        Not for a :class:`ServiceTrace` (a retry repeats the item's own time).
+        """
+        return _take(self._pool, count, self.spec.service, self._retry_rng)
+
+
+def _take(pool: list[float], count: int, service: Any, rng: np.random.Generator) -> np.ndarray:
+    """The next ``count`` values of a retry ``pool`` (``pop()`` order), refilled by ``service``."""
+    while len(pool) < count:  # a fresh block goes under what is left, as pop() takes it
+        pool[:0] = service.sample(rng, _RETRY_BLOCK).tolist()[::-1]
+    taken = pool[len(pool) - count :]
+    del pool[len(pool) - count :]
+    return np.array(taken[::-1], dtype=np.float64)

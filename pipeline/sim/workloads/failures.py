@@ -198,6 +198,14 @@ class _BoundIndependent(AttemptFailures):
         """The uniforms of the next ``count`` checks (an attempt fails when one is < ``p``)."""
         return self._u.take(count)
 
+    def failing(self, count: int) -> np.ndarray:
+        """Whether each of the next ``count`` checks fails its attempt (bool), drawn at once.
+
+        The same outcomes, and the same stream left behind, as ``count`` calls of
+        :meth:`check`, without building their failures (the kernel's chain path).
+        """
+        return self._u.take(count) < self._p
+
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         if self._u.next() < self._p:
             return self.failure(item_id, attempt)

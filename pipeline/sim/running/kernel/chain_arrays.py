@@ -883,12 +883,10 @@ def play_chain(
             s, pool = divmod(code - _REFILL, 3)
             spec = stages[s]
             if pool == _P_RETRY:
-                draw = spec.retry_time
-                rpool[s] = [draw(0) for _ in range(block)]
+                rpool[s] = _workload(spec).retry_times(block)
                 si[s, _PIDX] = 0
             elif pool == _P_FAILS:
-                check = spec.failures.check
-                upool[s] = [check(0, 1, 1) is not None for _ in range(block)]
+                upool[s] = spec.failures.failing(block)  # independent failures only
                 si[s, _UIDX] = 0
             else:
                 draw = spec.rng.random

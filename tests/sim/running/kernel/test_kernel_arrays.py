@@ -31,13 +31,14 @@ from pipeline.sim import (
     Poisson,
     Scenario,
     ScriptedFailures,
+    StageSpec,
     Trace,
 )
 from pipeline.sim.running.kernel import arrays
 from pipeline.sim.running.kernel import run as kernel_run
 from pipeline.sim.running.recorder import Recorder, StepSeries, item_columns, step_series
 from pipeline.sim.running.single import simulate_once
-from pipeline.sim.running.workload import Workload
+from pipeline.sim.running.workload import StageWorkload, Workload
 from pipeline.sim.workloads.traces.service import ServiceTrace
 
 from .test_kernel_equality import (
@@ -288,6 +289,25 @@ def test_bulk_failure_draws_equal_the_checks_one_at_a_time():
 def test_bulk_retry_times_equal_the_draws_one_at_a_time():
     scenario = Scenario(arrivals=Poisson(rate=1.0), service=LogNormal(mean=1.0, cv=1.0), n_items=10)
     one, bulk = Workload(scenario, 2), Workload(scenario, 2)
+    singles = [one.retry_time(0) for _ in range(9000)]
+    taken = np.concatenate([bulk.retry_times(k) for k in (3, 0, 4093, 4100, 804)])
+    np.testing.assert_array_equal(taken, singles)
+    assert one.retry_time(0) == bulk.retry_time(0)
+
+
+def test_bulk_failure_outcomes_equal_the_checks_one_at_a_time():
+    model = IndependentFailures(0.3)
+    one, bulk = (model.bind(np.random.default_rng(5), 10) for _ in range(2))
+    singles = [one.check(0, 1, 1) is not None for _ in range(9_000)]
+    taken = np.concatenate([bulk.failing(k) for k in (0, 4096, 1, 4096, 807)])
+    assert taken.dtype == np.bool_
+    np.testing.assert_array_equal(taken, singles)
+    assert (one.check(0, 1, 1) is None) == (not bulk.failing(1)[0])  # the streams go on alike
+
+
+def test_a_stages_bulk_retry_times_equal_the_draws_one_at_a_time():
+    spec = StageSpec(name="s", service=LogNormal(mean=1.0, cv=1.0))
+    one, bulk = (StageWorkload(spec, 10, seed=3, replication=1, number=0) for _ in range(2))
     singles = [one.retry_time(0) for _ in range(9000)]
     taken = np.concatenate([bulk.retry_times(k) for k in (3, 0, 4093, 4100, 804)])
     np.testing.assert_array_equal(taken, singles)
