@@ -156,13 +156,13 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
 
     def time_of(kind: EventKind, first: bool = False) -> np.ndarray:
         mask = kinds == kind
-        out = nan.copy()
         if first:
             # The earliest of each item's events (ufunc.at: no sort, unlike np.unique).
             out = np.full(n, np.inf)
             np.minimum.at(out, ids[mask], times[mask])
             out[out == np.inf] = np.nan
         else:
+            out = nan.copy()
             out[ids[mask]] = times[mask]
         return out
 
