@@ -23,10 +23,13 @@ $(STAMP): pyproject.toml
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/00-start-here.ipynb $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
+# The suite, then the kernel's tests and the pinned command lines once more as on an
+# install without the [fast] extra (numba cannot be imported: the plain-Python paths alone).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.services_setup
 	$(BIN)/pytest
+	PIPELINE_TEST_WITHOUT_NUMBA=1 $(BIN)/pytest -q tests/sim/running/kernel tests/cli/test_cli_golden.py
 
 # The documentation site, built offline into docs/_build/html (open index.html there):
 # the guide, the notebooks executed with their figures, the API reference. Warnings are errors.

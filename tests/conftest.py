@@ -12,6 +12,8 @@ Fixtures that only one part of the package needs live in that part's folder
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,12 @@ from typing import Any
 import pytest
 
 from pipeline import Backoff, PipelineConfig
+
+# ``make test`` runs the kernel's tests a second time as on an install without the
+# ``[fast]`` extra: with PIPELINE_TEST_WITHOUT_NUMBA=1 importing numba fails, as it would
+# there, and every path falls back to plain Python (tests of the compiled paths skip).
+if os.environ.get("PIPELINE_TEST_WITHOUT_NUMBA") == "1":
+    sys.modules["numba"] = None
 
 # The defaults of ``config()``: two workers, room for four waiting items, three
 # attempts and no backoff, so a retry costs no virtual time unless a test asks.

@@ -13,6 +13,7 @@ import asyncio
 import email.parser
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -296,6 +297,25 @@ def _extras_of(extras: dict[str, list[str]], extra: str) -> set[str]:
 def test_the_makefile_installs_every_extra():
     makefile = (ROOT / "Makefile").read_text()
     assert "pip install --quiet -e '.[lab,test]'" in makefile
+
+
+def test_make_test_runs_the_kernels_tests_without_numba_too():
+    recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", (ROOT / "Makefile").read_text(), re.M)
+    assert recipe is not None
+    steps = recipe.group(1).splitlines()
+    assert steps[-2].strip() == "$(BIN)/pytest"  # the whole suite, with numba
+    without = steps[-1].split()
+    assert without[:2] == ["PIPELINE_TEST_WITHOUT_NUMBA=1", "$(BIN)/pytest"]
+    assert "tests/sim/running/kernel" in without
+
+
+def test_without_numba_the_suite_cannot_import_it():
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys, tests.conftest\n"
+         "try:\n    import numba\nexcept ImportError:\n    sys.exit(0)\nsys.exit(1)"],
+        cwd=ROOT, env=dict(os.environ, PIPELINE_TEST_WITHOUT_NUMBA="1"), timeout=120,
+    )  # fmt: skip
+    assert child.returncode == 0
 
 
 @pytest.mark.parametrize(
