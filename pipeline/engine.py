@@ -554,11 +554,7 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
                 running = list(self._running)
             except RuntimeError:  # changed size while read; read again
                 continue
-            return [
-                item
-                for item in running
-                if item.attempts == 1 and not item.errors and item.first_start_s is not None
-            ]
+            return [item for item in running if item.in_first_attempt]
         return []
 
     def _oldest_admitted_s(self) -> float | None:

@@ -62,3 +62,12 @@ class WorkItem:
 
     def __repr__(self) -> str:
         return f"<WorkItem seq={self.seq} attempts={self.attempts} payload={self.payload!r}>"
+
+    @property
+    def in_first_attempt(self) -> bool:
+        """Whether its first attempt has started and not failed (running, or cut short).
+
+        Its wait (admission to first start) is then known but not yet observed by an
+        exporter, which observes it when that attempt ends (:mod:`pipeline.metrics`).
+        """
+        return self.attempts == 1 and not self.errors and self.first_start_s is not None

@@ -268,7 +268,7 @@ class _Recorder:
 
         def unfinished(kind: EventKind, now_s: float, item: Any) -> None:
             failures[2] += 1
-            if item.attempts == 1 and not item.errors and item.first_start_s is not None:
+            if item.in_first_attempt:
                 wait(item.first_start_s - item.admitted_s)  # its first attempt was cut
 
         return {
