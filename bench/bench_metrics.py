@@ -9,6 +9,12 @@ each on a fresh loop after one warm-up of each:
   attached), nobody scraping;
 - **scraped**: served and scraped over HTTP on 127.0.0.1 every 100 ms by a
   thread of this process, as Prometheus would (the scrape's CPU counts too);
+- **listener**, **buffer**, **recorder** (not run unless named in ``--variants``): the
+  served cost cut at its causes, through the engine's internal hook for exporters
+  (``Pipeline._attach``): a listener for a kind that never happens (what attaching
+  anything costs), the engine's buffer of completed attempts alone with a fold that only
+  empties it (``listeners.AttemptEnds``: the engine's branch), and the exporter's recorder
+  with its numpy fold but no HTTP server;
 - **traced**: instrumented by ``pipeline.tracing.instrument`` with the real
   OpenTelemetry SDK (a ``TracerProvider`` with no span processor, so spans are
   made and ended but sent nowhere, and a ``MeterProvider`` whose reader is
@@ -24,8 +30,8 @@ medians over rounds; ratios are medians of the per-round ratios against plain,
 with their lowest and highest round.
 
 Usage: ``python bench/bench_metrics.py [--items 100000] [--repeats 5]
-[--handler noop|work|both] [--variants plain,served,scraped,traced]``. Prints a
-markdown table for bench/RESULTS.md. ``--child VARIANT`` runs one variant once
+[--handler noop|work|both] [--variants plain,served,scraped,traced]`` (any of the
+seven variants; these four by default). Prints a markdown table for bench/RESULTS.md. ``--child VARIANT`` runs one variant once
 and prints nothing (for ``valgrind --tool=callgrind``: see bench/RESULTS.md).
 """
 
@@ -46,6 +52,8 @@ import urllib.request
 import pipeline.metrics
 import pipeline.tracing
 from pipeline import Pipeline, PipelineConfig
+from pipeline.events import EventKind
+from pipeline.listeners import AttemptEnds
 
 CONFIG = PipelineConfig(concurrency=4, queue_maxsize=100)
 RECORD = {f"field_{i}": i * 1.5 for i in range(20)}
@@ -63,7 +71,8 @@ async def work(item: int) -> str:
 
 
 HANDLERS = {"noop": noop, "work": work}
-VARIANTS = ("plain", "served", "scraped", "traced")
+VARIANTS = ("plain", "served", "scraped", "traced", "listener", "buffer", "recorder")
+DEFAULT_VARIANTS = ("plain", "served", "scraped", "traced")
 
 
 SCRAPES: list[int] = []  # scrapes made by each scraped run, in order
@@ -93,6 +102,13 @@ def one(variant: str, items: int, handler: str = "noop") -> float:
     """CPU seconds of one run of ``variant``."""
     pipe = Pipeline(HANDLERS[handler], CONFIG, name="bench")
     server = pipeline.metrics.serve(pipe) if variant in ("served", "scraped") else None
+    if variant == "listener":
+        pipe._attach({EventKind.DRAIN_TIMEOUT: lambda kind, now_s, item: None})
+    elif variant == "buffer":
+        rows: list = []
+        pipe._attach({EventKind.COMPLETED: AttemptEnds(rows, pipeline.metrics.FOLD_AT, rows.clear)})
+    elif variant == "recorder":
+        pipe._attach(pipeline.metrics._Recorder().listener())
     providers = otel_providers() if variant == "traced" else None
     handle = pipeline.tracing.instrument(pipe, **providers) if providers else None
     stop = threading.Event()
@@ -123,7 +139,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--handler", choices=[*HANDLERS, "both"], default="both")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     parser.add_argument("--child", choices=VARIANTS)
     args = parser.parse_args()
     if args.child:
