@@ -31,8 +31,9 @@ with their lowest and highest round.
 
 Usage: ``python bench/bench_metrics.py [--items 100000] [--repeats 5]
 [--handler noop|work|both] [--variants plain,served,scraped,traced]`` (any of the
-seven variants; these four by default). Prints a markdown table for bench/RESULTS.md. ``--child VARIANT`` runs one variant once
-and prints nothing (for ``valgrind --tool=callgrind``: see bench/RESULTS.md).
+seven variants; these four by default). Prints a markdown table for bench/RESULTS.md.
+``--child VARIANT`` runs one variant once and prints nothing (for ``valgrind
+--tool=callgrind``: see bench/RESULTS.md).
 """
 
 from __future__ import annotations
