@@ -120,7 +120,8 @@ def _page_faults(env_extra: dict[str, str]) -> tuple[int, str]:
     """A plan's minor page faults as a command (``python -m pipeline``), and its answer."""
     import resource
 
-    env = dict(os.environ, **env_extra)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}  # ours alone
+    env.update(env_extra)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", *PLAN],
