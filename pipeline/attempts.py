@@ -254,6 +254,7 @@ class Attempts(PipelineFields):
             if asked is not None and asked > delay:
                 delay = asked  # the downstream said when (Retry-After): no sooner
             del self._running[item]
+            self._count_failure(record)
             item.errors.append(record)
             self._retried += 1
             if item.deadline_s is not None and now + delay >= item.deadline_s:
@@ -278,6 +279,7 @@ class Attempts(PipelineFields):
                 )
             return None
         del self._running[item]
+        self._count_failure(record)
         item.errors.append(record)
         self._thread_calls.pop(item, None)
         letter = DeadLetter(
@@ -304,6 +306,13 @@ class Attempts(PipelineFields):
                 error=f"{record.type}: {record.message}",
             )
         return letter
+
+    def _count_failure(self, record: AttemptError) -> None:
+        """Count a failed attempt as timed out (a ``TimeoutError``) or failed."""
+        if record.type == "TimeoutError":
+            self._attempts_timed_out += 1
+        else:
+            self._attempts_failed += 1
 
     def _readmit(self, item: WorkItem) -> None:
         del self._retry_timers[item]

@@ -181,6 +181,9 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
         self._completed = 0
         self._retried = 0
         self._attempts = 0
+        self._attempts_failed = 0
+        self._attempts_timed_out = 0
+        self._unfinished = 0
         self._busy = 0
         self._dead_letters = []
         self._shed = ShedLog(config.keep_shed)
@@ -399,6 +402,7 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
             if item in self._thread_calls and self._thread_calls[item].abandon()
         ]
         self._thread_calls.clear()
+        self._unfinished = len(left)
         for item in left:
             self._emit(EventKind.UNFINISHED, item)
         if self._stream is not None:
@@ -540,6 +544,9 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
             producer_blocked_s=blocked,
             listener_errors=self._listener_errors,
             expired=len(self._expired),
+            unfinished=self._unfinished,
+            attempts_failed=self._attempts_failed,
+            attempts_timed_out=self._attempts_timed_out,
         )
 
     def _first_attempts_running(self) -> list[WorkItem]:

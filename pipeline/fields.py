@@ -163,6 +163,12 @@ class PipelineFields:
     """Retries scheduled."""
     _attempts: int
     """Attempts started."""
+    _attempts_failed: int
+    """Attempts that ended in a failure other than a timeout (retried or dead-lettered)."""
+    _attempts_timed_out: int
+    """Attempts that ended in a ``TimeoutError`` (the attempt timeout, or the handler's own)."""
+    _unfinished: int
+    """Items the close handed back unfinished (0 until it has)."""
     _busy: int
     """Workers inside an attempt now."""
     _dead_letters: list[DeadLetter]

@@ -17,13 +17,12 @@ its pipeline's own ``statistics()`` does.
 
 Where the numbers come from, and what they cost:
 
-- the counters of items, retries and blocked seconds and the gauges are read
-  from the engine (``statistics()``, and the oldest item's admission time)
-  when Prometheus scrapes, so they are the engine's own counts (they equal
-  the run report) and cost nothing between scrapes;
-- the histograms, the split of failed attempts into ``failed`` and
-  ``timeout`` (the attempt timeout, or a handler's own ``TimeoutError``) and
-  ``unfinished`` come from what is attached beside ``on_event``: for a
+- every counter (items by outcome, attempts by result, retries, blocked
+  seconds) and the gauges are read from the engine (``statistics()``, and the
+  oldest item's admission time) when Prometheus scrapes, so they are the
+  engine's own counts: they equal the run report whenever the server was
+  attached, before, during or after the run, and cost nothing between scrapes;
+- the histograms come from what is attached beside ``on_event``: for a
   completed attempt, four values the engine appends to a bounded buffer
   without calling any Python function, bucketed in numpy at a scrape or every
   ``FOLD_AT`` attempts; for a failed one, a plain listener (the figures are in
@@ -194,31 +193,18 @@ class _Recorder:
     attempt ends (then its start is the first start; a scrape meanwhile counts the waits
     of first attempts still running, from the pipeline). Failed attempts and unfinished
     items, rare, are heard by plain functions that append to the histograms' ``pending``.
-    Nothing is kept per item. The scrape reads the counts from the server's thread.
+    Nothing is kept per item, and nothing is counted here: the counters are the engine's.
     """
 
-    __slots__ = ("_lock", "attempt", "ends", "failures", "latency", "wait")
+    __slots__ = ("_lock", "attempt", "ends", "latency", "wait")
 
     def __init__(self) -> None:
         lock = threading.RLock()
         self._lock = lock
-        self.failures = [0, 0, 0]  # failed attempts, timed-out attempts, unfinished items
         self.ends: list[Any] = []  # the engine's buffer: WIDTH values a completed attempt
         self.wait = _Histogram(lock, self.fold)
         self.attempt = _Histogram(lock, self.fold)
         self.latency = _Histogram(lock, self.fold)
-
-    @property
-    def failed(self) -> int:
-        return self.failures[0]
-
-    @property
-    def timeout(self) -> int:
-        return self.failures[1]
-
-    @property
-    def unfinished(self) -> int:
-        return self.failures[2]
 
     def fold(self) -> None:
         """Bucket every completed attempt in ``ends`` and every pending observation.
@@ -253,7 +239,6 @@ class _Recorder:
         wait = self.wait.pending.append
         attempts = self.attempt.pending
         attempt = attempts.append
-        failures = self.failures
         fold = self.fold
 
         def failed(kind: EventKind, now_s: float, item: Any) -> None:
@@ -261,13 +246,10 @@ class _Recorder:
                 if item.attempts == 1:
                     wait(item.first_start_s - item.admitted_s)
                 attempt(now_s - item.started_s)
-                timed_out = item.errors and item.errors[-1].type == "TimeoutError"
-                failures[1 if timed_out else 0] += 1
             if len(attempts) >= FOLD_AT:
                 fold()
 
         def unfinished(kind: EventKind, now_s: float, item: Any) -> None:
-            failures[2] += 1
             if item.in_first_attempt:
                 wait(item.first_start_s - item.admitted_s)  # its first attempt was cut
 
@@ -298,7 +280,6 @@ class _Source:
     def samples(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         """Every family's samples for this source, by family name (counters with _total)."""
         pipe = self._get()
-        rec = self.recorder
         labels = self.labels
         out: dict[str, list[tuple[dict[str, str], float]]] = {}
         if pipe is None:
@@ -319,10 +300,14 @@ class _Source:
             "completed": get("completed"),
             "dead_lettered": get("dead_lettered"),
             "shed": get("shed"),
-            "unfinished": rec.unfinished,
+            "unfinished": get("unfinished"),
             "expired": get("expired"),
         }
-        result = {"ok": get("completed"), "failed": rec.failed, "timeout": rec.timeout}
+        result = {
+            "ok": get("completed"),
+            "failed": get("attempts_failed"),
+            "timeout": get("attempts_timed_out"),
+        }
         oldest = None if pipe is None else pipe._oldest_admitted_s()
         out["pipeline_items_offered_total"] = [(labels, get("offered"))]
         out["pipeline_items_total"] = [({**labels, "outcome": k}, outcome[k]) for k in OUTCOMES]

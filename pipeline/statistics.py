@@ -32,6 +32,15 @@ class Statistics:
             them all and carries on.
         expired: items whose deadline came before their next attempt could
             start (``PipelineConfig.max_wait_s``); they left the queue then.
+        unfinished: items the close handed back unfinished (0 until the pipeline
+            has closed; then ``len(report.unfinished)``).
+        attempts_failed: attempts that ended in a failure other than a timeout
+            (retried or dead-lettered).
+        attempts_timed_out: attempts that ended in a ``TimeoutError`` (the
+            attempt timeout, or one the handler raised). An attempt the close
+            cancelled ends in neither: ``attempts`` = ``completed`` +
+            ``attempts_failed`` + ``attempts_timed_out`` + the attempts running
+            when it closed.
     """
 
     state: str
@@ -52,3 +61,6 @@ class Statistics:
     producer_blocked_s: float
     listener_errors: int = 0
     expired: int = 0
+    unfinished: int = 0
+    attempts_failed: int = 0
+    attempts_timed_out: int = 0

@@ -80,8 +80,12 @@ def faulty(rng: random.Random, fail: float, slow: float):
     return handle
 
 
-def expect_pipeline(samples, report, **labels: str) -> None:
-    """The scraped counters are the report's."""
+def expect_counters(samples, report, cut: int = 0, **labels: str) -> None:
+    """The scraped counters (items by outcome, attempts by result) are the report's.
+
+    ``cut``: attempts the close cancelled (running when the drain timed out), which ended
+    in no result.
+    """
     stats = report.statistics
     assert value(samples, "pipeline_items_offered_total", **labels) == report.offered
     items = {
@@ -96,16 +100,21 @@ def expect_pipeline(samples, report, **labels: str) -> None:
     attempts = [
         value(samples, "pipeline_attempts_total", result=r, **labels) for r in sorted(RESULTS)
     ]
-    assert sum(attempts) == report.attempts
+    assert sum(attempts) == report.attempts - cut
     assert value(samples, "pipeline_attempts_total", result="ok", **labels) == report.completed
     assert value(samples, "pipeline_retries_total", **labels) == stats.retried
+    blocked = value(samples, "pipeline_producer_blocked_seconds_total", **labels)
+    assert blocked == pytest.approx(stats.producer_blocked_s, abs=1e-9)
+
+
+def expect_pipeline(samples, report, **labels: str) -> None:
+    """The scraped counters are the report's, and the histograms saw every attempt."""
+    expect_counters(samples, report, **labels)
     assert value(samples, "pipeline_latency_seconds_count", **labels) == report.completed
     assert value(samples, "pipeline_attempt_duration_seconds_count", **labels) == report.attempts
     assert value(samples, "pipeline_queue_depth", **labels) == 0
     assert value(samples, "pipeline_workers_busy", **labels) == 0
     assert value(samples, "pipeline_oldest_item_age_seconds", **labels) == 0
-    blocked = value(samples, "pipeline_producer_blocked_seconds_total", **labels)
-    assert blocked == pytest.approx(stats.producer_blocked_s, abs=1e-9)
 
 
 def test_names_types_and_label_sets_are_the_contract():
@@ -227,6 +236,64 @@ def test_a_chain_labels_each_stage_and_each_stage_equals_its_report():
     for name, stage_report in report.stages.items():
         expect_pipeline(samples, stage_report, pipeline="ingest", stage=name)
     assert value(samples, "pipeline_items_offered_total", pipeline="ingest", stage="check") == 60
+
+
+async def run_served(target, n: int, attach: str):
+    """Run ``target`` on ``range(n)``, served from ``attach`` ("before" or "after") the run."""
+    server = pipeline.metrics.serve(target) if attach == "before" else None
+    report = await target.run(range(n))
+    server = server or pipeline.metrics.serve(target)
+    with server:
+        return report, await asyncio.to_thread(scrape, server.url)
+
+
+@pytest.mark.parametrize("attach", ["before", "after"])
+def test_every_outcome_counter_equals_the_report_after_a_drain_timeout(attach):
+    # Items 0-1 fail once (0 by a timeout of its own) and complete; 2 is dead-lettered;
+    # 3-7 complete (each long enough for the 1 ms retries to come back first); the two
+    # workers then hold 8 and 9 past the drain timeout, and 10-13 are still queued: 6
+    # unfinished, whether the server was attached before the run or only after it.
+    seen: dict[int, int] = {}
+
+    async def handle(x: int) -> int:
+        if x < 3 and seen.setdefault(x, 0) < (9 if x == 2 else 1):
+            seen[x] += 1
+            raise TimeoutError("upstream") if x == 0 else ValueError("boom")
+        await asyncio.sleep(60 if x >= 8 else 0.01)
+        return x
+
+    config = PipelineConfig(
+        concurrency=2, queue_maxsize=None, max_attempts=2, backoff=FAST, drain_timeout_s=0.2
+    )
+
+    report, samples = asyncio.run(run_served(Pipeline(handle, config, name="cut"), 14, attach))
+    assert report.unfinished == [8, 9, 10, 11, 12, 13] and len(report.dead_letters) == 1
+    assert report.completed == 7
+    expect_counters(samples, report, cut=2, pipeline="cut")
+    assert value(samples, "pipeline_attempts_total", pipeline="cut", result="timeout") == 1
+    assert value(samples, "pipeline_attempts_total", pipeline="cut", result="failed") == 3
+
+
+@pytest.mark.parametrize("attach", ["before", "after"])
+def test_every_stage_counter_equals_its_report_after_a_drain_timeout(attach):
+    async def slow(x: int) -> int:
+        if x >= 2:
+            await asyncio.sleep(60)
+        return x
+
+    chain = Chain(
+        [
+            Stage("read", lambda x: x, PipelineConfig(concurrency=1)),
+            Stage("hold", slow, PipelineConfig(concurrency=2, queue_maxsize=None)),
+        ],
+        drain_timeout_s=0.2,
+        name="held",
+    )
+
+    report, samples = asyncio.run(run_served(chain, 8, attach))
+    assert len(report.stages["hold"].unfinished) == 6
+    expect_counters(samples, report.stages["read"], pipeline="held", stage="read")
+    expect_counters(samples, report.stages["hold"], cut=2, pipeline="held", stage="hold")
 
 
 def test_gauges_while_an_item_is_held():

@@ -28,7 +28,9 @@ def make_report(
     """The :class:`~pipeline.RunReport` the engine's close would have built.
 
     At the close every worker has stopped and the queue, the retry timers and
-    the producers' waits are empty, so those statistics are 0.
+    the producers' waits are empty, so those statistics are 0. Every failed
+    attempt was retried or dead-lettered, and none timed out: the kernel declines
+    attempt timeouts, and its failures are ``SimulatedFailure`` s.
     """
     statistics = Statistics(
         state="closed",
@@ -48,6 +50,9 @@ def make_report(
         attempts=attempts,
         producer_blocked_s=producer_blocked_s,
         listener_errors=0,
+        unfinished=len(unfinished),
+        attempts_failed=retried + len(dead_letters),
+        attempts_timed_out=0,
     )
     return RunReport(
         offered=offered,
