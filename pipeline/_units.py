@@ -67,7 +67,7 @@ METRIC_LABELS: dict[str, tuple[str, str]] = {
     "queue_depth_max": ("peak queue depth", "items"),
     "in_system_mean": ("mean items in the system", "items"),
     "upstream_backlog_max": ("peak upstream backlog", "items"),
-    "producer_blocked_s": ("time the producer was blocked", "s"),
+    "producer_blocked_s": ("time producers waited for a slot", "s"),
     "memory_peak_bytes": ("peak memory", "bytes"),
     "items_held_max": ("peak items held by the chain", "items"),
     "items_backlog": ("items waiting at the start", "items"),

@@ -367,19 +367,21 @@ def _series_statistics(scenario: Scenario, s: StepSeries, want) -> dict[str, Any
         else:
             held = window.max(in_system)
         found["memory_peak_bytes"] = _memory_peak(held, scenario.item_size_bytes)
-    # Seconds during which an arrived item could not be admitted (backpressure held it).
-    # The engine's own statistic counts every second a producer waits for a slot,
-    # arrival or not (it reserves a slot before reading its source); for capacity
-    # planning the time an *arrived* item was held upstream is what matters.
+    # producer_blocked_s is the engine's statistic (report.statistics.producer_blocked_s, and
+    # the metric pipeline_producer_blocked_seconds_total): every second a producer waits for
+    # a slot, summed over producers, whether or not an item has arrived meanwhile (a producer
+    # reserves its slot before it reads the source), over the window. One definition for
+    # every output: the time arrived items waited upstream is in the waits already.
     upstream = s.upstream_backlog
+    blocked_producers = s.producers_blocked
     if want("utilisation", "queue_depth_mean", "in_system_mean", "producer_blocked_s"):
         # Every mean in one pass (each block's durations once), as the whole summary does.
         means = [_column(running), _column(queue), in_system]
-        held_upstream = sim_time > warm and bool(upstream.any())
-        if held_upstream:
-            means.append(lambda low, high: upstream[low:high] > 0)
-        running_mean, queue_mean, in_system_mean, *upstream_share = window.means(means)
-        blocked = upstream_share[0] * (sim_time - warm) if held_upstream else 0.0
+        any_blocked = sim_time > warm and bool(blocked_producers.any())
+        if any_blocked:
+            means.append(_column(blocked_producers))
+        running_mean, queue_mean, in_system_mean, *blocked_mean = window.means(means)
+        blocked = blocked_mean[0] * (sim_time - warm) if any_blocked else 0.0
         found.update(
             running_mean=running_mean,
             queue_depth_mean=queue_mean,

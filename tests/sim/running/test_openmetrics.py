@@ -142,6 +142,8 @@ def check_counts(result, series, **labels: str) -> None:
     assert last(series, "pipeline_retries_total", **labels) == s["retries_total"]
     blocked = last(series, "pipeline_producer_blocked_seconds_total", **labels)
     assert blocked == pytest.approx(result.report.statistics.producer_blocked_s, rel=1e-9, abs=1e-9)
+    if result.scenario.warmup_s == 0:  # one definition: the summary's is the counter's
+        assert s["producer_blocked_s"] == pytest.approx(blocked, rel=1e-9, abs=1e-9)
     depth = [v for _, v in series[("pipeline_queue_depth", _key(labels))]]
     assert max(depth) == s["queue_depth_max"]
     busy = [v for _, v in series[("pipeline_workers_busy", _key(labels))]]
@@ -277,6 +279,32 @@ def test_a_chain_labels_each_stage(tmp_path):
     parse_with_prometheus_client(tmp_path / "kernel.om")
 
 
+@pytest.mark.parametrize("engine", ["kernel", "asyncio"])
+def test_producer_blocked_is_one_quantity_in_the_summary_and_the_file(tmp_path, engine):
+    # Overloaded with a small queue: the producer waits for a slot, often before the next
+    # item has even arrived (it reserves its slot first). The summary's producer_blocked_s
+    # is the counter's last value; after a warm-up, the counter's increase since then.
+    for warmup_s in (0.0, 50.0):
+        sc = scenario(
+            arrivals=Poisson(rate=4.4),
+            config=PipelineConfig(concurrency=4, queue_maxsize=3),
+            failures=IndependentFailures(0.0),
+            n_items=800,
+            warmup_s=warmup_s,
+        )
+        result = simulate(sc, engine=engine)
+        path = tmp_path / f"{warmup_s}.om"
+        result.to_openmetrics(path, start_s=START)
+        series, _ = read(path)
+        points = series[("pipeline_producer_blocked_seconds_total", _key({}))]
+        at_warmup = dict(points).get(START + warmup_s, 0.0)  # a sampling time: whole seconds
+        blocked = result.summary["producer_blocked_s"]
+        assert blocked > 100
+        assert blocked == pytest.approx(points[-1][1] - at_warmup, rel=1e-9)
+        if not warmup_s:
+            assert blocked == pytest.approx(result.report.statistics.producer_blocked_s, rel=1e-12)
+
+
 def test_a_long_run_is_sampled_coarser_and_stays_bounded(tmp_path):
     sc = scenario(failures=IndependentFailures(0.0), n_items=None, duration_s=20_000.0,
                   arrivals=Poisson(rate=1.0))  # fmt: skip
@@ -342,6 +370,50 @@ def test_the_command_line_writes_the_file(run_main, tmp_path):
     assert series[("pipeline_items_offered_total", key)][1][0] == START + 0.5
     assert max(v for _, v in series[("pipeline_queue_depth", key)]) == summary["queue_depth_max"]
     assert oct(path.stat().st_mode & 0o777) != oct(0o600)
+
+
+CHAIN_TOML = """
+arrivals = "poisson:rate=4.4"
+items = 600
+seed = 2
+
+[[stages]]
+name = "fetch"
+service = "exponential:mean=0.2"
+concurrency = 2
+maxsize = 3
+
+[[stages]]
+name = "write"
+service = "exponential:mean=1.0"
+concurrency = 4
+maxsize = 3
+"""
+
+
+@pytest.mark.parametrize("engine", ["kernel", "asyncio"])
+def test_the_json_and_the_file_give_one_producer_blocked_time(run_main, tmp_path, engine):
+    import json
+
+    single = ["--arrivals", "poisson:rate=4.4", "--service", "exponential:mean=1", "--concurrency",
+              "4", "--maxsize", "3", "--items", "800", "--seed", "1"]  # fmt: skip
+    chain = tmp_path / "chain.toml"
+    chain.write_text(CHAIN_TOML)
+    for argv, labels in ((single, {"": ""}), ([chain], {"fetch": ',stage="fetch"',
+                                                       "write": ',stage="write"'})):  # fmt: skip
+        path = tmp_path / "run.om"
+        status, out, err = run_main(
+            "simulate", *argv, "--engine", engine, "--json", "--metrics-out", path,
+            "--metrics-start", START,
+        )  # fmt: skip
+        assert status == 0, err
+        summary = json.loads(out)
+        series, _ = read(path)
+        for stage, label in labels.items():
+            own = summary["stages"][stage] if stage else summary
+            counter = series[("pipeline_producer_blocked_seconds_total", f'pipeline="sim"{label}')]
+            assert own["producer_blocked_s"] > 10
+            assert own["producer_blocked_s"] == pytest.approx(counter[-1][1], rel=1e-9)
 
 
 @pytest.mark.parametrize(
