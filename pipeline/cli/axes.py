@@ -1,25 +1,34 @@
 """Axes: the values a sweep's grid or a plan's search tries for one setting.
 
-An axis is spelled ``NAME=VALUES`` (``concurrency=1..64``,
-``maxsize=100,1000,unbounded``), or ``STAGE.NAME=VALUES`` for one stage of a
-chain (``write.concurrency=10,20,40``, ``fetch.maxsize=5,unbounded``).
-:func:`parse_axis` checks each value as the option's own flag does
-(:data:`~pipeline.cli.values.OPTIONS`), or as the stage tables do
-(:mod:`pipeline.cli.stages`); :func:`gather_axes` reads a scenario file's
-table of axes (a sweep's ``[grid]``, a plan's ``search``) and the flags
-(``--grid``, ``--search``) the same way for both commands;
-:func:`check_axes` holds them against the scenario (a stage axis needs a
-chain with that stage, and a chain's per-stage settings need their stage);
-:func:`axis_change` turns one value into the ``Scenario.replace`` keyword it
-sets (:func:`axis_field`).
+One grammar for the command line and Python's ``sweep()``/``plan()``
+(``Scenario.replace``'s keywords). An axis is spelled ``NAME=VALUES``
+(``concurrency=1..64``, ``maxsize=100,1000,unbounded``), ``STAGE.NAME=VALUES``
+for one stage of a chain (``write.concurrency=10,20,40``,
+``fetch.maxsize=5,unbounded``), or ``classes.CLASS.FIELD=VALUES`` for one item
+class (``classes.standard.share=1,4``; fields ``share``, ``priority``,
+``service``, ``patience``). ``NAME`` is the flag's spelling or the Python
+field's (``maxsize`` or ``queue_maxsize``, ``max-attempts`` or
+``max_attempts``). :func:`parse_axis` checks each value as the option's own
+flag does (:data:`~pipeline.cli.values.OPTIONS`), or as the stage and class
+tables do (:mod:`pipeline.cli.stages`, :mod:`pipeline.cli.classes`);
+:func:`gather_axes` reads a scenario file's table of axes (a sweep's
+``[grid]``, a plan's ``search``) and the flags (``--grid``, ``--search``) the
+same way for both commands; :func:`check_axes` holds them against the
+scenario (a stage axis needs a chain with that stage, a class axis that
+class, and a chain's per-stage settings need their stage), and says which
+axes that scenario has when a name is none of them; :func:`axis_change`
+turns one value into the ``Scenario.replace`` keyword it sets
+(:func:`axis_field`).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .classes import CLASS_KEYS
 from .stages import STAGE_SETTINGS, stage_value_parser
 from .values import CONFIG_FIELDS, OPTIONS, quoted
 
@@ -29,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AXIS_FIELDS",
     "Axes",
+    "UnknownAxis",
     "axis_change",
     "axis_field",
     "axis_flag",
@@ -55,10 +65,37 @@ _STAGE_FIELDS: dict[str, str] = {
     **{name: CONFIG_FIELDS.get(name, name) for name in STAGE_SETTINGS},
     "failure_rate": "failures",
 }
+# The Python field's spelling of an option -> the option (queue_maxsize -> maxsize): one grammar.
+_ALIASES: dict[str, str] = {
+    field: option
+    for option, field in {**AXIS_FIELDS, **_STAGE_FIELDS}.items()
+    if field != option and field != "failures"
+}
+# An item class's fields a grid or a search may vary (classes.CLASS.FIELD).
+CLASS_FIELDS = CLASS_KEYS[1:]
 # Axes of the whole run, the same for every stage of a chain.
 _WHOLE_RUN = ("arrivals", "item_size", "backlog")
-_SPEC_SETTINGS = ("arrivals", "service", "backoff")
+_SPEC_SETTINGS = ("arrivals", "service", "backoff", "patience")
 _MAX_AXIS_VALUES = 10_000
+
+
+class UnknownAxis(ValueError):
+    """Raised when an axis names no setting; ``name`` is the name (as normalised).
+
+    Which axes exist depends on the scenario (its stages and classes), so the
+    commands let :func:`check_axes` say it, once the scenario is read.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"cannot vary {name!r}; allowed: {_listed(AXIS_FIELDS)}, "
+            "STAGE.NAME for a stage of a chain, or classes.CLASS.FIELD for an item class"
+        )
+        self.name = name
+
+
+class _Unparsed(list):
+    """The (no) values of an axis named by no setting, which :func:`check_axes` refuses."""
 
 
 def _spelled(setting: str) -> str:
@@ -70,25 +107,66 @@ def axis_setting(name: str) -> str:
     return name.rpartition(".")[2]
 
 
+def _class_axis(name: str) -> tuple[str, str] | None:
+    """``(class, field)`` of a ``classes.CLASS.FIELD`` axis, or None for any other name."""
+    klass, dot, field = name.removeprefix("classes.").rpartition(".")
+    if name.startswith("classes.") and dot and klass.strip() and field in CLASS_FIELDS:
+        return klass, field
+    return None
+
+
 def _normalised(text: str) -> str:
-    """An axis name as given, with ``-`` for ``_`` in its setting (never in a stage's name)."""
+    """An axis name as given, with ``-`` for ``_`` in its setting (never in a stage's or
+    class's name) and the option's spelling for a Python field's (``queue_maxsize``)."""
     stage, dot, setting = text.strip().rpartition(".")
-    return f"{stage}{dot}{setting.strip().replace('-', '_')}"
+    setting = setting.strip().replace("-", "_")
+    return f"{stage}{dot}{_ALIASES.get(setting, setting)}"
+
+
+def _number(text: str) -> int | float:
+    """A class's share or priority: an integer or a finite number."""
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number, got {quoted(text)}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {quoted(text)}")
+    return value
+
+
+def _patience(text: str) -> Any:
+    """A class's patience: a distribution spelled as ``--service`` is, or ``none`` (patient)."""
+    return None if text.strip().lower() == "none" else OPTIONS["service"][0](text)
+
+
+def _class_value_parser(field: str) -> Any:
+    if field in ("share", "priority"):
+        return _number
+    return _patience if field == "patience" else OPTIONS["service"][0]
 
 
 def parse_axis(text: str) -> tuple[str, list[Any]]:
     """``NAME=V1,V2,...`` or ``NAME=LOW..HIGH`` (integers, both ends included) -> (name, values).
 
     ``NAME`` is an option name (``maxsize`` or ``max-attempts``, as the flags
-    spell them) from :data:`AXIS_FIELDS`, or ``STAGE.NAME`` with ``NAME`` one
-    of a stage's settings (:data:`~pipeline.cli.stages.STAGE_SETTINGS`,
-    ``fan-out`` included); each value is parsed and checked as that flag's (or
-    stage key's) value is (``maxsize=100,unbounded``). Specs that contain
-    commas (``service=...``) are separated by ``;`` instead. Whether the stage
-    exists is for :func:`check_axes` to say, once the scenario is known.
+    spell them, or ``queue_maxsize``, as the Python field is) from
+    :data:`AXIS_FIELDS`, ``STAGE.NAME`` with ``NAME`` one of a stage's
+    settings (:data:`~pipeline.cli.stages.STAGE_SETTINGS`, ``fan-out``
+    included), or ``classes.CLASS.FIELD`` with ``FIELD`` one of
+    :data:`CLASS_FIELDS`; each value is parsed and checked as that flag's (or
+    stage or class key's) value is (``maxsize=100,unbounded``). Specs that
+    contain commas (``service=...``) are separated by ``;`` instead. Whether
+    the stage or class exists is for :func:`check_axes` to say, once the
+    scenario is known.
 
     Raises:
-        ValueError: an unknown name, a bad value or range, or no values.
+        UnknownAxis: a name that is no axis of any scenario.
+        ValueError: a bad value or range, or no values.
     """
     given, sep, values_text = text.partition("=")
     name = _normalised(given)
@@ -98,17 +176,15 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
             "expected NAME=VALUES or STAGE.NAME=VALUES (e.g. concurrency=1..64), "
             f"got {quoted(text)}"
         )
-    if dot:
+    if _class_axis(name) is not None:
+        parse = _class_value_parser(setting)
+    elif dot:
         if setting not in _STAGE_FIELDS:
-            allowed = ", ".join(_spelled(n) for n in _STAGE_FIELDS)
-            raise ValueError(f"cannot vary {name!r}; a stage's settings: {allowed}")
+            raise UnknownAxis(name)
         parse = stage_value_parser(setting)
     else:
         if name not in AXIS_FIELDS:
-            allowed = ", ".join(_spelled(n) for n in AXIS_FIELDS)
-            raise ValueError(
-                f"cannot vary {name!r}; allowed: {allowed}, or STAGE.NAME for a stage of a chain"
-            )
+            raise UnknownAxis(name)
         parse = OPTIONS[name][0]
     low, dots, high = values_text.partition("..")
     if dots:
@@ -137,16 +213,25 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
 
 
 def axis_flag(text: str) -> tuple[str, list[Any]]:
-    """:func:`parse_axis` as an argparse ``type`` (``--grid``, ``--search``)."""
+    """:func:`parse_axis` as an argparse ``type`` (``--grid``, ``--search``).
+
+    A name that is no axis is kept for :func:`check_axes`, which knows the
+    scenario and so which axes it has.
+    """
     try:
         return parse_axis(text)
+    except UnknownAxis as unknown:
+        return unknown.name, _Unparsed()
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def axis_field(name: str) -> str:
     """The ``Scenario.replace`` keyword an axis sets: ``maxsize`` -> ``queue_maxsize``,
-    ``write.maxsize`` -> ``write.queue_maxsize``, ``write.failure_rate`` -> ``write.failures``."""
+    ``write.maxsize`` -> ``write.queue_maxsize``, ``write.failure_rate`` -> ``write.failures``,
+    ``classes.standard.share`` -> itself."""
+    if _class_axis(name) is not None:
+        return name
     stage, dot, setting = name.rpartition(".")
     return f"{stage}.{_STAGE_FIELDS[setting]}" if dot else AXIS_FIELDS[name]
 
@@ -214,21 +299,24 @@ def _table_axis(where: str, key: Any, value: Any) -> tuple[str, list[Any]]:
     for text in texts:
         try:
             name, parsed = parse_axis(f"{key}={text}")
+        except UnknownAxis as unknown:
+            return unknown.name, _Unparsed()  # check_axes says which axes the scenario has
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         values.extend(parsed)
     return name, values
 
 
-def _entries(table: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The table's entries; a stage's sub-table (TOML reads ``write.concurrency = ...``
-    as ``write = {concurrency = ...}``) becomes ``write.concurrency`` entries."""
+def _entries(table: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """The table's entries; a sub-table (TOML reads ``write.concurrency = ...`` as
+    ``write = {concurrency = ...}``, and ``classes.standard.share`` two levels deep)
+    becomes dotted entries (``write.concurrency``, ``classes.standard.share``)."""
     entries = []
     for key, value in table.items():
         if isinstance(value, dict):
-            entries += [(f"{key}.{setting}", inner) for setting, inner in value.items()]
+            entries += _entries(value, f"{prefix}{key}.")
         else:
-            entries.append((key, value))
+            entries.append((f"{prefix}{key}", value))
     return entries
 
 
@@ -295,16 +383,47 @@ def gather_axes(
     return axes
 
 
+def scenario_axes(scenario: Scenario) -> str:
+    """The axes ``scenario`` has, in a few words, for a message: its settings (per stage on a
+    chain) and its item classes' fields."""
+    if scenario.stages is None:
+        text = _listed(AXIS_FIELDS)
+    else:
+        stages = ", ".join(stage.name for stage in scenario.stages)
+        text = f"{_listed(_WHOLE_RUN)}, or STAGE.NAME (stages: {stages}; NAME: "
+        text += f"{_listed(_STAGE_FIELDS)})"
+    if scenario.classes:
+        fields = [f for f in CLASS_FIELDS if not (scenario.stages and f == "service")]
+        classes = ", ".join(c.name for c in scenario.classes)
+        text += f", or classes.CLASS.FIELD (classes: {classes}; FIELD: {_listed(fields)})"
+    return text
+
+
+def _listed(settings: Iterable[str]) -> str:
+    return ", ".join(_spelled(n) for n in settings)
+
+
 def check_axes(axes: Axes, scenario: Scenario) -> None:
-    """Each axis against the scenario: a ``STAGE.NAME`` axis needs a chain with that stage,
-    and on a chain a per-stage setting needs its stage's name.
+    """Each axis against the scenario: a ``STAGE.NAME`` axis needs a chain with that stage, a
+    ``classes.CLASS.FIELD`` axis that class, and on a chain a per-stage setting needs its
+    stage's name. A name that is no axis at all is refused with the axes this scenario has.
 
     Raises:
         ValueError: the first axis that does not fit, named where it was given.
     """
     stages = None if scenario.stages is None else [stage.name for stage in scenario.stages]
+    for name, values in axes.items():
+        if isinstance(values, _Unparsed):
+            origin = axes.origins.get(name, name)
+            raise ValueError(
+                f"{origin}: cannot vary {name!r}; this scenario's axes: {scenario_axes(scenario)}"
+            )
     for name in axes:
         origin = axes.origins.get(name, name)
+        by_class = _class_axis(name)
+        if by_class is not None:
+            _check_class_axis(origin, *by_class, scenario)
+            continue
         stage, dot, setting = name.rpartition(".")
         if dot and stages is None:
             raise ValueError(
@@ -319,6 +438,23 @@ def check_axes(axes: Axes, scenario: Scenario) -> None:
                 f"{origin}: each stage of the chain has its own {_spelled(setting)}; "
                 f"name the stage: {qualified} (stages: {', '.join(stages)})"
             )
+
+
+def _check_class_axis(origin: str, klass: str, field: str, scenario: Scenario) -> None:
+    """A ``classes.CLASS.FIELD`` axis needs that class (and, in a chain, not its service)."""
+    if not scenario.classes:
+        raise ValueError(
+            f"{origin}: names class {klass!r}, but the scenario has no item classes "
+            f"([[classes]] tables make them); this scenario's axes: {scenario_axes(scenario)}"
+        )
+    names = [c.name for c in scenario.classes]
+    if klass not in names:
+        raise ValueError(f"{origin}: no class named {klass!r}; classes: {', '.join(names)}")
+    if field == "service" and scenario.stages is not None:
+        raise ValueError(
+            f"{origin}: in a chain each stage has its own service, not each class; "
+            "vary STAGE.service instead"
+        )
 
 
 def replace_fields(axes: Axes) -> dict[str, list[Any]]:

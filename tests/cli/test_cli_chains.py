@@ -198,9 +198,10 @@ BAD = [
     (["plan", "chain.toml", "--search", "wrte.concurrency=1,2", "--slo", "latency_p95_s<=1"],
      "--search wrte.concurrency: no stage named 'wrte'; stages: fetch, write"),
     (["sweep", "chain.toml", "--grid", "write.workers=1,2"],
-     "argument --grid: cannot vary 'write.workers'; a stage's settings: service, concurrency"),
+     "--grid write.workers: cannot vary 'write.workers'; this scenario's axes: arrivals, "
+     "item-size, backlog, or STAGE.NAME (stages: fetch, write; NAME: service, concurrency"),
     (["plan", "chain.toml", "--search", "write.seed=1,2", "--slo", "latency_p95_s<=1"],
-     "argument --search: cannot vary 'write.seed'"),
+     "--search write.seed: cannot vary 'write.seed'; this scenario's axes: arrivals"),
     (["sweep", "chain.toml", "--grid", "write.concurrency=0..2"],
      "write.concurrency=0..2: expected an integer >= 1"),
     (["sweep", "chain.toml", "--grid", "write.fan-out=0"], "write.fan_out=0: expected an integer"),

@@ -212,7 +212,7 @@ def test_a_scheduler_that_cannot_be_reached_is_one_line(run_main, tmp_path, monk
 
 
 BAD = [
-    (["--grid", "workers=1..4"], "argument --grid: cannot vary 'workers'; allowed:"),
+    (["--grid", "workers=1..4"], "--grid workers: cannot vary 'workers'; this scenario's axes:"),
     (["--grid", "concurrency=0..4"], "--grid: concurrency=0..4: expected an integer >= 1"),
     (["--grid", "concurrency=8..2"], "needs integers LOW <= HIGH"),
     (["--grid", "concurrency=1..100000"], "holds more than 10,000 values"),
@@ -315,3 +315,138 @@ def test_on_a_local_cluster_the_csv_is_the_same(run_main, tmp_path):
     dask = pd.read_csv(tmp_path / "dask" / "sweep.csv").drop(columns="wall_time_s")
     pd.testing.assert_frame_equal(here, dask)
     assert not math.isnan(here["wait_mean_s"].iloc[0])
+
+
+WHO = """\
+arrivals = "poisson:rate=1.6"
+service = "exponential:mean=1.0"
+concurrency = 2
+maxsize = "unbounded"
+items = 300
+seed = 4
+
+[[classes]]
+name = "premium"
+priority = 0
+
+[[classes]]
+name = "standard"
+share = 2
+priority = 1
+patience = "exponential:mean=5.0"
+"""
+
+
+@pytest.mark.parametrize("where", ["flag", "file"])
+def test_a_class_axis_runs_as_the_python_sweep_does(run_main, tmp_path, where):
+    # One axis grammar: classes.CLASS.FIELD from the command line (a flag, or the file's
+    # [grid], where TOML nests it two tables deep), as sweep() takes it in Python.
+    from pipeline.sim import ItemClass
+
+    text = WHO + ("\n[grid]\nclasses.standard.share = [1, 4]\n" if where == "file" else "")
+    (tmp_path / "who.toml").write_text(text)
+    flags = ["--grid", "classes.standard.share=1,4"] if where == "flag" else []
+    out = tmp_path / "out"
+    status, _, err = run_main(
+        "sweep", "who.toml", *flags, "--replications", "2", "--processes", "1", "--out", out,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert status == 0, err
+    with open(out / "sweep.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["classes.standard.share"] for r in rows] == ["1", "1", "4", "4"]
+    base = Scenario(
+        arrivals=Poisson(rate=1.6),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(concurrency=2, queue_maxsize=None),
+        classes=[
+            ItemClass(name="premium", priority=0),
+            ItemClass(name="standard", share=2, priority=1, patience=Exponential(mean=5.0)),
+        ],
+        n_items=300,
+        seed=4,
+    )
+    grid = {"classes.standard.share": [1, 4]}
+    expected = sweep(base, grid, replications=2, processes=1, progress=False)
+    for row, (_, want) in zip(rows, expected.iterrows(), strict=True):
+        assert float(row["wait_mean_s"]) == pytest.approx(want["wait_mean_s"], rel=1e-12)
+        assert int(row["items_expired"]) == want["items_expired"]
+
+
+def test_the_python_spelling_of_a_field_is_the_same_axis(run_main, tmp_path):
+    args = [*SMALL, "--grid", "concurrency=4"]
+    flag = sweep_json(run_main, [*args, "--grid", "maxsize=3,unbounded"], tmp_path)
+    field = sweep_json(run_main, [*args, "--grid", "queue_maxsize=3,unbounded"], tmp_path)
+    assert field["grid"] == flag["grid"] == {"concurrency": [4], "maxsize": [3, None]}
+    assert field["points"] == flag["points"]
+
+
+CHAIN_WITH_CLASSES = """\
+arrivals = "poisson:rate=1"
+items = 5
+
+[[stages]]
+name = "fetch"
+service = "exponential:mean=0.5"
+
+[[stages]]
+name = "write"
+service = "exponential:mean=0.5"
+
+[[classes]]
+name = "gold"
+"""
+
+
+@pytest.mark.parametrize(
+    ("file", "axis", "words", "never"),
+    [
+        # A file with neither stages nor classes: its own axes, not a stage's settings.
+        ("plain", "classes.standard.share=1,4", "names class 'standard', but the scenario has "
+         "no item classes ([[classes]] tables make them); this scenario's axes: concurrency, "
+         "maxsize,", "STAGE"),
+        ("plain", "workers=1..4", "workers: cannot vary 'workers'; this scenario's axes: "
+         "concurrency, maxsize, on-full,", "STAGE"),
+        ("plain", "fetch.workers=1", "this scenario's axes: concurrency,", "a stage's settings"),
+        ("who", "classes.nobody.share=1", "classes.nobody.share: no class named "
+         "'nobody'; classes: premium, standard", "STAGE"),
+        ("who", "classes.standard.colour=1", "cannot vary 'classes.standard.colour'; this "
+         "scenario's axes: concurrency, maxsize, on-full, max-attempts, backoff, "
+         "attempt-timeout, drain-timeout, failure-rate, item-size, backlog, arrivals, service, "
+         "or classes.CLASS.FIELD (classes: premium, standard; FIELD: share, priority, service, "
+         "patience)", "STAGE"),
+        ("who", "classes.standard.share=x", "classes.standard.share=x: expected a number", None),
+        ("chain", "write.workers=1", "cannot vary 'write.workers'; this scenario's axes: "
+         "arrivals, item-size, backlog, or STAGE.NAME (stages: fetch, write; NAME: service, "
+         "concurrency,", None),
+        ("chain", "classes.gold.service=constant:value=1", "in a chain each stage has its own "
+         "service, not each class", None),
+        ("chain", "classes.gold.bogus=1", "or classes.CLASS.FIELD (classes: gold; FIELD: share, "
+         "priority, patience)", None),
+    ],
+)  # fmt: skip
+def test_an_axis_that_does_not_fit_says_which_axes_the_file_has(
+    run_main, tmp_path, monkeypatch, file, axis, words, never
+):
+    import pipeline.sim.analysis.sweep as sweep_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the sweep ran before the input was checked")
+
+    monkeypatch.setattr(sweep_module, "sweep", refuse)
+    head = 'arrivals = "poisson:rate=1"\nservice = "constant:value=1"\nitems = 5\n'
+    texts = {"plain": head, "who": WHO, "chain": CHAIN_WITH_CLASSES}
+    (tmp_path / f"{file}.toml").write_text(texts[file])
+    for where in ("flag", "file"):
+        name, _, values = axis.partition("=")
+        if where == "flag":
+            args = [f"{file}.toml", "--grid", axis]
+        else:
+            (tmp_path / "g.toml").write_text(texts[file] + f'\n[grid]\n"{name}" = ["{values}"]\n')
+            args = ["g.toml"]
+        status, out, err = run_main("sweep", *args, cwd=tmp_path)
+        assert status == 2 and out == "", err
+        assert len(err.splitlines()) == 1, err
+        assert words in err, err
+        if never is not None:
+            assert never not in err, err
