@@ -323,10 +323,20 @@ class Attempts(PipelineFields):
         self._emit(EventKind.READMITTED, item)
 
     async def _finish(self, result: Result) -> None:
-        """Hand ``result`` to the results stream (if anyone asked), then settle the item."""
+        """Hand ``result`` to the results stream (if anyone asked), then settle the item.
+
+        In a chain the stream is the hand-off to the next stage, whose admission calls the
+        user's key and deadline functions there. What they raise that is not an
+        ``Exception`` stops the run, as a handler's would (``KeyboardInterrupt`` and
+        ``SystemExit`` go straight through): it must not end this worker silently.
+        """
         try:
             if self._stream is not None:
                 await self._stream.send(result)
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:
+            self._abort(error)  # run()/drain() raise it as itself after the close
         finally:
             self._settle()
 

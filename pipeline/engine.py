@@ -456,10 +456,14 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
 
         Raises:
             TypeError: a source is neither iterable nor async iterable.
-            SourceError: a source raised; the run was drained first and the
-                report is on the exception.
+            SourceError: a source raised an ``Exception``; the run was drained
+                first and the report is on the exception.
             PipelineClosed: this pipeline has already run.
-            BaseException: as :meth:`drain`.
+            BaseException: as :meth:`drain`; also what a source, or the
+                ``priority`` or ``max_wait_s`` function, raised that is not an
+                ``Exception`` (``KeyboardInterrupt``, ``SystemExit``, one of your
+                own), as itself, after the close (the payload it was raised for
+                was not taken; ``self.report`` balances).
         """
         sources = (source, *more_sources)
         for index, each in enumerate(sources):

@@ -90,11 +90,13 @@ class DeadlockError(PipelineError):
 
 
 class SourceError(PipelineError):
-    """Raised by ``Pipeline.run`` when the source itself raised.
+    """Raised by ``Pipeline.run`` when the source itself raised an ``Exception``.
 
     Intake stops at the failure; everything already admitted is drained as
     usual and accounted for in :attr:`report`. The source's exception is the
-    ``__cause__``.
+    ``__cause__``. A ``BaseException`` that is not an ``Exception`` (from the
+    source, or from the ``priority`` or ``max_wait_s`` function) is never
+    wrapped: ``run`` raises it as itself.
     """
 
     def __init__(self, message: str, report: object) -> None:

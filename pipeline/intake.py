@@ -90,6 +90,14 @@ class Intake(PipelineFields):
         except Exception:
             self.stop()
             raise
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise  # the close's cancel; the interrupts go straight through, as asyncio wants
+        except BaseException as error:
+            # Any other BaseException, from the source or from the user's key or deadline
+            # function, stops the run as a handler's does: run() raises it as itself (not as
+            # a SourceError) once the close has accounted for every item.
+            self._abort(error)
+            raise
         finally:
             if not exhausted:
                 await close_iterator(iterator)
