@@ -57,6 +57,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .._extras import MissingExtra
+from .._spelling import speaking
 from .axes import AXIS_FIELDS, axis_change, parse_axis
 from .output import PROG, one_line, one_line_warnings, write_json
 from .settings import add_scenario_flags
@@ -66,6 +67,7 @@ from .values import (
     MAX_CONCURRENCY,
     MAX_MAXSIZE,
     MAX_REPLICATIONS,
+    flag_spelling,
     parse_backoff,
 )
 
@@ -98,11 +100,38 @@ class _Parser(argparse.ArgumentParser):
 COMMANDS: tuple[str, ...] = ("simulate", "sweep", "plan", "calibrate")
 
 
+DISTRIBUTION = "pipeline-lab"
+"""The distribution whose metadata ``--version`` reads."""
+
+
+def version() -> str:
+    """The installed distribution's version (its metadata), or a sentence saying there is none."""
+    from importlib import metadata  # here: only --version reads it
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return f"unknown ({DISTRIBUTION} is not installed: running from a source tree)"
+
+
+class _Version(argparse.Action):
+    """``--version``: ``pipeline (pipeline-lab) 0.1.0`` on stdout, exit 0; the metadata is
+    read only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> NoReturn:
+        print(f"{PROG} ({DISTRIBUTION}) {version()}")
+        parser.exit(0)
+
+
 def _build_parser() -> _Parser:
     parser = _Parser(
         prog=PROG,
         description="Simulate bounded asyncio work pipelines on a virtual clock.",
     )
+    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").add_command(commands)
@@ -179,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Parsing is inside: a flag's parser (a distribution, an arrival process) is the
         # first to import pipeline.sim.
         args = _build_parser().parse_args(argv)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), speaking(flag_spelling):  # messages name the flags
             warnings.showwarning = one_line_warnings(warnings.showwarning)
             return args.run(args)
     except BrokenPipeError:

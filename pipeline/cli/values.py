@@ -42,6 +42,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .._spelling import MISSING, python_spelling
 from ..retry import Backoff
 
 __all__ = [
@@ -328,6 +329,38 @@ CONFIG_FIELDS: dict[str, str] = {
     "attempt_timeout": "attempt_timeout_s",
     "drain_timeout": "drain_timeout_s",
 }
+
+# Scenario and PipelineConfig fields -> the option that sets them, for messages.
+_OPTION_OF_FIELD: dict[str, str] = {
+    **{field: option for option, field in CONFIG_FIELDS.items()},
+    "item_size_bytes": "item_size",
+    "initial_backlog": "backlog",
+    "n_items": "items",
+    "duration_s": "duration",
+    "warmup_s": "warmup",
+    "engine": "engine",
+}
+
+
+def flag_spelling(field: str, value: Any = MISSING) -> str:
+    """A setting as the command line spells it, for messages (:mod:`pipeline._spelling`).
+
+    ``drain_timeout_s`` -> ``--drain-timeout``; with ``value`` None,
+    ``--drain-timeout none`` (``--maxsize unbounded``), with 30.0, ``--drain-timeout 30``.
+    A field no flag sets keeps Python's spelling.
+    """
+    option = _OPTION_OF_FIELD.get(field)
+    if option is None:
+        return python_spelling(field, value)
+    if value is MISSING:
+        return flag_name(option)
+    if value is None:
+        text = "unbounded" if option == "maxsize" else "none"
+    elif isinstance(value, float):
+        text = f"{value:g}"
+    else:
+        text = str(value)
+    return f"{flag_name(option)} {text}"
 
 
 def anchor_file_key(spec: str, base: str) -> str:

@@ -96,7 +96,8 @@ BAD_INPUT = [
     ([*MM4, "--items", "5", "--engine", "fast"], "--engine: expected 'auto', 'asyncio' or"),
     (
         [*MM4, "--items", "5", "--engine", "kernel", "--attempt-timeout", "1"],
-        "engine='kernel' does not support attempt timeouts",
+        "--engine kernel does not support attempt timeouts (config.attempt_timeout_s); use "
+        "--engine auto (the asyncio engine runs it) or --engine asyncio",
     ),
 ]
 
@@ -457,3 +458,29 @@ def test_the_command_runs_numpy_with_one_blas_thread_unless_told(given, expected
     if given is None:
         # the main thread only: no BLAS pool was started at numpy's import
         assert threads == "1"
+
+
+def test_version_is_the_installed_distributions():
+    from importlib import metadata
+
+    expected = f"pipeline (pipeline-lab) {metadata.version('pipeline-lab')}\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, expected, "")
+
+
+def test_the_kernels_refusal_and_the_drain_warning_speak_python_to_python():
+    # The command line's messages name its flags (above); the same messages in Python name
+    # the keywords a Python caller sets.
+    from pipeline import PipelineConfig
+    from pipeline.sim import Exponential, Poisson, Scenario, simulate
+
+    scenario = Scenario(
+        arrivals=Poisson(rate=3.2),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(attempt_timeout_s=1.0),
+        n_items=5,
+    )
+    with pytest.raises(ValueError, match=r"^engine='kernel' does not support .* engine='auto'"):
+        simulate(scenario, engine="kernel")

@@ -54,9 +54,14 @@ def test_a_drain_timeout_is_a_warning_on_stderr(capsys):
     out = json.loads(done.out)
     assert out["drain_timed_out"] is True and out["items_unfinished"] > 0
     (line,) = done.err.splitlines()
-    assert line.startswith("pipeline: warning: the drain timed out (drain_timeout_s=30.0)")
+    assert line.startswith("pipeline: warning: the drain timed out (--drain-timeout 30)")
     assert f"{out['items_unfinished']:,} item(s) were left unfinished" in line
-    assert "drain_timeout_s=None" in line
+    # The command line's words (its flags), not Python's keywords.
+    assert "use --drain-timeout none" in line and "drain_timeout_s" not in line
+    table = run(capsys, *OVERLOAD, "--items", 3000)
+    diagnosis = table.out[table.out.index("DRAIN_TIMEOUT") :]
+    assert "--drain-timeout none in a simulation), raise --drain-timeout from 30 s" in diagnosis
+    assert "drain_timeout_s=" not in diagnosis
     # A drain that may take as long as it needs: no warning.
     done = run(capsys, *OVERLOAD, "--items", 3000, "--drain-timeout", "none", "--json")
     assert done.err == ""
@@ -64,9 +69,8 @@ def test_a_drain_timeout_is_a_warning_on_stderr(capsys):
 
 def test_replications_count_the_runs_whose_drain_timed_out(capsys):
     done = run(capsys, *OVERLOAD, "--items", 1000, "--replications", 3, "--json")
-    assert (
-        "pipeline: warning: the drain timed out (drain_timeout_s=30.0) in 3 of 3 replications"
-        in (done.err)
+    assert "pipeline: warning: the drain timed out (--drain-timeout 30) in 3 of 3 replications" in (
+        done.err
     )
 
 

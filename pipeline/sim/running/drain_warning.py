@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..._spelling import setting_value
 from ..workloads.scenario import Scenario
 from .result import DrainTimeoutWarning
 
@@ -44,13 +45,15 @@ def drain_timeout_text(
     left = sum(int(summary["items_unfinished"]) for _, summary in cut)
     # Only a finite drain_timeout_s can time out.
     timeouts = sorted({drain_timeout_of(scenario) for scenario, _ in cut})
-    timeout = ", ".join(str(t) for t in timeouts)
+    timeout = ", ".join(setting_value("drain_timeout_s", t) for t in timeouts)
     where = where or f"{len(cut)} of {len(runs)} {what}"
+    # Named as the reader sets them: drain_timeout_s=None in Python, --drain-timeout none
+    # on the command line (pipeline._spelling).
     return (
-        f"the drain timed out (drain_timeout_s={timeout}) in {where}: {left:,} item(s) were "
-        "left unfinished and are missing from the latency statistics (the slowest tail)"
-        f"{then}; use drain_timeout_s=None (or a longer one) to let every item finish, or "
-        "simulate fewer items"
+        f"the drain timed out ({timeout}) in {where}: "
+        f"{left:,} item(s) were left unfinished and are missing from the latency statistics "
+        f"(the slowest tail){then}; use {setting_value('drain_timeout_s', None)} (or a "
+        "longer one) to let every item finish, or simulate fewer items"
     )
 
 

@@ -151,7 +151,9 @@ def test_the_cli_sweep_prints_one_warning_line_with_the_count(everything_cut):
     warned = [line for line in done.stderr.splitlines() if "warning" in line]
     # One line for the sweep's 4 runs (none for its one-item metrics probe).
     assert len(warned) == 1, done.stderr
-    assert warned[0].startswith("pipeline: warning: the drain timed out (drain_timeout_s=30.0) ")
+    # In the command line's words: its flags, not Python's keywords.
+    assert warned[0].startswith("pipeline: warning: the drain timed out (--drain-timeout 30) ")
+    assert "use --drain-timeout none" in warned[0] and "drain_timeout_s" not in warned[0]
     assert "in 4 of 4 sweep runs:" in warned[0]
     points = json.loads(done.stdout)["points"]
     assert [p["drain_timed_out"] for p in points] == [2, 2]

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ...._spelling import setting_name, setting_value
 from ...._units import human_bytes
 from ...._units import percent_text as _pct
 from ...running.summary import BATCH_MEANS_MIN_ITEMS
@@ -411,12 +412,13 @@ def _drain_timeout(f: Facts) -> Finding | None:
     clear_s = left * per_item / f.concurrency
     drain_s = f.config.drain_timeout_s or 0.0
     suggestion = _nice_up(drain_s + clear_s)
+    timeout = setting_name("drain_timeout_s")  # --drain-timeout on the command line
     fix = (
         f"Re-queue the {_n(left)} unfinished item(s) (report.unfinished) -- they are handed back, "
         f"not lost. To let the drain finish (and count every item in the statistics, "
-        f"drain_timeout_s=None in a simulation), raise drain_timeout_s from {_s(drain_s)} to at "
-        f"least {_s(suggestion)} (the left work is about {_s(clear_s)} for {f.concurrency} "
-        "workers)"
+        f"{setting_value('drain_timeout_s', None)} in a simulation), raise {timeout} from "
+        f"{_s(drain_s)} to at least {_s(suggestion)} (the left work is about {_s(clear_s)} "
+        f"for {f.concurrency} workers)"
     )
     fix += (
         f", or first fix the capacity shortfall (concurrency -> {f.required_concurrency()})."
@@ -428,7 +430,8 @@ def _drain_timeout(f: Facts) -> Finding | None:
         severity="warning",
         title="The drain timed out with work left",
         evidence=(
-            f"The drain stopped after drain_timeout_s={_s(drain_s)} with {_n(left)} item(s) left "
+            f"The drain stopped after {_s(drain_s)} ({setting_value('drain_timeout_s', drain_s)}) "
+            f"with {_n(left)} item(s) left "
             f"({queued} queued, {running} running, {waiting} waiting for a retry); the oldest "
             f"had arrived {_s(oldest)} before the end."
         ),

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from pipeline._spelling import setting_value
 from pipeline.config import PipelineConfig
 from pipeline.records import AttemptError, DeadLetter, ShedLog
 
@@ -502,8 +503,9 @@ def _close(
             else:
                 gives_up = before + max(0.0, deadline - before)
             if last >= gives_up:
+                timeout = setting_value("drain_timeout_s", drain_timeout_s)
                 return (
-                    f"a chain whose drain reaches drain_timeout_s={drain_timeout_s} "
+                    f"a chain whose drain reaches {timeout} "
                     f"(stage {name!r} is still busy at its deadline)"
                 )
         run.kinds.append(INTAKE_CLOSED)

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pipeline._spelling import setting_value
 from pipeline.config import PipelineConfig
 from pipeline.records import RunReport
 from pipeline.retry import Backoff, RetryPolicy
@@ -158,10 +159,12 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
 
 
 def refusal(feature: str) -> str:
-    """The one-line message of ``engine="kernel"`` refusing ``feature``."""
+    """The one-line message of ``engine="kernel"`` refusing ``feature``, in the reader's words
+    (``engine='kernel'`` in Python, ``--engine kernel`` on the command line)."""
     return (
-        f"engine='kernel' does not support {feature}; use engine='auto' (the asyncio engine "
-        "runs it) or engine='asyncio'"
+        f"{setting_value('engine', 'kernel')} does not support {feature}; use "
+        f"{setting_value('engine', 'auto')} (the asyncio engine runs it) or "
+        f"{setting_value('engine', 'asyncio')}"
     )
 
 
