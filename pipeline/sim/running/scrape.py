@@ -36,6 +36,13 @@ LOOKBACK_S = 300.0
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+) (\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_ESCAPED = re.compile(r"\\(.)", re.DOTALL)
+_UNESCAPED = {"\\": "\\", '"': '"', "n": "\n"}  # OpenMetrics's three escapes in label values
+
+
+def _label_value(text: str) -> str:
+    """A label value as written in the file (``\\\\``, ``\\"``, ``\\n``) -> the value itself."""
+    return _ESCAPED.sub(lambda m: _UNESCAPED.get(m.group(1), m.group(0)), text)
 
 
 def openmetrics_series(path: str | Path) -> dict[tuple, list[tuple[float, float]]]:
@@ -52,7 +59,8 @@ def openmetrics_series(path: str | Path) -> dict[tuple, list[tuple[float, float]
         if match is None:
             raise ValueError(f"{path}: line {number}: expected 'name{{labels}} value time'")
         name, labels, value, stamp = match.groups()
-        key = (name, tuple(sorted(_LABEL.findall(labels))))
+        pairs = ((label, _label_value(text)) for label, text in _LABEL.findall(labels))
+        key = (name, tuple(sorted(pairs)))
         series.setdefault(key, []).append((float(stamp), float(value)))
     return series
 

@@ -40,3 +40,15 @@ def test_a_line_not_written_by_the_writer_is_one_line_naming_it(tmp_path):
     path.write_text('# TYPE x gauge\nx{a="1"} 1 2\nnot a sample\n')
     with pytest.raises(ValueError, match=r"bad.om: line 3: expected"):
         openmetrics_series(path)
+
+
+@pytest.mark.parametrize("name", ['a"b\\c\nd', "\\n", "end\\", "plain", 'é \\\\ ""'])
+def test_label_values_come_back_as_they_were_written(tmp_path, name):
+    # The writer escapes \, " and newline (OpenMetrics); the reader undoes exactly that.
+    result = simulate(SCENARIO.replace(n_items=20), engine="kernel")
+    path = tmp_path / "run.om"
+    result.to_openmetrics(path, start_s=1.7e9, pipeline=name)
+    series = openmetrics_series(path)
+    assert {dict(labels)["pipeline"] for _, labels in series} == {name}
+    answer = query_range_answer(result, start_s=1.7e9, step_s=1.0, pipeline=name)
+    assert {s["metric"]["pipeline"] for s in answer["data"]["result"]} == {name}
