@@ -106,7 +106,7 @@ class _Window:
             for index, rows in enumerate(columns):
                 values = np.asarray(rows(low, high), dtype=np.float64)
                 sums[index] += weighted_sum(values, durations)
-        return [value / total for value in sums]
+        return [float(value / total) for value in sums]  # plain floats: a summary is plain data
 
     def max(self, rows) -> int | float:
         """Largest value held in the window (0.0 if no row is); ``rows`` as for :meth:`means`."""
