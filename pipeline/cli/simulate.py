@@ -192,11 +192,50 @@ def _metrics_options(args: argparse.Namespace) -> dict[str, Any] | None:
     return {"path": path, "start_s": start, "step_s": step, "pipeline": name}
 
 
+def _warmup_origin(settings: Any) -> str:
+    return settings.origins.get("warmup", "--warmup")
+
+
+def _check_warmup_before(scenario: Any, settings: Any) -> None:
+    """A warm-up as long as ``--duration`` leaves no arrival to measure: refused before the run."""
+    warm, duration = scenario.warmup_s, scenario.duration_s
+    if warm > 0 and duration is not None and warm >= duration:
+        raise ValueError(
+            f"{_warmup_origin(settings)} {warm:g} s is not shorter than the arrivals' "
+            f"{duration:g} s (--duration): no item would arrive after the warm-up to be "
+            "measured; give a shorter warm-up or a longer run"
+        )
+
+
+def _check_warmup_after(results: list[Any], settings: Any) -> None:
+    """A run in which no item arrived after the warm-up measured nothing: say so, as an error.
+
+    Whether it does depends on the run (the arrivals' times), so this is known only after
+    it; the summary would be a table of dashes, and a caller's script would read nulls.
+    """
+    warm = results[0].scenario.warmup_s
+    if warm <= 0:
+        return
+    for index, result in enumerate(results):
+        first = next(iter(result.stages.values())) if hasattr(result, "stages") else result
+        arrivals = first.columns.arrival_s
+        if not (arrivals >= warm).any():
+            last = float(arrivals.max()) if len(arrivals) else 0.0
+            which = f" of replication {index}" if len(results) > 1 else ""
+            raise ValueError(
+                f"{_warmup_origin(settings)} {warm:g} s is longer than the arrivals{which} "
+                f"(the last came at {last:.4g} s; the run ended at "
+                f"{result.summary['sim_time_s']:.4g} s): no item arrived after the warm-up, so "
+                "nothing was measured; give a shorter warm-up or more --items"
+            )
+
+
 def _simulate(args: argparse.Namespace) -> int:
     settings = read_settings(args, tables=("stages", "classes"))
     if "out" in settings:  # report.png comes from pipeline.viz: say a missing [viz] now
         require("simulate --out", "viz")
     scenario = build_scenario(settings)
+    _check_warmup_before(scenario, settings)
     metrics = _metrics_options(args)
     # An unusable --out is found now, not after the run.
     out = OutputFolder(settings["out"]) if "out" in settings else None
@@ -231,6 +270,7 @@ def _run(
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno
             )
+    _check_warmup_after(results, settings)  # before anything is printed or written
     summary = summary_object(results)
     if scenario.stages is not None:
         # The end-to-end summary's stage count becomes each stage's own summary, by name.

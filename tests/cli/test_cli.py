@@ -484,3 +484,55 @@ def test_the_kernels_refusal_and_the_drain_warning_speak_python_to_python():
     )
     with pytest.raises(ValueError, match=r"^engine='kernel' does not support .* engine='auto'"):
         simulate(scenario, engine="kernel")
+
+
+CHAIN_WARM = """\
+arrivals = "poisson:rate=3"
+items = 50
+warmup = 1000
+
+[[stages]]
+name = "fetch"
+service = "exponential:mean=0.2"
+
+[[stages]]
+name = "write"
+service = "exponential:mean=0.2"
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--items", "50", "--warmup", "1000"], "--warmup 1000 s is longer than the arrivals (the "
+         "last came at "),
+        (["--items", "50", "--warmup", "1000", "--replications", "2"], "longer than the arrivals "
+         "of replication 0"),
+        (["--duration", "100", "--warmup", "100"], "--warmup 100 s is not shorter than the "
+         "arrivals' 100 s (--duration)"),
+        (["chain_warm.toml"], "'warmup' in chain_warm.toml 1000 s is longer than the arrivals"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("engine", ["kernel", "asyncio"])
+def test_a_warmup_that_leaves_nothing_to_measure_is_refused(
+    run_main, tmp_path, args, words, engine
+):
+    # Not a table of dashes with exit 0: one line, exit 2, and nothing written.
+    (tmp_path / "chain_warm.toml").write_text(CHAIN_WARM)
+    if args[0] != "chain_warm.toml":
+        args = [*MM4, *args]
+    out, metrics = tmp_path / "out", tmp_path / "run.om"
+    status, stdout, err = run_main(
+        "simulate", *args, "--engine", engine, "--out", out, "--metrics-out", metrics,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert (status, stdout) == (2, ""), err
+    assert len(err.splitlines()) == 1 and err.startswith("pipeline: error: ") and words in err
+    assert "nothing was measured" in err or "no item would arrive" in err
+    assert not out.exists() and not metrics.exists()
+
+
+def test_a_warmup_shorter_than_the_arrivals_still_measures(run_main, tmp_path):
+    status, stdout, err = run_main("simulate", *MM4, "--items", "300", "--warmup", "20", "--json")
+    assert status == 0, err
+    assert json.loads(stdout)["latency_mean_s"] > 0
