@@ -81,6 +81,11 @@ of them per axis; an axis given twice is an error.
 
 A progress bar goes to stderr. Bad input -- a malformed SLO, an unknown metric,
 an empty search -- prints one line, ``pipeline: error: ...``, and exits 2.
+
+Exit status: a search exits 0 when it chose a configuration or ended undecided, and
+:data:`INFEASIBLE_EXIT` (1, as ``--check`` for a configuration that fails) when nothing
+in the search space meets every SLO, after printing the plan as usual; ``--check``
+exits 0 meets, 1 fails, 3 undecided.
 """
 
 from __future__ import annotations
@@ -101,7 +106,11 @@ from .output import OutputFolder, write_json
 from .settings import add_scenario_flags, build_scenario, read_settings
 from .values import MAX_REPLICATIONS, parse_int, parse_processes
 
-__all__ = ["add_command"]
+__all__ = ["INFEASIBLE_EXIT", "add_command"]
+
+INFEASIBLE_EXIT = 1
+"""The exit status of a search in which no configuration meets every SLO (``--check``'s
+"fails"); a script can tell it from a plan that chose one (0) without reading the JSON."""
 
 # Scenario-file keys the plan reads itself (not scenario settings).
 _TABLES = (
@@ -575,7 +584,7 @@ def _plan(args: argparse.Namespace) -> int:
     payload = result.to_dict()
     if change is not None:
         payload["sensitivity"] = None if sensitivity is None else sensitivity.to_dict()
-    status = 0
+    status = INFEASIBLE_EXIT if result.status == "infeasible" else 0
     if args.check is not None:
         from ..sim.analysis.planning.check import verdict_of
 

@@ -308,3 +308,16 @@ def test_a_missing_dask_is_one_line(run_main, tmp_path, monkeypatch):
         "pipeline: error: the Dask executor needs distributed: "
         "pip install 'pipeline-lab[cluster]'\n"
     )
+
+
+@pytest.mark.parametrize("json_flag", [["--json"], []])
+def test_an_infeasible_search_exits_1_after_printing_the_plan(run_main, tmp_path, json_flag):
+    # Nothing in the search meets a 1 ms p95 of 1 s services: a script must see that in the
+    # exit status (--check's "fails"), not only in the printed status.
+    args = ["plan", *MM[:4], "--items", "300", "--search", "concurrency=4..5", "--processes", "1"]
+    status, out, err = run_main(*args, "--slo", "latency_p95_s<=0.001", *json_flag, cwd=tmp_path)
+    assert status == 1, err
+    assert json.loads(out)["status"] == "infeasible" if json_flag else "infeasible" in out
+    # The same search with a reachable SLO chooses, and exits 0.
+    status, out, err = run_main(*args, "--slo", "latency_p95_s<=60", *json_flag, cwd=tmp_path)
+    assert status == 0, err

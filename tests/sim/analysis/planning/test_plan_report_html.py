@@ -243,7 +243,7 @@ def test_sensitivity_of_a_plan_that_chose_nothing_is_null(tmp_path, monkeypatch,
         ],
         cwd=tmp_path,
     )
-    assert status == 0, err
+    assert status == 1, err  # infeasible
     payload = json.loads(out)
     assert payload["status"] == "infeasible" and payload["sensitivity"] is None
     assert "sensitivity skipped: the plan chose no configuration (status infeasible)" in err
