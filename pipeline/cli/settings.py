@@ -46,7 +46,14 @@ from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, flag_name
 if TYPE_CHECKING:
     from ..sim.workloads.scenario import Scenario
 
-__all__ = ["MAX_SCENARIO_BYTES", "add_scenario_flags", "build_scenario", "read_settings"]
+__all__ = [
+    "MAX_SCENARIO_BYTES",
+    "add_scenario_flags",
+    "build_scenario",
+    "check_warmup",
+    "read_settings",
+    "warmup_origin",
+]
 
 
 def add_scenario_flags(parser: argparse.ArgumentParser) -> None:
@@ -137,6 +144,30 @@ class _Settings(dict[str, Any]):
 def _source(settings: dict[str, Any], name: str) -> str:
     """Where a setting came from: ``--items`` (a flag) or ``'items' in scenario.toml``."""
     return getattr(settings, "origins", {}).get(name, flag_name(name))
+
+
+def warmup_origin(settings: dict[str, Any]) -> str:
+    """Where the warm-up came from, for messages: ``--warmup`` or ``'warmup' in FILE``."""
+    return _source(settings, "warmup")
+
+
+def check_warmup(scenario: Scenario, settings: dict[str, Any]) -> None:
+    """Refuse, before any run, a warm-up that the arrivals end before (``warmup >= duration``):
+    no item would arrive after it, so nothing would be measured.
+
+    A run of ``items`` ends when it ends: :mod:`pipeline.cli.simulate` and
+    :mod:`pipeline.cli.sweep` check those after the runs, before writing anything.
+
+    Raises:
+        ValueError: naming where the warm-up and the duration came from.
+    """
+    warm, duration = scenario.warmup_s, scenario.duration_s
+    if warm > 0 and duration is not None and warm >= duration:
+        raise ValueError(
+            f"{warmup_origin(settings)} {warm:g} s is not shorter than the arrivals' "
+            f"{duration:g} s ({_source(settings, 'duration')}): no item would arrive after the "
+            "warm-up to be measured; give a shorter warm-up or a longer run"
+        )
 
 
 def read_settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Settings:

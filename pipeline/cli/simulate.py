@@ -98,7 +98,13 @@ from .output import (
     summary_table,
     write_out,
 )
-from .settings import add_scenario_flags, build_scenario, read_settings
+from .settings import (
+    add_scenario_flags,
+    build_scenario,
+    check_warmup,
+    read_settings,
+    warmup_origin,
+)
 
 __all__ = ["add_command"]
 
@@ -192,21 +198,6 @@ def _metrics_options(args: argparse.Namespace) -> dict[str, Any] | None:
     return {"path": path, "start_s": start, "step_s": step, "pipeline": name}
 
 
-def _warmup_origin(settings: Any) -> str:
-    return settings.origins.get("warmup", "--warmup")
-
-
-def _check_warmup_before(scenario: Any, settings: Any) -> None:
-    """A warm-up as long as ``--duration`` leaves no arrival to measure: refused before the run."""
-    warm, duration = scenario.warmup_s, scenario.duration_s
-    if warm > 0 and duration is not None and warm >= duration:
-        raise ValueError(
-            f"{_warmup_origin(settings)} {warm:g} s is not shorter than the arrivals' "
-            f"{duration:g} s (--duration): no item would arrive after the warm-up to be "
-            "measured; give a shorter warm-up or a longer run"
-        )
-
-
 def _check_warmup_after(results: list[Any], settings: Any) -> None:
     """A run in which no item arrived after the warm-up measured nothing: say so, as an error.
 
@@ -223,7 +214,7 @@ def _check_warmup_after(results: list[Any], settings: Any) -> None:
             last = float(arrivals.max()) if len(arrivals) else 0.0
             which = f" of replication {index}" if len(results) > 1 else ""
             raise ValueError(
-                f"{_warmup_origin(settings)} {warm:g} s is longer than the arrivals{which} "
+                f"{warmup_origin(settings)} {warm:g} s is longer than the arrivals{which} "
                 f"(the last came at {last:.4g} s; the run ended at "
                 f"{result.summary['sim_time_s']:.4g} s): no item arrived after the warm-up, so "
                 "nothing was measured; give a shorter warm-up or more --items"
@@ -235,7 +226,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if "out" in settings:  # report.png comes from pipeline.viz: say a missing [viz] now
         require("simulate --out", "viz")
     scenario = build_scenario(settings)
-    _check_warmup_before(scenario, settings)
+    check_warmup(scenario, settings)
     metrics = _metrics_options(args)
     # An unusable --out is found now, not after the run.
     out = OutputFolder(settings["out"]) if "out" in settings else None

@@ -95,7 +95,13 @@ from .axes import (
     replace_fields,
 )
 from .output import OutputFolder, format_value, json_safe
-from .settings import add_scenario_flags, build_scenario, read_settings
+from .settings import (
+    add_scenario_flags,
+    build_scenario,
+    check_warmup,
+    read_settings,
+    warmup_origin,
+)
 from .values import parse_processes, quoted
 
 if TYPE_CHECKING:
@@ -453,11 +459,27 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
     )
 
 
+def _check_measured(frame: pd.DataFrame, warm: float, settings: Any) -> None:
+    """Refuse a sweep in which a run ended within the warm-up: it measured nothing (its
+    cells would be dashes), whatever the other runs did. Before anything is written."""
+    if warm <= 0:
+        return
+    ended = frame["sim_time_s"]
+    empty = int((ended <= warm).sum())
+    if empty:
+        raise ValueError(
+            f"{warmup_origin(settings)} {warm:g} s is not shorter than {empty} of {len(frame)} "
+            f"sweep runs (the shortest ended at {float(ended.min()):.4g} s of virtual time): "
+            "they measured nothing after the warm-up; give a shorter warm-up or more --items"
+        )
+
+
 def _run(args: argparse.Namespace) -> int:
     settings = read_settings(args, tables=("grid", "stages", "classes"))
     base = build_scenario(settings)
     grid = _grid(args, settings)
     check_axes(grid, base)
+    check_warmup(base, settings)
     runs = math.prod(len(values) for values in grid.values()) * settings.get(
         "replications", DEFAULT_REPLICATIONS
     )
@@ -476,6 +498,7 @@ def _run(args: argparse.Namespace) -> int:
         backlog = base.initial_backlog > 0 or any(grid.get("backlog", ()))
         _check_metrics(metrics, _summary_metrics(base, backlog))
         frame = _sweep_frame(base, grid, settings, args)
+        _check_measured(frame, base.warmup_s, settings)
         with out.writing() as folder:
             files = _write_files(folder, frame, metrics, x, y)
     points = _points(frame, list(grid), metrics)

@@ -450,3 +450,24 @@ def test_an_axis_that_does_not_fit_says_which_axes_the_file_has(
         assert words in err, err
         if never is not None:
             assert never not in err, err
+
+
+@pytest.mark.parametrize(
+    ("length", "words"),
+    [
+        (["--items", "50"], "--warmup 1000 s is not shorter than 4 of 4 sweep runs (the shortest "
+         "ended at "),
+        (["--duration", "50"], "--warmup 1000 s is not shorter than the arrivals' 50 s "
+         "(--duration)"),
+    ],
+)  # fmt: skip
+def test_a_warmup_past_the_runs_is_refused_not_a_table_of_dashes(run_main, tmp_path, length, words):
+    out = tmp_path / "out"
+    status, stdout, err = run_main(
+        "sweep", *MM, *length, "--warmup", "1000", "--grid", "concurrency=2,4", "--replications",
+        "2", "--processes", "1", "--out", out,
+    )  # fmt: skip
+    assert (status, stdout) == (2, ""), err
+    (line,) = [each for each in err.splitlines() if each.startswith("pipeline: ")]
+    assert line.startswith("pipeline: error: ") and words in line
+    assert not out.exists()
