@@ -24,10 +24,25 @@ import contextvars
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["MISSING", "python_spelling", "setting_name", "setting_value", "speaking"]
+__all__ = [
+    "MISSING",
+    "Placeholder",
+    "python_spelling",
+    "setting_name",
+    "setting_value",
+    "speaking",
+]
 
 MISSING: Any = object()
 """The ``value`` of a spelling asked only for the setting's name."""
+
+
+class Placeholder(str):
+    """A value the reader chooses (``R``), shown bare in any spelling: ``replications=R``."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
 
 Spelling = Callable[..., str]
 """``spelling(field, value=MISSING) -> str``: the setting ``field`` (a Scenario or

@@ -339,6 +339,7 @@ _OPTION_OF_FIELD: dict[str, str] = {
     "duration_s": "duration",
     "warmup_s": "warmup",
     "engine": "engine",
+    "replications": "replications",
 }
 
 

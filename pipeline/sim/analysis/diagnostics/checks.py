@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ...._spelling import setting_name, setting_value
+from ...._spelling import Placeholder, setting_name, setting_value
 from ...._units import human_bytes
 from ...._units import percent_text as _pct
 from ...running.summary import BATCH_MEANS_MIN_ITEMS
@@ -436,7 +436,7 @@ def _drain_timeout(f: Facts) -> Finding | None:
             f"had arrived {_s(oldest)} before the end."
         ),
         explanation=(
-            "At shutdown the pipeline stops intake and waits, at most drain_timeout_s, for "
+            f"At shutdown the pipeline stops intake and waits, at most {timeout}, for "
             "queued, running and retry-waiting items. Whatever is left is cancelled and handed "
             "back as unfinished: not lost, but not done either, and a caller that ignores "
             "report.unfinished drops it. In a simulation those items have no finish time, so "
@@ -507,7 +507,8 @@ def _dead_letters(f: Facts) -> Finding | None:
     elif 0 < p_hat < 0.5:
         need = min(max(math.ceil(math.log(0.001) / math.log(p_hat)), k + 1), 20)
         fix = (
-            f"With {_pct(p_hat)} of attempts failing, max_attempts={need} would bring the "
+            f"With {_pct(p_hat)} of attempts failing, {setting_value('max_attempts', need)} "
+            "would bring the "
             f"dead-letter share under 0.1% (p**k), at the cost of more retries; replay the "
             "current dead letters once the cause is fixed."
         )
@@ -605,9 +606,7 @@ def _run_too_short(f: Facts) -> Finding | None:
             "half-width shrinks like one over the square root of the run length, and slower "
             "the nearer utilisation is to 1."
         ),
-        fix=(
-            f"{advice} Or run replications (simulate(..., replications=R)) and read their interval."
-        ),
+        fix=f"{advice} Or run replications ({_replications()}) and read their interval.",
         numbers={
             "latency_mean_s": mean,
             "half_width_s": half,
@@ -616,6 +615,11 @@ def _run_too_short(f: Facts) -> Finding | None:
             "suggested_items": needed,
         },
     )
+
+
+def _replications() -> str:
+    """How the reader asks for R replications: ``replications=R``, or ``--replications R``."""
+    return setting_value("replications", Placeholder("R"))
 
 
 def _too_short_for_batch_means(mean: float, counted: int) -> Finding:
@@ -635,7 +639,7 @@ def _too_short_for_batch_means(mean: float, counted: int) -> Finding:
         ),
         fix=(
             f"Run at least {_n(BATCH_MEANS_MIN_ITEMS)} items, or run replications "
-            "(simulate(..., replications=R)) and read their interval, which holds at any length."
+            f"({_replications()}) and read their interval, which holds at any length."
         ),
         numbers={
             "latency_mean_s": mean,
