@@ -540,7 +540,7 @@ def test_a_warmup_shorter_than_the_arrivals_still_measures(run_main, tmp_path):
 
 def test_the_diagnosis_names_the_flags_on_the_command_line(run_main):
     # A short run with failures and a drain cut: each fix names what the reader sets, in
-    # the command line's words; diagnose() from Python names the keywords.
+    # the command line's words (diagnose() from Python names the keywords: test_diagnostics).
     args = [*MM4, "--items", "500", "--failure-rate", "0.2", "--max-attempts", "1",
             "--drain-timeout", "1", "--seed", "2"]  # fmt: skip
     status, out, err = run_main("simulate", *args)
@@ -550,23 +550,3 @@ def test_the_diagnosis_names_the_flags_on_the_command_line(run_main):
         assert said in diagnosis, said
     for python in ("replications=R", "simulate(", "max_attempts=", "drain_timeout_s"):
         assert python not in diagnosis, python
-
-    import warnings
-
-    from pipeline import PipelineConfig
-    from pipeline.sim import Exponential, IndependentFailures, Poisson, Scenario, simulate
-    from pipeline.sim.analysis.diagnostics.diagnose import diagnose, format_findings
-
-    scenario = Scenario(
-        arrivals=Poisson(rate=3.2),
-        service=Exponential(mean=1.0),
-        config=PipelineConfig(max_attempts=1, drain_timeout_s=1.0),
-        failures=IndependentFailures(0.2),
-        n_items=500,
-        seed=2,
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        text = format_findings(diagnose(simulate(scenario)))
-    for said in ("(replications=R)", "max_attempts=", "drain_timeout_s=None"):
-        assert said in text, said

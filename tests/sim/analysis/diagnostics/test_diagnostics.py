@@ -262,3 +262,15 @@ def test_a_short_run_is_told_how_many_items_would_do():
 def test_a_bad_precision_is_named(healthy, precision):
     with pytest.raises((ValueError, TypeError), match="precision"):
         diagnose(healthy, precision=precision)
+
+
+def test_the_fixes_name_the_python_keywords_from_python():
+    # The command line's diagnosis names its flags (tests/cli/test_cli.py); from Python the
+    # same fixes name the keywords a caller sets.
+    result = run(rate=4.4, n_items=500, failures=IndependentFailures(0.2), max_attempts=1,
+                 drain_timeout_s=1.0, expect_drain_timeout=True)  # fmt: skip
+    text = format_findings(diagnose(result))
+    for said in ("(replications=R)", "max_attempts=", "drain_timeout_s=None", "at most "
+                 "drain_timeout_s,"):  # fmt: skip
+        assert said in text, said
+    assert "--" not in text.replace(" -- ", " ")
