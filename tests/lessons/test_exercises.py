@@ -258,6 +258,7 @@ def test_the_split_exercise_list_keeps_its_text():
     assert pieces[2][1] == "2. **Two.** Again.\n\n   A second paragraph."
 
 
+@pytest.mark.slow
 def test_a_trainer_grades_a_solved_and_an_untouched_notebook(tmp_path):
     # The commands of docs/workshop.md: bundles built from the solutions, then a room's
     # folder of notebooks graded with otter run, one fresh kernel each.
@@ -290,6 +291,7 @@ def test_a_trainer_grades_a_solved_and_an_untouched_notebook(tmp_path):
     assert rows[1]["exercise_3"] == "2.0"
 
 
+@pytest.mark.slow
 def test_a_notebook_that_reads_the_data_folder_is_graded_with_it(tmp_path):
     # otter run copies a submission into a temporary folder of its own, where notebook 10's
     # ../data/ reads found nothing: every answer after them scored 0. The room's folder is
