@@ -17,14 +17,19 @@ each frame's :class:`FrameState` on demand, from the per-item records alone:
   runs. A readmitted retry waits in the queue: which of the items between
   attempts are readmitted is not in the per-item records, but the run's
   exact ``retry_waiting`` count is, and readmitted retries start in the order
-  they were readmitted, so the first ones by next start are the readmitted;
+  they were readmitted, so the first ones by next start (or, for a retry
+  that expires in the queue, by expiry) are the readmitted;
 - a *bin* per outcome once the item left: ``completed`` (``handed_on`` at a
-  chain's stage before the last), ``dead_lettered``, ``shed`` (at arrival),
-  ``unfinished`` (at the run's end, where the drain handed it back), and any
-  other outcome the records name (``expired``, ...) under its own name, at
-  the item's ``finish_s`` (else ``admitted_s + max_wait_s`` when the stage
-  has such a deadline, else the run's end). An item never offered stays
-  upstream, as the run's ``upstream_backlog`` does.
+  chain's stage before the last) and ``dead_lettered`` at the item's
+  ``finish_s``, ``expired`` at its ``expired_s`` (the instant the run
+  recorded), ``shed`` (at arrival), ``unfinished`` (at the run's end, where
+  the drain handed it back), and any other outcome the records name under
+  its own name (at the run's end when they give it no time). An item never
+  offered stays upstream, as the run's ``upstream_backlog`` does.
+
+Every time comes from the run's records, never from the configuration: a
+deadline may be per item (``max_wait_s`` a function), a class's patience, or
+cut short by a retry whose backoff would end past it, and only the run knows.
 
 Every item is in exactly one zone at every frame, and the zones' counts agree
 with the run's step series (queue depth, in flight, retry waiting, upstream
@@ -189,20 +194,7 @@ class _StageTrack:
         self.names = names
         code = columns.outcome.astype(np.intp)
         arrival = np.where(np.isnan(columns.arrival_s), np.inf, columns.arrival_s)
-        leaves = np.where(np.isfinite(columns.finish_s), columns.finish_s, end_s)
-        max_wait_s = getattr(config, "max_wait_s", None)
-        for number, outcome in enumerate(names):
-            mine = code == number
-            if outcome == "shed":
-                leaves[mine] = arrival[mine]
-            elif outcome == "unfinished":
-                leaves[mine] = end_s
-            elif outcome == _NEVER_OFFERED:
-                leaves[mine] = np.inf
-            elif outcome == "expired" and max_wait_s is not None:
-                deadline = columns.admitted_s + float(max_wait_s)
-                unknown = mine & ~np.isfinite(columns.finish_s) & np.isfinite(deadline)
-                leaves[unknown] = deadline[unknown]
+        leaves = _leave_times(columns, names, arrival, end_s)
         arrived_by_end = arrival <= w1
         inside = arrived_by_end & (leaves >= w0)
         counted = np.bincount(code[arrived_by_end & ~inside], minlength=len(names))
@@ -282,8 +274,11 @@ class _StageTrack:
         item_running[self.a_owner[running]] = True
         item_between = np.zeros(m, dtype=bool)
         item_between[self.a_owner[between]] = True
+        # An item between attempts next starts, or, with no next attempt, leaves (a
+        # readmitted retry that expires in the queue; the drain's end).
         next_start = np.full(m, np.inf)
-        next_start[self.a_owner[between]] = self.a_next[between]
+        owner = self.a_owner[between]
+        next_start[owner] = np.minimum(self.a_next[between], self.leaves[owner])
         zone = np.select(
             [
                 self.arrival > t,
@@ -341,6 +336,31 @@ class _StageTrack:
             capacity=self.capacity,
             last=self.last,
         )
+
+
+def _leave_times(columns: Any, names: list[str], arrival: np.ndarray, end_s: float) -> np.ndarray:
+    """When each item left the stage, seconds, from its records alone.
+
+    The item's ``finish_s`` (completed, dead-lettered), else its ``expired_s``
+    (the instant it expired: at its deadline in the queue, or at the failure
+    whose retry would have come too late), else by outcome: a shed item at its
+    arrival, an unfinished one at the run's end, one never offered never
+    (``inf``). Anything else the records give no time for leaves at the run's
+    end. Nothing here re-derives when an engine would have let the item go:
+    the config cannot say (a per-item ``max_wait_s``, a class's patience, a
+    retry whose backoff ran past the deadline, a deadline counted from arrival).
+    """
+    leaves = np.where(np.isfinite(columns.finish_s), columns.finish_s, np.nan)
+    expired_s = getattr(columns, "expired_s", None)
+    if expired_s is not None:
+        leaves = np.where(np.isnan(leaves) & np.isfinite(expired_s), expired_s, leaves)
+    code = columns.outcome
+    for number, outcome in enumerate(names):
+        if outcome == "shed":
+            leaves[code == number] = arrival[code == number]
+        elif outcome == _NEVER_OFFERED:
+            leaves[code == number] = np.inf
+    return np.where(np.isnan(leaves), end_s, leaves)
 
 
 def _bin_rank(name: str) -> tuple[int, str]:
