@@ -29,10 +29,12 @@ from pipeline.sim import (
     Poisson,
     Scenario,
     StageSpec,
+    run_virtual,
     simulate,
 )
 from pipeline.sim.running.recorder import Recorder, item_columns, step_series
 from pipeline.sim.running.result import DrainTimeoutWarning
+from pipeline.sim.running.single import run_engine
 from pipeline.viz import animate
 from pipeline.viz.animation.artist import RunArtist
 from pipeline.viz.animation.frames import ZONES, Timeline
@@ -327,20 +329,18 @@ def test_all_items_shed():
     assert RunArtist(timeline).render().shape[2] == 4
 
 
-def test_an_expired_item_leaves_at_its_recorded_expiry_and_an_unknown_outcome_gets_a_bin():
-    events = [
-        (K.ADMITTED, 0.0, 0),
-        (K.STARTED, 0.0, 0),
-        (K.ADMITTED, 0.5, 1),
-        (K.ADMITTED, 0.6, 2),
-        (K.COMPLETED, 1.0, 0),
-        (K.STARTED, 1.0, 2),
-        (K.EXPIRED, 2.5, 1),
-        (K.COMPLETED, 3.0, 2),
-    ]
-    # No deadline in the config: the expiry comes from the records alone.
+def three_items(then: list, end_s: float):
+    """Three items on one worker, with no deadline in the config: item 0 starts at
+    once, items 1 and 2 queue at 0.5 and 0.6 s; ``then``: the events after that."""
+    events = [(K.ADMITTED, 0.0, 0), (K.STARTED, 0.0, 0), (K.ADMITTED, 0.5, 1)]
+    events.append((K.ADMITTED, 0.6, 2))
     config = SimpleNamespace(concurrency=1, queue_maxsize=4, on_full="block")
-    run = recorded(events, [0.0, 0.5, 0.6], 4.0, config)
+    return recorded(events + then, [0.0, 0.5, 0.6], end_s, config)
+
+
+def test_an_expired_item_leaves_at_its_recorded_expiry_and_an_unknown_outcome_gets_a_bin():
+    then = [(K.COMPLETED, 1.0, 0), (K.STARTED, 1.0, 2), (K.EXPIRED, 2.5, 1)]
+    run = three_items([*then, (K.COMPLETED, 3.0, 2)], 4.0)
     assert run.columns.expired_s[1] == 2.5
     run.columns.outcome[2] = 9  # an outcome this version has no name for
     timeline = Timeline(run)
@@ -353,6 +353,23 @@ def test_an_expired_item_leaves_at_its_recorded_expiry_and_an_unknown_outcome_ge
     assert last.zone_of(2) == "outcome 9" and last.counts["outcome 9"] == 1
     assert sum(last.counts.values()) == 3
     AnimationWidget(run)  # draws every bin
+
+
+def test_a_retry_is_in_the_queue_from_its_recorded_readmission_whatever_starts_first():
+    """Item 0's retry is readmitted first, item 1's (of a higher priority) starts first:
+    the retry lane and the queue follow the readmissions, not the start order."""
+    failures = [(K.RETRY_SCHEDULED, 1.0, 0), (K.STARTED, 1.0, 1), (K.RETRY_SCHEDULED, 1.5, 1)]
+    readmissions = [(K.STARTED, 1.5, 2), (K.READMITTED, 2.0, 0), (K.READMITTED, 3.0, 1)]
+    starts = [(K.COMPLETED, 4.0, 2), (K.STARTED, 4.0, 1), (K.COMPLETED, 5.0, 1)]
+    last = [(K.STARTED, 5.0, 0), (K.COMPLETED, 6.0, 0)]
+    run = three_items([*failures, *readmissions, *starts, *last], 6.0)
+    np.testing.assert_array_equal(run.columns.attempt_log.readmitted_s[[0, 2]], [2.0, 3.0])
+    timeline = Timeline(run)
+    at = {t: timeline.frame(i).stages[0] for i, t in enumerate(timeline.times_s)}
+    assert (at[1.5].retry.tolist(), at[1.5].queue.tolist()) == ([0, 1], [])
+    assert (at[2.0].retry.tolist(), at[2.0].queue.tolist()) == ([1], [0])
+    assert (at[3.0].retry.tolist(), at[3.0].queue.tolist()) == ([], [1, 0])
+    assert_accounts(run, timeline)
 
 
 def test_a_huge_run_is_thinned_to_a_window_in_bounded_memory():
@@ -548,6 +565,49 @@ def test_every_frame_agrees_with_the_timeseries_on_random_runs(deadline, seed):
         assert_frames_match_the_timeseries(result, Timeline(result, start_s=middle, max_frames=40))
     if len(runs) == 2:
         assert_same_frames(*runs)
+
+
+ZONE_AFTER = {
+    K.ADMITTED: "queue",
+    K.STARTED: "running",
+    K.RETRY_SCHEDULED: "retry",
+    K.READMITTED: "queue",
+    K.COMPLETED: "completed",
+    K.DEAD_LETTERED: "dead_lettered",
+    K.EXPIRED: "expired",
+    K.SHED: "shed",
+    K.UNFINISHED: "unfinished",
+}
+"""The zone an item is in after each event of its own."""
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("deadline", DEADLINES)
+def test_every_item_is_where_the_run_s_event_log_puts_it(deadline, seed):
+    """Item by item, frame by frame: the zone of each item is the one its last event
+    (at or before the frame's time) left it in, priorities and readmitted retries too."""
+    scenario = random_scenario(seed, deadline)
+    result = random_run(seed, deadline)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DrainTimeoutWarning)
+        _, arrival, recorder = run_virtual(run_engine(scenario, 0))
+    kinds, times, ids = recorder.arrays()
+    mine = (ids >= 0) & np.isin(kinds, list(ZONE_AFTER))
+    # In the log's (time) order: several events of one item may share an instant.
+    events = list(zip(times[mine].tolist(), ids[mine].tolist(), kinds[mine].tolist(), strict=True))
+    arrivals = sorted(zip(arrival.tolist(), range(len(arrival)), strict=True))
+    expected = ["elsewhere"] * len(arrival)
+    timeline = Timeline(result, max_frames=10**9)
+    for index in range(len(timeline)):
+        frame = timeline.frame(index)
+        while arrivals and arrivals[0][0] <= frame.time_s:
+            expected[arrivals.pop(0)[1]] = "upstream"
+        while events and events[0][0] <= frame.time_s:
+            _, item, kind = events.pop(0)
+            expected[item] = ZONE_AFTER[K(kind)]
+        (shown,) = frame.stages
+        got = [shown.zone_of(item) for item in range(len(arrival))]
+        assert got == expected, (index, frame.time_s)
 
 
 def test_the_random_runs_expire_retry_and_cut_their_drains():

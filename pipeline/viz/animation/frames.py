@@ -13,12 +13,10 @@ each frame's :class:`FrameState` on demand, from the per-item records alone:
   lane's precedence and a priority order all come out right);
 - *worker* ``j`` during an attempt (each attempt takes the lowest-numbered
   free worker);
-- *retry* lane between a failed attempt and the next, while its backoff
-  runs. A readmitted retry waits in the queue: which of the items between
-  attempts are readmitted is not in the per-item records, but the run's
-  exact ``retry_waiting`` count is, and readmitted retries start in the order
-  they were readmitted, so the first ones by next start (or, for a retry
-  that expires in the queue, by expiry) are the readmitted;
+- *retry* lane between a failed attempt and the instant the run readmitted
+  its retry (the attempt log's ``readmitted_s``), the next due first; a
+  readmitted retry then waits in the queue until its next attempt (or until
+  it expires there);
 - a *bin* per outcome once the item left: ``completed`` (``handed_on`` at a
   chain's stage before the last) and ``dead_lettered`` at the item's
   ``finish_s``, ``expired`` at its ``expired_s`` (the instant the run
@@ -182,8 +180,6 @@ class _StageTrack:
         self.name, self.last = name, last
         self.capacity = config.queue_maxsize
         self.sheds = config.on_full == "reject"  # a shed bin is drawn even while empty
-        self.series_time_s = series.time_s
-        self.retry_waiting = series.retry_waiting
         end_s = float(series.end_s)
         w0, w1 = window
         n = len(columns.arrival_s)
@@ -213,7 +209,8 @@ class _StageTrack:
         self.concurrency = self._assign_workers(int(config.concurrency), w0, w1)
 
     def _attempts(self, columns: Any, inside: np.ndarray, ids: np.ndarray, end_s: float) -> None:
-        """The kept items' attempts: owner (index into ``ids``), start, end, ending, next start."""
+        """The kept items' attempts: owner (index into ``ids``), start, end, ending, when
+        the retry it scheduled was readmitted (inf: never), next start."""
         log = columns.attempt_log
         counts = columns.attempts.astype(np.intp)
         local = np.full(len(inside), -1, dtype=np.intp)
@@ -223,6 +220,9 @@ class _StageTrack:
             keep = inside[owner]
             start, end = log.start_s[keep], log.end_s[keep]
             ending = log.ending[keep].astype(np.intp)
+            readmitted = np.full(len(start), np.inf)
+            if log.readmitted_s is not None:
+                readmitted = np.nan_to_num(log.readmitted_s[keep], nan=np.inf)
             owner = local[owner[keep]]
         else:  # one attempt per started item, from its start to its finish (the FCFS kernel)
             started = np.flatnonzero(np.isfinite(columns.start_s[ids]))
@@ -230,11 +230,13 @@ class _StageTrack:
             start = columns.start_s[ids][started]
             end = columns.finish_s[ids][started]
             ending = np.zeros(len(started), dtype=np.intp)
+            readmitted = np.full(len(started), np.inf)
         end = np.where(np.isnan(end), end_s, end)  # cut short by the drain's end
         same = np.append(owner[1:] == owner[:-1], False)
         following = np.append(start[1:], np.inf)
         self.a_owner, self.a_start, self.a_end, self.a_ending = owner, start, end, ending
         self.a_next = np.where(same, following, np.inf)
+        self.a_readmitted = readmitted
         self.a_slot = np.full(len(owner), -1, dtype=np.intp)
 
     def _assign_workers(self, concurrency: int, w0: float, w1: float) -> int:
@@ -279,6 +281,8 @@ class _StageTrack:
         next_start = np.full(m, np.inf)
         owner = self.a_owner[between]
         next_start[owner] = np.minimum(self.a_next[between], self.leaves[owner])
+        readmitted_at = np.full(m, np.inf)
+        readmitted_at[owner] = self.a_readmitted[between]
         zone = np.select(
             [
                 self.arrival > t,
@@ -290,14 +294,12 @@ class _StageTrack:
             [_NOT_ARRIVED, _LEFT, _RUNNING, _BETWEEN, _QUEUE],
             default=_UPSTREAM,
         )
-        # Items between attempts: the first by next start are readmitted (in the queue),
-        # the rest still wait out their backoff; the run's own count says how many wait.
-        waiting = np.flatnonzero(zone == _BETWEEN)
-        waiting = waiting[np.lexsort((ids[waiting], next_start[waiting]))]
-        row = int(np.searchsorted(self.series_time_s, t, side="right")) - 1
-        lane = int(self.retry_waiting[row]) if row >= 0 else 0
-        readmitted = max(0, min(len(waiting), len(waiting) - lane))
-        queued = np.concatenate([np.flatnonzero(zone == _QUEUE), waiting[:readmitted]])
+        # Items between attempts wait out their backoff in the retry lane until the run
+        # readmitted them, then in the queue.
+        back = (zone == _BETWEEN) & (readmitted_at <= t)
+        waiting = np.flatnonzero((zone == _BETWEEN) & ~back)
+        waiting = waiting[np.lexsort((ids[waiting], readmitted_at[waiting]))]
+        queued = np.concatenate([np.flatnonzero(zone == _QUEUE), np.flatnonzero(back)])
         key = np.where(zone[queued] == _QUEUE, self.first_start[queued], next_start[queued])
         queued = queued[np.lexsort((ids[queued], self.admitted[queued], key))]
         upstream = np.flatnonzero(zone == _UPSTREAM)
@@ -313,7 +315,7 @@ class _StageTrack:
             "upstream": len(upstream),
             "queue": len(queued),
             "running": int(running.sum()),
-            "retry": len(waiting) - readmitted,
+            "retry": len(waiting),
         }
         for name, number in sorted(
             ((name, number) for number, name in enumerate(self.names) if name != _NEVER_OFFERED),
@@ -330,7 +332,7 @@ class _StageTrack:
             upstream=ids[upstream],
             queue=ids[queued],
             workers=workers,
-            retry=ids[waiting[readmitted:]],
+            retry=ids[waiting],
             bins=bins,
             counts=counts,
             capacity=self.capacity,
