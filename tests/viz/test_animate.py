@@ -231,28 +231,30 @@ def test_the_kernel_and_the_engine_give_the_same_frames():
     assert_same_frames(retrying("asyncio"), retrying("kernel"))
 
 
-def test_the_kernel_and_the_engine_give_the_same_frames_of_a_chain():
-    scenario = Scenario(
-        arrivals=Poisson(rate=2.5),
+def split_and_write(split: PipelineConfig, write: PipelineConfig, *, rate: float, seed: int):
+    """Two stages: ``split`` fans each item out in two, ``write`` fails 20% of attempts."""
+    return Scenario(
+        arrivals=Poisson(rate=rate),
         stages=[
-            StageSpec(
-                name="split",
-                service=Exponential(mean=0.3),
-                fan_out=2,
-                config=PipelineConfig(concurrency=2, queue_maxsize=2),
-            ),
+            StageSpec(name="split", service=Exponential(mean=0.3), fan_out=2, config=split),
             StageSpec(
                 name="write",
                 service=Exponential(mean=0.4),
                 failures=IndependentFailures(p=0.2),
-                config=PipelineConfig(
-                    concurrency=3, queue_maxsize=3, max_attempts=2, backoff=Backoff(base_s=0.5)
-                ),
+                config=write,
             ),
         ],
         n_items=60,
-        seed=5,
+        seed=seed,
     )
+
+
+def test_the_kernel_and_the_engine_give_the_same_frames_of_a_chain():
+    split = PipelineConfig(concurrency=2, queue_maxsize=2)
+    write = PipelineConfig(
+        concurrency=3, queue_maxsize=3, max_attempts=2, backoff=Backoff(base_s=0.5)
+    )
+    scenario = split_and_write(split, write, rate=2.5, seed=5)
     assert_same_frames(simulate(scenario, engine="asyncio"), simulate(scenario, engine="kernel"))
 
 
@@ -518,38 +520,43 @@ def random_run(seed: int, deadline: str, engine: str = "asyncio"):
 
 
 def assert_frames_match_the_timeseries(result, timeline: Timeline) -> None:
-    """Every frame's counts against ``result.timeseries`` at its time, and the bins against
-    the items table: completed, dead letters, expired (at ``expired_s``), shed, unfinished."""
-    series, items = result.timeseries, result.items
-    times = series["time_s"].to_numpy()
-    arrival = items["arrival_s"].to_numpy()
-    outcome = items["outcome"].astype(str).to_numpy()
-    expired_s = items["expired_s"].to_numpy()
-    end_s = result.summary["sim_time_s"]
-    for index in range(len(timeline)):
-        frame = timeline.frame(index)
-        (shown,) = frame.stages
-        t = frame.time_s
-        row = series.iloc[int(np.searchsorted(times, t, side="right")) - 1]
-        counts = shown.counts
-        where = (index, t)
-        assert counts["queue"] == len(shown.queue) == row["queue_depth"], where
-        assert counts["running"] == int((shown.workers >= 0).sum()) == row["in_flight"], where
-        assert counts["retry"] == len(shown.retry) == row["retry_waiting"], where
-        assert counts["upstream"] == len(shown.upstream) == row["upstream_backlog"], where
-        assert counts["queue"] + counts["running"] + counts["retry"] == row["in_system"], where
-        assert counts.get("completed", 0) == row["completed"], where
-        assert counts.get("dead_lettered", 0) == row["dead_letters"], where
-        assert counts.get("expired", 0) == np.count_nonzero(expired_s <= t), where
-        shed = (outcome == "shed") & (arrival <= t)
-        assert counts.get("shed", 0) == np.count_nonzero(shed), where
-        unfinished = np.count_nonzero(outcome == "unfinished") if t >= end_s else 0
-        assert counts.get("unfinished", 0) == unfinished, where
-        assert counts["not_arrived"] == np.count_nonzero(arrival > t), where
-        assert sum(counts.values()) == len(items), where
-        # The expired items drawn are the ones that expired inside the window by now.
-        drawn = set(shown.bins.get("expired", np.empty(0, int)).tolist())
-        assert drawn == set(np.flatnonzero((expired_s >= timeline.start_s) & (expired_s <= t)))
+    """Every frame's counts against each stage's ``timeseries`` at its time, and the bins
+    against its items table: completed (handed on), dead letters, expired (at
+    ``expired_s``), shed, unfinished."""
+    stages = stages_of(result)
+    for number, stage in enumerate(stages):
+        series, items = stage.timeseries, stage.items
+        times = series["time_s"].to_numpy()
+        arrival = items["arrival_s"].to_numpy()
+        outcome = items["outcome"].astype(str).to_numpy()
+        expired_s = items["expired_s"].to_numpy()
+        done = "completed" if number == len(stages) - 1 else "handed_on"
+        for index in range(len(timeline)):
+            frame = timeline.frame(index)
+            shown = frame.stages[number]
+            t = frame.time_s
+            row = series.iloc[int(np.searchsorted(times, t, side="right")) - 1]
+            counts = shown.counts
+            where = (index, t, shown.name)
+            assert counts["queue"] == len(shown.queue) == row["queue_depth"], where
+            assert counts["running"] == (shown.workers >= 0).sum() == row["in_flight"], where
+            assert counts["retry"] == len(shown.retry) == row["retry_waiting"], where
+            assert counts["upstream"] == len(shown.upstream) == row["upstream_backlog"], where
+            inside = counts["queue"] + counts["running"] + counts["retry"]
+            assert inside == row["in_system"], where
+            assert counts.get(done, 0) == row["completed"], where
+            assert counts.get("dead_lettered", 0) == row["dead_letters"], where
+            assert counts.get("expired", 0) == np.count_nonzero(expired_s <= t), where
+            shed = (outcome == "shed") & (arrival <= t)
+            assert counts.get("shed", 0) == np.count_nonzero(shed), where
+            unfinished = (outcome == "unfinished").sum() if t >= stage.series.end_s else 0
+            assert counts.get("unfinished", 0) == unfinished, where
+            assert counts["not_arrived"] == np.count_nonzero(~(arrival <= t)), where
+            assert sum(counts.values()) == len(items), where
+            # The expired items drawn are the ones that expired inside the window by now.
+            drawn = set(shown.bins.get("expired", np.empty(0, int)).tolist())
+            window = (expired_s >= timeline.start_s) & (expired_s <= t)
+            assert drawn == set(np.flatnonzero(window)), where
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -565,6 +572,23 @@ def test_every_frame_agrees_with_the_timeseries_on_random_runs(deadline, seed):
         assert_frames_match_the_timeseries(result, Timeline(result, start_s=middle, max_frames=40))
     if len(runs) == 2:
         assert_same_frames(*runs)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_frame_of_a_chain_with_deadlines_agrees_with_its_stages_timeseries(seed):
+    split = PipelineConfig(concurrency=1, queue_maxsize=3, max_wait_s=per_item_deadline)
+    write = PipelineConfig(
+        concurrency=2, queue_maxsize=3, max_attempts=3, backoff=Backoff(base_s=0.7), max_wait_s=1.0
+    )
+    scenario = split_and_write(split, write, rate=3.0, seed=seed)
+    result = simulate(scenario)
+    assert all(stage.summary["items_expired"] for stage in result.stages.values())
+    items, write = result.items, result.stages["write"].items
+    expired = (items["outcome"] == "expired").to_numpy()
+    np.testing.assert_array_equal(items["expired_s"], write["expired_s"])
+    assert items["expired_s"][expired].notna().all() and items["expired_s"][~expired].isna().all()
+    assert_frames_match_the_timeseries(result, Timeline(result, max_frames=10**9))
+    assert_frames_match_the_timeseries(result, Timeline(result, start_s=5.0, max_frames=40))
 
 
 ZONE_AFTER = {

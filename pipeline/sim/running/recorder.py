@@ -116,6 +116,12 @@ class ItemColumns:
 
     OUTCOMES = ("completed", "dead_lettered", "shed", "unfinished", "not_offered", "expired")
 
+    def expired_times(self) -> np.ndarray:
+        """``expired_s``, or all NaN where the run gave none (a path where nothing expires)."""
+        if self.expired_s is not None:
+            return self.expired_s
+        return np.full(len(self.arrival_s), np.nan)
+
 
 # How an attempt's closing event maps to its AttemptLog ending code (-1: not a closing event).
 _ENDING_OF = np.full(len(EventKind), -1, dtype=np.int8)

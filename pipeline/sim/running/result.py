@@ -135,9 +135,7 @@ class SimulationResult:
                 "outcome": pd.Categorical.from_codes(c.outcome, ItemColumns.OUTCOMES),
                 # When each expired item expired: it has no finish, so latency_s stays NaN
                 # and no latency statistic counts it, while its expiry is still on record.
-                "expired_s": np.full(len(c.arrival_s), np.nan)
-                if c.expired_s is None
-                else c.expired_s,
+                "expired_s": c.expired_times(),
             }
         )
         classes = self.scenario.classes
