@@ -219,11 +219,17 @@ def _service(observed: Observed) -> tuple[ServiceFit, str, float]:
                 f"{observed.source}: a log-normal needs two of mean, p50, p90, p95, p99 > 0; "
                 f"the data gives {', '.join(known) or 'none'}"
             )
-        mean, cv = fit_lognormal(known)
+        given = ", ".join(f"{k}={v:.4g} s" for k, v in known.items())
+        try:
+            mean, cv = fit_lognormal(known)
+        except ValueError as exc:
+            # The file's numbers, not fit_lognormal's arguments, are what the user can check.
+            raise ValueError(
+                f"{observed.source}: its service times ({given}) admit no log-normal: {exc}"
+            ) from None
         distribution = LogNormal(mean=mean, cv=cv)
         n = observed.attempts or 0
         fit = ServiceFit("lognormal", distribution, n, mean, math.nan, math.nan, {})
-        given = ", ".join(f"{k}={v:.4g} s" for k, v in known.items())
         how = f"log-normal from {given} (fit_lognormal)"
         return fit, how, service_quantile(distribution, 0.95)
     raise ValueError(f"{observed.source}: no service times (samples, buckets or quantiles) to fit")

@@ -173,13 +173,17 @@ def test_quantiles_and_a_mean_make_a_log_normal():
         (Observed(source="s", quantiles_s={0.5: 0.1}, interval_s=1.0, counts=[5.0]),
          "a log-normal needs two of"),
         (Observed(source="s", interval_s=1.0, counts=[0.0, 0.0], quantiles_s={0.5: 0.1, 0.9: 1.0}),
-         "no arrivals counted"),
+         r"^s: no arrivals counted in the window \(2 intervals of 1 s\)"),
         (Observed(source="s", interval_s=1.0, counts=[3.0], quantiles_s={0.5: 0.1, 0.9: 1.0}),
          "how many workers"),
         (Observed(source="s", interval_s=1.0, counts=[3.0]), "no service times"),
         (Observed(source="s", quantiles_s={0.5: 0.1, 0.9: 1.0}), "no arrivals"),
         (Observed(source="s", interval_s=1.0, counts=[3.0], quantiles_s={0.5: 0.1, 0.9: 1.0},
                   workers=1, attempts=4, failed=4), "every one of 4 attempts failed"),
+        (Observed(source="Locust h.csv", interval_s=1.0, counts=[3.0],
+                  quantiles_s={0.5: 0.02, 0.95: 0.02}, workers=1),
+         r"^Locust h\.csv: its service times \(p50=0\.02 s, p95=0\.02 s\) admit no log-normal: "
+         "p95 must be > p50"),
     ],
 )  # fmt: skip
 def test_what_cannot_be_fitted_is_one_clear_error(observed, message):
