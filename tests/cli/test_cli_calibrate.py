@@ -279,3 +279,33 @@ def test_a_live_backlog_is_kept_for_a_warm_start(run_main, tmp_path):
     assert status == 0, err
     simulated = json.loads(got)
     assert simulated["items_backlog"] == 5000 and simulated["backlog_cleared_s"] > 0
+
+
+def test_a_gamma_service_is_written_as_one_that_simulate_runs(run_main, tmp_path):
+    # A known gamma truth scraped as Prometheus answers it: the gamma wins the bucket
+    # likelihood, is written as gamma:mean=,cv= and runs; its mean is _sum/_count exactly.
+    from pipeline import PipelineConfig
+    from pipeline.sim import Gamma, Poisson, Scenario, simulate
+    from pipeline.sim.running.scrape import query_range_answer
+
+    truth = Scenario(
+        arrivals=Poisson(rate=20.0), service=Gamma(mean=0.1, cv=0.5),
+        config=PipelineConfig(concurrency=4), duration_s=1200.0, seed=4,
+    )  # fmt: skip
+    answer = query_range_answer(simulate(truth, engine="kernel"), start_s=1.7e9, step_s=15.0,
+                                until_s=1200.0)  # fmt: skip
+    source = tmp_path / "gamma.json"
+    source.write_text(json.dumps(answer))
+    out = tmp_path / "gamma.toml"
+    status, got, err = run_main("calibrate", source, "--format", "prometheus", "--json",
+                                "--out", out)  # fmt: skip
+    assert status == 0, err
+    d = json.loads(got)
+    assert d["service"]["fitted"] == "gamma" and "_sum / _count" in d["service"]["how"]
+    assert d["service_mean_s"] == d["service"]["observed_mean_s"]
+    low, high = d["service_mean_interval"]  # 95%: widened to 99.9% (z 3.29 for 1.96)
+    assert abs(d["service_mean_s"] - 0.1) <= (high - low) / 2 * 3.29 / 1.96
+    assert 'service = "gamma:mean=' in out.read_text()
+    status, sim, err = run_main("simulate", out, "--json")
+    assert status == 0, err
+    assert json.loads(sim)["items_completed"] > 20_000
