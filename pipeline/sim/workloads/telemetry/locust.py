@@ -43,12 +43,9 @@ from typing import Any
 import numpy as np
 
 from ..csvcolumn import csv_rows
-from .observed import MAX_ARRIVALS, Observed, check_number
+from .observed import MAX_ARRIVALS, MAX_INTERVALS, Observed, check_number
 
 __all__ = ["MAX_GAP_S", "MAX_INTERVALS", "read"]
-
-MAX_INTERVALS = 1 << 22
-"""The most counting intervals a file may span (4 Mi: seven weeks of seconds)."""
 
 MAX_GAP_S = 3600
 """The longest time between two rows of one run, seconds (Locust writes one a second)."""

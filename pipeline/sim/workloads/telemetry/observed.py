@@ -37,6 +37,7 @@ __all__ = [
     "MAX_ARRIVALS",
     "MAX_BACKLOG",
     "MAX_COUNT",
+    "MAX_INTERVALS",
     "MAX_SECONDS",
     "MAX_WORKERS",
     "Observed",
@@ -54,6 +55,8 @@ MAX_COUNT = 2**53
 """Attempts, failures and histogram counts: whole numbers a float still holds exactly."""
 MAX_SECONDS = 1e9
 """A service time, seconds (about 31 years): longer is a unit mistake, not a service."""
+MAX_INTERVALS = 1 << 22
+"""Counting intervals a window may span (4 Mi: seven weeks of seconds, two years of 15 s)."""
 
 
 def check_number(value: float, at_most: float, where: str, what: str, why: str = "") -> float:
@@ -188,6 +191,11 @@ class Observed:
             raise ValueError("counts and interval_s go together")
         if self.counts is not None:
             object.__setattr__(self, "counts", _vector("counts", self.counts))
+            if self.counts.size > MAX_INTERVALS:
+                raise ValueError(
+                    f"{self.source}: {self.counts.size:,} counting intervals; allowed: at most "
+                    f"{MAX_INTERVALS:,}"
+                )
             check_number(
                 float(np.sum(self.counts)), MAX_ARRIVALS, f"{self.source}: counts hold",
                 "arrivals counted in the window", "the most a scenario runs",

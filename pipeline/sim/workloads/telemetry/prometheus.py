@@ -56,6 +56,7 @@ from .observed import (
     MAX_ARRIVALS,
     MAX_BACKLOG,
     MAX_COUNT,
+    MAX_INTERVALS,
     MAX_SECONDS,
     MAX_WORKERS,
     Observed,
@@ -155,6 +156,13 @@ class _Reader:
         else:
             raise ValueError(
                 f"{self.source}: {found[0].name} has one point; a rate needs two or more"
+            )
+        steps = (times[-1] - t0) / step
+        if steps > MAX_INTERVALS:
+            raise ValueError(
+                f"{self.source}: {found[0].name}'s points span {times[-1] - t0:.6g} s in steps of "
+                f"{step:g} s, {steps:,.0f} steps; allowed: at most {MAX_INTERVALS:,} (answers of "
+                "several ranges, far apart?)"
             )
         off = (times - t0) / step
         bad = np.flatnonzero(np.abs(off - np.round(off)) > 1e-3)

@@ -503,3 +503,15 @@ def test_a_server_s_answer_is_read_or_refused_in_one_line(status, body, kind, me
         with pytest.raises(ValueError, match=message) as caught:
             read(server.url, **window)
         assert str(caught.value).startswith(f"prometheus {server.url}")
+
+
+def test_points_too_far_apart_for_one_window_are_refused(tmp_path):
+    # One point ten years on: the step grid would be 21 million steps of 15 s.
+    data = _engine_answer()
+    for series in data["data"]["result"]:
+        series["values"][-1][0] = T0 + 15 * 21_000_000
+    _refused(
+        tmp_path, data,
+        r"range\.json: pipeline_items_offered_total's points span 3\.15e\+08 s in steps of 15 s, "
+        r"21,000,000 steps; allowed: at most 4,194,304",
+    )  # fmt: skip
