@@ -76,7 +76,9 @@ class Family:
             mu, sigma = _lognormal(mean, cv)
             return math.exp(mu + sigma * _NORMAL.inv_cdf(q))
         low, high = 0.0, mean
-        while self.cdf(np.array([high]), mean, cv)[0] < q:
+        for _ in range(2000):  # doubling: a gamma's q quantile is a few means out at most
+            if not self.cdf(np.array([high]), mean, cv)[0] < q:
+                break
             high *= 2.0
         for _ in range(200):
             middle = (low + high) / 2
