@@ -73,6 +73,8 @@ class HistogramServiceFit(ServiceFit):
         best: the family of the highest bucket likelihood, fitted (None if none could be).
         log_likelihoods: each family's maximised log-likelihood, by name.
         mean_matched: True when the service's mean is ``observed_mean_s``.
+        even: True when the bucketed distribution's base within a bucket is
+            even (no family, or none that its tilt could bring to the mean).
     """
 
     chi2: ChiSquareTest = _UNTESTED
@@ -86,6 +88,7 @@ class HistogramServiceFit(ServiceFit):
     best: Distribution | None = None
     log_likelihoods: dict[str, float] = field(default_factory=dict)
     mean_matched: bool = False
+    even: bool = False
 
     @property
     def fits(self) -> bool:
@@ -337,6 +340,13 @@ def _bucketed(
     observed_mean = common["observed_mean_s"]
     if math.isfinite(observed_mean):
         points, theta, matched = shape.matched(_POINTS, observed_mean)
+        if not matched and base is not None:
+            # A family too narrow to tilt (all in one bucket, a spike inside it): an even
+            # base reaches every mean the buckets allow.
+            even = BucketedShape(lower, upper, counts, None)
+            tried = even.matched(_POINTS, observed_mean)
+            if tried[2]:
+                shape, (points, theta, matched), base = even, tried, None
     else:
         points, theta, matched = shape.points(_POINTS), 0.0, False
     mean = observed_mean if matched else float(points.mean())
@@ -356,5 +366,5 @@ def _bucketed(
     return HistogramServiceFit(
         "buckets", Empirical(tuple(points.tolist())), round(n), mean, math.nan, math.nan, {},
         chi2=test, p95_s=p95, mean_interval_s=mean_interval, p95_interval_s=p95_interval,
-        mean_matched=matched, **common,
+        mean_matched=matched, even=base is None, **common,
     )  # fmt: skip

@@ -247,7 +247,7 @@ def _histogram_how(fit: HistogramServiceFit, buckets: int) -> str:
         mean = f"its mean the observed {fit.mean_s:.4g} s (_sum / _count)"
     elif math.isfinite(fit.observed_mean_s):
         mean = (
-            f"its mean {fit.mean_s:.4g} s, the nearest the buckets allow to the observed "
+            f"its mean {fit.mean_s:.4g} s, the nearest this shape allows to the observed "
             f"{fit.observed_mean_s:.4g} s (_sum / _count)"
         )
     else:
@@ -260,6 +260,11 @@ def _histogram_how(fit: HistogramServiceFit, buckets: int) -> str:
         )
     if fit.best is None:
         within = "spread evenly within each bucket (no family fits at all)"
+    elif fit.even:
+        within = (
+            f"spread evenly within each bucket: the best family, {_short(fit.best)}, does not "
+            f"fit across them ({test}) and is too narrow to reach the mean"
+        )
     else:
         within = (
             f"shaped within each bucket as the best family, {_short(fit.best)} (log-likelihood "

@@ -144,3 +144,20 @@ def test_without_a_sum_the_mean_is_fitted_and_said_so():
 def test_an_unknown_family_is_refused():
     with pytest.raises(ValueError, match="family must be 'auto' or 'buckets', got 'weibull'"):
         fit_histogram(_record(np.array([0.1, 0.2])), family="weibull")
+
+
+@pytest.mark.parametrize(
+    ("bucket", "mean_s"), [(0, 0.0002), (0, 0.0009), (7, 0.11), (7, 0.24)]
+)  # fmt: skip
+def test_one_bucket_still_keeps_the_exact_mean(bucket, mean_s):
+    # Every observation in one bucket: no test can run, the families fitted are spikes, and
+    # the mean anywhere inside the bucket is still the one the twin draws.
+    counts = np.zeros(BOUNDS.size)
+    counts[bucket:] = 1000
+    fit = fit_histogram(ServiceHistogram(BOUNDS, counts, 1000 * mean_s))
+    assert fit.family == "buckets" and fit.mean_matched
+    assert fit.mean_s == mean_s
+    assert fit.distribution.mean == pytest.approx(mean_s, rel=1e-12)
+    low = BOUNDS[bucket - 1] if bucket else 0.0
+    assert np.all((np.asarray(fit.distribution.samples) >= low) &
+                  (np.asarray(fit.distribution.samples) <= BOUNDS[bucket]))  # fmt: skip
