@@ -334,7 +334,9 @@ def calibrate_observed(
             f"{counted[1]}; 95% Wilson interval {rate.low:.4g} to {rate.high:.4g})"
         )
     else:
-        failures_how = "the data counts no attempts' results: none assumed"
+        # A reader that knows why none were counted says so in a note; the printout shows it.
+        said = [n.removeprefix("failures: ") for n in observed.notes if n.startswith("failures: ")]
+        failures_how = said[0] if said else "the data counts no attempts' results: none assumed"
     config = PipelineConfig(concurrency=workers)
     backlog = observed.backlog
     # The items waiting now start the twin: "how long until they drain" is its question.

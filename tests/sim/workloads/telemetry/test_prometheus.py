@@ -17,6 +17,7 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, IndependentFailures, Poisson, Scenario, simulate
+from pipeline.sim.analysis.telemetry_fit import calibrate_observed
 from pipeline.sim.running.scrape import query_range_answer
 from pipeline.sim.workloads.telemetry import FORMATS, reader
 from pipeline.sim.workloads.telemetry.prometheus import read
@@ -441,6 +442,9 @@ def test_a_request_counter_without_status_says_no_failure_was_counted(tmp_path):
                     duration_series="http_request_duration_seconds")  # fmt: skip
     assert observed.attempts is None and observed.failed is None
     assert any("no status label" in n and "--errors-series" in n for n in observed.notes)
+    # The printout's failures line says so, not only the notes.
+    how = calibrate_observed(observed, concurrency=2).how["failures"]
+    assert how.startswith("none counted, so none assumed") and "--errors-series" in how
 
 
 def test_an_enormous_file_is_not_read_to_its_end(tmp_path, monkeypatch):
