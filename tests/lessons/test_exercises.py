@@ -329,3 +329,59 @@ def test_generated_cells_are_tagged():
         tags = [t for c in notebook.cells for t in c.metadata.get("tags", []) if t in GENERATED]
         assert tags.count("exercise-grader") == 1
         assert tags.count("exercise-answer") == tags.count("exercise-check") >= 1
+
+
+def _build_in(folder: Path, monkeypatch, capsys) -> str:
+    """``python -m pipeline.lessons.exercises build`` run in ``folder``: its stderr, exit 2."""
+    monkeypatch.chdir(folder)
+    with pytest.raises(SystemExit) as stopped:
+        exercises.main(["build"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_a_build_outside_the_repository_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    err = _build_in(tmp_path, monkeypatch, capsys)
+    assert "notebooks/solutions" in err and "repository's root" in err
+    assert list(tmp_path.iterdir()) == []  # no empty build/exercises/
+    (tmp_path / "notebooks" / "solutions").mkdir(parents=True)  # the folder, but no master
+    assert "no otter masters" in _build_in(tmp_path, monkeypatch, capsys)
+    assert not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "not utf-8"])
+def test_a_build_names_a_broken_master_and_writes_nothing(tmp_path, monkeypatch, capsys, damage):
+    master = MASTERS[0]
+    solutions = tmp_path / "notebooks" / "solutions"
+    solutions.mkdir(parents=True)
+    shutil.copyfile(student_of(master), tmp_path / "notebooks" / student_of(master).name)
+    text = master.read_bytes()
+    broken = {"truncated": text[: len(text) // 2], "empty": b"", "not utf-8": b"\xff\xfe{"}
+    (solutions / master.name).write_bytes(broken[damage])
+    err = _build_in(tmp_path, monkeypatch, capsys)
+    assert str(solutions / master.name) in err
+    assert not (tmp_path / "build").exists()
+
+
+def test_a_build_that_fails_on_one_master_writes_no_other(tmp_path, monkeypatch, capsys):
+    # The first master builds; the second's student notebook has lost its exercise list. The
+    # first student notebook (its generated cells removed here) is not rewritten either.
+    first, second = MASTERS[:2]
+    solutions = tmp_path / "notebooks" / "solutions"
+    solutions.mkdir(parents=True)
+    for master in (first, second):
+        shutil.copyfile(master, solutions / master.name)
+    stale = nbformat.read(student_of(first), as_version=4)
+    stale.cells = [c for c in stale.cells if not set(c.metadata.get("tags", [])) & set(GENERATED)]
+    nbformat.write(stale, tmp_path / "notebooks" / student_of(first).name)
+    before = (tmp_path / "notebooks" / student_of(first).name).read_text()
+    lost = nbformat.read(student_of(second), as_version=4)
+    for cell in lost.cells:
+        cell.source = cell.source.replace("## Exercises", "## Things to try")
+    nbformat.write(lost, tmp_path / "notebooks" / student_of(second).name)
+    err = _build_in(tmp_path, monkeypatch, capsys)
+    assert student_of(second).name in err and "'## Exercises'" in err
+    assert (tmp_path / "notebooks" / student_of(first).name).read_text() == before
+    assert not (tmp_path / "build").exists()
