@@ -80,9 +80,12 @@ CHECK = re.compile(r"""grader\.check\(["'](exercise_\d+)["']\)""")
 ITEM = re.compile(r"^(\d+)\.\s")
 SHARED = ("data", "docs")
 """The checkout's folders the notebooks read beside theirs (``../data/``, ``../docs/``)."""
-# What `otter run` calls in the folders it makes (otter.run.main), without its copying.
+# What `otter run` calls in the folders it makes (otter.run.main), without its copying; its
+# notebook runs through nbclient, whose kernel replies are read even when a wake-up is lost.
 _RUN_AUTOGRADER = (
     "import sys\n"
+    "from pipeline.kernelpoll import install\n"
+    "install()\n"
     "from otter.run.run_autograder import main\n"
     "main(sys.argv[1], otter_run=True, logo=False, debug=False)\n"
 )
