@@ -296,8 +296,9 @@ def build(root: Path, *, out: Path | None = None) -> list[Path]:
 class Grade:
     """One collected notebook's score, exercise by exercise.
 
-    ``scores`` maps ``exercise_N`` to (points earned, points possible), one point
-    per test of the exercise; ``score`` and ``possible`` are their sums.
+    ``scores`` maps ``exercise_N`` to (points earned, points possible), the
+    exercise's points shared evenly among its tests; ``score`` and ``possible``
+    are their sums.
     ``feedback`` maps ``exercise_N`` to what ``grader.check`` would have shown
     the student: the hints of the tests that failed.
     """

@@ -35,7 +35,20 @@ IDS = [path.name.removesuffix("-solutions.ipynb") for path in MASTERS]
 # [[name, label, why]], a generic value that is no wrong answer for that name; "ungraded"
 # {name: {test: why}}, a test that reads a name without grading it.
 SPEC: dict[str, dict] = {
+    "00-start-here": {
+        "wrong": {
+            "edge_erlang_wait_s": {"at 3.2 per second": "at_80"},
+            "edge_simulated_wait_s": {"the first run's": "simulate(base).summary['wait_mean_s']"},
+            "constant_wait_share": {"the inverse": "1 / constant_wait_share"},
+        }
+    },
     "01-backpressure": {
+        "wrong": {
+            "smaller_memory_peak_bytes": {"the 50-slot run's": "sb['memory_peak_bytes']"},
+            "smaller_upstream_peak": {"the 50-slot run's": "sb['upstream_backlog_max']"},
+            "five_workers_upstream_peak": {"4 workers'": "b.summary['upstream_backlog_max']"},
+            "five_workers_blocked_s": {"4 workers'": "b.summary['producer_blocked_s']"},
+        },
         "whole": {
             "exercise_2": [  # a queue one too small, and its own bound: the issue's example
                 {
@@ -47,7 +60,7 @@ SPEC: dict[str, dict] = {
                     "its_memory_bound_bytes": "(smallest_shedding_queue + 5) * 64 * 1024",
                 },
             ]
-        }
+        },
     },
     "02-workers-and-littles-law": {
         "wrong": {"cv2_wait_factor": {"the inverse": "1 / cv2_wait_factor", "Erlang C": "1.0"}},
@@ -79,6 +92,12 @@ SPEC: dict[str, dict] = {
             }
         },
     },
+    "04-drain-and-shutdown": {
+        "wrong": {
+            "full_drain_8_s": {"4 workers'": "full4", "from the start": "full8 + stop_s"},
+            "handed_back_8": {"4 workers'": "simulate(batch).summary['items_unfinished']"},
+        }
+    },
     "05-capacity-planning": {
         "wrong": {"twice_plan": {"today's plan": "p"}, "campaign_plan": {"today's": "priced"}},
     },
@@ -93,7 +112,11 @@ SPEC: dict[str, dict] = {
         },
         "wrong": {"one_worker_twin": {"four workers": "one_worker_twin.replace(concurrency=4)"}},
     },
+    "06-rate-limits-and-llm-batches": {
+        "wrong": {"rpm_24_throughput_per_s": {"per minute": "240.0"}},
+    },
     "08-where-is-the-bottleneck": {
+        "wrong": {"two_fetchers_s": {"one fetcher's": "times[1]"}},
         # "About 100": where the two stages' rates cross, which a simulated sweep of pool sizes
         # finds within a few connections; the check accepts 90 to 110.
         "skip": [
@@ -102,7 +125,7 @@ SPEC: dict[str, dict] = {
         ],
     },
     "11-who-waits": {
-        # The share a 300-s deadline loses is estimated from runs: about 0.0003, and a right
+        # The share a 300-s deadline loses is estimated from runs: about 0.00025, and a right
         # method gives anything from 0 to well under 2% (the exponential patience's 4.3% fails).
         "skip": [
             ["deadline_expired_fraction", label, "inside the estimate's spread near 0"]
