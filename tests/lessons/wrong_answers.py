@@ -74,15 +74,19 @@ def choices(source: str, right: str) -> list[str]:
     return found
 
 
-def same(a: Any, b: Any) -> bool:
-    """Whether a candidate is the right answer after all (then it is no wrong answer)."""
+def same(a: Any, b: Any, rel: float = 1e-9, abs_: float = 1e-12) -> bool:
+    """Whether a candidate is the right answer after all (then it is no wrong answer).
+
+    Numbers are the same within ``rel`` and ``abs_``: a check's own tolerance, where the
+    answer is a prediction from this machine's measurements.
+    """
     if a is b:
         return True
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, numbers.Real) and isinstance(b, numbers.Real):
         # 917504.0 for 917504 bytes is the right number: no slip a grader should punish
-        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+        return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=abs_)
     if type(a) is not type(b):
         return False
     try:
@@ -111,9 +115,15 @@ def generic(right: Any, source: str) -> list[tuple[str, Any]]:
     return wrong
 
 
-def first_slip(name: str, right: Any, source: str, skip: set[tuple[str, str]]) -> Any:
+def first_slip(
+    name: str, right: Any, source: str, skip: set[tuple[str, str]], tolerance: tuple[float, float]
+) -> Any:
     """The first wrong value of :func:`generic` that is more than an unanswered one."""
-    slips = [v for label, v in generic(right, source)[2:] if (name, label) not in skip]
+    slips = [
+        v
+        for label, v in generic(right, source)[2:]
+        if (name, label) not in skip and not same(v, right, *tolerance)
+    ]
     return slips[0] if slips else None
 
 
@@ -124,7 +134,8 @@ def report(env: dict[str, Any], student_path: str, spec: dict[str, Any]) -> str:
     values, evaluated in ``env``; ``whole`` maps ``exercise_N`` to a list of
     ``{name: expression}`` whole wrong answers; ``skip`` lists ``[name, label, why]``
     generic values that are no wrong answer for that name; ``ungraded`` maps a name to
-    ``{test: why}``, the tests that read it without grading it.
+    ``{test: why}``, the tests that read it without grading it; ``tolerance`` maps a
+    name to its check's ``[rel, abs]`` tolerance, within which a value is right.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -136,6 +147,10 @@ def report(env: dict[str, Any], student_path: str, spec: dict[str, Any]) -> str:
     right = {n: env[n] for question in names.values() for n in question}
     skip = {(name, label) for name, label, _why in spec.get("skip", [])}
     ungraded = spec.get("ungraded", {})
+
+    def tolerance(name: str) -> tuple[float, float]:
+        return tuple(spec.get("tolerance", {}).get(name, (1e-9, 1e-12)))
+
     out: dict[str, Any] = {"right": {}, "credited": [], "whole": [], "tried": 0}
     here = os.getcwd()
     os.chdir(Path(student_path).parent)  # otter finds the notebook by name, from its folder
@@ -169,13 +184,13 @@ def report(env: dict[str, Any], student_path: str, spec: dict[str, Any]) -> str:
                     for label, expression in spec.get("wrong", {}).get(name, {}).items()
                 ]
                 for label, value in generic(right[name], tests[question]) + others + extra:
-                    if (name, label) in skip or same(value, right[name]):
+                    if (name, label) in skip or same(value, right[name], *tolerance(name)):
                         continue
                     passed = check(question, {name: value})
                     credited = [t for t in reading if passed.get(t)]
                     if credited:
                         out["credited"].append([question, name, label, repr(value)[:60], credited])
-            slips = {n: first_slip(n, right[n], tests[question], skip) for n in own}
+            slips = {n: first_slip(n, right[n], tests[question], skip, tolerance(n)) for n in own}
             wholes = [slips] + [
                 slips | {n: eval(e, env) for n, e in whole.items()}
                 for whole in spec.get("whole", {}).get(question, [])
