@@ -353,18 +353,41 @@ def test_a_build_outside_the_repository_says_so_in_one_line(tmp_path, monkeypatc
     assert not (tmp_path / "build").exists()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "empty", "not utf-8"])
-def test_a_build_names_a_broken_master_and_writes_nothing(tmp_path, monkeypatch, capsys, damage):
+# A missing master is no master (the folder without any is tested above); a missing student
+# notebook is a master's without its notebook.
+BROKEN = [
+    (which, damage)
+    for which in ("master", "student")
+    for damage in ("truncated", "empty", "not utf-8", "missing")
+    if (which, damage) != ("master", "missing")
+]
+
+
+@pytest.mark.parametrize(("which", "damage"), BROKEN)
+def test_a_build_names_a_broken_notebook_and_writes_nothing(
+    tmp_path, monkeypatch, capsys, damage, which
+):
     master = MASTERS[0]
     solutions = tmp_path / "notebooks" / "solutions"
     solutions.mkdir(parents=True)
-    shutil.copyfile(student_of(master), tmp_path / "notebooks" / student_of(master).name)
-    text = master.read_bytes()
-    broken = {"truncated": text[: len(text) // 2], "empty": b"", "not utf-8": b"\xff\xfe{"}
-    (solutions / master.name).write_bytes(broken[damage])
+    copies = {
+        "master": solutions / master.name,
+        "student": solutions.parent / student_of(master).name,
+    }
+    shutil.copyfile(master, copies["master"])
+    shutil.copyfile(student_of(master), copies["student"])
+    broken = copies[which]
+    text = broken.read_bytes()
+    if damage == "missing":
+        broken.unlink()
+    else:
+        damaged = {"truncated": text[: len(text) // 2], "empty": b"", "not utf-8": b"\xff\xfe{"}
+        broken.write_bytes(damaged[damage])
+    before = {path: path.read_bytes() for path in copies.values() if path.exists()}
     err = _build_in(tmp_path, monkeypatch, capsys)
-    assert str(solutions / master.name) in err
+    assert str(broken) in err
     assert not (tmp_path / "build").exists()
+    assert {path: path.read_bytes() for path in copies.values() if path.exists()} == before
 
 
 def test_a_build_that_fails_on_one_master_writes_no_other(tmp_path, monkeypatch, capsys):
