@@ -171,6 +171,7 @@ def _report(master: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     return json.loads(line.removeprefix(MARK))
 
 
+@pytest.mark.slow  # each case runs a solutions notebook in a kernel
 @pytest.mark.parametrize("master", MASTERS, ids=IDS)
 def test_no_graded_test_credits_a_wrong_answer(master, monkeypatch):
     found = _report(master, monkeypatch)
