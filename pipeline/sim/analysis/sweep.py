@@ -32,6 +32,7 @@ from ..running.kernel.run import check_engine, refusal, unsupported
 from ..running.result import SimulationResult
 from ..running.single import simulate_once
 from ..stats.intervals import summarise_values
+from ..workloads.randomness import check_replications
 from ..workloads.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -65,13 +66,17 @@ def simulate_replication(
 
     Raises:
         TypeError: ``scenario`` is not a Scenario.
-        ValueError: ``replication`` is not an integer >= 0, a bad ``engine``, or
-            ``engine="kernel"`` for a scenario outside the kernel's domain.
+        ValueError: ``replication`` is not an integer >= 0, a bad ``engine``,
+            ``engine="kernel"`` for a scenario outside the kernel's domain, or
+            ``replication >= 1`` of a scenario nothing in which is random (a
+            replayed trace: every replication is replication 0 again;
+            :func:`~pipeline.sim.workloads.randomness.fixed_workload`).
     """
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario, got {scenario!r}")
     if isinstance(replication, bool) or not isinstance(replication, int) or replication < 0:
         raise ValueError(f"replication must be an integer >= 0, got {replication!r}")
+    check_replications(scenario, replication + 1, f"replication={replication}")
     return simulate_once(scenario, replication, check_engine(engine))
 
 
@@ -153,6 +158,8 @@ def sweep(
             not a :class:`concurrent.futures.Executor`.
         ValueError: an unknown field name or a value the scenario rejects (named
             with its grid point), bad ``replications``, ``processes`` or ``engine``,
+            ``replications`` > 1 of a scenario nothing in which is random (a
+            replayed trace),
             ``engine="kernel"`` for a scenario outside the kernel's domain, or a
             scenario that cannot be pickled for the worker processes.
         RuntimeError: ``processes`` > 1 asked for from the top level of a script
@@ -182,6 +189,8 @@ def sweep(
             feature = unsupported(scenario)
             if feature is not None:
                 raise ValueError(f"grid point {point}: {refusal(feature)}")
+    for scenario in scenarios:  # before any run: a replayed trace is one sample
+        check_replications(scenario, replications, f"replications={replications}")
     tasks = [(scenario, r, engine) for scenario in scenarios for r in range(replications)]
     workers = default_workers(processes, len(tasks))
     if workers > 1 or executor is not None:
