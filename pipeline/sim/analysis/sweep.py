@@ -27,7 +27,7 @@ import numpy as np
 
 from ..executors.pool import check_executor, check_picklable, default_workers, run_tasks
 from ..running.class_summary import flatten_classes
-from ..running.drain_warning import warn_drain_timeouts
+from ..running.drain_warning import drain_cut, warn_drain_timeouts
 from ..running.kernel.run import check_engine, refusal, unsupported
 from ..running.result import SimulationResult
 from ..running.single import simulate_once
@@ -272,7 +272,11 @@ def summarise_sweep(
         One row per grid point, in grid order: the grid's columns,
         ``replications``, ``drain_timed_out`` (how many of them hit the drain
         timeout: their latency and wait statistics leave out the items left
-        unfinished), then ``<metric>_mean`` and ``<metric>_ci95`` for each metric.
+        unfinished), then ``<metric>_mean`` and ``<metric>_ci95`` for each metric,
+        and for a wait or latency (:func:`~pipeline.sim.running.drain_warning.drain_cut`,
+        the rule a plan fails such an SLO by) ``<metric>_drain_cut``: how many of
+        the point's runs left out their slowest items. A point with any is not
+        comparable with one without: it looks better only because its tail was cut.
 
     Raises:
         ValueError: a metric that is not a column of ``frame``.
@@ -301,12 +305,15 @@ def summarise_sweep(
         # Values from the rows, not the group keys: groupby turns None into NaN.
         row: dict[str, Any] = {column: part[column].iloc[0] for column in grid}
         row["replications"] = len(part)
+        cut = None
         if "drain_timed_out" in part:
-            row["drain_timed_out"] = int(part["drain_timed_out"].astype(bool).sum())
+            cut = row["drain_timed_out"] = int(part["drain_timed_out"].astype(bool).sum())
         for metric in metrics:
             mean, half = summarise_values(part[metric].to_numpy(dtype=np.float64))
             row[f"{metric}_mean"] = mean
             row[f"{metric}_ci95"] = half
+            if cut is not None and drain_cut(metric):
+                row[f"{metric}_drain_cut"] = cut
         rows.append(row)
     return keep_none(pd.DataFrame(rows), rows, grid)
 
