@@ -389,10 +389,13 @@ def mean_bounds(samples: Sequence[float] | np.ndarray, level: float = 0.95) -> t
 
     For independent values (one per replication).
 
-    The bounds every plan, cost and replication interval in the project
-    prints. Per-replication means of short queueing runs are skewed to the
-    right (a run that met a long busy period waits far longer than the rest)
-    and even their logarithms are (skewness about 0.2 on 2,000-item M/M/10
+    The bounds every plan and cost in the project prints, and every interval
+    across :data:`SKEW_ROBUST_MIN_VALUES` or more replications (a plan can
+    afford a wide bound: an undecided look runs more replications; a printed
+    interval over 3 values cannot, see :func:`robust_mean_ci`).
+    Per-replication means of short queueing runs are skewed to the right (a
+    run that met a long busy period waits far longer than the rest) and even
+    their logarithms are (skewness about 0.2 on 2,000-item M/M/10
     runs at rho = 0.8), so no one method holds its level everywhere: on each
     side the bound is the widest of
 
