@@ -92,7 +92,6 @@ import sys
 from typing import Any
 
 from .._extras import require
-from ..sim.workloads.randomness import check_replications
 from .output import (
     PROG,
     OutputFolder,
@@ -201,6 +200,9 @@ def _simulate(args: argparse.Namespace) -> int:
     if "out" in settings:  # report.png comes from pipeline.viz: say a missing [viz] now
         require("simulate --out", "viz")
     scenario = build_scenario(settings)
+    # Here, not at the top: the command line checks its flags before it loads the simulator.
+    from ..sim.workloads.randomness import check_replications
+
     replications = settings.get("replications", 1)
     check_replications(scenario, replications, f"--replications {replications}")
     metrics = _metrics_options(args)
