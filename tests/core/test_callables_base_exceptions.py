@@ -106,3 +106,22 @@ def test_a_chain_raises_it_as_itself_from_either_stage(stage, callable_kind, err
     assert first.handed_on + len(first.stranded) == first.completed
     assert second.offered == first.handed_on
     assert (BAD in first.stranded) == (stage == 1)
+
+
+@pytest.mark.parametrize("error", ERRORS)
+@pytest.mark.parametrize("target", ["pipeline", "chain"])
+def test_a_token_estimate_raising_it_stops_the_run_with_the_item_unfinished(target, error):
+    from pipeline import RateLimit
+
+    limit = RateLimit(tokens_per_minute=1e6, tokens_per_item=raising_on(BAD, error, 1.0))
+    config = PipelineConfig(concurrency=2, rate_limit=limit, drain_timeout_s=None)
+    if target == "pipeline":
+        runner = Pipeline(handle, config)
+    else:
+        runner = Chain([Stage("first", handle, PipelineConfig(concurrency=2)),
+                        Stage("second", handle, config)])  # fmt: skip
+    with pytest.raises(error):
+        run_virtual(runner.run(ITEMS))
+    report = runner.report if target == "pipeline" else runner.report.stages["second"]
+    assert runner.report.balanced and BAD in report.unfinished  # taken, never started
+    assert_each_payload_once(report, taken(report))  # items arrive in order, in both
