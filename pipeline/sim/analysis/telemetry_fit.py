@@ -310,7 +310,16 @@ def calibrate_observed(
     if not isinstance(observed, Observed):
         raise TypeError(f"observed must be an Observed, got {type(observed).__name__}")
     arrivals, arrivals_how, window = fit_observed_arrivals(observed)
-    service, service_how, p95 = _service(observed)
+    # Response times are fitted through the twin below, once its other parts are known.
+    deconvolve = observed.response_times and observed.histogram is None
+    if deconvolve:
+        recorded = observed.service_s.size if observed.service_s is not None else None
+        n = recorded if recorded is not None else int(observed.attempts or 0)
+        service = ServiceFit("lognormal", LogNormal(mean=1.0, cv=1.0), n, math.nan,
+                             math.nan, math.nan, {})  # fmt: skip
+        service_how, p95 = "", math.nan
+    else:
+        service, service_how, p95 = _service(observed)
     if concurrency is not None:
         workers = int(concurrency)
         workers_how = f"{workers}, as given" + (
@@ -365,7 +374,7 @@ def calibrate_observed(
         failures=failures, duration_s=window, seed=seed, initial_backlog=backlog or 0,
     )  # fmt: skip
     response: ResponseFit | None = None
-    if observed.response_times and observed.histogram is None:
+    if deconvolve:
         try:
             response = fit_response_times(scenario, _targets(observed), recorded=service.n)
         except ValueError as error:
