@@ -212,3 +212,22 @@ def test_response_times_the_twin_cannot_reproduce_are_warned_about():
     )  # fmt: skip
     with pytest.warns(ResponseFitWarning, match=r"cannot reproduce the recorded response times"):
         calibrate_observed(observed, concurrency=WORKERS)
+
+
+@pytest.mark.slow
+def test_the_service_fitted_through_the_twin_is_unbiased_over_many_seeds():
+    """Twenty recordings with a queue: the fitted service means centre on the truth."""
+    errors = []
+    for seed in range(20):
+        run = requests(_truth(n_items=3000, seed=100 + seed))
+        response = (run.end_ns - run.start_ns) / 1e9
+        observed = Observed(
+            source="test", arrivals_s=(run.start_ns - run.start_ns[0]) / 1e9,
+            service_s=response, attempts=response.size, failed=int(run.failed.sum()),
+            max_attempts=1, response_times=True,
+        )  # fmt: skip
+        fit = calibrate_observed(observed, concurrency=WORKERS, seed=seed)
+        errors.append(fit.service.mean_s - MEAN)
+    errors = np.asarray(errors)
+    t = 3.883  # Student's t at 19 degrees of freedom, two-sided 0.999
+    assert abs(errors.mean()) <= t * errors.std(ddof=1) / math.sqrt(errors.size), errors
