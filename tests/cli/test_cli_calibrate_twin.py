@@ -231,3 +231,22 @@ def test_the_service_fitted_through_the_twin_is_unbiased_over_many_seeds():
     errors = np.asarray(errors)
     t = 3.883  # Student's t at 19 degrees of freedom, two-sided 0.999
     assert abs(errors.mean()) <= t * errors.std(ddof=1) / math.sqrt(errors.size), errors
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"max_attempts": 0}, r"max_attempts must be >= 1, got 0"),
+        ({"max_attempts": 2.5}, r"max_attempts must be a whole number"),
+        ({"retry_gaps_s": [0.1]}, r"retry_gaps_s and retry_numbers go together"),
+        ({"retry_gaps_s": [-0.1], "retry_numbers": [1]}, r"retry_gaps_s must be >= 0"),
+        ({"retry_gaps_s": [math.nan], "retry_numbers": [1]}, r"retry_gaps_s must be finite"),
+        ({"retry_gaps_s": [0.1], "retry_numbers": [0]}, r"retry_numbers must be > 0"),
+        ({"retry_gaps_s": [0.1], "retry_numbers": [1.5]}, r"one whole number >= 1 per retry"),
+        ({"retry_gaps_s": [0.1, 0.2], "retry_numbers": [1]}, r"one whole number >= 1 per retry"),
+        ({"response_times": "yes"}, r"response_times must be True or False"),
+    ],
+)
+def test_what_a_reader_says_of_attempts_is_checked(fields, message):
+    with pytest.raises(ValueError, match=message):
+        Observed(source="test", **fields)

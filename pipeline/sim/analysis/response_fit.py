@@ -79,6 +79,8 @@ class ResponseFit:
         n_items: items the twin simulated per evaluation.
         evaluations: twin runs the fit took.
         utilisation: the twin's workers' busy share with that service.
+        engine: the engine the twin ran on (``"kernel"`` for every scenario a
+            calibration writes; ``"asyncio"`` outside the kernel's domain).
     """
 
     distribution: LogNormal
@@ -87,6 +89,7 @@ class ResponseFit:
     n_items: int
     evaluations: int
     utilisation: float
+    engine: str = "kernel"
 
     @property
     def worst_error(self) -> float:
@@ -99,7 +102,7 @@ class ResponseFit:
             f"{k} {self.reproduced[k]:.4g} s (recorded {v:.4g})" for k, v in self.targets.items()
         )
         return (
-            f"the twin ({self.n_items:,} items on the kernel, {self.evaluations} runs, "
+            f"the twin ({self.n_items:,} items on the {self.engine}, {self.evaluations} runs, "
             f"{self.utilisation:.0%} busy) gives back {shown}"
         )
 
@@ -130,7 +133,7 @@ def _level(name: str) -> float:
 
 def _twin_statistics(
     scenario: Scenario, mean: float, cv: float, names: list[str]
-) -> tuple[np.ndarray, float]:
+) -> tuple[np.ndarray, float, str]:
     result = simulate(scenario.replace(service=LogNormal(mean=mean, cv=cv)), engine="auto")
     columns = result.columns
     ended = np.isin(columns.outcome, _ENDED)
@@ -139,7 +142,7 @@ def _twin_statistics(
         float(response.mean()) if name == "mean" else float(np.quantile(response, _level(name)))
         for name in names
     ]
-    return np.asarray(values), float(result.summary["utilisation"])
+    return np.asarray(values), float(result.summary["utilisation"]), result.summary["engine"]
 
 
 def fit_response_times(
@@ -181,7 +184,7 @@ def fit_response_times(
     def residual(x: np.ndarray) -> tuple[np.ndarray, float]:
         nonlocal evaluations
         evaluations += 1
-        values, busy = _twin_statistics(twin, math.exp(x[0]), math.exp(x[1]), names)
+        values, busy, _ = _twin_statistics(twin, math.exp(x[0]), math.exp(x[1]), names)
         return weights * np.log(np.maximum(values, 1e-300) / goal), busy
 
     x = _start(targets)
@@ -214,7 +217,7 @@ def fit_response_times(
         if moved < _SMALL_MOVE:
             break
     mean, cv = math.exp(x[0]), math.exp(x[1])
-    values, busy = _twin_statistics(twin, mean, cv, names)
+    values, busy, engine = _twin_statistics(twin, mean, cv, names)
     fit = ResponseFit(
         LogNormal(mean=mean, cv=cv),
         dict(zip(names, goal.tolist(), strict=True)),
@@ -222,6 +225,7 @@ def fit_response_times(
         n_items,
         evaluations + 1,
         busy,
+        engine,
     )
     if fit.worst_error > MISFIT:
         warnings.warn(
