@@ -12,7 +12,7 @@ LAB_ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root)
 # Extra arguments for JupyterLab, e.g. make lab LAB_ARGS='--no-browser --port=8899'
 LAB_ARGS ?=
 
-.PHONY: lab test docs exercises test-all-pythons lint bench clean
+.PHONY: lab test test-fast docs exercises test-all-pythons lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ test: $(STAMP)
 	$(BIN)/python -m tests.services_setup
 	$(BIN)/pytest
 	PIPELINE_TEST_WITHOUT_NUMBA=1 $(BIN)/pytest -q tests/sim/running/kernel tests/cli/test_cli_golden.py
+
+# The fast tier, for every change: ruff, then the tests on both cores without notebooks, the
+# browser, real servers, the install test or the long checks (tests/tiers.py says which).
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m tests.tiers
 
 # The documentation site, built offline into docs/_build/html (open index.html there):
 # the guide, the notebooks executed with their figures, the API reference. Warnings are errors.

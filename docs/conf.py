@@ -19,8 +19,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from kernelpoll import install  # noqa: E402 - needs the path above
-from sources import gather  # noqa: E402
+from sources import gather  # noqa: E402 - needs the path above
+
+from pipeline.kernelpoll import install  # noqa: E402 - this checkout's, by the path above
 
 install()  # a kernel's reply is read even when its socket's wake-up was lost
 

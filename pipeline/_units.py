@@ -14,7 +14,9 @@ the one table (:data:`METRIC_LABELS`) and the one set of formatters:
 - :func:`limit_text` writes a limit in its unit (``4 MiB``, ``1%``, ``30 s``),
   :func:`value_text` a measured value (``1.75 MiB``, ``18.1 s``),
   :func:`percent_text` a share (``0.265%``) and :func:`slo_text` a whole SLO
-  (``p95 latency ≤ 30 s``).
+  (``p95 latency ≤ 30 s``);
+- :func:`metric_range` says which values a metric can take (``[0, 1]`` for a
+  fraction, ``[0, inf)`` for an amount), so no printed interval reaches past it.
 
 Example:
     >>> metric_label("memory_peak_bytes")
@@ -39,6 +41,7 @@ __all__ = [
     "human_bytes",
     "limit_text",
     "metric_label",
+    "metric_range",
     "percent_text",
     "scale_bytes",
     "slo_text",
@@ -122,6 +125,33 @@ def metric_label(metric: str) -> str:
         if metric.endswith(suffix) and len(metric) > len(suffix):
             return f"{_words(metric[: -len(suffix)])} ({unit})"
     return metric
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    """The values ``metric`` can take: ``(0, 1)`` for a fraction, ``(0, inf)`` for any amount.
+
+    An interval reaching outside it says nothing more than one cut to it and
+    covers no less (the quantity is inside it), so printed intervals are cut
+    to it: a queue depth is never below 0, a shed fraction never above 1.
+    Counts, depths, times, rates, bytes and attempts are amounts; a key the
+    table does not know is read by the house naming (``_fraction``; ``_s``,
+    ``_bytes``, ``_per_s``, ``_max``, ``_mean`` and ``items_`` are amounts),
+    and any other name (a column a notebook added) may take any value.
+
+    Example:
+        >>> metric_range("queue_depth_max"), metric_range("shed_fraction"), metric_range("mine")
+        ((0.0, inf), (0.0, 1.0), (-inf, inf))
+    """
+    metric = str(metric).rsplit(".", 1)[-1]  # a class's key (classes.NAME.KEY) or a stage's
+    unit = METRIC_LABELS.get(metric, ("", None))[1]
+    if unit == "fraction" or metric.endswith("_fraction"):
+        return 0.0, 1.0
+    amount = metric.startswith("items_") or metric.endswith(
+        ("_s", "_bytes", "_per_s", "_max", "_mean", "_total")
+    )
+    if unit or amount:
+        return 0.0, math.inf
+    return -math.inf, math.inf
 
 
 def _words(name: str) -> str:

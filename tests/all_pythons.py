@@ -3,8 +3,7 @@
 For each of Python 3.11, 3.12 and 3.13 this finds an interpreter that runs
 (``python3.X`` on PATH, else one installed by pyenv), makes it its own venv
 (``.venv-3.X``, reinstalled only when ``pyproject.toml`` changes), installs the
-project with its ``test`` extra and runs the fast tests: ``tests/`` without
-notebooks (nbval off), the browser test or the slow statistical checks. It ends
+project with its ``test`` extra and runs the fast tier (:mod:`tests.tiers`). It ends
 with one line per version: passed, FAILED, or absent. The exit status is 1 when
 a version failed or none was found.
 
@@ -13,7 +12,6 @@ Extra pytest arguments can follow: ``python -m tests.all_pythons -x -k live``.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -21,15 +19,10 @@ import sys
 import time
 from pathlib import Path
 
+from tests import tiers
+
 REPO = Path(__file__).resolve().parent.parent
 VERSIONS = ("3.11", "3.12", "3.13")
-FAST_TESTS = [
-    "-m", "pytest", "tests",
-    "-p", "no:nbval",
-    "-o", "addopts=-ra",  # pyproject's addopts carry nbval's flags
-    "-m", "not browser and not slow",
-    "-q",
-]  # fmt: skip
 
 
 def _reports(python: str | Path, version: str) -> bool:
@@ -107,17 +100,16 @@ def main(pytest_args: list[str]) -> int:
         if venv_python is None:
             results.append((version, "FAILED", f"could not install into .venv-{version}"))
             continue
-        # numpy's thread pool would only add noise to tests that time threads.
         code = subprocess.run(
-            [str(venv_python), *FAST_TESTS, *pytest_args],
+            [*tiers.command(venv_python), *pytest_args],
             cwd=REPO,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+            env=tiers.environment(),
             check=False,
         ).returncode
         status = "passed" if code == 0 else f"FAILED (pytest exit {code})"
         results.append((version, status, f"{python}, {time.monotonic() - began:.0f} s"))
-    print("\ntest-all-pythons: fast tests (no notebooks, browser or slow checks)")
+    print("\ntest-all-pythons: the fast tier (tests/tiers.py)")
     for version, status, note in results:
         print(f"  Python {version}: {status:<22} {note}")
     ran = [status for _, status, _ in results if status != "absent"]

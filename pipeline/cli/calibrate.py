@@ -226,7 +226,7 @@ def _toml_string(text: str) -> str:
 def scenario_file(fit: Any, path: str) -> tuple[str, dict[str, str]]:
     """The scenario file's text for ``fit``, and the CSV files beside it (path -> text)."""
     from ..sim.workloads.arrivals import Poisson
-    from ..sim.workloads.distributions import Empirical, Exponential, LogNormal
+    from ..sim.workloads.distributions import Empirical, Exponential, Gamma, LogNormal
 
     files: dict[str, str] = {}
     arrivals = fit.arrivals.process
@@ -240,6 +240,8 @@ def scenario_file(fit: Any, path: str) -> tuple[str, dict[str, str]]:
     service = fit.service.distribution
     if isinstance(service, LogNormal):
         service_spec = f"lognormal:mean={service.mean!r},cv={service.cv!r}"
+    elif isinstance(service, Gamma):
+        service_spec = f"gamma:mean={service.mean!r},cv={service.cv!r}"
     elif isinstance(service, Exponential):
         service_spec = f"exponential:mean={service.mean!r}"
     elif isinstance(service, Empirical):

@@ -46,15 +46,18 @@ table, are one-line errors naming the file, the stage and the key.
 
 Output: ``--json`` prints one JSON object with every summary key (NaN as
 ``null``); with ``--replications R`` > 1 the values are means over the
-replications, ``drain_timed_out`` is true if any replication's drain timed
-out, the ``engine`` key names the engine once, and a ``ci95`` object holds
-the 95% half-widths. Replications long enough to repay it (a few seconds of
-work) run on a process pool, with a progress bar on stderr. Without ``--json`` a
-short table and the run's diagnostics are printed; a single run's
-``wait_mean_s`` and ``latency_mean_s`` rows show their 95% batch-means
-half-widths (the summary keys ``wait_mean_ci95_s`` and ``latency_mean_ci95_s``,
-10 batches in arrival order, ``null`` below 10,000 items: shorter runs are too
-short to know their own precision; replications know it at any length).
+replications, ``drain_timed_out`` is true if any replication's drain timed out,
+the ``engine`` key names the engine once, and a ``ci95`` object holds the 95%
+half-widths. Replications of a replayed ``--trace`` (with nothing random added)
+are refused before any run: each would be the same run
+(:func:`~pipeline.sim.workloads.randomness.fixed_workload`). Replications long
+enough to repay it (a few seconds of work) run on a process pool, with a
+progress bar on stderr. Without ``--json`` a short table and the run's
+diagnostics are printed; a single run's ``wait_mean_s`` and ``latency_mean_s``
+rows show their 95% batch-means half-widths (the summary keys
+``wait_mean_ci95_s`` and ``latency_mean_ci95_s``, 10 batches in arrival order,
+``null`` below 10,000 items: shorter runs are too short to know their own
+precision; replications know it at any length).
 
 On stderr, whatever the output: ``pipeline: warning: ...`` when a drain timed
 out (the unfinished items are missing from the latency statistics; the line
@@ -197,6 +200,11 @@ def _simulate(args: argparse.Namespace) -> int:
     if "out" in settings:  # report.png comes from pipeline.viz: say a missing [viz] now
         require("simulate --out", "viz")
     scenario = build_scenario(settings)
+    # Here, not at the top: the command line checks its flags before it loads the simulator.
+    from ..sim.workloads.randomness import check_replications
+
+    replications = settings.get("replications", 1)
+    check_replications(scenario, replications, f"--replications {replications}")
     metrics = _metrics_options(args)
     # An unusable --out is found now, not after the run.
     out = OutputFolder(settings["out"]) if "out" in settings else None

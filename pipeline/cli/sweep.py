@@ -63,9 +63,12 @@ Output: a progress bar on stderr; ``--json`` prints one object, ``grid``
 (axis -> values), ``replications``, ``metrics``, ``engine``, ``out``,
 ``files`` and ``points``: per grid point its ``point`` (axis -> value),
 ``replications``, ``drain_timed_out`` (how many of its runs hit the drain
-timeout) and the metrics' ``mean`` and ``ci95`` (95% half-width; null with
+timeout), ``drain_cut`` (the metrics among the waits and latencies whose value
+leaves out those runs' unfinished items, the slowest tail: empty when none
+timed out) and the metrics' ``mean`` and ``ci95`` (95% half-width; null with
 one replication). Otherwise a short table, with a ``drain_timed_out`` column
-(``K of R`` runs) when some drain timed out. Runs whose drain timed out also
+(``K of R`` runs) when some drain timed out, its cut waits and latencies marked
+``[cut]`` and a line saying why; the heatmaps hatch those cells. Runs whose drain timed out also
 give one line on stderr, ``pipeline: warning: the drain timed out ... in K of
 N sweep runs: ...``: their latency statistics leave out the items left
 unfinished (``drain_timed_out`` is a column of ``sweep.csv`` too).
@@ -376,6 +379,7 @@ def _sweep_frame(
 
 def _points(frame: pd.DataFrame, grid: list[str], metrics: list[str]) -> list[dict[str, Any]]:
     """Per grid point, in grid order: its values and each metric's mean and 95% half-width."""
+    from ..sim.running.drain_warning import drain_cut
     from ..sim.stats.intervals import summarise_values
 
     groups: dict[tuple[str, ...], list[int]] = {}
@@ -395,6 +399,7 @@ def _points(frame: pd.DataFrame, grid: list[str], metrics: list[str]) -> list[di
                 "point": point,
                 "replications": len(rows),
                 "drain_timed_out": cut,
+                "drain_cut": [m for m in metrics if cut and drain_cut(m)],
                 "mean": mean,
                 "ci95": half,
             }
@@ -431,7 +436,10 @@ def _write_files(
 
 def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) -> str:
     """One line per grid point: its values, then each metric as ``mean ± half-width``;
-    when some drain timed out, a last column says in how many of the point's runs."""
+    when some drain timed out, a last column says in how many of the point's runs,
+    each wait and latency it cut is marked ``[cut]``, and a last line says why."""
+    from ..sim.running.drain_warning import DRAIN_CUT_TEXT
+
     cut = any(point["drain_timed_out"] for point in points)
     header = [*grid, *metrics, *(["drain_timed_out"] if cut else [])]
     body = []
@@ -442,15 +450,20 @@ def _table(points: list[dict[str, Any]], grid: list[str], metrics: list[str]) ->
             text = format_value(metric, mean)
             if mean is not None and half is not None:
                 text += f" ± {format_value(metric, half)}"
+            if metric in point["drain_cut"]:
+                text += " [cut]"
             cells.append(text)
         if cut:
             cells.append(f"{point['drain_timed_out']} of {point['replications']}")
         body.append(cells)
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    return "\n".join(
+    lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in [header, *body]
-    )
+    ]
+    if any(point["drain_cut"] for point in points):
+        lines.append(f"[cut]: {DRAIN_CUT_TEXT}.")
+    return "\n".join(lines)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -43,6 +43,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from .._extras import require
 
@@ -63,6 +64,7 @@ __all__ = [
     "grade",
     "main",
     "masters",
+    "read_notebook",
     "split_exercises",
     "student_of",
 ]
@@ -78,9 +80,12 @@ CHECK = re.compile(r"""grader\.check\(["'](exercise_\d+)["']\)""")
 ITEM = re.compile(r"^(\d+)\.\s")
 SHARED = ("data", "docs")
 """The checkout's folders the notebooks read beside theirs (``../data/``, ``../docs/``)."""
-# What `otter run` calls in the folders it makes (otter.run.main), without its copying.
+# What `otter run` calls in the folders it makes (otter.run.main), without its copying; its
+# notebook runs through nbclient, whose kernel replies are read even when a wake-up is lost.
 _RUN_AUTOGRADER = (
     "import sys\n"
+    "from pipeline.kernelpoll import install\n"
+    "install()\n"
     "from otter.run.run_autograder import main\n"
     "main(sys.argv[1], otter_run=True, logo=False, debug=False)\n"
 )
@@ -91,11 +96,28 @@ import otter
 grader = otter.Notebook("{name}")"""
 
 
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """The notebook at ``path``, or a ValueError that names the file and what is wrong."""
+    try:
+        return nbformat.read(path, as_version=4)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such notebook") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: cannot be read ({error})") from None
+    except Exception as error:  # nbformat's JSON, schema and version errors share no base
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"{path}: not a valid notebook ({first[:200]})") from None
+
+
 def masters(root: Path) -> list[Path]:
-    """The solutions notebooks under ``root/notebooks/solutions`` that are otter masters."""
+    """The solutions notebooks under ``root/notebooks/solutions`` that are otter masters.
+
+    Raises:
+        ValueError: a solutions notebook cannot be read (the message names it).
+    """
     found = []
     for path in sorted((root / "notebooks" / "solutions").glob("*-solutions.ipynb")):
-        notebook = nbformat.read(path, as_version=4)
+        notebook = read_notebook(path)
         if any(c.cell_type == "raw" and c.source.startswith(CONFIG_MARK) for c in notebook.cells):
             found.append(path)
     return found
@@ -110,8 +132,12 @@ def _assign(master: Path, out: Path) -> Path:
     """Run ``otter assign`` on ``master`` into ``out``; the student version's path."""
     shutil.rmtree(out, ignore_errors=True)
     # In this process: otter's imports take seconds, a build assigns every master.
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        otter_assign(str(master), str(out), no_pdfs=True, no_run_tests=True)
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            otter_assign(str(master), str(out), no_pdfs=True, no_run_tests=True)
+    except Exception as error:  # otter's own errors share no base: say which master it was
+        raise ValueError(f"{master}: otter assign refused it: {error}") from error
     return out / "student" / master.name
 
 
@@ -179,11 +205,17 @@ def _code(source: str, tag: str, cell_id: str) -> nbformat.NotebookNode:
 def build_notebook(master: Path, work: Path) -> nbformat.NotebookNode:
     """The student notebook of ``master`` with its exercise cells built afresh (not written)."""
     target = student_of(master)
-    assigned = nbformat.read(_assign(master, work), as_version=4)
-    answers = _questions(assigned)
-    notebook = nbformat.read(target, as_version=4)
+    assigned = read_notebook(_assign(master, work))
+    try:
+        answers = _questions(assigned)
+    except ValueError as error:
+        raise ValueError(f"{master}: {error}") from None
+    notebook = read_notebook(target)
     cells = [c for c in notebook.cells if not set(c.metadata.get("tags", [])) & set(GENERATED)]
-    start, end, text = _exercise_text(cells)
+    try:
+        start, end, text = _exercise_text(cells)
+    except ValueError as error:
+        raise ValueError(f"{target}: {error}") from None
     pieces = split_exercises(text)
     missing = sorted(set(answers) - {n for n, _ in pieces if n is not None})
     if missing:
@@ -216,35 +248,57 @@ def build_notebook(master: Path, work: Path) -> nbformat.NotebookNode:
 def build(root: Path, *, out: Path | None = None) -> list[Path]:
     """Build every master's student notebook (written in place) and grading bundle.
 
+    Every notebook and bundle is built before the first is written: a master that
+    fails leaves the checkout and ``out`` as they were.
+
     Args:
         root: the repository (holding ``notebooks/`` and ``notebooks/solutions/``).
         out: where the grading bundles go (default ``root/build/exercises``).
 
     Returns:
         The student notebooks written.
+
+    Raises:
+        ValueError: ``root`` has no masters, or a master or its student notebook
+            cannot be built; the message names the folder or file.
     """
+    solutions = root / "notebooks" / "solutions"
+    if not solutions.is_dir():
+        raise ValueError(
+            f"{solutions}: no such folder; run from the repository's root, which holds "
+            "notebooks/solutions/"
+        )
+    found = masters(root)
+    if not found:
+        raise ValueError(
+            f"{solutions}: no otter masters (*-solutions.ipynb with an {CONFIG_MARK!r} raw cell)"
+        )
+    made = []
+    with tempfile.TemporaryDirectory() as work:
+        for master in found:
+            target = student_of(master)
+            dist = Path(work) / master.stem
+            notebook = build_notebook(master, dist)
+            bundles = sorted((dist / "autograder").glob("*.zip"))
+            if not bundles:
+                raise ValueError(f"{master}: otter assign made no grading bundle")
+            made.append((target, nbformat.writes(notebook) + "\n", bundles[-1].read_bytes()))
     out = out or root / "build" / "exercises"
     out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for master in masters(root):
-        target = student_of(master)
-        with tempfile.TemporaryDirectory() as work:
-            notebook = build_notebook(master, Path(work) / "dist")
-            bundles = sorted((Path(work) / "dist" / "autograder").glob("*.zip"))
-            shutil.copyfile(bundles[-1], out / f"{target.stem}.zip")
-        text = nbformat.writes(notebook) + "\n"
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
+    for target, text, bundle in made:
+        (out / f"{target.stem}.zip").write_bytes(bundle)
+        if target.read_text(encoding="utf-8") != text:
             target.write_text(text, encoding="utf-8")
-        written.append(target)
-    return written
+    return [target for target, _, _ in made]
 
 
 @dataclass(frozen=True)
 class Grade:
     """One collected notebook's score, exercise by exercise.
 
-    ``scores`` maps ``exercise_N`` to (points earned, points possible), one point
-    per test of the exercise; ``score`` and ``possible`` are their sums.
+    ``scores`` maps ``exercise_N`` to (points earned, points possible), the
+    exercise's points shared evenly among its tests; ``score`` and ``possible``
+    are their sums.
     ``feedback`` maps ``exercise_N`` to what ``grader.check`` would have shown
     the student: the hints of the tests that failed.
     """
@@ -361,9 +415,16 @@ def grade(room: Path, *, bundles: Path, out: Path, checkout: Path | None = None)
     return grades
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line, and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``build`` the exercises, or ``grade`` a room's collected notebooks."""
-    parser = argparse.ArgumentParser(prog="python -m pipeline.lessons.exercises")
+    parser = _Parser(prog="python -m pipeline.lessons.exercises")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("build", help="student notebooks and grading bundles from the solutions")
     grading = commands.add_parser("grade", help="score a folder of collected notebooks")
@@ -372,7 +433,11 @@ def main(argv: list[str] | None = None) -> int:
     grading.add_argument("--bundles", type=Path, default=Path("build/exercises"))
     args = parser.parse_args(argv)
     if args.command == "build":
-        for path in build(Path.cwd()):
+        try:
+            built = build(Path.cwd())
+        except ValueError as error:
+            parser.error(str(error))
+        for path in built:
             print(f"built {path}")
         return 0
     if not args.room.is_dir():

@@ -135,6 +135,23 @@ def _bad(tmp_path):
         if series["metric"]["__name__"] == "pipeline_workers":
             series["values"] = [[t, "200000"] for t, _ in series["values"]]
     (tmp_path / "huge.json").write_text(json.dumps(huge))
+    for name, value in (
+        ("pipeline_items_offered_total", "1e308"),
+        ("pipeline_workers", "1e30"),
+        ("pipeline_queue_depth", "1e20"),
+        ("pipeline_items_offered_total", "0"),
+    ):
+        data = json.loads(GOLDEN_INPUT.read_text())
+        for series in data["data"]["result"]:
+            if series["metric"]["__name__"] == name:
+                for point in series["values"][-1:] if value != "0" else series["values"]:
+                    point[1] = value
+        (tmp_path / f"{name}-{value}.json").write_text(json.dumps(data))  # fmt: skip
+    locust = ["Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,Total Request Count,"
+              "Total Failure Count,Total Median Response Time,Total Average Response Time",
+              "100,1,,Aggregated,1,0,20,10,0,20,20", "101,1,,Aggregated,1,0,20,"
+              "123456789012345678,0,20,20"]  # fmt: skip
+    (tmp_path / "l_stats_history.csv").write_text("\n".join(locust) + "\n")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again: nobody listens there
@@ -159,6 +176,29 @@ def _bad(tmp_path):
         "an empty label": ([INPUT, *p, "--pipeline", " "], "--pipeline must not be empty"),
         "a bad selector": ([INPUT, *p, "--errors-series", "x{a=b}"], "cannot read the label"),
         "too many workers": (["huge.json", *p], "200000 workers is more than a scenario file"),
+        "a counter past a scenario": (
+            ["pipeline_items_offered_total-1e308.json", *p],
+            'values[80]: pipeline_items_offered_total{pipeline="orders"} (at 1e+308) has '
+            "increased by 1e+308 arrivals in the window; allowed: a finite number from 0 to "
+            "1,000,000,000 (the most a scenario runs)",
+        ),
+        "workers past a scenario": (
+            ["pipeline_workers-1e30.json", *p],
+            'pipeline_workers{pipeline="orders"} is 1e+30 workers; allowed: a finite number from '
+            "0 to 1,000,000",
+        ),
+        "a backlog past a scenario": (
+            ["pipeline_queue_depth-1e20.json", *p],
+            'pipeline_queue_depth{pipeline="orders"} is 1e+20 items waiting; allowed:',
+        ),
+        "a counter that never moves": (
+            ["pipeline_items_offered_total-0.json", *p],
+            "pipeline_items_offered_total-0.json: pipeline_items_offered_total does not increase",
+        ),
+        "a Locust total past a scenario": (
+            ["l_stats_history.csv", "--format", "locust", "--concurrency", "2"],
+            "l_stats_history.csv row 2: Total Request Count is 1.23457e+17 requests; allowed:",
+        ),
     }
 
 
@@ -166,7 +206,8 @@ BAD = [
     "malformed JSON", "not a matrix", "a missing series", "a NaN bucket", "a decreasing bucket",
     "an unknown format", "no such file", "a folder", "a URL that refuses", "a window for a file",
     "a bad step", "a bad start", "a bad concurrency", "an empty label", "a bad selector",
-    "too many workers",
+    "too many workers", "a counter past a scenario", "workers past a scenario",
+    "a backlog past a scenario", "a counter that never moves", "a Locust total past a scenario",
 ]  # fmt: skip
 
 
@@ -180,6 +221,22 @@ def test_bad_input_is_one_line_exit_2_and_no_out(run_main, tmp_path, case):
     assert message in err, err
     assert not out.exists() and not list(tmp_path.glob("never*")) and not list(
         tmp_path.glob(".partial-*"))  # fmt: skip
+
+
+def test_a_byte_order_mark_and_a_bucket_series_name_are_taken(run_main, tmp_path):
+    # A JSON saved by a Windows editor (a BOM), as the other JSON readers take it; the
+    # histogram named by its _bucket series, as a UI lists it.
+    source = tmp_path / "bom.json"
+    source.write_bytes(b"\xef\xbb\xbf" + GOLDEN_INPUT.read_bytes())
+    status, out, err = run_main(
+        "calibrate", source, "--format", "prometheus", "--json",
+        "--duration-series", "pipeline_attempt_duration_seconds_bucket",
+    )  # fmt: skip
+    assert status == 0, err
+    want = calibrate_observed(read(INPUT)).to_dict()
+    got = json.loads(out)
+    assert got["service_mean_s"] == want["service_mean_s"]
+    assert got["service_p95_s"] == pytest.approx(want["service_p95_s"], rel=1e-12)
 
 
 def test_an_unusable_out_is_found_before_reading(run_main, tmp_path):
@@ -222,3 +279,33 @@ def test_a_live_backlog_is_kept_for_a_warm_start(run_main, tmp_path):
     assert status == 0, err
     simulated = json.loads(got)
     assert simulated["items_backlog"] == 5000 and simulated["backlog_cleared_s"] > 0
+
+
+def test_a_gamma_service_is_written_as_one_that_simulate_runs(run_main, tmp_path):
+    # A known gamma truth scraped as Prometheus answers it: the gamma wins the bucket
+    # likelihood, is written as gamma:mean=,cv= and runs; its mean is _sum/_count exactly.
+    from pipeline import PipelineConfig
+    from pipeline.sim import Gamma, Poisson, Scenario, simulate
+    from pipeline.sim.running.scrape import query_range_answer
+
+    truth = Scenario(
+        arrivals=Poisson(rate=20.0), service=Gamma(mean=0.1, cv=0.5),
+        config=PipelineConfig(concurrency=4), duration_s=1200.0, seed=4,
+    )  # fmt: skip
+    answer = query_range_answer(simulate(truth, engine="kernel"), start_s=1.7e9, step_s=15.0,
+                                until_s=1200.0)  # fmt: skip
+    source = tmp_path / "gamma.json"
+    source.write_text(json.dumps(answer))
+    out = tmp_path / "gamma.toml"
+    status, got, err = run_main("calibrate", source, "--format", "prometheus", "--json",
+                                "--out", out)  # fmt: skip
+    assert status == 0, err
+    d = json.loads(got)
+    assert d["service"]["fitted"] == "gamma" and "_sum / _count" in d["service"]["how"]
+    assert d["service_mean_s"] == d["service"]["observed_mean_s"]
+    low, high = d["service_mean_interval"]  # 95%: widened to 99.9% (z 3.29 for 1.96)
+    assert abs(d["service_mean_s"] - 0.1) <= (high - low) / 2 * 3.29 / 1.96
+    assert 'service = "gamma:mean=' in out.read_text()
+    status, sim, err = run_main("simulate", out, "--json")
+    assert status == 0, err
+    assert json.loads(sim)["items_completed"] > 20_000

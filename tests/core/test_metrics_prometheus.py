@@ -13,10 +13,15 @@ import asyncio
 import random
 import time
 
+import pytest
+
 import pipeline.metrics
 from pipeline import Backoff, Chain, Pipeline, PipelineConfig, Stage
 from tests.core.test_metrics import faulty
 from tests.prometheus_server import query, require_prometheus, running_prometheus, scraped_after
+
+# A real Prometheus server: not in make test-fast.
+pytestmark = pytest.mark.service
 
 
 def test_prometheus_reads_back_the_run_report(tmp_path):

@@ -20,7 +20,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built site's folder (its ``index.html``), built into a temporary folder."""
     env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1")
     # A build once waited out a cell's whole timeout for a reply its socket already held
-    # (the wake-up was lost: docs/kernelpoll.py, which the build now installs, reads it).
+    # (the wake-up was lost: pipeline/kernelpoll.py, which the build now installs, reads it).
     # Should a build still fail on a cell timeout, it is built again, once, in a fresh
     # folder; a cell that raises fails at once.
     for attempt in range(2):

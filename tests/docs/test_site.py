@@ -19,6 +19,9 @@ import pytest
 
 from tests.docs.conftest import REPO, SPHINX
 
+# One build of the whole site (about 100 s): not in make test-fast.
+pytestmark = pytest.mark.slow
+
 
 class Page(HTMLParser):
     """The links, images, scripts and element ids of one HTML page."""

@@ -26,7 +26,8 @@ BIN = Path(sys.executable).parent  # this venv: where `make lab` finds `jupyter`
 # Treat the venv stamp as up to date: the test must never create or reinstall a venv.
 NO_INSTALL = ["-o", ".venv/.installed"]
 
-pytestmark = pytest.mark.skipif(MAKE is None, reason="needs make")
+# Starts a real JupyterLab server: not in make test-fast.
+pytestmark = [pytest.mark.skipif(MAKE is None, reason="needs make"), pytest.mark.service]
 
 
 def lab_command(makefile: Path, *, as_nobody: bool = False) -> str:

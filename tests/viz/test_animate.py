@@ -3,10 +3,10 @@ by a ``Play`` control and saved as a GIF."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import tracemalloc
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,13 +25,16 @@ from pipeline.sim import (
     Constant,
     Exponential,
     IndependentFailures,
+    ItemClass,
     Poisson,
     Scenario,
     StageSpec,
+    run_virtual,
     simulate,
 )
-from pipeline.sim.running.recorder import ItemColumns, Recorder, item_columns, step_series
+from pipeline.sim.running.recorder import Recorder, item_columns, step_series
 from pipeline.sim.running.result import DrainTimeoutWarning
+from pipeline.sim.running.single import run_engine
 from pipeline.viz import animate
 from pipeline.viz.animation.artist import RunArtist
 from pipeline.viz.animation.frames import ZONES, Timeline
@@ -228,28 +231,30 @@ def test_the_kernel_and_the_engine_give_the_same_frames():
     assert_same_frames(retrying("asyncio"), retrying("kernel"))
 
 
-def test_the_kernel_and_the_engine_give_the_same_frames_of_a_chain():
-    scenario = Scenario(
-        arrivals=Poisson(rate=2.5),
+def split_and_write(split: PipelineConfig, write: PipelineConfig, *, rate: float, seed: int):
+    """Two stages: ``split`` fans each item out in two, ``write`` fails 20% of attempts."""
+    return Scenario(
+        arrivals=Poisson(rate=rate),
         stages=[
-            StageSpec(
-                name="split",
-                service=Exponential(mean=0.3),
-                fan_out=2,
-                config=PipelineConfig(concurrency=2, queue_maxsize=2),
-            ),
+            StageSpec(name="split", service=Exponential(mean=0.3), fan_out=2, config=split),
             StageSpec(
                 name="write",
                 service=Exponential(mean=0.4),
                 failures=IndependentFailures(p=0.2),
-                config=PipelineConfig(
-                    concurrency=3, queue_maxsize=3, max_attempts=2, backoff=Backoff(base_s=0.5)
-                ),
+                config=write,
             ),
         ],
         n_items=60,
-        seed=5,
+        seed=seed,
     )
+
+
+def test_the_kernel_and_the_engine_give_the_same_frames_of_a_chain():
+    split = PipelineConfig(concurrency=2, queue_maxsize=2)
+    write = PipelineConfig(
+        concurrency=3, queue_maxsize=3, max_attempts=2, backoff=Backoff(base_s=0.5)
+    )
+    scenario = split_and_write(split, write, rate=2.5, seed=5)
     assert_same_frames(simulate(scenario, engine="asyncio"), simulate(scenario, engine="kernel"))
 
 
@@ -298,7 +303,7 @@ def test_one_item_moves_through_each_zone_in_turn():
     assert "running" in zones
 
 
-def recorded(events, arrivals, end_s, config, columns_class=ItemColumns):
+def recorded(events, arrivals, end_s, config):
     """A run built from an event log (the recorder's own tables, no engine)."""
     recorder = Recorder()
     for kind, when, item in events:
@@ -307,9 +312,6 @@ def recorded(events, arrivals, end_s, config, columns_class=ItemColumns):
         recorder.ids.append(item)
     arrival = np.asarray(arrivals, dtype=float)
     columns = item_columns(arrival, recorder)
-    if columns_class is not ItemColumns:
-        fields = {f.name: getattr(columns, f.name) for f in dataclasses.fields(columns)}
-        columns = columns_class(**fields)
     return SimpleNamespace(
         columns=columns,
         series=step_series(arrival, recorder, end_s),
@@ -329,35 +331,47 @@ def test_all_items_shed():
     assert RunArtist(timeline).render().shape[2] == 4
 
 
-@dataclasses.dataclass(frozen=True)
-class WithExpired(ItemColumns):
-    """Records as a run with deadlines gives them: one more outcome, ``expired``."""
+def three_items(then: list, end_s: float):
+    """Three items on one worker, with no deadline in the config: item 0 starts at
+    once, items 1 and 2 queue at 0.5 and 0.6 s; ``then``: the events after that."""
+    events = [(K.ADMITTED, 0.0, 0), (K.STARTED, 0.0, 0), (K.ADMITTED, 0.5, 1)]
+    events.append((K.ADMITTED, 0.6, 2))
+    config = SimpleNamespace(concurrency=1, queue_maxsize=4, on_full="block")
+    return recorded(events + then, [0.0, 0.5, 0.6], end_s, config)
 
-    OUTCOMES = (*ItemColumns.OUTCOMES, "expired")
 
-
-def test_an_expired_outcome_is_one_more_bin_and_an_unknown_one_gets_its_own():
-    events = [
-        (K.ADMITTED, 0.0, 0),
-        (K.STARTED, 0.0, 0),
-        (K.COMPLETED, 1.0, 0),
-        (K.ADMITTED, 0.5, 1),
-        (K.ADMITTED, 0.6, 2),
-    ]
-    config = SimpleNamespace(concurrency=1, queue_maxsize=4, on_full="block", max_wait_s=2.0)
-    run = recorded(sorted(events, key=lambda e: e[1]), [0.0, 0.5, 0.6], 4.0, config, WithExpired)
-    run.columns.outcome[1] = WithExpired.OUTCOMES.index("expired")
+def test_an_expired_item_leaves_at_its_recorded_expiry_and_an_unknown_outcome_gets_a_bin():
+    then = [(K.COMPLETED, 1.0, 0), (K.STARTED, 1.0, 2), (K.EXPIRED, 2.5, 1)]
+    run = three_items([*then, (K.COMPLETED, 3.0, 2)], 4.0)
+    assert run.columns.expired_s[1] == 2.5
     run.columns.outcome[2] = 9  # an outcome this version has no name for
     timeline = Timeline(run)
     times = list(timeline.times_s)
     at = {t: timeline.frame(i).stages[0] for i, t in enumerate(times)}
-    assert at[1.0].zone_of(1) == "queue"
-    # max_wait_s after admission: 2.5 s is not an event; the run's end (4 s) is.
+    assert at[1.0].zone_of(1) == "queue" and at[1.0].counts["queue"] == 1
+    assert at[2.5].zone_of(1) == "expired" and at[2.5].counts["queue"] == 0
     last = at[times[-1]]
     assert last.zone_of(1) == "expired" and last.counts["expired"] == 1
     assert last.zone_of(2) == "outcome 9" and last.counts["outcome 9"] == 1
     assert sum(last.counts.values()) == 3
     AnimationWidget(run)  # draws every bin
+
+
+def test_a_retry_is_in_the_queue_from_its_recorded_readmission_whatever_starts_first():
+    """Item 0's retry is readmitted first, item 1's (of a higher priority) starts first:
+    the retry lane and the queue follow the readmissions, not the start order."""
+    failures = [(K.RETRY_SCHEDULED, 1.0, 0), (K.STARTED, 1.0, 1), (K.RETRY_SCHEDULED, 1.5, 1)]
+    readmissions = [(K.STARTED, 1.5, 2), (K.READMITTED, 2.0, 0), (K.READMITTED, 3.0, 1)]
+    starts = [(K.COMPLETED, 4.0, 2), (K.STARTED, 4.0, 1), (K.COMPLETED, 5.0, 1)]
+    last = [(K.STARTED, 5.0, 0), (K.COMPLETED, 6.0, 0)]
+    run = three_items([*failures, *readmissions, *starts, *last], 6.0)
+    np.testing.assert_array_equal(run.columns.attempt_log.readmitted_s[[0, 2]], [2.0, 3.0])
+    timeline = Timeline(run)
+    at = {t: timeline.frame(i).stages[0] for i, t in enumerate(timeline.times_s)}
+    assert (at[1.5].retry.tolist(), at[1.5].queue.tolist()) == ([0, 1], [])
+    assert (at[2.0].retry.tolist(), at[2.0].queue.tolist()) == ([1], [0])
+    assert (at[3.0].retry.tolist(), at[3.0].queue.tolist()) == ([], [1, 0])
+    assert_accounts(run, timeline)
 
 
 def test_a_huge_run_is_thinned_to_a_window_in_bounded_memory():
@@ -444,6 +458,249 @@ def test_bad_widget_settings_are_one_line_naming_them(kwargs, match):
 def test_not_a_result_is_a_type_error():
     with pytest.raises(TypeError, match="result must be a simulated run"):
         animate({"items": []})
+
+
+# -- deadlines, patience and retries: every frame against the run's own series -------------
+
+DEADLINES = ("classes", "constant", "per_item", "none")
+"""How a random run's items expire: a class's patience, one ``max_wait_s`` for all, a
+``max_wait_s`` function of the payload, or never (then the kernel runs it too)."""
+
+
+def per_item_deadline(payload: int) -> float | None:
+    """Seconds by item id: no deadline, an infinite one, a numpy float or a plain one."""
+    if payload % 5 == 0:
+        return None
+    if payload % 7 == 0:
+        return math.inf
+    if payload % 3 == 0:
+        return np.float64(0.25 + payload % 4)
+    return 0.5 + (payload * 0.37) % 3.0
+
+
+def random_scenario(seed: int, deadline: str) -> Scenario:
+    """A small random run with retries and backoff, and the deadlines ``deadline`` names."""
+    rng = np.random.default_rng([seed, DEADLINES.index(deadline)])
+    concurrency = int(rng.integers(1, 4))
+    maxsize = [None, 2, 6][int(rng.integers(3))]
+    config = dict(
+        concurrency=concurrency,
+        queue_maxsize=maxsize,
+        on_full="reject" if maxsize is not None and rng.random() < 0.3 else "block",
+        max_attempts=int(rng.integers(1, 5)),
+        backoff=Backoff(base_s=float(rng.choice([0.2, 1.0, 3.0])), jitter=bool(rng.random() < 0.5)),
+        drain_timeout_s=[None, 30.0, 2.0][int(rng.integers(3))],
+    )
+    classes = None
+    if deadline == "constant":
+        config["max_wait_s"] = float(rng.uniform(0.5, 4.0))
+    elif deadline == "per_item":
+        config["max_wait_s"] = per_item_deadline
+    elif deadline == "classes":
+        patience = Exponential(mean=float(rng.uniform(0.5, 3.0)))
+        classes = [
+            ItemClass(name="gold", share=1, priority=0),
+            ItemClass(name="bronze", share=2, priority=1, patience=patience),
+        ]
+    return Scenario(
+        arrivals=Poisson(rate=concurrency * float(rng.uniform(0.8, 1.6))),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(**config),
+        failures=IndependentFailures(p=float(rng.uniform(0.1, 0.4))),
+        classes=classes,
+        n_items=80,
+        seed=seed,
+    )
+
+
+def random_run(seed: int, deadline: str, engine: str = "asyncio"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DrainTimeoutWarning)  # a cut drain is on purpose
+        return simulate(random_scenario(seed, deadline), engine=engine)
+
+
+def assert_frames_match_the_timeseries(result, timeline: Timeline) -> None:
+    """Every frame's counts against each stage's ``timeseries`` at its time, and the bins
+    against its items table: completed (handed on), dead letters, expired (at
+    ``expired_s``), shed, unfinished."""
+    stages = stages_of(result)
+    for number, stage in enumerate(stages):
+        series, items = stage.timeseries, stage.items
+        times = series["time_s"].to_numpy()
+        arrival = items["arrival_s"].to_numpy()
+        outcome = items["outcome"].astype(str).to_numpy()
+        expired_s = items["expired_s"].to_numpy()
+        done = "completed" if number == len(stages) - 1 else "handed_on"
+        for index in range(len(timeline)):
+            frame = timeline.frame(index)
+            shown = frame.stages[number]
+            t = frame.time_s
+            row = series.iloc[int(np.searchsorted(times, t, side="right")) - 1]
+            counts = shown.counts
+            where = (index, t, shown.name)
+            assert counts["queue"] == len(shown.queue) == row["queue_depth"], where
+            assert counts["running"] == (shown.workers >= 0).sum() == row["in_flight"], where
+            assert counts["retry"] == len(shown.retry) == row["retry_waiting"], where
+            assert counts["upstream"] == len(shown.upstream) == row["upstream_backlog"], where
+            inside = counts["queue"] + counts["running"] + counts["retry"]
+            assert inside == row["in_system"], where
+            assert counts.get(done, 0) == row["completed"], where
+            assert counts.get("dead_lettered", 0) == row["dead_letters"], where
+            assert counts.get("expired", 0) == np.count_nonzero(expired_s <= t), where
+            shed = (outcome == "shed") & (arrival <= t)
+            assert counts.get("shed", 0) == np.count_nonzero(shed), where
+            unfinished = (outcome == "unfinished").sum() if t >= stage.series.end_s else 0
+            assert counts.get("unfinished", 0) == unfinished, where
+            assert counts["not_arrived"] == np.count_nonzero(~(arrival <= t)), where
+            assert sum(counts.values()) == len(items), where
+            # The expired items drawn are the ones that expired inside the window by now.
+            drawn = set(shown.bins.get("expired", np.empty(0, int)).tolist())
+            window = (expired_s >= timeline.start_s) & (expired_s <= t)
+            assert drawn == set(np.flatnonzero(window)), where
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("deadline", DEADLINES)
+def test_every_frame_agrees_with_the_timeseries_on_random_runs(deadline, seed):
+    engines = ["asyncio", "kernel"] if deadline == "none" else ["asyncio"]
+    runs = [random_run(seed, deadline, engine) for engine in engines]
+    for result in runs:
+        assert result.engine in engines
+        assert_frames_match_the_timeseries(result, Timeline(result, max_frames=10**9))
+        # A window that starts mid-run counts what left before it and draws the rest.
+        middle = result.summary["sim_time_s"] / 3
+        assert_frames_match_the_timeseries(result, Timeline(result, start_s=middle, max_frames=40))
+    if len(runs) == 2:
+        assert_same_frames(*runs)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_frame_of_a_chain_with_deadlines_agrees_with_its_stages_timeseries(seed):
+    split = PipelineConfig(concurrency=1, queue_maxsize=3, max_wait_s=per_item_deadline)
+    write = PipelineConfig(
+        concurrency=2, queue_maxsize=3, max_attempts=3, backoff=Backoff(base_s=0.7), max_wait_s=1.0
+    )
+    scenario = split_and_write(split, write, rate=3.0, seed=seed)
+    result = simulate(scenario)
+    assert all(stage.summary["items_expired"] for stage in result.stages.values())
+    items, write = result.items, result.stages["write"].items
+    expired = (items["outcome"] == "expired").to_numpy()
+    np.testing.assert_array_equal(items["expired_s"], write["expired_s"])
+    assert items["expired_s"][expired].notna().all() and items["expired_s"][~expired].isna().all()
+    assert_frames_match_the_timeseries(result, Timeline(result, max_frames=10**9))
+    assert_frames_match_the_timeseries(result, Timeline(result, start_s=5.0, max_frames=40))
+
+
+ZONE_AFTER = {
+    K.ADMITTED: "queue",
+    K.STARTED: "running",
+    K.RETRY_SCHEDULED: "retry",
+    K.READMITTED: "queue",
+    K.COMPLETED: "completed",
+    K.DEAD_LETTERED: "dead_lettered",
+    K.EXPIRED: "expired",
+    K.SHED: "shed",
+    K.UNFINISHED: "unfinished",
+}
+"""The zone an item is in after each event of its own."""
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("deadline", DEADLINES)
+def test_every_item_is_where_the_run_s_event_log_puts_it(deadline, seed):
+    """Item by item, frame by frame: the zone of each item is the one its last event
+    (at or before the frame's time) left it in, priorities and readmitted retries too."""
+    scenario = random_scenario(seed, deadline)
+    result = random_run(seed, deadline)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DrainTimeoutWarning)
+        _, arrival, recorder = run_virtual(run_engine(scenario, 0))
+    kinds, times, ids = recorder.arrays()
+    mine = (ids >= 0) & np.isin(kinds, list(ZONE_AFTER))
+    # In the log's (time) order: several events of one item may share an instant.
+    events = list(zip(times[mine].tolist(), ids[mine].tolist(), kinds[mine].tolist(), strict=True))
+    arrivals = sorted(zip(arrival.tolist(), range(len(arrival)), strict=True))
+    expected = ["elsewhere"] * len(arrival)
+    timeline = Timeline(result, max_frames=10**9)
+    for index in range(len(timeline)):
+        frame = timeline.frame(index)
+        while arrivals and arrivals[0][0] <= frame.time_s:
+            expected[arrivals.pop(0)[1]] = "upstream"
+        while events and events[0][0] <= frame.time_s:
+            _, item, kind = events.pop(0)
+            expected[item] = ZONE_AFTER[K(kind)]
+        (shown,) = frame.stages
+        got = [shown.zone_of(item) for item in range(len(arrival))]
+        assert got == expected, (index, frame.time_s)
+
+
+def test_the_random_runs_expire_retry_and_cut_their_drains():
+    """The random runs above do reach what they are there to test."""
+    summaries = [random_run(seed, d).summary for seed in range(6) for d in DEADLINES[:3]]
+    for key in ("items_expired", "retries_total", "items_dead_lettered", "items_shed"):
+        assert sum(s[key] for s in summaries) > 0, key
+    assert any(s["items_unfinished"] for s in summaries)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("deadline", DEADLINES[:3])
+def test_the_items_table_gives_the_instant_each_expired_item_expired(deadline, seed):
+    result = random_run(seed, deadline)
+    items = result.items
+    expired = (items["outcome"] == "expired").to_numpy()
+    expired_s = items["expired_s"].to_numpy()
+    assert expired.sum() == result.summary["items_expired"]
+    assert np.isfinite(expired_s[expired]).all() and np.isnan(expired_s[~expired]).all()
+    # An expired item never finished: no finish, no latency, in no latency statistic.
+    assert items["finish_s"][expired].isna().all() and items["latency_s"][expired].isna().all()
+    admitted = items["admitted_s"].to_numpy()
+    assert (expired_s[expired] >= admitted[expired]).all()
+    config = result.scenario.config
+    if config.max_wait_s is not None:
+        # At its deadline (queued then, a first attempt or a readmitted retry), or at the
+        # end of a failed attempt whose retry would have come too late.
+        fn = config.max_wait_s if callable(config.max_wait_s) else lambda _: config.max_wait_s
+        ids = np.flatnonzero(expired)
+        deadline_s = admitted[ids] + np.array([float(fn(int(i))) for i in ids])
+        attempts, log = result.columns.attempts, result.columns.attempt_log
+        last = (np.cumsum(attempts) - 1)[ids]
+        at_failure = (attempts[ids] > 0) & np.isclose(
+            expired_s[ids], log.end_s[last], rtol=0, atol=1e-9
+        )
+        assert (log.ending[last[at_failure]] == log.ENDINGS.index("retried")).all()
+        np.testing.assert_allclose(
+            expired_s[ids][~at_failure], deadline_s[~at_failure], rtol=0, atol=1e-9
+        )
+    # The timeseries balances at every row with these instants: every arrived item is
+    # upstream, inside, completed, dead-lettered, shed, expired or handed back.
+    series = result.timeseries
+    t = series["time_s"].to_numpy()
+    outcome = items["outcome"].astype(str).to_numpy()
+    arrival = items["arrival_s"].to_numpy()
+
+    def by(times):
+        return np.searchsorted(np.sort(times), t, side="right")
+
+    unfinished = np.where(
+        t >= result.summary["sim_time_s"], np.count_nonzero(outcome == "unfinished"), 0
+    )
+    left = (
+        series["completed"]
+        + series["dead_letters"]
+        + by(arrival[outcome == "shed"])
+        + by(expired_s[expired])
+        + unfinished
+    )
+    np.testing.assert_array_equal(by(arrival), series["lag_items"] + left)
+
+
+def test_a_per_item_deadline_animates():
+    result = random_run(0, "per_item")
+    assert result.summary["items_expired"] > 0
+    player = animate(result)
+    player.play.value = len(player) - 1
+    expired = result.summary["items_expired"]
+    assert f"expired {expired:,}" in player.counters.value
 
 
 # -- the widget ---------------------------------------------------------------------------

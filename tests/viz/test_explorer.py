@@ -244,6 +244,7 @@ def test_many_updates_keep_one_figure_and_no_pyplot_state(explorer):
     assert set(explorer.last_breakdown) == {"simulate_s", "render_s", "total_s"}
 
 
+@pytest.mark.slow
 def test_a_change_after_many_keeps_memory_bounded():
     # A long session: one kept figure, no pyplot figures, and the text caches within
     # their bound however many different strings the titles and legends have shown.

@@ -21,7 +21,9 @@ Intervals: the twin's ``predicted`` interval is the range in which the mean
 of ``repeats`` real runs should fall with 95% probability if the twin is
 right (a prediction interval from the replications' spread: ``mean +- t *
 s * sqrt(1/repeats + 1/replications)``); the ``measured`` interval is the
-t interval of the real runs' mean (null for one run). A metric *agrees* when
+t interval of the real runs' mean (null for one run). Both are cut to the
+metric's range (:func:`~pipeline._units.metric_range`): a peak queue's
+interval never reaches below 0. A metric *agrees* when
 the measured value is within the prediction interval widened by
 ``tolerance`` (a share of the predicted value) for what no twin models: a
 loaded machine, connection set-up, the GIL.
@@ -45,8 +47,10 @@ from typing import Any
 
 import numpy as np
 
+from ..._units import metric_range
 from ...sim.analysis.calibrate import Calibration, calibrate
 from ...sim.analysis.sweep import simulate_replication
+from ...sim.stats.intervals import MeanCI
 from ...sim.stats.tdist import t_quantile
 from ...sim.workloads.distributions import Empirical
 from .chain import IngestConfig
@@ -155,13 +159,15 @@ def apply_to_twin(fit: Calibration, recording: Recording, what_if: WhatIf) -> An
     return fit.scenario.replace(stages=stages)
 
 
-def _prediction_interval(values: np.ndarray, repeats: int) -> tuple[float, float, float]:
+def _prediction_interval(values: np.ndarray, repeats: int, key: str) -> tuple[float, float, float]:
+    """Mean and 95% prediction interval, cut to the metric's range (no negative depth)."""
     mean = float(values.mean())
     if values.size < 2:
         return mean, math.nan, math.nan
     half = t_quantile(0.975, values.size - 1) * float(values.std(ddof=1))
     half *= math.sqrt(1.0 / repeats + 1.0 / values.size)
-    return mean, mean - half, mean + half
+    low, high = MeanCI(mean, half).within(*metric_range(key))
+    return mean, low, high
 
 
 def predict(scenario: Any, *, replications: int = 20, repeats: int = 1) -> dict[str, Any]:
@@ -180,7 +186,7 @@ def predict(scenario: Any, *, replications: int = 20, repeats: int = 1) -> dict[
         del run
     predicted: dict[str, Any] = {"replications": replications}
     for key in METRICS:
-        mean, low, high = _prediction_interval(np.asarray(per_run[key], float), repeats)
+        mean, low, high = _prediction_interval(np.asarray(per_run[key], float), repeats, key)
         predicted[key] = mean
         predicted[f"{key}_interval"] = [_finite(low), _finite(high)]
     return predicted
@@ -195,7 +201,7 @@ def _measured(recordings: Sequence[Recording]) -> dict[str, Any]:
         if values.size >= 2:
             half = t_quantile(0.975, values.size - 1) * float(values.std(ddof=1))
             half /= math.sqrt(values.size)
-            measured[f"{key}_interval"] = [mean - half, mean + half]
+            measured[f"{key}_interval"] = list(MeanCI(mean, half).within(*metric_range(key)))
         else:
             measured[f"{key}_interval"] = None
     return measured

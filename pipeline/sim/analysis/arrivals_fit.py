@@ -97,6 +97,11 @@ def fit_observed_arrivals(observed: Observed) -> tuple[ArrivalFit, str, float]:
     """
     if observed.counts is not None:
         counts = np.asarray(observed.counts, dtype=np.float64)
+        if not counts.sum() > 0:
+            raise ValueError(
+                f"{observed.source}: no arrivals counted in the window ({counts.size} intervals "
+                f"of {observed.interval_s:g} s): nothing to fit a rate to"
+            )
         fit, how = fit_counts(counts, float(observed.interval_s))
         return fit, how, counts.size * float(observed.interval_s)
     if observed.arrivals_s is None:

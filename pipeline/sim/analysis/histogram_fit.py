@@ -1,45 +1,55 @@
-"""Service times from a cumulative histogram: a fitted log-normal, or the buckets themselves.
+"""Service times from a cumulative histogram: the best-fitting family, or the buckets themselves.
 
 A Prometheus histogram says how many observations fell at or below each
-bound (``le``), not what they were. :func:`fit_histogram` fits a log-normal
-to those counts by **interval-censored maximum likelihood**: each bucket
-``(lower, upper]`` contributes ``count * log(F(upper) - F(lower))``, with
-``F`` the log-normal's CDF, the first bucket starting at 0 and the ``+Inf``
-bucket ending at infinity. The likelihood is maximised over ``(mu,
-log sigma)`` by Nelder-Mead, from the log-midpoints' moments; the standard
-errors of the mean and the 95th percentile come from the observed
-information (a numerical Hessian) by the delta method.
+bound (``le``), and ``_sum / _count`` says their mean exactly; it does not
+say what they were. :func:`fit_histogram` fits each family of
+:mod:`~pipeline.sim.analysis.families` (log-normal, gamma) to the counts by
+**interval-censored maximum likelihood**: each bucket ``(lower, upper]``
+contributes ``count * log(F(upper) - F(lower))``, the first bucket starting
+at 0 and the ``+Inf`` bucket ending at infinity. With the sum known, every
+family's mean is the data's and only its cv is fitted to the buckets (a
+golden-section search); without it, mean and cv both (Nelder-Mead). The
+family of the highest likelihood is kept. Its standard errors: the mean's is
+the sample mean's (the fitted spread over ``sqrt(n)``) when the sum is
+known; the 95th percentile's (and, without the sum, the mean's) come from
+the buckets' observed information in (log mean, log cv), a numerical
+Hessian, by the delta method.
 
-The fit is then judged by Pearson's chi-square over the buckets (cells
-merged until each expects 5 observations, two fitted parameters,
+That family is then judged by Pearson's chi-square over the buckets (cells
+merged until each expects 5 observations, one or two fitted parameters,
 :func:`~pipeline.sim.stats.chisquare.chi2_goodness_of_fit`). When the test
-passes at 5% the log-normal is the service; when it fails, or cannot be run
-(too few buckets hold data), the service is the **bucketed distribution
-itself**: an :class:`~pipeline.sim.Empirical` of 1,000 quantile points,
-linear within each bucket (as PromQL's ``histogram_quantile``), the
-``+Inf`` bucket's share placed at the last finite bound (its values are
-unknown beyond it).
+passes at 5% the family is the service. When it fails, or cannot be run (too
+few buckets hold data), the service is the **bucketed distribution**
+(:class:`~pipeline.sim.analysis.bucketed.BucketedShape`): each bucket's mass
+the data's, the shape within a bucket the family's, tilted so that the mean
+is the data's, as an :class:`~pipeline.sim.Empirical` of 1,000 quantile
+points. Its intervals, from 30 observations on: the mean's from the sample
+mean's standard error; the 95th percentile's distribution-free (the binomial
+interval of its rank, through the fitted quantile function).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
 
 from ..stats.chisquare import ChiSquareTest, chi2_goodness_of_fit
-from ..workloads.distributions import Empirical, LogNormal
+from ..workloads.distributions import Distribution, Empirical, LogNormal
 from ..workloads.telemetry.observed import ServiceHistogram
+from .bucketed import BucketedShape
 from .calibrate import ServiceFit
+from .families import FAMILIES, Family
 
 __all__ = ["HistogramServiceFit", "bucket_quantile", "fit_histogram"]
 
 _LEVEL = 0.05  # the goodness-of-fit test's level, as calibrate's KS tests
 _POINTS = 1000  # quantile points of the bucketed distribution
 _Z95 = NormalDist().inv_cdf(0.95)
-_SQRT2 = math.sqrt(2.0)
+_Z975 = NormalDist().inv_cdf(0.975)
+_MIN_INTERVAL = 30  # observations below which the bucketed fit gives no interval
 _UNTESTED = ChiSquareTest(math.nan, 0, math.nan)
 
 
@@ -47,16 +57,24 @@ _UNTESTED = ChiSquareTest(math.nan, 0, math.nan)
 class HistogramServiceFit(ServiceFit):
     """A :class:`~pipeline.sim.analysis.calibrate.ServiceFit` made from histogram buckets.
 
+    ``family`` is ``"lognormal"``, ``"gamma"`` or ``"buckets"``;
     ``ks_statistic`` and ``ks_critical`` are NaN (there are no samples to
     test); the chi-square test replaces them.
 
     Attributes:
-        chi2: the log-normal's goodness-of-fit test over the buckets.
+        chi2: the best family's goodness-of-fit test over the buckets.
         p95_s: the service's 95th percentile, seconds.
-        mean_se_s: standard error of the fitted log-normal's mean (NaN if none was fitted).
+        mean_se_s: standard error of the best family's mean (NaN if none was fitted).
         p95_se_s: standard error of its 95th percentile (NaN if none was fitted).
         observed_mean_s: ``_sum / _count`` when the sum was given, else NaN.
         lognormal: the fitted log-normal, whether or not it was chosen.
+        mean_interval_s: the mean's 95% interval ``(low, high)``, seconds, or None.
+        p95_interval_s: the 95th percentile's 95% interval, seconds, or None.
+        best: the family of the highest bucket likelihood, fitted (None if none could be).
+        log_likelihoods: each family's maximised log-likelihood, by name.
+        mean_matched: True when the service's mean is ``observed_mean_s``.
+        even: True when the bucketed distribution's base within a bucket is
+            even (no family, or none that its tilt could bring to the mean).
     """
 
     chi2: ChiSquareTest = _UNTESTED
@@ -65,16 +83,26 @@ class HistogramServiceFit(ServiceFit):
     p95_se_s: float = math.nan
     observed_mean_s: float = math.nan
     lognormal: LogNormal | None = None
+    mean_interval_s: tuple[float, float] | None = None
+    p95_interval_s: tuple[float, float] | None = None
+    best: Distribution | None = None
+    log_likelihoods: dict[str, float] = field(default_factory=dict)
+    mean_matched: bool = False
+    even: bool = False
 
     @property
     def fits(self) -> bool:
-        """True when the log-normal passed its chi-square test at 5%."""
-        return self.family == "lognormal"
+        """True when a family passed its chi-square test at 5%."""
+        return self.family != "buckets"
 
 
-def _phi(z: np.ndarray) -> np.ndarray:
-    # math.erf one by one: a histogram has a few dozen buckets, and numpy has no erf.
-    return 0.5 * (1.0 + np.array([math.erf(v / _SQRT2) for v in z.tolist()]))
+@dataclass(frozen=True)
+class _Fitted:
+    family: Family
+    mean: float
+    cv: float
+    nll: float
+    mean_given: bool
 
 
 def _cells(hist: ServiceHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -86,21 +114,21 @@ def _cells(hist: ServiceHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return lower, upper, counts
 
 
-def _probabilities(lower: np.ndarray, upper: np.ndarray, mu: float, sigma: float) -> np.ndarray:
-    with np.errstate(divide="ignore"):
-        lo = np.where(lower > 0, (np.log(np.maximum(lower, 1e-300)) - mu) / sigma, -np.inf)
-        hi = np.where(np.isfinite(upper), (np.log(np.minimum(upper, 1e300)) - mu) / sigma, np.inf)
-    return np.clip(_phi(hi) - _phi(lo), 0.0, 1.0)
+def _probabilities(
+    family: Family, mean: float, cv: float, lower: np.ndarray, upper: np.ndarray
+) -> np.ndarray:
+    return np.clip(family.cdf(upper, mean, cv) - family.cdf(lower, mean, cv), 0.0, 1.0)
 
 
 def _negative_log_likelihood(
-    params: np.ndarray, lower: np.ndarray, upper: np.ndarray, counts: np.ndarray
+    family: Family, mean: float, cv: float, cells: tuple[np.ndarray, np.ndarray, np.ndarray]
 ) -> float:
-    """Minus the log-likelihood; the buckets given should be those holding observations."""
-    mu, log_sigma = float(params[0]), float(params[1])
-    if not -30 < log_sigma < 5:
+    """Minus the log-likelihood; the cells given should be those holding observations."""
+    low, high = family.cv_range
+    if not (low <= cv <= high and 0 < mean < math.inf):
         return math.inf
-    p = _probabilities(lower, upper, mu, math.exp(log_sigma))
+    lower, upper, counts = cells
+    p = _probabilities(family, mean, cv, lower, upper)
     if np.any(p <= 0):
         return math.inf
     return -float(np.sum(counts * np.log(p)))
@@ -139,32 +167,109 @@ def _nelder_mead(f, start: np.ndarray, scale: np.ndarray, iterations: int = 2000
     return simplex[int(np.argmin(values))]
 
 
-def _start(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Moments of the log of each bucket's geometric midpoint (open ends: a factor 2 out)."""
+def _golden(f, low: float, high: float, steps: int = 48) -> float:
+    """The minimiser of ``f`` over ``[low, high]``: a grid scan, then golden sections around it."""
+    grid = np.linspace(low, high, steps + 1)
+    values = [f(float(x)) for x in grid]
+    k = int(np.argmin(values))
+    a, b = float(grid[max(k - 1, 0)]), float(grid[min(k + 1, steps)])
+    ratio = (math.sqrt(5.0) - 1) / 2
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(200):
+        if b - a < 1e-10:
+            break
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = f(d)
+    return (a + b) / 2
+
+
+def _start(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray) -> tuple[float, float]:
+    """Mean and cv of each bucket's geometric midpoint (open ends: a factor 2 out)."""
     finite = upper[np.isfinite(upper)]
     lo = np.where(lower > 0, lower, finite[0] / 2 if finite.size else 1.0)
     hi = np.where(np.isfinite(upper), upper, lower * 2)
-    mid = np.log(np.sqrt(lo * np.maximum(hi, lo)))
+    mid = np.sqrt(lo * np.maximum(hi, lo))
     weights = counts / counts.sum()
     mean = float(np.sum(weights * mid))
-    spread = math.sqrt(max(float(np.sum(weights * (mid - mean) ** 2)), 1e-4))
-    return np.array([mean, math.log(spread)])
+    return mean, max(math.sqrt(float(np.sum(weights * (mid - mean) ** 2))) / mean, 0.05)
 
 
-def _hessian(f, at: np.ndarray) -> np.ndarray:
-    h = np.maximum(np.abs(at), 1.0) * 1e-4
-    out = np.empty((2, 2))
+def _fit(
+    family: Family, cells: tuple[np.ndarray, np.ndarray, np.ndarray], mean: float
+) -> _Fitted | None:
+    """``family`` fitted to ``cells``: its cv only when ``mean`` is given (finite), else both."""
+    low, high = (math.log(v) for v in family.cv_range)
+    if math.isfinite(mean):
+        best = _golden(
+            lambda c: _negative_log_likelihood(family, mean, math.exp(c), cells), low, high
+        )
+        fitted = _Fitted(family, mean, math.exp(best), 0.0, True)
+    else:
+        start_mean, start_cv = _start(*cells)
+        start_cv = min(max(start_cv, family.cv_range[0] * 2), family.cv_range[1] / 2)
+        point = _nelder_mead(
+            lambda p: _negative_log_likelihood(family, math.exp(p[0]), math.exp(p[1]), cells),
+            np.array([math.log(start_mean), math.log(start_cv)]),
+            np.array([0.3, 0.3]),
+        )
+        fitted = _Fitted(family, math.exp(point[0]), math.exp(point[1]), 0.0, False)
+    nll = _negative_log_likelihood(family, fitted.mean, fitted.cv, cells)
+    if not math.isfinite(nll):
+        return None
+    return _Fitted(family, fitted.mean, fitted.cv, nll, fitted.mean_given)
+
+
+def _standard_errors(
+    fitted: _Fitted, cells: tuple[np.ndarray, np.ndarray, np.ndarray], n: float
+) -> tuple[float, float]:
+    """Standard errors of ``fitted``'s mean and 95th percentile (see the module docstring)."""
+
+    def nll(p: np.ndarray) -> float:
+        return _negative_log_likelihood(fitted.family, math.exp(p[0]), math.exp(p[1]), cells)
+
+    def p95(p: np.ndarray) -> float:
+        return fitted.family.quantile(0.95, math.exp(p[0]), math.exp(p[1]))
+
+    at = np.array([math.log(fitted.mean), math.log(fitted.cv)])
+    h = 1e-4
+    information = np.empty((2, 2))
     for i in range(2):
         for j in range(2):
-            ei, ej = np.eye(2)[i] * h[i], np.eye(2)[j] * h[j]
-            out[i, j] = (f(at + ei + ej) - f(at + ei - ej) - f(at - ei + ej) + f(at - ei - ej)) / (
-                4 * h[i] * h[j]
-            )
-    return out
+            ei, ej = np.eye(2)[i] * h, np.eye(2)[j] * h
+            information[i, j] = (
+                nll(at + ei + ej) - nll(at + ei - ej) - nll(at - ei + ej) + nll(at - ei - ej)
+            ) / (4 * h * h)
+    try:
+        covariance = np.linalg.inv(information)
+    except np.linalg.LinAlgError:
+        covariance = np.full((2, 2), np.nan)
+    gradient = np.array([(p95(at + e * h) - p95(at - e * h)) / (2 * h) for e in np.eye(2)])
+    out = []
+    for grad in (np.array([fitted.mean, 0.0]), gradient):
+        variance = float(grad @ covariance @ grad)
+        out.append(math.sqrt(variance) if variance >= 0 else math.nan)
+    mean_se, p95_se = out
+    if fitted.mean_given:
+        mean_se = fitted.mean * fitted.cv / math.sqrt(n)  # the sample mean's, with the fit's spread
+    return mean_se, p95_se
+
+
+def _around(value: float, se: float) -> tuple[float, float] | None:
+    """``value`` +- 1.96 standard errors, kept >= 0; None without a standard error."""
+    if not math.isfinite(se):
+        return None
+    return max(0.0, value - _Z975 * se), value + _Z975 * se
 
 
 def bucket_quantile(hist: ServiceHistogram, q: float) -> float:
-    """The ``q`` quantile (0 < q < 1) linear within buckets, as ``histogram_quantile``."""
+    """The ``q`` quantile (0 < q < 1) linear within buckets, as PromQL's ``histogram_quantile``."""
     lower, upper, counts = _cells(hist)
     total = float(counts.sum())
     rank = q * total
@@ -177,66 +282,89 @@ def bucket_quantile(hist: ServiceHistogram, q: float) -> float:
     return float(lower[j] + (upper[j] - lower[j]) * share)
 
 
-def _bucketed(hist: ServiceHistogram) -> Empirical:
-    levels = (np.arange(_POINTS) + 0.5) / _POINTS
-    return Empirical(tuple(bucket_quantile(hist, float(q)) for q in levels))
-
-
-def fit_histogram(hist: ServiceHistogram) -> HistogramServiceFit:
+def fit_histogram(hist: ServiceHistogram, *, family: str = "auto") -> HistogramServiceFit:
     """Model service times given as a cumulative histogram (see the module docstring).
 
+    Args:
+        hist: the buckets (and the sum, when known).
+        family: ``"auto"`` (a family when one passes its test, else the
+            buckets) or ``"buckets"`` (the bucketed distribution always).
+
     Raises:
-        ValueError: the histogram counts no observation.
+        ValueError: the histogram counts no observation, or an unknown ``family``.
     """
+    if family not in ("auto", "buckets"):
+        raise ValueError(f"family must be 'auto' or 'buckets', got {family!r}")
     lower, upper, counts = _cells(hist)
     n = float(counts.sum())
     if not n > 0:
         raise ValueError("the service histogram counts no observation in the window")
-    observed_mean = hist.sum_s / n if math.isfinite(hist.sum_s) else math.nan
-
+    observed_mean = hist.sum_s / n if math.isfinite(hist.sum_s) and hist.sum_s > 0 else math.nan
     used = counts > 0  # an empty bucket adds count * log(p) = 0 to the likelihood
-
-    def nll(params: np.ndarray) -> float:
-        return _negative_log_likelihood(params, lower[used], upper[used], counts[used])
-
-    best = _nelder_mead(nll, _start(lower, upper, counts), np.array([0.5, 0.3]))
-    mu, sigma = float(best[0]), math.exp(float(best[1]))
-    fitted: LogNormal | None = None
-    test = ChiSquareTest(math.nan, 0, math.nan)
-    mean_se = p95_se = math.nan
-    if math.isfinite(nll(best)) and 1e-12 < sigma < 20:
-        mean = math.exp(mu + sigma * sigma / 2)
-        fitted = LogNormal(mean=mean, cv=math.sqrt(math.expm1(sigma * sigma)))
-        expected = n * _probabilities(lower, upper, mu, sigma)
-        test = chi2_goodness_of_fit(counts, expected, fitted_parameters=2)
-        # Observed information in (mu, sigma): the log-sigma Hessian, changed variables.
-        information = _hessian(
-            lambda p: nll(np.array([p[0], math.log(p[1])])), np.array([mu, sigma])
-        )
-        try:
-            covariance = np.linalg.inv(information)
-        except np.linalg.LinAlgError:
-            covariance = np.full((2, 2), np.nan)
-        p95 = math.exp(mu + _Z95 * sigma)
-        for grad, name in (
-            (mean * np.array([1.0, sigma]), "mean"),
-            (p95 * np.array([1.0, _Z95]), "p95"),
-        ):
-            variance = float(grad @ covariance @ grad)
-            se = math.sqrt(variance) if variance >= 0 else math.nan
-            if name == "mean":
-                mean_se = se
-            else:
-                p95_se = se
-    if fitted is not None and test.df > 0 and test.p_value >= _LEVEL:
+    cells = (lower[used], upper[used], counts[used])
+    fits = {f.family.name: f for f in (_fit(family, cells, observed_mean) for family in FAMILIES)
+            if f is not None}  # fmt: skip
+    lognormal = fits.get("lognormal")
+    common: dict = {
+        "observed_mean_s": observed_mean,
+        "log_likelihoods": {name: -f.nll for name, f in fits.items()},
+        "lognormal": None if lognormal is None else LogNormal(mean=lognormal.mean, cv=lognormal.cv),
+    }
+    if not fits:
+        return _bucketed(hist, None, _UNTESTED, common)
+    best = min(fits.values(), key=lambda f: f.nll)
+    expected = n * _probabilities(best.family, best.mean, best.cv, lower, upper)
+    test = chi2_goodness_of_fit(counts, expected, fitted_parameters=1 if best.mean_given else 2)
+    mean_se, p95_se = _standard_errors(best, cells, n)
+    distribution = best.family.distribution(best.mean, best.cv)
+    common.update(best=distribution, mean_se_s=mean_se, p95_se_s=p95_se)
+    if family == "auto" and test.df > 0 and test.p_value >= _LEVEL:
+        p95 = best.family.quantile(0.95, best.mean, best.cv)
         return HistogramServiceFit(
-            "lognormal", fitted, round(n), fitted.mean, math.nan, math.nan, {},
-            chi2=test, p95_s=math.exp(mu + _Z95 * sigma), mean_se_s=mean_se, p95_se_s=p95_se,
-            observed_mean_s=observed_mean, lognormal=fitted,
+            best.family.name, distribution, round(n), best.mean, math.nan, math.nan, {},
+            chi2=test, p95_s=p95, mean_interval_s=_around(best.mean, mean_se),
+            p95_interval_s=_around(p95, p95_se), mean_matched=best.mean_given, **common,
         )  # fmt: skip
-    bucketed = _bucketed(hist)
+    return _bucketed(hist, best, test, common)
+
+
+def _bucketed(
+    hist: ServiceHistogram, base: _Fitted | None, test: ChiSquareTest, common: dict
+) -> HistogramServiceFit:
+    """The buckets' own distribution (:class:`~.bucketed.BucketedShape`), at the data's mean."""
+    lower, upper, counts = _cells(hist)
+    n = float(counts.sum())
+    shape = BucketedShape(
+        lower, upper, counts, None if base is None else (base.family, base.mean, base.cv)
+    )
+    observed_mean = common["observed_mean_s"]
+    if math.isfinite(observed_mean):
+        points, theta, matched = shape.matched(_POINTS, observed_mean)
+        if not matched and base is not None:
+            # A family too narrow to tilt (all in one bucket, a spike inside it): an even
+            # base reaches every mean the buckets allow.
+            even = BucketedShape(lower, upper, counts, None)
+            tried = even.matched(_POINTS, observed_mean)
+            if tried[2]:
+                shape, (points, theta, matched), base = even, tried, None
+    else:
+        points, theta, matched = shape.points(_POINTS), 0.0, False
+    mean = observed_mean if matched else float(points.mean())
+    p95 = float(shape.quantile(np.array([0.95]), theta)[0])
+    mean_interval = p95_interval = None
+    if n >= _MIN_INTERVAL:
+        # The mean: the sample mean's normal interval, the spread the fitted shape's. The
+        # p95: the distribution-free binomial interval of a quantile's rank, through the
+        # fitted quantile function (its shape within a bucket is the model's, not data).
+        mean_interval = _around(mean, float(points.std()) / math.sqrt(n))
+        half = _Z975 * math.sqrt(0.95 * 0.05 / n)
+        if 0.95 + half < 1:
+            low, high = shape.quantile(np.array([0.95 - half, 0.95 + half]), theta).tolist()
+            # With no family's tail, the +Inf bucket's share sits at the last finite bound.
+            unknown = base is None and counts[-1] > 0 and high >= lower[-1]
+            p95_interval = None if unknown else (low, high)
     return HistogramServiceFit(
-        "buckets", bucketed, round(n), bucketed.mean, math.nan, math.nan, {},
-        chi2=test, p95_s=bucket_quantile(hist, 0.95), mean_se_s=mean_se, p95_se_s=p95_se,
-        observed_mean_s=observed_mean, lognormal=fitted,
+        "buckets", Empirical(tuple(points.tolist())), round(n), mean, math.nan, math.nan, {},
+        chi2=test, p95_s=p95, mean_interval_s=mean_interval, p95_interval_s=p95_interval,
+        mean_matched=matched, even=base is None, **common,
     )  # fmt: skip

@@ -27,11 +27,12 @@ import numpy as np
 
 from ..executors.pool import check_executor, check_picklable, default_workers, run_tasks
 from ..running.class_summary import flatten_classes
-from ..running.drain_warning import warn_drain_timeouts
+from ..running.drain_warning import drain_cut, warn_drain_timeouts
 from ..running.kernel.run import check_engine, refusal, unsupported
 from ..running.result import SimulationResult
 from ..running.single import simulate_once
 from ..stats.intervals import summarise_values
+from ..workloads.randomness import check_replications
 from ..workloads.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -65,13 +66,17 @@ def simulate_replication(
 
     Raises:
         TypeError: ``scenario`` is not a Scenario.
-        ValueError: ``replication`` is not an integer >= 0, a bad ``engine``, or
-            ``engine="kernel"`` for a scenario outside the kernel's domain.
+        ValueError: ``replication`` is not an integer >= 0, a bad ``engine``,
+            ``engine="kernel"`` for a scenario outside the kernel's domain, or
+            ``replication >= 1`` of a scenario nothing in which is random (a
+            replayed trace: every replication is replication 0 again;
+            :func:`~pipeline.sim.workloads.randomness.fixed_workload`).
     """
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario, got {scenario!r}")
     if isinstance(replication, bool) or not isinstance(replication, int) or replication < 0:
         raise ValueError(f"replication must be an integer >= 0, got {replication!r}")
+    check_replications(scenario, replication + 1, f"replication={replication}")
     return simulate_once(scenario, replication, check_engine(engine))
 
 
@@ -153,6 +158,8 @@ def sweep(
             not a :class:`concurrent.futures.Executor`.
         ValueError: an unknown field name or a value the scenario rejects (named
             with its grid point), bad ``replications``, ``processes`` or ``engine``,
+            ``replications`` > 1 of a scenario nothing in which is random (a
+            replayed trace),
             ``engine="kernel"`` for a scenario outside the kernel's domain, or a
             scenario that cannot be pickled for the worker processes.
         RuntimeError: ``processes`` > 1 asked for from the top level of a script
@@ -182,6 +189,8 @@ def sweep(
             feature = unsupported(scenario)
             if feature is not None:
                 raise ValueError(f"grid point {point}: {refusal(feature)}")
+    for scenario in scenarios:  # before any run: a replayed trace is one sample
+        check_replications(scenario, replications, f"replications={replications}")
     tasks = [(scenario, r, engine) for scenario in scenarios for r in range(replications)]
     workers = default_workers(processes, len(tasks))
     if workers > 1 or executor is not None:
@@ -263,7 +272,11 @@ def summarise_sweep(
         One row per grid point, in grid order: the grid's columns,
         ``replications``, ``drain_timed_out`` (how many of them hit the drain
         timeout: their latency and wait statistics leave out the items left
-        unfinished), then ``<metric>_mean`` and ``<metric>_ci95`` for each metric.
+        unfinished), then ``<metric>_mean`` and ``<metric>_ci95`` for each metric,
+        and for a wait or latency (:func:`~pipeline.sim.running.drain_warning.drain_cut`,
+        the rule a plan fails such an SLO by) ``<metric>_drain_cut``: how many of
+        the point's runs left out their slowest items. A point with any is not
+        comparable with one without: it looks better only because its tail was cut.
 
     Raises:
         ValueError: a metric that is not a column of ``frame``.
@@ -292,12 +305,15 @@ def summarise_sweep(
         # Values from the rows, not the group keys: groupby turns None into NaN.
         row: dict[str, Any] = {column: part[column].iloc[0] for column in grid}
         row["replications"] = len(part)
+        cut = None
         if "drain_timed_out" in part:
-            row["drain_timed_out"] = int(part["drain_timed_out"].astype(bool).sum())
+            cut = row["drain_timed_out"] = int(part["drain_timed_out"].astype(bool).sum())
         for metric in metrics:
             mean, half = summarise_values(part[metric].to_numpy(dtype=np.float64))
             row[f"{metric}_mean"] = mean
             row[f"{metric}_ci95"] = half
+            if cut is not None and drain_cut(metric):
+                row[f"{metric}_drain_cut"] = cut
         rows.append(row)
     return keep_none(pd.DataFrame(rows), rows, grid)
 

@@ -11,8 +11,8 @@ Each part is fitted from the finest grain the data has, and the fit says how
 - **service** one by one: :func:`~pipeline.sim.analysis.calibrate.fit_service`
   (a log-normal or an exponential passing a KS test, else the samples);
   histogram buckets: :func:`~pipeline.sim.analysis.histogram_fit.fit_histogram`
-  (an interval-censored log-normal passing a chi-square test, else the
-  bucketed distribution); quantiles (and a mean):
+  (a log-normal or a gamma of the data's exact mean passing a chi-square
+  test, else the bucketed distribution at that mean); quantiles (and a mean):
   :func:`~pipeline.sim.workloads.fitting.fit_lognormal` from the levels it
   knows (p50, p90, p95, p99). When the times are *response* times (a load
   test's client, a server's request span: the wait for a worker included),
@@ -48,7 +48,7 @@ import numpy as np
 from ...config import PipelineConfig
 from ...retry import Backoff
 from ..stats.intervals import ProportionCI, proportion_ci
-from ..workloads.distributions import Distribution, Empirical, Exponential, LogNormal
+from ..workloads.distributions import Distribution, Empirical, Exponential, Gamma, LogNormal
 from ..workloads.failures import FailureModel, IndependentFailures, NoFailures
 from ..workloads.fitting import fit_lognormal, lognormal_quantile
 from ..workloads.scenario import Scenario
@@ -56,6 +56,7 @@ from ..workloads.stages import StageSpec
 from ..workloads.telemetry.observed import Observed
 from .arrivals_fit import CountsArrivalFit, fit_observed_arrivals
 from .calibrate import Calibration, ServiceFit, StageFit, fit_service
+from .families import FAMILIES
 from .histogram_fit import HistogramServiceFit, fit_histogram
 from .response_fit import ResponseFit, fit_response_times, quantile_targets, response_statistics
 
@@ -143,6 +144,8 @@ class TelemetryCalibration(Calibration):
                 chi2=_finite(s.chi2.statistic), chi2_df=s.chi2.df,
                 chi2_p_value=_finite(s.chi2.p_value), observed_mean_s=_finite(s.observed_mean_s),
                 lognormal=None if s.lognormal is None else _short(s.lognormal),
+                best=None if s.best is None else _short(s.best),
+                log_likelihoods={k: _finite(v) for k, v in s.log_likelihoods.items()},
             )  # fmt: skip
         elif s.family != "lognormal" or s.candidates:
             service.update(ks_statistic=_finite(s.ks_statistic), ks_critical=_finite(s.ks_critical))
@@ -160,9 +163,9 @@ class TelemetryCalibration(Calibration):
             "arrival_rate_per_s": _finite(a.rate_per_s),
             "arrival_rate_interval": [_finite(a.rate_per_s - half), _finite(a.rate_per_s + half)],
             "service_mean_s": _finite(s.mean_s),
-            "service_mean_interval": _interval(s, "mean_se_s", s.mean_s),
+            "service_mean_interval": _interval(s, "mean_interval_s", s.mean_s),
             "service_p95_s": _finite(self.service_p95_s),
-            "service_p95_interval": _interval(s, "p95_se_s", self.service_p95_s),
+            "service_p95_interval": _interval(s, "p95_interval_s", self.service_p95_s),
             "failure_rate": None if rate is None else rate.estimate,
             "failure_rate_interval": None if rate is None else [rate.low, rate.high],
             "concurrency": self.concurrency,
@@ -201,9 +204,12 @@ def _finite(value: float) -> float | None:
 
 
 def _interval(fit: ServiceFit, attribute: str, value: float) -> list[float | None] | None:
-    """value +- 1.96 standard errors of the fitted log-normal (None for other services)."""
-    se = getattr(fit, attribute, math.nan) if fit.family == "lognormal" else math.nan
-    if not math.isfinite(se):
+    """A histogram fit's own interval; else value +- 1.96 standard errors of a log-normal."""
+    if isinstance(fit, HistogramServiceFit):
+        interval = getattr(fit, attribute)
+        return None if interval is None else [_finite(interval[0]), _finite(interval[1])]
+    se = getattr(fit, attribute.replace("_interval_s", "_se_s"), math.nan)
+    if fit.family != "lognormal" or not math.isfinite(se):
         return None
     return [_finite(value - 1.96 * se), _finite(value + 1.96 * se)]
 
@@ -220,6 +226,8 @@ def service_quantile(distribution: Distribution, q: float) -> float:
         return lognormal_quantile(distribution.mean, distribution.cv, q)
     if isinstance(distribution, Exponential):
         return -distribution.mean * math.log1p(-q)
+    if isinstance(distribution, Gamma):
+        return FAMILIES[1].quantile(q, distribution.mean, distribution.cv)
     if isinstance(distribution, Empirical):
         return float(np.quantile(np.asarray(distribution.samples), q))
     raise TypeError(f"no quantile for {distribution!r}")
@@ -239,30 +247,7 @@ def _service(observed: Observed) -> tuple[ServiceFit, str, float]:
         return fit, how, p95
     if observed.histogram is not None:
         fit = fit_histogram(observed.histogram)
-        buckets = observed.histogram.upper_bounds_s.size
-        test = (
-            f"chi-square {fit.chi2.statistic:.4g} on {fit.chi2.df} df, p={fit.chi2.p_value:.3g}"
-            if fit.chi2.df
-            else "too few buckets hold data for a chi-square test"
-        )
-        if fit.family == "lognormal":
-            how = (
-                f"log-normal fitted to {fit.n} observations in {buckets} buckets"
-                f" by interval-censored maximum likelihood ({test} >= {_LEVEL})"
-            )
-        else:
-            how = (
-                f"the bucketed distribution itself: 1,000 quantile points linear within each of "
-                f"{buckets} buckets, {fit.n} observations (a log-normal "
-                f"does not fit: {test}); the +Inf bucket's share sits at the last finite bound"
-            )
-        if math.isfinite(fit.observed_mean_s):
-            # Buckets are coarse: the sum says how far the model's mean is from the data's.
-            how += (
-                f"; its mean {fit.mean_s:.4g} s, the observed mean {fit.observed_mean_s:.4g} s "
-                "(_sum / _count)"
-            )
-        return fit, how, fit.p95_s
+        return fit, _histogram_how(fit, observed.histogram.upper_bounds_s.size), fit.p95_s
     if observed.quantiles_s:
         known: dict[str, float] = {}
         for level, value in observed.quantiles_s.items():
@@ -276,14 +261,61 @@ def _service(observed: Observed) -> tuple[ServiceFit, str, float]:
                 f"{observed.source}: a log-normal needs two of mean, p50, p90, p95, p99 > 0; "
                 f"the data gives {', '.join(known) or 'none'}"
             )
-        mean, cv = fit_lognormal(known)
+        given = ", ".join(f"{k}={v:.4g} s" for k, v in known.items())
+        try:
+            mean, cv = fit_lognormal(known)
+        except ValueError as exc:
+            # The file's numbers, not fit_lognormal's arguments, are what the user can check.
+            raise ValueError(
+                f"{observed.source}: its service times ({given}) admit no log-normal: {exc}"
+            ) from None
         distribution = LogNormal(mean=mean, cv=cv)
         n = observed.attempts or 0
         fit = ServiceFit("lognormal", distribution, n, mean, math.nan, math.nan, {})
-        given = ", ".join(f"{k}={v:.4g} s" for k, v in known.items())
         how = f"log-normal from {given} (fit_lognormal)"
         return fit, how, service_quantile(distribution, 0.95)
     raise ValueError(f"{observed.source}: no service times (samples, buckets or quantiles) to fit")
+
+
+def _histogram_how(fit: HistogramServiceFit, buckets: int) -> str:
+    """One sentence: which family (or the buckets), how it was tested, and its mean."""
+    test = (
+        f"chi-square {fit.chi2.statistic:.4g} on {fit.chi2.df} df, p={fit.chi2.p_value:.3g}"
+        if fit.chi2.df
+        else "too few buckets hold data for a chi-square test"
+    )
+    tried = ", ".join(f"{name} {value:.6g}" for name, value in fit.log_likelihoods.items())
+    if fit.mean_matched:
+        mean = f"its mean the observed {fit.mean_s:.4g} s (_sum / _count)"
+    elif math.isfinite(fit.observed_mean_s):
+        mean = (
+            f"its mean {fit.mean_s:.4g} s, the nearest this shape allows to the observed "
+            f"{fit.observed_mean_s:.4g} s (_sum / _count)"
+        )
+    else:
+        mean = f"its mean {fit.mean_s:.4g} s (no _sum, so no observed mean)"
+    if fit.family != "buckets":
+        return (
+            f"{fit.family} fitted to {fit.n} observations in {buckets} buckets by "
+            f"interval-censored maximum likelihood (log-likelihood {tried}), {mean}; "
+            f"{test} >= {_LEVEL}"
+        )
+    if fit.best is None:
+        within = "spread evenly within each bucket (no family fits at all)"
+    elif fit.even:
+        within = (
+            f"spread evenly within each bucket: the best family, {_short(fit.best)}, does not "
+            f"fit across them ({test}) and is too narrow to reach the mean"
+        )
+    else:
+        within = (
+            f"shaped within each bucket as the best family, {_short(fit.best)} (log-likelihood "
+            f"{tried}), which does not fit across them ({test})"
+        )
+    return (
+        f"the bucketed distribution: each of {buckets} buckets holding its share of {fit.n} "
+        f"observations, {within}, tilted to make {mean}; 1,000 quantile points"
+    )
 
 
 def calibrate_observed(
@@ -361,7 +393,9 @@ def calibrate_observed(
             f"{counted[1]}; 95% Wilson interval {rate.low:.4g} to {rate.high:.4g})"
         )
     else:
-        failures_how = "the data counts no attempts' results: none assumed"
+        # A reader that knows why none were counted says so in a note; the printout shows it.
+        said = [n.removeprefix("failures: ") for n in observed.notes if n.startswith("failures: ")]
+        failures_how = said[0] if said else "the data counts no attempts' results: none assumed"
     max_attempts, attempts_how = _attempts(observed)
     backoff, backoff_how = _backoff(observed)
     if backoff_how:

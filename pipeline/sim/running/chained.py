@@ -350,7 +350,8 @@ class ChainSimulationResult:
 
     @cached_property
     def items(self) -> pd.DataFrame:
-        """One row per item of the last stage: its source item, times and outcome."""
+        """One row per item of the last stage: its source item, times and outcome, and
+        ``expired_s``, when it expired in the last stage (NaN for the others)."""
         import pandas as pd
 
         tail = list(self.stages.values())[-1].columns
@@ -365,6 +366,8 @@ class ChainSimulationResult:
                 "finish_s": tail.finish_s,
                 "latency_s": tail.finish_s - arrival,
                 "outcome": pd.Categorical.from_codes(tail.outcome, ItemColumns.OUTCOMES),
+                # When an item that expired in the last stage expired (as a stage's items).
+                "expired_s": tail.expired_times(),
             }
         )
         if self.scenario.classes is not None and self.item_class is not None:

@@ -2,6 +2,8 @@
 
 Shared by ``simulate``, ``sweep``, ``plan`` and ``compare``, which all warn
 once for all their runs, with how many timed out and how many items were left.
+:func:`drain_cut` is the one rule for which metrics such a run understates:
+a plan fails an SLO on them, and a sweep marks their cells.
 """
 
 from __future__ import annotations
@@ -13,7 +15,35 @@ from typing import Any
 from ..workloads.scenario import Scenario
 from .result import DrainTimeoutWarning
 
-__all__ = ["drain_timeout_of", "drain_timeout_text", "warn_drain_timeouts"]
+__all__ = [
+    "DRAIN_CUT_TEXT",
+    "drain_cut",
+    "drain_timeout_of",
+    "drain_timeout_text",
+    "warn_drain_timeouts",
+]
+
+DRAIN_CUT_TEXT = (
+    "the drain timed out in some runs: the items left unfinished have no wait or latency, "
+    "so the value leaves out the slowest tail and looks better than the configuration is"
+)
+"""What a mark on a drain-cut value means, for a table's or a figure's note."""
+
+
+def drain_cut(metric: str) -> bool:
+    """Whether ``metric`` leaves out the items a timed-out drain left unfinished.
+
+    The items' waits and latencies (``wait_*``, ``latency_*``; a class's
+    ``classes.NAME.latency_p95_s`` and a stage's ``write.wait_mean_s`` alike):
+    an unfinished item has none, so a run whose drain timed out reports only
+    the items that finished, without the slowest tail. Such a value looks
+    better than the configuration is and cannot show an SLO on it is met.
+
+    Example:
+        >>> drain_cut("latency_p95_s"), drain_cut("write.wait_mean_s"), drain_cut("items_shed")
+        (True, True, False)
+    """
+    return str(metric).rsplit(".", 1)[-1].startswith(("wait_", "latency_"))
 
 
 def drain_timeout_of(scenario: Scenario) -> float | None:

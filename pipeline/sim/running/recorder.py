@@ -28,6 +28,7 @@ __all__ = [
     "StepSeries",
     "attempt_log",
     "finish_series",
+    "readmissions",
     "step_series",
     "stream_series",
 ]
@@ -81,12 +82,15 @@ class AttemptLog:
     attempt ended (codes, see :data:`ENDINGS`): it succeeded, failed and a
     retry was scheduled, failed and the item was dead-lettered, or was cut
     short by the drain's end (``end_s`` is then the drain's end, NaN if the
-    log holds no such moment).
+    log holds no such moment). ``readmitted_s`` is when the retry an attempt
+    scheduled re-entered the queue, seconds (NaN: it never did, or the attempt
+    scheduled none); None when no retry of the run was ever readmitted.
     """
 
     start_s: np.ndarray
     end_s: np.ndarray
     ending: np.ndarray  # codes, see ENDINGS
+    readmitted_s: np.ndarray | None = None
 
     ENDINGS = ("completed", "retried", "dead_lettered", "cut")
 
@@ -111,6 +115,12 @@ class ItemColumns:
     expired_s: np.ndarray | None = None  # when each expired item expired (NaN for the rest)
 
     OUTCOMES = ("completed", "dead_lettered", "shed", "unfinished", "not_offered", "expired")
+
+    def expired_times(self) -> np.ndarray:
+        """``expired_s``, or all NaN where the run gave none (a path where nothing expires)."""
+        if self.expired_s is not None:
+            return self.expired_s
+        return np.full(len(self.arrival_s), np.nan)
 
 
 # How an attempt's closing event maps to its AttemptLog ending code (-1: not a closing event).
@@ -145,7 +155,43 @@ def attempt_log(recorder: Recorder) -> AttemptLog:
     closed &= code >= 0
     ending[closed] = code[closed]
     end[closed] = times.take(closing)[closed]
-    return AttemptLog(start_s=times.take(starts), end_s=end, ending=ending)
+    start = times.take(starts)
+    attempts = np.bincount(ids.take(starts))
+    readmitted = readmissions(*recorder.arrays(), ending, attempts)
+    return AttemptLog(start_s=start, end_s=end, ending=ending, readmitted_s=readmitted)
+
+
+def readmissions(
+    kinds: np.ndarray, times: np.ndarray, ids: np.ndarray, ending: np.ndarray, attempts: np.ndarray
+) -> np.ndarray | None:
+    """When each attempt's retry re-entered the queue, from a run's event log.
+
+    Args:
+        kinds, times, ids: the event log, in time order.
+        ending: each attempt's :attr:`AttemptLog.ENDINGS` code, in item order, then time.
+        attempts: attempts per item (item ``i``'s are the next ``attempts[i]`` entries).
+
+    Returns:
+        Seconds per attempt (NaN where no retry of it was readmitted), or None when
+        the log holds no readmission. An item waits out one retry at a time, so its
+        k-th READMITTED event ends the retry its k-th retried attempt scheduled; a
+        retry the drain handed back was never readmitted.
+    """
+    readmit = kinds == K.READMITTED
+    if not readmit.any():
+        return None
+    item, at = ids[readmit], times[readmit]
+    order = np.argsort(item, kind="stable")  # item order, then time
+    item, at = item.take(order), at.take(order)
+    per_item = np.bincount(item, minlength=len(attempts))
+    first = np.cumsum(per_item) - per_item
+    retried = np.flatnonzero(ending == AttemptLog.ENDINGS.index("retried"))
+    owner = np.repeat(np.arange(len(attempts)), attempts).take(retried)
+    rank = np.arange(len(owner)) - np.searchsorted(owner, owner, side="left")
+    matched = rank < per_item.take(owner)
+    out = np.full(len(ending), np.nan)
+    out[retried[matched]] = at.take(first.take(owner[matched]) + rank[matched])
+    return out
 
 
 def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..._units import metric_range
 from ..stats.intervals import MeanCI, QuantileCI, quantile_ci, robust_mean_ci, summarise_values
 from ..stats.runlength import DEFAULT_RELATIVE_PRECISION, run_length_advice
 from ..workloads.scenario import Scenario
@@ -61,8 +62,12 @@ class Replications:
         """(mean, half-width) of a summary key across replications (skew-robust t).
 
         The interval is :func:`~pipeline.sim.stats.intervals.robust_mean_ci`'s:
-        Student t, widened on the side a skew of the per-run values reaches
-        (short runs' means and percentiles are skewed to the right). For a
+        Student t, and from 6 replications on widened on the side a skew of the
+        per-run values reaches (short runs' means and percentiles are skewed to
+        the right; fewer values cannot bound a skew usefully, so with 2 to 5
+        replications the runs must be long enough for their means to be nearly
+        symmetric). ``ci.within(*metric_range(key))`` cuts its ends to the
+        metric's range (:func:`~pipeline._units.metric_range`). For a
         percentile key (``latency_p95_s``) this is the interval of the
         per-replication percentiles: each run's p95 is one independent value,
         so the interval is valid although the items inside a run are
@@ -127,6 +132,8 @@ class Replications:
 
         Missing values (NaN: e.g. no latency when nothing completed) are left
         out of the mean; the half-width is NaN unless every run has a value.
+        ``low`` and ``high`` are cut to the metric's range
+        (:func:`~pipeline._units.metric_range`): no depth below 0, no fraction above 1.
         """
         import pandas as pd
 
@@ -134,14 +141,15 @@ class Replications:
         for key, value in flatten_classes(self.results[0].summary).items():
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            mean, half = summarise_values(self.values(key))
+            ci = summarise_values(self.values(key))
+            low, high = ci.within(*metric_range(key))
             rows.append(
                 {
                     "metric": key,
-                    "mean": mean,
-                    "half_width": half,
-                    "low": mean - half,
-                    "high": mean + half,
+                    "mean": ci.mean,
+                    "half_width": ci.half_width,
+                    "low": low,
+                    "high": high,
                 }
             )
         return pd.DataFrame(rows).set_index("metric")

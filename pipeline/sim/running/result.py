@@ -49,7 +49,11 @@ class SimulationResult:
             batch-means half-widths of ``wait_mean_s`` and ``latency_mean_s``
             (:data:`BATCHES` batches in arrival order; NaN below
             :data:`BATCH_MEANS_MIN_ITEMS` values), the run's own precision.
-        items: one row per item (DataFrame, built on first use); with an initial
+        items: one row per item (DataFrame, built on first use), the columns of
+            ``items.csv``: ``item_id`` to ``outcome``, then ``expired_s``, the
+            instant each expired item expired, seconds (NaN for every other item;
+            an expired item never finished, so its ``finish_s`` and ``latency_s``
+            are NaN and no latency statistic counts it); with an initial
             backlog a boolean ``backlog`` column marks its items (ids ``0 .. N - 1``);
             with item classes a categorical ``class`` column names each item's class.
         item_class: with item classes, each item's class as its index in
@@ -129,6 +133,9 @@ class SimulationResult:
                 "latency_s": c.finish_s - c.arrival_s,
                 "attempts": c.attempts,
                 "outcome": pd.Categorical.from_codes(c.outcome, ItemColumns.OUTCOMES),
+                # When each expired item expired: it has no finish, so latency_s stays NaN
+                # and no latency statistic counts it, while its expiry is still on record.
+                "expired_s": c.expired_times(),
             }
         )
         classes = self.scenario.classes

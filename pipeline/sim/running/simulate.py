@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..workloads.randomness import check_replications
 from ..workloads.scenario import Scenario
 from .drain_warning import warn_drain_timeouts
 from .replications import Replications, replicate
@@ -76,7 +77,11 @@ def simulate(
         ValueError: ``replications`` < 1, bad ``engine`` or ``processes``,
             ``engine="kernel"`` for a scenario outside the kernel's domain
             (the one-line message names the feature), an ``executor`` without
-            ``replications``, or a scenario an executor cannot be sent.
+            ``replications``, a scenario an executor cannot be sent, or
+            ``replications`` > 1 of a scenario nothing in which is random (a
+            replayed trace is one recorded sample: every replication would be
+            the same run, with an interval of 0;
+            :func:`~pipeline.sim.workloads.randomness.fixed_workload`).
         RuntimeError: ``processes`` > 1 asked for from the top level of a script
             without an ``if __name__ == "__main__":`` guard (worker processes
             re-run the script); with the default ``processes`` such a call runs
@@ -116,6 +121,7 @@ def simulate(
         return result
     if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
         raise ValueError(f"replications must be an integer >= 1 or None, got {replications!r}")
+    check_replications(scenario, replications, f"replications={replications}")
     runs = Replications(replicate(scenario, replications, engine, processes, progress, executor))
     _warn_if_drain_timed_out(runs.results)
     return runs

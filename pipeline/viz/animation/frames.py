@@ -13,18 +13,21 @@ each frame's :class:`FrameState` on demand, from the per-item records alone:
   lane's precedence and a priority order all come out right);
 - *worker* ``j`` during an attempt (each attempt takes the lowest-numbered
   free worker);
-- *retry* lane between a failed attempt and the next, while its backoff
-  runs. A readmitted retry waits in the queue: which of the items between
-  attempts are readmitted is not in the per-item records, but the run's
-  exact ``retry_waiting`` count is, and readmitted retries start in the order
-  they were readmitted, so the first ones by next start are the readmitted;
+- *retry* lane between a failed attempt and the instant the run readmitted
+  its retry (the attempt log's ``readmitted_s``), the next due first; a
+  readmitted retry then waits in the queue until its next attempt (or until
+  it expires there);
 - a *bin* per outcome once the item left: ``completed`` (``handed_on`` at a
-  chain's stage before the last), ``dead_lettered``, ``shed`` (at arrival),
-  ``unfinished`` (at the run's end, where the drain handed it back), and any
-  other outcome the records name (``expired``, ...) under its own name, at
-  the item's ``finish_s`` (else ``admitted_s + max_wait_s`` when the stage
-  has such a deadline, else the run's end). An item never offered stays
-  upstream, as the run's ``upstream_backlog`` does.
+  chain's stage before the last) and ``dead_lettered`` at the item's
+  ``finish_s``, ``expired`` at its ``expired_s`` (the instant the run
+  recorded), ``shed`` (at arrival), ``unfinished`` (at the run's end, where
+  the drain handed it back), and any other outcome the records name under
+  its own name (at the run's end when they give it no time). An item never
+  offered stays upstream, as the run's ``upstream_backlog`` does.
+
+Every time comes from the run's records, never from the configuration: a
+deadline may be per item (``max_wait_s`` a function), a class's patience, or
+cut short by a retry whose backoff would end past it, and only the run knows.
 
 Every item is in exactly one zone at every frame, and the zones' counts agree
 with the run's step series (queue depth, in flight, retry waiting, upstream
@@ -177,8 +180,6 @@ class _StageTrack:
         self.name, self.last = name, last
         self.capacity = config.queue_maxsize
         self.sheds = config.on_full == "reject"  # a shed bin is drawn even while empty
-        self.series_time_s = series.time_s
-        self.retry_waiting = series.retry_waiting
         end_s = float(series.end_s)
         w0, w1 = window
         n = len(columns.arrival_s)
@@ -189,20 +190,7 @@ class _StageTrack:
         self.names = names
         code = columns.outcome.astype(np.intp)
         arrival = np.where(np.isnan(columns.arrival_s), np.inf, columns.arrival_s)
-        leaves = np.where(np.isfinite(columns.finish_s), columns.finish_s, end_s)
-        max_wait_s = getattr(config, "max_wait_s", None)
-        for number, outcome in enumerate(names):
-            mine = code == number
-            if outcome == "shed":
-                leaves[mine] = arrival[mine]
-            elif outcome == "unfinished":
-                leaves[mine] = end_s
-            elif outcome == _NEVER_OFFERED:
-                leaves[mine] = np.inf
-            elif outcome == "expired" and max_wait_s is not None:
-                deadline = columns.admitted_s + float(max_wait_s)
-                unknown = mine & ~np.isfinite(columns.finish_s) & np.isfinite(deadline)
-                leaves[unknown] = deadline[unknown]
+        leaves = _leave_times(columns, names, arrival, end_s)
         arrived_by_end = arrival <= w1
         inside = arrived_by_end & (leaves >= w0)
         counted = np.bincount(code[arrived_by_end & ~inside], minlength=len(names))
@@ -221,7 +209,8 @@ class _StageTrack:
         self.concurrency = self._assign_workers(int(config.concurrency), w0, w1)
 
     def _attempts(self, columns: Any, inside: np.ndarray, ids: np.ndarray, end_s: float) -> None:
-        """The kept items' attempts: owner (index into ``ids``), start, end, ending, next start."""
+        """The kept items' attempts: owner (index into ``ids``), start, end, ending, when
+        the retry it scheduled was readmitted (inf: never), next start."""
         log = columns.attempt_log
         counts = columns.attempts.astype(np.intp)
         local = np.full(len(inside), -1, dtype=np.intp)
@@ -231,6 +220,9 @@ class _StageTrack:
             keep = inside[owner]
             start, end = log.start_s[keep], log.end_s[keep]
             ending = log.ending[keep].astype(np.intp)
+            readmitted = np.full(len(start), np.inf)
+            if log.readmitted_s is not None:
+                readmitted = np.nan_to_num(log.readmitted_s[keep], nan=np.inf)
             owner = local[owner[keep]]
         else:  # one attempt per started item, from its start to its finish (the FCFS kernel)
             started = np.flatnonzero(np.isfinite(columns.start_s[ids]))
@@ -238,11 +230,13 @@ class _StageTrack:
             start = columns.start_s[ids][started]
             end = columns.finish_s[ids][started]
             ending = np.zeros(len(started), dtype=np.intp)
+            readmitted = np.full(len(started), np.inf)
         end = np.where(np.isnan(end), end_s, end)  # cut short by the drain's end
         same = np.append(owner[1:] == owner[:-1], False)
         following = np.append(start[1:], np.inf)
         self.a_owner, self.a_start, self.a_end, self.a_ending = owner, start, end, ending
         self.a_next = np.where(same, following, np.inf)
+        self.a_readmitted = readmitted
         self.a_slot = np.full(len(owner), -1, dtype=np.intp)
 
     def _assign_workers(self, concurrency: int, w0: float, w1: float) -> int:
@@ -282,8 +276,13 @@ class _StageTrack:
         item_running[self.a_owner[running]] = True
         item_between = np.zeros(m, dtype=bool)
         item_between[self.a_owner[between]] = True
+        # An item between attempts next starts, or, with no next attempt, leaves (a
+        # readmitted retry that expires in the queue; the drain's end).
         next_start = np.full(m, np.inf)
-        next_start[self.a_owner[between]] = self.a_next[between]
+        owner = self.a_owner[between]
+        next_start[owner] = np.minimum(self.a_next[between], self.leaves[owner])
+        readmitted_at = np.full(m, np.inf)
+        readmitted_at[owner] = self.a_readmitted[between]
         zone = np.select(
             [
                 self.arrival > t,
@@ -295,14 +294,12 @@ class _StageTrack:
             [_NOT_ARRIVED, _LEFT, _RUNNING, _BETWEEN, _QUEUE],
             default=_UPSTREAM,
         )
-        # Items between attempts: the first by next start are readmitted (in the queue),
-        # the rest still wait out their backoff; the run's own count says how many wait.
-        waiting = np.flatnonzero(zone == _BETWEEN)
-        waiting = waiting[np.lexsort((ids[waiting], next_start[waiting]))]
-        row = int(np.searchsorted(self.series_time_s, t, side="right")) - 1
-        lane = int(self.retry_waiting[row]) if row >= 0 else 0
-        readmitted = max(0, min(len(waiting), len(waiting) - lane))
-        queued = np.concatenate([np.flatnonzero(zone == _QUEUE), waiting[:readmitted]])
+        # Items between attempts wait out their backoff in the retry lane until the run
+        # readmitted them, then in the queue.
+        back = (zone == _BETWEEN) & (readmitted_at <= t)
+        waiting = np.flatnonzero((zone == _BETWEEN) & ~back)
+        waiting = waiting[np.lexsort((ids[waiting], readmitted_at[waiting]))]
+        queued = np.concatenate([np.flatnonzero(zone == _QUEUE), np.flatnonzero(back)])
         key = np.where(zone[queued] == _QUEUE, self.first_start[queued], next_start[queued])
         queued = queued[np.lexsort((ids[queued], self.admitted[queued], key))]
         upstream = np.flatnonzero(zone == _UPSTREAM)
@@ -318,7 +315,7 @@ class _StageTrack:
             "upstream": len(upstream),
             "queue": len(queued),
             "running": int(running.sum()),
-            "retry": len(waiting) - readmitted,
+            "retry": len(waiting),
         }
         for name, number in sorted(
             ((name, number) for number, name in enumerate(self.names) if name != _NEVER_OFFERED),
@@ -335,12 +332,37 @@ class _StageTrack:
             upstream=ids[upstream],
             queue=ids[queued],
             workers=workers,
-            retry=ids[waiting[readmitted:]],
+            retry=ids[waiting],
             bins=bins,
             counts=counts,
             capacity=self.capacity,
             last=self.last,
         )
+
+
+def _leave_times(columns: Any, names: list[str], arrival: np.ndarray, end_s: float) -> np.ndarray:
+    """When each item left the stage, seconds, from its records alone.
+
+    The item's ``finish_s`` (completed, dead-lettered), else its ``expired_s``
+    (the instant it expired: at its deadline in the queue, or at the failure
+    whose retry would have come too late), else by outcome: a shed item at its
+    arrival, an unfinished one at the run's end, one never offered never
+    (``inf``). Anything else the records give no time for leaves at the run's
+    end. Nothing here re-derives when an engine would have let the item go:
+    the config cannot say (a per-item ``max_wait_s``, a class's patience, a
+    retry whose backoff ran past the deadline, a deadline counted from arrival).
+    """
+    leaves = np.where(np.isfinite(columns.finish_s), columns.finish_s, np.nan)
+    expired_s = getattr(columns, "expired_s", None)
+    if expired_s is not None:
+        leaves = np.where(np.isnan(leaves) & np.isfinite(expired_s), expired_s, leaves)
+    code = columns.outcome
+    for number, outcome in enumerate(names):
+        if outcome == "shed":
+            leaves[code == number] = arrival[code == number]
+        elif outcome == _NEVER_OFFERED:
+            leaves[code == number] = np.inf
+    return np.where(np.isnan(leaves), end_s, leaves)
 
 
 def _bin_rank(name: str) -> tuple[int, str]:

@@ -22,6 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .panels import legend_below
+from .run import draw_steps
 from .series import MAX_POINTS
 from .style import axes_list
 
@@ -84,8 +85,8 @@ def plot_class_depth(
     Args:
         result: a run with item classes.
         ax: axes to draw into (a new figure when None).
-        max_points: longest series drawn as is; longer ones keep every
-            ``len // max_points``-th step and each bucket's peak.
+        max_points: longest series drawn as is; longer ones as a min-max band
+            and the time-weighted mean per span of time (the legend says so).
         title: axes title (None for none).
 
     Raises:
@@ -95,14 +96,8 @@ def plot_class_depth(
     fig, (ax,) = axes_list(ax, 1)
     for name in names:
         time_s, count = class_waiting(result, name)
-        if len(time_s) > max_points:
-            # Per bucket, the peak: a thinned sawtooth would hide the highest queue.
-            size = -(-len(time_s) // max_points)
-            pad = (-len(count)) % size
-            peaks = np.pad(count, (0, pad), constant_values=0).reshape(-1, size).max(axis=1)
-            time_s = time_s[::size]
-            count = peaks[: len(time_s)]
-        ax.plot(time_s, count, drawstyle="steps-post", label=name)
+        end_s = max(result.series.end_s, float(time_s[-1]) if len(time_s) else 0.0)
+        draw_steps(ax, time_s, count, end_s, max_points=max_points, label=name)
     ax.set_xlabel("virtual time (s)")
     ax.set_ylabel("items waiting")
     ax.set_ylim(bottom=0)

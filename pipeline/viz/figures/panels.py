@@ -33,8 +33,10 @@ from .series import (
     ecdf,
     memory_bound_bytes,
     percentile_note,
+    step_band,
     step_data,
     thin,
+    thinned_label,
     waits_and_latencies,
 )
 from .style import COLORS
@@ -121,6 +123,31 @@ class _Panel:
         line.set_data(x, y)
         line.set_visible(True)
 
+    def _band(self, faded: bool, color: str) -> Any:
+        """A hidden min-max band for a thinned series (steps-post), behind its line."""
+        alpha = 0.25 * (FADED["alpha"] if faded else 1.0)
+        return self.ax.fill_between(
+            [0.0, 1.0], [0.0, 0.0], [0.0, 0.0], step="post", color=color, alpha=alpha,
+            linewidth=0, visible=False,
+        )  # fmt: skip
+
+    def _show_steps(
+        self, line: Line2D, band: Any, run: SimulationResult, values: np.ndarray
+    ) -> float | None:
+        """Draw a step series: exact, or its bucket means with their min-max band.
+
+        Returns the bucket width in seconds when thinned (the legend says so), else None.
+        """
+        self._show(line, *step_data(run, values, self.max_points))
+        found = step_band(run, values, self.max_points)
+        if found is None:
+            self._hide(band)
+            return None
+        x, low, high, width_s = found
+        band.set_data(x, low, high)
+        band.set_visible(True)
+        return width_s
+
     @staticmethod
     def _hide(*artists: Any) -> None:
         for artist in artists:
@@ -179,7 +206,7 @@ class DepthPanel(_Panel):
     Args:
         ax: the axes to own.
         upstream: draw the backlog waiting upstream of a full queue (when there is one).
-        max_points: longest series drawn as is; longer ones keep per-bucket maxima.
+        max_points: longest series drawn as is; longer ones as a min-max band and the mean.
     """
 
     SERIES = (
@@ -198,6 +225,10 @@ class DepthPanel(_Panel):
             ]
             for faded in (True, False)
         }
+        self._bands = {
+            faded: [self._band(faded, color) for _, _, color in self.series]
+            for faded in (True, False)
+        }
         self._limit = ax.axhline(0, color=COLORS["queue"], visible=False, **_LIMIT)
         self._limit_proxy = _proxy(color=COLORS["queue"], **_LIMIT)
         ax.set_xlabel("virtual time (s)")
@@ -206,18 +237,21 @@ class DepthPanel(_Panel):
     def draw(self, result: SimulationResult, compare: SimulationResult | None = None) -> None:
         """Show ``result``, and ``compare`` faded behind it."""
         peak = 0.0
+        widths: dict[str, float | None] = {}
         for faded, run in ((True, compare), (False, result)):
-            for line, (name, _, _) in zip(self._lines[faded], self.series, strict=True):
+            drawn = zip(self._lines[faded], self._bands[faded], self.series, strict=True)
+            for line, band, (name, _, _) in drawn:
                 values = None if run is None else getattr(run.series, name)
                 if values is None or (name == "upstream_backlog" and not values.any()):
-                    self._hide(line)
+                    self._hide(line, band)
                     continue
-                self._show(line, *step_data(run, values, self.max_points))
+                width_s = self._show_steps(line, band, run, values)
                 if not faded:
+                    widths[name] = width_s
                     peak = max(peak, float(values.max(initial=0)))
         entries = [
-            (line, label)
-            for line, (_, label, _) in zip(self._lines[False], self.series, strict=True)
+            (line, label if widths[name] is None else thinned_label(label, widths[name]))
+            for line, (name, label, _) in zip(self._lines[False], self.series, strict=True)
             if line.get_visible()
         ]
         maxsize = result.scenario.config.queue_maxsize
@@ -309,6 +343,7 @@ class MemoryPanel(_Panel):
         self._held = self._line(
             False, color=color, linewidth=1.4, label="queued + running + retrying", **_STEPS
         )
+        self._faded_band, self._held_band = self._band(True, color), self._band(False, color)
         self._dead = ax.fill_between(
             [0.0, 1.0],
             [0.0, 0.0],
@@ -342,12 +377,15 @@ class MemoryPanel(_Panel):
         if compare is not None:
             c = compare.series
             previous = (c.in_system + c.dead_letters) * (compare.scenario.item_size_bytes / divisor)
-            self._show(self._faded, *step_data(compare, previous, self.max_points))
+            self._show_steps(self._faded, self._faded_band, compare, previous)
         else:
-            self._hide(self._faded)
+            self._hide(self._faded, self._faded_band)
         t, low = step_data(result, held / divisor, self.max_points)
-        self._show(self._held, t, low)
-        entries: list[tuple[Any, str]] = [(self._held, "queued + running + retrying")]
+        width_s = self._show_steps(self._held, self._held_band, result, held / divisor)
+        label = "queued + running + retrying"
+        entries: list[tuple[Any, str]] = [
+            (self._held, label if width_s is None else thinned_label(label, width_s))
+        ]
         if s.dead_letters.any():
             _, high = step_data(result, total / divisor, self.max_points)
             self._dead.set_data(t, low, np.maximum(high, low))

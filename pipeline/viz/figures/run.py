@@ -5,8 +5,10 @@ returns the :class:`~matplotlib.figure.Figure`. New figures are closed in
 pyplot as soon as they are made: they leak no global state, never need
 closing and never trigger the "More than 20 figures" warning, yet display
 (once) as images when they end a Jupyter cell. Step functions are drawn with
-``drawstyle="steps-post"`` (row *i* holds until row *i + 1*); very long series
-are reduced to their per-bucket maximum, which keeps peaks visible.
+``drawstyle="steps-post"`` (row *i* holds until row *i + 1*); a series longer
+than ``max_points`` steps is drawn as equal spans of time, a band from each
+span's least to its greatest value and a line at its time-weighted mean, and
+its legend says so (:func:`draw_steps`).
 
 ``compare=`` takes a previous :class:`~pipeline.sim.SimulationResult` and
 draws it faded behind the current one, so a what-if reads as a change.
@@ -27,9 +29,11 @@ from matplotlib.figure import Figure
 from .panels import DepthPanel, LagPanel, MemoryPanel, legend_below
 from .series import (
     MAX_POINTS,
+    band_vertices,
     layers,
-    step_data,
+    step_vertices,
     styled,
+    thinned_label,
 )
 from .style import COLORS, axes_list, new_figure
 
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_POINTS",
+    "draw_steps",
     "oldest_unfinished_age",
     "plot_depth",
     "plot_lag",
@@ -55,8 +60,36 @@ def step(
     max_points: int = MAX_POINTS,
     **kwargs: Any,
 ):
-    """Draw one step series of ``result`` to its end time; returns the Line2D."""
-    (line,) = ax.plot(*step_data(result, values, max_points), drawstyle="steps-post", **kwargs)
+    """Draw one step series of ``result`` to its end time (:func:`draw_steps`); the Line2D."""
+    s = result.series
+    return draw_steps(ax, s.time_s, values, s.end_s, max_points=max_points, **kwargs)
+
+
+def draw_steps(
+    ax: Axes,
+    t: np.ndarray,
+    y: np.ndarray,
+    end_s: float,
+    *,
+    max_points: int = MAX_POINTS,
+    **kwargs: Any,
+):
+    """Draw the step function ``y[i]`` from ``t[i]`` (the last to ``end_s``); returns the Line2D.
+
+    A series longer than ``max_points`` steps is drawn as its time-weighted
+    mean per bucket with a band from the bucket's least to its greatest value
+    (:func:`~pipeline.viz.figures.series.bucket_steps`), and its label says so.
+    """
+    band = band_vertices(t, y, end_s, max_points)
+    if band is not None and kwargs.get("label") and not str(kwargs["label"]).startswith("_"):
+        kwargs = {**kwargs, "label": thinned_label(kwargs["label"], band[3])}
+    (line,) = ax.plot(*step_vertices(t, y, end_s, max_points), drawstyle="steps-post", **kwargs)
+    if band is not None:
+        x, low, high, _ = band
+        ax.fill_between(
+            x, low, high, step="post", color=line.get_color(), linewidth=0,
+            alpha=0.25 * (line.get_alpha() or 1.0), zorder=line.get_zorder() - 0.1,
+        )  # fmt: skip
     return line
 
 
@@ -123,7 +156,7 @@ def plot_depth(
         compare: a previous run, drawn faded behind.
         upstream: also draw the backlog waiting upstream of the queue (items
             arrived but not yet admitted, under backpressure).
-        max_points: longest series drawn as is; longer ones keep per-bucket maxima.
+        max_points: longest series drawn as is; longer ones as a min-max band and the mean.
         title: axes title (None for none).
 
     Returns:

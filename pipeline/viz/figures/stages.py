@@ -84,7 +84,7 @@ def plot_stages(
         result: a simulated chain (``simulate(Scenario(stages=[...]))``).
         compare: a previous run of a chain with the same stage names, drawn
             faded behind (e.g. before a slider moved).
-        max_points: longest series drawn as is; longer ones keep per-bucket maxima.
+        max_points: longest series drawn as is; longer ones as a min-max band and the mean.
         figsize: inches (default: 4 wide per stage, 7.5 high).
 
     Returns:

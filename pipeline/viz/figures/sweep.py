@@ -16,21 +16,31 @@ which the sweep ran it. Half-widths follow
 :func:`pipeline.sim.stats.intervals.summarise_values`: none with one replication.
 Titles and colour bars name the metric in words ("p95 latency (s)", see
 :func:`~pipeline._units.metric_label`), or as ``label`` says.
+
+A wait or latency at a grid point where some run's drain timed out leaves
+out the items left unfinished, the slowest tail, and looks better than the
+configuration is (:func:`~pipeline.sim.running.drain_warning.drain_cut`, the
+rule a plan fails such an SLO by): its heatmap cell is hatched and
+annotated "drain cut", its line-plot point crossed out, and the figure says
+why.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from ..._units import metric_label
 from ...sim.analysis.sweep import grid_columns
+from ...sim.running.drain_warning import DRAIN_CUT_TEXT, drain_cut
 from ...sim.stats.intervals import summarise_values
 from .style import axes_list, new_figure
 
@@ -171,6 +181,7 @@ def plot_sweep(
     for row, value in zip(frame[grid].itertuples(index=False, name=None), values, strict=True):
         points.setdefault(tuple(_key(v) for v in row), []).append(float(value))
     stats = {point: summarise_values(v) for point, v in points.items()}
+    cut = _drain_cut_points(frame, grid, metric)
     means = np.array([s.mean for s in stats.values()])
     positive = means[np.isfinite(means) & (means > 0)]
     if log is None:
@@ -183,7 +194,7 @@ def plot_sweep(
     if y is None:
         # Every other axis holds one value here: one line.
         fixed = {axis: levels[axis][0] for axis in extra}
-        return _line(stats, grid, x, levels[x], fixed, label, ax, log)
+        return _line(stats, grid, x, levels[x], fixed, label, ax, log, cut)
     panels = list(itertools.product(*(levels[a] for a in extra)))
     if len(panels) > MAX_PANELS:
         raise ValueError(
@@ -206,7 +217,7 @@ def plot_sweep(
     image = None
     for axes_here, panel in zip(axes, panels, strict=False):
         fixed = dict(zip(extra, panel, strict=True))
-        image = _heatmap(axes_here, stats, grid, x, y, levels, fixed, norm, cmap)
+        image = _heatmap(axes_here, stats, grid, x, y, levels, fixed, norm, cmap, cut)
         title = ", ".join(f"{a}={axis_label(v)}" for a, v in fixed.items())
         axes_here.set_title(title or f"{label}: mean ± 95% half-width")
     for spare in axes[len(panels) :]:
@@ -214,7 +225,25 @@ def plot_sweep(
     fig.colorbar(image, ax=axes[: len(panels)], label=f"{label}, mean over replications")
     if extra:
         fig.suptitle(f"{label}: mean ± 95% half-width over replications")
+    if cut:
+        _note_drain_cut(fig, "hatched")
     return fig
+
+
+def _drain_cut_points(frame: pd.DataFrame, grid: list[str], metric: str) -> set[tuple[Any, ...]]:
+    """The grid points where ``metric`` leaves out a timed-out drain's unfinished items."""
+    if not drain_cut(metric) or "drain_timed_out" not in frame.columns:
+        return set()
+    flags = frame["drain_timed_out"].astype(bool).tolist()
+    rows = frame[grid].itertuples(index=False, name=None)
+    return {tuple(_key(v) for v in row) for row, flag in zip(rows, flags, strict=True) if flag}
+
+
+def _note_drain_cut(fig: Figure, mark: str) -> None:
+    """A note at the figure's foot (inside its layout): what a marked (drain-cut) value means."""
+    # About 13 characters of small text an inch: wrapped to the figure's width.
+    width = max(40, int(13 * fig.get_figwidth()))
+    fig.supxlabel(textwrap.fill(f"{mark.capitalize()}: {DRAIN_CUT_TEXT}.", width), fontsize="small")
 
 
 def _norm(values: np.ndarray, log: bool) -> Any:
@@ -236,16 +265,22 @@ def _heatmap(
     fixed: dict[str, Any],
     norm: Any,
     cmap: str,
+    cut: set[tuple[Any, ...]],
 ) -> Any:
-    """One panel: rows are ``y`` levels, columns ``x`` levels, at the ``fixed`` extra values."""
+    """One panel: rows are ``y`` levels, columns ``x`` levels, at the ``fixed`` extra values.
+
+    Cells in ``cut`` (drain-cut points) are hatched and say so."""
     xs, ys = levels[x], levels[y]
     mean = np.full((len(ys), len(xs)), np.nan)
     half = np.full((len(ys), len(xs)), np.nan)
+    hatched = np.zeros((len(ys), len(xs)), dtype=bool)
     for (row, y_value), (col, x_value) in itertools.product(enumerate(ys), enumerate(xs)):
         where = {**fixed, x: x_value, y: y_value}
-        found = stats.get(tuple(where[axis] for axis in grid))
+        point = tuple(where[axis] for axis in grid)
+        found = stats.get(point)
         if found is not None:
             mean[row, col], half[row, col] = found.mean, found.half_width
+            hatched[row, col] = point in cut
     from matplotlib.colors import LogNorm
 
     shown = mean
@@ -260,6 +295,10 @@ def _heatmap(
     ax.set_yticks(range(len(ys)), [axis_label(v) for v in ys])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
+    for row, col in zip(*np.nonzero(hatched), strict=True):
+        ax.add_patch(
+            Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, hatch="///", edgecolor="red", lw=0)
+        )
     if len(xs) > MAX_ANNOTATED[0] or len(ys) > MAX_ANNOTATED[1]:
         return image  # cells too small for text; the colour scale still reads
     for (row, col), cell in np.ndenumerate(mean):
@@ -268,7 +307,7 @@ def _heatmap(
         ax.text(
             col,
             row,
-            _cell_text(cell, half[row, col]),
+            _cell_text(cell, half[row, col]) + ("\ndrain cut" if hatched[row, col] else ""),
             ha="center",
             va="center",
             fontsize="small",
@@ -286,16 +325,26 @@ def _line(
     label: str,
     ax: Axes | None,
     log: bool,
+    cut: set[tuple[Any, ...]],
 ) -> Figure:
-    """A one-axis sweep: means with 95% error bars against the axis."""
+    """A one-axis sweep: means with 95% error bars against the axis; ``cut`` points crossed."""
     fig, (ax,) = axes_list(ax, 1)
-    found = [stats[tuple({**fixed, x: v}[axis] for axis in grid)] for v in levels]
+    keys = [tuple({**fixed, x: v}[axis] for axis in grid) for v in levels]
+    found = [stats[key] for key in keys]
     mean = np.array([s.mean for s in found])
     half = np.array([s.half_width for s in found])
     numeric = _numeric(levels)
     where = np.array(levels, dtype=float) if numeric else np.arange(len(levels))
     # A missing half-width (one replication) draws no bar rather than hiding the point.
     ax.errorbar(where, mean, yerr=np.where(np.isfinite(half), half, 0.0), marker="o", capsize=3)
+    crossed = np.array([key in cut for key in keys], dtype=bool)
+    if crossed.any():
+        ax.plot(
+            where[crossed], mean[crossed], marker="x", markersize=12, color="red",
+            linestyle="none", label="drain cut: the slowest tail left out",
+        )  # fmt: skip
+        ax.legend(loc="best", fontsize="small")
+        _note_drain_cut(fig, "crossed out")
     if not numeric:
         ax.set_xticks(where, [axis_label(v) for v in levels])
     elif all(isinstance(v, int) for v in levels):

@@ -48,7 +48,7 @@ class ExplorerFigure:
     Args:
         figsize: inches.
         dpi: dots per inch of the figure as displayed (CSS pixels per inch).
-        max_points: points per step line (longer series keep per-bucket maxima).
+        max_points: steps per line drawn as is (longer series: a min-max band and the mean).
         scale: the PNG holds ``scale`` device pixels per displayed pixel (2 for
             retina screens; 1 for a plain PNG).
     """

@@ -43,6 +43,9 @@ from pipeline.examples.ingest.sink import PostgresSink
 from pipeline.sim import calibrate
 from tests.services_setup import SERVICES, postgres_bin
 
+# A real PostgreSQL server: not in make test-fast.
+pytestmark = pytest.mark.service
+
 REPO = Path(__file__).resolve().parents[3]
 SERVER_USER = "postgres"
 """The account the server runs as when the tests run as root (Debian's package makes it)."""

@@ -18,11 +18,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.sim import plan
 from pipeline.sim.analysis.telemetry_fit import calibrate_observed
 from pipeline.sim.workloads.telemetry import reader
 from pipeline.sim.workloads.telemetry.query_range import read_answers
 from tests.prometheus_server import require_prometheus
+
+# A real Prometheus server: not in make test-fast.
+pytestmark = pytest.mark.service
 
 SCRIPT = Path(__file__).resolve().parents[3] / "data" / "make_ingest_metrics.py"
 RECORDS = 1000

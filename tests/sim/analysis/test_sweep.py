@@ -89,11 +89,12 @@ def test_summarise(inline):
         "drain_timed_out",
         "wait_mean_s_mean",
         "wait_mean_s_ci95",
+        "wait_mean_s_drain_cut",  # a wait leaves out what a timed-out drain left
         "utilisation_mean",
         "utilisation_ci95",
     ]
     assert len(table) == 4 and (table["replications"] == 2).all()
-    assert (table["drain_timed_out"] == 0).all()
+    assert (table["drain_timed_out"] == 0).all() and (table["wait_mean_s_drain_cut"] == 0).all()
     assert table["queue_maxsize"].tolist() == [5, None, 5, None]
     first = inline[(inline.concurrency == 4) & (inline.queue_maxsize == 5)]["wait_mean_s"]
     assert table["wait_mean_s_mean"].iloc[0] == pytest.approx(first.mean())

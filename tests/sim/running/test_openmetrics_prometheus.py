@@ -31,6 +31,9 @@ from pipeline import PipelineConfig
 from pipeline.sim import Exponential, IndependentFailures, Poisson, Scenario, StageSpec, simulate
 from tests.prometheus_server import require_prometheus, running_prometheus
 
+# promtool and a real Prometheus server: not in make test-fast.
+pytestmark = pytest.mark.service
+
 
 class _Prometheus:
     """A Prometheus server on ``data`` (backfilled blocks), on a free loopback port."""

@@ -107,11 +107,13 @@ def test_run_length_advice_bad_input(kwargs, match):
 
 def test_paired_difference_known_value_and_errors():
     ci = paired_difference([1.0, 2.0, 3.0], [2.0, 3.0, 5.0])
-    # differences 1, 1, 2: mean 4/3, s = 0.577, t(0.975, 2) = 4.303; skewed to the right,
-    # so the skew-robust interval is wider than t's.
+    # differences 1, 1, 2: mean 4/3, s = 0.577, t(0.975, 2) = 4.303; three values cannot
+    # show a skew, so the interval is Student t's (widened for skew from six values on).
     assert ci.mean == pytest.approx(4 / 3)
     assert ci == robust_mean_ci([1.0, 1.0, 2.0])
-    assert ci.half_width > 4.302653 * math.sqrt(1 / 3) / math.sqrt(3)
+    assert ci.half_width == pytest.approx(4.302653 * math.sqrt(1 / 3) / math.sqrt(3), rel=1e-6)
+    skewed = paired_difference([0.0] * 6, [1.0, 1.0, 1.0, 1.0, 1.0, 3.0])
+    assert skewed.half_width > 2.570582 * float(np.std([1, 1, 1, 1, 1, 3], ddof=1)) / math.sqrt(6)
     # Symmetric differences keep the t half-width where the lognormal bound is not wider.
     sym = paired_difference([0.0, 0.0, 0.0], [-1.0, 0.0, 1.0])
     assert sym.half_width == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)

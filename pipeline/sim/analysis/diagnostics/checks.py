@@ -28,6 +28,7 @@ from ...running.summary import BATCH_MEANS_MIN_ITEMS
 from ...stats.intervals import proportion_ci
 from ...stats.runlength import run_length_advice, scaled_run_length
 from ...stats.stepstats import weighted_sum
+from ...workloads.randomness import fixed_workload
 from ...workloads.traces.service import ServiceTrace
 from .facts import Facts, error_counts, independent_p, lag_growth, service_spread
 from .findings import (
@@ -573,7 +574,7 @@ def _run_too_short(f: Facts) -> Finding | None:
     c = f.columns
     counted = int(np.count_nonzero((c.arrival_s >= f.scenario.warmup_s) & (c.outcome == 0)))
     if not math.isfinite(half):
-        return _too_short_for_batch_means(mean, counted) if counted > 0 else None
+        return _too_short_for_batch_means(f, mean, counted) if counted > 0 else None
     utilisation = summary.get("utilisation")
     advice = run_length_advice(
         mean,
@@ -602,9 +603,7 @@ def _run_too_short(f: Facts) -> Finding | None:
             "half-width shrinks like one over the square root of the run length, and slower "
             "the nearer utilisation is to 1."
         ),
-        fix=(
-            f"{advice} Or run replications (simulate(..., replications=R)) and read their interval."
-        ),
+        fix=f"{advice} {_more_samples(f)}",
         numbers={
             "latency_mean_s": mean,
             "half_width_s": half,
@@ -615,7 +614,19 @@ def _run_too_short(f: Facts) -> Finding | None:
     )
 
 
-def _too_short_for_batch_means(mean: float, counted: int) -> Finding:
+def _more_samples(f: Facts) -> str:
+    """Where more independent samples come from: replications, unless nothing is random."""
+    if fixed_workload(f.scenario) is None:
+        return "Or run replications (simulate(..., replications=R)) and read their interval."
+    # A replayed trace: replication r replays the same recording, so it adds nothing.
+    return (
+        "Replications cannot help: the run replays a recorded trace, and every replication "
+        "replays the same one (one recorded day is one sample). Record a longer trace, or "
+        "more of them, or fit a model to it (calibrate) and replicate that."
+    )
+
+
+def _too_short_for_batch_means(f: Facts, mean: float, counted: int) -> Finding:
     """RUN_TOO_SHORT for a run with too few items for the summary's batch-means half-width."""
     return Finding(
         code="RUN_TOO_SHORT",
@@ -633,6 +644,9 @@ def _too_short_for_batch_means(mean: float, counted: int) -> Finding:
         fix=(
             f"Run at least {_n(BATCH_MEANS_MIN_ITEMS)} items, or run replications "
             "(simulate(..., replications=R)) and read their interval, which holds at any length."
+            if fixed_workload(f.scenario) is None
+            else f"Replay a recording of at least {_n(BATCH_MEANS_MIN_ITEMS)} items. "
+            + _more_samples(f)
         ),
         numbers={
             "latency_mean_s": mean,

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...running.class_summary import CLASS_METRICS
+from ...running.drain_warning import drain_cut
 
 __all__ = [
     "BACKLOG_METRICS",
@@ -111,9 +112,7 @@ FRACTION_METRICS: tuple[str, ...] = (
 count, which an exact bound can judge when the replications agree
 (``attempts_per_item`` is a ratio, not a fraction: an item may take many attempts)."""
 
-DRAIN_CUT_METRICS: tuple[str, ...] = tuple(
-    m for m in SUMMARY_METRICS if m.startswith(("wait_", "latency_"))
-)
+DRAIN_CUT_METRICS: tuple[str, ...] = tuple(m for m in SUMMARY_METRICS if drain_cut(m))
 """Metrics of the items' latency and wait, which leave out the items a timed-out drain
 left unfinished: a run whose drain timed out fails an SLO on any of them (see :func:`judge`)."""
 

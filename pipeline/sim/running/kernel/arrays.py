@@ -48,6 +48,7 @@ from ..recorder import (
     ItemColumns,
     StepSeries,
     finish_series,
+    readmissions,
 )
 from .events import EventRun
 from .kinds import (
@@ -907,10 +908,12 @@ def run_arrays(
         attempt_end = attempt_end[:total]
         attempt_end[np.isnan(attempt_end)] = now  # cut at the drain's end
         order = np.argsort(attempt_item[:total], kind="stable")  # item order, then time
+        ending = attempt_ending[:total].take(order)
         attempt_log = AttemptLog(
             start_s=attempt_start[:total].take(order),
             end_s=attempt_end.take(order),
-            ending=attempt_ending[:total].take(order),
+            ending=ending,
+            readmitted_s=readmissions(kinds, times, ids, ending, attempts),
         )
     columns = ItemColumns(
         arrival_s=arrival,

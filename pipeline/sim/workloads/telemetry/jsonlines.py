@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
-__all__ = ["json_objects"]
+__all__ = ["json_objects", "utf8_text"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -79,15 +79,30 @@ def _open(name: str, what: str) -> IO[bytes]:
     return open(name, "rb")
 
 
-def _text(data: bytes, where: str, what: str) -> str:
-    # Decoded line by line (not by a text stream's read-ahead), so an error names its line.
+def utf8_text(data: bytes, where: str, what: str, *, part: str = "") -> str:
+    """``data`` decoded as UTF-8, a leading byte-order mark (Windows editors write one) dropped.
+
+    Every JSON reader of telemetry decodes through this, so a file one reader
+    takes is not refused by another for its first three bytes.
+
+    Raises:
+        ValueError: not UTF-8 (one line naming ``where``, the byte counted within
+            ``part`` (``" of the line"``; the file when empty), and ``what`` was expected).
+    """
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise ValueError(
-            f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line); "
-            f"expected {what}"
+            f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start + 1}{part}); expected {what}"
         ) from None
+
+
+def _text(data: bytes, where: str, what: str) -> str:
+    # A byte-order mark is one only at the file's start; later lines keep every character.
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return utf8_text(data, where, what, part=" of the line")  # raises, in the shared words
 
 
 def _parse(text: str, where: str, what: str) -> dict[str, Any]:
@@ -149,9 +164,12 @@ def json_objects(
                         f"expected {what}"
                     )
                 where = f"{name} line {number}"
-                line = _text(data, where, what)
-                if number == 1:
-                    line = line.removeprefix("\ufeff")
+                # Decoded line by line (not by a text stream's read-ahead): errors name lines.
+                line = (
+                    utf8_text(data, where, what, part=" of the line")
+                    if number == 1
+                    else _text(data, where, what)
+                )
                 if not line.strip():
                     continue
                 if whole_document and number == 1 and _incomplete(line):

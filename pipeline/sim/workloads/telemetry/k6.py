@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .jsonlines import json_objects
-from .observed import Observed
+from .observed import MAX_SECONDS, Observed, check_number
 
 __all__ = ["MAX_LINE_CHARS", "read"]
 
@@ -151,10 +151,6 @@ def read(
             failed_values.append(int(value))
             continue
         end_ns = _time_ns(data.get("time"), where)
-        if value < 0:
-            raise ValueError(
-                f"{where}: data.value of http_req_duration must be >= 0 milliseconds, got {value!r}"
-            )
         # k6 writes durations as float milliseconds of integer nanoseconds.
         duration_ns = round(value * 1e6)
         if duration_ns > end_ns:
@@ -162,6 +158,10 @@ def read(
                 f"{where}: data.value of http_req_duration ({value!r} ms) would "
                 "start the request before 1970"
             )
+        check_number(
+            value, MAX_SECONDS * 1e3, f"{where}: data.value of http_req_duration is",
+            "milliseconds", "a service time at most",
+        )  # fmt: skip
         ends.append(end_ns)
         durations.append(value)
     return _observed(source, ends, durations, failed_values, name, url, names, declared, points)

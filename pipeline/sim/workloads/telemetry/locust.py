@@ -43,12 +43,9 @@ from typing import Any
 import numpy as np
 
 from ..csvcolumn import csv_rows
-from .observed import Observed
+from .observed import MAX_ARRIVALS, MAX_INTERVALS, Observed, check_number
 
 __all__ = ["MAX_GAP_S", "MAX_INTERVALS", "read"]
-
-MAX_INTERVALS = 1 << 22
-"""The most counting intervals a file may span (4 Mi: seven weeks of seconds)."""
 
 MAX_GAP_S = 3600
 """The longest time between two rows of one run, seconds (Locust writes one a second)."""
@@ -152,8 +149,10 @@ def read(
                 f"{', '.join(missing)}; the header has {', '.join(header) or 'nothing'}"
             )
         levels = _levels(header)
-        for row_no, row in enumerate(reader, start=1):
+        for row_no, cells in enumerate(reader, start=1):
             where = f"{source} row {row_no}"
+            # A file written with ", " (or padded by hand) keeps its names and numbers.
+            row = {k: v.strip() if isinstance(v, str) else v for k, v in cells.items()}
             row_name = row.get("Name") or ""
             row_type = (row.get("Type") or "").strip()
             if row_name != _AGGREGATED:
@@ -176,6 +175,10 @@ def read(
             time = _count(row, "Timestamp", where)
             total = _count(row, "Total Request Count", where)
             failures = _count(row, "Total Failure Count", where)
+            check_number(
+                total, MAX_ARRIVALS, f"{where}: Total Request Count is", "requests",
+                "the most a scenario runs",
+            )  # fmt: skip
             if failures > total:
                 raise ValueError(
                     f"{where}: Total Failure Count ({failures}) exceeds Total "
@@ -268,6 +271,12 @@ def _observed(
     users: list[int],
 ) -> Observed:
     interval_s, counts = _grid(source, times, totals)
+    if totals[-1] == totals[0]:
+        raise ValueError(
+            f"{where}: Total Request Count of {wanted!r} stays at {totals[0]} over its "
+            f"{len(times)} rows: no request in the window to fit a rate to; allowed: a count "
+            "that increases"
+        )
     attempts = int(last["Total Request Count"])
     failed = int(last["Total Failure Count"])
     notes = [

@@ -14,9 +14,12 @@ format has, so the fit can say how each part was fitted:
 Every time is in seconds, every count a plain number; a reader converts its
 format's units (k6's milliseconds, Prometheus's Unix seconds) before it
 builds an ``Observed``, and validates as it reads (one line naming the file,
-the line or field, the value and what was expected). ``Observed`` itself only
-checks that what it is given is consistent, so a reader's bug is caught here
-rather than as a strange fit.
+the line or field, the value and what was expected). Every number a reader
+takes is held to what a scenario and ``simulate`` accept (:func:`check_number`
+and the ``MAX_`` limits below), so a file of absurd numbers is refused by
+name before anything is fitted or written, not later by the simulator.
+``Observed`` checks the same limits and that what it is given is consistent,
+so a reader's bug is caught here rather than as a strange fit.
 """
 
 from __future__ import annotations
@@ -27,10 +30,62 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Observed", "ServiceHistogram"]
+from ....config import MAX_CONCURRENCY
+from ..scenario import MAX_N_ITEMS
+
+__all__ = [
+    "MAX_ARRIVALS",
+    "MAX_BACKLOG",
+    "MAX_COUNT",
+    "MAX_INTERVALS",
+    "MAX_SECONDS",
+    "MAX_WORKERS",
+    "Observed",
+    "ServiceHistogram",
+    "check_number",
+]
+
+MAX_ARRIVALS = MAX_N_ITEMS
+"""Arrivals a window may hold (10**9): the twin runs the window, a scenario at most these."""
+MAX_BACKLOG = MAX_N_ITEMS
+"""Items waiting at the window's end (10**9), a scenario's ``initial_backlog`` at most."""
+MAX_WORKERS = MAX_CONCURRENCY
+"""Workers (1,000,000), a ``PipelineConfig``'s ``concurrency`` at most."""
+MAX_COUNT = 2**53
+"""Attempts, failures and histogram counts: whole numbers a float still holds exactly."""
+MAX_SECONDS = 1e9
+"""A service time, seconds (about 31 years): longer is a unit mistake, not a service."""
+MAX_INTERVALS = 1 << 22
+"""Counting intervals a window may span (4 Mi: seven weeks of seconds, two years of 15 s)."""
 
 
-def _vector(name: str, values: object, *, positive: bool = False) -> np.ndarray:
+def check_number(value: float, at_most: float, where: str, what: str, why: str = "") -> float:
+    """``value`` as a float when it is finite and from 0 to ``at_most``.
+
+    Args:
+        value: the number read.
+        at_most: the largest allowed.
+        where: the file and the field or series, and a verb, for the message
+            (``"run.json: data.result[0]: requests_total increased by"``).
+        what: what the number counts (``"arrivals in the window"``).
+        why: where the limit comes from (``"the most a scenario runs"``).
+
+    Raises:
+        ValueError: one line: ``where``, the value, what is allowed and why.
+    """
+    number = float(value)
+    if not (math.isfinite(number) and 0 <= number <= at_most):
+        limit = f"{int(at_most):,}" if at_most == int(at_most) < 1e16 else f"{at_most:.6g}"
+        reason = f" ({why})" if why else ""
+        raise ValueError(
+            f"{where} {number:.6g} {what}; allowed: a finite number from 0 to {limit}{reason}"
+        )
+    return number
+
+
+def _vector(
+    name: str, values: object, *, positive: bool = False, at_most: float = math.inf
+) -> np.ndarray:
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
@@ -40,6 +95,8 @@ def _vector(name: str, values: object, *, positive: bool = False) -> np.ndarray:
         raise ValueError(f"{name} must be > 0")
     if not positive and np.any(array < 0):
         raise ValueError(f"{name} must be >= 0")
+    if np.any(array > at_most):
+        raise ValueError(f"{name} must be <= {at_most:,.6g}, got {float(array.max()):.6g}")
     array.setflags(write=False)
     return array
 
@@ -63,13 +120,17 @@ class ServiceHistogram:
 
     def __post_init__(self) -> None:
         bounds = np.asarray(self.upper_bounds_s, dtype=np.float64)
-        counts = _vector("cumulative_counts", self.cumulative_counts)
+        counts = _vector("cumulative_counts", self.cumulative_counts, at_most=MAX_COUNT)
         if bounds.ndim != 1 or bounds.size != counts.size or bounds.size == 0:
             raise ValueError("upper_bounds_s and cumulative_counts must be equal, non-empty rows")
         if np.any(np.isnan(bounds)) or np.any(bounds <= 0) or np.any(np.diff(bounds) <= 0):
             raise ValueError("upper_bounds_s must be > 0 and increasing")
         if np.any(np.diff(counts) < 0):
             raise ValueError("cumulative_counts must not decrease")
+        if not (math.isnan(self.sum_s) or 0 <= self.sum_s <= MAX_SECONDS * max(counts[-1], 1)):
+            raise ValueError(
+                f"sum_s must be NaN or seconds within the counts' range, got {self.sum_s!r}"
+            )
         bounds.setflags(write=False)
         object.__setattr__(self, "upper_bounds_s", bounds)
         object.__setattr__(self, "cumulative_counts", counts)
@@ -146,32 +207,58 @@ class Observed:
             raise ValueError("counts and interval_s go together")
         if self.counts is not None:
             object.__setattr__(self, "counts", _vector("counts", self.counts))
+            if self.counts.size > MAX_INTERVALS:
+                raise ValueError(
+                    f"{self.source}: {self.counts.size:,} counting intervals; allowed: at most "
+                    f"{MAX_INTERVALS:,}"
+                )
+            check_number(
+                float(np.sum(self.counts)), MAX_ARRIVALS, f"{self.source}: counts hold",
+                "arrivals counted in the window", "the most a scenario runs",
+            )  # fmt: skip
             if not (math.isfinite(self.interval_s) and self.interval_s > 0):
                 raise ValueError(f"interval_s must be a finite number > 0, got {self.interval_s!r}")
         if self.service_s is not None:
-            object.__setattr__(self, "service_s", _vector("service_s", self.service_s))
+            object.__setattr__(
+                self, "service_s", _vector("service_s", self.service_s, at_most=MAX_SECONDS)
+            )
+        if self.mean_service_s is not None:
+            check_number(
+                self.mean_service_s, MAX_SECONDS, f"{self.source}: mean_service_s is", "seconds"
+            )
         if self.quantiles_s is not None:
             levels = sorted(self.quantiles_s)
             values = [self.quantiles_s[q] for q in levels]
             if not all(0 < q < 1 for q in levels):
                 raise ValueError("quantile levels must be in (0, 1)")
-            if not all(math.isfinite(v) and v >= 0 for v in values) or any(
+            if not all(math.isfinite(v) and 0 <= v <= MAX_SECONDS for v in values) or any(
                 b < a for a, b in itertools.pairwise(values)
             ):
-                raise ValueError("quantiles_s must be finite, >= 0 and non-decreasing")
-        for name in ("attempts", "failed", "backlog", "workers", "max_attempts"):
+                raise ValueError(
+                    f"quantiles_s must be from 0 to {MAX_SECONDS:g} seconds and non-decreasing"
+                )
+        limits = {"attempts": MAX_COUNT, "failed": MAX_COUNT, "backlog": MAX_BACKLOG,
+                  "workers": MAX_WORKERS, "max_attempts": MAX_COUNT}  # fmt: skip
+        for name, limit in limits.items():
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or int(value) != value or value < 0):
-                raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+            if value is not None and (
+                isinstance(value, bool) or int(value) != value or not 0 <= value <= limit
+            ):
+                raise ValueError(
+                    f"{self.source}: {name} must be a whole number from 0 to {limit:,}, "
+                    f"got {value!r}"
+                )
         if (self.retry_gaps_s is None) != (self.retry_numbers is None):
             raise ValueError("retry_gaps_s and retry_numbers go together")
         if self.retry_gaps_s is not None:
-            gaps = _vector("retry_gaps_s", self.retry_gaps_s)
+            gaps = _vector("retry_gaps_s", self.retry_gaps_s, at_most=MAX_SECONDS)
             numbers = _vector("retry_numbers", self.retry_numbers, positive=True)
             if gaps.size != numbers.size or np.any(numbers != np.round(numbers)):
                 raise ValueError("retry_numbers must be one whole number >= 1 per retry gap")
+            numbers = numbers.astype(np.int64)
+            numbers.setflags(write=False)
             object.__setattr__(self, "retry_gaps_s", gaps)
-            object.__setattr__(self, "retry_numbers", numbers.astype(np.int64))
+            object.__setattr__(self, "retry_numbers", numbers)
         if self.max_attempts is not None and self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts!r}")
         if not isinstance(self.response_times, bool):

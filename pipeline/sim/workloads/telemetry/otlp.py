@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from .jsonlines import json_objects
-from .observed import Observed
+from .observed import MAX_SECONDS, Observed, check_number
 
 __all__ = ["MAX_LINE_CHARS", "WAIT_ATTRIBUTE", "read"]
 
@@ -281,6 +281,10 @@ def _one_span(
         raise ValueError(
             f"{where}: ends ({end}) before it starts ({start}), endTimeUnixNano < startTimeUnixNano"
         )
+    check_number(
+        (end - start) / 1e9, MAX_SECONDS, f"{where}: endTimeUnixNano - startTimeUnixNano is",
+        "seconds", "a service time at most",
+    )  # fmt: skip
     status = _object(span.get("status") or {}, f"{where}.status")
     code = status.get("code", 0)
     if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 2:

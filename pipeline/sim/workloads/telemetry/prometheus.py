@@ -15,10 +15,20 @@ holds several):
   several instances of one pipeline add up).
 
 For a service not built on this engine, ``arrivals_series`` (a request
-counter), ``duration_series`` (a histogram's base name) and
-``errors_series`` (an error counter; attempts are then the histogram's
-count) name the series, each with label matchers if needed
-(``http_requests_total{job="api",code=~"5.."}``).
+counter), ``duration_series`` (a histogram's base name, or its ``_bucket``
+series) and ``errors_series`` (an error counter; attempts are then the
+histogram's count) name the series, each with label matchers if needed
+(``http_requests_total{job="api",code=~"5.."}``). Without an error counter,
+a request counter labelled by status (``code``, ``status``, ``status_code``,
+...) gives the failures itself: requests of a 5xx code or an error status,
+of all; a counter with neither says in a note that no failure was counted.
+
+Every number is held to what a scenario runs (``observed``'s ``MAX_``
+limits): at most 10**9 arrivals in the window, 10**6 workers, 10**9 items
+waiting; an arrivals counter that does not increase is refused, naming it.
+
+A series given in several answers (a range saved as windows, to stay within
+11,000 points each) is joined in time order; points at one time must agree.
 
 Counters are cumulative: an increase is the difference of consecutive
 points, and a drop is a counter reset (the process restarted), after which
@@ -36,18 +46,30 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import time
 from collections import defaultdict
 
 import numpy as np
 
-from .observed import Observed, ServiceHistogram
+from .observed import (
+    MAX_ARRIVALS,
+    MAX_BACKLOG,
+    MAX_COUNT,
+    MAX_INTERVALS,
+    MAX_SECONDS,
+    MAX_WORKERS,
+    Observed,
+    ServiceHistogram,
+    check_number,
+)
 from .query_range import (
     MAX_POINTS,
     RangeSeries,
     Selector,
     counter_increases,
     fetch_range,
+    join_series,
     parse_answers,
     read_answers,
 )
@@ -64,6 +86,14 @@ _ATTEMPTS = "pipeline_attempts_total"
 _BACKLOG = "pipeline_queue_depth"
 _WORKERS = "pipeline_workers"
 _FAILED_RESULTS = ("failed", "timeout")
+# A request counter's status label, by the names instrumentation libraries give it.
+_STATUS_LABELS = ("code", "status", "status_code", "http_status_code",
+                  "http_response_status_code", "response_code", "outcome", "result")  # fmt: skip
+_SERVER_ERROR = re.compile(r"5\d\d|5xx")
+_ERROR_WORDS = frozenset(("error", "failed", "failure", "fail", "timeout", "server_error"))
+_ARRIVED = "arrivals in the window"
+_SCENARIO = "the most a scenario runs"
+_EXACT = "whole numbers a float holds exactly"
 
 
 def _is_url(text: str) -> bool:
@@ -103,17 +133,14 @@ class _Reader:
         self.source = source
         self.step_s = step_s
         self.notes: list[str] = []
-        # Answers saved together may overlap ({__name__=~"pipeline_.+"} and one of its
-        # series): a series counted twice would double its counts, so each is kept once.
-        unique: dict[frozenset, RangeSeries] = {}
-        for s in series:
-            unique.setdefault(frozenset(s.labels.items()), s)
-        if len(unique) < len(series):
+        # A range saved as several windows, or answers that overlap ({__name__=~"pipeline_.+"}
+        # and one of its series): each series is joined into one, each point read once.
+        self.series, repeated = join_series(series, source)
+        if repeated:
             self.notes.append(
-                f"{len(series) - len(unique)} series given twice (answers that overlap): each "
-                "read once, as first given"
+                f"{repeated} series given again in another answer (windows of one range, or "
+                "answers that overlap): joined in time order, each point read once"
             )
-        self.series = list(unique.values())
 
     def matching(self, selector: Selector) -> list[RangeSeries]:
         return [s for s in self.series if s.values.size and selector.matches(s.labels)]
@@ -129,6 +156,13 @@ class _Reader:
         else:
             raise ValueError(
                 f"{self.source}: {found[0].name} has one point; a rate needs two or more"
+            )
+        steps = (times[-1] - t0) / step
+        if steps > MAX_INTERVALS:
+            raise ValueError(
+                f"{self.source}: {found[0].name}'s points span {times[-1] - t0:.6g} s in steps of "
+                f"{step:g} s, {steps:,.0f} steps; allowed: at most {MAX_INTERVALS:,} (answers of "
+                "several ranges, far apart?)"
             )
         off = (times - t0) / step
         bad = np.flatnonzero(np.abs(off - np.round(off)) > 1e-3)
@@ -148,7 +182,7 @@ class _Reader:
         gaps = resets = 0
         for s in found:
             index = np.round((s.times_s - t0) / step).astype(np.int64)
-            up = counter_increases(s, self.source)
+            up = self.increases(s, MAX_ARRIVALS, _ARRIVED, _SCENARIO)
             resets += int(np.sum(np.diff(s.values) < 0))
             for i in range(1, index.size):
                 width = int(index[i] - index[i - 1])
@@ -159,8 +193,16 @@ class _Reader:
             self.notes.append(f"{gaps} gap(s) in {selector}: each increase spread over its steps")
         if resets:
             self.notes.append(f"{resets} counter reset(s) in {selector} counted as restarts from 0")
-        if not np.all(np.isfinite(counts)):
-            raise ValueError(f"{self.source}: {selector} increases beyond floating point")
+        check_number(
+            float(counts.sum()), MAX_ARRIVALS, f"{self.source}: {selector} increased by",
+            _ARRIVED, _SCENARIO,
+        )  # fmt: skip
+        if not counts.sum() > 0:
+            raise ValueError(
+                f"{self.source}: {selector} does not increase in the window ({counts.size} steps "
+                f"of {step:g} s from UNIX time {t0:.3f}): no arrivals to fit a rate to; allowed: a "
+                "counter that counts at least one"
+            )
         self.notes.append(
             f"arrivals: the increase of {selector} per {step:g} s step ({len(found)} series, "
             f"{counts.size} steps from UNIX time {t0:.3f})"
@@ -178,8 +220,26 @@ class _Reader:
             )
         return found
 
-    def total(self, found: list[RangeSeries]) -> float:
-        return float(sum(counter_increases(s, self.source).sum() for s in found))
+    def increases(self, series: RangeSeries, at_most: float, what: str, why: str) -> np.ndarray:
+        """A counter's increases, their running sum at most ``at_most`` ``what`` (``why``)."""
+        up = counter_increases(series, self.source)
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = np.cumsum(up)
+        over = np.flatnonzero(~np.isfinite(total) | (total > at_most))
+        if over.size:
+            j = int(over[0])
+            check_number(
+                float(total[j]), at_most,
+                f"{self.source}: {series.where}.values[{j}]: {series.shown} (at "
+                f"{series.values[j]:.6g}) has increased by", what, why,
+            )  # fmt: skip
+        return up
+
+    def total(self, found: list[RangeSeries], at_most: float, what: str, why: str) -> float:
+        """The increase over the window, added over ``found``'s series."""
+        value = float(sum(self.increases(s, at_most, what, why).sum() for s in found))
+        where = f"{self.source}: {found[0].name} (added over {len(found)} series) increased by"
+        return check_number(value, at_most, where, what, why) if found else 0.0
 
     def histogram(self, base: Selector) -> ServiceHistogram:
         buckets = self.require(base.renamed(f"{base.name}_bucket"), "service times (a histogram)")
@@ -198,7 +258,7 @@ class _Reader:
                 )
             key = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
             groups[key][bound] = s
-            by_bound[bound] += self.total([s])
+            by_bound[bound] += self.total([s], MAX_COUNT, "observations", _EXACT)
         for members in groups.values():
             self._check_cumulative(members)
         bounds = np.array(sorted(by_bound))
@@ -208,8 +268,10 @@ class _Reader:
                 "(every histogram has one)"
             )
         cumulative = np.array([by_bound[b] for b in bounds])
-        if not np.all(np.isfinite(cumulative)):
-            raise ValueError(f"{self.source}: {base.name}_bucket increases beyond floating point")
+        check_number(
+            float(cumulative[-1]), MAX_COUNT,
+            f'{self.source}: {base.name}_bucket{{le="+Inf"}} increased by', "observations", _EXACT,
+        )  # fmt: skip
         drop = np.flatnonzero(np.diff(cumulative) < -1e-9)
         if drop.size:
             j = int(drop[0])
@@ -219,7 +281,16 @@ class _Reader:
                 "buckets are cumulative"
             )
         sums = self.matching(base.with_labels({}).renamed(f"{base.name}_sum"))
-        total = self.total(sums) if sums else math.nan
+        total = (
+            self.total(
+                sums,
+                MAX_SECONDS * max(float(cumulative[-1]), 1.0),
+                "seconds",
+                f"{MAX_SECONDS:g} s per observation at most",
+            )
+            if sums
+            else math.nan
+        )
         self.notes.append(
             f"service: the increase of each {base.renamed(base.name + '_bucket')} bucket "
             "over the window "
@@ -242,20 +313,20 @@ class _Reader:
                     f"UNIX time {float(common[bad[0]])!r}; buckets are cumulative"
                 )
 
-    def last_value(self, selector: Selector, what: str) -> int | None:
+    def last_value(
+        self, selector: Selector, name: str, what: str, at_most: float, why: str
+    ) -> int | None:
+        """A gauge's last value (``name``), added over its series, from 0 to ``at_most``."""
         found = self.matching(selector)
         if not found:
             return None
         value = 0.0
         for s in found:
-            v = float(s.values[-1])
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(
-                    f"{self.source}: {s.where}.values[{s.values.size - 1}]: {selector} is {v!r}; "
-                    f"the {what} must be a finite number >= 0"
-                )
-            value += v
-        self.notes.append(f"{what}: the last value of {selector} ({len(found)} series)")
+            where = f"{self.source}: {s.where}.values[{s.values.size - 1}]: {s.shown} is"
+            value += check_number(float(s.values[-1]), at_most, where, what, why)
+        where = f"{self.source}: {selector} (added over {len(found)} series) is"
+        check_number(value, at_most, where, what, why)
+        self.notes.append(f"{name}: the last value of {selector} ({len(found)} series)")
         return round(value)
 
 
@@ -297,9 +368,7 @@ def read(
         else Selector(_ARRIVALS)
     ).with_labels(labels)
     duration = (
-        Selector.parse(duration_series, "duration_series")
-        if duration_series
-        else Selector(_DURATION)
+        _histogram_base(duration_series) if duration_series else Selector(_DURATION)
     ).with_labels(labels)
     errors = (
         Selector.parse(errors_series, "errors_series").with_labels(labels)
@@ -345,44 +414,93 @@ def read(
     )
     counts, interval, _ = reader.counts(arrivals)
     histogram = reader.histogram(duration)
-    if errors is not None:
-        failed = round(reader.total(reader.matching(errors)))
-        done = round(float(histogram.cumulative_counts[-1]))
-        if failed > done:
-            raise ValueError(
-                f"{source}: {errors} counts {failed} errors, more than the {done} requests "
-                f"{duration.name}_count measured in the window"
-            )
-        reader.notes.append(f"failures: the increase of {errors} of the {duration.name} count")
-        total: int | None = done
-    else:
-        found = reader.matching(attempts)
-        if found:
-            total = round(reader.total(found))
-            failed = round(
-                reader.total([s for s in found if s.labels.get("result") in _FAILED_RESULTS])
-            )
-            reader.notes.append(
-                f"failures: {attempts} with result failed or timeout, of all results"
-            )
-        else:
-            total = failed = None
-            reader.notes.append(f"failures: no {attempts} series; none assumed")
-    backlog = reader.last_value(gauges["backlog"], "backlog")
-    workers = reader.last_value(gauges["workers"], "workers")
+    total, failed = _failures(reader, errors, attempts, arrivals, duration, histogram)
+    backlog = reader.last_value(
+        gauges["backlog"], "backlog", "items waiting", MAX_BACKLOG,
+        "a scenario's initial backlog at most",
+    )  # fmt: skip
+    workers = reader.last_value(
+        gauges["workers"], "workers", "workers", MAX_WORKERS, "a pipeline's concurrency at most"
+    )
     return Observed(
         source=source,
         interval_s=interval,
         counts=counts,
         histogram=histogram,
         attempts=total,
-        failed=failed if total is not None else None,
+        failed=failed,
         backlog=backlog,
         workers=workers or None,
         # A service's request counter and error counter: each request is one attempt.
         max_attempts=1 if errors is not None else None,
         notes=tuple(reader.notes),
     )
+
+
+def _histogram_base(text: str) -> Selector:
+    """A histogram's base name, given as itself or as its ``_bucket`` series (what a UI lists)."""
+    selector = Selector.parse(text, "duration_series")
+    if selector.name.endswith("_bucket") and len(selector.name) > len("_bucket"):
+        return selector.renamed(selector.name.removesuffix("_bucket"))
+    return selector
+
+
+def _failures(
+    reader: _Reader,
+    errors: Selector | None,
+    attempts: Selector,
+    arrivals: Selector,
+    duration: Selector,
+    histogram: ServiceHistogram,
+) -> tuple[int | None, int | None]:
+    """``(attempts, failed)`` in the window, from the first source of them the data has.
+
+    An error counter given (of the histogram's count); the engine's attempts
+    by result; a request counter labelled by status (``code``, ``status``,
+    ...: 5xx and error statuses failed); else none, said in a note.
+    """
+    if errors is not None:
+        failed = round(reader.total(reader.matching(errors), MAX_COUNT, "errors", _EXACT))
+        done = round(float(histogram.cumulative_counts[-1]))
+        if failed > done:
+            raise ValueError(
+                f"{reader.source}: {errors} counts {failed} errors, more than the {done} requests "
+                f"{duration.name}_count measured in the window"
+            )
+        reader.notes.append(f"failures: the increase of {errors} of the {duration.name} count")
+        return done, failed
+    found = reader.matching(attempts)
+    if found:
+        total = round(reader.total(found, MAX_COUNT, "attempts", _EXACT))
+        failing = [s for s in found if s.labels.get("result") in _FAILED_RESULTS]
+        failed = round(reader.total(failing, MAX_COUNT, "attempts", _EXACT))
+        reader.notes.append(f"failures: {attempts} with result failed or timeout, of all results")
+        return total, failed
+    requests = reader.matching(arrivals)
+    label = next((k for k in _STATUS_LABELS if any(k in s.labels for s in requests)), None)
+    if label is None:
+        reader.notes.append(
+            f"failures: none counted, so none assumed: no {attempts} series, {arrivals} has no "
+            f"status label ({', '.join(_STATUS_LABELS)}), and no errors series was given "
+            "(--errors-series)"
+        )
+        return None, None
+    failing = [s for s in requests if _failed_status(s.labels.get(label, ""))]
+    total = round(reader.total(requests, MAX_COUNT, "requests", _EXACT))
+    failed = round(reader.total(failing, MAX_COUNT, "requests", _EXACT))
+    statuses = sorted({s.labels.get(label, "") for s in failing})
+    shown = ", ".join(statuses[:8]) + (", ..." if len(statuses) > 8 else "")
+    reader.notes.append(
+        f"failures: {arrivals} by its {label} label: the requests of status 5xx or an error "
+        f"({shown or 'none in the window'}), of all statuses"
+    )
+    return total, failed
+
+
+def _failed_status(value: str) -> bool:
+    """A 5xx code, or a status word that says the request failed."""
+    text = value.strip().lower()
+    return bool(_SERVER_ERROR.fullmatch(text)) or text in _ERROR_WORDS
 
 
 def _one_target(reader: _Reader, selector: Selector, labels: dict[str, str], what: str) -> None:

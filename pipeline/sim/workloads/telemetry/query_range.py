@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .jsonlines import utf8_text
+
 __all__ = [
     "MAX_ANSWER_BYTES",
     "MAX_POINTS",
@@ -33,6 +35,7 @@ __all__ = [
     "Selector",
     "counter_increases",
     "fetch_range",
+    "join_series",
     "parse_answers",
     "read_answers",
 ]
@@ -55,6 +58,11 @@ class RangeSeries:
     @property
     def name(self) -> str:
         return self.labels.get("__name__", "")
+
+    @property
+    def shown(self) -> str:
+        """The series as PromQL names it: ``name{label="value", ...}``."""
+        return str(_shown(self))
 
 
 def _field(path: str, value: Any, kind: type | tuple[type, ...], expected: str, source: str) -> Any:
@@ -171,9 +179,7 @@ def _json(raw: bytes, source: str) -> Any:
             "query a shorter window or a coarser step"
         )
     try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        return json.loads(utf8_text(raw, source, "a query_range answer (JSON)"))
     except json.JSONDecodeError as exc:
         raise ValueError(
             f"{source}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
@@ -252,6 +258,54 @@ class Selector:
 
     def __str__(self) -> str:
         return self.promql()
+
+
+def join_series(series: list[RangeSeries], source: str) -> tuple[list[RangeSeries], int]:
+    """One series per label set: the points of every answer holding it, in time order.
+
+    A range past Prometheus's 11,000 points is saved as several windows; an
+    answer may also hold a series another holds already (``{__name__=~"..."}``
+    and one of its series). Points at the same time in two answers are read
+    once when they agree.
+
+    Returns:
+        The joined series, and how many were given more than once.
+
+    Raises:
+        ValueError: two answers disagree at one time (one line naming both places).
+    """
+    groups: dict[frozenset, list[RangeSeries]] = {}
+    for s in series:
+        groups.setdefault(frozenset(s.labels.items()), []).append(s)
+    out: list[RangeSeries] = []
+    for parts in groups.values():
+        if len(parts) == 1:
+            out.append(parts[0])
+            continue
+        times = np.concatenate([p.times_s for p in parts])
+        values = np.concatenate([p.values for p in parts])
+        origin = np.concatenate([np.full(p.times_s.size, k) for k, p in enumerate(parts)])
+        index = np.concatenate([np.arange(p.times_s.size) for p in parts])
+        order = np.argsort(times, kind="stable")
+        times, values, origin, index = times[order], values[order], origin[order], index[order]
+        same = np.diff(times) == 0
+        agree = (values[1:] == values[:-1]) | (np.isnan(values[1:]) & np.isnan(values[:-1]))
+        bad = np.flatnonzero(same & ~agree)
+        if bad.size:
+            j = int(bad[0])
+            first, second = parts[origin[j]], parts[origin[j + 1]]
+            raise ValueError(
+                f"{source}: {_shown(first)} has two values at UNIX time {float(times[j])!r}: "
+                f"{float(values[j])!r} ({first.where}.values[{index[j]}]) and "
+                f"{float(values[j + 1])!r} ({second.where}.values[{index[j + 1]}]); windows "
+                "of one series must agree where they overlap"
+            )
+        keep = np.concatenate([[True], ~same])
+        where = (
+            f"{parts[0].where} joined with {', '.join(p.where for p in parts[1:])} (in time order)"
+        )
+        out.append(RangeSeries(parts[0].labels, times[keep], values[keep], where))
+    return out, len(series) - len(out)
 
 
 def _shown(series: RangeSeries) -> Selector:

@@ -82,7 +82,7 @@ def assert_columns_match_the_log(scenario: Scenario, replication: int, fast: boo
     sorted_out = item_columns(workload.arrival_s, log)
     for name in ("arrival_s", "admitted_s", "start_s", "finish_s", "attempts", "outcome"):
         np.testing.assert_array_equal(getattr(columns, name), getattr(sorted_out, name), name)
-    for name in ("start_s", "end_s", "ending"):
+    for name in ("start_s", "end_s", "ending", "readmitted_s"):
         np.testing.assert_array_equal(
             getattr(columns.attempt_log, name), getattr(sorted_out.attempt_log, name), name
         )

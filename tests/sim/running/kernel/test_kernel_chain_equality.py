@@ -320,6 +320,7 @@ SETTINGS = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=300, **SETTINGS)
 @given(scenario=chains(), replication=st.integers(0, 3))
 def test_kernel_equals_engine_on_random_chains(scenario, replication):

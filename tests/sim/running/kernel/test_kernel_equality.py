@@ -279,12 +279,14 @@ SETTINGS = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=1800, **SETTINGS)
 @given(scenario=scenarios(), replication=st.integers(0, 3))
 def test_kernel_equals_engine_on_random_scenarios(scenario, replication):
     assert_kernel_agrees(scenario, replication)
 
 
+@pytest.mark.slow
 @settings(max_examples=700, **SETTINGS)
 @given(scenario=scenarios(quiet=True), replication=st.integers(0, 3))
 def test_kernel_equals_engine_without_failures(scenario, replication):
@@ -610,6 +612,7 @@ def backlogged(draw, *, quiet: bool = False):
     return scenario.replace(service=service, initial_backlog=backlog)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, **SETTINGS)
 @given(scenario=backlogged(), replication=st.integers(0, 3))
 def test_kernel_equals_engine_with_an_initial_backlog(scenario, replication):

@@ -223,8 +223,17 @@ def point(value=100.0, time="2026-01-01T00:00:00Z", metric="http_req_duration", 
             [point(value=1).replace("1,", "1e999,")],
             r"line 1: the number 1e999 is too large for a float; expected",
         ),
-        ([point(value=-1.0)], r"line 1: data\.value of http_req_duration must be >= 0 milli"),
+        (
+            [point(value=-1.0)],
+            r"line 1: data\.value of http_req_duration is -1 milliseconds; "
+            r"allowed: a finite number from 0 to 1,000,000,000,000 \(a service time at most\)$",
+        ),
         ([point(value=1e300)], r"line 1: .* would start the request before 1970$"),
+        (
+            [point(value=1.5e12, time="2026-01-01T00:00:00Z")],
+            r"line 1: data\.value of http_req_duration is 1\.5e\+12 milliseconds; allowed: a "
+            r"finite number from 0 to 1,000,000,000,000",
+        ),
         ([point(time="2026-01-01 00:00:00")], r"line 1: data\.time must be an RFC 3339 time"),
         ([point(time="2026-02-30T00:00:00Z")], r"line 1: data\.time has no such date"),
         ([point(time="2026-01-01T24:00:00Z")], r"line 1: data\.time has no such time of day"),

@@ -211,7 +211,7 @@ def test_a_name_of_two_types_needs_a_method(tmp_path):
     rows = [HEADER]
     for t in (100, 101):
         for method in ("GET", "POST"):
-            rows.append([t, 1, method, "/a", 0, 0, *["N/A"] * 11, 0, 0, 0, 0, 0, 0, 0])
+            rows.append([t, 1, method, "/a", 0, 0, *["N/A"] * 11, t - 100, 0, 5, 5, 0, 0, 0])
     path = write(tmp_path / "h.csv", rows)
     with pytest.raises(
         ValueError,
@@ -219,7 +219,8 @@ def test_a_name_of_two_types_needs_a_method(tmp_path):
         r"\('GET', 'POST'\); choose one with method=$",
     ):
         locust.read(path, name="/a")
-    assert locust.read(path, name="/a", method="POST").quantiles_s is None
+    # A full history: of its percentiles only the totals' median is taken.
+    assert locust.read(path, name="/a", method="POST").quantiles_s == {0.5: 0.005}
 
 
 def table(*rows, header=HEADER):
@@ -290,6 +291,16 @@ def row(t=100, total=10, failures=1, pct="20", median="20", average="21.5"):
             r"one a second\); rows of several runs\?$",
         ),
         (
+            table(row(total=123456789012345678), row(t=101, total=123456789012345679)),
+            r"h\.csv row 1: Total Request Count is 1\.23457e\+17 requests; allowed: a finite "
+            r"number from 0 to 1,000,000,000 \(the most a scenario runs\)$",
+        ),
+        (
+            table(row(), row(t=101), row(t=102)),
+            r"h\.csv row 3: Total Request Count of 'Aggregated' stays at 10 over its 3 rows: no "
+            r"request in the window",
+        ),
+        (
             table(row(t=0), *[row(t=1 + 3600 * k, total=10 + k) for k in range(1200)]),
             r"the rows span 4,316,401 s in steps of 1 s, more than 4,194,304 intervals",
         ),
@@ -303,6 +314,22 @@ def test_a_malformed_history_is_one_line_naming_file_row_and_column(tmp_path, ro
     with pytest.raises(ValueError, match=message) as info:
         locust.read(path)
     assert "\n" not in str(info.value)
+
+
+def test_fields_padded_with_spaces_are_read(tmp_path):
+    # A history written with ", " (or padded by hand): the same numbers and names.
+    rows = table(row(), row(t=101, total=20, pct="10"))
+    plain = locust.read(write(tmp_path / "plain.csv", rows))
+    path = tmp_path / "padded.csv"
+    path.write_text("\n".join(", ".join(f" {cell} " for cell in r) for r in rows) + "\n")
+    padded = locust.read(path)
+    assert padded.counts.tolist() == plain.counts.tolist() == [10.0]
+    assert padded.quantiles_s == plain.quantiles_s
+    assert (padded.attempts, padded.failed) == (plain.attempts, plain.failed)
+    rows = [HEADER, *([t, 1, "GET", "/a", 0, 0, *["N/A"] * 11, t - 99, 0, 5, 5, 0, 0, 0]
+                      for t in (100, 101))]  # fmt: skip
+    path.write_text("\n".join(", ".join(map(str, r)) for r in rows) + "\n")
+    assert locust.read(path, name="/a", method="GET").attempts == 2
 
 
 def test_decreasing_percentiles_bad_bytes_and_long_lines(tmp_path):

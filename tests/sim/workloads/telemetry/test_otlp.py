@@ -309,6 +309,11 @@ SPAN = r"spans\.json line 1: resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[0\]"
         (one_span(kind="SPAN_KIND_CONSUMER"), SPAN + r"\.kind must be an integer 0-5 \(OTLP/JSON"),
         (one_span(endTimeUnixNano="1"), SPAN + r": ends \(1\) before it starts"),
         (
+            one_span(startTimeUnixNano="1", endTimeUnixNano="9000000000000000000"),
+            SPAN + r": endTimeUnixNano - startTimeUnixNano is 9e\+09 seconds; allowed: a finite "
+            r"number from 0 to 1,000,000,000 \(a service time at most\)$",
+        ),
+        (
             one_span(startTimeUnixNano="99999999999999999999"),
             SPAN + r"\.startTimeUnixNano must be >= 0 and < 9223372036854775808",
         ),

@@ -17,6 +17,7 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, IndependentFailures, Poisson, Scenario, simulate
+from pipeline.sim.analysis.telemetry_fit import calibrate_observed
 from pipeline.sim.running.scrape import query_range_answer
 from pipeline.sim.workloads.telemetry import FORMATS, reader
 from pipeline.sim.workloads.telemetry.prometheus import read
@@ -233,7 +234,7 @@ def _bucket(result, le):
         (lambda t: _engine_with(t, lambda r: r[0]["values"][2].__setitem__(0, T0 + 37)),
          "not on one step"),
         (lambda t: _engine_with(t, lambda r: r[-1]["values"][-1].__setitem__(1, "-1")),
-         "the workers must be a finite number >= 0"),
+         r"pipeline_workers is -1 workers; allowed: a finite number from 0 to 1,000,000"),
     ],
 )  # fmt: skip
 def test_a_bad_answer_is_one_line_naming_the_file_and_the_field(tmp_path, make, message):
@@ -284,7 +285,7 @@ def test_answers_that_overlap_count_each_series_once(tmp_path):
     again = _answer(whole["data"]["result"][0])  # the arrivals counter saved a second time
     observed = read(_write(tmp_path, [whole, again]))
     assert observed.counts.tolist() == [10, 10, 10, 10]
-    assert any("given twice" in note for note in observed.notes)
+    assert any("1 series given again" in note for note in observed.notes)
 
 
 def test_a_chain_s_stages_need_a_choice(tmp_path):
@@ -306,8 +307,145 @@ def test_numbers_beyond_floating_point_are_refused(tmp_path):
     data["data"]["result"].append(
         _series("pipeline_items_offered_total", [0, 1e308, 1.7e308, 1.7e308, 1.7e308], instance="b")
     )
-    with pytest.raises(ValueError, match="increases beyond floating point"):
+    _refused(
+        tmp_path, data,
+        r"range\.json: data\.result\[0\]\.values\[1\]: pipeline_items_offered_total \(at "
+        r"1e\+308\) has increased by 1e\+308 arrivals in the window; allowed: a finite number "
+        r"from 0 to 1,000,000,000 \(the most a scenario runs\)$",
+    )  # fmt: skip
+
+
+def _refused(tmp_path, data, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
         read(_write(tmp_path, data))
+
+
+def _with_last(name: str, value: str):
+    data = _engine_answer()
+    for series in data["data"]["result"]:
+        if series["metric"]["__name__"] == name:
+            series["values"][-1][1] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("pipeline_items_offered_total", "1e308",
+         r"values\[4\]: pipeline_items_offered_total \(at 1e\+308\) has increased by 1e\+308 "
+         r"arrivals in the window; allowed: a finite number from 0 to 1,000,000,000"),
+        ("pipeline_items_offered_total", "2000000000",
+         r"values\[4\]: pipeline_items_offered_total \(at 2e\+09\) has increased by 2e\+09 "
+         r"arrivals in the window; allowed: a finite number from 0 to "
+         r"1,000,000,000 \(the most a scenario runs\)"),
+        ("pipeline_workers", "1e30",
+         r"values\[4\]: pipeline_workers is 1e\+30 workers; allowed: a finite number from 0 to "
+         r"1,000,000 \(a pipeline's concurrency at most\)"),
+        ("pipeline_queue_depth", "1e20",
+         r"values\[4\]: pipeline_queue_depth is 1e\+20 items waiting; allowed: a finite number "
+         r"from 0 to 1,000,000,000"),
+        ("pipeline_attempts_total", "1e300",
+         r"values\[4\]: pipeline_attempts_total\{result=\"ok\"\} \(at 1e\+300\) has increased by "
+         r"1e\+300 attempts; allowed: a finite number from 0 to "
+         r"9,007,199,254,740,992 \(whole numbers a float holds exactly\)"),
+        ("pipeline_attempt_duration_seconds_sum", "1e300",
+         r"values\[4\]: pipeline_attempt_duration_seconds_sum \(at 1e\+300\) has increased by "
+         r"1e\+300 seconds; allowed: a finite number from 0 to 42,000,000,000"),
+    ],
+)  # fmt: skip
+def test_a_number_beyond_what_a_scenario_runs_names_its_series(tmp_path, name, value, message):
+    # Each is refused by the reader, naming the file, the point and the series, before
+    # any fit: not later by Scenario ("concurrency must be >= 1") or by numpy's Poisson.
+    with pytest.raises(ValueError, match=r"range\.json: data\.result\[\d+\]\." + message):
+        read(_write(tmp_path, _with_last(name, value)))
+
+
+def test_an_arrivals_counter_that_never_moves_is_named(tmp_path):
+    data = _engine_answer()
+    data["data"]["result"][0]["values"] = [[t, "7"] for t, _ in data["data"]["result"][0]["values"]]
+    with pytest.raises(
+        ValueError,
+        match=r"range\.json: pipeline_items_offered_total does not increase in the window \(4 "
+        r"steps of 15 s from UNIX time 1700000000\.000\): no arrivals",
+    ):
+        read(_write(tmp_path, data))
+
+
+def test_a_byte_order_mark_is_read_as_the_other_readers_read_it(tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_engine_answer()).encode())
+    assert read(str(path)).counts.tolist() == [10, 10, 10, 10]
+
+
+def _windows(split: int, overlap: int = 0):
+    """The engine's answer saved as two query_range windows: points [:split+overlap], [split:]."""
+    whole = _engine_answer()
+    first, second = json.loads(json.dumps(whole)), json.loads(json.dumps(whole))
+    for a, b in zip(first["data"]["result"], second["data"]["result"], strict=True):
+        a["values"] = a["values"][: split + overlap]
+        b["values"] = b["values"][split:]
+    return whole, [first, second]
+
+
+@pytest.mark.parametrize("overlap", [0, 1, 2])
+def test_windows_of_one_range_are_joined(tmp_path, overlap):
+    # A range past 11,000 points is saved as adjacent windows: read as the whole range.
+    whole, parts = _windows(3, overlap)
+    joined = read(_write(tmp_path, parts))
+    one = read(_write(tmp_path, whole, "whole.json"))
+    assert joined.counts.tolist() == one.counts.tolist() == [10, 10, 10, 10]
+    assert joined.histogram.cumulative_counts.tolist() == one.histogram.cumulative_counts.tolist()
+    assert joined.histogram.sum_s == one.histogram.sum_s
+    assert (joined.attempts, joined.failed, joined.backlog) == (one.attempts, one.failed, 7)
+    assert any("joined in time order" in note for note in joined.notes)
+
+
+def test_windows_that_disagree_are_refused_in_one_line(tmp_path):
+    _, parts = _windows(3, 1)
+    parts[1]["data"]["result"][0]["values"][0][1] = "31"  # the shared point: 30 in the first
+    _refused(
+        tmp_path, parts,
+        r"pipeline_items_offered_total has two values at UNIX time 1700000045\.0: 30\.0 "
+        r"\(\[0\]\.data\.result\[0\]\.values\[3\]\) and 31\.0 \(\[1\]\.data\.result\[0\]"
+        r"\.values\[0\]\); windows of one series must agree where they overlap",
+    )  # fmt: skip
+
+
+def _http_answer(codes: dict[str, list[float]]):
+    """A service not built on this engine: requests by code, and a duration histogram."""
+    return _answer(
+        *(_series("http_requests_total", v, code=c, job="api") for c, v in codes.items()),
+        *_histogram("http_request_duration_seconds",
+                    {"0.1": [0, 5, 10, 15, 20], "1.0": [0, 9, 19, 29, 39],
+                     "+Inf": [0, 10, 20, 30, 42]}, job="api"),
+    )  # fmt: skip
+
+
+def test_a_request_counter_by_status_splits_its_failures(tmp_path):
+    path = _write(tmp_path, _http_answer(
+        {"200": [0, 8, 16, 24, 30], "404": [0, 1, 2, 3, 4], "503": [0, 1, 2, 3, 8]}))  # fmt: skip
+    observed = read(
+        path, arrivals_series="http_requests_total",
+        duration_series="http_request_duration_seconds_bucket",  # the name a UI lists
+    )  # fmt: skip
+    assert observed.counts.tolist() == [10, 10, 10, 12]
+    # 5xx failed; a 404 is the client's error, served.
+    assert (observed.attempts, observed.failed) == (42, 8)
+    assert any("by its code label" in note and "503" in note for note in observed.notes)
+    assert observed.histogram.n == 42
+
+
+def test_a_request_counter_without_status_says_no_failure_was_counted(tmp_path):
+    data = _http_answer({"200": [0, 10, 20, 30, 42]})
+    for series in data["data"]["result"]:
+        series["metric"].pop("code", None)
+    observed = read(_write(tmp_path, data), arrivals_series="http_requests_total",
+                    duration_series="http_request_duration_seconds")  # fmt: skip
+    assert observed.attempts is None and observed.failed is None
+    assert any("no status label" in n and "--errors-series" in n for n in observed.notes)
+    # The printout's failures line says so, not only the notes.
+    how = calibrate_observed(observed, concurrency=2).how["failures"]
+    assert how.startswith("none counted, so none assumed") and "--errors-series" in how
 
 
 def test_an_enormous_file_is_not_read_to_its_end(tmp_path, monkeypatch):
@@ -370,3 +508,15 @@ def test_a_server_s_answer_is_read_or_refused_in_one_line(status, body, kind, me
         with pytest.raises(ValueError, match=message) as caught:
             read(server.url, **window)
         assert str(caught.value).startswith(f"prometheus {server.url}")
+
+
+def test_points_too_far_apart_for_one_window_are_refused(tmp_path):
+    # One point ten years on: the step grid would be 21 million steps of 15 s.
+    data = _engine_answer()
+    for series in data["data"]["result"]:
+        series["values"][-1][0] = T0 + 15 * 21_000_000
+    _refused(
+        tmp_path, data,
+        r"range\.json: pipeline_items_offered_total's points span 3\.15e\+08 s in steps of 15 s, "
+        r"21,000,000 steps; allowed: at most 4,194,304",
+    )  # fmt: skip

@@ -1,0 +1,55 @@
+"""The fast tier, defined once: ``make test-fast`` and ``make test-all-pythons`` run it.
+
+The fast tier is ``tests/`` without the notebooks (nbval off), the browser tests, the
+tests that start a real server (``service``), the wheel build (``install``) and the
+long checks (``slow``); the fault injection runs 1,000 examples instead of 10,000
+(``PIPELINE_FAULT_EXAMPLES``, unless set). It is spread over both cores (``-n 2``,
+pytest-xdist). ``make test`` runs all of it, and the rest.
+
+``python -m tests.tiers [PYTEST ARGS]`` runs the tier with this interpreter; extra
+arguments go to pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["command", "environment", "main"]
+
+REPO = Path(__file__).resolve().parent.parent
+SELECTION = "not browser and not slow and not service and not install"
+
+
+def command(python: str | os.PathLike[str]) -> list[str]:
+    """The fast tier's command line for the interpreter ``python``."""
+    return [
+        str(python), "-m", "pytest", "tests",
+        "-p", "no:nbval",
+        "-o", "addopts=-ra",  # pyproject's addopts carry nbval's flags
+        "-m", SELECTION,
+        "-n", "2",
+        "-q",
+    ]  # fmt: skip
+
+
+def environment() -> dict[str, str]:
+    """The environment to run it in: this one, with the tier's defaults where unset."""
+    env = dict(os.environ)
+    env.setdefault("PIPELINE_FAULT_EXAMPLES", "1000")
+    # numpy's thread pool would only add noise to tests that time threads.
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    return env
+
+
+def main(argv: list[str]) -> int:
+    """Run the fast tier with this interpreter; the exit status is pytest's."""
+    return subprocess.call(
+        [*command(sys.executable), *argv], cwd=REPO, env=environment(), stdin=subprocess.DEVNULL
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
