@@ -2,9 +2,13 @@
 
 A small aiohttp service (:mod:`tests.sim.workloads.telemetry.live_service`:
 four workers, log-normal service of mean 40 ms and cv 0.8, 2% answered 503)
-is driven by a real Locust, headless, with users that send requests as a
-Poisson stream (:mod:`tests.sim.workloads.telemetry.live_locustfile`), first
-at about 60% busy, then at about 78%. ``calibrate --format locust
+is driven by a real Locust, headless, with 200 users that each send requests
+as a Poisson stream (:mod:`tests.sim.workloads.telemetry.live_locustfile`),
+well under one a second each, so that a user is seldom still waiting for a
+response when its next request is due (40 users at five times the rate held
+requests back while the queue stood, and the real what-if queued less than
+an open model of it), first at about 60% busy, then at about 78%.
+``calibrate --format locust
 --concurrency 4`` fits a twin from the first run's ``--csv`` history; the
 twin's p95 at each run's measured rate must be within 25% of the p95 Locust
 measured, the baseline it was fitted from and the what-if it never saw.
@@ -44,7 +48,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[4]
 LOCUSTFILE = Path(__file__).with_name("live_locustfile.py")
-USERS = 40
+USERS = 200  # each at well under 1 request a second: seldom still waiting when its next is due
 BASELINE_S, WHAT_IF_S = 30, 60  # seconds of each load test
 CAPACITY = live_service.WORKERS / live_service.MEAN  # requests per second at 100% busy
 BASELINE, WHAT_IF = 0.60 * CAPACITY, 0.78 * CAPACITY
