@@ -35,6 +35,7 @@ __all__ = [
     "running_prometheus",
     "scraped_after",
     "scraping",
+    "stop",
 ]
 
 _SCRAPE = """\
@@ -122,7 +123,7 @@ def running_prometheus(
                 yield base
                 return
         finally:
-            _stop(process)
+            stop(process)
     tail = " ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:])
     raise RuntimeError(f"prometheus did not start: {tail}")
 
@@ -140,7 +141,8 @@ def _ready(process: subprocess.Popen[bytes], base: str) -> bool:
     return False
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop(process: subprocess.Popen) -> None:
+    """Terminate ``process``, killing it after 30 s if it will not go; wait for it either way."""
     if process.poll() is None:
         process.terminate()
         try:

@@ -21,7 +21,12 @@ saying how. Flags:
   ``service_p95_s``, ``failure_rate`` (each with its 95% ``..._interval``
   where known), ``concurrency``, ``backlog``, ``window_s``, then
   ``arrivals``, ``service``, ``failures`` and ``workers``, each with
-  ``fitted`` and ``how``, and the reader's ``notes``;
+  ``fitted`` and ``how``, and the reader's ``notes``; ``max_attempts`` (what
+  the data shows: 1 when each record is one request) and ``service_fit``:
+  ``"service_times"`` (the data's durations are the service's own) or
+  ``"response_times_deconvolved"`` (they are response times, the wait for a
+  worker included, as k6, Locust and server spans record them: the service is
+  fitted so that the twin on ``--concurrency`` workers reproduces them);
 - ``--out FILE.toml``: a scenario file for ``simulate``, ``sweep`` and
   ``plan`` (their positional scenario argument); a time-varying arrival rate
   is written beside it as ``FILE.arrivals.csv`` and a bucketed service as
@@ -29,7 +34,10 @@ saying how. Flags:
   observed window (``duration``); the file's comments say how each part was
   fitted. Checked before any reading, written whole at the end;
 - ``--concurrency N``: the workers, when the data does not say (or to override
-  it); ``--seed N``: the scenario's seed (default 1);
+  it); needed for k6, Locust and server spans, whose client cannot see the
+  server's workers: give the real count, since the queueing in the response
+  times is taken out on that many workers; ``--seed N``: the scenario's seed
+  (default 1);
 - Prometheus: ``--start``, ``--end`` (UNIX seconds, RFC 3339, ``now`` or
   ``now-1h``) and ``--step`` (``15s``, ``1m``, ``500ms`` or seconds) for a
   server URL; ``--pipeline NAME`` and ``--stage NAME`` to choose the series;
@@ -246,12 +254,15 @@ def scenario_file(fit: Any, path: str) -> tuple[str, dict[str, str]]:
         f"# Fitted by python -m pipeline calibrate from {fit.source}, a {fit.window_s:g} s window."
     ]
     lines += [
-        f"# {part}: {fit.how[part]}" for part in ("arrivals", "service", "failures", "workers")
+        f"# {part}: {fit.how[part]}"
+        for part in ("arrivals", "service", "failures", "workers", "attempts")
     ]
     lines += [
         f"arrivals = {_toml_string(arrivals_spec)}",
         f"service = {_toml_string(service_spec)}",
         f"concurrency = {fit.concurrency}",
+        f"max_attempts = {fit.max_attempts}",
+        f"backoff = {_toml_string(_backoff_spec(fit.backoff))}",
         f"failure_rate = {fit.failure_rate.estimate if fit.failure_rate else 0.0!r}",
         f"duration = {fit.window_s!r}",
         f"seed = {fit.scenario.seed}",
@@ -260,6 +271,13 @@ def scenario_file(fit: Any, path: str) -> tuple[str, dict[str, str]]:
         lines.append(f"# backlog: {fit.how['backlog']}")
         lines.append(f"backlog = {fit.backlog}")
     return "\n".join(lines) + "\n", files
+
+
+def _backoff_spec(backoff: Any) -> str:
+    """``--backoff``'s spelling of a :class:`~pipeline.Backoff` (no jitter: none is fitted)."""
+    if backoff.kind == "constant":
+        return f"constant:delay={backoff.base_s!r}"
+    return f"exponential:base={backoff.base_s!r},factor={backoff.factor!r},cap={backoff.cap_s!r}"
 
 
 def _write_all(path: str, text: str, files: dict[str, str]) -> None:

@@ -48,7 +48,7 @@ def test_the_table_says_how_each_part_was_fitted(run_main):
     lines = out.splitlines()
     assert lines[0].startswith("calibrated from prometheus")
     assert [line.split(":")[0] for line in lines[1:]] == [
-        "arrivals", "service", "failures", "workers", "backlog"]  # fmt: skip
+        "arrivals", "service", "failures", "workers", "attempts", "backlog"]  # fmt: skip
 
 
 def test_out_is_a_scenario_that_simulate_sweep_and_plan_read(run_main, tmp_path):

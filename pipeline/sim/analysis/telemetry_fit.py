@@ -14,11 +14,24 @@ Each part is fitted from the finest grain the data has, and the fit says how
   (a log-normal or a gamma of the data's exact mean passing a chi-square
   test, else the bucketed distribution at that mean); quantiles (and a mean):
   :func:`~pipeline.sim.workloads.fitting.fit_lognormal` from the levels it
-  knows (p50, p90, p95, p99).
+  knows (p50, p90, p95, p99). When the times are *response* times (a load
+  test's client, a server's request span: the wait for a worker included),
+  the service is instead fitted through the twin
+  (:func:`~pipeline.sim.analysis.response_fit.fit_response_times`): a
+  log-normal whose twin, on the given workers, gives back the recorded
+  response times' mean and quantiles (``service_fit``
+  ``"response_times_deconvolved"``, else ``"service_times"``). That needs the
+  worker count, which a client cannot see: without it the fit is refused.
 - **failures**: each attempt fails independently at the observed share,
   with its Wilson interval (:func:`~pipeline.sim.stats.proportion_ci`).
 - **workers**: the concurrency, from the data or given (``concurrency=``,
   which wins when both are there).
+- **attempts**: ``max_attempts``, what the data shows: 1 when each record is
+  one request (k6, Locust, server spans: a failed request is not retried by
+  the twin either), the most attempts one item made in the engine's spans;
+  the engine's default (3) only where the data cannot tell; with retries seen
+  one by one (the engine's spans), the backoff: constant at the first retries'
+  median gap, or exponential when second retries wait markedly longer.
 - **backlog**: the items waiting at the window's end (``backlog``), for a
   warm start.
 """
@@ -33,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ...config import PipelineConfig
+from ...retry import Backoff
 from ..stats.intervals import ProportionCI, proportion_ci
 from ..workloads.distributions import Distribution, Empirical, Exponential, Gamma, LogNormal
 from ..workloads.failures import FailureModel, IndependentFailures, NoFailures
@@ -44,11 +58,17 @@ from .arrivals_fit import CountsArrivalFit, fit_observed_arrivals
 from .calibrate import Calibration, ServiceFit, StageFit, fit_service
 from .families import FAMILIES
 from .histogram_fit import HistogramServiceFit, fit_histogram
+from .response_fit import ResponseFit, fit_response_times, quantile_targets, response_statistics
 
-__all__ = ["TelemetryCalibration", "calibrate_observed", "service_quantile"]
+__all__ = ["SERVICE_FITS", "TelemetryCalibration", "calibrate_observed", "service_quantile"]
+
+SERVICE_FITS = ("service_times", "response_times_deconvolved")
+"""How the service was fitted: to the service times measured, or through the twin to the
+response times measured (the wait for a worker taken out)."""
 
 _LEVEL = 0.05
 _STAGE = "service"
+_MIN_SECOND_RETRIES = 5  # fewer second retries than this: no growth can be seen
 _QUANTILE_NAMES = {0.5: "p50", 0.9: "p90", 0.95: "p95", 0.99: "p99"}
 
 
@@ -65,7 +85,12 @@ class TelemetryCalibration(Calibration):
         service_p95_s: the fitted service's 95th percentile, seconds.
         backlog: items waiting at the window's end, ``None`` when unknown.
         how: one sentence per part: ``arrivals``, ``service``, ``failures``,
-            ``workers``, ``backlog``.
+            ``workers``, ``attempts``, ``backlog``.
+        max_attempts: the attempts each item has in the twin (``config.max_attempts``).
+        backoff: the twin's :class:`~pipeline.Backoff` (``config.backoff``).
+        service_fit: one of :data:`SERVICE_FITS`.
+        response_fit: with ``"response_times_deconvolved"``, the
+            :class:`~pipeline.sim.analysis.response_fit.ResponseFit`.
         notes: what the reader assumed or converted.
     """
 
@@ -78,6 +103,10 @@ class TelemetryCalibration(Calibration):
     backlog: int | None = None
     how: dict[str, str] = dataclasses.field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    max_attempts: int = 1
+    backoff: Backoff = dataclasses.field(default_factory=Backoff)
+    service_fit: str = "service_times"
+    response_fit: ResponseFit | None = None
 
     @property
     def service(self) -> ServiceFit:
@@ -120,6 +149,12 @@ class TelemetryCalibration(Calibration):
             )  # fmt: skip
         elif s.family != "lognormal" or s.candidates:
             service.update(ks_statistic=_finite(s.ks_statistic), ks_critical=_finite(s.ks_critical))
+        if self.response_fit is not None:
+            service.update(
+                response_times_recorded=self.response_fit.targets,
+                response_times_reproduced=self.response_fit.reproduced,
+                twin_utilisation=self.response_fit.utilisation,
+            )
         rate = self.failure_rate
         counted = self.failures_counted
         return {
@@ -134,6 +169,8 @@ class TelemetryCalibration(Calibration):
             "failure_rate": None if rate is None else rate.estimate,
             "failure_rate_interval": None if rate is None else [rate.low, rate.high],
             "concurrency": self.concurrency,
+            "max_attempts": self.max_attempts,
+            "service_fit": self.service_fit,
             "backlog": self.backlog,
             "arrivals": arrivals,
             "service": service,
@@ -144,6 +181,11 @@ class TelemetryCalibration(Calibration):
                 "how": self.how["failures"],
             },
             "workers": {"concurrency": self.concurrency, "how": self.how["workers"]},
+            "attempts": {
+                "max_attempts": self.max_attempts,
+                "backoff": repr(self.backoff),
+                "how": self.how["attempts"],
+            },
             "backlog_how": self.how["backlog"],
             "notes": list(self.notes),
         }
@@ -151,7 +193,7 @@ class TelemetryCalibration(Calibration):
     def __str__(self) -> str:
         d = self.to_dict()
         lines = [f"calibrated from {self.source}, a window of {self.window_s:g} s"]
-        for key in ("arrivals", "service", "failures", "workers"):
+        for key in ("arrivals", "service", "failures", "workers", "attempts"):
             lines.append(f"{key}: {d[key]['how']}")
         lines.append(f"backlog: {d['backlog_how']}")
         return "\n".join(lines)
@@ -300,7 +342,16 @@ def calibrate_observed(
     if not isinstance(observed, Observed):
         raise TypeError(f"observed must be an Observed, got {type(observed).__name__}")
     arrivals, arrivals_how, window = fit_observed_arrivals(observed)
-    service, service_how, p95 = _service(observed)
+    # Response times are fitted through the twin below, once its other parts are known.
+    deconvolve = observed.response_times and observed.histogram is None
+    if deconvolve:
+        recorded = observed.service_s.size if observed.service_s is not None else None
+        n = recorded if recorded is not None else int(observed.attempts or 0)
+        service = ServiceFit("lognormal", LogNormal(mean=1.0, cv=1.0), n, math.nan,
+                             math.nan, math.nan, {})  # fmt: skip
+        service_how, p95 = "", math.nan
+    else:
+        service, service_how, p95 = _service(observed)
     if concurrency is not None:
         workers = int(concurrency)
         workers_how = f"{workers}, as given" + (
@@ -311,6 +362,14 @@ def calibrate_observed(
     elif observed.workers:
         workers = int(observed.workers)
         workers_how = f"{workers}, from the data"
+    elif observed.response_times:
+        raise ValueError(
+            f"{observed.source}: the data are response times (the wait for a worker "
+            "included), and a client cannot tell how many workers the server has; give the "
+            "server's concurrency (--concurrency N) so that the service time can be fitted "
+            "apart from the queueing (a count far above the real one fits the queueing as "
+            "service time)"
+        )
     else:
         raise ValueError(
             f"{observed.source}: the data does not say how many workers serve it; "
@@ -337,13 +396,33 @@ def calibrate_observed(
         # A reader that knows why none were counted says so in a note; the printout shows it.
         said = [n.removeprefix("failures: ") for n in observed.notes if n.startswith("failures: ")]
         failures_how = said[0] if said else "the data counts no attempts' results: none assumed"
-    config = PipelineConfig(concurrency=workers)
+    max_attempts, attempts_how = _attempts(observed)
+    backoff, backoff_how = _backoff(observed)
+    if backoff_how:
+        attempts_how += f"; {backoff_how}"
+    config = PipelineConfig(concurrency=workers, max_attempts=max_attempts, backoff=backoff)
     backlog = observed.backlog
     # The items waiting now start the twin: "how long until they drain" is its question.
     scenario = Scenario(
         arrivals=arrivals.process, service=service.distribution, config=config,
         failures=failures, duration_s=window, seed=seed, initial_backlog=backlog or 0,
     )  # fmt: skip
+    response: ResponseFit | None = None
+    if deconvolve:
+        try:
+            response = fit_response_times(scenario, _targets(observed), recorded=service.n)
+        except ValueError as error:
+            raise ValueError(f"{observed.source}: {error}") from None
+        distribution = response.distribution
+        service = ServiceFit("lognormal", distribution, service.n, distribution.mean,
+                             math.nan, math.nan, {})  # fmt: skip
+        p95 = service_quantile(distribution, 0.95)
+        service_how = (
+            f"log-normal (mean {distribution.mean:.4g} s, cv {distribution.cv:.3g}) fitted so "
+            f"that the twin on {workers} worker(s) reproduces the recorded response times "
+            f"(wait + service): {response.describe()}"
+        )
+        scenario = scenario.replace(service=distribution)
     stage = StageFit(
         _STAGE, service, workers, rate if rate is not None else proportion_ci(0, 1),
         proportion_ci(0, 1), 1,
@@ -359,6 +438,50 @@ def calibrate_observed(
         source=observed.source, window_s=window, concurrency=workers, failure_rate=rate,
         failures_counted=counted, service_p95_s=p95, backlog=backlog,
         how={"arrivals": arrivals_how, "service": service_how, "failures": failures_how,
-             "workers": workers_how, "backlog": backlog_how},
-        notes=observed.notes,
+             "workers": workers_how, "attempts": attempts_how, "backlog": backlog_how},
+        notes=observed.notes, max_attempts=max_attempts, backoff=backoff,
+        service_fit=SERVICE_FITS[response is not None], response_fit=response,
     )  # fmt: skip
+
+
+def _attempts(observed: Observed) -> tuple[int, str]:
+    """The twin's ``max_attempts`` and a sentence saying how the data gave it."""
+    most = observed.max_attempts
+    if most is None:
+        default = PipelineConfig().max_attempts
+        return default, f"{default}, the engine's default: the data does not say"
+    if most == 1:
+        return 1, (
+            "1: each recorded request is one attempt, and the data shows no retries (a "
+            "failed request is not retried by the twin either)"
+        )
+    return most, f"{most}: the most attempts one item made in the data"
+
+
+def _backoff(observed: Observed) -> tuple[Backoff, str]:
+    """The twin's backoff from the gaps before retries, and a sentence ("" when none seen)."""
+    if observed.retry_gaps_s is None or not observed.retry_gaps_s.size:
+        return Backoff(), ""
+    gaps, numbers = observed.retry_gaps_s, observed.retry_numbers
+    first = gaps[numbers == 1]
+    base = float(np.median(first)) if first.size else float(np.median(gaps))
+    second = gaps[numbers == 2]
+    # Medians: a retry that waited in the queue after its backoff lengthens its gap.
+    if base > 0 and second.size >= _MIN_SECOND_RETRIES and np.median(second) >= 1.5 * base:
+        factor = float(np.median(second)) / base
+        cap = max(Backoff().cap_s, float(gaps.max()))
+        backoff = Backoff(kind="exponential", base_s=base, factor=factor, cap_s=cap)
+        return backoff, (
+            f"backoff exponential from {base:.4g} s by {factor:.3g} per retry: the median gaps "
+            f"before {first.size} first and {second.size} second retries"
+        )
+    return Backoff.constant(base), (
+        f"backoff constant {base:.4g} s: the median gap before {gaps.size} retries"
+    )
+
+
+def _targets(observed: Observed) -> dict[str, float]:
+    """The recorded response times' mean and quantiles, seconds."""
+    if observed.service_s is not None:
+        return response_statistics(observed.service_s)
+    return quantile_targets(observed.mean_service_s, observed.quantiles_s or {})

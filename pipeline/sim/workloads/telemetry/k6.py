@@ -94,8 +94,9 @@ def read(
     Returns:
         An :class:`~.observed.Observed` with ``arrivals_s`` (seconds from the
         first request's start, sorted), ``service_s`` (``http_req_duration``
-        in seconds, in arrival order) and, when the file has
-        ``http_req_failed`` points, ``attempts`` and ``failed``.
+        in seconds, in arrival order: response times, ``response_times``),
+        ``max_attempts`` 1 (each request is one attempt) and, when the file
+        has ``http_req_failed`` points, ``attempts`` and ``failed``.
 
     Raises:
         ValueError: one line naming the file, the line and the field: not a
@@ -226,5 +227,9 @@ def _observed(
         service_s=duration_ms[order] / 1e3,
         attempts=attempts,
         failed=failed,
+        # Each request k6 made is one attempt (a retry in the script is another request),
+        # and its duration is the response time, any wait inside the service included.
+        max_attempts=1,
+        response_times=True,
         notes=tuple(notes),
     )

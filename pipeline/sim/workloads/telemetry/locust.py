@@ -118,8 +118,9 @@ def read(
 
     Returns:
         An :class:`~.observed.Observed` with ``counts`` per ``interval_s``
-        (seconds), ``quantiles_s`` (seconds), ``mean_service_s`` (seconds),
-        ``attempts`` and ``failed``.
+        (seconds), ``quantiles_s`` and ``mean_service_s`` (seconds, of the
+        response times: ``response_times``), ``attempts``, ``failed`` and
+        ``max_attempts`` 1 (each request is one attempt).
 
     Raises:
         ValueError: one line naming the file, the row and the column: not a
@@ -320,5 +321,9 @@ def _observed(
         mean_service_s=mean,
         attempts=attempts,
         failed=failed,
+        # Each request Locust counted is one attempt (a retry in the user class is another
+        # request), and its time is the response time, any wait inside the service included.
+        max_attempts=1,
+        response_times=True,
         notes=tuple(notes),
     )

@@ -164,6 +164,18 @@ class Observed:
         failed: of those, how many failed.
         backlog: items waiting now (a queue-depth gauge's last value).
         workers: workers (concurrency) serving the stage, when the data says.
+        max_attempts: the most attempts the data shows one item making: 1 when
+            each record is one request (a load test's client, a server's
+            span); None when the data cannot tell (counters of attempts).
+        retry_gaps_s: for each retry the data shows, seconds from the end of the
+            item's attempt before it to its start (the backoff, and any wait in the
+            queue after it); None when the data shows no retries one by one.
+        retry_numbers: with ``retry_gaps_s``, each retry's number (1 for an
+            item's first retry, 2 for its second, ...).
+        response_times: True when the durations are response times (the
+            wait for a worker inside the service included, as a client or a
+            server span sees a request), False when they are the service's
+            time alone (the engine's attempt spans and histogram).
         notes: what the reader assumed or converted, one sentence each.
     """
 
@@ -179,6 +191,10 @@ class Observed:
     failed: int | None = None
     backlog: int | None = None
     workers: int | None = None
+    max_attempts: int | None = None
+    retry_gaps_s: np.ndarray | None = None
+    retry_numbers: np.ndarray | None = None
+    response_times: bool = False
     notes: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -222,7 +238,7 @@ class Observed:
                     f"quantiles_s must be from 0 to {MAX_SECONDS:g} seconds and non-decreasing"
                 )
         limits = {"attempts": MAX_COUNT, "failed": MAX_COUNT, "backlog": MAX_BACKLOG,
-                  "workers": MAX_WORKERS}  # fmt: skip
+                  "workers": MAX_WORKERS, "max_attempts": MAX_COUNT}  # fmt: skip
         for name, limit in limits.items():
             value = getattr(self, name)
             if value is not None and (
@@ -232,6 +248,21 @@ class Observed:
                     f"{self.source}: {name} must be a whole number from 0 to {limit:,}, "
                     f"got {value!r}"
                 )
+        if (self.retry_gaps_s is None) != (self.retry_numbers is None):
+            raise ValueError("retry_gaps_s and retry_numbers go together")
+        if self.retry_gaps_s is not None:
+            gaps = _vector("retry_gaps_s", self.retry_gaps_s, at_most=MAX_SECONDS)
+            numbers = _vector("retry_numbers", self.retry_numbers, positive=True)
+            if gaps.size != numbers.size or np.any(numbers != np.round(numbers)):
+                raise ValueError("retry_numbers must be one whole number >= 1 per retry gap")
+            numbers = numbers.astype(np.int64)
+            numbers.setflags(write=False)
+            object.__setattr__(self, "retry_gaps_s", gaps)
+            object.__setattr__(self, "retry_numbers", numbers)
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts!r}")
+        if not isinstance(self.response_times, bool):
+            raise ValueError(f"response_times must be True or False, got {self.response_times!r}")
         if (self.failed is None) != (self.attempts is None):
             raise ValueError("failed and attempts go together")
         if self.failed is not None and self.failed > self.attempts:

@@ -153,9 +153,10 @@ class _Spans:
         self.end_ns = array("q")
         self.failed = array("b")
         self.first = array("b")  # 1 first attempt, 0 retry, -1 unknown (decided by links)
+        self.attempt = array("q")  # pipeline.attempt, 0: not given
         self.wait_ns = array("q")  # -1: not given
         self.span_id = array("Q")
-        self.link = array("Q")  # the first link's span id, 0: none
+        self.link = array("Q")  # the last link's span id (a retry's first attempt), 0: none
         self.unfinished = 0
 
     def __len__(self) -> int:
@@ -183,7 +184,9 @@ def read(
     Returns:
         An :class:`~.observed.Observed` with ``arrivals_s`` (seconds from the
         first arrival, sorted), ``service_s`` (each attempt's duration,
-        seconds, in start order), ``attempts`` and ``failed``.
+        seconds, in start order), ``attempts``, ``failed`` and
+        ``max_attempts`` (1 for server spans, whose durations are response
+        times: ``response_times``).
 
     Raises:
         ValueError: one line naming the file, the line and the field: not
@@ -305,12 +308,14 @@ def _one_span(
     group.failed.append(code == _ERROR or error_type is not None)
     if span_name is not None:
         group.first.append(1)
+        group.attempt.append(1)
         group.wait_ns.append(-1)
         group.span_id.append(0)
         group.link.append(0)
         return
     attempt = attributes.get("pipeline.attempt")
     group.first.append(-1 if not isinstance(attempt, int) else int(attempt == 1))
+    group.attempt.append(attempt if isinstance(attempt, int) and attempt >= 1 else 0)
     wait = attributes.get(WAIT_ATTRIBUTE)
     if wait is None:
         group.wait_ns.append(-1)
@@ -328,10 +333,11 @@ def _one_span(
         )
     group.span_id.append(_span_id(span.get("spanId"), f"{where}.spanId"))
     links = _list(span, "links", where)
+    # The last link: pipeline.tracing puts a retry's link to its first attempt after the
+    # links to its message's creation context.
+    last = f"{where}.links[{len(links) - 1}]"
     group.link.append(
-        _span_id(_object(links[0], f"{where}.links[0]").get("spanId"), f"{where}.links[0].spanId")
-        if links
-        else 0
+        _span_id(_object(links[-1], last).get("spanId"), f"{last}.spanId") if links else 0
     )
 
 
@@ -399,18 +405,22 @@ def _from_group(source: str, group: _Spans, label: str, server: bool) -> Observe
     wait = np.frombuffer(group.wait_ns, dtype=np.int64)
     notes = []
     unknown = first < 0
+    links = np.frombuffer(group.link, dtype=np.uint64)
+    ids = np.frombuffer(group.span_id, dtype=np.uint64)
     if unknown.any():
         # Without pipeline.attempt, a retry is a span linking to another selected span.
-        ids = np.frombuffer(group.span_id, dtype=np.uint64)
-        links = np.frombuffer(group.link, dtype=np.uint64)
         retry = (links != 0) & np.isin(links, ids)
         first = np.where(unknown, ~retry, first.astype(bool))
     else:
         first = first.astype(bool)
+    most, gaps_ns, numbers = (1, None, None) if server else _retries(group, first, ids, links)
     arrival = start[first]
     given = wait[first] >= 0
     if server:
-        notes.append(f"{label}: each span is a request, arriving at its start")
+        notes.append(
+            f"{label}: each span is a request, arriving at its start, one attempt; its "
+            "duration is the response time (any wait inside the service included)"
+        )
     elif given.all():
         arrival = arrival - wait[first]
         notes.append(
@@ -424,6 +434,8 @@ def _from_group(source: str, group: _Spans, label: str, server: bool) -> Observe
             f"{WAIT_ATTRIBUTE}; their arrivals are their starts, which equal arrivals only "
             "while nothing waits in the queue"
         )
+    if not server:
+        notes.append(f"{label}: up to {most} attempt(s) per item (the most any item made)")
     if group.unfinished:
         notes.append(
             f"{group.unfinished} attempts cut short by the end of a run "
@@ -445,5 +457,37 @@ def _from_group(source: str, group: _Spans, label: str, server: bool) -> Observe
         service_s=(end - start)[order] / 1e9,
         attempts=int(start.size),
         failed=int(failed.sum()),
+        max_attempts=most,
+        retry_gaps_s=None if gaps_ns is None else gaps_ns / 1e9,
+        retry_numbers=numbers,
+        response_times=server,
         notes=tuple(notes),
     )
+
+
+def _retries(
+    group: _Spans, first: np.ndarray, ids: np.ndarray, links: np.ndarray
+) -> tuple[int, np.ndarray | None, np.ndarray | None]:
+    """The most attempts one item made, and each retry's gap (ns) and number (1, 2, ...).
+
+    An item is its first attempt's span and the retries linking to it; a gap runs from
+    one attempt's end to the item's next attempt's start (the backoff, and any wait in
+    the queue after it).
+    """
+    most = int(np.frombuffer(group.attempt, dtype=np.int64).max(initial=1))
+    retry = ~first & np.isin(links, ids[first])
+    if not retry.any():
+        return most, None, None
+    item = np.where(first, ids, links)
+    kept = first | retry
+    start = np.frombuffer(group.start_ns, dtype=np.int64)[kept]
+    end = np.frombuffer(group.end_ns, dtype=np.int64)[kept]
+    item = item[kept]
+    order = np.lexsort((start, item))
+    item, start, end = item[order], start[order], end[order]
+    new = np.ones(item.size, dtype=bool)
+    new[1:] = item[1:] != item[:-1]
+    position = np.arange(item.size) - np.maximum.accumulate(np.where(new, np.arange(item.size), 0))
+    follows = ~new
+    gaps = np.maximum(start[1:] - end[:-1], 0)[follows[1:]]
+    return max(most, int(position.max()) + 1), gaps, position[follows]

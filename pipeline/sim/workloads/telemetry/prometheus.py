@@ -431,6 +431,8 @@ def read(
         failed=failed,
         backlog=backlog,
         workers=workers or None,
+        # A service's request counter and error counter: each request is one attempt.
+        max_attempts=1 if errors is not None else None,
         notes=tuple(reader.notes),
     )
 

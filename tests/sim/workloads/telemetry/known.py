@@ -45,21 +45,44 @@ class Run:
         return self.end_ns - self.start_ns
 
 
-def run(*, concurrency: int = 64, n_items: int = 3000, seed: int = 1, engine: str = "auto") -> Run:
-    """Simulate the known scenario; ``concurrency`` 64 leaves nothing waiting, 1-2 makes a queue."""
-    scenario = Scenario(
+BACKOFF = Backoff(kind="constant", base_s=0.01)
+
+
+def scenario(
+    *,
+    concurrency: int = 64,
+    n_items: int = 3000,
+    seed: int = 1,
+    p_fail: float = P_FAIL,
+    backoff: Backoff = BACKOFF,
+) -> Scenario:
+    """The known scenario; ``concurrency`` 64 leaves nothing waiting, 1-2 makes a queue."""
+    return Scenario(
         arrivals=Poisson(rate=RATE),
         service=LogNormal(mean=MEAN, cv=CV),
-        failures=IndependentFailures(p=P_FAIL),
+        failures=IndependentFailures(p=p_fail),
         config=PipelineConfig(
-            concurrency=concurrency,
-            max_attempts=MAX_ATTEMPTS,
-            backoff=Backoff(kind="constant", base_s=0.01),
+            concurrency=concurrency, max_attempts=MAX_ATTEMPTS, backoff=backoff
         ),
         n_items=n_items,
         seed=seed,
-    )
-    columns = simulate(scenario, engine=engine).columns
+    )  # fmt: skip
+
+
+def run(
+    *,
+    concurrency: int = 64,
+    n_items: int = 3000,
+    seed: int = 1,
+    engine: str = "auto",
+    p_fail: float = P_FAIL,
+    backoff: Backoff = BACKOFF,
+) -> Run:
+    """Simulate the known :func:`scenario` and keep its attempts."""
+    scenario_ = scenario(
+        concurrency=concurrency, n_items=n_items, seed=seed, p_fail=p_fail, backoff=backoff
+    )  # fmt: skip
+    columns = simulate(scenario_, engine=engine).columns
     log = columns.attempt_log
     attempts = columns.attempts
     item = np.repeat(np.arange(attempts.size), attempts)
@@ -77,6 +100,38 @@ def run(*, concurrency: int = 64, n_items: int = 3000, seed: int = 1, engine: st
         end_ns=ns(log.end_s),
         failed=log.ending != 0,
     )
+
+
+QUEUED_WORKERS = 4
+QUEUED_RATE = 60.0  # requests per second: 60% busy at a 40 ms mean
+QUEUED_MEAN = 0.04  # service mean, seconds; cv 0.8, 2% of requests failing, no retries
+
+
+def queued_scenario(rate: float = QUEUED_RATE, *, n_items: int, seed: int) -> Scenario:
+    """A service with a queue: four workers at 60% busy, each request one attempt."""
+    return Scenario(
+        arrivals=Poisson(rate=rate), service=LogNormal(mean=QUEUED_MEAN, cv=CV),
+        failures=IndependentFailures(p=0.02),
+        config=PipelineConfig(concurrency=QUEUED_WORKERS, max_attempts=1, queue_maxsize=None),
+        n_items=n_items, seed=seed,
+    )  # fmt: skip
+
+
+def requests(scenario: Scenario) -> Run:
+    """Each item as one request a client saw: sent at its arrival, answered at its end, so
+    its duration is the response time (the wait for a worker included)."""
+    columns = simulate(scenario, engine="kernel").columns
+    ended = np.isin(columns.outcome, (0, 1))  # completed, dead-lettered
+
+    def ns(seconds: np.ndarray) -> np.ndarray:
+        return T0_NS + np.round(np.asarray(seconds)[ended] * 1e9).astype(np.int64)
+
+    n = int(ended.sum())
+    return Run(
+        arrival_ns=ns(columns.arrival_s), item=np.arange(n), first=np.ones(n, bool),
+        start_ns=ns(columns.arrival_s), end_ns=ns(columns.finish_s),
+        failed=columns.outcome[ended] == 1,
+    )  # fmt: skip
 
 
 def p95() -> float:

@@ -226,6 +226,28 @@ def test_spans_from_the_real_tracing_through_the_sdk_file_exporter(tmp_path):
     # the nanoseconds that the span times are truncated to.
     admitted = np.sort(admitted)
     assert np.allclose(observed.arrivals_s, admitted - admitted[0], rtol=0, atol=3e-9)
+    # Each retry's gap runs from its item's attempt before to it: at least the backoff.
+    assert observed.retry_gaps_s.size == report.attempts - report.admitted > 0
+    assert observed.retry_gaps_s.min() >= 0.001 - 3e-9
+    most = max((d.attempts for d in report.dead_letters), default=2)
+    assert most <= observed.max_attempts <= pipe.config.max_attempts
+
+
+def test_a_retry_links_to_its_first_attempt_after_its_message_s_creation(tmp_path):
+    """pipeline.tracing puts the link to an item's first attempt last: that one is read."""
+    run = known.run(n_items=400, seed=2)
+    spans = pipeline_spans(run)
+    for span in spans:
+        creation = {"traceId": "1" * 32, "spanId": "2" * 16}
+        span["links"] = [creation, *span.get("links", [])]
+    observed = otlp.read(write(tmp_path / "spans.json", export_lines(spans, run.end_ns)))
+    assert observed.arrivals_s.size == run.arrival_ns.size
+    retries = int((~run.first).sum())
+    assert observed.retry_gaps_s.size == retries > 0
+    counts = np.bincount(run.item)
+    assert observed.max_attempts == counts.max()
+    assert np.array_equal(np.sort(observed.retry_numbers), np.sort(np.concatenate(
+        [np.arange(1, c) for c in counts])))  # fmt: skip
 
 
 def test_a_chain_s_stages_are_destinations(tmp_path):

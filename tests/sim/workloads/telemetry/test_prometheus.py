@@ -164,6 +164,7 @@ def test_a_service_not_built_on_this_engine_names_its_series(tmp_path):
     assert observed.counts.tolist() == [52, 53]
     assert (observed.attempts, observed.failed) == (105, 5)
     assert observed.workers is None and observed.backlog is None
+    assert observed.max_attempts == 1  # a request counter: each request is one attempt
 
 
 def test_a_selector_reads_as_promql_and_matches_as_prometheus():
