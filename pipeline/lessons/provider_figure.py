@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ..viz.figures.panels import legend_below
-from ..viz.figures.series import step_data
+from ..viz.figures.series import step_band, step_data, thinned_label
 from ..viz.figures.style import COLORS
 
 if TYPE_CHECKING:
@@ -56,8 +56,11 @@ class ProviderPanels:
     def __init__(self, batch_size: int) -> None:
         self.batch_size = batch_size
         self._axes: tuple[Axes, Axes] | None = None
-        # (faded, current) lines: calls in flight, completed, dead-lettered.
+        # (faded, current) lines: calls in flight, completed, dead-lettered; and for each
+        # line the min-max band a thinned series draws behind its bucket means.
         self._lines: dict[str, tuple[Line2D, Line2D]] = {}
+        self._bands: dict[Line2D, Any] = {}
+        self._labels: dict[str, str] = {}
         self._limit_line: Line2D | None = None
 
     def _build(self, axes: Sequence[Axes]) -> None:
@@ -70,6 +73,12 @@ class ProviderPanels:
             (faded,) = ax.plot(_EMPTY, _EMPTY, drawstyle="steps-post", color=color, **_FADED)
             (current,) = ax.plot(_EMPTY, _EMPTY, drawstyle="steps-post", color=color, label=label)
             self._lines[name] = (faded, current)
+            self._labels[name] = label
+            for line in (faded, current):
+                self._bands[line] = ax.fill_between(
+                    [0.0, 1.0], [0.0, 0.0], [0.0, 0.0], step="post", color=color, linewidth=0,
+                    alpha=0.25 * (line.get_alpha() or 1.0), visible=False,
+                )  # fmt: skip
         self._limit_line = left.axhline(0, color="gray", ls="--", lw=1, label="provider's limit")
         left.set(
             xlabel="virtual time (s)",
@@ -97,15 +106,32 @@ class ProviderPanels:
         """Show ``result`` (and ``previous``, faded, which never sets the axes) on ``axes[:2]``."""
         if self._axes is None or self._axes[0] is not axes[0] or self._axes[1] is not axes[1]:
             self._lines.clear()
+            self._bands.clear()
             self._build(axes)
+        labels = []
         for name in self._lines:
             faded, current = self._lines[name]
             for line, run in ((faded, previous), (current, result)):
+                band = self._bands[line]
                 if run is None:
                     line.set_visible(False)
+                    band.set_visible(False)
                     continue
-                line.set_data(*step_data(run, self._values(run, name), _POINTS))
+                values = self._values(run, name)
+                line.set_data(*step_data(run, values, _POINTS))
                 line.set_visible(True)
+                found = step_band(run, values, _POINTS)  # a long run: means, and min-max behind
+                band.set_visible(found is not None)
+                if found is not None:
+                    band.set_data(*found[:3])
+                if line is current:
+                    label = self._labels[name]
+                    labels.append(label if found is None else thinned_label(label, found[3]))
+        for ax, names in ((axes[0], labels[:1]), (axes[1], labels[1:])):
+            legend = ax.get_legend()
+            if legend is not None:  # the legend's line entries come first, in build order
+                for text, label in zip(legend.get_texts(), names, strict=False):
+                    text.set_text(label)
         limit = provider_limit(result)
         limit_line = self._limit_line
         if limit_line is not None:
