@@ -183,9 +183,13 @@ def _budget(payload: Mapping[str, Any]) -> str:
     budget = payload.get("budget")
     if not isinstance(budget, Mapping):
         return ""
+
+    def count(value: Any) -> str:
+        return _e(f"{value:,}") if isinstance(value, int) and not isinstance(value, bool) else "-"
+
     text = (
-        f" {_num(budget.get('runs_used'))} of the budget of {_num(budget.get('runs_allowed'))} "
-        "runs used"
+        f" {count(budget.get('runs_used'))} of the budget of "
+        f"{count(budget.get('runs_allowed'))} runs used"
     )
     if budget.get("exhausted"):
         text += " (used up: some verdicts stayed open for want of runs)"

@@ -168,7 +168,8 @@ def plan(
 
     **Outcome.** ``status`` is ``"chosen"`` when the target exists and every
     cheaper configuration fails (or is unstable); ``"undecided"`` when some
-    cheaper configuration is still undecided at ``max`` replications (then
+    cheaper configuration is still undecided at ``max`` replications, or was
+    left open or unrun by the run budget (then
     ``plan.chosen`` is None, ``plan.undecided`` says which configuration, SLO
     and interval, with advice on run length, and ``plan.fallback`` names the
     target, known to meet every SLO but perhaps not the cheapest);

@@ -148,6 +148,7 @@ def test_a_check_reads_as_a_check_everywhere(tmp_path, capsys, concurrency, verd
     assert f"<title>Capacity check: {verdict}</title>" in page
     assert "Check: " in page and "Chosen:" not in page and "Search, cheapest first" not in page
     assert "configurations meeting every SLO" not in page and "Capacity plan" not in page
+    assert "of the budget of 2,000 runs used" in page
     payload = json.loads((out / "plan.json").read_text())
     assert payload["verdict"] == verdict
     # One judgement per SLO, always, in the order given.
