@@ -611,7 +611,13 @@ def render_report(
         _headroom(payload),
         _sensitivity(sensitivity, figures.get("sensitivity")),
     ]
-    if "frontier" in figures:
+    if "frontier" in figures and _is_check(payload):
+        body.append(
+            "<h2>Each SLO</h2>\n<p>The configuration checked: each SLO's metric with its "
+            "bounds and the limit (dashed).</p>\n"
+            + _image(figures["frontier"], "each SLO's metric at the configuration checked")
+        )
+    elif "frontier" in figures:
         body.append(
             "<h2>The frontier</h2>\n<p>Each SLO's metric against cost, with its bounds, the "
             "limit (dashed) and the choice (a star).</p>\n"

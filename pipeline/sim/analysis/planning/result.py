@@ -86,6 +86,9 @@ class Plan:
             binding SLO's judgement (its bound closest to the limit); else None.
         budget: the runs used of the plan's run budget (a :class:`~.rounds.Budget`;
             None for a plan made without one).
+        unrun: the configurations cheaper than any meeting every SLO that the run
+            budget left without a run (their points, in cost order); they keep the
+            plan undecided.
         check: for ``plan(check=True)``, the :class:`~.check.CheckVerdict` (the
             verdict and one judgement per SLO); else None.
     """

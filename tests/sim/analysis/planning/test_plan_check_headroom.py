@@ -149,6 +149,7 @@ def test_a_check_reads_as_a_check_everywhere(tmp_path, capsys, concurrency, verd
     assert "Check: " in page and "Chosen:" not in page and "Search, cheapest first" not in page
     assert "configurations meeting every SLO" not in page and "Capacity plan" not in page
     assert "of the budget of 2,000 runs used" in page
+    assert "The frontier" not in page and "the choice (a star)" not in page
     payload = json.loads((out / "plan.json").read_text())
     assert payload["verdict"] == verdict
     # One judgement per SLO, always, in the order given.
