@@ -166,3 +166,35 @@ def test_the_budget_flag_reaches_the_plan(capsys):
     payload = json.loads(capsys.readouterr().out)
     assert payload["budget"]["runs_allowed"] == 50
     assert payload["budget"]["runs_used"] == payload["runs"] <= 50
+
+
+def test_a_scenario_set_counts_one_run_per_scenario_against_the_budget():
+    normal, peak = (
+        _scenario(4, items=1000),
+        _scenario(5, items=1000).replace(arrivals=Poisson(rate=RATE * 1.1)),
+    )
+    p = plan(
+        normal,
+        {"concurrency": range(10, 14)},
+        ["wait_mean_s<=0.5"],
+        scenarios={"normal": normal, "peak": peak},
+        budget=15,  # 2 scenarios x 3 replications = 6 a configuration: two fit, not three
+        progress=False,
+        processes=1,
+    )
+    assert p.budget.runs_used == p.runs_total <= 15
+    assert p.runs_total % 6 == 0
+
+
+def test_headroom_stops_where_the_budget_ends_and_says_so():
+    base = _scenario(6, items=1000)
+    slos = ["wait_mean_s<=0.5"]
+    free = plan(base, {"concurrency": [11]}, slos, headroom=True, progress=False, processes=1)
+    assert free.status == "chosen" and not free.budget.exhausted
+    # The plan's own runs, then a few of the headroom's: the search stops short.
+    budget = free.runs_total + 6
+    p = plan(base, {"concurrency": [11]}, slos, headroom=True, budget=budget, progress=False)
+    assert p.status == "chosen" and p.budget.exhausted and p.budget.runs_used <= budget
+    h = p.headroom.arrival_rate
+    assert "run budget was used up" in (h.note or "") + (p.headroom.service_time.note or "")
+    assert h.factor == h.low and all(v != "unexamined" for _, v, _ in h.points)
