@@ -103,7 +103,6 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.cli.output", "write_out", "pipeline.viz.figures.run"): CLI_FIRST,
     ("pipeline.cli.output", "write_out", "pipeline.viz.figures.stages"): CLI_FIRST,
     ("pipeline.cli.plan", "_cost", "pipeline.sim.analysis.planning.cost"): CLI_FIRST,
-    ("pipeline.cli.plan", "_plan", "pipeline.sim.analysis.planning.check"): CLI_FIRST,
     ("pipeline.cli.plan", "_plan", "pipeline.sim.analysis.planning.cost"): CLI_FIRST,
     (
         "pipeline.cli.plan_report",

@@ -33,9 +33,11 @@ Flags, besides every scenario flag of ``simulate``:
   (``write.utilisation``) is refused: a plan answers for what the chain
   delivers, and one stage's number can look fine while the chain does not.
 - ``--confidence LEVEL``: the one-sided confidence of each verdict (default 0.95).
-- ``--replications MIN..MAX`` (default 3..30) or N (exactly N each), or
+- ``--replications MIN..MAX`` (default 3..192) or N (exactly N each), or
   ``--max-replications N`` (MIN stays 3): replications per configuration,
   added only where a verdict is still open.
+- ``--budget N``: the most simulation runs the plan makes in all (default
+  2,000; the headroom's included); the plan says how many it used.
 - ``--scheduler ADDRESS|local``: run on a Dask cluster (``local`` starts a
   LocalCluster on this machine); ``--processes N``: local worker processes
   (at most :data:`~pipeline.cli.values.MAX_PROCESSES`).
@@ -46,7 +48,8 @@ Flags, besides every scenario flag of ``simulate``:
   configuration examined) and what was searched.
 - ``--out DIR``: writes ``plan.json`` (the same object), ``candidates.csv``,
   ``runs.csv`` (one row per run), ``frontier.png`` and ``report.html`` (one
-  self-contained page to share).
+  self-contained page to share). With ``--check`` every one of them reads
+  as a check: the verdict first, one judgement per SLO.
 - ``--scenario NAME=FILE[@SHARE]`` (repeatable: ``normal=normal.toml@0.9``,
   ``peak=peak.toml@0.1``, ``incident=...``): a scenario set. One configuration must
   meet every SLO in every scenario (each file gives its workload; the searched
@@ -74,7 +77,8 @@ Flags, besides every scenario flag of ``simulate``:
 
 A scenario file may hold the plan too: ``search = {concurrency = "1..64",
 maxsize = [100, 1000]}``, ``slo = ["latency_p95_s<=0.5"]``, ``confidence``,
-``replications = "3..30"``, ``max_replications``, ``scheduler``, ``processes``.
+``replications = "3..192"``, ``max_replications``, ``budget``, ``scheduler``,
+``processes``.
 Flags override it (``--search`` per field; ``--slo`` replaces the file's list).
 ``search`` is read as a sweep's ``[grid]`` is: a string, a number or a list
 of them per axis; an axis given twice is an error.
@@ -119,11 +123,17 @@ _TABLES = (
     "confidence",
     "replications",
     "max_replications",
+    "budget",
     "scheduler",
     "processes",
 )
+# The library's DEFAULT_REPLICATIONS, DEFAULT_BUDGET and MAX_BUDGET (planning.plan and
+# planning.rounds), restated: importing them would load numpy before a flag is read.
+# A test pins that they agree.
 _DEFAULT_MIN_REPLICATIONS = 3
-_DEFAULT_MAX_REPLICATIONS = 30
+_DEFAULT_MAX_REPLICATIONS = 192
+DEFAULT_BUDGET = 2_000
+MAX_BUDGET = 10_000_000
 
 
 def add_command(subparsers: Any) -> None:
@@ -183,6 +193,11 @@ def add_command(subparsers: Any) -> None:
         "--scheduler",
         metavar="ADDRESS|local",
         help="run on a Dask cluster: a scheduler address, or 'local' for a LocalCluster",
+    )
+    parser.add_argument(
+        "--budget",
+        metavar="N",
+        help=f"most simulation runs the plan makes in all (default {DEFAULT_BUDGET:,})",
     )
     parser.add_argument("--processes", metavar="N", help="local worker processes")
     parser.add_argument(
@@ -313,6 +328,15 @@ def _replications(text: Any, maximum: Any, origin: str) -> tuple[int, int]:
             raise ValueError(f"--max-replications: {exc}") from None
         return min(_DEFAULT_MIN_REPLICATIONS, high), high
     return _DEFAULT_MIN_REPLICATIONS, _DEFAULT_MAX_REPLICATIONS
+
+
+def _budget(text: Any) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_int(str(text), at_least=1, at_most=MAX_BUDGET, what="runs")
+    except ValueError as exc:
+        raise ValueError(f"--budget: {exc}") from None
 
 
 def _processes(text: Any) -> int | None:
@@ -537,6 +561,7 @@ def _plan(args: argparse.Namespace) -> int:
         origin,
     )
     processes = _processes(_pick(args.processes, tables, "processes"))
+    budget = _budget(_pick(args.budget, tables, "budget"))
     scheduler = _pick(args.scheduler, tables, "scheduler")
     change = plan_report.parse_sensitivity(args.sensitivity)
     if "out" in settings:  # frontier.png: say a missing matplotlib now, not after the search
@@ -549,6 +574,7 @@ def _plan(args: argparse.Namespace) -> int:
     options = dict(
         confidence=confidence,
         replications=replications,
+        budget=budget,
         processes=processes,
         engine=settings.get("engine", "auto"),
         progress=True,
@@ -572,6 +598,7 @@ def _plan(args: argparse.Namespace) -> int:
             slos,
             executor=executor,
             cost=cost,
+            check=args.check is not None,
             headroom=args.headroom,
             scenarios=scenarios,
             shares=shares,
@@ -584,13 +611,10 @@ def _plan(args: argparse.Namespace) -> int:
     payload = result.to_dict()
     if change is not None:
         payload["sensitivity"] = None if sensitivity is None else sensitivity.to_dict()
-    status = INFEASIBLE_EXIT if result.status == "infeasible" else 0
-    if args.check is not None:
-        from ..sim.analysis.planning.check import verdict_of
-
-        verdict = verdict_of(result)
-        payload.update(verdict.to_dict())
-        status = verdict.exit_status
+    if result.check is not None:
+        status = result.check.exit_status
+    else:
+        status = INFEASIBLE_EXIT if result.status == "infeasible" else 0
     if out is not None:
         with out, out.writing() as folder:
             _write_out(folder, payload, result)
@@ -600,8 +624,6 @@ def _plan(args: argparse.Namespace) -> int:
         print(json.dumps(payload, allow_nan=False))
     else:
         print(result.report())
-        if args.check is not None:
-            print(verdict.text())
         if sensitivity is not None:
             print(f"\n{sensitivity.report()}")
     sys.stdout.flush()

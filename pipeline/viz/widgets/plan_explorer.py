@@ -33,6 +33,7 @@ import ipywidgets as widgets
 
 from ..._units import METRIC_LABELS, slo_text, value_text
 from ...sim import RunCache, Scenario, plan
+from ...sim.analysis.planning.plan import DEFAULT_REPLICATIONS
 from ...sim.analysis.planning.slo import SLO, parse_slos
 from .shown import ShowsWidget
 
@@ -116,7 +117,7 @@ class PlanExplorer(ShowsWidget):
         *,
         ranges: Mapping[str, tuple[float, float]] | None = None,
         confidence: float = 0.95,
-        replications: int | tuple[int, int] = (3, 30),
+        replications: int | tuple[int, int] = DEFAULT_REPLICATIONS,
         cache: RunCache | None = None,
         engine: str = "auto",
     ) -> None:

@@ -20,7 +20,7 @@ from ...workloads.failures import IndependentFailures, NoFailures, PermanentFail
 from ...workloads.scenario import Scenario
 from ..planning.slo import SLO
 
-__all__ = ["unstable_note"]
+__all__ = ["grows_when_unstable", "unstable_note"]
 
 # Metrics that grow without bound when the offered load exceeds the workers: an
 # upper limit on one of them cannot hold in a long enough run of an unstable system.
@@ -28,6 +28,12 @@ _GROW_WHEN_UNSTABLE = frozenset(
     {"wait_mean_s", "wait_p95_s", "latency_mean_s", "latency_p50_s", "latency_p95_s",
      "latency_p99_s"}
 )  # fmt: skip
+
+
+def grows_when_unstable(slo: SLO) -> bool:
+    """True for an upper limit on a wait or latency: the SLOs :func:`unstable_note` is
+    about, which a configuration that cannot keep up fails however long it runs."""
+    return slo.upper and slo.metric in _GROW_WHEN_UNSTABLE
 
 
 def _attempts_per_item(scenario: Scenario) -> float | None:
@@ -64,7 +70,7 @@ def unstable_note(scenario: Scenario, slos: Sequence[SLO]) -> str | None:
     a load exactly equal to the workers the configuration is simulated (a
     deterministic system can keep up).
     """
-    if not any(slo.upper and slo.metric in _GROW_WHEN_UNSTABLE for slo in slos):
+    if not any(grows_when_unstable(slo) for slo in slos):
         return None
     config = scenario.config
     if config.on_full == "reject" and config.queue_maxsize is not None:

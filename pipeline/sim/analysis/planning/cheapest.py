@@ -48,7 +48,7 @@ def _adder(tasks: dict[tuple[int, int], tuple[Any, int]]) -> Callable[[list[Any]
 def least_total_cost(
     candidates: Sequence[Candidate],
     examined: int,
-    run: Callable[[list[tuple[Any, int]]], None],
+    run: Callable[[list[tuple[Any, int]]], int],
     examine: Callable[[Candidate], bool],
     *,
     cost: Cost,
@@ -62,7 +62,8 @@ def least_total_cost(
     Args:
         candidates: every configuration, in cost order; ``candidates[:examined]``
             looked at so far, at least one of them meeting every SLO.
-        run: runs a round of ``(candidate, replication)`` tasks and judges them again.
+        run: runs a round of ``(candidate, replication)`` tasks and judges them again;
+            returns the runs made (0: the plan's run budget allowed none).
         examine: configures a candidate met for the first time; False if queueing
             theory rejects it.
         mix: the scenarios the cost per hour averages over (one, or a set's with
@@ -113,8 +114,8 @@ def least_total_cost(
                 continue
             add([(c, r) for r in range(low)])
             fresh += 1
-        if not tasks:
+        # A candidate's tasks in replication order (the round records them as listed); a
+        # round the run budget leaves nothing of ends the search.
+        if not tasks or not run(sorted(tasks.values(), key=lambda task: (task[0].rank, task[1]))):
             break
-        # A candidate's tasks in replication order (the round records them as listed).
-        run(sorted(tasks.values(), key=lambda task: (task[0].rank, task[1])))
     return examined, best

@@ -11,14 +11,18 @@ fails a sound configuration at most ``1 - confidence`` of the time.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .records import judgement_dict
+from ..diagnostics.stability import grows_when_unstable
+from .judgement import Judgement
+from .records import judgement_dict, point_text
 
 if TYPE_CHECKING:
-    from .judgement import Judgement
+    from .candidate import Candidate
     from .result import Plan
+    from .slo import SLO
 
 __all__ = ["EXIT_STATUS", "CheckVerdict", "verdict_of"]
 
@@ -33,7 +37,10 @@ class CheckVerdict:
     Attributes:
         verdict: ``"meets"``, ``"fails"`` or ``"undecided"``.
         configuration: the configuration judged (its config fields).
-        judgements: one per SLO, in the order given.
+        judgements: one per SLO, in the order given, always: a configuration
+            queueing theory rejects without runs fails each SLO on a wait or
+            latency (it cannot keep up), and its other SLOs are not judged
+            (``undecided``, the note says why).
         replications: runs behind the verdict.
         note: why it fails without runs (queueing theory: it cannot keep up), else None.
     """
@@ -50,9 +57,9 @@ class CheckVerdict:
         return EXIT_STATUS[self.verdict]
 
     def to_dict(self) -> dict[str, Any]:
-        """``verdict``, ``configuration`` and ``judgements`` (``slo``, ``verdict``, ``mean``,
-        ``bound``, ``low``, ``high``, ``replications``, ``note``), as ``plan --check --json``
-        prints them beside the plan's keys."""
+        """``verdict``, ``configuration``, ``note``, ``judgements`` (``slo``, ``verdict``,
+        ``mean``, ``bound``, ``low``, ``high``, ``replications``, ``note``), as
+        ``plan --check --json`` prints them beside the plan's keys."""
         return {
             "verdict": self.verdict,
             "configuration": dict(self.configuration),
@@ -61,13 +68,10 @@ class CheckVerdict:
         }
 
     def text(self) -> str:
-        """One line: ``check: meets (exit 0): concurrency=8, ...``."""
-        point = ", ".join(
-            f"{k}={'unbounded' if v is None else v}" for k, v in self.configuration.items()
-        )
+        """One line: ``check: meets (exit 0) after 3 replications: concurrency=8, ...``."""
         return (
             f"check: {self.verdict} (exit {self.exit_status}) after {self.replications} "
-            f"replications: {point}"
+            f"replications: {point_text(self.configuration)}"
         )
 
 
@@ -84,6 +88,30 @@ def verdict_of(plan: Plan) -> CheckVerdict:
     (candidate,) = plan._candidates
     verdict = "fails" if candidate.verdict == "unstable" else candidate.verdict
     configuration = plan._config(candidate)
-    return CheckVerdict(
-        verdict, configuration, candidate.judgements, candidate.replications, candidate.note
+    judgements = candidate.judgements
+    if candidate.verdict == "unstable":
+        judgements = unrun_judgements(candidate, plan.slos)
+    return CheckVerdict(verdict, configuration, judgements, candidate.replications, candidate.note)
+
+
+def unrun_judgements(candidate: Candidate, slos: tuple[SLO, ...]) -> tuple[Judgement, ...]:
+    """One judgement per SLO for a configuration queueing theory rejected without runs:
+    each wait or latency SLO fails (it cannot keep up: the candidate's note says why);
+    the others are not judged (``undecided``), since nothing was run."""
+    nan = math.nan
+    reason = candidate.note or "queueing theory rejects it"
+    return tuple(
+        Judgement(slo, 0, nan, nan, nan, "fails", basis="theory", note=reason)
+        if grows_when_unstable(slo)
+        else Judgement(
+            slo,
+            0,
+            nan,
+            nan,
+            nan,
+            "undecided",
+            basis="theory",
+            note="not run: queueing theory already fails the configuration on its waits",
+        )
+        for slo in slos
     )

@@ -10,13 +10,20 @@ same arrivals, sped up, and the same service times. The search:
 1. grows ``f`` from 1 (where the plan showed the configuration meets) through
    1.25, 1.5, 2, 3, 5, 9, 17, 33 until a factor is shown to fail (queueing
    theory's instability counts: :func:`~..diagnostics.stability.unstable_note`);
-2. then halves the bracket (geometric midpoints) until ``high / low`` is within
-   :data:`RELATIVE_WIDTH`, or a factor stays undecided at the replication budget.
+   a factor left undecided at the replication budget does not stop it;
+2. then narrows the bracket at its ends: between ``low`` and the lowest factor
+   left undecided, and between the highest one and ``high`` (the whole bracket
+   when none is), the wider of the two gaps is halved (its geometric midpoint
+   judged), until both are within :data:`RELATIVE_WIDTH`, :data:`MAX_POINTS`
+   factors were judged, or the plan's run budget is used up. A factor left
+   undecided lies near the limit, so the factors around it still move ``low``
+   up and ``high`` down.
 
 ``low`` is the largest factor shown to meet every SLO, ``high`` the smallest
-shown to fail one; ``arrival_rate_factor`` is the factor still undecided when
-there is one, else the geometric midpoint of ``low`` and ``high``. The same is
-done for the mean service time (every service time, every stage's on a chain,
+shown to fail one, and the factors between them left undecided are listed.
+The headroom claimed (``arrival_rate_factor``, the text's "x% more") is
+``low``, the factor shown to meet: never one that was not. The same is done
+for the mean service time (every service time, every stage's on a chain,
 multiplied by ``f``).
 
 **Confidence.** Each factor's verdict is a plan verdict, at a per-look level
@@ -45,7 +52,14 @@ if TYPE_CHECKING:
     from ...workloads.scenario import Scenario
     from .slo import SLO
 
-__all__ = ["MAX_POINTS", "RELATIVE_WIDTH", "Headroom", "HeadroomFactor", "find_headroom"]
+__all__ = [
+    "MAX_POINTS",
+    "RELATIVE_WIDTH",
+    "Headroom",
+    "HeadroomFactor",
+    "bracket_limit",
+    "find_headroom",
+]
 
 MAX_POINTS = 16
 """Most factors one headroom search judges (the Bonferroni split of its confidence)."""
@@ -137,13 +151,16 @@ class HeadroomFactor:
     """How far one input can grow before an SLO breaks.
 
     Attributes:
-        factor: the estimated largest multiplier at which every SLO still holds.
+        factor: the largest multiplier shown to meet every SLO (``low``; None
+            when the search could not run): the headroom claimed.
         low: the largest multiplier shown to meet every SLO (at least 1).
         high: the smallest multiplier shown to fail one (None: none failed up
             to the largest tried, 33).
         breaks: the SLO that fails at ``high`` (None when nothing failed).
         note: why the search stopped short, or why it could not run, else None.
         points: every multiplier judged, ``(factor, verdict, replications)``, ascending.
+        undecided: the multipliers between ``low`` and ``high`` (above ``low``
+            when nothing failed) left undecided at the replication budget, ascending.
     """
 
     factor: float | None
@@ -152,6 +169,7 @@ class HeadroomFactor:
     breaks: str | None
     note: str | None
     points: tuple[tuple[float, str, int], ...]
+    undecided: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,7 +189,7 @@ class Headroom:
     runs: int
 
     def text(self) -> str:
-        """In words: "You can take 23% more traffic before latency_p95_s<=0.5 breaks ..."."""
+        """In words: "You can take 23% more traffic (every SLO shown to hold at x1.23) ..."."""
         return "\n".join(
             [
                 _sentence(self.arrival_rate, "You can take", "more traffic", self.confidence),
@@ -186,11 +204,13 @@ class Headroom:
             "arrival_rate_factor": a.factor,
             "low": a.low,
             "high": a.high,
+            "undecided": list(a.undecided),
             "breaks": a.breaks,
             "note": a.note,
             "service_time_factor": s.factor,
             "service_time_low": s.low,
             "service_time_high": s.high,
+            "service_time_undecided": list(s.undecided),
             "service_time_breaks": s.breaks,
             "service_time_note": s.note,
             "confidence": self.confidence,
@@ -205,64 +225,85 @@ def _sentence(h: HeadroomFactor, start: str, what: str, confidence: float) -> st
     if h.factor is None:
         return f"{start} ? {what}: {h.note}"
     level = f"{100 * confidence:.4g}%"
+    # Rounded down: the words never claim more than the factor shown to meet.
+    more = math.floor(100 * (h.factor - 1) + 1e-9)
+    shown = f"{start} {more}% {what} (every SLO shown to hold at x{h.low:.4g}"
     if h.high is None:
-        return (
-            f"{start} at least {100 * (h.low - 1):.0f}% {what}: every SLO still met at "
-            f"x{h.low:.4g}, the most tried"
+        line = f"{shown}); nothing was shown to fail up to x{_most_tried(h):.4g}"
+    else:
+        line = (
+            f"{shown}); {h.breaks} is shown to break at x{h.high:.4g}: the limit lies between "
+            f"x{h.low:.4g} and x{h.high:.4g} ({level} confidence)"
         )
-    line = (
-        f"{start} about {100 * (h.factor - 1):.0f}% {what} before {h.breaks} breaks "
-        f"(met at x{h.low:.4g}, failed at x{h.high:.4g}, {level} confidence)"
-    )
     return line + (f"; {h.note}" if h.note else "")
 
 
-def _search(
+def _most_tried(h: HeadroomFactor) -> float:
+    return max((f for f, _, _ in h.points), default=h.low or 1.0)
+
+
+def bracket_limit(
     pick: Candidate,
     scale: Callable[[Scenario, float], Scenario],
     judge_at: Callable[[Scenario], Candidate],
 ) -> HeadroomFactor:
+    """How far ``pick`` can be scaled before an SLO breaks (steps 1 and 2 of the module
+    docstring): ``judge_at(scale(pick.scenario, f))`` judges factor ``f``; a judged
+    candidate left ``unexamined`` (the run budget used up) ends the search."""
     judged: dict[float, Candidate] = {1.0: pick}
-    low, high, open_ = 1.0, None, None
+    low, high = 1.0, None
+    spent = False  # the plan's run budget ran out before a factor could be judged
 
     def look(factor: float) -> str:
         judged[factor] = judge_at(scale(pick.scenario, factor))
         return judged[factor].verdict
 
     for factor in _GROWTH:
+        if len(judged) >= MAX_POINTS:
+            break
         verdict = look(factor)
         if verdict == "meets":
             low = factor
         elif verdict in ("fails", "unstable"):
             high = factor
             break
-        else:
-            open_ = factor
+        elif verdict == "unexamined":
+            spent = True
             break
-    while high is not None and open_ is None and len(judged) < MAX_POINTS:
-        if high / low <= 1 + RELATIVE_WIDTH:
+        # Undecided: near the limit, or past it by too little to show; a larger factor
+        # may still be shown to fail, which bounds the limit.
+    while high is not None and not spent and len(judged) < MAX_POINTS:
+        open_ = sorted(f for f, c in judged.items() if low < f < high and c.verdict == "undecided")
+        # Only a factor at the bracket's ends can move low up or high down.
+        gaps = [(low, open_[0]), (open_[-1], high)] if open_ else [(low, high)]
+        a, b = max(gaps, key=lambda gap: gap[1] / gap[0])
+        if b / a <= 1 + RELATIVE_WIDTH:
             break
-        middle = math.sqrt(low * high)
+        middle = math.sqrt(a * b)
         verdict = look(middle)
         if verdict == "meets":
             low = middle
         elif verdict in ("fails", "unstable"):
             high = middle
-        else:
-            open_ = middle
-    note = None
-    if open_ is not None:
-        note = (
-            f"x{open_:.4g} stayed undecided at the replication budget; "
-            "more replications or longer runs would narrow the bracket"
+        elif verdict == "unexamined":
+            spent = True
+    undecided = tuple(
+        sorted(
+            f
+            for f, c in judged.items()
+            if c.verdict == "undecided" and f > low and (high is None or f < high)
         )
-        if high is None:
-            # Undecided while growing: nothing failed yet, the open factor bounds nothing.
-            note = (
-                f"x{open_:.4g} stayed undecided at the replication budget; "
-                "nothing was shown to fail"
-            )
-    factor = open_ if open_ is not None else (low if high is None else math.sqrt(low * high))
+    )
+    notes = []
+    if undecided:
+        factors = ", ".join(f"x{f:.4g}" for f in undecided)
+        notes.append(
+            f"{factors} stayed undecided at the replication budget; more replications or "
+            "longer runs would narrow the bracket"
+        )
+    if spent:
+        notes.append("the plan's run budget was used up before the search ended")
+    note = "; ".join(notes) or None
     breaks = None
     if high is not None:
         failed = judged[high]
@@ -271,8 +312,12 @@ def _search(
             if failed.verdict == "unstable"
             else next(str(j.slo) for j in failed.judgements if j.verdict == "fails")
         )
-    points = tuple((f, judged[f].verdict, judged[f].replications) for f in sorted(judged))
-    return HeadroomFactor(factor, low, high, breaks, note, points)
+    points = tuple(
+        (f, judged[f].verdict, judged[f].replications)
+        for f in sorted(judged)
+        if judged[f].verdict != "unexamined"
+    )
+    return HeadroomFactor(low, low, high, breaks, note, points, undecided)
 
 
 def find_headroom(
@@ -287,7 +332,8 @@ def find_headroom(
 
     Args:
         pick: the configuration; its scenario is the one scaled.
-        rounds: the plan's round runner (``run(tasks)``, ``slos``, ``level``).
+        rounds: the plan's round runner (``run(tasks)``, ``slos``, ``level``), whose run
+            budget the searches share with the plan.
         slos: the plan's SLOs.
         level: the plan's confidence (split over looks and factors, see the module docstring).
         replications: ``(min, max)`` per factor, as for a candidate.
@@ -308,8 +354,10 @@ def find_headroom(
         try:
             tasks = [(candidate, r) for r in range(low)]
             while tasks:
-                rounds.run(tasks)
-                runs += len(tasks)
+                made = rounds.run(tasks)
+                if not made:
+                    break  # the plan's run budget is used up: left unexamined or open
+                runs += made
                 n = candidate.replications
                 more = candidate.verdict == "undecided" and n < high
                 tasks = [(candidate, r) for r in range(n, min(2 * n, high))] if more else []
@@ -317,10 +365,10 @@ def find_headroom(
             rounds.level = saved
         return candidate
 
-    arrival = _search(pick, scale_arrivals, judge_at)
+    arrival = bracket_limit(pick, scale_arrivals, judge_at)
     refusal = service_refusal(pick.scenario)
     if refusal is None:
-        service = _search(pick, scale_service, judge_at)
+        service = bracket_limit(pick, scale_service, judge_at)
     else:
         service = HeadroomFactor(None, None, None, None, refusal, ())
     return Headroom(arrival, service, level, runs)

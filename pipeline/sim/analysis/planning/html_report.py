@@ -90,6 +90,15 @@ def _image(png: bytes, alt: str) -> str:
     return f'<img src="data:image/png;base64,{data}" alt="{_e(alt)}">'
 
 
+def _is_check(payload: Mapping[str, Any]) -> bool:
+    """A check's payload (``plan --check``): it carries the verdict."""
+    return "verdict" in payload and "judgements" in payload
+
+
+def _judged_word(payload: Mapping[str, Any]) -> str:
+    return "checked" if _is_check(payload) else "chosen"
+
+
 def _money(value: Any) -> str:
     if isinstance(value, Mapping):
         return ", ".join(f"{_e(k)} {_money(v)}" for k, v in value.items())
@@ -133,17 +142,25 @@ def _question(payload: Mapping[str, Any], scenario: Scenario | None, source: str
             rows.append(["warm-up excluded (s)", _e(f"{scenario.warmup_s:g}")])
         parts.append(_table(["input", "value"], rows))
     search = payload.get("search") or {}
-    parts.append(
-        "<p>Search, cheapest first by "
-        + ", ".join(f"<code>{_e(f)}</code>" for f in payload.get("cost") or [])
-        + ":</p>"
-    )
-    parts.append(
-        _table(
-            ["field", "values"],
-            [[f"<code>{_e(k)}</code>", ", ".join(_e(v) for v in vs)] for k, vs in search.items()],
+    if _is_check(payload):
+        parts.append(
+            f"<p>The configuration checked: {_point(payload.get('configuration') or {})}</p>"
         )
-    )
+    else:
+        parts.append(
+            "<p>Search, cheapest first by "
+            + ", ".join(f"<code>{_e(f)}</code>" for f in payload.get("cost") or [])
+            + ":</p>"
+        )
+        parts.append(
+            _table(
+                ["field", "values"],
+                [
+                    [f"<code>{_e(k)}</code>", ", ".join(_e(v) for v in vs)]
+                    for k, vs in search.items()
+                ],
+            )
+        )
     slos = "".join(f"<li><code>{_e(s)}</code></li>" for s in payload.get("slos") or [])
     replications = payload.get("replications") or {}
     parts.append(f"<p>Every SLO must hold:</p><ul>{slos}</ul>")
@@ -155,12 +172,68 @@ def _question(payload: Mapping[str, Any], scenario: Scenario | None, source: str
     return "\n".join(parts)
 
 
+_CHECK_WORDS = {
+    "meets": "every SLO is shown to hold",
+    "fails": "an SLO is shown to break",
+    "undecided": "the runs cannot yet tell whether every SLO holds",
+}
+
+
+def _budget(payload: Mapping[str, Any]) -> str:
+    budget = payload.get("budget")
+    if not isinstance(budget, Mapping):
+        return ""
+
+    def count(value: Any) -> str:
+        return _e(f"{value:,}") if isinstance(value, int) and not isinstance(value, bool) else "-"
+
+    text = (
+        f" {count(budget.get('runs_used'))} of the budget of "
+        f"{count(budget.get('runs_allowed'))} runs used"
+    )
+    if budget.get("exhausted"):
+        text += " (used up: some verdicts stayed open for want of runs)"
+    return text + "."
+
+
+def _check_answer(payload: Mapping[str, Any]) -> str:
+    verdict = payload.get("verdict")
+    parts = [
+        "<h2>The answer</h2>",
+        f'<p class="answer">Check: {_verdict(verdict)} -- '
+        f"{_e(_CHECK_WORDS.get(str(verdict), ''))}: {_point(payload.get('configuration') or {})}"
+        "</p>",
+    ]
+    if payload.get("note"):
+        parts.append(f"<p>{_e(payload['note'])}</p>")
+    rows = [
+        [
+            f"<code>{_e(j.get('slo'))}</code>",
+            _judged(j),
+            _num(j.get("replications")),
+            _e(j.get("note") or ""),
+        ]
+        for j in payload.get("judgements") or []
+    ]
+    parts.append(_table(["SLO", "mean (bound) verdict", "runs", "note"], rows))
+    advice = [
+        f"<li><code>{_e(q.get('slo'))}</code>: {_e(q.get('advice'))}</li>"
+        for q in payload.get("undecided") or []
+    ]
+    if advice:
+        parts.append(f"<p>To decide:</p><ul>{''.join(advice)}</ul>")
+    parts.append(f"<p>Judged in {_num(payload.get('runs'))} runs.{_budget(payload)}</p>")
+    return "\n".join(parts)
+
+
 def _answer(payload: Mapping[str, Any]) -> str:
+    if _is_check(payload):
+        return _check_answer(payload)
     status = payload.get("status")
     parts = ["<h2>The answer</h2>"]
     examined = (
         f"{_num(payload.get('candidates_examined'))} of {_num(payload.get('candidates_total'))} "
-        f"configurations examined, {_num(payload.get('runs'))} runs."
+        f"configurations examined, {_num(payload.get('runs'))} runs.{_budget(payload)}"
     )
     if status == "chosen":
         parts.append(f'<p class="answer">Chosen: {_point(payload["chosen"])}</p>')
@@ -230,7 +303,10 @@ def _cost(payload: Mapping[str, Any], scenario: Scenario | None) -> str:
     cost = chosen.get("cost_per_hour", payload.get("cost_per_hour"))
     if cost is None:
         return ""
-    parts = ["<h2>Cost</h2>", f"<p>The chosen configuration costs {_money(cost)} per hour"]
+    parts = [
+        "<h2>Cost</h2>",
+        f"<p>The {_e(_judged_word(payload))} configuration costs {_money(cost)} per hour",
+    ]
     total = cost.get("total") if isinstance(cost, Mapping) else cost
     breakdown = payload.get("cost_breakdown")
     rate = getattr(getattr(scenario, "arrivals", None), "rate", None)
@@ -241,11 +317,15 @@ def _cost(payload: Mapping[str, Any], scenario: Scenario | None) -> str:
         parts[-1] += f", {_money(total / (rate * 3600) * 1e6)} per million items"
     parts[-1] += ".</p>"
     if isinstance(breakdown, Mapping) and (payload.get("prices") or {}).get("wait_hour"):
+        least = (
+            ""
+            if _is_check(payload)
+            else ": the least total cost per hour of the configurations meeting every SLO"
+        )
         parts.append(
             f"<p>Workers {_money(breakdown.get('workers_per_hour'))}, waiting "
             f"{_money(breakdown.get('waiting_per_hour'))} per hour (the total between "
-            f"{_money(breakdown.get('low'))} and {_money(breakdown.get('high'))}): the least "
-            "total cost per hour of the configurations meeting every SLO.</p>"
+            f"{_money(breakdown.get('low'))} and {_money(breakdown.get('high'))}){least}.</p>"
         )
         if breakdown.get("note"):
             parts.append(f"<p>{_e(breakdown['note'])}</p>")
@@ -285,6 +365,8 @@ def _scenarios(
         return ""
     binding = payload.get("binding_scenario")
     which = "chosen" if payload.get("status") == "chosen" else "fallback"
+    if _is_check(payload):
+        which = "configuration"
     parts = [
         "<h2>Scenarios</h2>",
         f"<p>One configuration must meet every SLO in each of {_num(len(found))} scenarios "
@@ -350,8 +432,8 @@ def _headroom(payload: Mapping[str, Any]) -> str:
     factor = headroom.get("arrival_rate_factor")
     parts = ["<h2>Headroom</h2>"]
     if isinstance(factor, int | float) and not isinstance(factor, bool):
-        more = 100 * (factor - 1)
-        words = f"{more:.3g}% more" if more >= 0 else f"{-more:.3g}% less"
+        # The factor shown to meet, rounded down: never more than was shown.
+        more = math.floor(100 * (factor - 1) + 1e-9)
         where = payload.get("binding_scenario")
         where_text = (
             f" in scenario <code>{_e(where)}</code> (the binding one; the others may break "
@@ -359,11 +441,21 @@ def _headroom(payload: Mapping[str, Any]) -> str:
             if where
             else ""
         )
+        high = headroom.get("high")
+        if isinstance(high, int | float) and not isinstance(high, bool):
+            bracket = (
+                f"; the limit lies between {_num(headroom.get('low'))} × and {_num(high)} × "
+                f"(<code>{_e(headroom.get('breaks'))}</code> shown to break at {_num(high)} ×)"
+            )
+        else:
+            bracket = "; nothing was shown to fail at the factors tried"
+        undecided = [f for f in headroom.get("undecided") or [] if isinstance(f, int | float)]
+        if undecided:
+            bracket += f"; {', '.join(f'{_num(f)} ×' for f in undecided)} undecided"
         parts.append(
-            f"<p>The chosen configuration meets every SLO{where_text} up to {_num(factor)} × the "
-            f"arrival rate (bounds {_num(headroom.get('low'))} to "
-            f"{_num(headroom.get('high'))}): it can take {_e(words)} traffic before an "
-            "SLO breaks.</p>"
+            f"<p>The {_e(_judged_word(payload))} configuration meets every SLO{where_text} up "
+            f"to {_num(factor)} × the arrival rate (shown){bracket}: it can take "
+            f"{_e(f'{more}%')} more traffic before an SLO breaks.</p>"
         )
     rows = [[_e(k), _num(v)] for k, v in headroom.items()]
     parts.append(_table(["", "value"], rows))
@@ -461,7 +553,9 @@ def _method(payload: Mapping[str, Any], scenario: Scenario | None) -> str:
         "is on the safe side of the limit; it <em>fails</em> when the opposite "
         "bound is on the wrong side; otherwise it is <em>undecided</em> and the configuration "
         f"gets more replications (from {_num(replications.get('min'))}, doubling, up to "
-        f"{_num(replications.get('max'))}).",
+        f"{_num(replications.get('max'))}), within the plan's run budget: a "
+        "configuration's next replications are run whole or not at all, so every look is one "
+        "the schedule planned.",
         f"Looking again after more replications gives a wrong verdict more chances, so each "
         f"look is judged at {_num(payload.get('look_confidence'))} (Bonferroni over the looks): "
         f"each verdict is wrong with probability at most "
@@ -503,7 +597,10 @@ def render_report(
         members: a scenario set's scenarios by name, for each one's inputs.
     """
     figures = dict(figures or {})
-    title = "Capacity plan" + (f": {source}" if source else "")
+    if _is_check(payload):
+        title = f"Capacity check: {payload.get('verdict')}" + (f": {source}" if source else "")
+    else:
+        title = "Capacity plan" + (f": {source}" if source else "")
     body = [
         f"<h1>{_e(title)}</h1>",
         _question(payload, scenario, source),
@@ -514,7 +611,13 @@ def render_report(
         _headroom(payload),
         _sensitivity(sensitivity, figures.get("sensitivity")),
     ]
-    if "frontier" in figures:
+    if "frontier" in figures and _is_check(payload):
+        body.append(
+            "<h2>Each SLO</h2>\n<p>The configuration checked: each SLO's metric with its "
+            "bounds and the limit (dashed).</p>\n"
+            + _image(figures["frontier"], "each SLO's metric at the configuration checked")
+        )
+    elif "frontier" in figures:
         body.append(
             "<h2>The frontier</h2>\n<p>Each SLO's metric against cost, with its bounds, the "
             "limit (dashed) and the choice (a star).</p>\n"

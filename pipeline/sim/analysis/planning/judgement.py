@@ -91,8 +91,11 @@ class Judgement(NamedTuple):
         basis: how the bounds were found: ``"t"`` (Student t across the
             replications, widened for skew), ``"binomial"`` (they agreed exactly on a fraction:
             the exact bound on the pooled counts) or ``"exact"`` (they agreed
-            exactly on another metric: the value itself).
-        note: for ``"binomial"`` and ``"exact"``, a sentence saying so (None for ``"t"``).
+            exactly on another metric: the value itself); ``"theory"`` for a
+            configuration queueing theory rejected without runs (a check's
+            judgements, :func:`~.check.unrun_judgements`).
+        note: for ``"binomial"``, ``"exact"`` and ``"theory"``, a sentence saying so
+            (None for ``"t"``).
         interval: ``(low, high)``, the two one-sided bounds (None with one value,
             when a run had no value, or when the runs agreed on a non-fraction).
         pooled: for ``"binomial"``, the ``(events, trials)`` summed over the replications.

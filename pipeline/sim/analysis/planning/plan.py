@@ -42,7 +42,7 @@ from .cheapest import least_total_cost
 from .cost import Cost, Mix, check_shares
 from .headroom import find_headroom
 from .result import Plan
-from .rounds import Rounds, Runner, pool_size
+from .rounds import Rounds, Runner, check_budget, pool_size
 from .search import configured, cost_fields, cost_order, cost_totals, replication_range, search_axes
 from .slo import (
     DRAIN_CUT_METRICS,
@@ -55,7 +55,12 @@ from .slo import (
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-__all__ = ["Plan", "plan"]
+__all__ = ["DEFAULT_REPLICATIONS", "Plan", "plan"]
+
+DEFAULT_REPLICATIONS = (3, 192)
+"""Replications per configuration, ``(min, max)``: 3, doubling while a verdict is open,
+up to 192 (7 looks); the plan's run budget (:data:`~.rounds.DEFAULT_BUDGET`) bounds the
+total."""
 
 
 def plan(
@@ -64,7 +69,9 @@ def plan(
     slos: Sequence[str | SLO] | str,
     *,
     confidence: float = 0.95,
-    replications: int | tuple[int, int] = (3, 30),
+    replications: int | tuple[int, int] = DEFAULT_REPLICATIONS,
+    budget: int | None = None,
+    check: bool = False,
     cost: Cost | Mapping[str, Any] | Sequence[str] | None = None,
     order: Sequence[str] | None = None,
     headroom: bool = False,
@@ -85,7 +92,7 @@ def plan(
     *undecided* otherwise (see :func:`~pipeline.sim.analysis.planning.judgement.judge`). A
     configuration meets when every SLO meets, fails when any SLO fails, and is
     undecided otherwise. A verdict may be looked at after each step of the
-    replication schedule (3, 6, 12, 24, 30 for ``(3, 30)``: L looks), so each
+    replication schedule (3, 6, 12, ..., 192 for ``(3, 192)``: L = 7 looks), so each
     look uses the level ``1 - (1 - confidence) / L`` (:func:`look_confidence`):
     the chance that a configuration gets a wrong verdict on an SLO, over all
     its looks, stays at most ``1 - confidence``.
@@ -149,9 +156,20 @@ def plan(
     still open and that could still be the answer; a configuration has
     ``min * 2**i`` replications, or ``max``.
 
+    **The run budget.** Every simulation run the plan makes (its candidates',
+    the wait-cost search's and the headroom's; a replication of a scenario set
+    counts one run per scenario) comes out of ``budget``. A round's runs are
+    taken configuration by configuration, cheapest first, each configuration's
+    next step of the schedule whole or not at all, so a verdict is only ever
+    looked at on the schedule and the Bonferroni split above still holds: the
+    budget only ends the looks early. A configuration the budget left unrun,
+    or open, counts as undecided. :attr:`Plan.budget` says how many runs were
+    used of how many allowed and whether the budget ran out.
+
     **Outcome.** ``status`` is ``"chosen"`` when the target exists and every
     cheaper configuration fails (or is unstable); ``"undecided"`` when some
-    cheaper configuration is still undecided at ``max`` replications (then
+    cheaper configuration is still undecided at ``max`` replications, or was
+    left open or unrun by the run budget (then
     ``plan.chosen`` is None, ``plan.undecided`` says which configuration, SLO
     and interval, with advice on run length, and ``plan.fallback`` names the
     target, known to meet every SLO but perhaps not the cheapest);
@@ -169,6 +187,12 @@ def plan(
         confidence: one-sided confidence level in [0.5, 1).
         replications: ``(min, max)`` replications per configuration (an integer
             N means exactly N, no adaptation); 2 <= min <= max.
+        budget: the most simulation runs the plan may make in all (see **The
+            run budget**); None: :data:`~.rounds.DEFAULT_BUDGET`.
+        check: judge the one configuration ``search`` gives (one value per
+            field) instead of searching: :attr:`Plan.check` holds the verdict, one
+            judgement per SLO, and the plan's text, JSON and page read as a check
+            (:mod:`~.check`).
         cost: prices, ``{"worker_hour": X, "wait_hour": Y}`` (on a chain also
             ``"STAGE.worker_hour"``) or a :class:`~.cost.Cost`: each candidate's cost
             per hour in the tables and JSON, the search in money order, and with
@@ -226,7 +250,7 @@ def plan(
             has only its end-to-end ones,
             :data:`~pipeline.sim.analysis.planning.slo.CHAIN_METRICS`, and no one
             stage's such as ``write.utilisation``), bad ``confidence``,
-            ``replications``, ``cost``, ``shares`` (an unknown or missing
+            ``replications``, ``budget``, ``cost``, ``shares`` (an unknown or missing
             scenario, a share that is negative, NaN or infinite, shares not
             summing to 1, shares without a set or a cost), ``lookahead``,
             ``processes`` or ``engine``, or a scenario that cannot be pickled for worker processes.
@@ -244,6 +268,9 @@ def plan(
     parsed = parse_slos(slos)
     level = check_confidence(confidence)
     low, high = replication_range(replications)
+    allowed = check_budget(budget)
+    if not isinstance(check, bool):
+        raise TypeError(f"check must be True or False, got {check!r}")
     if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 1:
         raise ValueError(f"lookahead must be an integer >= 1, got {lookahead!r}")
     if processes is not None and (
@@ -253,6 +280,13 @@ def plan(
     engine = check_engine(engine)
     members = _scenario_set(base, scenarios)
     axes = search_axes(base, search, engine)
+    if check:
+        several = next((name for name, values in axes.items() if len(values) != 1), None)
+        if several is not None:
+            raise ValueError(
+                f"a check judges one configuration: search[{several!r}] must hold one value, "
+                f"got {len(axes[several])}"
+            )
     for name, member in members.items():
         try:
             search_axes(member, search, engine)
@@ -348,7 +382,7 @@ def plan(
         # Every candidate's replication r draws the same arrivals and service times: share them.
         stack.enter_context(shared_draws())
         runner = Runner(executor, workers, stack, asked=processes is not None)
-        rounds = Rounds(runner, bar, engine, metrics, extra, parsed, per_look)
+        rounds = Rounds(runner, bar, engine, metrics, extra, parsed, per_look, budget=allowed)
         choice: Candidate | None = None
         found = None
         while True:
@@ -368,9 +402,8 @@ def plan(
                     continue
                 tasks += [(candidate, r) for r in range(low)]
                 fresh += 1
-            if not tasks:
-                break
-            rounds.run(tasks)
+            if not tasks or not rounds.run(tasks):
+                break  # nothing left to run, or nothing the budget still allows
         if prices is not None and prices.wait_hour:
             target = next((c for c in candidates[:examined] if c.verdict == "meets"), None)
             open_ = [
@@ -430,6 +463,8 @@ def plan(
         headroom=found if want_headroom else False,
         scenarios=tuple(members),
         mix=mix,
+        budget=rounds.budget(),
+        check=check,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...running.drain_warning import drain_timeout_of
@@ -40,17 +41,7 @@ def _outcome(plan: Plan, level: str) -> list[str]:
             f"  meets every SLO at {level} confidence (one-sided bounds over "
             f"{target.replications} replications, {_per_look(plan)}):",
         ]
-        width = max(len(str(j.slo)) for j in target.judgements)
-        for j in target.judgements:
-            mark = "  <- binding: closest to its limit" if j.slo == binding.slo else ""
-            if mark and plan.binding_scenario is not None:
-                mark += f", in scenario {plan.binding_scenario!r}"
-            side = "upper" if j.slo.upper else "lower"
-            lines.append(
-                f"    {j.slo!s:<{width}}  mean {_num(j.mean)}, {side} bound {_num(j.bound)}{mark}"
-            )
-            if j.note is not None:
-                lines.append(f"    {'':<{width}}  ({j.note})")
+        lines += _judgement_lines(target.judgements, binding.slo, plan.binding_scenario)
         if any(target.timed_out):
             lines.append(
                 f"  its drain timed out in {sum(target.timed_out)} of {target.replications} "
@@ -65,9 +56,7 @@ def _outcome(plan: Plan, level: str) -> list[str]:
                 + (f" ({why})" if why else "")
             )
         lines += _money(plan)
-        if plan.headroom is not None:
-            which = "" if plan.binding_scenario is None else f" ({plan.binding_scenario})"
-            lines += [f"  headroom{which}: " + line for line in plan.headroom.text().splitlines()]
+        lines += _headroom(plan)
         return lines
     if plan.status == "undecided":
         lines = [
@@ -83,6 +72,16 @@ def _outcome(plan: Plan, level: str) -> list[str]:
             if q.note is not None and q.note not in q.advice:
                 lines.append(f"    ({q.note})")
             lines.append(f"    advice: {q.advice}")
+        if plan.unrun:
+            lines.append(
+                "  not run, the plan's run budget used up first: "
+                + "; ".join(_point(point) for point in plan.unrun)
+            )
+        elif plan.budget is not None and plan.budget.exhausted and not plan.undecided:
+            lines.append(
+                "  the plan's run budget was used up before the search reached a configuration "
+                "meeting every SLO"
+            )
         if plan.fallback is not None:
             lines.append(
                 f"  {_point(plan.fallback)} meets every SLO, but a cheaper configuration "
@@ -90,7 +89,7 @@ def _outcome(plan: Plan, level: str) -> list[str]:
             )
         lines.append(
             "  rerun with a larger replication budget (replications=(min, max), "
-            "--max-replications) or longer runs"
+            "--max-replications; the plan's run budget: budget=, --budget) or longer runs"
         )
         return lines
     lines = [
@@ -105,8 +104,73 @@ def _outcome(plan: Plan, level: str) -> list[str]:
     return lines
 
 
-def _money(plan: Plan) -> list[str]:
-    """The chosen configuration's cost per hour and per million items, when priced."""
+def _judgement_lines(
+    judgements: Sequence[Judgement], binding: Any = None, scenario: str | None = None
+) -> list[str]:
+    """One line per judgement: mean and the bound that decides it (its note below); the
+    binding SLO marked. Without ``binding`` (a check) each line starts with its verdict,
+    and a failing SLO shows the bound on the wrong side of its limit."""
+    lines = []
+    width = max((len(str(j.slo)) for j in judgements), default=0)
+    for j in judgements:
+        if j.basis == "theory":  # judged unrun: the note is the whole story
+            lines.append(f"    {j.slo!s:<{width}}  {j.verdict}: {j.note}")
+            continue
+        mark = "  <- binding: closest to its limit" if j.slo == binding else ""
+        if mark and scenario is not None:
+            mark += f", in scenario {scenario!r}"
+        upper = j.slo.upper
+        bound = j.bound
+        if binding is None and j.verdict == "fails":
+            upper, bound = not upper, j.low if upper else j.high
+        side = "upper" if upper else "lower"
+        verdict = "" if binding is not None else f"{j.verdict}: "
+        lines.append(
+            f"    {j.slo!s:<{width}}  {verdict}mean {_num(j.mean)}, {side} bound "
+            f"{_num(bound)}{mark}"
+        )
+        if j.note is not None:
+            lines.append(f"    {'':<{width}}  ({j.note})")
+    return lines
+
+
+def _headroom(plan: Plan) -> list[str]:
+    if plan.headroom is None:
+        return []
+    which = "" if plan.binding_scenario is None else f" ({plan.binding_scenario})"
+    return [f"  headroom{which}: " + line for line in plan.headroom.text().splitlines()]
+
+
+_CHECK_WORDS = {
+    "meets": "every SLO is shown to hold",
+    "fails": "an SLO is shown to break",
+    "undecided": "not decided: the runs cannot yet tell whether every SLO holds",
+}
+
+
+def _check_outcome(plan: Plan, level: str) -> list[str]:
+    """A check's verdict, each SLO's judgement, and its cost and headroom when asked."""
+    check = plan.check
+    assert check is not None
+    lines = [f"Check: {check.text().removeprefix('check: ')}"]
+    if check.replications:
+        lines.append(
+            f"  {_CHECK_WORDS[check.verdict]} at {level} confidence (one-sided bounds over "
+            f"{check.replications} replications, {_per_look(plan)}):"
+        )
+    else:
+        lines.append(f"  {_CHECK_WORDS[check.verdict]} by queueing theory, without a run:")
+    lines += _judgement_lines(check.judgements)
+    for q in plan.undecided:
+        lines.append(f"    advice for {q.slo}: {q.advice}")
+    lines += _money(plan, check=True)
+    lines += _headroom(plan)
+    return lines
+
+
+def _money(plan: Plan, *, check: bool = False) -> list[str]:
+    """The chosen (or checked) configuration's cost per hour and per million items,
+    when priced."""
     cost = plan.cost_per_hour
     if cost is None:
         return []
@@ -114,9 +178,10 @@ def _money(plan: Plan) -> list[str]:
     if plan.prices is not None and plan.prices.wait_hour:
         line += (
             f" (workers {_num(cost.workers)}, waiting {_num(cost.waiting)}; "
-            f"{_num(cost.low)} to {_num(cost.high)} at {_per_look(plan)}): the least total "
-            "cost per hour of the configurations meeting every SLO"
+            f"{_num(cost.low)} to {_num(cost.high)} at {_per_look(plan)})"
         )
+        if not check:
+            line += ": the least total cost per hour of the configurations meeting every SLO"
     lines = [line]
     mix = plan.mix
     if mix.names:
@@ -172,7 +237,9 @@ def _scenario_table(plan: Plan) -> list[str]:
     found = plan.scenarios
     if found is None:
         return []
-    which = "chosen" if plan.status == "chosen" else "fallback"
+    which = (
+        "checked" if plan.check is not None else "chosen" if plan.status == "chosen" else "fallback"
+    )
     heads = [str(slo) for slo in plan.slos]
     rows = []
     for name, verdict in found.items():
@@ -197,13 +264,18 @@ def plan_report(plan: Plan) -> str:
     """Outcome, reasons, what was searched, and one line per configuration examined."""
     level = f"{100 * plan.confidence:.4g}%"
     unstable = sum(c.verdict == "unstable" for c in plan._candidates)
-    lines = _outcome(plan, level)
-    lines.append(
-        f"  examined {len(plan._candidates)} of {plan.total_candidates} configurations in "
-        f"cost order ({', '.join(plan.cost)}), {unstable} rejected by queueing theory as "
-        f"unstable; {plan.runs_total} runs ({plan.replications[0]} to "
-        f"{plan.replications[1]} replications per configuration)"
-    )
+    lines = _check_outcome(plan, level) if plan.check is not None else _outcome(plan, level)
+    if plan.check is not None:
+        lines.append(f"  judged in {plan.runs_total} runs")
+    else:
+        lines.append(
+            f"  examined {len(plan._candidates)} of {plan.total_candidates} configurations in "
+            f"cost order ({', '.join(plan.cost)}), {unstable} rejected by queueing theory as "
+            f"unstable; {plan.runs_total} runs ({plan.replications[0]} to "
+            f"{plan.replications[1]} replications per configuration)"
+        )
+    if plan.budget is not None:
+        lines.append(f"  {plan.budget.text()}")
     cut = plan.runs_drain_timed_out
     if cut:
         timeouts = sorted(

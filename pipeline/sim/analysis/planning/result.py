@@ -5,9 +5,11 @@ The outcome is read off the candidates examined, in cost order:
 - ``"chosen"`` -- the cheapest configuration meeting every SLO, every cheaper
   one shown to fail (or rejected by queueing theory);
 - ``"undecided"`` -- a cheaper configuration is still undecided when its
-  replication budget ran out: ``chosen`` is None, :attr:`Plan.undecided` says
-  which configuration, SLO and interval, with advice on run length, and
-  :attr:`Plan.fallback` names the cheapest configuration known to meet every SLO;
+  replication budget ran out (or the plan's run budget left it unrun, or left
+  the search short of any configuration meeting every SLO): ``chosen`` is None,
+  :attr:`Plan.undecided` says which configuration, SLO and interval, with advice
+  on run length, and :attr:`Plan.fallback` names the cheapest configuration
+  known to meet every SLO;
 - ``"infeasible"`` -- every configuration in the search fails some SLO.
 
 The parts of the answer are frozen records (:mod:`~.records`): ``PlanStatus``,
@@ -23,6 +25,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .candidate import verdict_of_judgements
+from .check import verdict_of
 from .cost import Cost, CostEstimate, Mix, difference_bounds, estimate
 from .judgement import Judgement, judgement_run_length_advice
 from .records import (
@@ -44,7 +47,9 @@ if TYPE_CHECKING:
 
     from ...workloads.scenario import Scenario
     from .candidate import Candidate
+    from .check import CheckVerdict
     from .headroom import Headroom
+    from .rounds import Budget
 
 __all__ = ["Plan"]
 
@@ -79,6 +84,13 @@ class Plan:
         scenario_names: a scenario set's names (``plan(scenarios=...)``), else empty.
         binding_scenario: with a set and status ``"chosen"``, the scenario of the
             binding SLO's judgement (its bound closest to the limit); else None.
+        budget: the runs used of the plan's run budget (a :class:`~.rounds.Budget`;
+            None for a plan made without one).
+        unrun: the configurations cheaper than any meeting every SLO that the run
+            budget left without a run (their points, in cost order); they keep the
+            plan undecided.
+        check: for ``plan(check=True)``, the :class:`~.check.CheckVerdict` (the
+            verdict and one judgement per SLO); else None.
     """
 
     def __init__(
@@ -98,6 +110,8 @@ class Plan:
         headroom: Headroom | bool | None = False,
         scenarios: Sequence[str] = (),
         mix: Mix | None = None,
+        budget: Budget | None = None,
+        check: bool = False,
     ) -> None:
         self.base = base
         self.search = {k: list(v) for k, v in search.items()}
@@ -109,11 +123,16 @@ class Plan:
         self.total_candidates = total
         self._candidates = list(candidates)
         self._keys = slo_keys(self.slos)
+        self.budget = budget
         target = next((c for c in self._candidates if c.verdict == "meets"), None)
         cheaper = self._candidates[: target.rank] if target else self._candidates
         open_ = [c for c in cheaper if c.verdict == "undecided"]
         self._open = open_
-        if open_:
+        # Configurations the run budget left unrun (and, with no target, the search
+        # left short): not shown to fail, so nothing more expensive can be chosen.
+        self.unrun = tuple(dict(c.point) for c in cheaper if c.verdict == "unexamined")
+        short = target is None and len(self._candidates) < total
+        if open_ or self.unrun or short:
             self.status = PlanStatus.UNDECIDED
         elif target is not None:
             self.status = PlanStatus.CHOSEN
@@ -137,6 +156,7 @@ class Plan:
         self.binding_scenario: str | None = None
         if chosen and self.scenario_names:
             self.binding_scenario = target.binding_scenario()
+        self.check: CheckVerdict | None = verdict_of(self) if check else None
 
     @property
     def scenarios(self) -> dict[str, ScenarioVerdict] | None:
@@ -398,7 +418,11 @@ class Plan:
 
         NaN and infinities become None; ``candidates`` is a list of objects with
         the columns of :attr:`candidates`; ``runs_drain_timed_out`` counts the
-        runs whose drain timed out (:attr:`runs_drain_timed_out`).
+        runs whose drain timed out (:attr:`runs_drain_timed_out`); ``budget``
+        (``runs_used``, ``runs_allowed``, ``exhausted``) and ``unrun`` (the
+        configurations the budget left unrun) when the plan had a run budget;
+        for a check, also ``verdict``, ``configuration``, ``note`` and
+        ``judgements`` (:meth:`~.check.CheckVerdict.to_dict`).
         """
 
         def clean(value: Any) -> Any:
@@ -426,6 +450,11 @@ class Plan:
             "runs_drain_timed_out": self.runs_drain_timed_out,
             "candidates": self._rows(),
         }
+        if self.budget is not None:
+            payload["budget"] = self.budget.to_dict()
+            payload["unrun"] = [dict(point) for point in self.unrun]
+        if self.check is not None:
+            payload.update(self.check.to_dict())
         if self.prices is not None:
             # Only when priced or asked for: a plan without these flags keeps its keys.
             payload["prices"] = self.prices.to_dict()

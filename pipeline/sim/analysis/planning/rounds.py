@@ -1,5 +1,6 @@
 """Running a plan's rounds: each ``(candidate, replication)`` task simulated, here, on
-a process pool started once, or on the executor given, and what it measured recorded.
+a process pool started once, or on the executor given, and what it measured recorded,
+within the plan's run budget (:class:`Budget`).
 
 The task function (:func:`measure`, :func:`measure_set`) is at module level so
 that worker processes and Dask workers can unpickle it.
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ...executors.pool import bootstrapping, context, pool_workers, run_tasks
 from ...running.kernel.run import unsupported
@@ -22,7 +26,73 @@ from .slo import SLO, metric_counts, metric_value, summary_keys
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-__all__ = ["Rounds", "Runner", "measure", "measure_set", "pool_size"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "MAX_BUDGET",
+    "Budget",
+    "Rounds",
+    "Runner",
+    "check_budget",
+    "measure",
+    "measure_set",
+    "pool_size",
+]
+
+DEFAULT_BUDGET = 2_000
+"""Simulation runs a plan may make in all, unless told otherwise."""
+
+MAX_BUDGET = 10_000_000
+"""The largest run budget accepted."""
+
+
+def check_budget(budget: Any) -> int:
+    """``budget`` checked: an integer in ``[1, MAX_BUDGET]``; None gives :data:`DEFAULT_BUDGET`.
+
+    Raises:
+        ValueError: anything else (a bool, a float, NaN, 0, a negative or huge number).
+    """
+    if budget is None:
+        return DEFAULT_BUDGET
+    if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
+        raise ValueError(
+            f"budget must be an integer number of runs, 1 to {MAX_BUDGET:,}, got {budget!r}"
+        )
+    if not 1 <= int(budget) <= MAX_BUDGET:
+        raise ValueError(
+            f"budget must be an integer number of runs, 1 to {MAX_BUDGET:,}, got {budget!r}"
+        )
+    return int(budget)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much of a plan's run budget it used.
+
+    Attributes:
+        runs_used: simulation runs made (candidates, the wait-cost search, headroom).
+        runs_allowed: the budget.
+        exhausted: True when some runs the plan wanted did not fit: a verdict left
+            open (or a configuration left unrun) for want of budget.
+    """
+
+    runs_used: int
+    runs_allowed: int
+    exhausted: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object ``plan --json`` prints as ``budget``."""
+        return {
+            "runs_used": self.runs_used,
+            "runs_allowed": self.runs_allowed,
+            "exhausted": self.exhausted,
+        }
+
+    def text(self) -> str:
+        """``budget: 66 of 2,000 runs used`` (and whether it ran out)."""
+        line = f"budget: {self.runs_used:,} of {self.runs_allowed:,} runs used"
+        if self.exhausted:
+            line += " -- used up: some verdicts stayed open for want of runs (raise the budget)"
+        return line
 
 
 def measure(
@@ -137,15 +207,45 @@ class Rounds:
         extra: tuple[str, ...],
         slos: Sequence[SLO],
         level: float,
+        *,
+        budget: int = DEFAULT_BUDGET,
     ) -> None:
         self.runner, self.bar, self.engine = runner, bar, engine
         self.metrics, self.extra, self.slos, self.level = metrics, extra, slos, level
+        self.allowed, self.used, self.exhausted = budget, 0, False
 
-    def run(self, tasks: Sequence[tuple[Candidate, int]]) -> None:
+    def budget(self) -> Budget:
+        """The runs used so far, of the budget."""
+        return Budget(self.used, self.allowed, self.exhausted)
+
+    def _within_budget(self, tasks: Sequence[tuple[Candidate, int]]) -> list[tuple[Candidate, int]]:
+        """``tasks`` that fit the budget left: each candidate's whole or none (so its
+        verdict is looked at only where the replication schedule planned a look),
+        in the order given (cheapest first)."""
+        batches: dict[int, list[tuple[Candidate, int]]] = {}
+        for task in tasks:
+            batches.setdefault(id(task[0]), []).append(task)
+        kept: list[tuple[Candidate, int]] = []
+        left = self.allowed - self.used
+        for batch in batches.values():
+            cost = len(batch) * max(1, len(batch[0][0].names))
+            if cost <= left:
+                kept += batch
+                left -= cost
+            else:
+                self.exhausted = True
+        return kept
+
+    def run(self, tasks: Sequence[tuple[Candidate, int]]) -> int:
         """Run ``tasks`` (together, in parallel where the runner can) and judge again
-        every candidate they touched. A candidate's tasks must be listed in replication order."""
+        every candidate they touched; returns the runs made (0: nothing fitted the budget).
+        A candidate's tasks must be listed in replication order, and are run whole or not
+        at all (see :meth:`_within_budget`)."""
+        tasks = self._within_budget(tasks)
         if not tasks:
-            return
+            return 0
+        made = sum(max(1, len(c.names)) for c, _ in tasks)
+        self.used += made
         self.bar.total += len(tasks)
         self.bar.refresh()
         k = len(self.metrics)
@@ -171,3 +271,4 @@ class Rounds:
             touched[id(candidate)] = candidate
         for candidate in touched.values():
             candidate.judge(self.slos, self.level)
+        return made

@@ -165,7 +165,9 @@ def test_headroom_brackets_the_erlang_c_limit_over_seeds():
             a.low,
             a.high,
         )
-        assert "more traffic before wait_mean_s<=0.5 breaks" in payload["text"]
+        assert "more traffic (every SLO shown to hold at" in payload["text"]
+        assert "wait_mean_s<=0.5 is shown to break at" in payload["text"]
+        assert a.factor == a.low
     # Each bracket misses with probability at most 1 - confidence (0.05).
     allowed = _allowed_misses(len(seeds), 0.05)
     assert missed["arrival"] <= allowed and missed["service"] <= allowed, missed
