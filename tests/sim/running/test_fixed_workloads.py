@@ -110,7 +110,7 @@ def test_the_diagnostics_advise_no_replications_of_a_replay():
     assert "replications=R" not in short.fix and "Record a longer trace" in short.fix
     modelled = diagnose(simulate(_replay().replace(service=Exponential(1.0))))
     (short,) = [f for f in modelled if f.code == "RUN_TOO_SHORT"]
-    assert "simulate(..., replications=R)" in short.fix
+    assert "replications=R" in short.fix
 
 
 def test_the_command_line_refuses_before_any_work(tmp_path):
