@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from ._extras import installed as _sim_installed_check
 from .config import PipelineConfig, RateLimit
@@ -38,6 +39,18 @@ from .events import EventKind
 from .records import DeadLetter, RunReport
 from .retry import Backoff, RetryPolicy
 from .statistics import Statistics
+
+# The names _LAZY loads on first use, written out for editors and type checkers, which
+# follow these imports to each name's definition (tests/test_lazy_imports.py keeps the two
+# lists the same names from the same modules).
+if TYPE_CHECKING:
+    from .chain.chain import Chain
+    from .chain.stage import Stage
+    from .deadletters.export import export_csv, export_jsonl, load_jsonl, replay
+    from .sim import ItemClass as ItemClass
+    from .sim import Scenario as Scenario
+    from .sim import simulate as simulate
+    from .sim import sweep as sweep
 
 logging.getLogger("pipeline").addHandler(logging.NullHandler())
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +105,48 @@ def test_unknown_names_are_attribute_errors():
     for module in (pipeline, pipeline.sim):
         with pytest.raises(AttributeError, match="no_such_name"):
             module.no_such_name  # noqa: B018
+
+
+def lazy_and_typed_imports(module) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """(name, "module:attribute") pairs of the module's _LAZY table and TYPE_CHECKING imports.
+
+    Both are read from the source: the table as written, the imports as an editor and a type
+    checker follow them. A module itself (``theory``) is spelled as its package's attribute.
+    """
+    package = module.__name__
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    table = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["_LAZY"]
+    )
+    lazy = set()
+    for name, where in ast.literal_eval(table).items():
+        home, attribute = (where, name) if isinstance(where, str) else where
+        home = importlib.util.resolve_name(home if home.startswith(".") else "." + home, package)
+        if attribute is None:
+            home, _, attribute = home.rpartition(".")
+        lazy.add((name, f"{home}:{attribute}"))
+    blocks = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    ]
+    assert len(blocks) == 1, f"{package}: one `if TYPE_CHECKING:` block, found {len(blocks)}"
+    typed = set()
+    for node in blocks[0].body:
+        assert isinstance(node, ast.ImportFrom) and node.level == 1, ast.unparse(node)
+        home = importlib.util.resolve_name("." + (node.module or ""), package)
+        typed |= {(alias.asname or alias.name, f"{home}:{alias.name}") for alias in node.names}
+    return lazy, typed
+
+
+@pytest.mark.parametrize("module", [pipeline, pipeline.sim], ids=lambda m: m.__name__)
+def test_type_checking_imports_name_what_loads_lazily(module):
+    lazy, typed = lazy_and_typed_imports(module)
+    assert sorted(lazy - typed) == [], "in _LAZY, not under TYPE_CHECKING (or another home)"
+    assert sorted(typed - lazy) == [], "under TYPE_CHECKING, not in _LAZY (or another home)"
+    for name, home in lazy:  # and each home really holds the name the package hands out
+        module_name, attribute = home.split(":")
+        value = getattr(importlib.import_module(module_name), attribute)
+        assert getattr(module, name) is value, f"{module.__name__}.{name} is not {home}"

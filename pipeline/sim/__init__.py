@@ -28,6 +28,7 @@ require("pipeline.sim", "sim")  # before numpy is imported: one ImportError nami
 del require  # a check, not a name of this package
 
 import importlib
+from typing import TYPE_CHECKING
 
 from .running.result import DrainTimeoutWarning
 from .running.simulate import simulate
@@ -50,6 +51,31 @@ from .workloads.failures import (
     TokenQuota,
 )
 from .workloads.scenario import Scenario
+
+# The names _LAZY loads on first use, written out for editors and type checkers, which
+# follow these imports to each name's definition (tests/test_lazy_imports.py keeps the two
+# lists the same names from the same modules).
+if TYPE_CHECKING:
+    from .analysis import theory
+    from .analysis.calibrate import calibrate
+    from .analysis.compare import compare
+    from .analysis.diagnostics.bottleneck import stage_loads
+    from .analysis.diagnostics.diagnose import diagnose, format_findings
+    from .analysis.planning.plan import plan
+    from .analysis.planning.result import Plan
+    from .analysis.planning.slo import SLO, metric_value
+    from .analysis.planning.traffic import fit_daily_curve, trace_window
+    from .analysis.sweep import simulate_replication, summarise_sweep, sweep
+    from .analysis.telemetry_fit import calibrate_observed
+    from .analysis.warmup import detect_warmup
+    from .executors.cluster import scheduler_executor
+    from .executors.run_cache import RunCache
+    from .running.scrape import openmetrics_series, query_range_answer
+    from .vloop import run_virtual
+    from .workloads.stages import StageSpec
+    from .workloads.telemetry.prometheus import read as read_prometheus
+    from .workloads.traces.replay import load_trace
+    from .workloads.traces.runtrace import TraceRecorder
 
 # What a notebook or a capacity study reaches for: run (Scenario ... run_virtual), build
 # the traffic (distributions, arrivals, failure models, traces), and read the results
