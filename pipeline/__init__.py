@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .sim import Scenario as Scenario
     from .sim import simulate as simulate
     from .sim import sweep as sweep
+del TYPE_CHECKING  # a switch for the block above, not a name of this package
 
 logging.getLogger("pipeline").addHandler(logging.NullHandler())
 

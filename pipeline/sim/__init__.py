@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from .workloads.telemetry.prometheus import read as read_prometheus
     from .workloads.traces.replay import load_trace
     from .workloads.traces.runtrace import TraceRecorder
+del TYPE_CHECKING  # a switch for the block above, not a name of this package
 
 # What a notebook or a capacity study reaches for: run (Scenario ... run_virtual), build
 # the traffic (distributions, arrivals, failure models, traces), and read the results
