@@ -120,7 +120,6 @@ VIZ = [
     "plot_sweep",
     "plot_warmup",
     "report_figure",
-    "say",
     "slo_text",
 ]
 
@@ -175,7 +174,7 @@ FORWARDED = {
 PUBLIC_MODULES = {
     "pipeline": "the engine: real-time pipelines, chains, dead letters",
     "pipeline.sim": "virtual time: scenarios, runs, sweeps, plans, diagnostics",
-    "pipeline.viz": "figures and explorers over results, and the notebooks' check/say",
+    "pipeline.viz": "figures and explorers over results, and the notebooks' check",
     "pipeline.lessons": "the notebooks' own one-question widgets (teaching material)",
     "pipeline.lessons.retries": "notebook 03's exercises as their checks and solutions run them",
     "pipeline.sim.stats": "confidence intervals for a study's own replications",

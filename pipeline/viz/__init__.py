@@ -18,7 +18,7 @@ from .figures.stages import plot_stages
 from .figures.sweep import plot_sweep
 from .figures.tradeoffs import plot_batch_completion, plot_drain_tradeoff
 from .figures.warmup import plot_warmup
-from .notebook import check, say
+from .notebook import check
 from .widgets.animate import animate
 from .widgets.explorer import explore
 from .widgets.plan_explorer import explore_plan
@@ -26,7 +26,7 @@ from .widgets.stage_explorer import explore_stages
 
 # The figures of a run (and of its item classes), a sweep, a chain and a warm-up; the
 # three explorers; a run's animation (animate, with its Play control and .save to a GIF); the words
-# for metrics; and the notebooks' check/say. Widget classes, the theory overlays and the
+# for metrics; and the notebooks' check. Widget classes, the theory overlays and the
 # figure helpers are importable from their modules (pipeline.viz.figures.*,
 # pipeline.viz.widgets.*); the live view of a real-time run is pipeline.viz.live.
 __all__ = [
@@ -49,6 +49,5 @@ __all__ = [
     "plot_sweep",
     "plot_warmup",
     "report_figure",
-    "say",
     "slo_text",
 ]

@@ -1,21 +1,13 @@
 """Small helpers that keep notebook cells short and their prose true.
 
 Numbers in a notebook's text must come from the run, never be typed by hand:
-:func:`say` renders a Markdown sentence built from live values, and
 :func:`check` states a teaching claim, asserts it and shows it as a tick, so
 a notebook that stops teaching the truth fails its test run.
 """
 
 from __future__ import annotations
 
-__all__ = ["check", "say"]
-
-
-def say(markdown: str) -> None:
-    """Display ``markdown`` (usually an f-string with numbers from the run) as rich text."""
-    from IPython.display import Markdown, display
-
-    display(Markdown(markdown))
+__all__ = ["check"]
 
 
 def check(claim: bool, statement: str) -> None:
@@ -26,4 +18,6 @@ def check(claim: bool, statement: str) -> None:
     """
     if not claim:
         raise AssertionError(f"claim no longer holds: {statement}")
-    say(f"✔ *{statement}*")
+    from IPython.display import Markdown, display
+
+    display(Markdown(f"✔ *{statement}*"))
