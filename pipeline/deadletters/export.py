@@ -34,7 +34,6 @@ __all__ = [
     "CSV_COLUMNS",
     "ERROR_FIELDS",
     "RECORD_FIELDS",
-    "dead_letter_to_dict",
     "export_csv",
     "export_jsonl",
     "load_jsonl",
@@ -63,33 +62,14 @@ CSV_COLUMNS = (
 _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
-def dead_letter_to_dict(letter: DeadLetter, *, encode: Encoder | None = None) -> dict[str, Any]:
-    """One dead letter as a flat, JSON-ready dict: one line of :func:`export_jsonl`.
-
-    Args:
-        letter: the dead letter.
-        encode: the hook for payload values without a JSON form of their own (see
-            :func:`pipeline.deadletters.jsoncodec.encode_value`).
-
-    Returns:
-        A dict with the keys :data:`RECORD_FIELDS`; the payload in the faithful
-        encoding, ``errors`` a list of dicts with the keys :data:`ERROR_FIELDS`.
-
-    Raises:
-        TypeError: ``letter`` is not a :class:`DeadLetter`, or its payload holds a
-            value without a JSON form (the message names its path and type).
-        ValueError: the payload cannot be written exactly (a cycle, nesting deeper
-            than :data:`~pipeline.deadletters.jsoncodec.MAX_DEPTH`), or the record is malformed.
-    """
-    return _to_record(letter, encode, "dead letter")
-
-
 def export_jsonl(
     letters: Iterable[DeadLetter], target: PathOrFile, *, encode: Encoder | None = None
 ) -> int:
     """Write one JSON object per dead letter, one per line, in UTF-8.
 
-    Each line is :func:`dead_letter_to_dict` as strict JSON (no ``NaN``; U+2028,
+    Each line is one dead letter as a flat JSON object with the keys :data:`RECORD_FIELDS`
+    (the payload in the faithful encoding, ``errors`` a list of objects with the keys
+    :data:`ERROR_FIELDS`), as strict JSON (no ``NaN``; U+2028,
     U+2029 and U+0085 escaped, so every tool splits the lines alike). Every letter
     is encoded before ``target`` is opened or written.
 
@@ -106,8 +86,9 @@ def export_jsonl(
         TypeError: an element is not a :class:`DeadLetter`, or a payload holds a
             value without a JSON form; the message names the letter's index, the
             path inside its payload and the type. Nothing has been written.
-        ValueError: a payload cannot be written exactly (see
-            :func:`dead_letter_to_dict`). Nothing has been written.
+        ValueError: a payload cannot be written exactly (a cycle,
+            nesting deeper than :data:`~pipeline.deadletters.jsoncodec.MAX_DEPTH`). Nothing
+            has been written.
 
     Example::
 

@@ -480,8 +480,3 @@ async def _run_loop(
             wall_time_s=time.perf_counter() - began,
         )
         return _clean(result)
-
-
-def run_loop_sync(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    """:func:`run_loop` from synchronous code (a script, the command line)."""
-    return asyncio.run(run_loop(*args, **kwargs))
