@@ -7,7 +7,7 @@
   ``pytest.mark.usefixtures("no_open_figures")``).
 
 Fixtures that only one part of the package needs live in that part's folder
-(``tests/cli/conftest.py``, ``tests/chain/conftest.py``).
+(``tests/cli/conftest.py``, ``tests/docs/conftest.py``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ tree, so it fails before such a save is committed) and names what to clear.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+THIS = Path(__file__).resolve()
 
 
 def run_state(notebook: dict) -> list[str]:
@@ -128,8 +131,13 @@ def test_generated_output_is_ignored_by_git():
     # The README writes its example reports to out/; the other paths are ours to make
     # (grader.check logs each check to .OTTER_LOG beside the notebook; make exercises builds
     # the grading bundles into build/).
-    paths = ["out/summary.json", "artifacts/browser/x.png", ".venv-3.12/pyvenv.cfg",
-             "notebooks/.OTTER_LOG", "build/exercises/01-backpressure.zip"]
+    paths = [
+        "out/summary.json",
+        "artifacts/browser/x.png",
+        ".venv-3.12/pyvenv.cfg",
+        "notebooks/.OTTER_LOG",
+        "build/exercises/01-backpressure.zip",
+    ]
     ignored = subprocess.run(
         [git, "check-ignore", "--no-index", *paths],
         cwd=REPO,
@@ -138,3 +146,51 @@ def test_generated_output_is_ignored_by_git():
         check=False,
     )
     assert sorted(ignored.stdout.split()) == sorted(paths)
+
+
+#: Paths the sources name that are not in the repository on purpose: placeholders
+#: (``notebooks/NN-name.ipynb``) and what a build writes (the site, a notebook's HTML).
+NOT_IN_THE_REPOSITORY = re.compile(r"NN|NAME|docs/_build|\.html$|\.OTTER_LOG$")
+
+
+def stale_references(text: str, package: str) -> list[str]:
+    """The ``:mod:`` targets and repository paths in ``text`` that name nothing that exists.
+
+    ``package`` is the dotted package the text's module lives in (relative ``:mod:`` targets
+    are resolved against it); only targets inside ``pipeline`` and ``tests`` are checked.
+    """
+    stale = []
+    for target in re.findall(r":mod:`~?([.\w]+)`", text):
+        name = importlib.util.resolve_name(target, package) if target.startswith(".") else target
+        path = REPO / name.replace(".", "/")
+        if name.split(".")[0] in ("pipeline", "tests") and not (
+            path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+        ):
+            stale.append(f":mod:`{target}`")
+    for path in re.findall(
+        r"(?<![\w/.])((?:pipeline|tests|docs|bench|notebooks|data)/[\w/.-]*\w)", text
+    ):
+        if not NOT_IN_THE_REPOSITORY.search(path) and not (REPO / path).exists():
+            stale.append(path)
+    return stale
+
+
+def test_sources_name_only_modules_and_paths_that_exist():
+    stale = []
+    sources = sorted({*REPO.glob("pipeline/**/*.py"), *REPO.glob("tests/**/*.py")} - {THIS})
+    for source in sources:  # this file's own examples of stale references left out
+        parts = source.relative_to(REPO).with_suffix("").parts
+        package = ".".join(parts[:-1])  # a module and a package's __init__ alike
+        text = source.read_text(encoding="utf-8")
+        stale += [f"{source.relative_to(REPO)}: {ref}" for ref in stale_references(text, package)]
+    assert stale == []
+
+
+def test_a_stale_reference_is_caught():
+    text = (
+        "See :mod:`._kernel_events`, :mod:`.events` and tests/chain/conftest.py, tests/conftest.py."
+    )
+    assert stale_references(text, "pipeline.sim.running.kernel") == [
+        ":mod:`._kernel_events`",
+        "tests/chain/conftest.py",
+    ]

@@ -4,7 +4,7 @@ The names, types and label sets are checked against DESIGN.md's contract
 (written out here, not read from the package's table); the counters are
 checked against the run report after randomized runs with failures, attempt
 timeouts, retries, dead letters and shedding, for a pipeline and for a chain.
-The real Prometheus server's test is in tests/test_metrics_prometheus.py.
+The real Prometheus server's test is in tests/core/test_metrics_prometheus.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pipeline.metrics
 from pipeline import Backoff, Chain, Pipeline, PipelineConfig, Stage
 from pipeline.events import EventKind
 
-# DESIGN.md, "Contract additions (third wave)": family -> (type, labels beyond pipeline/stage).
+# DESIGN.md, "Contract additions (third wave)": family -> (type, labels beyond pipeline and stage).
 CONTRACT = {
     "pipeline_items_offered": ("counter", set()),
     "pipeline_items": ("counter", {"outcome"}),

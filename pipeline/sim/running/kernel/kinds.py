@@ -1,7 +1,7 @@
 """The engine's event kinds as plain ints, as the kernels' event logs store them (int8).
 
-Shared by the single-stage event path (:mod:`._kernel_events`) and the chain
-kernel (:mod:`._kernel_chain`): an int compares faster than an enum member in
+Shared by the single-stage event path (:mod:`.events`) and the chain
+kernel (:mod:`.chain`): an int compares faster than an enum member in
 their inner loops, and the recorder reads the same codes the engine's
 listener writes.
 """

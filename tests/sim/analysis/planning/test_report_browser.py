@@ -6,11 +6,11 @@ no error (a Content-Security-Policy violation is one), no request may leave the
 file (no network, no other file), and a report of a chain whose stage is named
 like markup must open no dialog and run no script.
 
-Uses the browser tests' Chromium (``tests/test_browser.py``: Debian's
+Uses the browser tests' Chromium (``tests/notebooks/test_browser.py``: Debian's
 ``/usr/bin/chromium`` through Playwright): skipped with an install hint when
 it is missing, a failure under ``CI=true``. Run it alone::
 
-    .venv/bin/pytest -m browser tests/test_report_browser.py
+    .venv/bin/pytest -m browser tests/sim/analysis/planning/test_report_browser.py
 """
 
 from __future__ import annotations
