@@ -23,7 +23,7 @@ from .failures import CombinedFailures, NoFailures, ScriptedFailures
 from .scenario import Scenario
 from .traces.service import ServiceTrace
 
-__all__ = ["check_replications", "fixed_workload"]
+__all__ = ["check_replications", "fixed_workload", "replays_one_sample"]
 
 
 def _fixed_failures(model: object) -> bool:
@@ -68,6 +68,17 @@ def fixed_workload(scenario: Scenario) -> str | None:
             "one recorded sample, and every replication replays the same one)"
         )
     return "nothing in it is random (evenly spaced arrivals, constant service times)"
+
+
+def replays_one_sample(scenario: Scenario) -> bool:
+    """True when every run of ``scenario`` replays one recorded sample of a random reality.
+
+    A replayed trace (:class:`~pipeline.sim.Trace` arrivals) with nothing random
+    besides: its runs agree, yet the recording was one draw, so a verdict on it
+    holds for that day alone. A model with nothing random in it (evenly spaced
+    arrivals, constant service) is not a sample: its one run is its exact answer.
+    """
+    return isinstance(scenario.arrivals, Trace) and fixed_workload(scenario) is not None
 
 
 def check_replications(scenario: Scenario, count: int, what: str) -> None:

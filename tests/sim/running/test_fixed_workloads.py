@@ -134,3 +134,29 @@ def test_the_command_line_refuses_before_any_work(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("pipeline: error: --replications 3: every")
     assert "one recorded day is one sample" in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_plan_of_a_replayed_trace_is_refused_before_any_run(tmp_path):
+    # A plan's verdicts are bounds across replications: of one recording there is no spread,
+    # so "meets at 95%" would be a claim about one sample. Refused, as replications are.
+    from pipeline.sim import plan
+
+    with pytest.raises(ValueError, match=r"^a plan's replications \(3 to 192\): every "):
+        plan(_replay(), {"concurrency": [2, 4]}, ["latency_p95_s<=5"], progress=False)
+    modelled = _replay().replace(service=Exponential(1.0))
+    found = plan(modelled, {"concurrency": [4]}, ["latency_p95_s<=50"], progress=False)
+    assert found.chosen is not None
+    trace = tmp_path / "day.csv"
+    rng = np.random.default_rng(5)
+    rows = zip(np.cumsum(rng.exponential(1 / 3.0, N)), rng.exponential(1.0, N), strict=True)
+    trace.write_text("arrival_s,service_s\n" + "".join(f"{a},{s}\n" for a, s in rows))
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "plan", "--trace", str(trace),
+         "--search", "concurrency=4..8", "--slo", "latency_p95_s<=5", "--out", "out"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert "one recorded day is one sample" in line
+    assert not (tmp_path / "out").exists()

@@ -171,6 +171,22 @@ class HeadroomFactor:
     points: tuple[tuple[float, str, int], ...]
     undecided: tuple[float, ...] = ()
 
+    @property
+    def percent_held(self) -> int | None:
+        """The growth shown to meet every SLO, in whole percent rounded down (None: no search).
+
+        Rounded down, so words built on it never claim more than was shown: x1.446 is 44%.
+        """
+        return None if self.factor is None else math.floor(100 * (self.factor - 1) + 1e-9)
+
+    @property
+    def percent_broken(self) -> int | None:
+        """The growth shown to break an SLO, in whole percent rounded up (None: none broke).
+
+        Rounded up, so no smaller growth is said to break one: x1.483 is 49%.
+        """
+        return None if self.high is None else math.ceil(100 * (self.high - 1) - 1e-9)
+
 
 @dataclass(frozen=True)
 class Headroom:
@@ -225,9 +241,7 @@ def _sentence(h: HeadroomFactor, start: str, what: str, confidence: float) -> st
     if h.factor is None:
         return f"{start} ? {what}: {h.note}"
     level = f"{100 * confidence:.4g}%"
-    # Rounded down: the words never claim more than the factor shown to meet.
-    more = math.floor(100 * (h.factor - 1) + 1e-9)
-    shown = f"{start} {more}% {what} (every SLO shown to hold at x{h.low:.4g}"
+    shown = f"{start} {h.percent_held}% {what} (every SLO shown to hold at x{h.low:.4g}"
     if h.high is None:
         line = f"{shown}); nothing was shown to fail up to x{_most_tried(h):.4g}"
     else:

@@ -35,6 +35,7 @@ from ...executors.pool import check_picklable
 from ...running.drain_warning import warn_drain_timeouts
 from ...running.kernel.run import check_engine
 from ...running.workload import shared_draws
+from ...workloads.randomness import check_replications, replays_one_sample
 from ...workloads.scenario import Scenario
 from ..diagnostics.stability import unstable_note
 from .candidate import Candidate, look_confidence, replication_schedule
@@ -292,6 +293,12 @@ def plan(
             search_axes(member, search, engine)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"scenario {name!r}: {exc}") from None
+    # A plan judges by the spread of its replications: a replayed day has none to show, and
+    # its runs' agreement would pass for certainty (a model with nothing random is exact).
+    for name, scenario in (("", base), *members.items()):
+        if replays_one_sample(scenario):
+            where = f"scenario {name!r}: " if name else ""
+            check_replications(scenario, high, f"{where}a plan's replications ({low} to {high})")
     for scenario in (base, *members.values()):
         backlog = scenario.initial_backlog > 0 or "initial_backlog" in axes
         names = None if scenario.classes is None else [c.name for c in scenario.classes]

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ...._spelling import setting_value
 from ...running.drain_warning import drain_timeout_of
 from .slo import DRAIN_CUT_METRICS
 
@@ -282,12 +283,13 @@ def plan_report(plan: Plan) -> str:
             {drain_timeout_of(c.scenario) for c in plan._candidates if any(c.timed_out)}
         )
         judged = any(s.metric in DRAIN_CUT_METRICS for s in plan.slos)
+        shown = ", ".join(setting_value("drain_timeout_s", t) for t in timeouts)
         lines.append(
-            f"  the drain timed out (drain_timeout_s={', '.join(map(str, timeouts))}) in "
+            f"  the drain timed out ({shown}) in "
             f"{cut} of {plan.runs_total} runs: the items left unfinished are missing from "
             "their latency and wait statistics"
             + (", so those runs count as failing every SLO on them" if judged else "")
-            + "; drain_timeout_s=None lets every item finish"
+            + f"; {setting_value('drain_timeout_s', None)} lets every item finish"
         )
     lines += _scenario_table(plan)
     if plan._candidates:

@@ -677,3 +677,28 @@ def test_the_plan_command_prints_one_warning_line_and_the_counts(tmp_path):
     assert payload["runs_drain_timed_out"] == 8
     assert [c["drain_timed_out"] for c in payload["candidates"]] == [4, 4]
     assert all(c["latency_p95_s_mean"] < 100 for c in payload["candidates"])
+
+
+def test_the_plans_drain_line_names_the_setting_in_the_readers_words(tmp_path):
+    # The same cut plan, printed: the command line names its flag, Python its keyword.
+    args = ["--arrivals", "poisson:rate=0.01", "--service", "constant:value=40", "--items", "3",
+            "--seed", "4", "--search", "concurrency=1..2", "--slo", "latency_p95_s<=100",
+            "--replications", "4", "--processes", "1"]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "plan", *args],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    (line,) = [line for line in done.stdout.splitlines() if "the drain timed out (" in line]
+    assert "(--drain-timeout 30" in line and "--drain-timeout none lets every" in line
+    assert "drain_timeout_s" not in line
+    scenario = Scenario(
+        arrivals=Poisson(rate=0.01), service=Constant(value=40.0), n_items=3, seed=4,
+        config=PipelineConfig(drain_timeout_s=30.0),
+    )  # fmt: skip
+    with pytest.warns(DrainTimeoutWarning):
+        result = plan(
+            scenario, {"concurrency": [1, 2]}, ["latency_p95_s<=100"], replications=4,
+            processes=1, progress=False,
+        )  # fmt: skip
+    (line,) = [line for line in str(result).splitlines() if "the drain timed out (" in line]
+    assert "(drain_timeout_s=30.0)" in line and "drain_timeout_s=None lets every" in line

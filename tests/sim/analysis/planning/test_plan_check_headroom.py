@@ -17,7 +17,7 @@ from pipeline import PipelineConfig
 from pipeline.cli import main
 from pipeline.sim import Exponential, Poisson, Scenario, plan
 from pipeline.sim.analysis.planning.candidate import Candidate
-from pipeline.sim.analysis.planning.headroom import RELATIVE_WIDTH, bracket_limit
+from pipeline.sim.analysis.planning.headroom import RELATIVE_WIDTH, HeadroomFactor, bracket_limit
 from pipeline.sim.analysis.planning.judgement import Judgement
 from pipeline.sim.analysis.planning.slo import SLO
 from pipeline.sim.analysis.theory import mmc
@@ -187,3 +187,18 @@ def test_a_check_in_python_judges_one_configuration():
         plan(base, {"concurrency": [11, 12]}, [f"wait_mean_s<={LIMIT}"], check=True)
     with pytest.raises(TypeError, match="check must be True or False"):
         plan(base, {"concurrency": [12]}, [f"wait_mean_s<={LIMIT}"], check="yes")
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "held", "broken"),
+    [(1.446, 1.483, 44, 49), (1.45, 1.5, 45, 50), (1.0, 1.01, 0, 1), (1.2999, None, 29, None)],
+)
+def test_headroom_in_percent_never_claims_more_than_was_shown(low, high, held, broken):
+    # Held rounds down and broken rounds up: words built on them (the plan's sentence,
+    # notebook 05's prose) stay inside the bracket the runs showed.
+    room = HeadroomFactor(low, low, high, "wait_mean_s<=1" if high else None, None, ())
+    assert (room.percent_held, room.percent_broken) == (held, broken)
+    assert 1 + room.percent_held / 100 <= low
+    if high is not None:
+        assert 1 + room.percent_broken / 100 >= high
+    assert HeadroomFactor(None, None, None, None, "could not run", ()).percent_held is None
