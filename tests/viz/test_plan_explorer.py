@@ -113,3 +113,24 @@ def test_bad_plan_arguments_raise_at_once() -> None:
         explore_plan(base(), {}, SLOS)
     with pytest.raises(TypeError, match="cache must be a RunCache"):
         explore_plan(base(), SEARCH, SLOS, cache=object())
+
+
+def test_a_bound_far_beyond_the_means_does_not_set_the_scale() -> None:
+    # c = 6 and 7 stop at 3 skewed runs whose memory bound is up to 10,000 times their mean:
+    # drawn whole, a byte axis ticked in MiB steps up to 15 GB took minutes and hid the means.
+    result = plan(base(), SEARCH, SLOS, processes=1, progress=False)
+    ran = result.candidates.dropna(subset=["memory_peak_bytes_mean"])
+    means = ran["memory_peak_bytes_mean"]
+    assert ran["memory_peak_bytes_bound"].max() > 1000 * means.max()  # the case is really here
+    fig = result.figure()
+    try:
+        for axis in fig.axes[: len(result.slos)]:
+            assert axis.get_ylim()[0] >= 0 and len(axis.yaxis.get_majorticklocs()) <= 20
+        axis = fig.axes[1]
+        assert axis.get_ylim()[1] <= 10 * max(8388608, means.max())  # limit and means rule
+        marked = [line for line in axis.get_lines() if line.get_marker() == "^"]
+        assert marked and "beyond the scale" in marked[0].get_label()
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)

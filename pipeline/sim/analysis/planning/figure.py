@@ -15,7 +15,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from pipeline._units import METRIC_LABELS, human_bytes, metric_label, scale_bytes, slo_text
+from pipeline._units import (
+    METRIC_LABELS,
+    human_bytes,
+    metric_label,
+    metric_range,
+    scale_bytes,
+    slo_text,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -23,6 +30,10 @@ if TYPE_CHECKING:
     from .result import Plan
 
 __all__: list[str] = []
+
+#: Error bars stop at this multiple of the largest mean or limit a panel shows; a bound
+#: beyond it (a few skewed runs' bound can be 10,000 times their mean) is marked at the top.
+BOUND_SCALE = 4.0
 
 
 def _show(value: Any) -> str:
@@ -108,6 +119,14 @@ def frontier_figure(
 
     for index, (slo, axis) in enumerate(zip(slos, axes, strict=False)):
         shown = [slo.limit]
+        # A bound of a few skewed runs can lie orders of magnitude out: drawn whole, it would
+        # set the scale (and a byte axis's ticks) and hide every mean. Bars stop at the top.
+        means_here = [
+            judged(c)[index].mean for c in plan._candidates if judged(c) and index < len(judged(c))
+        ]
+        finite = [abs(v) for v in (slo.limit, *means_here) if math.isfinite(v)]
+        top = BOUND_SCALE * max(finite, default=1.0)
+        off_scale: list[tuple[float, float]] = []
         for g, (key, members) in enumerate(groups.items()):
             ran = [c for c in members if judged(c)]
             label = ", ".join(f"{f}={_show(v)}" for f, v in zip(others, key, strict=True))
@@ -115,8 +134,17 @@ def frontier_figure(
                 xs = [x_of(c.point[x_field]) for c in ran]
                 means = [judged(c)[index].mean for c in ran]
                 # Down to the lower bound, up to the upper one: asymmetric when exact binomial.
-                below = [judged(c)[index].mean - judged(c)[index].low for c in ran]
-                above = [judged(c)[index].high - judged(c)[index].mean for c in ran]
+                # No bar reaches outside what the metric can take (a depth below 0).
+                floor, ceiling = metric_range(slo.metric)
+                below = [judged(c)[index].mean - max(judged(c)[index].low, floor) for c in ran]
+                above = [
+                    min(judged(c)[index].high, top, ceiling) - judged(c)[index].mean for c in ran
+                ]
+                off_scale += [
+                    (x, top)
+                    for x, c in zip(xs, ran, strict=True)
+                    if min(judged(c)[index].high, ceiling) > top
+                ]
                 spans = [[h if math.isfinite(h) else 0.0 for h in side] for side in (below, above)]
                 axis.errorbar(
                     xs, means, yerr=spans, marker="o", markersize=4, capsize=3,
@@ -136,6 +164,11 @@ def frontier_figure(
                 if c.verdict == "unstable":
                     x = x_of(c.point[x_field])
                     axis.axvspan(x - 0.5, x + 0.5, color="0.9", zorder=0, linewidth=0)
+        if off_scale:
+            axis.plot(
+                *zip(*off_scale, strict=True), marker="^", markersize=7, color="0.3",
+                linestyle="none", label="bound beyond the scale (too few runs)",
+            )  # fmt: skip
         axis.axhline(slo.limit, color="C3", linestyle="--", linewidth=1, label="limit")
         if previous is not None and previous.slos[index].limit != slo.limit:
             axis.axhline(
@@ -156,7 +189,7 @@ def frontier_figure(
             )  # fmt: skip
         axis.set_title(slo_text(slo))
         axis.set_xlabel(x_field + ("" if numeric else " (in cost order)"))
-        _scale_y(axis, slo.metric, shown)
+        _scale_y(axis, slo.metric, [*shown, top] if off_scale else shown)
         if not numeric:
             axis.set_xticks(range(len(ranked)), [_show(v) for v in ranked])
         elif all(isinstance(v, int) for v in ranked):
