@@ -260,7 +260,7 @@ def _stage_samples(result: SimulationResult, grid: np.ndarray, end_s: float) -> 
         "shed": shed_at,
         "unfinished": unfinished_at,
         # When each expired item expired (max_wait_s, or an item class's patience).
-        "expired": nan if c.expired_s is None else c.expired_s,
+        "expired": c.expired_times(),
     }
     log = _attempts(result)
     ended = np.where(np.isnan(log.end_s), end_s, log.end_s)
