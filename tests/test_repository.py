@@ -194,3 +194,40 @@ def test_a_stale_reference_is_caught():
         ":mod:`._kernel_events`",
         "tests/chain/conftest.py",
     ]
+
+
+#: IPv4 literals a document may name: loopback, "any" for a server's bind, and version
+#: numbers that look like addresses are not matched (four parts, each 0-255, required).
+ADDRESS = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
+
+
+def addresses_off_loopback(text: str) -> list[str]:
+    """The IPv4 addresses in ``text`` that are neither loopback (127.0.0.0/8) nor 0.0.0.0."""
+    found = []
+    for address in ADDRESS.findall(text):
+        parts = [int(p) for p in address.split(".")]
+        if max(parts) > 255:
+            continue  # not an address (a long version number)
+        if parts[0] != 127 and address != "0.0.0.0":
+            found.append(address)
+    return found
+
+
+def test_nothing_documented_or_tested_names_an_address_off_loopback():
+    # A snippet a reader copies, or a test, must never reach a host the reader did not choose:
+    # a real cluster or server is a placeholder in prose (SCHEDULER), a LocalCluster in code.
+    places = [REPO / "README.md", *REPO.glob("docs/**/*.md"), *tracked_notebooks()]
+    places += [p for p in REPO.glob("tests/**/*.py") if p != THIS]
+    places += [*REPO.glob("pipeline/**/*.py"), *REPO.glob("bench/**/*.py")]
+    found = [
+        f"{place.relative_to(REPO)}: {address}"
+        for place in places
+        if "_build" not in place.parts
+        for address in addresses_off_loopback(place.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_an_address_off_loopback_is_caught():
+    text = 'Client("tcp://10.0.0.5:8786"), 192.168.1.2, 127.0.0.1:80, 0.0.0.0, v1.2.3.4000'
+    assert addresses_off_loopback(text) == ["10.0.0.5", "192.168.1.2"]

@@ -6,7 +6,7 @@ Usage::
         --items 20000 --grid concurrency=4..8 --grid maxsize=10,100,unbounded \\
         --replications 5 --out sweep-out
     python -m pipeline sweep scenario.toml --metrics latency_p95_s,memory_peak_bytes --json
-    python -m pipeline sweep scenario.toml --scheduler tcp://10.0.0.5:8786 --out sweep-out
+    python -m pipeline sweep scenario.toml --scheduler tcp://SCHEDULER:8786 --out sweep-out
     python -m pipeline sweep chain.toml --grid write.concurrency=10,20,40 \\
         --grid write.maxsize=80,unbounded
 

@@ -264,10 +264,10 @@ def test_scheduler_runs_the_plan_on_the_cluster_executor(run_main, tmp_path, mon
     assert status == 0, err
     monkeypatch.setattr(cluster, "scheduler_executor", fake)
     status, remote, err = run_main(
-        "plan", *args, "--scheduler", "tcp://10.0.0.5:8786", cwd=tmp_path
+        "plan", *args, "--scheduler", "tcp://127.0.0.1:8786", cwd=tmp_path
     )
     assert status == 0, err
-    assert asked == ["tcp://10.0.0.5:8786"]
+    assert asked == ["tcp://127.0.0.1:8786"]
     assert json.loads(remote) == json.loads(local)
 
 

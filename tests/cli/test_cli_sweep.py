@@ -202,11 +202,11 @@ def test_a_scheduler_that_cannot_be_reached_is_one_line(run_main, tmp_path, monk
 
     monkeypatch.setattr(cluster, "scheduler_executor", unreachable)
     args = [*MM, "--items", "50", "--grid", "concurrency=4,5", "--out", "never"]
-    status, out, err = run_main("sweep", *args, "--scheduler", "tcp://10.9.9.9:8786", cwd=tmp_path)
+    status, out, err = run_main("sweep", *args, "--scheduler", "tcp://127.0.0.1:9", cwd=tmp_path)
     assert status == 2 and out == ""
     assert err == (
-        "pipeline: error: --scheduler tcp://10.9.9.9:8786: Timed out trying to connect to "
-        "tcp://10.9.9.9:8786 after 10 s\n"
+        "pipeline: error: --scheduler tcp://127.0.0.1:9: Timed out trying to connect to "
+        "tcp://127.0.0.1:9 after 10 s\n"
     )
     assert not (tmp_path / "never").exists()  # no empty directory left behind
 

@@ -40,7 +40,7 @@ def scheduler_executor(scheduler: str, *, workers: int | None = None) -> Iterato
 
     Args:
         scheduler: ``"local"`` for a LocalCluster on this machine, or a
-            scheduler address such as ``"tcp://10.0.0.5:8786"``.
+            scheduler address such as ``"tcp://SCHEDULER:8786"`` (your scheduler's host).
         workers: worker processes of a local cluster (default: CPU count).
 
     Raises:
