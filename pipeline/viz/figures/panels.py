@@ -19,6 +19,7 @@ Three rules make the figures read truthfully at a glance:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -97,6 +98,28 @@ def limit_is_informative(peak: float, level: float | None) -> bool:
     if level is None or not np.isfinite(level):
         return False
     return peak >= INFORMATIVE_SHARE * level
+
+
+_DIFFERENCES_NAMED = 2
+"""At most this many differing settings name a faded run; more read as "previous run"."""
+
+
+def faded_name(result: SimulationResult, compare: SimulationResult) -> str:
+    """What a legend calls ``compare`` drawn faded behind ``result``: the settings in which it
+    differs (``"queue_maxsize=None"``), or ``"previous run"`` when none or too many do."""
+    mine, theirs = result.scenario, compare.scenario
+    pairs = [
+        (f.name, getattr(mine.config, f.name), getattr(theirs.config, f.name))
+        for f in dataclasses.fields(theirs.config)
+    ]
+    pairs += [
+        (name, getattr(mine, name), getattr(theirs, name))
+        for name in ("n_items", "duration_s", "item_size_bytes", "arrivals", "service", "failures")
+    ]
+    named = [f"{name}={value!r}" for name, own, value in pairs if own != value]
+    if not named or len(named) > _DIFFERENCES_NAMED:
+        return "previous run"
+    return ", ".join(named)
 
 
 def _proxy(**kwargs: Any) -> Line2D:
@@ -397,7 +420,8 @@ class MemoryPanel(_Panel):
         if compare is not None:
             # The previous run may run off this scale: say how high it went.
             previous_peak = human_bytes(compare.summary["memory_peak_bytes"])
-            entries.append((self._faded, f"previous run, in all (faded): peak {previous_peak}"))
+            name = faded_name(result, compare)
+            entries.append((self._faded, f"{name}, in all (faded): peak {previous_peak}"))
         formula = "(maxsize + concurrency) × item size"
         if bound is None:
             self._hide(self._limit)
