@@ -192,6 +192,11 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "pipeline.sim.running.kernel.run",
     ): KERNEL_ONLY,
     (
+        "pipeline.sim.running.engine_choice",
+        "run_chosen",
+        "pipeline.sim.running.kernel.run",
+    ): KERNEL_ONLY,
+    (
         "pipeline.sim.running.kernel.run",
         "run_chain_kernel",
         "pipeline.sim.running.kernel.chain",
@@ -222,28 +227,22 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "pipeline.sim.running.kernel.fcfs",
     ): KERNEL_PATH,
     ("pipeline.sim.running.replications", "replicate", "pipeline.sim.executors.pool"): POOL_ONLY,
-    (
-        "pipeline.sim.running.replications",
-        "replicate",
-        "pipeline.sim.running.kernel.run",
-    ): KERNEL_ONLY,
     ("pipeline.sim.running.simulate", "simulate", "pipeline.sim.executors.pool"): POOL_ONLY,
-    ("pipeline.sim.running.simulate", "simulate", "pipeline.sim.running.kernel.run"): KERNEL_ONLY,
     ("pipeline.sim.running.result", "to_openmetrics", "pipeline.sim.running.openmetrics"): (
         ENGINE_ONLY
     ),
     ("pipeline.sim.running.single", "__init__", "pipeline.sim.vloop"): ENGINE_ONLY,
     ("pipeline.sim.running.single", "run_engine", "pipeline.sim.vloop"): ENGINE_ONLY,
-    ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.vloop"): ENGINE_ONLY,
+    ("pipeline.sim.running.single", "_engine_once", "pipeline.sim.vloop"): ENGINE_ONLY,
     ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.running.chained"): CHAIN_ONLY,
     (
         "pipeline.sim.running.single",
-        "simulate_once",
+        "_kernel_once",
         "pipeline.sim.running.kernel.run",
     ): KERNEL_ONLY,
     (
         "pipeline.sim.running.single",
-        "summary_once",
+        "_kernel_summary",
         "pipeline.sim.running.kernel.run",
     ): KERNEL_ONLY,
     (
