@@ -331,7 +331,12 @@ def test_make_test_runs_the_kernels_tests_without_numba_too():
     recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", (ROOT / "Makefile").read_text(), re.M)
     assert recipe is not None
     steps = recipe.group(1).splitlines()
-    assert steps[-2].strip() == "$(BIN)/pytest"  # the whole suite, with numba
+    # The whole suite, with numba: on both cores, then what must run alone; the two
+    # selections are complements, so every test runs exactly once.
+    assert (
+        steps[-3].strip() == '$(BIN)/pytest -n 2 --dist loadfile -m "not browser and not service"'
+    )
+    assert steps[-2].strip() == '$(BIN)/pytest -m "browser or service"'
     without = steps[-1].split()
     assert without[:2] == ["PIPELINE_TEST_WITHOUT_NUMBA=1", "$(BIN)/pytest"]
     assert "tests/sim/running/kernel" in without
