@@ -25,7 +25,9 @@ HEAVY = [
     "pipeline.sim.analysis.diagnostics.diagnose",
     "pipeline.sim.workloads.traces.replay",
     "pipeline.sim.analysis.theory",
-    "pipeline.sim.analysis.planning.traffic",
+    "pipeline.sim.analysis.planning.slo_table",
+    "pipeline.sim.calibration.daily",
+    "pipeline.sim.workloads.traces.window",
     "pipeline.sim.analysis.planning.plan",
     "pipeline.chain.chain",  # a single-stage run needs no chain of stages
     "pipeline.chain.report",

@@ -10,7 +10,8 @@ it). :mod:`~pipeline.sim.analysis.theory` holds the queueing formulas the
 results are checked against.
 
 The package has three layers, each importing only those below it:
-``analysis`` (theory, diagnostics, sweeps, plans) over ``running``
+``analysis`` (theory, diagnostics, sweeps, plans) and, beside it,
+``calibration`` (scenarios fitted to recorded runs and telemetry) over ``running``
 (simulate, the engine's run and the kernel, the recorder) over ``workloads``
 (distributions, arrivals, failures, traces, Scenario), all over the virtual
 clock (``vloop``) and the step-function statistics (``stats``).
@@ -57,17 +58,17 @@ from .workloads.scenario import Scenario
 # lists the same names from the same modules).
 if TYPE_CHECKING:
     from .analysis import theory
-    from .analysis.calibrate import calibrate
     from .analysis.compare import compare
     from .analysis.diagnostics.bottleneck import stage_loads
     from .analysis.diagnostics.diagnose import diagnose, format_findings
     from .analysis.planning.plan import plan
     from .analysis.planning.result import Plan
     from .analysis.planning.slo import SLO, metric_value
-    from .analysis.planning.traffic import fit_daily_curve, trace_window
     from .analysis.sweep import simulate_replication, summarise_sweep, sweep
-    from .analysis.telemetry_fit import calibrate_observed
     from .analysis.warmup import detect_warmup
+    from .calibration.daily import fit_daily_curve
+    from .calibration.recorded import calibrate
+    from .calibration.telemetry import calibrate_observed
     from .executors.cluster import scheduler_executor
     from .executors.run_cache import RunCache
     from .running.scrape import openmetrics_series, query_range_answer
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from .workloads.telemetry.prometheus import read as read_prometheus
     from .workloads.traces.replay import load_trace
     from .workloads.traces.runtrace import TraceRecorder
+    from .workloads.traces.window import trace_window
 del TYPE_CHECKING  # a switch for the block above, not a name of this package
 
 # What a notebook or a capacity study reaches for: run (Scenario ... run_virtual), build
@@ -137,7 +139,7 @@ __all__ = [
 _LAZY = {
     # The virtual loop runs the asyncio engine; the kernel's runs need none of it (start-up).
     "run_virtual": ("vloop", "run_virtual"),
-    "calibrate": ("analysis.calibrate", "calibrate"),
+    "calibrate": ("calibration.recorded", "calibrate"),
     "TraceRecorder": ("workloads.traces.runtrace", "TraceRecorder"),
     "compare": ("analysis.compare", "compare"),
     "detect_warmup": ("analysis.warmup", "detect_warmup"),
@@ -148,8 +150,8 @@ _LAZY = {
     "SLO": ("analysis.planning.slo", "SLO"),
     "metric_value": ("analysis.planning.slo", "metric_value"),
     "plan": ("analysis.planning.plan", "plan"),
-    "fit_daily_curve": ("analysis.planning.traffic", "fit_daily_curve"),
-    "trace_window": ("analysis.planning.traffic", "trace_window"),
+    "fit_daily_curve": ("calibration.daily", "fit_daily_curve"),
+    "trace_window": ("workloads.traces.window", "trace_window"),
     "RunCache": ("executors.run_cache", "RunCache"),
     "simulate_replication": ("analysis.sweep", "simulate_replication"),
     "summarise_sweep": ("analysis.sweep", "summarise_sweep"),
@@ -161,7 +163,7 @@ _LAZY = {
     # Telemetry a team already has: a Prometheus query_range answer read and fitted, and a
     # simulated run turned back into the same answer (notebook 10).
     "read_prometheus": ("workloads.telemetry.prometheus", "read"),
-    "calibrate_observed": ("analysis.telemetry_fit", "calibrate_observed"),
+    "calibrate_observed": ("calibration.telemetry", "calibrate_observed"),
     "query_range_answer": ("running.scrape", "query_range_answer"),
     "openmetrics_series": ("running.scrape", "openmetrics_series"),
 }
