@@ -360,7 +360,7 @@ def test_without_numba_the_suite_cannot_import_it():
         ("matplotlib", "import pipeline.viz", "pipeline.viz", "viz"),
         ("ipywidgets", "from pipeline.viz import plot_depth", "pipeline.viz", "viz"),
         ("aiohttp", "import pipeline.examples.ingest.server", "pipeline.examples.ingest", "twin"),
-        ("distributed", "from pipeline.sim import scheduler_executor\n"
+        ("distributed", "from pipeline.sim.executors import scheduler_executor\n"
                         "with scheduler_executor('local'): pass", "the Dask executor", "cluster"),
     ],
 )  # fmt: skip

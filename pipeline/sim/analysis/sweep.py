@@ -222,7 +222,7 @@ def sweep(
 def grid_columns(frame: pd.DataFrame) -> list[str]:
     """The grid's field names of a :func:`sweep` frame (``[]`` for an empty grid).
 
-    Shared with :mod:`pipeline.sim.analysis.planning.traffic`.
+    Shared with :mod:`pipeline.sim.analysis.planning.slo_table`.
 
     Raises:
         ValueError: the frame did not come from :func:`sweep`.
@@ -320,7 +320,7 @@ def keep_none(
 ) -> pd.DataFrame:
     """Grid columns holding None (the unbounded queue) stay None rather than NaN.
 
-    Shared with :mod:`pipeline.sim.analysis.planning.traffic`.
+    Shared with :mod:`pipeline.sim.analysis.planning.slo_table`.
     """
     import pandas as pd
 
