@@ -51,6 +51,11 @@ PLAN_OUTPUTS = (
     "a Plan's tables (pandas, through sweep), its figure (matplotlib) and its HTML report "
     "load only when asked for; plan() and the command line's text need none of them"
 )
+DRAWN_BY_VIZ = (
+    "a Plan and its Sensitivity are drawn by pipeline.viz (the frontier, the tornado, "
+    "report.html): their figure() and to_html() load it when called, so the simulation "
+    "layer imports no matplotlib (tests/sim/analysis/planning/test_plan_layers.py)"
+)
 CSV_ONLY = "the csv module and the column reader load only for values read from a file"
 VIZ_ANALYSIS = (
     "import pipeline.viz loads every figure module; the analysis one figure draws "
@@ -87,6 +92,7 @@ REASONS = (
     KERNEL_ONLY,
     KERNEL_PATH,
     PLAN_OUTPUTS,
+    DRAWN_BY_VIZ,
     CSV_ONLY,
     VIZ_ANALYSIS,
     THEORY_NAME,
@@ -102,13 +108,13 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.cli.output", "_summary_of", "pipeline.sim.stats.intervals"): CLI_FIRST,
     ("pipeline.cli.output", "write_out", "pipeline.viz.figures.run"): CLI_FIRST,
     ("pipeline.cli.output", "write_out", "pipeline.viz.figures.stages"): CLI_FIRST,
-    ("pipeline.cli.plan", "_cost", "pipeline.sim.analysis.planning.cost"): CLI_FIRST,
-    ("pipeline.cli.plan", "_plan", "pipeline.sim.analysis.planning.cost"): CLI_FIRST,
+    ("pipeline.cli.plan_settings", "read_cost", "pipeline.sim.analysis.planning.cost"): CLI_FIRST,
     (
-        "pipeline.cli.plan_report",
-        "write_report_files",
-        "pipeline.sim.analysis.planning.html_report",
-    ): PLAN_OUTPUTS,
+        "pipeline.cli.plan_settings",
+        "_check_cost",
+        "pipeline.sim.analysis.planning.cost",
+    ): CLI_FIRST,
+    ("pipeline.cli.plan_report", "write_report_files", "pipeline.viz.report.page"): PLAN_OUTPUTS,
     ("pipeline.cli.sweep", "_summary_metrics", "pipeline.sim.running.class_summary"): CLI_FIRST,
     ("pipeline.cli.sweep", "_summary_metrics", "pipeline.sim.running.result"): CLI_FIRST,
     (
@@ -116,13 +122,14 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "sensitivity",
         "pipeline.sim.analysis.planning.sensitivity",
     ): PLAN_OUTPUTS,
+    ("pipeline.sim.analysis.planning.result", "to_html", "pipeline.viz.report.page"): DRAWN_BY_VIZ,
     (
-        "pipeline.sim.analysis.planning.result",
-        "to_html",
-        "pipeline.sim.analysis.planning.html_report",
-    ): PLAN_OUTPUTS,
-    ("pipeline.cli.plan", "_plan", "pipeline.sim.analysis.planning.plan"): CLI_FIRST,
-    ("pipeline.cli.plan", "_plan", "pipeline.sim.executors.cluster"): OPTIONAL,
+        "pipeline.sim.analysis.planning.sensitivity",
+        "figure",
+        "pipeline.viz.figures.tornado",
+    ): DRAWN_BY_VIZ,
+    ("pipeline.cli.plan", "_run", "pipeline.sim.analysis.planning.plan"): CLI_FIRST,
+    ("pipeline.cli.plan", "_run", "pipeline.sim.executors.cluster"): OPTIONAL,
     ("pipeline.cli.settings", "_chain_scenario", "pipeline.sim.workloads.scenario"): CLI_FIRST,
     ("pipeline.cli.settings", "build_scenario", "pipeline.sim.workloads.failures"): CLI_FIRST,
     ("pipeline.cli.settings", "_scenario", "pipeline.sim.workloads.scenario"): CLI_FIRST,
@@ -175,11 +182,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "candidates",
         "pipeline.sim.analysis.sweep",
     ): PLAN_OUTPUTS,
-    (
-        "pipeline.sim.analysis.planning.result",
-        "figure",
-        "pipeline.sim.analysis.planning.figure",
-    ): PLAN_OUTPUTS,
+    ("pipeline.sim.analysis.planning.result", "figure", "pipeline.viz.figures.plan"): DRAWN_BY_VIZ,
     (
         "pipeline.sim.analysis.planning.result",
         "report",

@@ -11,7 +11,7 @@
   its value (``--sensitivity 20``): a bare flag before the file would read the
   file's name as PCT.
 - ``--out DIR`` always writes ``report.html``, one self-contained page
-  (:mod:`~pipeline.sim.analysis.planning.html_report`).
+  (:mod:`pipeline.viz.report`).
 """
 
 from __future__ import annotations
@@ -62,6 +62,6 @@ def run_sensitivity(
 
 def write_report_files(directory: str, result: Any, sensitivity: Any, source: str | None) -> None:
     """``report.html`` (and ``sensitivity.png``) into ``directory``, after ``frontier.png``."""
-    from ..sim.analysis.planning.html_report import write_report
+    from ..viz.report.page import write_report
 
     write_report(result, directory, sensitivity=sensitivity, source=source)

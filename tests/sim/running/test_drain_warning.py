@@ -124,6 +124,7 @@ def test_plan_and_compare_warn_once_with_the_count():
             replications=2, skip_unstable=False, processes=1, progress=False,
         )  # fmt: skip
     (warning,) = caught
+    assert warning.filename == __file__  # points at the caller of plan()
     assert "in 2 of 4 plan runs" in str(warning.message)
     assert "the plan counts those runs as failing every latency and wait SLO" in str(
         warning.message

@@ -12,16 +12,16 @@ fails a sound configuration at most ``1 - confidence`` of the time.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..diagnostics.stability import grows_when_unstable
 from .judgement import Judgement
-from .records import judgement_dict, point_text
+from .records import configuration, judgement_dict, point_text
 
 if TYPE_CHECKING:
     from .candidate import Candidate
-    from .result import Plan
     from .slo import SLO
 
 __all__ = ["EXIT_STATUS", "CheckVerdict", "verdict_of"]
@@ -75,23 +75,27 @@ class CheckVerdict:
         )
 
 
-def verdict_of(plan: Plan) -> CheckVerdict:
-    """The verdict of a plan over one configuration (``plan --check``).
+def verdict_of(examined: Sequence[Candidate], slos: tuple[SLO, ...]) -> CheckVerdict:
+    """The verdict of a plan over one configuration (``plan --check``): ``examined``,
+    the one configuration it examined.
 
     Raises:
-        ValueError: the plan searched more than one configuration.
+        ValueError: the plan examined other than one configuration.
     """
-    if plan.total_candidates != 1:
-        raise ValueError(
-            f"a check judges one configuration; this plan searched {plan.total_candidates}"
-        )
-    (candidate,) = plan._candidates
+    if len(examined) != 1:
+        raise ValueError(f"a check judges one configuration; this plan examined {len(examined)}")
+    (candidate,) = examined
     verdict = "fails" if candidate.verdict == "unstable" else candidate.verdict
-    configuration = plan._config(candidate)
     judgements = candidate.judgements
     if candidate.verdict == "unstable":
-        judgements = unrun_judgements(candidate, plan.slos)
-    return CheckVerdict(verdict, configuration, judgements, candidate.replications, candidate.note)
+        judgements = unrun_judgements(candidate, slos)
+    return CheckVerdict(
+        verdict,
+        configuration(candidate.point, candidate.scenario),
+        judgements,
+        candidate.replications,
+        candidate.note,
+    )
 
 
 def unrun_judgements(candidate: Candidate, slos: tuple[SLO, ...]) -> tuple[Judgement, ...]:

@@ -264,74 +264,97 @@ def bracket_limit(
     """How far ``pick`` can be scaled before an SLO breaks (steps 1 and 2 of the module
     docstring): ``judge_at(scale(pick.scenario, f))`` judges factor ``f``; a judged
     candidate left ``unexamined`` (the run budget used up) ends the search."""
-    judged: dict[float, Candidate] = {1.0: pick}
-    low, high = 1.0, None
-    spent = False  # the plan's run budget ran out before a factor could be judged
+    bracket = _Bracket(pick, scale, judge_at)
+    bracket.grow()
+    bracket.narrow()
+    return bracket.result()
 
-    def look(factor: float) -> str:
-        judged[factor] = judge_at(scale(pick.scenario, factor))
-        return judged[factor].verdict
 
-    for factor in _GROWTH:
-        if len(judged) >= MAX_POINTS:
-            break
-        verdict = look(factor)
+class _Bracket:
+    """The factors judged so far, and the bracket ``[low, high]`` they give."""
+
+    def __init__(
+        self,
+        pick: Candidate,
+        scale: Callable[[Scenario, float], Scenario],
+        judge_at: Callable[[Scenario], Candidate],
+    ) -> None:
+        self.pick, self.scale, self.judge_at = pick, scale, judge_at
+        self.judged: dict[float, Candidate] = {1.0: pick}
+        self.low: float = 1.0  # the largest factor shown to meet every SLO
+        self.high: float | None = None  # the smallest shown to fail one
+        self.spent = False  # the plan's run budget ran out before a factor could be judged
+
+    def look(self, factor: float) -> str:
+        """Judge ``factor``, move the bracket's ends by its verdict, return the verdict."""
+        self.judged[factor] = self.judge_at(self.scale(self.pick.scenario, factor))
+        verdict = self.judged[factor].verdict
         if verdict == "meets":
-            low = factor
+            self.low = factor
         elif verdict in ("fails", "unstable"):
-            high = factor
-            break
+            self.high = factor
         elif verdict == "unexamined":
-            spent = True
-            break
-        # Undecided: near the limit, or past it by too little to show; a larger factor
-        # may still be shown to fail, which bounds the limit.
-    while high is not None and not spent and len(judged) < MAX_POINTS:
-        open_ = sorted(f for f, c in judged.items() if low < f < high and c.verdict == "undecided")
-        # Only a factor at the bracket's ends can move low up or high down.
-        gaps = [(low, open_[0]), (open_[-1], high)] if open_ else [(low, high)]
-        a, b = max(gaps, key=lambda gap: gap[1] / gap[0])
-        if b / a <= 1 + RELATIVE_WIDTH:
-            break
-        middle = math.sqrt(a * b)
-        verdict = look(middle)
-        if verdict == "meets":
-            low = middle
-        elif verdict in ("fails", "unstable"):
-            high = middle
-        elif verdict == "unexamined":
-            spent = True
-    undecided = tuple(
-        sorted(
-            f
-            for f, c in judged.items()
-            if c.verdict == "undecided" and f > low and (high is None or f < high)
+            self.spent = True
+        return verdict
+
+    def grow(self) -> None:
+        """Step 1: larger factors until one is shown to fail (or the budget runs out)."""
+        for factor in _GROWTH:
+            if len(self.judged) >= MAX_POINTS:
+                break
+            if self.look(factor) in ("fails", "unstable", "unexamined"):
+                break
+            # Meets, or undecided: near the limit, or past it by too little to show; a
+            # larger factor may still be shown to fail, which bounds the limit.
+
+    def narrow(self) -> None:
+        """Step 2: halve the wider gap at the bracket's ends until both are narrow enough."""
+        while self.high is not None and not self.spent and len(self.judged) < MAX_POINTS:
+            low, high = self.low, self.high
+            open_ = sorted(
+                f for f, c in self.judged.items() if low < f < high and c.verdict == "undecided"
+            )
+            # Only a factor at the bracket's ends can move low up or high down.
+            gaps = [(low, open_[0]), (open_[-1], high)] if open_ else [(low, high)]
+            a, b = max(gaps, key=lambda gap: gap[1] / gap[0])
+            if b / a <= 1 + RELATIVE_WIDTH:
+                break
+            self.look(math.sqrt(a * b))
+
+    def result(self) -> HeadroomFactor:
+        """The bracket as a :class:`HeadroomFactor`, with what stayed undecided and why."""
+        judged, low, high = self.judged, self.low, self.high
+        undecided = tuple(
+            sorted(
+                f
+                for f, c in judged.items()
+                if c.verdict == "undecided" and f > low and (high is None or f < high)
+            )
         )
-    )
-    notes = []
-    if undecided:
-        factors = ", ".join(f"x{f:.4g}" for f in undecided)
-        notes.append(
-            f"{factors} stayed undecided at the replication budget; more replications or "
-            "longer runs would narrow the bracket"
+        notes = []
+        if undecided:
+            factors = ", ".join(f"x{f:.4g}" for f in undecided)
+            notes.append(
+                f"{factors} stayed undecided at the replication budget; more replications or "
+                "longer runs would narrow the bracket"
+            )
+        if self.spent:
+            notes.append("the plan's run budget was used up before the search ended")
+        note = "; ".join(notes) or None
+        breaks = None
+        if high is not None:
+            failed = judged[high]
+            breaks = (
+                failed.note
+                if failed.verdict == "unstable"
+                else next(str(j.slo) for j in failed.judgements if j.verdict == "fails")
+            )
+        points = tuple(
+            (f, judged[f].verdict, judged[f].replications)
+            for f in sorted(judged)
+            if judged[f].verdict != "unexamined"
         )
-    if spent:
-        notes.append("the plan's run budget was used up before the search ended")
-    note = "; ".join(notes) or None
-    breaks = None
-    if high is not None:
-        failed = judged[high]
-        breaks = (
-            failed.note
-            if failed.verdict == "unstable"
-            else next(str(j.slo) for j in failed.judgements if j.verdict == "fails")
-        )
-    points = tuple(
-        (f, judged[f].verdict, judged[f].replications)
-        for f in sorted(judged)
-        if judged[f].verdict != "unexamined"
-    )
-    return HeadroomFactor(low, low, high, breaks, note, points, undecided)
+        return HeadroomFactor(low, low, high, breaks, note, points, undecided)
 
 
 def find_headroom(

@@ -18,6 +18,95 @@ Replication *r* of every configuration uses the random streams of
 same traffic. The result does not depend on where the runs ran (one process,
 a pool, a Dask cluster): which runs to do next depends only on the results so far.
 
+**Verdicts.** For each configuration and SLO, one value per replication;
+the SLO *meets* when its one-sided (skew-robust t) bound is on the right side of
+the limit, *fails* when the opposite bound is on the wrong side, and is
+*undecided* otherwise (see :func:`~pipeline.sim.analysis.planning.judgement.judge`). A
+configuration meets when every SLO meets, fails when any SLO fails, and is
+undecided otherwise. A verdict may be looked at after each step of the
+replication schedule (3, 6, 12, ..., 192 for ``(3, 192)``: L = 7 looks), so each
+look uses the level ``1 - (1 - confidence) / L`` (:func:`look_confidence`):
+the chance that a configuration gets a wrong verdict on an SLO, over all
+its looks, stays at most ``1 - confidence``.
+A run whose drain timed out (``drain_timeout_s``) left items unfinished,
+missing from its latency and wait statistics: a configuration with such a
+run *fails* every SLO on those metrics
+(:data:`~pipeline.sim.analysis.planning.slo.DRAIN_CUT_METRICS`), its note says
+why, and the plan warns once with how many runs timed out.
+Replications that agree exactly leave a t bound no width: a fraction
+(``shed_fraction`` ...) is then judged by the exact binomial bound on the
+counts pooled over them (no event in N items: about 3/N at 95%), any
+other metric by its exact value, and the judgement's note says so.
+
+**Rounds (the stopping rule).** Configurations are ranked by cost (see
+``cost``). Each round:
+
+1. the *target* is the cheapest examined configuration that meets (if any);
+2. every undecided configuration cheaper than the target (every one, with no
+   target) that has fewer than ``max`` replications gets as many more as it
+   has (3, 6, 12, 24, ... capped at ``max``), replications ``n .. 2n - 1``;
+3. with no target yet, the next ``lookahead`` configurations not yet
+   examined get ``min`` replications each; with ``skip_unstable``, ones that
+   queueing theory rejects
+   (:func:`~pipeline.sim.analysis.diagnostics.stability.unstable_note`) are marked
+   ``unstable`` without runs and do not count towards ``lookahead``;
+4. the round's runs go out together (in parallel on a pool or ``executor``);
+   when a round has nothing to run, the plan stops.
+
+**Scenario sets.** With ``scenarios={"normal": base, "peak": peak}``, one
+configuration must meet every SLO in every scenario: each configuration
+examined is the searched fields applied to each scenario (each scenario
+gives its workload; the searched fields override its config), replication
+*r* of every scenario uses that scenario's streams of ``(its seed, r)``
+(common random numbers within a scenario), and each (scenario, SLO) pair is
+judged on its own. A configuration fails when one pair fails and meets when
+every pair meets. To keep the stated confidence over the extra judgements,
+the Bonferroni split covers them too: with S scenarios and L looks, each
+look judges each pair at ``1 - (1 - confidence) / (L * S)``, so the chance
+that any scenario's judgement of an SLO is wrong on any look stays at most
+``1 - confidence``, as for one scenario. ``Plan.binding_scenario`` names
+the scenario whose bound is closest to its limit at the choice, and
+``Plan.scenarios`` holds each scenario's judgements. Every scenario must be
+a chain or every one a single stage. ``headroom`` and
+:meth:`Plan.sensitivity` apply to the binding scenario alone (the one
+closest to breaking; another may break at a different factor); ``base``
+need not be one of the set: it only names the plan's starting point.
+
+**Cost over a set.** One configuration runs through every scenario's
+hours, so its cost per hour is the mean over the hours:
+``sum_s share_s * (workers_s + wait_hour * lambda_s * W_s)``
+(:class:`~.cost.Mix`), and items per hour (for the cost per million items)
+likewise. ``shares`` gives each scenario's share of the hours
+(``{"normal": 0.9, "peak": 0.1}``: peak one hour in ten); without it every
+scenario has an equal share, and the report and JSON say the shares were
+not given. With ``wait_hour`` the plan then picks, among the configurations
+meeting every SLO in every scenario, the one of least mean total cost per
+hour. A scenario with share 0 must still meet every SLO (an incident the
+service must survive) but adds nothing to the cost.
+
+So replications are only ever added to configurations whose verdict is
+still open and that could still be the answer; a configuration has
+``min * 2**i`` replications, or ``max``.
+
+**The run budget.** Every simulation run the plan makes (its candidates',
+the wait-cost search's and the headroom's; a replication of a scenario set
+counts one run per scenario) comes out of ``budget``. A round's runs are
+taken configuration by configuration, cheapest first, each configuration's
+next step of the schedule whole or not at all, so a verdict is only ever
+looked at on the schedule and the Bonferroni split above still holds: the
+budget only ends the looks early. A configuration the budget left unrun,
+or open, counts as undecided. :attr:`Plan.budget` says how many runs were
+used of how many allowed and whether the budget ran out.
+
+**Outcome.** ``status`` is ``"chosen"`` when the target exists and every
+cheaper configuration fails (or is unstable); ``"undecided"`` when some
+cheaper configuration is still undecided at ``max`` replications, or was
+left open or unrun by the run budget (then
+``plan.chosen`` is None, ``plan.undecided`` says which configuration, SLO
+and interval, with advice on run length, and ``plan.fallback`` names the
+target, known to meet every SLO but perhaps not the cheapest);
+``"infeasible"`` when every configuration in the search fails.
+
 Example:
     >>> p = plan(base, {"concurrency": range(1, 65), "queue_maxsize": [100, 1000]},
     ...          ["latency_p95_s<=0.5", "memory_peak_bytes<=200e6"])
@@ -33,25 +122,19 @@ from typing import TYPE_CHECKING, Any
 
 from ...executors.pool import check_picklable
 from ...running.drain_warning import warn_drain_timeouts
-from ...running.engine_choice import check_engine
 from ...running.workload import shared_draws
-from ...workloads.randomness import check_replications, replays_one_sample
 from ...workloads.scenario import Scenario
-from ..diagnostics.stability import unstable_note
+from .arguments import PlanArguments, check_arguments
 from .candidate import Candidate, look_confidence, replication_schedule
 from .cheapest import least_total_cost
-from .cost import Cost, Mix, check_shares
-from .headroom import find_headroom
+from .check import verdict_of
+from .cost import Cost
+from .decision import decide, first_meeting, open_below
+from .headroom import Headroom, find_headroom
 from .result import Plan
-from .rounds import Rounds, Runner, check_budget, pool_size
-from .search import configured, cost_fields, cost_order, cost_totals, replication_range, search_axes
-from .slo import (
-    DRAIN_CUT_METRICS,
-    SLO,
-    check_confidence,
-    check_slo_metrics,
-    parse_slos,
-)
+from .rounds import Rounds, Runner, pool_size
+from .slo import DRAIN_CUT_METRICS, SLO
+from .walk import Walk
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -87,94 +170,14 @@ def plan(
 ) -> Plan:
     """The cheapest configuration in ``search`` that meets every SLO with ``confidence``.
 
-    **Verdicts.** For each configuration and SLO, one value per replication;
-    the SLO *meets* when its one-sided (skew-robust t) bound is on the right side of
-    the limit, *fails* when the opposite bound is on the wrong side, and is
-    *undecided* otherwise (see :func:`~pipeline.sim.analysis.planning.judgement.judge`). A
-    configuration meets when every SLO meets, fails when any SLO fails, and is
-    undecided otherwise. A verdict may be looked at after each step of the
-    replication schedule (3, 6, 12, ..., 192 for ``(3, 192)``: L = 7 looks), so each
-    look uses the level ``1 - (1 - confidence) / L`` (:func:`look_confidence`):
-    the chance that a configuration gets a wrong verdict on an SLO, over all
-    its looks, stays at most ``1 - confidence``.
-    A run whose drain timed out (``drain_timeout_s``) left items unfinished,
-    missing from its latency and wait statistics: a configuration with such a
-    run *fails* every SLO on those metrics
-    (:data:`~pipeline.sim.analysis.planning.slo.DRAIN_CUT_METRICS`), its note says
-    why, and the plan warns once with how many runs timed out.
-    Replications that agree exactly leave a t bound no width: a fraction
-    (``shed_fraction`` ...) is then judged by the exact binomial bound on the
-    counts pooled over them (no event in N items: about 3/N at 95%), any
-    other metric by its exact value, and the judgement's note says so.
-
-    **Rounds (the stopping rule).** Configurations are ranked by cost (see
-    ``cost``). Each round:
-
-    1. the *target* is the cheapest examined configuration that meets (if any);
-    2. every undecided configuration cheaper than the target (every one, with no
-       target) that has fewer than ``max`` replications gets as many more as it
-       has (3, 6, 12, 24, ... capped at ``max``), replications ``n .. 2n - 1``;
-    3. with no target yet, the next ``lookahead`` configurations not yet
-       examined get ``min`` replications each; with ``skip_unstable``, ones that
-       queueing theory rejects
-       (:func:`~pipeline.sim.analysis.diagnostics.stability.unstable_note`) are marked
-       ``unstable`` without runs and do not count towards ``lookahead``;
-    4. the round's runs go out together (in parallel on a pool or ``executor``);
-       when a round has nothing to run, the plan stops.
-
-    **Scenario sets.** With ``scenarios={"normal": base, "peak": peak}``, one
-    configuration must meet every SLO in every scenario: each configuration
-    examined is the searched fields applied to each scenario (each scenario
-    gives its workload; the searched fields override its config), replication
-    *r* of every scenario uses that scenario's streams of ``(its seed, r)``
-    (common random numbers within a scenario), and each (scenario, SLO) pair is
-    judged on its own. A configuration fails when one pair fails and meets when
-    every pair meets. To keep the stated confidence over the extra judgements,
-    the Bonferroni split covers them too: with S scenarios and L looks, each
-    look judges each pair at ``1 - (1 - confidence) / (L * S)``, so the chance
-    that any scenario's judgement of an SLO is wrong on any look stays at most
-    ``1 - confidence``, as for one scenario. ``Plan.binding_scenario`` names
-    the scenario whose bound is closest to its limit at the choice, and
-    ``Plan.scenarios`` holds each scenario's judgements. Every scenario must be
-    a chain or every one a single stage. ``headroom`` and
-    :meth:`Plan.sensitivity` apply to the binding scenario alone (the one
-    closest to breaking; another may break at a different factor); ``base``
-    need not be one of the set: it only names the plan's starting point.
-
-    **Cost over a set.** One configuration runs through every scenario's
-    hours, so its cost per hour is the mean over the hours:
-    ``sum_s share_s * (workers_s + wait_hour * lambda_s * W_s)``
-    (:class:`~.cost.Mix`), and items per hour (for the cost per million items)
-    likewise. ``shares`` gives each scenario's share of the hours
-    (``{"normal": 0.9, "peak": 0.1}``: peak one hour in ten); without it every
-    scenario has an equal share, and the report and JSON say the shares were
-    not given. With ``wait_hour`` the plan then picks, among the configurations
-    meeting every SLO in every scenario, the one of least mean total cost per
-    hour. A scenario with share 0 must still meet every SLO (an incident the
-    service must survive) but adds nothing to the cost.
-
-    So replications are only ever added to configurations whose verdict is
-    still open and that could still be the answer; a configuration has
-    ``min * 2**i`` replications, or ``max``.
-
-    **The run budget.** Every simulation run the plan makes (its candidates',
-    the wait-cost search's and the headroom's; a replication of a scenario set
-    counts one run per scenario) comes out of ``budget``. A round's runs are
-    taken configuration by configuration, cheapest first, each configuration's
-    next step of the schedule whole or not at all, so a verdict is only ever
-    looked at on the schedule and the Bonferroni split above still holds: the
-    budget only ends the looks early. A configuration the budget left unrun,
-    or open, counts as undecided. :attr:`Plan.budget` says how many runs were
-    used of how many allowed and whether the budget ran out.
-
-    **Outcome.** ``status`` is ``"chosen"`` when the target exists and every
-    cheaper configuration fails (or is unstable); ``"undecided"`` when some
-    cheaper configuration is still undecided at ``max`` replications, or was
-    left open or unrun by the run budget (then
-    ``plan.chosen`` is None, ``plan.undecided`` says which configuration, SLO
-    and interval, with advice on run length, and ``plan.fallback`` names the
-    target, known to meet every SLO but perhaps not the cheapest);
-    ``"infeasible"`` when every configuration in the search fails.
+    How it decides -- the verdicts, the rounds (:mod:`.walk`), scenario sets, the cost
+    over a set, the run budget and the outcome (:mod:`.decision`) -- is in the module
+    docstring. In short: configurations are examined in cost order, each simulated a
+    few times, with more replications only where a verdict is still open; ``status``
+    is ``"chosen"`` when the cheapest configuration meeting every SLO is found with
+    every cheaper one shown to fail, ``"undecided"`` when the replication or run
+    budget ran out first (``plan.fallback`` then names one known to meet every SLO),
+    ``"infeasible"`` when every configuration fails.
 
     Args:
         base: the scenario every configuration starts from (its ``seed`` seeds
@@ -264,123 +267,47 @@ def plan(
         >>> print(p)            # the choice, the binding SLO, the candidates
         >>> p.figure()          # each SLO's metric against cost, with bounds and limits
     """
-    if not isinstance(base, Scenario):
-        raise TypeError(f"base must be a Scenario, got {base!r}")
-    parsed = parse_slos(slos)
-    level = check_confidence(confidence)
-    low, high = replication_range(replications)
-    allowed = check_budget(budget)
-    if not isinstance(check, bool):
-        raise TypeError(f"check must be True or False, got {check!r}")
-    if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 1:
-        raise ValueError(f"lookahead must be an integer >= 1, got {lookahead!r}")
-    if processes is not None and (
-        isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
-    ):
-        raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
-    engine = check_engine(engine)
-    members = _scenario_set(base, scenarios)
-    axes = search_axes(base, search, engine)
-    if check:
-        several = next((name for name, values in axes.items() if len(values) != 1), None)
-        if several is not None:
-            raise ValueError(
-                f"a check judges one configuration: search[{several!r}] must hold one value, "
-                f"got {len(axes[several])}"
-            )
-    for name, member in members.items():
-        try:
-            search_axes(member, search, engine)
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"scenario {name!r}: {exc}") from None
-    # A plan judges by the spread of its replications: a replayed day has none to show, and
-    # its runs' agreement would pass for certainty (a model with nothing random is exact).
-    for name, scenario in (("", base), *members.items()):
-        if replays_one_sample(scenario):
-            where = f"scenario {name!r}: " if name else ""
-            check_replications(scenario, high, f"{where}a plan's replications ({low} to {high})")
-    for scenario in (base, *members.values()):
-        backlog = scenario.initial_backlog > 0 or "initial_backlog" in axes
-        names = None if scenario.classes is None else [c.name for c in scenario.classes]
-        if scenario.stages is not None:
-            fans_out = any(stage.fan_out != 1 for stage in scenario.stages) or any(
-                str(name).rpartition(".")[2] == "fan_out" for name in axes
-            )
-            check_slo_metrics(parsed, chain=True, fan_out=fans_out, backlog=backlog, classes=names)
-        else:
-            check_slo_metrics(parsed, chain=False, backlog=backlog, classes=names)
-    prices: Cost | None = None
-    if isinstance(cost, Cost | Mapping):
-        prices = Cost.parse(cost)
-        prices.check(base)
-        for name, member in members.items():
-            try:
-                prices.check(member)
-            except ValueError as exc:
-                raise ValueError(f"scenario {name!r}: {exc}") from None
-    elif order is None:
-        order = cost
-    elif cost is not None:
-        raise ValueError("give the field order as order= (cost= then holds prices), not both")
-    if shares is not None and not members:
-        raise ValueError("shares weigh a scenario set's hours: give scenarios= too, or no shares")
-    if shares is not None and prices is None:
-        raise ValueError(
-            "shares weigh the cost per hour over the scenarios: give cost= too, or no shares"
-        )
-    mix = (
-        Mix(
-            tuple(members.values()),
-            check_shares(tuple(members), shares),
-            tuple(members),
-            given=shares is not None,
-        )
-        if members
-        else Mix.single(base)
+    arguments = check_arguments(
+        base,
+        search,
+        slos,
+        confidence=confidence,
+        replications=replications,
+        budget=budget,
+        check=check,
+        cost=cost,
+        order=order,
+        headroom=headroom,
+        scenarios=scenarios,
+        shares=shares,
+        lookahead=lookahead,
+        skip_unstable=skip_unstable,
+        processes=processes,
+        engine=engine,
     )
-    if prices is not None:
-        mix.rates  # noqa: B018 -- a rate the cost needs and cannot find: refused before any run
-    if not isinstance(headroom, bool):
-        raise TypeError(f"headroom must be True or False, got {headroom!r}")
-    want_headroom = headroom
-    totals = cost_totals(base, axes) if order is None else []
-    fields = cost_fields(axes, order, totals)
-    points = cost_order(axes, fields, totals)
-    if prices is not None and order is None:
-        # Priced: money first (a stable sort: equal prices keep the default order).
-        points.sort(key=lambda point: mix.workers_per_hour(prices, point))
-    candidates = [Candidate(rank, point) for rank, point in enumerate(points)]
-    metrics = tuple(slo.metric for slo in parsed)
+    return _search(arguments, executor, progress)
+
+
+def _search(arguments: PlanArguments, executor: Executor | None, progress: bool) -> Plan:
+    """Walk the search in rounds, price the choice, find its headroom: the :class:`Plan`."""
+    walk = Walk(arguments)
+    base, processes, lookahead = arguments.base, arguments.processes, arguments.lookahead
+    low, high = arguments.replications
+    members = arguments.members
+    metrics = tuple(slo.metric for slo in arguments.slos)
     # Every run reports the cost's metrics, priced or not, so that a priced plan finds an
     # unpriced plan's runs in a RunCache (the same task, the same answer).
     extra = Cost().metrics(base)
     # Bonferroni over the looks and, for a set, over its scenarios too (see the docstring).
-    per_look = look_confidence(level, len(replication_schedule(low, high)) * max(1, len(members)))
+    looks = len(replication_schedule(low, high)) * max(1, len(members))
+    per_look = look_confidence(arguments.level, looks)
 
+    engine = arguments.engine
     workers = pool_size(processes, executor, base, engine, lookahead * low)
     if workers > 1 or executor is not None:
         check_picklable([base, *members.values()], workers, "plan")
 
     from tqdm.auto import tqdm
-
-    examined = 0  # candidates[:examined] have been looked at
-
-    def examine(candidate: Candidate) -> bool:
-        """Configure a candidate met for the first time; False if theory rejects it."""
-        candidate.scenario = configured(base, candidate.point)
-        note = unstable_note(candidate.scenario, parsed) if skip_unstable and not members else None
-        if members:
-            candidate.names = tuple(members)
-            candidate.members = tuple(configured(m, candidate.point) for m in members.values())
-            for name, member in zip(candidate.names, candidate.members, strict=True):
-                found = unstable_note(member, parsed) if skip_unstable else None
-                if found is not None:
-                    note = f"scenario {name!r}: {found}"
-                    break
-        if note is not None:
-            candidate.note, candidate.verdict = note, "unstable"
-            return False
-        return True
 
     with (
         contextlib.ExitStack() as stack,
@@ -389,63 +316,89 @@ def plan(
         # Every candidate's replication r draws the same arrivals and service times: share them.
         stack.enter_context(shared_draws())
         runner = Runner(executor, workers, stack, asked=processes is not None)
-        rounds = Rounds(runner, bar, engine, metrics, extra, parsed, per_look, budget=allowed)
-        choice: Candidate | None = None
-        found = None
-        while True:
-            target = next((c for c in candidates[:examined] if c.verdict == "meets"), None)
-            cheaper = candidates[: target.rank if target else examined]
-            tasks: list[tuple[Candidate, int]] = [
-                (c, r)
-                for c in cheaper
-                if c.verdict == "undecided" and c.replications < high
-                for r in range(c.replications, min(2 * c.replications, high))
-            ]
-            fresh = 0
-            while target is None and fresh < lookahead and examined < len(candidates):
-                candidate = candidates[examined]
-                examined += 1
-                if not examine(candidate):
-                    continue
-                tasks += [(candidate, r) for r in range(low)]
-                fresh += 1
-            if not tasks or not rounds.run(tasks):
-                break  # nothing left to run, or nothing the budget still allows
-        if prices is not None and prices.wait_hour:
-            target = next((c for c in candidates[:examined] if c.verdict == "meets"), None)
-            open_ = [
-                c for c in candidates[: target.rank if target else 0] if c.verdict == "undecided"
-            ]
-            if target is not None and not open_:
-                examined, choice = least_total_cost(
-                    candidates,
-                    examined,
-                    rounds.run,
-                    examine,
-                    cost=prices,
-                    mix=mix,
-                    level=per_look,
-                    replications=(low, high),
-                    lookahead=lookahead,
-                )
-        if want_headroom:
-            pick = choice or next((c for c in candidates[:examined] if c.verdict == "meets"), None)
-            cheaper_open = pick is not None and any(
-                c.verdict == "undecided" for c in candidates[: pick.rank]
-            )
-            if pick is not None and not cheaper_open:
-                if members:  # a set's headroom is its binding scenario's
-                    pick = pick.of_scenario(pick.binding_scenario())
-                found = find_headroom(
-                    pick, rounds, slos=parsed, level=level, replications=(low, high)
-                )
+        rounds = Rounds(
+            runner, bar, engine, metrics, extra, arguments.slos, per_look, budget=arguments.budget
+        )
+        walk.run(rounds)
+        choice = _least_total_cost(walk, rounds, arguments, per_look)
+        found = _headroom(walk, rounds, arguments, choice) if arguments.headroom else None
 
-    examined_candidates = candidates[:examined]
-    drain_cut = any(slo.metric in DRAIN_CUT_METRICS for slo in parsed)
+    seen = walk.seen
+    _warn_drain_timeouts(seen, arguments.slos)
+    return Plan(
+        base=base,
+        search={k: list(v) for k, v in arguments.axes.items()},
+        cost=list(walk.fields),
+        slos=arguments.slos,
+        confidence=arguments.level,
+        look_confidence=per_look,
+        replications=arguments.replications,
+        total_candidates=len(walk.candidates),
+        examined=tuple(seen),
+        decision=decide(seen, len(walk.candidates), choice),
+        mix=arguments.mix,
+        prices=arguments.prices,
+        budget=rounds.budget(),
+        headroom=found,
+        headroom_asked=arguments.headroom,
+        scenario_names=tuple(members),
+        check=verdict_of(seen, arguments.slos) if arguments.check else None,
+    )
+
+
+def _least_total_cost(
+    walk: Walk, rounds: Rounds, arguments: PlanArguments, per_look: float
+) -> Candidate | None:
+    """With a wait cost priced and the cheapest configuration in workers settled (every
+    cheaper one shown to fail), search on for the least total cost per hour
+    (:mod:`~.cheapest`); else None."""
+    prices = arguments.prices
+    if prices is None or not prices.wait_hour:
+        return None
+    target = first_meeting(walk.seen)
+    if target is None or open_below(walk.seen, target):
+        return None
+    walk.examined, choice = least_total_cost(
+        walk.candidates,
+        walk.examined,
+        rounds.run,
+        walk.examine,
+        cost=prices,
+        mix=arguments.mix,
+        level=per_look,
+        replications=arguments.replications,
+        lookahead=arguments.lookahead,
+    )
+    return choice
+
+
+def _headroom(
+    walk: Walk, rounds: Rounds, arguments: PlanArguments, choice: Candidate | None
+) -> Headroom | None:
+    """The headroom of the choice (the cheapest configuration meeting every SLO, when no
+    wait cost chose), when nothing cheaper is left open; else None."""
+    pick = choice or first_meeting(walk.seen)
+    if pick is None or open_below(walk.seen, pick):
+        return None
+    if arguments.members:  # a set's headroom is its binding scenario's
+        pick = pick.of_scenario(pick.binding_scenario())
+    return find_headroom(
+        pick,
+        rounds,
+        slos=arguments.slos,
+        level=arguments.level,
+        replications=arguments.replications,
+    )
+
+
+def _warn_drain_timeouts(examined: Sequence[Candidate], slos: Sequence[SLO]) -> None:
+    """Warn once when some runs' drain timed out, with how many runs and items (pointing
+    at the caller of :func:`plan`)."""
+    drain_cut = any(slo.metric in DRAIN_CUT_METRICS for slo in slos)
     warn_drain_timeouts(
         [
             (c.scenario, {"drain_timed_out": cut, "items_unfinished": left})
-            for c in examined_candidates
+            for c in examined
             for cut, left in zip(c.timed_out, c.unfinished, strict=True)
         ],
         what="plan runs",
@@ -454,55 +407,5 @@ def plan(
             if drain_cut
             else ""
         ),
+        stacklevel=4,
     )
-    return Plan(
-        base=base,
-        search=axes,
-        cost=fields,
-        slos=parsed,
-        confidence=level,
-        look_confidence=per_look,
-        replications=(low, high),
-        candidates=examined_candidates,
-        total=len(candidates),
-        prices=prices,
-        choice=choice,
-        headroom=found if want_headroom else False,
-        scenarios=tuple(members),
-        mix=mix,
-        budget=rounds.budget(),
-        check=check,
-    )
-
-
-def _scenario_set(base: Scenario, scenarios: Mapping[str, Scenario] | None) -> dict[str, Scenario]:
-    """``scenarios``, checked: names -> Scenario, all chains or all single stages."""
-    if scenarios is None:
-        return {}
-    if not isinstance(scenarios, Mapping):
-        raise TypeError(
-            f"scenarios must be a dict of name -> Scenario, e.g. {{'normal': base, 'peak': peak}}, "
-            f"got {scenarios!r}"
-        )
-    if not scenarios:
-        raise ValueError("scenarios is empty: give at least one name -> Scenario, or None")
-    out: dict[str, Scenario] = {}
-    for name, scenario in scenarios.items():
-        if not isinstance(name, str) or not name.strip() or name != name.strip():
-            raise ValueError(f"a scenario name must be a non-empty string, got {name!r}")
-        if not isinstance(scenario, Scenario):
-            raise TypeError(f"scenarios[{name!r}] must be a Scenario, got {scenario!r}")
-        out[name] = scenario
-    chains = {name for name, s in out.items() if s.stages is not None}
-    if chains and (len(chains) < len(out) or base.stages is None):
-        single = next(n for n in out if n not in chains) if len(chains) < len(out) else "base"
-        raise ValueError(
-            f"scenarios mix a chain ({sorted(chains)[0]!r}) with a single stage ({single!r}): "
-            "every scenario must be a chain, or every one a single stage"
-        )
-    if not chains and base.stages is not None:
-        raise ValueError(
-            "scenarios mix a chain ('base') with a single stage: every scenario must be a "
-            "chain, or every one a single stage"
-        )
-    return out

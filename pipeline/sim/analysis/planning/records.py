@@ -25,6 +25,7 @@ __all__ = [
     "PlanStatus",
     "ScenarioStep",
     "ScenarioVerdict",
+    "configuration",
     "json_value",
     "judgement_dict",
     "point_text",
@@ -34,6 +35,21 @@ __all__ = [
 
 # Config fields a chosen configuration always reports (the ones a deployment sets).
 CONFIG_FIELDS = ("concurrency", "queue_maxsize", "on_full", "max_attempts")
+
+
+def configuration(point: Mapping[str, Any], scenario: Any) -> dict[str, Any]:
+    """A configuration as a deployment sets it: the searched ``point``, then the
+    :data:`CONFIG_FIELDS` of ``scenario`` (a chain's for every stage, ``"write.concurrency"``)."""
+    out = dict(point)
+    if scenario.stages is not None:
+        # A chain has no config of its own: each stage's, named "stage.field".
+        for stage in scenario.stages:
+            for name in CONFIG_FIELDS:
+                out.setdefault(f"{stage.name}.{name}", getattr(stage.config, name))
+        return out
+    for name in CONFIG_FIELDS:
+        out.setdefault(name, getattr(scenario.config, name))
+    return out
 
 
 def json_value(value: Any) -> Any:

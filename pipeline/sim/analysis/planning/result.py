@@ -20,22 +20,21 @@ The parts of the answer are frozen records (:mod:`~.records`): ``PlanStatus``,
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .candidate import verdict_of_judgements
-from .check import verdict_of
 from .cost import Cost, CostEstimate, Mix, difference_bounds, estimate
 from .judgement import Judgement, judgement_run_length_advice
 from .records import (
-    CONFIG_FIELDS,
     Binding,
     CheaperStep,
     OpenQuestion,
     PlanStatus,
     ScenarioStep,
     ScenarioVerdict,
+    configuration,
     json_value,
     point_text,
     ranked_values,
@@ -48,14 +47,17 @@ if TYPE_CHECKING:
     from ...workloads.scenario import Scenario
     from .candidate import Candidate
     from .check import CheckVerdict
+    from .decision import Decision
     from .headroom import Headroom
     from .rounds import Budget
 
 __all__ = ["Plan"]
 
 
+@dataclass(frozen=True, eq=False, repr=False)
 class Plan:
-    """The outcome of a capacity plan (see the module docstring for the statuses).
+    """The outcome of a capacity plan (see the module docstring for the statuses): a
+    frozen record of what :func:`~.plan.plan` examined and decided.
 
     Attributes:
         status: a :class:`PlanStatus`: ``"chosen"``, ``"undecided"`` or ``"infeasible"``.
@@ -81,6 +83,13 @@ class Plan:
         replications: ``(min, max)`` replications per configuration.
         search: field -> values searched; ``cost``: the fields in cost order.
         base: the scenario every configuration started from.
+        total_candidates: how many configurations the search space holds.
+        examined: the configurations examined, in cost order (each a
+            :class:`~.candidate.Candidate`: its runs, judgements and verdict).
+        decision: the :class:`~.decision.Decision` the plan reached (its status,
+            the configuration it rests on, what was left open or unrun).
+        prices: the :class:`~.cost.Cost` the plan was priced with, else None.
+        mix: the scenarios a cost per hour averages over (:class:`~.cost.Mix`).
         scenario_names: a scenario set's names (``plan(scenarios=...)``), else empty.
         binding_scenario: with a set and status ``"chosen"``, the scenario of the
             binding SLO's judgement (its bound closest to the limit); else None.
@@ -89,74 +98,87 @@ class Plan:
         unrun: the configurations cheaper than any meeting every SLO that the run
             budget left without a run (their points, in cost order); they keep the
             plan undecided.
+        headroom: the chosen configuration's :class:`~.headroom.Headroom` when it
+            was asked for and could be found, else None; ``headroom_asked`` says
+            whether it was asked for.
         check: for ``plan(check=True)``, the :class:`~.check.CheckVerdict` (the
             verdict and one judgement per SLO); else None.
     """
 
-    def __init__(
-        self,
-        *,
-        base: Scenario,
-        search: Mapping[str, Sequence[Any]],
-        cost: Sequence[str],
-        slos: Sequence[SLO],
-        confidence: float,
-        look_confidence: float,
-        replications: tuple[int, int],
-        candidates: Sequence[Candidate],
-        total: int,
-        prices: Cost | None = None,
-        choice: Candidate | None = None,
-        headroom: Headroom | bool | None = False,
-        scenarios: Sequence[str] = (),
-        mix: Mix | None = None,
-        budget: Budget | None = None,
-        check: bool = False,
-    ) -> None:
-        self.base = base
-        self.search = {k: list(v) for k, v in search.items()}
-        self.cost = list(cost)
-        self.slos = tuple(slos)
-        self.confidence = confidence
-        self.look_confidence = look_confidence
-        self.replications = replications
-        self.total_candidates = total
-        self._candidates = list(candidates)
-        self._keys = slo_keys(self.slos)
-        self.budget = budget
-        target = next((c for c in self._candidates if c.verdict == "meets"), None)
-        cheaper = self._candidates[: target.rank] if target else self._candidates
-        open_ = [c for c in cheaper if c.verdict == "undecided"]
-        self._open = open_
-        # Configurations the run budget left unrun (and, with no target, the search
-        # left short): not shown to fail, so nothing more expensive can be chosen.
-        self.unrun = tuple(dict(c.point) for c in cheaper if c.verdict == "unexamined")
-        short = target is None and len(self._candidates) < total
-        if open_ or self.unrun or short:
-            self.status = PlanStatus.UNDECIDED
-        elif target is not None:
-            self.status = PlanStatus.CHOSEN
-        else:
-            self.status = PlanStatus.INFEASIBLE
-        chosen = self.status is PlanStatus.CHOSEN
-        if chosen and choice is not None:
-            target = choice  # least total cost per hour (a wait cost is priced)
-        self._target = target
-        self.prices = prices
-        self.mix = mix if mix is not None else Mix.single(base)
-        self._asked_headroom = headroom is not False
-        self.headroom: Headroom | None = None if headroom is False else headroom
-        self.cost_per_hour = self._cost_of(target) if chosen and prices is not None else None
-        self.chosen = self._config(target) if chosen else None
-        undecided = self.status is PlanStatus.UNDECIDED
-        self.fallback = self._config(target) if undecided and target else None
-        self.binding = self._binding(target) if chosen else None
-        self.undecided = tuple(item for c in open_ for item in self._questions(c))
-        self.scenario_names = tuple(scenarios)
-        self.binding_scenario: str | None = None
-        if chosen and self.scenario_names:
-            self.binding_scenario = target.binding_scenario()
-        self.check: CheckVerdict | None = verdict_of(self) if check else None
+    base: Scenario
+    search: dict[str, list[Any]]
+    cost: list[str]
+    slos: tuple[SLO, ...]
+    confidence: float
+    look_confidence: float
+    replications: tuple[int, int]
+    total_candidates: int
+    examined: tuple[Candidate, ...]
+    decision: Decision
+    mix: Mix
+    prices: Cost | None = None
+    budget: Budget | None = None
+    headroom: Headroom | None = None
+    headroom_asked: bool = False
+    scenario_names: tuple[str, ...] = ()
+    check: CheckVerdict | None = None
+
+    # -- the decision, described -------------------------------------------------------
+
+    @property
+    def status(self) -> PlanStatus:
+        """``"chosen"``, ``"undecided"`` or ``"infeasible"`` (the decision's)."""
+        return self.decision.status
+
+    @property
+    def target(self) -> Candidate | None:
+        """The configuration the decision rests on: the choice, or with status
+        ``"undecided"`` the fallback; else None."""
+        return self.decision.target
+
+    @property
+    def unrun(self) -> tuple[dict[str, Any], ...]:
+        """The points the run budget left unrun below any configuration meeting every SLO."""
+        return self.decision.unrun
+
+    @cached_property
+    def chosen(self) -> dict[str, Any] | None:
+        """The chosen configuration's fields (None unless chosen)."""
+        if self.status is not PlanStatus.CHOSEN:
+            return None
+        return configuration(self.target.point, self.target.scenario)
+
+    @cached_property
+    def fallback(self) -> dict[str, Any] | None:
+        """With status ``"undecided"``, the configuration known to meet every SLO, else None."""
+        if self.status is not PlanStatus.UNDECIDED or self.target is None:
+            return None
+        return configuration(self.target.point, self.target.scenario)
+
+    @cached_property
+    def binding(self) -> Binding | None:
+        """The binding SLO and each configuration one step cheaper (None unless chosen)."""
+        return self._binding(self.target) if self.status is PlanStatus.CHOSEN else None
+
+    @cached_property
+    def undecided(self) -> tuple[OpenQuestion, ...]:
+        """The open questions of the configurations left undecided below the target."""
+        return tuple(item for c in self.decision.open for item in self._questions(c))
+
+    @cached_property
+    def binding_scenario(self) -> str | None:
+        """With a set and status ``"chosen"``, the scenario whose bound is closest to its
+        limit at the choice; else None."""
+        if self.status is not PlanStatus.CHOSEN or not self.scenario_names:
+            return None
+        return self.target.binding_scenario()
+
+    @cached_property
+    def cost_per_hour(self) -> CostEstimate | None:
+        """The chosen configuration's cost per hour (None unless chosen and priced)."""
+        if self.status is not PlanStatus.CHOSEN or self.prices is None:
+            return None
+        return self._cost_of(self.target)
 
     @property
     def scenarios(self) -> dict[str, ScenarioVerdict] | None:
@@ -164,9 +186,9 @@ class Plan:
         undecided; for a plan over one configuration, a check, that one whatever its
         verdict): name -> :class:`ScenarioVerdict`; None without a set or such a
         configuration (or when queueing theory rejected it without runs)."""
-        target = self._target
-        if target is None and self.total_candidates == 1 and self._candidates:
-            target = self._candidates[0]
+        target = self.target
+        if target is None and self.total_candidates == 1 and self.examined:
+            target = self.examined[0]
         if not self.scenario_names or target is None or not target.by_scenario:
             return None
         return {
@@ -182,8 +204,8 @@ class Plan:
             return ()
         steps = []
         for step in self.binding.cheaper:
-            point = {**self._target.point, **step.change}
-            neighbour = next((c for c in self._candidates if c.point == point), None)
+            point = {**self.target.point, **step.change}
+            neighbour = next((c for c in self.examined if c.point == point), None)
             found = () if neighbour is None else neighbour.by_scenario.get(name, ())
             verdict = verdict_of_judgements(found) if found else step.verdict
             steps.append(ScenarioStep(dict(step.change), verdict, found, step.note))
@@ -194,16 +216,18 @@ class Plan:
     @property
     def runs_total(self) -> int:
         """Simulation runs the plan made (a replication of a scenario set runs each scenario)."""
-        return sum(c.replications * max(1, len(c.names)) for c in self._candidates)
+        return sum(c.replications * max(1, len(c.names)) for c in self.examined)
 
     @property
     def runs_drain_timed_out(self) -> int:
         """Runs whose drain hit ``drain_timeout_s``, leaving items unfinished (see
         :data:`~pipeline.sim.analysis.planning.slo.DRAIN_CUT_METRICS`: their latency and wait
         SLOs fail)."""
-        return sum(sum(c.timed_out) for c in self._candidates)
+        return sum(sum(c.timed_out) for c in self.examined)
 
-    def _estimate(self, candidate: Candidate) -> CostEstimate:
+    def cost_estimate(self, candidate: Candidate) -> CostEstimate:
+        """``candidate``'s cost per hour, with its bounds at the per-look level (priced
+        plans only)."""
         assert self.prices is not None
         return estimate(
             self.prices, self.mix, candidate.point, candidate.extra, self.look_confidence
@@ -212,11 +236,11 @@ class Plan:
     def _cost_of(self, target: Candidate) -> CostEstimate:
         """The chosen configuration's cost, naming any rival not told apart from it."""
         assert self.prices is not None
-        found = self._estimate(target)
+        found = self.cost_estimate(target)
         if not self.prices.wait_hour:
             return found
         rivals = []
-        for c in self._candidates:
+        for c in self.examined:
             if c is target or c.verdict != "meets":
                 continue
             lowest, _ = difference_bounds(
@@ -246,20 +270,7 @@ class Plan:
     @property
     def chosen_scenario(self) -> Scenario | None:
         """The base scenario with the chosen configuration applied (None unless chosen)."""
-        return self._target.scenario if self.status is PlanStatus.CHOSEN else None
-
-    def _config(self, candidate: Candidate) -> dict[str, Any]:
-        scenario = candidate.scenario
-        out = dict(candidate.point)
-        if scenario.stages is not None:
-            # A chain has no config of its own: each stage's, named "stage.field".
-            for stage in scenario.stages:
-                for name in CONFIG_FIELDS:
-                    out.setdefault(f"{stage.name}.{name}", getattr(stage.config, name))
-            return out
-        for name in CONFIG_FIELDS:
-            out.setdefault(name, getattr(scenario.config, name))
-        return out
+        return self.target.scenario if self.status is PlanStatus.CHOSEN else None
 
     def _binding(self, target: Candidate) -> Binding:
         def slack(j: Judgement) -> float:
@@ -269,14 +280,14 @@ class Plan:
         closest = min(target.judgements, key=slack)
         cheaper = []
         for name in self.cost:
-            ranked = self._ranked_values(name)
+            ranked = ranked_values(self.search[name])
             index = ranked.index(target.point[name])
             if index == 0:
                 continue
             point = {**target.point, name: ranked[index - 1]}
             # Cheaper in cost order, so examined before the target; a scan, not a dict:
             # searched values need not hash.
-            neighbour = next((c for c in self._candidates if c.point == point), None)
+            neighbour = next((c for c in self.examined if c.point == point), None)
             if neighbour is None:
                 continue
             cheaper.append(
@@ -294,10 +305,6 @@ class Plan:
             slack=slack(closest),
             cheaper=tuple(cheaper),
         )
-
-    def _ranked_values(self, name: str) -> list[Any]:
-        """The field's values in cost order, as the search walked them."""
-        return ranked_values(self.search[name])
 
     def _questions(self, candidate: Candidate) -> list[OpenQuestion]:
         scenario = candidate.scenario
@@ -320,7 +327,8 @@ class Plan:
 
     def _rows(self) -> list[dict[str, Any]]:
         rows = []
-        for c in self._candidates:
+        keys = slo_keys(self.slos)
+        for c in self.examined:
             row: dict[str, Any] = dict(c.point)
             row.update(
                 rank=c.rank,
@@ -333,14 +341,14 @@ class Plan:
             )
             judgements = {j.slo: j for j in c.judgements}
             for slo in self.slos:
-                key, j = self._keys[slo], judgements.get(slo)
+                key, j = keys[slo], judgements.get(slo)
                 row[f"{key}_mean"] = j.mean if j else math.nan
                 row[f"{key}_bound"] = j.bound if j else math.nan
                 row[f"{key}_half_width"] = j.half_width if j else math.nan
                 row[f"{key}_verdict"] = j.verdict if j else None
                 row[f"{key}_note"] = j.note if j else None
             if self.prices is not None:
-                cost = self._estimate(c)
+                cost = self.cost_estimate(c)
                 row.update(
                     cost_per_hour=cost.total,
                     cost_per_hour_low=cost.low,
@@ -385,7 +393,7 @@ class Plan:
 
         rows = []
         k = len(self.slos)
-        for c in self._candidates:
+        for c in self.examined:
             for r, values in enumerate(c.values):
                 if not c.names:
                     row = {**c.point, "replication": r}
@@ -444,7 +452,7 @@ class Plan:
             "replications": {"min": self.replications[0], "max": self.replications[1]},
             "search": self.search,
             "cost": self.cost,
-            "candidates_examined": len(self._candidates),
+            "candidates_examined": len(self.examined),
             "candidates_total": self.total_candidates,
             "runs": self.runs_total,
             "runs_drain_timed_out": self.runs_drain_timed_out,
@@ -465,7 +473,7 @@ class Plan:
             chosen_cost = self.cost_per_hour
             payload["cost_per_hour"] = None if chosen_cost is None else chosen_cost.total
             payload["cost_breakdown"] = None if chosen_cost is None else chosen_cost.to_dict()
-        if self._asked_headroom:
+        if self.headroom_asked:
             payload["headroom"] = None if self.headroom is None else self.headroom.to_dict()
         if self.scenario_names:
             found = self.scenarios
@@ -484,20 +492,20 @@ class Plan:
         earlier plan of the same metrics with other limits, adds its choice (a
         hollow star) and its limits (faded) for comparison; ``scenario``, one
         scenario of a set, draws that scenario's values alone (by default each
-        configuration shows the scenario that decides each SLO). See
-        :func:`~pipeline.sim.analysis.planning.figure.frontier_figure`.
+        configuration shows the scenario that decides each SLO). Drawn by
+        :func:`pipeline.viz.figures.plan.frontier_figure` (needs the ``[viz]`` extra).
 
         Raises:
             ValueError: ``scenario`` is not one of the plan's set.
         """
-        from .figure import frontier_figure
+        from ....viz.figures.plan import frontier_figure
 
         return frontier_figure(self, ax, previous, scenario=scenario)
 
     def __repr__(self) -> str:
-        chosen = "" if self.chosen is None else f" chosen={point_text(self._target.point)}"
+        chosen = "" if self.chosen is None else f" chosen={point_text(self.target.point)}"
         return (
-            f"<Plan status={self.status}{chosen} examined={len(self._candidates)}"
+            f"<Plan status={self.status}{chosen} examined={len(self.examined)}"
             f"/{self.total_candidates} runs={self.runs_total}>"
         )
 
@@ -518,8 +526,9 @@ class Plan:
         return sensitivity(self, **options)
 
     def to_html(self, path: Any, *, sensitivity: Any = None, source: str | None = None) -> None:
-        """Write the plan as one self-contained HTML page (see :mod:`~.html_report`)."""
-        from .html_report import report_html
+        """Write the plan as one self-contained HTML page (see :mod:`pipeline.viz.report`;
+        needs the ``[viz]`` extra)."""
+        from ....viz.report.page import report_html
 
         text = report_html(self, sensitivity=sensitivity, source=source)
         with open(path, "w", encoding="utf-8") as file:

@@ -45,7 +45,6 @@ from ...stats.intervals import robust_mean_ci
 from .judgement import judge
 from .perturb import NotApplicable, inputs_of, perturbed
 from .slo import SLO, metric_counts, metric_value, summary_keys
-from .tornado import tornado_figure
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -163,8 +162,10 @@ class Sensitivity:
         }
 
     def figure(self, ax: Any = None) -> Any:
-        """A tornado chart: one panel per SLO, one bar per input (see
-        :func:`~pipeline.sim.analysis.planning.tornado.tornado_figure`)."""
+        """A tornado chart: one panel per SLO, one bar per input, drawn by
+        :func:`pipeline.viz.figures.tornado.tornado_figure` (needs the ``[viz]`` extra)."""
+        from ....viz.figures.tornado import tornado_figure
+
         return tornado_figure(self.to_dict(), ax)
 
     def report(self) -> str:
@@ -250,7 +251,7 @@ def sensitivity(
         isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
     ):
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
-    target = plan._target
+    target = plan.target
     if plan.binding_scenario is not None:  # a scenario set: the binding scenario's inputs
         target = target.of_scenario(plan.binding_scenario)
     scenario = target.scenario

@@ -18,8 +18,7 @@ import math
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.cli import main
-from pipeline.cli import plan as plan_command
+from pipeline.cli import main, plan_settings
 from pipeline.sim import Exponential, Poisson, Scenario, plan
 from pipeline.sim.analysis.planning import rounds
 from pipeline.sim.analysis.planning.candidate import replication_schedule
@@ -137,10 +136,10 @@ def test_a_bad_budget_is_refused(budget):
 
 def test_the_command_line_restates_the_librarys_defaults():
     assert (
-        plan_command._DEFAULT_MIN_REPLICATIONS,
-        plan_command._DEFAULT_MAX_REPLICATIONS,
+        plan_settings.DEFAULT_MIN_REPLICATIONS,
+        plan_settings.DEFAULT_MAX_REPLICATIONS,
     ) == DEFAULT_REPLICATIONS
-    assert (plan_command.DEFAULT_BUDGET, plan_command.MAX_BUDGET) == (
+    assert (plan_settings.DEFAULT_BUDGET, plan_settings.MAX_BUDGET) == (
         rounds.DEFAULT_BUDGET,
         rounds.MAX_BUDGET,
     )

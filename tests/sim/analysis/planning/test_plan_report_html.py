@@ -21,8 +21,8 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, Poisson, Scenario, StageSpec
-from pipeline.sim.analysis.planning.html_report import render_report, write_report
 from pipeline.sim.analysis.planning.plan import plan
+from pipeline.viz.report.page import render_report, write_report
 from tests.cli.test_cli_plan import MM, WAIT_LIMIT
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'

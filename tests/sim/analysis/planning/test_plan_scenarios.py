@@ -98,7 +98,7 @@ def test_a_set_of_one_scenario_is_the_plan_of_that_scenario():
         progress=False,
     )
     assert as_set.chosen == alone.chosen
-    assert [c.values for c in as_set._candidates] == [c.values for c in alone._candidates]
+    assert [c.values for c in as_set.examined] == [c.values for c in alone.examined]
 
 
 def test_both_engines_give_the_same_plan_over_a_set():
@@ -117,9 +117,9 @@ def test_both_engines_give_the_same_plan_over_a_set():
         for engine in ("asyncio", "kernel")
     ]
     assert plans[0].chosen == plans[1].chosen
-    for a, b in zip(plans[0]._candidates, plans[1]._candidates, strict=True):
+    for a, b in zip(plans[0].examined, plans[1].examined, strict=True):
         assert np.allclose(a.values, b.values, rtol=1e-9, atol=1e-9)
-    assert {c for p in plans for c in p._candidates[0].engines} == {"asyncio", "kernel"}
+    assert {c for p in plans for c in p.examined[0].engines} == {"asyncio", "kernel"}
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,12 @@
-"""The tornado chart of a sensitivity analysis (:mod:`~.sensitivity`).
+"""The tornado chart of a sensitivity analysis
+(:mod:`~pipeline.sim.analysis.planning.sensitivity`).
 
 One panel per SLO. Each input is a row, largest effect at the top; its bar
 runs from the metric's mean with the input moved down to the mean with it
 moved up, across the mean at the plan's input (a thin black line). Each end is
 blue where the SLO still meets there and red where it fails (grey:
-undecided); the SLO's limit is a dashed line. matplotlib is imported here
-only, when a figure is asked for.
+undecided); the SLO's limit is a dashed line. ``Sensitivity.figure()`` draws
+through here, so the simulation layer never imports matplotlib.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pipeline._units import metric_label, slo_text
-
-from .slo import SLO
+from ..._units import metric_label, slo_text
+from ...sim.analysis.planning.slo import SLO
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -31,7 +31,8 @@ def tornado_figure(sensitivity: Mapping[str, Any], ax: Any = None) -> Figure:
 
     Args:
         sensitivity: ``{"change": 0.2, "rows": [...], ...}`` as
-            :meth:`~.sensitivity.Sensitivity.to_dict` returns it.
+            :meth:`~pipeline.sim.analysis.planning.sensitivity.Sensitivity.to_dict`
+            returns it.
         ax: axes to draw into, one per SLO (default: a new figure).
 
     Raises:
