@@ -116,7 +116,7 @@ def test_heatmap_cells_say_mean_and_half_width():
     texts = sorted(t.get_text() for t in ax.texts)
     # mean 2 +- t(0.975, 1) * s / sqrt(2) = 12.706 * 1.414 / 1.414 = 12.7; no spread: +- 0;
     # a missing replication: the mean of the one left, and no interval
-    assert texts == ["0.5\n± 0", "2\n± 0", "2\n± 13", "4"]
+    assert texts == ["0.5 s\n± 0 s", "2 s\n± 0 s", "2 s\n± 12.7 s", "4 s"]
 
 
 def test_one_axis_draws_error_bars_and_three_axes_draw_panels():

@@ -16,15 +16,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ..._units import (
-    METRIC_LABELS,
-    human_bytes,
-    metric_label,
-    metric_range,
-    scale_bytes,
-    slo_text,
-)
+from ..._units import metric_range, slo_text
 from ...sim.analysis.planning.records import ranked_values
+from .units import metric_axis
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -248,40 +242,11 @@ def _chosen_candidate(plan: Plan | None) -> Any:
 
 def _scale_y(axis: Any, metric: str, values: list[float]) -> None:
     """Words on the y axis, a log scale for a wide positive range, ticks in the metric's unit."""
-    from matplotlib.ticker import FuncFormatter, PercentFormatter
-
-    unit = METRIC_LABELS.get(metric, ("", ""))[1]
     finite = [v for v in values if math.isfinite(v)]
     log = bool(finite) and min(finite) > 0 and max(finite) > 20 * min(finite)
     if log:
         axis.set_yscale("log")
-    if unit == "bytes":
-        axis.set_ylabel(METRIC_LABELS[metric][0])
-        _binary_ticks(axis, max(finite, default=1.0), log)
-        axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(v, digits=6)))
-    elif unit == "fraction":
-        axis.set_ylabel(METRIC_LABELS[metric][0])
-        axis.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-    else:
-        axis.set_ylabel(metric_label(metric))
-        if log:  # 10 and 100 s, not 10^1 and 10^2
-            axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-
-
-def _binary_ticks(axis: Any, top: float, log: bool) -> None:
-    """Ticks at round binary sizes: 1, 2, 4, 8 MiB on a log scale; 0.5 MiB steps or so on a line."""
-    from matplotlib.ticker import LogLocator, MultipleLocator, NullLocator
-
-    if log:
-        axis.yaxis.set_major_locator(LogLocator(base=2))
-        axis.yaxis.set_minor_locator(NullLocator())
-        return
-    unit, _ = scale_bytes(top)
-    span = max(top / unit, 1e-12)
-    step = next(
-        (k * 10.0**e for e in range(-3, 7) for k in (1, 2, 5) if span / (k * 10.0**e) <= 8), 1.0
-    )
-    axis.yaxis.set_major_locator(MultipleLocator(step * unit))
+    axis.set_ylabel(metric_axis(axis.yaxis, metric, max(finite, default=1.0), log=log))
 
 
 def _legend(fig: Any, axes: list[Any], *, outside: bool) -> None:

@@ -38,11 +38,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..._units import metric_label
+from ..._units import value_text
 from ...sim.analysis.sweep import grid_columns
 from ...sim.running.drain_warning import DRAIN_CUT_TEXT, drain_cut
 from ...sim.stats.intervals import summarise_values
 from .style import axes_list, new_figure
+from .units import metric_axis, metric_words
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -97,14 +98,12 @@ def _levels(values: Sequence[Any]) -> list[Any]:
     return distinct
 
 
-def _format(value: float) -> str:
-    return "n/a" if not math.isfinite(value) else f"{value:.3g}"
-
-
-def _cell_text(mean: float, half: float) -> str:
+def _cell_text(metric: str, mean: float, half: float) -> str:
+    """A heatmap cell's mean and 95% half-width in the metric's unit, as the tables write it."""
     if not math.isfinite(mean):
         return "n/a"
-    return _format(mean) if not math.isfinite(half) else f"{_format(mean)}\n± {half:.2g}"
+    text = value_text(metric, mean)
+    return text if not math.isfinite(half) else f"{text}\n± {value_text(metric, half)}"
 
 
 def _numeric(levels: Sequence[Any]) -> bool:
@@ -156,9 +155,10 @@ def plot_sweep(
         log: colour (heatmaps) or y (line plot) on a log scale; None (default)
             chooses it when the positive means span more than a factor of 100.
         cmap: matplotlib colormap name of the heatmaps.
-        label: the metric's name on the figure, with its unit (default: words
-            for a summary key, ``"p95 latency (s)"`` for ``"latency_p95_s"``;
-            a column of your own is shown by its name).
+        label: the metric's name on the figure (default: words for a summary
+            key, ``"p95 latency (s)"`` for ``"latency_p95_s"``, ``"peak memory"``
+            for sizes and shares, whose ticks and cells carry the unit, KiB/MiB or
+            %, as the tables write them; a column of your own is shown by its name).
 
     Returns:
         The figure.
@@ -187,14 +187,14 @@ def plot_sweep(
     if log is None:
         log = bool(positive.size) and positive.max() > 100 * positive.min()
     if label is None:
-        label = metric_label(metric)
+        label = metric_words(metric)
     levels = {axis: _levels(frame[axis].tolist()) for axis in grid}
     x, y = _choose_axes(grid, levels, x, y)
     extra = [axis for axis in grid if axis not in (x, y)]
     if y is None:
         # Every other axis holds one value here: one line.
         fixed = {axis: levels[axis][0] for axis in extra}
-        return _line(stats, grid, x, levels[x], fixed, label, ax, log, cut)
+        return _line(stats, grid, x, levels[x], fixed, (metric, label), ax, log, cut)
     panels = list(itertools.product(*(levels[a] for a in extra)))
     if len(panels) > MAX_PANELS:
         raise ValueError(
@@ -217,12 +217,13 @@ def plot_sweep(
     image = None
     for axes_here, panel in zip(axes, panels, strict=False):
         fixed = dict(zip(extra, panel, strict=True))
-        image = _heatmap(axes_here, stats, grid, x, y, levels, fixed, norm, cmap, cut)
+        image = _heatmap(axes_here, stats, grid, x, y, levels, fixed, norm, cmap, cut, metric)
         title = ", ".join(f"{a}={axis_label(v)}" for a, v in fixed.items())
         axes_here.set_title(title or f"{label}: mean ± 95% half-width")
     for spare in axes[len(panels) :]:
         spare.set_visible(False)
-    fig.colorbar(image, ax=axes[: len(panels)], label=f"{label}, mean over replications")
+    bar = fig.colorbar(image, ax=axes[: len(panels)], label=f"{label}, mean over replications")
+    metric_axis(bar.ax.yaxis, metric, float(norm.vmax or 1.0), log=log)
     if extra:
         fig.suptitle(f"{label}: mean ± 95% half-width over replications")
     if cut:
@@ -266,6 +267,7 @@ def _heatmap(
     norm: Any,
     cmap: str,
     cut: set[tuple[Any, ...]],
+    metric: str,
 ) -> Any:
     """One panel: rows are ``y`` levels, columns ``x`` levels, at the ``fixed`` extra values.
 
@@ -307,7 +309,7 @@ def _heatmap(
         ax.text(
             col,
             row,
-            _cell_text(cell, half[row, col]) + ("\ndrain cut" if hatched[row, col] else ""),
+            _cell_text(metric, cell, half[row, col]) + ("\ndrain cut" if hatched[row, col] else ""),
             ha="center",
             va="center",
             fontsize="small",
@@ -322,12 +324,15 @@ def _line(
     x: str,
     levels: list[Any],
     fixed: dict[str, Any],
-    label: str,
+    shown: tuple[str, str],
     ax: Axes | None,
     log: bool,
     cut: set[tuple[Any, ...]],
 ) -> Figure:
-    """A one-axis sweep: means with 95% error bars against the axis; ``cut`` points crossed."""
+    """A one-axis sweep: means with 95% error bars against the axis; ``cut`` points crossed.
+
+    ``shown`` is the metric and its label."""
+    metric, label = shown
     fig, (ax,) = axes_list(ax, 1)
     keys = [tuple({**fixed, x: v}[axis] for axis in grid) for v in levels]
     found = [stats[key] for key in keys]
@@ -353,6 +358,8 @@ def _line(
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if log:
         ax.set_yscale("log")
+    top = float(np.nanmax(mean + np.where(np.isfinite(half), half, 0.0), initial=1.0))
+    metric_axis(ax.yaxis, metric, top, log=log)
     ax.set_xlabel(x)
     ax.set_ylabel(label)
     ax.set_title(f"{label}: mean ± 95% half-width over replications")

@@ -15,8 +15,9 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..._units import metric_label, slo_text
+from ..._units import slo_text
 from ...sim.analysis.planning.slo import SLO
+from .units import metric_axis
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -89,7 +90,12 @@ def tornado_figure(sensitivity: Mapping[str, Any], ax: Any = None) -> Figure:
         if slo is not None:
             axis.axvline(slo.limit, color="black", linestyle="--", linewidth=1)
         axis.set_yticks(range(len(mine)), [row["input"] for row in mine])
-        axis.set_xlabel(metric_label(slo.metric) if slo is not None else text)
+        if slo is not None:
+            reached = [_num(row[key]) for row in mine for key in ("base", "low", "high")]
+            top = max([v for v in reached if math.isfinite(v)] + [slo.limit], default=1.0)
+            axis.set_xlabel(metric_axis(axis.xaxis, slo.metric, top))
+        else:
+            axis.set_xlabel(text)
         title = slo_text(slo) if slo is not None else text
         axis.set_title(f"{title}: each input ±{pct}", fontsize=10)
         axis.margins(x=0.15)
