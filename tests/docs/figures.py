@@ -1,0 +1,81 @@
+"""The figures a page's prose quotes, checked against that page's own run.
+
+An output block is compared with its run as a whole (``test_snippets.py``); the
+prose around it quotes some of its numbers again, in words or rounded ("72 runs",
+"999 s ± 34 s"). Each checker here finds the figure in the prose (so a page that
+drops or rewords it fails until the checker follows) and holds it to the run:
+exactly for what the seeds fix (plan bounds, run counts, intervals), loosely for
+what the machine decides (times, stated as "about" and checked to their order).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.docs.snippets import shows
+
+
+@dataclass
+class PageRun:
+    """What running one page gave: its text, the output of each block, its namespace.
+
+    Attributes:
+        page: the Markdown file.
+        text: its text.
+        folder: the folder it ran in (the files its blocks wrote are there).
+        outputs: each block's printed output (stdout and stderr), by its opening line.
+        namespace: the page's Python namespace after its last block.
+    """
+
+    page: Path
+    text: str
+    folder: Path
+    outputs: dict[int, str] = field(default_factory=dict)
+    namespace: dict = field(default_factory=dict)
+
+    def output(self, contains: str) -> str:
+        """The output of the one block whose output contains ``contains``."""
+        found = [out for out in self.outputs.values() if contains in out]
+        assert len(found) == 1, f"{self.page.name}: {len(found)} outputs contain {contains!r}"
+        return found[0]
+
+
+def says(run: PageRun, phrase: str) -> str:
+    """``phrase`` as the page says it (whitespace aside); fails if the page does not."""
+    pattern = r"\s+".join(re.escape(part) for part in phrase.split())
+    assert re.search(pattern, run.text), f"{run.page.name} no longer says {phrase!r}"
+    return phrase
+
+
+def agrees(run: PageRun, phrase: str, actual: str) -> None:
+    """The page says ``phrase``, and ``actual`` (from the run) reads the same, rounded."""
+    says(run, phrase)
+    assert shows(phrase, actual), f"{run.page.name} says {phrase!r}; the run gives {actual!r}"
+
+
+def about(value: float, low: float, high: float, what: str) -> None:
+    """A machine-dependent figure the prose gives as "about": within its stated order."""
+    assert low <= value <= high, f"{what} is {value}, outside the prose's [{low}, {high}]"
+
+
+CHECKERS: dict[str, Callable[[PageRun], None]] = {}
+
+
+def checker(name: str) -> Callable[[Callable[[PageRun], None]], Callable[[PageRun], None]]:
+    """Register the checker of the page whose file is ``name``."""
+
+    def register(function: Callable[[PageRun], None]) -> Callable[[PageRun], None]:
+        CHECKERS[name] = function
+        return function
+
+    return register
+
+
+def check(run: PageRun) -> None:
+    """Hold the page's prose to its run (pages without quoted figures have no checker)."""
+    checker_of_page = CHECKERS.get(run.page.name)
+    if checker_of_page is not None:
+        checker_of_page(run)
