@@ -79,3 +79,36 @@ def check(run: PageRun) -> None:
     checker_of_page = CHECKERS.get(run.page.name)
     if checker_of_page is not None:
         checker_of_page(run)
+
+
+@checker("README.md")
+def readme(run: PageRun) -> None:
+    ns = run.namespace
+    agrees(run, "# 0.815 s: one run", f"# {ns['result'].summary['wait_mean_s']} s: one run")
+    interval = ns["runs"].interval("wait_mean_s")
+    agrees(run, "# 0.746 +- 0.033 s", f"# {interval.mean} +- {interval.half_width} s")
+    erlang_c = ns["theory"].mmc(3.2, 1.0, 4).wait_mean_s
+    agrees(run, "Erlang C says 0.7455 s", f"Erlang C says {erlang_c} s")
+    assert ns["result"].summary["engine"] == "kernel"
+
+
+@checker("statistics.md")
+def statistics(run: PageRun) -> None:
+    ns = run.namespace
+    wait, ci = (ns["result"].summary[key] for key in ("wait_mean_s", "wait_mean_ci95_s"))
+    agrees(run, "# 0.815 +- 0.080 s", f"# {wait} +- {ci} s")
+    agrees(
+        run,
+        "(`0.8146 s ± 0.07952 s (95%, batch means)`)",
+        f"(`{wait} s ± {ci} s (95%, batch means)`)",
+    )
+    more = ns["more"]
+    agrees(
+        run,
+        "gives a wait `-0.586 ± 0.027 s` over its default 10 replications (unpaired ± 0.031;",
+        f"gives a wait `{more.difference} ± {more.half_width} s` over its default"
+        f" {len(more.values_a)} replications (unpaired ± {more.unpaired_half_width};",
+    )
+    theory = ns["theory"]
+    erlang_c = theory.mmc(3.2, 1.0, 5).wait_mean_s - theory.mmc(3.2, 1.0, 4).wait_mean_s
+    agrees(run, "Erlang C: -0.585 s)", f"Erlang C: {erlang_c} s)")

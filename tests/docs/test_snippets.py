@@ -35,7 +35,7 @@ PAGES = [
     *sorted((REPO / "docs" / "guide").glob("*.md")),
 ]
 #: Pages whose runs take more than a few seconds (plans, calibration, a real ingestion).
-SLOW = {"planning.md", "twin.md", "simulating.md", "statistics.md", "chains.md"}
+SLOW = {"planning.md", "twin.md", "simulating.md", "chains.md"}
 #: Host names a block that does not run may name: loopback, or a placeholder.
 PLACEHOLDER_HOSTS = {"127.0.0.1", "localhost", "host", "HOST", "SCHEDULER", "PROMETHEUS"}
 #: The exit status an output shows, ``Check: fails (exit 1)``.
