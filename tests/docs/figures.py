@@ -10,6 +10,7 @@ what the machine decides (times, stated as "about" and checked to their order).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,12 @@ class PageRun:
         found = [out for out in self.outputs.values() if contains in out]
         assert len(found) == 1, f"{self.page.name}: {len(found)} outputs contain {contains!r}"
         return found[0]
+
+
+def json_in(output: str) -> dict:
+    """The first line of ``output`` that is a JSON object, parsed (stderr may surround it)."""
+    line = next(line for line in output.splitlines() if line.startswith("{"))
+    return json.loads(line)
 
 
 def says(run: PageRun, phrase: str) -> str:
@@ -112,3 +119,20 @@ def statistics(run: PageRun) -> None:
     theory = ns["theory"]
     erlang_c = theory.mmc(3.2, 1.0, 5).wait_mean_s - theory.mmc(3.2, 1.0, 4).wait_mean_s
     agrees(run, "Erlang C: -0.585 s)", f"Erlang C: {erlang_c} s)")
+
+
+@checker("simulating.md")
+def simulating(run: PageRun) -> None:
+    backlog = json_in(run.output('"items_backlog"'))
+    drained, half_width = backlog["backlog_drained_s"], backlog["ci95"]["backlog_drained_s"]
+    agrees(run, "(999 s ± 34 s, 95%)", f"({drained} s ± {half_width} s, 95%)")
+    assert 16 * 60 <= drained <= 18 * 60, "the prose says about 17 minutes"
+    agrees(run, "(255 s above)", f"({backlog['backlog_cleared_s']} s above)")
+    # "about 4,880 items waited upstream", to the nearest ten
+    agrees(
+        run, "about 4,880 items", f"about {round(backlog['upstream_backlog_max'], -1):,.0f} items"
+    )
+    metrics = json_in(run.output('pipeline="checkout"'))
+    agrees(
+        run, "`queue_depth_max` (26 here)", f"`queue_depth_max` ({metrics['queue_depth_max']} here)"
+    )

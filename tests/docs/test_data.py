@@ -1,0 +1,23 @@
+"""``data/``'s generated files are what their maker writes today, byte for byte."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_shipped_traces_are_what_make_traces_writes(tmp_path):
+    shutil.copy(REPO / "data" / "make_traces.py", tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    subprocess.run(
+        [sys.executable, "make_traces.py"], cwd=tmp_path, env=env, check=True, capture_output=True
+    )
+    written = sorted(path.name for path in tmp_path.glob("*.csv"))
+    assert "handler_durations.csv" in written and "requests_per_minute.csv" in written
+    for name in written:
+        assert (tmp_path / name).read_bytes() == (REPO / "data" / name).read_bytes(), name
