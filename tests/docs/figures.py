@@ -11,10 +11,12 @@ what the machine decides (times, stated as "about" and checked to their order).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 
 from tests.docs.snippets import shows
 
@@ -28,6 +30,7 @@ class PageRun:
         text: its text.
         folder: the folder it ran in (the files its blocks wrote are there).
         outputs: each block's printed output (stdout and stderr), by its opening line.
+        commands: each shell command run, with its printed output, in order.
         namespace: the page's Python namespace after its last block.
     """
 
@@ -36,6 +39,7 @@ class PageRun:
     folder: Path
     outputs: dict[int, str] = field(default_factory=dict)
     namespace: dict = field(default_factory=dict)
+    commands: list[tuple[str, str]] = field(default_factory=list)
 
     def output(self, contains: str) -> str:
         """The output of the one block whose output contains ``contains``."""
@@ -48,6 +52,13 @@ def json_in(output: str) -> dict:
     """The first line of ``output`` that is a JSON object, parsed (stderr may surround it)."""
     line = next(line for line in output.splitlines() if line.startswith("{"))
     return json.loads(line)
+
+
+def printed_by(run: PageRun, *parts: str) -> str:
+    """What the one command holding every one of ``parts`` printed."""
+    found = [out for command, out in run.commands if all(part in command for part in parts)]
+    assert len(found) == 1, f"{run.page.name}: {len(found)} commands hold {parts}"
+    return found[0]
 
 
 def says(run: PageRun, phrase: str) -> str:
@@ -68,6 +79,7 @@ def about(value: float, low: float, high: float, what: str) -> None:
     assert low <= value <= high, f"{what} is {value}, outside the prose's [{low}, {high}]"
 
 
+REPO = Path(__file__).resolve().parents[2]
 CHECKERS: dict[str, Callable[[PageRun], None]] = {}
 
 
@@ -135,4 +147,102 @@ def simulating(run: PageRun) -> None:
     metrics = json_in(run.output('pipeline="checkout"'))
     agrees(
         run, "`queue_depth_max` (26 here)", f"`queue_depth_max` ({metrics['queue_depth_max']} here)"
+    )
+
+
+def _spelled(n: int) -> str:
+    words = "zero one two three four five six seven eight nine ten eleven twelve thirteen"
+    return words.split()[n]
+
+
+@checker("planning.md")
+def planning(run: PageRun) -> None:
+    first = json_in(printed_by(run, "lognormal:p50=0.05,p99=1.2", "--json"))
+    runs, chosen = first["runs"], first["chosen"]["concurrency"]
+    agrees(
+        run,
+        "The answer took 72 runs of 100,000 items",
+        f"The answer took {runs} runs of 100,000 items",
+    )
+    agrees(
+        run,
+        "`budget: 72 of 2,000 runs used`",
+        "`budget: {runs_used} of {runs_allowed:,} runs used`".format(**first["budget"]),
+    )
+    says(run, f"leaves almost no room for queueing: {_spelled(chosen)} workers")
+    says(run, f"{_spelled(chosen).capitalize()} workers hold p95 under 0.5 s")
+    # the offered load queueing theory judged the candidates by: "6.486" in the first note
+    load = float(re.search(r"offered load ([\d.]+)", first["candidates"][0]["note"])[1])
+    agrees(run, "workers for 6.5 busy on average", f"workers for {load} busy on average")
+    service = run.namespace["base"].service
+    sigma = math.sqrt(math.log1p(service.cv**2))
+    p95 = service.mean * math.exp(-(sigma**2) / 2 + NormalDist().inv_cdf(0.95) * sigma)
+    agrees(
+        run,
+        "a p95 of 0.47 s (the log-normal through those two percentiles has a mean of 127 ms"
+        " and a cv of 2.3)",
+        f"a p95 of {p95} s (the log-normal through those two percentiles has a mean of"
+        f" {service.mean * 1000} ms and a cv of {service.cv})",
+    )
+    # the call gives the command's plan exactly
+    p = run.namespace["p"]
+    assert p.chosen == first["chosen"] and len(p.candidates) == len(first["candidates"])
+    # two scenarios, seven looks each: the Bonferroni share per look
+    looks = 7 * 2
+    agrees(
+        run,
+        "(99.64% per look above: 7 looks times 2 scenarios)",
+        f"({100 * (1 - 0.05 / looks)}% per look above: 7 looks times 2 scenarios)",
+    )
+    shared = printed_by(run, "normal=normal.toml@0.9")
+    chosen_shared = int(re.search(r"chosen concurrency=(\d+)", shared)[1])
+    says(run, f"every scenario: {_spelled(chosen_shared)} workers here, the fewest the peak allows")
+    equal = printed_by(run, "normal=normal.toml --scenario", "--cost")
+    chosen_equal = int(re.search(r"chosen concurrency=(\d+)", equal)[1])
+    says(run, f"and chooses {_spelled(chosen_equal)} workers, each at 1.20 an hour")
+
+
+@checker("twin.md")
+def twin(run: PageRun) -> None:
+    what_if = json_in(printed_by(run, "--what-if api_latency=0.5 --json"))
+    assert what_if["accounting"]["balanced"] and set(what_if["comparison"]) == {
+        "throughput_per_s",
+        "latency_p95_s",
+        "queue_depth_max",
+    }
+    planned = json_in(printed_by(run, "plan orders.toml"))
+    says(run, f"and the plan chooses `concurrency` {planned['chosen']['concurrency']}.")
+    # the command line's golden test holds what calibrate --json prints on that file
+    golden = json.loads((REPO / "tests/cli/golden/calibrate_prometheus.json").read_text())
+    fitted = golden["json"]
+    agrees(
+        run,
+        "`arrival_rate_per_s` (5.0325), `service_mean_s` (0.1961), `service_p95_s` (0.5421)"
+        " and `failure_rate` (0.0490)",
+        f"`arrival_rate_per_s` ({fitted['arrival_rate_per_s']}), `service_mean_s`"
+        f" ({fitted['service_mean_s']}), `service_p95_s` ({fitted['service_p95_s']})"
+        f" and `failure_rate` ({fitted['failure_rate']})",
+    )
+    rate = {
+        tool: float(
+            re.search(
+                r"Poisson at (?:the mean rate )?([\d.]+)/s", printed_by(run, f"--format {tool}")
+            )[1]
+        )
+        for tool in ("k6", "otlp")
+    }
+    agrees(
+        run,
+        "k6 and Locust give 20.9/s, the 20/s items times their 1.05 attempts",
+        f"k6 and Locust give {rate['k6']}/s, the {rate['otlp']}/s items times their"
+        f" {rate['k6'] / rate['otlp']} attempts",
+    )
+    queued = printed_by(run, "queued_stats_history.csv")
+    fitted_mean = float(re.search(r"log-normal \(mean ([\d.]+) s", queued)[1])
+    recorded_mean = float(re.search(r"gives back mean [\d.]+ s \(recorded ([\d.]+)\)", queued)[1])
+    agrees(
+        run,
+        "The service mean comes back at 40.7 ms where the response times' own is 47.5 ms.",
+        f"The service mean comes back at {fitted_mean * 1000} ms where the response times'"
+        f" own is {recorded_mean * 1000} ms.",
     )

@@ -18,8 +18,8 @@ and from an HTML comment on the line before it:
   format without a run before them are not code.
 
 Output is compared by :func:`shows`: token by token, whitespace aside, ``...``
-standing for anything, and a number shown matching the run's number rounded as
-far as the page rounds it.
+(or ``"..."`` in JSON) standing for anything, and a number shown matching the
+run's number rounded as far as the page rounds it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ OUTPUTS = {"", "text", "json", "output"}
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
 _COMMENT = re.compile(r"^\s*<!--\s*(?P<body>.*?)\s*-->\s*$")
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_TOKEN = re.compile(r"\.\.\.|…|" + _NUMBER.pattern + r"|[^\W\d]+|[^\w\s]")
+_TOKEN = re.compile(r'"\.\.\."|\.\.\.|…|' + _NUMBER.pattern + r"|[^\W\d]+|[^\w\s]")
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,8 @@ def _split_comment(command: str) -> tuple[str, str, str]:
 
 
 def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text)
+    # a quoted "..." keeps an abridged JSON block valid JSON, and is a gap like ...
+    return ["..." if token == '"..."' else token for token in _TOKEN.findall(text)]
 
 
 def _number(token: str) -> float | None:

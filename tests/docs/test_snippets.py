@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -70,8 +71,8 @@ def reader_folder(folder: Path) -> Path:
     return folder
 
 
-def run_shell(block: Block, folder: Path) -> str:
-    """Run each command of ``block`` in ``folder``; their stdout and stderr, in turn."""
+def run_shell(block: Block, folder: Path) -> list[tuple[str, str]]:
+    """Run each command of ``block`` in ``folder``; each with its stdout and stderr."""
     env = dict(
         os.environ,
         PYTHONPATH=str(REPO),
@@ -99,16 +100,26 @@ def run_shell(block: Block, folder: Path) -> str:
                 f"{block.where}: `{command}` does not print what its comment shows:\n"
                 f"  shown: {line}\n  printed:\n{printed[-3000:]}"
             )
-        out.append(printed)
-    return "".join(out)
+        out.append((command, printed))
+    return out
 
 
 def run_python(block: Block, namespace: dict) -> str:
-    """Run ``block`` in ``namespace``; what it printed."""
+    """Run ``block`` in ``namespace``; what it printed, then the warnings it gave.
+
+    A warning is what a reader sees on stderr, so it joins the output (a page may say
+    that a call warns), except one that says the page's API is on its way out.
+    """
     printed = io.StringIO()
     code = compile(block.text, block.where, "exec")
-    with contextlib.redirect_stdout(printed):
+    with contextlib.redirect_stdout(printed), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         exec(code, namespace)
+    for warning in caught:
+        assert not issubclass(warning.category, (DeprecationWarning, FutureWarning)), (
+            f"{block.where}: {warning.category.__name__}: {warning.message}"
+        )
+        printed.write(f"{warning.category.__name__}: {warning.message}\n")
     return printed.getvalue()
 
 
@@ -121,7 +132,9 @@ def run_page(page: Path, folder: Path) -> figures.PageRun:
         if block.kind == "file":
             (folder / block.file_name).write_text(block.text, encoding="utf-8")
         elif block.kind == "shell":
-            last = run.outputs[block.line] = run_shell(block, folder)
+            ran = run_shell(block, folder)
+            run.commands += ran
+            last = run.outputs[block.line] = "".join(printed for _, printed in ran)
         elif block.kind == "python":
             last = run.outputs[block.line] = run_python(block, namespace)
         elif block.kind == "output":
