@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 
+from tests.docs.conftest import REPO
 from tests.docs.snippets import shows
 
 
@@ -79,7 +80,6 @@ def about(value: float, low: float, high: float, what: str) -> None:
     assert low <= value <= high, f"{what} is {value}, outside the prose's [{low}, {high}]"
 
 
-REPO = Path(__file__).resolve().parents[2]
 CHECKERS: dict[str, Callable[[PageRun], None]] = {}
 
 
@@ -144,6 +144,11 @@ def simulating(run: PageRun) -> None:
     agrees(
         run, "about 4,880 items", f"about {round(backlog['upstream_backlog_max'], -1):,.0f} items"
     )
+    # (N - c) / (c mu - lambda) = 300 s, for N = 5000, mu = 1, lambda = 15
+    workers = (5000 + 15 * 300) / (300 + 1)
+    agrees(run, "The formula above says 31.6 workers", f"The formula above says {workers} workers")
+    chosen = re.search(r"chosen concurrency=(\d+)", printed_by(run, "backlog_drained_s<=300"))[1]
+    says(run, f"the plan, which must be sure, chooses {chosen}:")
     metrics = json_in(run.output('pipeline="checkout"'))
     agrees(
         run, "`queue_depth_max` (26 here)", f"`queue_depth_max` ({metrics['queue_depth_max']} here)"
@@ -184,9 +189,17 @@ def planning(run: PageRun) -> None:
         f"a p95 of {p95} s (the log-normal through those two percentiles has a mean of"
         f" {service.mean * 1000} ms and a cv of {service.cv})",
     )
-    # the call gives the command's plan exactly
-    p = run.namespace["p"]
-    assert p.chosen == first["chosen"] and len(p.candidates) == len(first["candidates"])
+    # the call gives the command's plan exactly, candidate by candidate: print(p) and the
+    # command (and the command with --sensitivity) print the same table
+    tables = [
+        "\n".join(
+            line.rstrip()
+            for line in re.search(r"\ncandidates \(.*\n(?:  .*\n)+", out)[0].split("\n")
+        )
+        for out in run.outputs.values()
+        if "examined 24 of 128 configurations" in out
+    ]
+    assert len(tables) == 3 and len(set(tables)) == 1, "the call and the command differ"
     # two scenarios, seven looks each: the Bonferroni share per look
     looks = 7 * 2
     agrees(

@@ -6,9 +6,9 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.docs.conftest import REPO
+from tests.sim.workloads.telemetry.scraped import write_golden_input
 
 
 def test_the_shipped_traces_are_what_make_traces_writes(tmp_path):
@@ -21,3 +21,8 @@ def test_the_shipped_traces_are_what_make_traces_writes(tmp_path):
     assert "handler_durations.csv" in written and "requests_per_minute.csv" in written
     for name in written:
         assert (tmp_path / name).read_bytes() == (REPO / "data" / name).read_bytes(), name
+
+
+def test_the_shipped_prometheus_answer_is_what_its_maker_writes(tmp_path):
+    written = write_golden_input(tmp_path / "orders_range.json")
+    assert written.read_bytes() == (REPO / "data" / "orders_range.json").read_bytes()

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from tests.docs import figures
+from tests.docs.conftest import REPO
 from tests.docs.snippets import Block, blocks, commands, first_difference, shows
 from tests.test_repository import addresses_off_loopback
 
-REPO = Path(__file__).resolve().parents[2]
 PAGES = [
     REPO / "README.md",
     REPO / "docs" / "index.md",
@@ -38,7 +38,7 @@ PAGES = [
 #: Pages whose runs take more than a few seconds (plans, calibration, a real ingestion).
 SLOW = {"planning.md", "twin.md", "simulating.md", "chains.md"}
 #: Host names a block that does not run may name: loopback, or a placeholder.
-PLACEHOLDER_HOSTS = {"127.0.0.1", "localhost", "host", "HOST", "SCHEDULER", "PROMETHEUS"}
+PLACEHOLDER_HOSTS = {"127.0.0.1", "localhost", "HOST", "SCHEDULER", "PROMETHEUS"}
 #: The exit status an output shows, ``Check: fails (exit 1)``.
 _EXIT = re.compile(r"\(exit (\d+)\)")
 
@@ -71,8 +71,12 @@ def reader_folder(folder: Path) -> Path:
     return folder
 
 
-def run_shell(block: Block, folder: Path) -> list[tuple[str, str]]:
-    """Run each command of ``block`` in ``folder``; each with its stdout and stderr."""
+def run_shell(block: Block, folder: Path, shown: str = "") -> list[tuple[str, str]]:
+    """Run each command of ``block`` in ``folder``; each with its stdout and stderr.
+
+    A command exits 0 unless what the page shows of it (its comment lines, or
+    ``shown``, the output block after it) says ``(exit N)``.
+    """
     env = dict(
         os.environ,
         PYTHONPATH=str(REPO),
@@ -81,8 +85,8 @@ def run_shell(block: Block, folder: Path) -> list[tuple[str, str]]:
         OPENBLAS_NUM_THREADS="1",
     )
     out = []
-    for command, shown in commands(block):
-        expected = {int(m) for line in shown for m in _EXIT.findall(line)} or {0}
+    for command, comments in commands(block):
+        expected = {int(m) for line in [*comments, shown] for m in _EXIT.findall(line)} or {0}
         done = subprocess.run(
             ["bash", "-o", "pipefail", "-c", command],
             cwd=folder,
@@ -95,7 +99,7 @@ def run_shell(block: Block, folder: Path) -> list[tuple[str, str]]:
         assert done.returncode in expected, (
             f"{block.where}: `{command}` exited {done.returncode}:\n{printed[-3000:]}"
         )
-        for line in shown:
+        for line in comments:
             assert shows(line, printed), (
                 f"{block.where}: `{command}` does not print what its comment shows:\n"
                 f"  shown: {line}\n  printed:\n{printed[-3000:]}"
@@ -128,11 +132,14 @@ def run_page(page: Path, folder: Path) -> figures.PageRun:
     run = figures.PageRun(page=page, text=page.read_text(encoding="utf-8"), folder=folder)
     namespace: dict = {"__name__": "__main__"}
     last = ""
-    for block in blocks(page):
+    found = blocks(page)
+    for index, block in enumerate(found):
+        following = found[index + 1] if index + 1 < len(found) else None
         if block.kind == "file":
             (folder / block.file_name).write_text(block.text, encoding="utf-8")
         elif block.kind == "shell":
-            ran = run_shell(block, folder)
+            shown = following.text if following and following.kind == "output" else ""
+            ran = run_shell(block, folder, shown)
             run.commands += ran
             last = run.outputs[block.line] = "".join(printed for _, printed in ran)
         elif block.kind == "python":
