@@ -3,7 +3,9 @@
 A page's blocks are read in order. What a block is for comes from its info string
 and from an HTML comment on the line before it:
 
-- ``python``: code, run in one namespace per page, in order;
+- ``python``: code, run in one namespace per page, in order; ``pycon``: a
+  session (``>>>`` lines and what they print), run in the same namespace as a
+  doctest (``...`` in its output stands for anything);
 - ``sh``, ``bash``: command lines (a ``\\`` continues a line; ``#`` starts a comment),
   each run by bash; a comment line right after a command shows part of that
   command's output (stdout and stderr) and is compared with it;
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: Info strings of blocks that run.
-RUNS = {"python": "python", "sh": "shell", "bash": "shell", "console": "shell"}
+RUNS = {"python": "python", "pycon": "pycon", "sh": "shell", "bash": "shell", "console": "shell"}
 #: Info strings of blocks that show the output of the block before them.
 OUTPUTS = {"", "text", "json", "output"}
 
@@ -51,7 +53,7 @@ class Block:
         text: what the fences enclose.
         note: the HTML comment on the line before the fence, without ``<!--``/``-->``
             ("" for none): ``not run: WHY`` or ``file: NAME``.
-        kind: ``python``, ``shell``, ``file``, ``output``, ``not run`` or ``shown``
+        kind: ``python``, ``pycon``, ``shell``, ``file``, ``output``, ``not run`` or ``shown``
             (an example of a format or a layout, or a MyST directive).
     """
 
@@ -121,7 +123,7 @@ def blocks(page: Path) -> list[Block]:
         else:
             kind = "shown"
         found.append(Block(page, i + 1, info, text + "\n", note, kind))
-        previous_runs = kind in {"python", "shell"}
+        previous_runs = kind in {"python", "shell"}  # a pycon block shows its own output
         i = closing + 1
     return found
 

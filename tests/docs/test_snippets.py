@@ -13,6 +13,7 @@ checked to name loopback or placeholder addresses.
 from __future__ import annotations
 
 import contextlib
+import doctest
 import io
 import os
 import re
@@ -127,6 +128,19 @@ def run_python(block: Block, namespace: dict) -> str:
     return printed.getvalue()
 
 
+def run_pycon(block: Block, namespace: dict) -> None:
+    """Run the session ``block`` as a doctest in ``namespace``; each output must match."""
+    test = doctest.DocTestParser().get_doctest(
+        block.text, namespace, block.where, str(block.page), block.line
+    )
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report = io.StringIO()
+    runner.run(test, out=report.write, clear_globs=False)
+    assert runner.failures == 0, (
+        f"{block.where}: the session does not run as shown:\n{report.getvalue()}"
+    )
+
+
 def run_page(page: Path, folder: Path) -> figures.PageRun:
     """Every block of ``page`` run in ``folder``, each output compared with its run."""
     run = figures.PageRun(page=page, text=page.read_text(encoding="utf-8"), folder=folder)
@@ -144,6 +158,8 @@ def run_page(page: Path, folder: Path) -> figures.PageRun:
             last = run.outputs[block.line] = "".join(printed for _, printed in ran)
         elif block.kind == "python":
             last = run.outputs[block.line] = run_python(block, namespace)
+        elif block.kind == "pycon":
+            run_pycon(block, namespace)
         elif block.kind == "output":
             assert shows(block.text, last), (
                 f"{block.where}: the output shown is not what the block before it prints;"
@@ -212,3 +228,17 @@ def test_a_shell_block_is_split_into_commands_and_the_output_they_show(tmp_path)
     )
     (block,) = blocks(page)
     assert commands(block) == [("printf 'a b' --x", ["a b"]), ("true", [])]
+
+
+def test_a_session_block_runs_as_a_doctest_in_the_page_namespace(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nx = 20\n```\n\n```pycon\n>>> x + 1\n21\n```\n\n```pycon\n>>> x * 2\n41\n```\n",
+        encoding="utf-8",
+    )
+    first, good, bad = blocks(page)
+    namespace: dict = {}
+    run_python(first, namespace)
+    run_pycon(good, namespace)
+    with pytest.raises(AssertionError, match="does not run as shown"):
+        run_pycon(bad, namespace)
