@@ -149,6 +149,22 @@ def simulating(run: PageRun) -> None:
     agrees(run, "The formula above says 31.6 workers", f"The formula above says {workers} workers")
     chosen = re.search(r"chosen concurrency=(\d+)", printed_by(run, "backlog_drained_s<=300"))[1]
     says(run, f"the plan, which must be sure, chooses {chosen}:")
+    # the largest p99 / mean of a log-normal, exp(z99^2 / 2), and what it makes of 80 ms
+    z99 = NormalDist().inv_cdf(0.99)
+    ratio = math.exp(z99**2 / 2)
+    agrees(
+        run,
+        'p99 is at most 14.97 times its mean, so "mean 80 ms, p99 1.2 s" keeps the mean'
+        " (it sets the load) and gets p99 = 1.197 s",
+        f'p99 is at most {ratio} times its mean, so "mean 80 ms, p99 1.2 s" keeps the mean'
+        f" (it sets the load) and gets p99 = {0.08 * ratio} s",
+    )
+    fitted = run.namespace["LogNormal"].from_quantiles(p50=0.05, p99=1.2)
+    agrees(
+        run,
+        "# LogNormal(mean=0.1271..., cv=2.3375...)",
+        f"# {fitted!r}",
+    )
     metrics = json_in(run.output('pipeline="checkout"'))
     agrees(
         run, "`queue_depth_max` (26 here)", f"`queue_depth_max` ({metrics['queue_depth_max']} here)"
@@ -259,3 +275,9 @@ def twin(run: PageRun) -> None:
         f"The service mean comes back at {fitted_mean * 1000} ms where the response times'"
         f" own is {recorded_mean * 1000} ms.",
     )
+
+
+@checker("chains.md")
+def chains(run: PageRun) -> None:
+    advice = re.search(r"concurrency (\d+) -> (\d+)", run.output("[CRITICAL] BOTTLENECK"))
+    says(run, f"(`concurrency {advice[1]} -> {advice[2]}`, enough for about 80% busy")
