@@ -48,16 +48,16 @@ def page_id(page: Path) -> str:
     return page.relative_to(REPO).as_posix()
 
 
+def git(*args: str) -> str:
+    """What ``git ARGS`` prints in the repository."""
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
 def untracked() -> set[str]:
     """The repository's untracked, unignored files, as git lists them."""
-    done = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=all"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return {line[3:] for line in done.stdout.splitlines() if line.startswith("??")}
+    listed = git("status", "--porcelain", "--untracked-files=all").splitlines()
+    return {line[3:] for line in listed if line.startswith("??")}
 
 
 def reader_folder(folder: Path) -> Path:
@@ -203,13 +203,7 @@ def test_blocks_that_do_not_run_name_only_loopback_or_placeholders(page):
 
 def test_every_page_with_code_is_run():
     """A tracked page under docs/ with a block that runs is in PAGES (notebooks run under nbval)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "docs/*.md", "docs/**/*.md"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    listed = git("ls-files", "docs/*.md", "docs/**/*.md").split()
     with_code = {
         REPO / name
         for name in listed
