@@ -5,7 +5,12 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# One stamp per bundle, so that each command installs what it needs and no more:
+# make lab the notebooks' extra alone; make test every extra and the tools the tests
+# drive (a superset of the lab's, so it stamps both); make docs the site's.
+LAB_STAMP := $(VENV)/.lab-installed
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
 # JupyterLab refuses to run as root unless told to; containers and CI often are root.
 # `id -u` is the effective uid, asked of make's /bin/sh only when `make lab` runs.
 LAB_ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -14,22 +19,35 @@ LAB_ARGS ?=
 
 .PHONY: lab test test-fast docs exercises test-all-pythons lint bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[lab,test]'
-	touch $(STAMP)
 
-lab: $(STAMP)
+$(LAB_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[lab]'
+	touch $(LAB_STAMP)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[lab,test]'
+	touch $(STAMP) $(LAB_STAMP)
+
+$(DOCS_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab notebooks/00-start-here.ipynb $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
-# The suite, then the kernel's tests and the pinned command lines once more as on an
-# install without the [fast] extra (numba cannot be imported: the plain-Python paths alone).
+# The suite on both cores, a test file per process (a notebook's cells stay together),
+# then the tests that drive a browser or a real server one at a time, then the kernel's
+# tests and the pinned command lines once more as on an install without the [fast] extra
+# (numba cannot be imported: the plain-Python paths alone).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.services_setup
-	$(BIN)/pytest
-	PIPELINE_TEST_WITHOUT_NUMBA=1 $(BIN)/pytest -q tests/sim/running/kernel tests/cli/test_cli_golden.py
+	$(BIN)/pytest -n 2 --dist loadfile -m "not browser and not service"
+	$(BIN)/pytest -m "browser or service"
+	PIPELINE_TEST_WITHOUT_NUMBA=1 $(BIN)/pytest -q -n 2 tests/sim/running/kernel tests/cli/test_cli_golden.py
 
 # The fast tier, for every change: ruff, then the tests on both cores without notebooks, the
 # browser, real servers, the install test or the long checks (tests/tiers.py says which).
@@ -39,13 +57,13 @@ test-fast: $(STAMP)
 
 # The documentation site, built offline into docs/_build/html (open index.html there):
 # the guide, the notebooks executed with their figures, the API reference. Warnings are errors.
-docs: $(STAMP)
+docs: $(DOCS_STAMP)
 	$(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
 
 # The exercises' checks, built from the solutions (the otter-grader masters in
 # notebooks/solutions/): each student notebook's answer and grader.check cells, and the
 # grading bundles in build/exercises/ (docs/workshop.md: grading a room's notebooks).
-exercises: $(STAMP)
+exercises: $(LAB_STAMP)
 	$(BIN)/python -m pipeline.lessons.exercises build
 
 # The fast tests (no notebooks, browser or slow checks) on each of Python 3.11, 3.12

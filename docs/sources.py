@@ -4,11 +4,14 @@ Sphinx reads sources under ``docs/`` only, and it resolves a page's relative
 links from where the page is: the notebooks link to ``../data/README.md`` and
 to each other, and they read ``../data/*.csv`` when they run. Copies at the
 same relative places (``docs/notebooks``, ``docs/data``, ``docs/bench``) keep
-every link and path as it is in the repository. Two things change on the way:
+every link and path as it is in the repository; ``docs/notebooks/index.md``,
+the notebooks' section page, is written here too. Three things change on the way:
 
 - the solutions stay out of the site (a room pre-reads the exercises, not
   their answers): a link into ``notebooks/solutions/`` points to one page
   saying where they are;
+- an exercise's check cell (``grader.check(...)``) keeps its code but not its output:
+  run on a blank answer, it is a red failure on every exercise;
 - a file a page links to that is not a page (``data/make_traces.py``) is
   copied too, so the link becomes a download rather than a broken reference,
   and so is a file a code cell names by a relative path (``"../docs/pipeline.svg"``),
@@ -42,6 +45,25 @@ PAGE_SUFFIXES = {".md", ".ipynb"}
 LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
 RELATIVE_PATH = re.compile(r"""["'](\.\.?/[^"'\s]+)["']""")
 
+NOTEBOOKS_PAGE = """\
+# Notebooks
+
+Each notebook runs in JupyterLab (`make lab`) with sliders, animations and
+exercises that answer back; here they are as run once, with their figures. The
+exercises' checks run in JupyterLab, after you answer: on this site their
+answers are blank, so their checks are left out.
+
+```{toctree}
+:maxdepth: 1
+:glob:
+
+[0-9]*
+solutions
+```
+"""
+#: A code cell that runs an exercise's check: its output on the site is the check of a
+#: blank answer, a red failure, so it is left out (myst-nb's ``remove-output`` tag).
+CHECK_CELL = re.compile(r"^\s*grader\.check\(")
 SOLUTIONS_PAGE = """\
 # Solutions
 
@@ -104,6 +126,9 @@ def _page(source: Path, root: Path, docs: Path, wanted: set[Path]) -> bytes:
             cell["source"] = _relink(text, source, root, docs, wanted).splitlines(keepends=True)
         elif cell["cell_type"] == "code":
             _copy_named(text, source, root, docs, wanted)
+            if CHECK_CELL.match(text):
+                tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+                tags.append("remove-output")
     return (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode()
 
 
@@ -121,9 +146,10 @@ def gather(root: Path, docs: Path) -> None:
             target = docs / source.relative_to(root)
             _write(target, source.read_bytes())
             wanted.add(target)
-    solutions = docs / "notebooks" / "solutions.md"
-    _write(solutions, SOLUTIONS_PAGE.encode())
-    wanted.add(solutions)
+    for name, text in (("solutions.md", SOLUTIONS_PAGE), ("index.md", NOTEBOOKS_PAGE)):
+        page = docs / "notebooks" / name
+        _write(page, text.encode())
+        wanted.add(page)
     for folder in COPIED:
         for stale in (docs / folder).rglob("*"):
             if stale.is_file() and stale not in wanted:

@@ -127,7 +127,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.cli.settings", "build_scenario", "pipeline.sim.workloads.failures"): CLI_FIRST,
     ("pipeline.cli.settings", "_scenario", "pipeline.sim.workloads.scenario"): CLI_FIRST,
     ("pipeline.cli.settings", "_scenario", "pipeline.sim.workloads.traces.replay"): CLI_FIRST,
-    ("pipeline.cli.calibrate", "_calibrate", "pipeline.sim.analysis.telemetry_fit"): CLI_FIRST,
+    ("pipeline.cli.calibrate", "_calibrate", "pipeline.sim.calibration.telemetry"): CLI_FIRST,
     ("pipeline.cli.calibrate", "_calibrate", "pipeline.sim.workloads.telemetry"): CLI_FIRST,
     ("pipeline.cli.calibrate", "scenario_file", "pipeline.sim.workloads.arrivals"): CLI_FIRST,
     ("pipeline.cli.calibrate", "scenario_file", "pipeline.sim.workloads.distributions"): CLI_FIRST,
@@ -192,6 +192,11 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "pipeline.sim.running.kernel.run",
     ): KERNEL_ONLY,
     (
+        "pipeline.sim.running.engine_choice",
+        "run_chosen",
+        "pipeline.sim.running.kernel.run",
+    ): KERNEL_ONLY,
+    (
         "pipeline.sim.running.kernel.run",
         "run_chain_kernel",
         "pipeline.sim.running.kernel.chain",
@@ -222,28 +227,22 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "pipeline.sim.running.kernel.fcfs",
     ): KERNEL_PATH,
     ("pipeline.sim.running.replications", "replicate", "pipeline.sim.executors.pool"): POOL_ONLY,
-    (
-        "pipeline.sim.running.replications",
-        "replicate",
-        "pipeline.sim.running.kernel.run",
-    ): KERNEL_ONLY,
     ("pipeline.sim.running.simulate", "simulate", "pipeline.sim.executors.pool"): POOL_ONLY,
-    ("pipeline.sim.running.simulate", "simulate", "pipeline.sim.running.kernel.run"): KERNEL_ONLY,
     ("pipeline.sim.running.result", "to_openmetrics", "pipeline.sim.running.openmetrics"): (
         ENGINE_ONLY
     ),
     ("pipeline.sim.running.single", "__init__", "pipeline.sim.vloop"): ENGINE_ONLY,
     ("pipeline.sim.running.single", "run_engine", "pipeline.sim.vloop"): ENGINE_ONLY,
-    ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.vloop"): ENGINE_ONLY,
+    ("pipeline.sim.running.single", "_engine_once", "pipeline.sim.vloop"): ENGINE_ONLY,
     ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.running.chained"): CHAIN_ONLY,
     (
         "pipeline.sim.running.single",
-        "simulate_once",
+        "_kernel_once",
         "pipeline.sim.running.kernel.run",
     ): KERNEL_ONLY,
     (
         "pipeline.sim.running.single",
-        "summary_once",
+        "_kernel_summary",
         "pipeline.sim.running.kernel.run",
     ): KERNEL_ONLY,
     (
@@ -424,3 +423,25 @@ def test_the_plan_result_does_not_import_the_search_even_for_types():
     }
     assert "pipeline.sim.analysis.planning.plan" not in {n.rsplit(".", 1)[0] for n in named}
     assert "pipeline.sim.analysis.planning.plan" not in named
+
+
+def test_calibration_is_one_room_beside_analysis():
+    # Every fit of a scenario to recorded data lives in pipeline.sim.calibration; it stands
+    # beside analysis (neither imports the other) and no layer below imports it.
+    room = "pipeline.sim.calibration"
+    calibration = {m for m in MODULES if m == room or m.startswith(room + ".")}
+    assert {f"{room}.recorded", f"{room}.telemetry", f"{room}.daily"} <= calibration
+    below = ("pipeline.sim.running", "pipeline.sim.workloads", "pipeline.sim.stats")
+    assert [
+        (module, target)
+        for module, targets in GRAPH.items()
+        if module.startswith((*below, "pipeline.sim.analysis", "pipeline.sim.vloop"))
+        for target in targets
+        if target in calibration
+    ] == []
+    assert [
+        (module, target)
+        for module in calibration
+        for target in GRAPH[module]
+        if target.startswith("pipeline.sim.analysis")
+    ] == []

@@ -299,11 +299,44 @@ def test_the_makefile_installs_every_extra():
     assert "pip install --quiet -e '.[lab,test]'" in makefile
 
 
+def _make_dry_run(target: str, tmp_path: Path) -> str:
+    """What ``make TARGET`` would run on a fresh clone (no .venv yet): ``make -n``."""
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    done = subprocess.run(
+        [shutil.which("make"), "-n", target, "PYTHON=python3"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=True,
+    )
+    return done.stdout
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_lab_installs_the_notebooks_needs_and_no_more(tmp_path):
+    lab = _make_dry_run("lab", tmp_path)
+    installs = [line for line in lab.splitlines() if "pip install" in line and " -e " in line]
+    assert installs == [".venv/bin/pip install --quiet -e '.[lab]'"]
+    assert "playwright" not in lab and "test]" not in lab
+    test = _make_dry_run("test", tmp_path)
+    assert ".venv/bin/pip install --quiet -e '.[lab,test]'" in test
+    assert "touch .venv/.installed .venv/.lab-installed" in test  # a test install serves the lab
+    docs = _make_dry_run("docs", tmp_path)
+    assert ".venv/bin/pip install --quiet -e '.[docs]'" in docs
+
+
 def test_make_test_runs_the_kernels_tests_without_numba_too():
     recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", (ROOT / "Makefile").read_text(), re.M)
     assert recipe is not None
     steps = recipe.group(1).splitlines()
-    assert steps[-2].strip() == "$(BIN)/pytest"  # the whole suite, with numba
+    # The whole suite, with numba: on both cores, then what must run alone; the two
+    # selections are complements, so every test runs exactly once.
+    assert (
+        steps[-3].strip() == '$(BIN)/pytest -n 2 --dist loadfile -m "not browser and not service"'
+    )
+    assert steps[-2].strip() == '$(BIN)/pytest -m "browser or service"'
     without = steps[-1].split()
     assert without[:2] == ["PIPELINE_TEST_WITHOUT_NUMBA=1", "$(BIN)/pytest"]
     assert "tests/sim/running/kernel" in without
@@ -327,7 +360,7 @@ def test_without_numba_the_suite_cannot_import_it():
         ("matplotlib", "import pipeline.viz", "pipeline.viz", "viz"),
         ("ipywidgets", "from pipeline.viz import plot_depth", "pipeline.viz", "viz"),
         ("aiohttp", "import pipeline.examples.ingest.server", "pipeline.examples.ingest", "twin"),
-        ("distributed", "from pipeline.sim import scheduler_executor\n"
+        ("distributed", "from pipeline.sim.executors import scheduler_executor\n"
                         "with scheduler_executor('local'): pass", "the Dask executor", "cluster"),
     ],
 )  # fmt: skip

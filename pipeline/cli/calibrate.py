@@ -9,7 +9,7 @@ Usage::
 
 ``FILE`` is read by the reader of ``--format``
 (:data:`pipeline.sim.workloads.telemetry.FORMATS`) into an ``Observed``, and
-:func:`~pipeline.sim.analysis.telemetry_fit.calibrate_observed` fits the
+:func:`~pipeline.sim.calibration.telemetry.calibrate_observed` fits the
 arrivals, the service time, the failures, the workers and the backlog, each
 saying how. Flags:
 
@@ -324,7 +324,7 @@ def _calibrate(args: argparse.Namespace) -> int:
             raise ValueError(f"{args.file}: no such file")
         if os.path.isdir(args.file):
             raise ValueError(f"{args.file}: is a directory; give the {args.format} data file")
-    from ..sim.analysis.telemetry_fit import calibrate_observed
+    from ..sim.calibration.telemetry import calibrate_observed
 
     observed = module.read(args.file, **options)
     fit = calibrate_observed(observed, concurrency=concurrency, seed=seed)

@@ -47,6 +47,7 @@ from ..retry import Backoff
 
 __all__ = [
     "CONFIG_FIELDS",
+    "ENGINE_NAMES",
     "MAX_ATTEMPTS",
     "MAX_CONCURRENCY",
     "MAX_MAXSIZE",
@@ -207,9 +208,14 @@ def _on_full(text: str) -> str:
     return value
 
 
+ENGINE_NAMES = ("auto", "asyncio", "kernel")
+"""What ``--engine`` takes: :data:`pipeline.sim.running.engine_choice.ENGINES`, written out
+so that a misspelt flag answers before numpy loads (a test keeps the two equal)."""
+
+
 def _engine(text: str) -> str:
     value = text.strip().lower()
-    if value not in ("auto", "asyncio", "kernel"):
+    if value not in ENGINE_NAMES:
         raise ValueError(f"expected 'auto', 'asyncio' or 'kernel', got {quoted(text)}")
     return value
 

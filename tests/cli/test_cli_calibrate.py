@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.sim.analysis.telemetry_fit import calibrate_observed
+from pipeline.sim.calibration.telemetry import calibrate_observed
 from pipeline.sim.workloads.telemetry.prometheus import read
 from tests.sim.workloads.telemetry.scraped import GOLDEN_INPUT
 

@@ -16,7 +16,7 @@ import math
 
 import pytest
 
-from pipeline.sim.analysis.telemetry_fit import calibrate_observed
+from pipeline.sim.calibration.telemetry import calibrate_observed
 from pipeline.sim.workloads import telemetry
 from tests.sim.workloads.telemetry import known, test_k6, test_locust, test_otlp
 

@@ -24,8 +24,8 @@ import pytest
 
 from pipeline import Backoff
 from pipeline.sim import Scenario, simulate
-from pipeline.sim.analysis.response_fit import ResponseFitWarning
-from pipeline.sim.analysis.telemetry_fit import calibrate_observed
+from pipeline.sim.calibration.response import ResponseFitWarning
+from pipeline.sim.calibration.telemetry import calibrate_observed
 from pipeline.sim.workloads.telemetry.observed import Observed
 from tests.cli.test_cli_calibrate_formats import k6_file, locust_file
 from tests.sim.workloads.telemetry import known, test_otlp

@@ -117,6 +117,27 @@ def test_the_notebooks_ran_and_show_their_figures(site, name):
     assert "Traceback" not in (site / "notebooks" / f"{name}.html").read_text()
 
 
+def test_no_notebook_page_shows_a_blank_exercise_s_failed_check(site):
+    for path in sorted((site / "notebooks").glob("[0-9]*.html")):
+        text = path.read_text()
+        for failure in ("Test case failed", "AssertionError", "❌"):
+            assert failure not in text, f"{path.name}: {failure}"
+
+
+def test_every_page_of_a_section_lists_its_section_in_the_sidebar(site):
+    """The guide, the notebooks and the reference are sections: each page's sidebar
+    lists the pages beside it (it was an empty "Section Navigation" on every page)."""
+    for section, page, sibling in (
+        ("guide", "guide/planning.html", "chains.html"),
+        ("notebooks", "notebooks/01-backpressure.html", "02-workers-and-littles-law.html"),
+        ("reference", "workshop.html", "api/index.html"),
+    ):
+        text = (site / page).read_text()
+        nav = text[text.index('class="bd-docs-nav') :]
+        nav = nav[: nav.index("</nav>")]
+        assert sibling in nav, f"{section}: {page}'s sidebar does not list {sibling}"
+
+
 def test_a_widget_shows_its_note_instead_of_nothing(site):
     text = (site / "notebooks" / "01-backpressure.html").read_text()
     assert "pipeline-widget-note" in text

@@ -75,6 +75,9 @@ VIEWPORT = {"width": 1280, "height": 900}
 # Chromium cannot paint a page taller than its maximum texture size.
 MAX_SCREENSHOT_HEIGHT = 15_000
 EXPLORER = ".pipeline-explorer"
+# Set to copy the explorer's screenshot over the README's docs/explorer.png (otherwise a
+# test run leaves the repository as it found it).
+UPDATE_IMAGES = "PIPELINE_UPDATE_DOCS_IMAGES"
 ARTIFACTS = REPO / "artifacts" / "browser"
 
 
@@ -713,6 +716,7 @@ def test_explorer_responds_to_sliders(request):
             )
             state = _explorer_state(page)
             assert state["img"].startswith("data:image/png"), "explorer figure is not a PNG"
+            _assert_sliders_readable(page)
 
             # 1. Keyboard: focus the concurrency handle and press an arrow key.
             handle = _slider(explorer, "concurrency").locator(".noUi-handle").first
@@ -742,10 +746,8 @@ def test_explorer_responds_to_sliders(request):
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             shot = ARTIFACTS / "explorer.png"
             explorer.screenshot(path=str(shot))
-            if notebooks_dir() == (REPO / "notebooks").resolve():
-                docs = REPO / "docs"
-                docs.mkdir(exist_ok=True)
-                shutil.copyfile(shot, docs / "explorer.png")
+            if os.environ.get(UPDATE_IMAGES) and notebooks_dir() == (REPO / "notebooks").resolve():
+                shutil.copyfile(shot, REPO / "docs" / "explorer.png")
             print(f"explorer in {name}: redraws on keyboard and readout input; {shot}")
             return
     failed = [n for n in MAIN_NOTEBOOKS if n in _RESULTS and _RESULTS[n] is None]
@@ -755,6 +757,28 @@ def test_explorer_responds_to_sliders(request):
         + (f"; not retried because they failed to run: {failed}" if failed else ""),
         pytrace=False,
     )
+
+
+def _assert_sliders_readable(page) -> None:
+    """Every explorer slider shows its whole label and readout, and a track to drag, in the
+    notebook's width beside JupyterLab's file browser (a long label once squashed a track
+    to a few pixels; readouts were cut to "3.2(")."""
+    sliders = page.evaluate(
+        """() => [...document.querySelectorAll('.pipeline-explorer .widget-slider')].map(s => {
+          const label = s.querySelector('.widget-label');
+          const readout = s.querySelector('.widget-readout');
+          const track = s.querySelector('.noUi-target') || s.querySelector('.slider-container');
+          return {
+            name: label ? label.textContent : '?',
+            label: label ? label.scrollWidth - label.clientWidth : 0,
+            readout: readout ? readout.scrollWidth - readout.clientWidth : 0,
+            track: track ? track.getBoundingClientRect().width : 0,
+          };
+        })"""
+    )
+    assert len(sliders) >= 9, sliders
+    cut = [s for s in sliders if s["label"] > 1 or s["readout"] > 1 or s["track"] < 100]
+    assert not cut, f"explorer sliders cut or squashed at {VIEWPORT['width']} px: {cut}"
 
 
 PLAN_EXPLORER = ".pipeline-plan-explorer"

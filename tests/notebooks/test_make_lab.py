@@ -24,7 +24,7 @@ MAKE = shutil.which("make")
 SETPRIV = shutil.which("setpriv")
 BIN = Path(sys.executable).parent  # this venv: where `make lab` finds `jupyter`
 # Treat the venv stamp as up to date: the test must never create or reinstall a venv.
-NO_INSTALL = ["-o", ".venv/.installed"]
+NO_INSTALL = ["-o", ".venv/.lab-installed"]
 
 # Starts a real JupyterLab server: not in make test-fast.
 pytestmark = [pytest.mark.skipif(MAKE is None, reason="needs make"), pytest.mark.service]

@@ -38,7 +38,7 @@ from pipeline.sim.running.single import run_engine
 from pipeline.viz import animate
 from pipeline.viz.animation.artist import RunArtist
 from pipeline.viz.animation.frames import ZONES, Timeline
-from pipeline.viz.widgets.animate import ANIMATION_CLASS, FRAME_CLASS, AnimationWidget
+from pipeline.viz.widgets.animate import ANIMATION_CLASS, FRAME_CLASS, SAVE_DPI, AnimationWidget
 from tests.services_setup import SERVICES
 
 K = EventKind
@@ -406,6 +406,46 @@ def test_a_huge_run_is_thinned_to_a_window_in_bounded_memory():
     assert sum(first.counts.values()) == n
 
 
+@pytest.mark.parametrize("chain", [False, True])
+def test_a_whole_run_with_more_events_than_frames_ends_on_the_run_s_end(chain):
+    """The first events, then the run's end: a movie of the run ends on its outcome
+    (one frame short of it, a save showed "completed 199" of 200)."""
+    result = retrying(n_items=60, seed=5)
+    if chain:
+        result = simulate(
+            Scenario(
+                arrivals=Poisson(rate=2.0),
+                stages=[
+                    StageSpec(name="a", service=Exponential(0.3), fan_out=2),
+                    StageSpec(
+                        name="b",
+                        service=Exponential(0.2),
+                        failures=IndependentFailures(0.3),
+                        config=RETRYING,
+                    ),
+                ],
+                n_items=40,
+                seed=5,
+            )
+        )
+    events = len(Timeline(result, max_frames=10**9))
+    for frames in (2, events // 2, events - 1):
+        timeline = Timeline(result, max_frames=frames)
+        assert len(timeline) == frames and timeline.ends_at_run_end
+        assert timeline.times_s[-1] == timeline.run_end_s == timeline.end_s
+        assert timeline.note.endswith(", then the run's end")
+        assert f"({frames - 1:,} of {events:,} events" in timeline.note
+        assert_accounts(result, timeline)  # the end frame agrees with the series there
+        last = timeline.frame(frames - 1).stages[-1].counts
+        assert last == final_counts(result)
+    whole = Timeline(result, max_frames=events)
+    assert not whole.ends_at_run_end and not whole.thinned
+    one = Timeline(result, max_frames=1)  # no room for the end: the first frame alone
+    assert len(one) == 1 and not one.ends_at_run_end
+    cut = Timeline(result, end_s=timeline.run_end_s / 2, max_frames=3)  # the window's own end
+    assert not cut.ends_at_run_end and cut.end_s < cut.run_end_s / 2
+
+
 @pytest.mark.parametrize(
     ("index", "error"),
     [
@@ -553,9 +593,11 @@ def assert_frames_match_the_timeseries(result, timeline: Timeline) -> None:
             assert counts.get("unfinished", 0) == unfinished, where
             assert counts["not_arrived"] == np.count_nonzero(~(arrival <= t)), where
             assert sum(counts.values()) == len(items), where
-            # The expired items drawn are the ones that expired inside the window by now.
+            # The expired items drawn are the ones that expired inside the window by now;
+            # at the run's end after a cut window, those of them that arrived inside it.
             drawn = set(shown.bins.get("expired", np.empty(0, int)).tolist())
-            window = (expired_s >= timeline.start_s) & (expired_s <= t)
+            kept_to = timeline.times_s[-2] if timeline.ends_at_run_end else timeline.end_s
+            window = (expired_s >= timeline.start_s) & (expired_s <= t) & (arrival <= kept_to)
             assert drawn == set(np.flatnonzero(window)), where
 
 
@@ -728,7 +770,11 @@ def test_the_widget_is_a_play_control_linked_to_a_slider(player):
     player.slider.value = 0
     assert player.image.value == first_png and player.play.value == 0
     assert "t = " in player.counters.value and "queue depth" in player.counters.value
-    assert "showing 0-" in player.note.value and "(24 of " in player.note.value
+    assert (
+        "showing 0-" in player.note.value
+        and "(23 of " in player.note.value
+        and player.note.value.endswith("the run&#x27;s end</span>")
+    )
 
 
 def test_save_writes_a_gif_with_every_frame_twice_over(player, tmp_path):
@@ -742,6 +788,20 @@ def test_save_writes_a_gif_with_every_frame_twice_over(player, tmp_path):
     assert path.stat().st_size > 0 and path.read_bytes() != first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.gif"]  # nothing partial left
     assert player.state.index == player.slider.value
+
+
+def test_a_saved_movie_is_readable_and_ends_on_the_run_s_outcome(tmp_path):
+    result = retrying(n_items=40)
+    player = animate(result, max_frames=24)  # fewer frames than events: cut, then the end
+    path = player.save(tmp_path / "run.gif")
+    artist = RunArtist(player.timeline, dpi=SAVE_DPI)
+    texts = [*artist.figure.texts, *(t for ax in artist.figure.axes for t in ax.texts)]
+    assert min(t.get_fontsize() for t in texts) * SAVE_DPI / 72 >= 10  # pixels, every text
+    with Image.open(path) as gif:
+        assert gif.size[0] >= 900 and gif.n_frames == len(player) == 24
+    last = player.timeline.frame(len(player) - 1)
+    assert last.time_s == result.summary["sim_time_s"]
+    assert last.stages[-1].counts["completed"] == result.summary["items_completed"]
 
 
 def test_save_to_a_bad_place_is_one_line_naming_the_path(player, tmp_path):

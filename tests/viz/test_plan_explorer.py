@@ -6,7 +6,8 @@ import matplotlib
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.sim import Exponential, Poisson, RunCache, Scenario, plan
+from pipeline.sim import Exponential, Poisson, Scenario, plan
+from pipeline.sim.executors import RunCache
 from pipeline.viz import explore_plan
 from pipeline.viz.widgets.plan_explorer import PlanExplorer
 

@@ -17,7 +17,7 @@ from pipeline.sim import Exponential, ItemClass, Poisson, Scenario, StageSpec, s
 from pipeline.viz.figures.classes import class_waiting, plot_class_depth
 from pipeline.viz.figures.run import plot_depth
 from pipeline.viz.figures.series import bucket_steps
-from pipeline.viz.figures.stages import plot_stages
+from pipeline.viz.figures.stages import OCCUPANCY_BUCKETS, plot_stages
 
 
 def _exact(t: np.ndarray, y: np.ndarray, end: float, a: float, b: float) -> tuple:
@@ -68,12 +68,12 @@ def test_short_series_are_drawn_exactly():
     assert bucket_steps(np.zeros(50), np.ones(50), 0.0, 10) is None  # spans no time
 
 
-def _check_drawn(ax, t, y, end, max_points) -> None:
+def _check_drawn(ax, t, y, end, max_points, *, band: bool = True) -> None:
     """The mean line and band drawn for the series (t, y) against the exact step function.
 
     Some line on ``ax`` runs through the bucket edges at the exact time-weighted
-    means, a band under it holds every value the function takes in each bucket,
-    and the legend says the series is thinned.
+    means, a band under it (when ``band``) holds every value the function takes in
+    each bucket, and the legend says the series is thinned, and how.
     """
     exact = bucket_steps(t, y, end, max_points)
     assert exact is not None  # long enough to be thinned
@@ -89,6 +89,14 @@ def _check_drawn(ax, t, y, end, max_points) -> None:
         low, high, mean = _exact(t, y, end, exact.edges[k], exact.edges[k + 1])
         assert exact.low[k] <= low and high <= exact.high[k]
         assert lines[0].get_ydata()[k] == pytest.approx(mean, rel=1e-9, abs=1e-12)
+    legend = ax.get_legend()
+    texts = [t.get_text() for t in legend.get_texts()] if legend else []
+    texts += [str(line.get_label()) for line in lines]
+    if not band:
+        assert not [c for c in ax.collections if isinstance(c, PolyCollection)]
+        width = f"(mean per {exact.width_s:.3g} s)"
+        assert any(text.endswith(width) for text in texts), texts
+        return
     # The band: a polygon whose upper edge is the bucket maxima, lower edge the minima.
     bands = [c for c in ax.collections if isinstance(c, PolyCollection) and c.get_visible()]
     for band in bands:
@@ -101,13 +109,12 @@ def _check_drawn(ax, t, y, end, max_points) -> None:
             break
     else:
         raise AssertionError("no min-max band drawn under the mean")
-    legend = ax.get_legend()
-    texts = [t.get_text() for t in legend.get_texts()] if legend else []
-    texts += [str(line.get_label()) for line in lines]
     assert any("band min–max per" in text for text in texts), texts
 
 
-def test_the_chains_busy_and_blocked_panels_are_honest_bands():
+def test_the_chains_busy_and_blocked_rows_are_window_means():
+    """A worker or two toggles with every item: the rows show the mean of OCCUPANCY_BUCKETS
+    windows, exactly, without a band that would only span 0 to the concurrency."""
     chain = Scenario(
         arrivals=Poisson(9.0),
         stages=[
@@ -132,11 +139,11 @@ def test_the_chains_busy_and_blocked_panels_are_honest_bands():
     s = fetch.series
     assert len(s.time_s) > 200  # long enough to be thinned
     busy = grid[1, 0]
-    _check_drawn(busy, s.time_s, s.in_flight.astype(float), s.end_s, 200)
+    _check_drawn(busy, s.time_s, s.in_flight.astype(float), s.end_s, OCCUPANCY_BUCKETS, band=False)
     title = grid[0, 0].get_title()
     assert "busy" in title
     # Not flat at the peak: the drawn busy workers' mean is the run's mean (the title's).
-    (line,) = [line for line in busy.lines if "band min–max" in str(line.get_label())]
+    (line,) = [line for line in busy.lines if "(mean per" in str(line.get_label())]
     x, mean = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
     drawn = float((mean[:-1] * np.diff(x)).sum() / (x[-1] - x[0]))
     whole = bucket_steps(s.time_s, s.in_flight.astype(float), s.end_s, 1)
@@ -144,7 +151,11 @@ def test_the_chains_busy_and_blocked_panels_are_honest_bands():
     assert drawn < 0.99 * float(s.in_flight.max())
     w = write.series
     blocked = grid[2, 0]
-    _check_drawn(blocked, w.time_s, w.producers_blocked.astype(float), w.end_s, 200)
+    _check_drawn(
+        blocked, w.time_s, w.producers_blocked.astype(float), w.end_s, OCCUPANCY_BUCKETS, band=False
+    )
+    queue = grid[0, 1]  # a queue keeps its exact thinning and its band
+    _check_drawn(queue, w.time_s, w.queue_depth.astype(float), w.end_s, 200)
 
 
 def test_the_depth_figure_and_the_class_figure_use_the_same_rule():

@@ -260,6 +260,20 @@ def test_plot_depth_compare_draws_a_faded_previous_run(runs):
     assert not set(map(id, faded)) & set(map(id, legend.legend_handles))
 
 
+def test_the_memory_legend_names_the_faded_run_by_what_differs(runs):
+    fig = plot_memory(runs["plain"], compare=runs["dead"])
+    [entry] = [t for t in legend_texts(fig.axes[0]) if "(faded)" in t]
+    assert entry.startswith("failures=IndependentFailures(")  # not "previous run"
+    plt.close(fig)
+    fig = plot_memory(runs["plain"], compare=runs["plain"])  # nothing differs: a rerun
+    assert any(t.startswith("previous run, in all (faded)") for t in legend_texts(fig.axes[0]))
+    plt.close(fig)
+    fig = plot_memory(runs["plain"], compare=runs["unbounded"])  # two settings differ
+    [entry] = [t for t in legend_texts(fig.axes[0]) if "(faded)" in t]
+    assert "queue_maxsize=None" in entry and "arrivals=Poisson(" in entry
+    plt.close(fig)
+
+
 def test_plot_depth_draws_into_a_given_axes(runs):
     fig, ax = plt.subplots()
     try:

@@ -48,8 +48,9 @@ from typing import Any
 import numpy as np
 
 from ..._units import metric_range
-from ...sim.analysis.calibrate import Calibration, calibrate
 from ...sim.analysis.sweep import simulate_replication
+from ...sim.calibration.recorded import calibrate
+from ...sim.calibration.records import Calibration
 from ...sim.stats.intervals import MeanCI
 from ...sim.stats.tdist import t_quantile
 from ...sim.workloads.distributions import Empirical

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..executors.pool import check_picklable, default_workers, run_tasks
 from ..running.drain_warning import warn_drain_timeouts
-from ..running.kernel.run import check_engine
+from ..running.engine_choice import check_engine, choose_engine
 from ..stats.intervals import MeanCI, paired_difference, summarise_values, t_quantile
 from ..workloads.scenario import Scenario
 from .planning.slo import DERIVED_METRICS, DRAIN_CUT_METRICS, metric_value
@@ -161,8 +161,10 @@ def compare(
         TypeError: ``a`` or ``b`` is not a Scenario.
         ValueError: an unknown or non-numeric ``metric`` (or a derived fraction
             on a chain whose stage fans out), ``replications`` < 2,
-            bad ``level``, ``engine`` or ``processes``, or a replication in
-            which the metric has no value (NaN: e.g. no item completed).
+            bad ``level``, ``engine`` or ``processes``, ``engine="kernel"`` for
+            ``a`` or ``b`` outside the kernel's domain (before any run: ``"b: "``
+            and the one-line refusal), or a replication in which the metric has
+            no value (NaN: e.g. no item completed).
 
     Example:
         >>> compare(base, base.replace(concurrency=5), replications=10).significant
@@ -182,6 +184,8 @@ def compare(
     ):
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
     check_engine(engine)
+    for name, scenario in (("a", a), ("b", b)):  # refused before any run
+        choose_engine(scenario, engine, where=name)
     _check_derived(metric, a, b)
     # Replication 0 of a first, here: a misspelt metric fails before the other runs start.
     first = run_task(a, 0, engine)

@@ -28,7 +28,7 @@ import numpy as np
 from ..executors.pool import check_executor, check_picklable, default_workers, run_tasks
 from ..running.class_summary import flatten_classes
 from ..running.drain_warning import drain_cut, warn_drain_timeouts
-from ..running.kernel.run import check_engine, refusal, unsupported
+from ..running.engine_choice import check_engine, choose_engine
 from ..running.result import SimulationResult
 from ..running.single import simulate_once
 from ..stats.intervals import summarise_values
@@ -77,7 +77,7 @@ def simulate_replication(
     if isinstance(replication, bool) or not isinstance(replication, int) or replication < 0:
         raise ValueError(f"replication must be an integer >= 0, got {replication!r}")
     check_replications(scenario, replication + 1, f"replication={replication}")
-    return simulate_once(scenario, replication, check_engine(engine))
+    return simulate_once(scenario, replication, engine)
 
 
 def run_task(scenario: Scenario, replication: int, engine: str) -> dict[str, Any]:
@@ -184,11 +184,8 @@ def sweep(
     check_executor(executor)
     points = _grid_points(base, grid)
     scenarios = _scenarios(base, points)
-    if engine == "kernel":
-        for point, scenario in zip(points, scenarios, strict=True):
-            feature = unsupported(scenario)
-            if feature is not None:
-                raise ValueError(f"grid point {point}: {refusal(feature)}")
+    for point, scenario in zip(points, scenarios, strict=True):  # refused before any run
+        choose_engine(scenario, engine, where=f"grid point {point}")
     for scenario in scenarios:  # before any run: a replayed trace is one sample
         check_replications(scenario, replications, f"replications={replications}")
     tasks = [(scenario, r, engine) for scenario in scenarios for r in range(replications)]
@@ -225,7 +222,7 @@ def sweep(
 def grid_columns(frame: pd.DataFrame) -> list[str]:
     """The grid's field names of a :func:`sweep` frame (``[]`` for an empty grid).
 
-    Shared with :mod:`pipeline.sim.analysis.planning.traffic`.
+    Shared with :mod:`pipeline.sim.analysis.planning.slo_table`.
 
     Raises:
         ValueError: the frame did not come from :func:`sweep`.
@@ -323,7 +320,7 @@ def keep_none(
 ) -> pd.DataFrame:
     """Grid columns holding None (the unbounded queue) stay None rather than NaN.
 
-    Shared with :mod:`pipeline.sim.analysis.planning.traffic`.
+    Shared with :mod:`pipeline.sim.analysis.planning.slo_table`.
     """
     import pandas as pd
 

@@ -434,23 +434,26 @@ def _items_held(stages: list[SimulationResult]) -> tuple[np.ndarray, np.ndarray,
 
 
 def simulate_chain(
-    scenario: Scenario, replication: int, engine: str = "asyncio"
+    scenario: Scenario, replication: int, *, kernel: bool = False
 ) -> ChainSimulationResult:
     """Run one replication of a multi-stage ``scenario``.
 
     Args:
-        engine: ``"asyncio"`` runs the real chain on the virtual loop;
-            ``"kernel"`` its exact replay (the caller checks the domain first).
+        kernel: False runs the real chain on the virtual loop (the asyncio engine);
+            True its exact replay, for a chain
+            :func:`~pipeline.sim.running.engine_choice.choose_engine` gave the kernel.
 
     Raises:
-        KernelDeclined: ``engine="kernel"`` and a drain runs into its timeout.
+        KernelDeclined: ``kernel`` and a drain runs into its timeout.
     """
     began = time.perf_counter()
-    if engine == "kernel":
+    if kernel:
         from .kernel.run import run_chain_kernel
 
+        engine = "kernel"
         report, arrivals, recorders = run_chain_kernel(scenario, replication)
     else:
+        engine = "asyncio"
         report, arrivals, recorders = run_virtual(_run_chain(scenario, replication))
     results: dict[str, SimulationResult] = {}
     arrival = arrivals

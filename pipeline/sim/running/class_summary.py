@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..stats.intervals import batch_means_ci, percentiles
+from ..stats.intervals import batch_means_ci
+from ..stats.quantiles import percentiles
 from ..workloads.classes import ItemClass
 from .recorder import ItemColumns
 

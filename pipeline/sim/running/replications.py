@@ -17,6 +17,7 @@ from ..stats.intervals import MeanCI, QuantileCI, quantile_ci, robust_mean_ci, s
 from ..stats.runlength import DEFAULT_RELATIVE_PRECISION, run_length_advice
 from ..workloads.scenario import Scenario
 from .class_summary import flatten_classes
+from .engine_choice import choose_engine
 from .result import SimulationResult
 from .single import simulate_once
 
@@ -161,7 +162,8 @@ POOL_WORTH_S = 3.0  # a pool costs about a second to start (each worker imports 
 
 
 def estimated_seconds(scenario: Scenario, engine: str, runs: int) -> float:
-    """A rough guess of the serial CPU time of ``runs`` replications (0 if unknown).
+    """A rough guess of the serial CPU time of ``runs`` replications (0 if unknown), on the
+    engine :func:`~.engine_choice.choose_engine` picks for the request ``engine``.
 
     An unknown length (a rate function without a period) keeps the runs in
     this process: a pool is then only used when asked for (``processes=``).
@@ -175,7 +177,7 @@ def estimated_seconds(scenario: Scenario, engine: str, runs: int) -> float:
             return 0.0
     if not math.isfinite(items):
         return 0.0
-    return items * runs * SECONDS_PER_ITEM[engine]
+    return items * runs * SECONDS_PER_ITEM[choose_engine(scenario, engine).engine]
 
 
 def replicate(
@@ -187,10 +189,8 @@ def replicate(
     executor: Executor | None = None,
 ) -> list[SimulationResult]:
     from ..executors.pool import check_picklable, default_workers, run_tasks
-    from .kernel.run import unsupported
 
-    ran = "asyncio" if engine == "asyncio" or unsupported(scenario) is not None else "kernel"
-    guess = estimated_seconds(scenario, ran, replications)
+    guess = estimated_seconds(scenario, engine, replications)
     if processes is None:
         workers = default_workers(None, replications) if guess >= POOL_WORTH_S else 1
     else:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..workloads.randomness import check_replications
 from ..workloads.scenario import Scenario
 from .drain_warning import warn_drain_timeouts
+from .engine_choice import choose_engine
 from .replications import Replications, replicate
 from .result import SimulationResult
 from .single import simulate_once
@@ -95,13 +96,9 @@ def simulate(
         ...     n_items=10_000, seed=1))
         >>> result.summary["wait_mean_s"], result.summary["engine"]
     """
-    from .kernel.run import check_engine, require_kernel
-
     if not isinstance(scenario, Scenario):
         raise TypeError(f"scenario must be a Scenario, got {scenario!r}")
-    check_engine(engine)
-    if engine == "kernel":
-        require_kernel(scenario)
+    choose_engine(scenario, engine)  # a bad engine, or the kernel's refusal, before any run
     if processes is not None and (
         isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
     ):

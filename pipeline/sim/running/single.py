@@ -3,9 +3,9 @@
 The simulated source sleeps (in virtual time) until each arrival and yields
 the item's id; the simulated handler sleeps for the attempt's service time and
 then succeeds or fails as the failure model says (:func:`run_engine`).
-:func:`simulate_once` runs one replication on the engine asked for: the exact
-kernel when the scenario is inside its domain and ``engine`` allows it, a
-chain's run for a multi-stage scenario, else the asyncio engine.
+:func:`simulate_once` runs one replication on the engine
+:mod:`~pipeline.sim.running.engine_choice` picks for the request: the exact
+kernel or the asyncio engine, a chain's run for a multi-stage scenario.
 :func:`summary_once` is the same run for a caller that reads a few summary
 keys (a plan's SLOs): it computes only what those need.
 """
@@ -24,6 +24,7 @@ from ...records import RunReport
 from ..workloads.classes import ClassDraws, class_codes
 from ..workloads.failures import NoFailures
 from ..workloads.scenario import Scenario
+from .engine_choice import run_chosen
 from .recorder import Recorder, item_columns, step_series
 from .result import SimulationResult
 from .summary import SERIES_KEYS, summary_of
@@ -156,35 +157,41 @@ class _ArrivalSource:
 
 
 def simulate_once(scenario: Scenario, replication: int, engine: str = "auto") -> SimulationResult:
-    """One replication on the engine ``engine`` names (module level: pools pickle it)."""
-    from .kernel.run import refusal, run_kernel, unsupported
-
+    """One replication on the engine :func:`~.engine_choice.run_chosen` picks for ``engine``
+    (module level: pools pickle it)."""
     if scenario.stages is not None:
         from .chained import simulate_chain
-        from .kernel.run import KernelDeclined
 
-        outside = unsupported(scenario)
-        if engine == "kernel" and outside is not None:
-            raise ValueError(refusal(outside))
-        if engine != "asyncio" and outside is None:
-            try:
-                return simulate_chain(scenario, replication, "kernel")
-            except KernelDeclined as declined:
-                if engine == "kernel":
-                    raise ValueError(refusal(declined.feature)) from None
-        return simulate_chain(scenario, replication)
+        return run_chosen(
+            scenario,
+            engine,
+            lambda: simulate_chain(scenario, replication, kernel=True),
+            lambda: simulate_chain(scenario, replication),
+        )
+    return run_chosen(
+        scenario,
+        engine,
+        lambda: _kernel_once(scenario, replication),
+        lambda: _engine_once(scenario, replication),
+    )
+
+
+def _kernel_once(scenario: Scenario, replication: int) -> SimulationResult:
+    """One replication of a single-stage scenario inside the kernel's domain, on the kernel."""
+    from .kernel.run import run_kernel
+
     began = time.perf_counter()
-    if engine != "asyncio":
-        outside = unsupported(scenario)
-        if outside is None:
-            report, _, columns, series = run_kernel(scenario, replication)
-            return SimulationResult(
-                scenario, report, columns, series, time.perf_counter() - began, "kernel"
-            )
-        if engine == "kernel":
-            raise ValueError(refusal(outside))
+    report, _, columns, series = run_kernel(scenario, replication)
+    return SimulationResult(
+        scenario, report, columns, series, time.perf_counter() - began, "kernel"
+    )
+
+
+def _engine_once(scenario: Scenario, replication: int) -> SimulationResult:
+    """One replication of a single-stage scenario on the asyncio engine."""
     from ..vloop import run_virtual  # the kernel's runs need no virtual loop (start-up)
 
+    began = time.perf_counter()
     report, arrivals, recorder = run_virtual(run_engine(scenario, replication))
     columns = item_columns(arrivals, recorder)
     series = step_series(arrivals, recorder, report.finished_s)
@@ -213,20 +220,25 @@ def summary_once(
     classes, an initial backlog or the asyncio engine: the whole summary.
     (Module level: pools pickle it.)
     """
-    from .kernel.run import refusal, run_kernel, unsupported
-
-    whole = (
+    if (
         keys is None
-        or engine == "asyncio"
         or scenario.stages is not None
         or scenario.classes is not None
         or scenario.initial_backlog > 0
-    )
-    outside = None if whole else unsupported(scenario)
-    if outside is not None and engine == "kernel":
-        raise ValueError(refusal(outside))
-    if whole or outside is not None:
+    ):
         return simulate_once(scenario, replication, engine).summary
+    return run_chosen(
+        scenario,
+        engine,
+        lambda: _kernel_summary(scenario, replication, keys),
+        lambda: _engine_once(scenario, replication).summary,
+    )
+
+
+def _kernel_summary(scenario: Scenario, replication: int, keys: frozenset[str]) -> dict:
+    """:func:`summary_once` on the kernel: only what ``keys`` need (see there)."""
+    from .kernel.run import run_kernel
+
     began = time.perf_counter()
     series = any(key in keys for key in SERIES_KEYS if key != "memory_peak_bytes")
     report, _, columns, steps = run_kernel(scenario, replication, series=series)

@@ -18,13 +18,14 @@ the step series when ``memory_peak_bytes`` is the only series key asked.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..stats.intervals import batch_means_ci, percentiles
+from ..stats.intervals import batch_means_ci
+from ..stats.quantiles import percentiles
 from ..stats.stepstats import step_durations, weighted_sum
 from .backlog import backlog_summary
 from .class_summary import class_summaries
@@ -177,6 +178,91 @@ class HeldPeak:
     held: int
 
 
+LATENCY_PERCENTILES = {"latency_p50_s": 50, "latency_p95_s": 95, "latency_p99_s": 99}
+"""Summary keys of latency percentiles, and the percentile each one is."""
+
+WAIT_PERCENTILES = {"wait_p95_s": 95}
+"""Summary keys of wait percentiles, and the percentile each one is."""
+
+
+def _wanted(keys: Collection[str] | None) -> Callable[..., bool]:
+    """Whether a summary limited to ``keys`` (None: every key) needs any of the names given."""
+
+    def want(*names: str) -> bool:
+        return keys is None or any(name in keys for name in names)
+
+    return want
+
+
+def _wait_statistics(c: ItemColumns, warm: float, want: Callable[..., bool]) -> dict[str, Any]:
+    """The wait keys asked for (mean, its batch-means half-width, p95), after the warm-up."""
+    started = (c.arrival_s >= warm) & ~np.isnan(c.start_s)
+    # One statistic at a time, freeing as it goes: a long run has tens of millions of
+    # rows. A run's values are its own copies, so the percentiles may reorder them in
+    # place, once the batch means have read them in arrival order.
+    waits = c.start_s - c.arrival_s
+    if not started.all():
+        waits = waits[started]
+    del started
+    return _time_statistics(waits, "wait", WAIT_PERCENTILES, want)
+
+
+def _latency_statistics(
+    c: ItemColumns, warm: float, want: Callable[..., bool], values: dict[str, Any]
+) -> int:
+    """Put the latency keys asked for into ``values``; return the items completed after warm-up."""
+    done = (c.arrival_s >= warm) & (c.outcome == 0)
+    completed = int(done.sum())
+    if not want("latency_mean_s", "latency_mean_ci95_s", *LATENCY_PERCENTILES):
+        return completed
+    latencies = c.finish_s - c.arrival_s
+    if not done.all():
+        latencies = latencies[done]
+    del done
+    values.update(_time_statistics(latencies, "latency", LATENCY_PERCENTILES, want))
+    return completed
+
+
+def _time_statistics(
+    times: np.ndarray, name: str, levels: dict[str, int], want: Callable[..., bool]
+) -> dict[str, Any]:
+    """``{name}_mean_s``, ``{name}_mean_ci95_s`` and the percentiles of ``times`` asked for.
+
+    The percentiles last, in one partition of ``times`` in place (the same values as one
+    call each): the batch means must read the times in arrival order first.
+    """
+    values: dict[str, Any] = {}
+    if want(f"{name}_mean_s"):
+        values[f"{name}_mean_s"] = _mean(times)
+    if want(f"{name}_mean_ci95_s"):
+        values[f"{name}_mean_ci95_s"] = _batch_half_width(times)
+    asked = [(k, q) for k, q in levels.items() if want(k)]
+    if asked:
+        found = percentiles(times, [q for _, q in asked], overwrite=True)
+        values.update(zip([k for k, _ in asked], found, strict=True))
+    return values
+
+
+def _backlog_keys(
+    scenario: Scenario,
+    report: RunReport,
+    c: ItemColumns,
+    s: StepSeries | HeldPeak,
+    summary: dict[str, Any],
+) -> dict[str, Any]:
+    """An initial backlog's drain keys, and the half-widths its transient makes meaningless."""
+    if not isinstance(s, StepSeries):
+        raise ValueError("an initial backlog's summary needs the step series")
+    drain = backlog_summary(c, s, scenario.initial_backlog, report.drain_timed_out)
+    if not scenario.warmup_s >= drain["backlog_drained_s"]:  # also when it never drained (NaN)
+        # Batch means assume a steady state; the items counted include the backlog's
+        # drain, a transient, so those half-widths would be no precision of anything.
+        for key in ("wait_mean_ci95_s", "latency_mean_ci95_s"):
+            if key in summary:
+                drain[key] = math.nan
+    return drain
+
+
 def summarise(result: SimulationResult, keys: Collection[str] | None = None) -> dict[str, Any]:
     """The summary of ``result`` (every key; or, with ``keys``, only those and the cheap counts)."""
     return summary_of(
@@ -211,10 +297,7 @@ def summary_of(
     and an initial backlog add their keys as always. ``s`` may be a
     :class:`HeldPeak` when no key but ``memory_peak_bytes`` reads the series.
     """
-
-    def want(*names: str) -> bool:
-        return keys is None or any(name in keys for name in names)
-
+    want = _wanted(keys)
     if isinstance(s, HeldPeak) and (
         keys is None or any(k in keys for k in SERIES_KEYS if k != "memory_peak_bytes")
     ):
@@ -222,41 +305,10 @@ def summary_of(
     warm = scenario.warmup_s
     values: dict[str, Any] = {}
     if want("wait_mean_s", "wait_mean_ci95_s", "wait_p95_s"):
-        started = (c.arrival_s >= warm) & ~np.isnan(c.start_s)
-        # One statistic at a time, freeing as it goes: a long run has tens of millions of
-        # rows. A run's values are its own copies, so the percentiles may reorder them in
-        # place, once the batch means have read them in arrival order.
-        waits = c.start_s - c.arrival_s
-        if not started.all():
-            waits = waits[started]
-        del started
-        if want("wait_mean_s"):
-            values["wait_mean_s"] = _mean(waits)
-        if want("wait_mean_ci95_s"):
-            values["wait_mean_ci95_s"] = _batch_half_width(waits)
-        if want("wait_p95_s"):
-            (values["wait_p95_s"],) = percentiles(waits, (95,), overwrite=True)
-        del waits
-    latency_keys = ("latency_p50_s", "latency_p95_s", "latency_p99_s")
+        values.update(_wait_statistics(c, warm, want))
     completed = 0
-    if want("latency_mean_s", "latency_mean_ci95_s", *latency_keys, "throughput_per_s"):
-        done = (c.arrival_s >= warm) & (c.outcome == 0)
-        completed = int(done.sum())
-        if want("latency_mean_s", "latency_mean_ci95_s", *latency_keys):
-            latencies = c.finish_s - c.arrival_s
-            if not done.all():
-                latencies = latencies[done]
-            del done
-            if want("latency_mean_s"):
-                values["latency_mean_s"] = _mean(latencies)
-            if want("latency_mean_ci95_s"):
-                values["latency_mean_ci95_s"] = _batch_half_width(latencies)
-            # One partition for the percentiles asked (the same values as one call each).
-            asked = [(k, q) for k, q in zip(latency_keys, (50, 95, 99), strict=True) if want(k)]
-            if asked:
-                found = percentiles(latencies, [q for _, q in asked], overwrite=True)
-                values.update(zip([k for k, _ in asked], found, strict=True))
-            del latencies
+    if want("latency_mean_s", "latency_mean_ci95_s", *LATENCY_PERCENTILES, "throughput_per_s"):
+        completed = _latency_statistics(c, warm, want, values)
     sim_time = s.end_s
     span = max(sim_time - warm, 0.0)
     if isinstance(s, HeldPeak):
@@ -310,16 +362,7 @@ def summary_of(
     if scenario.classes is not None and item_class is not None:
         summary["classes"] = class_summaries(scenario.classes, item_class, c, warm)
     if scenario.initial_backlog:
-        if not isinstance(s, StepSeries):
-            raise ValueError("an initial backlog's summary needs the step series")
-        drain = backlog_summary(c, s, scenario.initial_backlog, report.drain_timed_out)
-        summary.update(drain)
-        if not warm >= drain["backlog_drained_s"]:  # also when it never drained (NaN)
-            # Batch means assume a steady state; the items counted include the backlog's
-            # drain, a transient, so those half-widths would be no precision of anything.
-            for key in ("wait_mean_ci95_s", "latency_mean_ci95_s"):
-                if key in summary:
-                    summary[key] = math.nan
+        summary.update(_backlog_keys(scenario, report, c, s, summary))
     return summary
 
 

@@ -1,6 +1,8 @@
 """Estimation helpers for simulation output: confidence intervals (:mod:`.intervals`,
-Student's t in :mod:`.tdist`), run-length advice (:mod:`.runlength`) and statistics of
-step functions (:mod:`.stepstats`).
+with the skew-robust bounds in :mod:`.skewed`, fractions in :mod:`.proportions`,
+quantiles in :mod:`.quantiles`, input checks in :mod:`.samples`, Student's t in
+:mod:`.tdist`), run-length advice (:mod:`.runlength`) and statistics of step
+functions (:mod:`.stepstats`).
 
 The intervals a notebook or a study of its own runs needs are importable from here:
 ``from pipeline.sim.stats import mean_ci, proportion_ci``.

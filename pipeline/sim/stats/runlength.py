@@ -17,7 +17,7 @@ from statistics import NormalDist
 import numpy as np
 
 from pipeline._validate import integer, real
-from pipeline.sim.stats.intervals import confidence_level, sample_array
+from pipeline.sim.stats.samples import confidence_level, sample_array
 from pipeline.sim.stats.tdist import t_quantile
 
 __all__ = [

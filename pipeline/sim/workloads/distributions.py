@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..._validate import integer, real, show
-from .fitting import fit_lognormal, lognormal_quantile, lognormal_sigma2
+from .percentiles import fit_lognormal, lognormal_quantile, lognormal_sigma2
 
 __all__ = [
     "Constant",
@@ -238,7 +238,7 @@ class LogNormal(Distribution):
         ``p50``, ``p90``, ``p95``, ``p99`` (seconds) and ``cv``. The result is
         a plain ``LogNormal(mean=..., cv=...)``, drawing exactly as one. How
         the fit is chosen, and why some pairs have none, is in
-        :mod:`pipeline.sim.workloads.fitting`.
+        :mod:`pipeline.sim.workloads.percentiles`.
 
         Args:
             rtol: relative distance a third number may be from the fit before

@@ -36,7 +36,10 @@ backlog) at that time.
 Long runs are thinned to a *window*: the frames are the event times in
 ``[start_s, end_s]``, at most ``max_frames`` of them, the first ones. A
 window rather than a sample of frames: every frame is one step of the run,
-so no item jumps over a zone between two frames. Only the items that are
+so no item jumps over a zone between two frames. The one exception is a
+window that runs to the run's end: its last frame is the run's end itself,
+where every item has reached its outcome, so that a movie of the run ends
+on its result. Only the items that are
 inside the stage at some time in the window are kept (arrays of that size);
 the ones that left before it or arrive after it are counts. A frame's state
 is computed when asked for, never all of them at once, so memory is bounded
@@ -178,9 +181,11 @@ class _StageTrack:
         columns, series = result.columns, result.series
         config = result.scenario.config
         self.name, self.last = name, last
+        self._columns = columns  # the run's own, read again only for the run's end
         self.capacity = config.queue_maxsize
         self.sheds = config.on_full == "reject"  # a shed bin is drawn even while empty
         end_s = float(series.end_s)
+        self._end_s = end_s
         w0, w1 = window
         n = len(columns.arrival_s)
         self.n = n
@@ -308,8 +313,6 @@ class _StageTrack:
         workers[self.a_slot[running]] = ids[self.a_owner[running]]
         left = np.flatnonzero(zone == _LEFT)
         left = left[np.lexsort((ids[left], self.leaves[left]))]
-        left_code = self.code[left]
-        bins: dict[str, np.ndarray] = {}
         counts = {
             "not_arrived": self.not_arrived_after + int((zone == _NOT_ARRIVED).sum()),
             "upstream": len(upstream),
@@ -317,15 +320,7 @@ class _StageTrack:
             "running": int(running.sum()),
             "retry": len(waiting),
         }
-        for name, number in sorted(
-            ((name, number) for number, name in enumerate(self.names) if name != _NEVER_OFFERED),
-            key=lambda pair: _bin_rank(pair[0]),
-        ):
-            mine = ids[left[left_code == number]]
-            total = self.before.get(name, 0) + len(mine)
-            if total or name in ("completed", "dead_lettered") or (name == "shed" and self.sheds):
-                bins[name] = mine
-                counts[name] = total
+        bins = self._binned(left, counts)
         # An item never offered stays where the run's upstream backlog keeps it.
         return StageFrame(
             name=self.name,
@@ -333,6 +328,63 @@ class _StageTrack:
             queue=ids[queued],
             workers=workers,
             retry=ids[waiting],
+            bins=bins,
+            counts=counts,
+            capacity=self.capacity,
+            last=self.last,
+        )
+
+    def _binned(
+        self, left: np.ndarray, counts: dict[str, int], totals: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
+        """The bins of a frame: each outcome's kept items that have left (``left``: indices
+        into the kept items, in the order they left), the bins drawn even while empty
+        included; their counts go into ``counts``: those before the window and these, or
+        ``totals`` by outcome code when given (the run's end)."""
+        bins: dict[str, np.ndarray] = {}
+        left_code = self.code[left]
+        for name, number in sorted(
+            ((name, number) for number, name in enumerate(self.names) if name != _NEVER_OFFERED),
+            key=lambda pair: _bin_rank(pair[0]),
+        ):
+            mine = self.ids[left[left_code == number]]
+            total = self.before.get(name, 0) + len(mine) if totals is None else int(totals[number])
+            if total or name in ("completed", "dead_lettered") or (name == "shed" and self.sheds):
+                bins[name] = mine
+                counts[name] = total
+        return bins
+
+    def end_frame(self) -> StageFrame:
+        """The state at the run's end, for a window that stops before it: every item has
+        left by its outcome, but one never offered, which stays upstream once it arrived
+        (and one that never reached this stage of a chain has not arrived).
+
+        Counted from the run's columns (scratch of their length); the bins' ids are the
+        window's own items, as in any frame.
+        """
+        code = self._columns.outcome.astype(np.intp)
+        totals = np.bincount(code, minlength=len(self.names))
+        never = np.zeros(len(code), dtype=bool)
+        if _NEVER_OFFERED in self.names:
+            never = code == self.names.index(_NEVER_OFFERED)
+        arrived = self._columns.arrival_s <= self._end_s  # NaN: never reached this stage
+        upstream = np.flatnonzero(never & arrived)
+        counts = {
+            "not_arrived": int((never & ~arrived).sum()),
+            "upstream": len(upstream),
+            "queue": 0,
+            "running": 0,
+            "retry": 0,
+        }
+        left = np.flatnonzero(np.isfinite(self.leaves))
+        left = left[np.lexsort((self.ids[left], self.leaves[left]))]
+        bins = self._binned(left, counts, totals)
+        return StageFrame(
+            name=self.name,
+            upstream=upstream,
+            queue=np.empty(0, dtype=np.int64),
+            workers=np.full(self.concurrency, -1, dtype=np.int64),
+            retry=np.empty(0, dtype=np.int64),
             bins=bins,
             counts=counts,
             capacity=self.capacity,
@@ -377,13 +429,16 @@ class Timeline:
         start_s: the window's start, seconds of virtual time (default 0).
         end_s: the window's end, seconds (default: the run's end).
         max_frames: at most this many frames, the window's first ones; a window
-            with more events ends at the last frame shown (see :attr:`note`).
+            with more events ends at the last frame shown, or, when it runs to the
+            run's end, shows its first ``max_frames - 1`` events and then the run's
+            end (see :attr:`note`, :attr:`ends_at_run_end`).
 
     Attributes:
         times_s: each frame's virtual time, seconds (increasing).
         run_end_s: the run's end, seconds.
         events_in_window: event times in ``[start_s, end_s]`` before ``max_frames``.
         thinned: whether the frames show less than the whole run.
+        ends_at_run_end: whether the last frame is the run's end after a cut window.
 
     Raises:
         TypeError: ``result`` is not a simulated run, or ``max_frames`` is not an int.
@@ -418,11 +473,19 @@ class Timeline:
         if not len(inside) or inside[0] > start:
             inside = np.concatenate([[start], inside])  # the state holding at start_s
         self.events_in_window = len(inside)
-        self.times_s = inside[: int(max_frames)]
+        cut = len(inside) > max_frames
+        # A window to the run's end with more events than frames shows its first events,
+        # then the run's end: a movie of the whole run ends on the run's outcome.
+        self.ends_at_run_end = cut and end >= run_end and max_frames >= 2
+        if self.ends_at_run_end:
+            self.times_s = np.append(inside[: int(max_frames) - 1], run_end)
+        else:
+            self.times_s = inside[: int(max_frames)]
         self.run_end_s = run_end
         self.start_s, self.end_s = float(self.times_s[0]), float(self.times_s[-1])
-        self.thinned = len(inside) > max_frames or start > 0 or end < run_end
-        window = (self.start_s, self.end_s)
+        self.thinned = cut or start > 0 or end < run_end
+        stepped = self.times_s[:-1] if self.ends_at_run_end else self.times_s
+        window = (self.start_s, float(stepped[-1]))
         self.stage_names = [name for name, _ in stages]
         specs = getattr(result.scenario, "stages", None) or ()
         self._fan_out = [int(getattr(spec, "fan_out", 1)) for spec in specs]
@@ -439,13 +502,15 @@ class Timeline:
     @property
     def note(self) -> str:
         """What the frames show, e.g. ``"showing 0-60 s of 3,600 s (400 of 9,812 events)"``."""
-        span = f"{_seconds(self.start_s)}-{_seconds(self.end_s)} s"
         if not self.thinned:
-            return f"all {len(self):,} events, {span}"
-        return (
+            return f"all {len(self):,} events, {_seconds(self.start_s)}-{_seconds(self.end_s)} s"
+        stepped = len(self) - 1 if self.ends_at_run_end else len(self)
+        span = f"{_seconds(self.start_s)}-{_seconds(float(self.times_s[stepped - 1]))} s"
+        note = (
             f"showing {span} of {_seconds(self.run_end_s)} s "
-            f"({len(self):,} of {self.events_in_window:,} events in the window)"
+            f"({stepped:,} of {self.events_in_window:,} events in the window)"
         )
+        return note + (", then the run's end" if self.ends_at_run_end else "")
 
     @property
     def items_in_window(self) -> int:
@@ -464,6 +529,9 @@ class Timeline:
         if not 0 <= index < len(self.times_s):
             raise IndexError(f"frame index must be in 0..{len(self.times_s) - 1}, got {index}")
         time_s = float(self.times_s[int(index)])
+        if self.ends_at_run_end and index == len(self.times_s) - 1:
+            ended = tuple(track.end_frame() for track in self._tracks)
+            return FrameState(index=int(index), time_s=time_s, stages=ended)
         stages = [track.frame(time_s) for track in self._tracks]
         for number in range(len(stages) - 1):
             stage, after = stages[number], stages[number + 1]

@@ -19,6 +19,7 @@ Three rules make the figures read truthfully at a glance:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -99,6 +100,28 @@ def limit_is_informative(peak: float, level: float | None) -> bool:
     return peak >= INFORMATIVE_SHARE * level
 
 
+_DIFFERENCES_NAMED = 2
+"""At most this many differing settings name a faded run; more read as "previous run"."""
+
+
+def faded_name(result: SimulationResult, compare: SimulationResult) -> str:
+    """What a legend calls ``compare`` drawn faded behind ``result``: the settings in which it
+    differs (``"queue_maxsize=None"``), or ``"previous run"`` when none or too many do."""
+    mine, theirs = result.scenario, compare.scenario
+    pairs = [
+        (f.name, getattr(mine.config, f.name), getattr(theirs.config, f.name))
+        for f in dataclasses.fields(theirs.config)
+    ]
+    pairs += [
+        (name, getattr(mine, name), getattr(theirs, name))
+        for name in ("n_items", "duration_s", "item_size_bytes", "arrivals", "service", "failures")
+    ]
+    named = [f"{name}={value!r}" for name, own, value in pairs if own != value]
+    if not named or len(named) > _DIFFERENCES_NAMED:
+        return "previous run"
+    return ", ".join(named)
+
+
 def _proxy(**kwargs: Any) -> Line2D:
     """A legend handle that is not drawn on the axes."""
     return Line2D([], [], **kwargs)
@@ -111,6 +134,7 @@ class _Panel:
         self.ax = ax
         self.max_points = max_points
         self._legend_key: tuple[Any, ...] | None = None
+        self._note_proxy = _proxy(linestyle="none")
 
     def _line(self, faded: bool, **kwargs: Any) -> Line2D:
         if faded:
@@ -157,6 +181,14 @@ class _Panel:
         """x from 0 to ``right``, y from 0 to ``top`` plus headroom (never an empty range)."""
         self.ax.set_xlim(0, right if right > 0 else 1.0)
         self.ax.set_ylim(0, top * (1 + _HEADROOM) if top > 0 else 1.0)
+
+    def _thinned_note(self, *widths_s: float | None) -> list[tuple[Any, str]]:
+        """One legend entry saying how thinned series are drawn (none when every one is
+        exact): said once for the panel, so that each series keeps a short label."""
+        drawn = [w for w in widths_s if w is not None]
+        if not drawn:
+            return []
+        return [(self._note_proxy, thinned_label("thinned", max(drawn)))]
 
     def _set_legend(self, entries: list[tuple[Any, str]], ncols: int = 1) -> None:
         """The legend for ``entries``, below the axes; rebuilt only when handles change."""
@@ -250,10 +282,11 @@ class DepthPanel(_Panel):
                     widths[name] = width_s
                     peak = max(peak, float(values.max(initial=0)))
         entries = [
-            (line, label if widths[name] is None else thinned_label(label, widths[name]))
+            (line, label)
             for line, (name, label, _) in zip(self._lines[False], self.series, strict=True)
             if line.get_visible()
         ]
+        note = self._thinned_note(*widths.values())
         maxsize = result.scenario.config.queue_maxsize
         top = peak
         if maxsize is None:
@@ -270,7 +303,9 @@ class DepthPanel(_Panel):
             self._limit.set_label(f"_maxsize = {maxsize}")
             entries.append((self._limit_proxy, f"maxsize = {maxsize} (above this scale)"))
         self._set_limits(result.series.end_s, top)
-        self._set_legend(entries, ncols=2)
+        # Two short columns; one when the thinning note's long line would widen the legend
+        # past the axes.
+        self._set_legend(entries + note, ncols=1 if note else 2)
 
 
 class LagPanel(_Panel):
@@ -382,10 +417,8 @@ class MemoryPanel(_Panel):
             self._hide(self._faded, self._faded_band)
         t, low = step_data(result, held / divisor, self.max_points)
         width_s = self._show_steps(self._held, self._held_band, result, held / divisor)
-        label = "queued + running + retrying"
-        entries: list[tuple[Any, str]] = [
-            (self._held, label if width_s is None else thinned_label(label, width_s))
-        ]
+        entries: list[tuple[Any, str]] = [(self._held, "queued + running + retrying")]
+        entries += self._thinned_note(width_s)
         if s.dead_letters.any():
             _, high = step_data(result, total / divisor, self.max_points)
             self._dead.set_data(t, low, np.maximum(high, low))
@@ -397,7 +430,8 @@ class MemoryPanel(_Panel):
         if compare is not None:
             # The previous run may run off this scale: say how high it went.
             previous_peak = human_bytes(compare.summary["memory_peak_bytes"])
-            entries.append((self._faded, f"previous run, in all (faded): peak {previous_peak}"))
+            name = faded_name(result, compare)
+            entries.append((self._faded, f"{name}, in all (faded): peak {previous_peak}"))
         formula = "(maxsize + concurrency) × item size"
         if bound is None:
             self._hide(self._limit)

@@ -58,11 +58,12 @@ def step(
     values: np.ndarray,
     *,
     max_points: int = MAX_POINTS,
+    band: bool = True,
     **kwargs: Any,
 ):
     """Draw one step series of ``result`` to its end time (:func:`draw_steps`); the Line2D."""
     s = result.series
-    return draw_steps(ax, s.time_s, values, s.end_s, max_points=max_points, **kwargs)
+    return draw_steps(ax, s.time_s, values, s.end_s, max_points=max_points, band=band, **kwargs)
 
 
 def draw_steps(
@@ -72,20 +73,22 @@ def draw_steps(
     end_s: float,
     *,
     max_points: int = MAX_POINTS,
+    band: bool = True,
     **kwargs: Any,
 ):
     """Draw the step function ``y[i]`` from ``t[i]`` (the last to ``end_s``); returns the Line2D.
 
     A series longer than ``max_points`` steps is drawn as its time-weighted
-    mean per bucket with a band from the bucket's least to its greatest value
-    (:func:`~pipeline.viz.figures.series.bucket_steps`), and its label says so.
+    mean per bucket (:func:`~pipeline.viz.figures.series.bucket_steps`) with,
+    when ``band``, a band from the bucket's least to its greatest value; its
+    label says so.
     """
-    band = band_vertices(t, y, end_s, max_points)
-    if band is not None and kwargs.get("label") and not str(kwargs["label"]).startswith("_"):
-        kwargs = {**kwargs, "label": thinned_label(kwargs["label"], band[3])}
+    vertices = band_vertices(t, y, end_s, max_points)
+    if vertices is not None and kwargs.get("label") and not str(kwargs["label"]).startswith("_"):
+        kwargs = {**kwargs, "label": thinned_label(kwargs["label"], vertices[3], band=band)}
     (line,) = ax.plot(*step_vertices(t, y, end_s, max_points), drawstyle="steps-post", **kwargs)
-    if band is not None:
-        x, low, high, _ = band
+    if vertices is not None and band:
+        x, low, high, _ = vertices
         ax.fill_between(
             x, low, high, step="post", color=line.get_color(), linewidth=0,
             alpha=0.25 * (line.get_alpha() or 1.0), zorder=line.get_zorder() - 0.1,

@@ -154,8 +154,10 @@ def step_band(
     return band_vertices(result.series.time_s, values, result.series.end_s, max_points)
 
 
-def thinned_label(label: str, width_s: float) -> str:
+def thinned_label(label: str, width_s: float, *, band: bool = True) -> str:
     """A legend label that says the series is thinned and how it is drawn."""
+    if not band:
+        return f"{label} (mean per {width_s:.3g} s)"
     return f"{label} (mean, band min–max per {width_s:.3g} s)"
 
 

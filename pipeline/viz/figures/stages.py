@@ -35,6 +35,11 @@ STAGE_ROWS = ("queue", "busy workers", "blocked on hand-off")
 """The rows of :func:`plot_stages`, top to bottom (each row's y-axis label)."""
 
 _BLOCKED_COLOR = "C3"
+OCCUPANCY_BUCKETS = 50
+"""Busy and blocked workers toggle with every item: a stage with a worker or two draws
+a comb of 0/1 teeth that no eye can average. Past this many steps, those rows show the
+time-weighted mean of this many equal windows (the share of the stage's workers busy or
+blocked), without a min-max band, which would only span 0 to the concurrency."""
 
 
 def _check_chain(result: Any, name: str) -> None:
@@ -49,16 +54,17 @@ def _draw_stage(axes: Any, run: ChainSimulationResult, number: int, faded: bool,
     stage = stages[number]
     series = stage.series
     waiting = "waiting at the source" if number == 0 else "waiting to enter (blocked hand-offs)"
-    lines = (
-        (axes[0], series.queue_depth, COLORS["queue"], "queued"),
-        (axes[0], series.upstream_backlog, COLORS["upstream"], waiting),
-        (axes[1], series.in_flight, COLORS["in_flight"], "busy"),
+    occupancy = min(max_points, OCCUPANCY_BUCKETS)
+    lines = (  # (axes, series, colour, label, most steps drawn exactly, min-max band)
+        (axes[0], series.queue_depth, COLORS["queue"], "queued", max_points, True),
+        (axes[0], series.upstream_backlog, COLORS["upstream"], waiting, max_points, True),
+        (axes[1], series.in_flight, COLORS["in_flight"], "busy", occupancy, False),
     )
-    for ax, values, color, label in lines:
+    for ax, values, color, label, most, band in lines:
         if label == waiting and not values.any():
             continue
         kwargs = {"color": color, "linewidth": 1.1, "label": label}
-        step(ax, stage, values, max_points=max_points, **styled(kwargs, faded))
+        step(ax, stage, values, max_points=most, band=band, **styled(kwargs, faded))
     if number + 1 < len(stages):
         after = stages[number + 1]
         kwargs = {"color": _BLOCKED_COLOR, "linewidth": 1.1, "label": "blocked"}
@@ -66,7 +72,8 @@ def _draw_stage(axes: Any, run: ChainSimulationResult, number: int, faded: bool,
             axes[2],
             after,
             after.series.producers_blocked,
-            max_points=max_points,
+            max_points=occupancy,
+            band=False,
             **styled(kwargs, faded),
         )
 

@@ -58,6 +58,13 @@ FIGURE_CLASS = "pipeline-explorer-figure"
 SUMMARY_CLASS = "pipeline-explorer-summary"
 
 _STYLE = {"description_width": "initial"}
+# Every slider the same width, whatever its label: with a label of its own width and no
+# width of its own, a long label squashed its track to a few pixels. A column is one
+# slider wide, and the columns wrap below each other when the notebook is narrow.
+# (Layouts are widgets: each control gets its own, never one shared by every explorer.)
+_SLIDER = {"width": "320px"}
+_COLUMN = {"margin": "0 18px 0 0"}
+_ROWS = {"flex_flow": "row wrap", "align_items": "flex-start"}
 _MAXSIZE_RANGE = (10, 5000)
 #: Inches at _DPI: 1150 x 440 CSS pixels, about the width of a JupyterLab cell.
 _FIGSIZE = (11.5, 4.4)
@@ -134,12 +141,14 @@ class Explorer(ShowsWidget):
                 widgets.VBox(
                     [
                         widgets.HTML("<b>pipeline</b>"),
-                        widgets.HBox([c["maxsize"], c["unbounded"]]),
+                        c["maxsize"],
+                        c["unbounded"],
                         c["concurrency"],
                         c["max_attempts"],
                         c["drain_timeout_s"],
                         c["on_full"],
-                    ]
+                    ],
+                    layout=widgets.Layout(**_COLUMN),
                 ),
                 widgets.VBox(
                     [
@@ -147,12 +156,15 @@ class Explorer(ShowsWidget):
                         c["arrival_rate"],
                         c["service_mean_s"],
                         c["service_cv"],
-                    ]
+                    ],
+                    layout=widgets.Layout(**_COLUMN),
                 ),
                 widgets.VBox(
-                    [widgets.HTML("<b>failures</b>"), c["failure_rate"], c["backoff_base_s"]]
+                    [widgets.HTML("<b>failures</b>"), c["failure_rate"], c["backoff_base_s"]],
+                    layout=widgets.Layout(**_COLUMN),
                 ),
-            ]
+            ],
+            layout=widgets.Layout(**_ROWS),
         )
         self.widget = widgets.VBox([rows, self.figure, self.summary])
         self.widget.add_class(ROOT_CLASS)
@@ -171,7 +183,14 @@ class Explorer(ShowsWidget):
         cfg = sc.config
         lo, hi = _MAXSIZE_RANGE
         maxsize = cfg.queue_maxsize if cfg.queue_maxsize is not None else 100
-        slider = {"continuous_update": False, "style": _STYLE}
+
+        def slider() -> dict[str, Any]:
+            return {
+                "continuous_update": False,
+                "style": _STYLE,
+                "layout": widgets.Layout(**_SLIDER),
+            }
+
         service = sc.service
         mean = getattr(service, "mean", 1.0)
         cv = getattr(service, "cv", 1.0)
@@ -186,33 +205,34 @@ class Explorer(ShowsWidget):
                 step=0.05,
                 readout_format=".0f",
                 description="maxsize",
-                **slider,
+                **slider(),
             ),
             "unbounded": widgets.ToggleButton(
                 value=cfg.queue_maxsize is None,
                 description="unbounded",
                 tooltip="queue_maxsize=None: no bound on the queue (and on memory)",
+                layout=widgets.Layout(width="110px", margin="0 0 4px 8px"),
             ),
             "concurrency": widgets.IntSlider(
                 value=min(max(cfg.concurrency, 1), 32),
                 min=1,
                 max=32,
                 description="concurrency",
-                **slider,
+                **slider(),
             ),
             "max_attempts": widgets.IntSlider(
                 value=min(max(cfg.max_attempts, 1), 10),
                 min=1,
                 max=10,
                 description="max_attempts",
-                **slider,
+                **slider(),
             ),
             "drain_timeout_s": widgets.IntSlider(
                 value=round(min(max(cfg.drain_timeout_s or 300, 5), 300)),
                 min=5,
                 max=300,
                 description="drain_timeout_s",
-                **slider,
+                **slider(),
             ),
             "on_full": widgets.ToggleButtons(
                 options=["block", "reject"], value=cfg.on_full, description="on_full", style=_STYLE
@@ -224,9 +244,10 @@ class Explorer(ShowsWidget):
                 max=2,
                 step=0.02,
                 readout_format=".3g",
-                description="arrival rate (items/s)",
+                description="arrivals per s",
+                tooltip="Poisson arrivals: the mean rate, items per second",
                 disabled=not isinstance(sc.arrivals, Poisson),
-                **slider,
+                **slider(),
             ),
             "service_mean_s": widgets.FloatLogSlider(
                 value=mean,
@@ -237,7 +258,7 @@ class Explorer(ShowsWidget):
                 readout_format=".3g",
                 description="service mean (s)",
                 disabled=not isinstance(service, _SERVICE_FAMILIES),
-                **slider,
+                **slider(),
             ),
             "service_cv": widgets.FloatSlider(
                 value=min(cv, 4.0),
@@ -245,9 +266,10 @@ class Explorer(ShowsWidget):
                 max=4.0,
                 step=0.1,
                 readout_format=".1f",
-                description="service cv (1 = exponential)",
+                description="service cv",
+                tooltip="coefficient of variation of service times: 1 = exponential, 0 = constant",
                 disabled=not isinstance(service, _SERVICE_FAMILIES),
-                **slider,
+                **slider(),
             ),
             "failure_rate": widgets.FloatSlider(
                 value=min(p, 0.9),
@@ -257,7 +279,7 @@ class Explorer(ShowsWidget):
                 readout_format=".2f",
                 description="failure rate p",
                 disabled=not isinstance(sc.failures, NoFailures | IndependentFailures),
-                **slider,
+                **slider(),
             ),
             "backoff_base_s": widgets.FloatLogSlider(
                 value=min(max(cfg.backoff.base_s, 0.01), 30.0),
@@ -267,7 +289,7 @@ class Explorer(ShowsWidget):
                 step=0.05,
                 readout_format=".3g",
                 description="backoff base (s)",
-                **slider,
+                **slider(),
             ),
         }
 

@@ -4,7 +4,7 @@
 slider per SLO limit, the plan's frontier figure
 (:meth:`~pipeline.sim.analysis.planning.result.Plan.figure`) and its answer in
 words. Moving a slider runs :func:`~pipeline.sim.plan` again with the new
-limits. The runs go through a :class:`~pipeline.sim.RunCache`, so only the
+limits. The runs go through a :class:`~pipeline.sim.executors.RunCache`, so only the
 runs the new limits need for the first time are simulated (a looser limit
 often needs none); the answer is exactly the one a fresh ``plan()`` call
 gives. The previous answer stays visible: a hollow star and a faded limit on
@@ -32,7 +32,8 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..._units import METRIC_LABELS, slo_text, value_text
-from ...sim import RunCache, Scenario, plan
+from ...sim import Scenario, plan
+from ...sim.executors.run_cache import RunCache
 from ...sim.analysis.planning.plan import DEFAULT_REPLICATIONS
 from ...sim.analysis.planning.slo import SLO, parse_slos
 from .shown import ShowsWidget
@@ -102,7 +103,7 @@ class PlanExplorer(ShowsWidget):
         figure: the ``Output`` widget holding the PNG (class ``pipeline-plan-explorer-figure``).
         summary: the ``HTML`` widget with the answer (class ``pipeline-plan-explorer-summary``).
         plan, previous: the latest :class:`~pipeline.sim.Plan` and the one before it.
-        cache: the :class:`~pipeline.sim.RunCache` every plan's runs go through.
+        cache: the :class:`~pipeline.sim.executors.RunCache` every plan's runs go through.
         last_png: the latest figure's PNG bytes.
         new_runs: runs simulated for each update (the first entry is the initial draw).
         timings_s: seconds from each change to its new figure.
@@ -297,7 +298,7 @@ def explore_plan(
             either side of the limit, on a log scale; a range starting at or
             below 0 gives a linear slider).
         confidence, replications, engine: as for :func:`~pipeline.sim.plan`.
-        cache: a :class:`~pipeline.sim.RunCache` to share with other plans (for
+        cache: a :class:`~pipeline.sim.executors.RunCache` to share with other plans (for
             example the one a notebook ran before), so that even the first
             draw re-uses their runs.
 

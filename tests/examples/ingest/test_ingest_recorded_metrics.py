@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.sim import plan
-from pipeline.sim.analysis.telemetry_fit import calibrate_observed
+from pipeline.sim.calibration.telemetry import calibrate_observed
 from pipeline.sim.workloads.telemetry import reader
 from pipeline.sim.workloads.telemetry.query_range import read_answers
 from tests.prometheus_server import require_prometheus

@@ -8,7 +8,8 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.sim import Exponential, Poisson, RunCache, Scenario, plan
+from pipeline.sim import Exponential, Poisson, Scenario, plan
+from pipeline.sim.executors import RunCache
 
 SEARCH = {"concurrency": range(1, 8), "queue_maxsize": [10, None]}
 

@@ -14,7 +14,7 @@ from pipeline import PipelineConfig
 from pipeline.sim import DrainTimeoutWarning, Exponential, Poisson, Scenario, simulate, sweep
 from pipeline.sim.analysis.compare import compare
 from pipeline.sim.analysis.planning.plan import plan
-from pipeline.sim.analysis.planning.traffic import slo_table, smallest_config_meeting
+from pipeline.sim.analysis.planning.slo_table import slo_table, smallest_config_meeting
 from pipeline.sim.analysis.sweep import summarise_sweep
 
 # Twice what 4 workers serve, into an unbounded queue: about 750 items are still queued when

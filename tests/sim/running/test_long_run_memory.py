@@ -33,7 +33,7 @@ from pipeline.sim import (
 )
 from pipeline.sim import simulate as _simulate
 from pipeline.sim.running import recorder, summary
-from pipeline.sim.stats.intervals import percentiles
+from pipeline.sim.stats.quantiles import percentiles
 
 ROOT = Path(__file__).resolve().parents[3]
 

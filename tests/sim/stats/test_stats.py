@@ -11,12 +11,12 @@ import pytest
 from pipeline.sim.stats.intervals import (
     batch_means_ci,
     mean_ci,
-    percentiles,
     proportion_ci,
     robust_mean_ci,
     summarise_values,
     t_quantile,
 )
+from pipeline.sim.stats.quantiles import percentiles
 from pipeline.sim.stats.stepstats import time_weighted_mean, time_weighted_quantile
 
 

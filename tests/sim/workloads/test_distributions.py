@@ -260,7 +260,7 @@ def test_a_fit_draws_exactly_as_the_plain_lognormal_it_is():
 
 
 def test_mean_and_p99_beyond_the_family_warn_and_keep_the_mean():
-    from pipeline.sim.workloads.fitting import InconsistentWorkloadWarning
+    from pipeline.sim.workloads.percentiles import InconsistentWorkloadWarning
 
     # The issue: mean 80 ms, p99 1.2 s. A log-normal's p99 is at most
     # mean * exp(z99**2 / 2) = 14.97 * mean = 1.197 s.
@@ -290,7 +290,7 @@ def test_numbers_just_inside_the_bound_do_not_warn():
 def test_a_third_number_is_checked_against_the_fit():
     import warnings
 
-    from pipeline.sim.workloads.fitting import InconsistentWorkloadWarning
+    from pipeline.sim.workloads.percentiles import InconsistentWorkloadWarning
 
     known = {name: _exact(REFERENCE, name) for name in ("mean", "p50", "p95", "p99")}
     with warnings.catch_warnings():

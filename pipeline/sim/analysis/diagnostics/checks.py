@@ -7,11 +7,12 @@ thresholds that decide severity live in :mod:`pipeline.sim.analysis.diagnostics.
 to the codes. :data:`CHECKS` lists the checks in :data:`~.diagnose.CODES`
 order.
 
-One concept, kept whole on purpose (a little over 600 lines): a registry of
-detectors, each reading the same :class:`Facts` and worded the same way, so
-that a reader comparing two findings' thresholds and wording finds them side
-by side. A new finding code adds one function here and one line to
-:data:`CHECKS`.
+One concept: a registry of the detectors of the pipeline's failure modes,
+each reading the same :class:`Facts` and worded the same way
+(:mod:`.wording`), so that a reader comparing two findings' thresholds and
+wording finds them side by side. The study's own shortfall, a run too short
+for the precision asked (RUN_TOO_SHORT), is :mod:`.precision`. A new finding
+code adds one function and one line to :data:`CHECKS`.
 """
 
 from __future__ import annotations
@@ -22,14 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ...._spelling import Placeholder, setting_name, setting_value
+from ...._spelling import setting_name, setting_value
 from ...._units import human_bytes
 from ...._units import percent_text as _pct
-from ...running.summary import BATCH_MEANS_MIN_ITEMS
 from ...stats.intervals import proportion_ci
-from ...stats.runlength import run_length_advice, scaled_run_length
 from ...stats.stepstats import weighted_sum
-from ...workloads.randomness import fixed_workload
 from ...workloads.traces.service import ServiceTrace
 from .facts import Facts, error_counts, independent_p, lag_growth, service_spread
 from .findings import (
@@ -49,39 +47,13 @@ from .findings import (
     Finding,
     Severity,
 )
+from .precision import run_too_short
+from .wording import count_text as _n
+from .wording import nice_up as _nice_up
+from .wording import seconds_text as _s
+from .wording import top_names as _top
 
 __all__ = ["CHECKS", "run_checks"]
-
-
-# -- wording --------------------------------------------------------------------------------
-
-
-def _s(seconds: float) -> str:
-    """Seconds for prose: ``0.25 s``, ``12.5 min``, ``3.1 h``."""
-    if not math.isfinite(seconds):
-        return f"{seconds} s"
-    if abs(seconds) < 120:
-        return f"{seconds:.3g} s"
-    if abs(seconds) < 7200:
-        return f"{seconds / 60:.3g} min"
-    return f"{seconds / 3600:.3g} h"
-
-
-def _n(count: float) -> str:
-    return f"{count:,.0f}" if float(count).is_integer() else f"{count:,.3g}"
-
-
-def _nice_up(x: float) -> float:
-    """Round up to two significant digits (0.0123 -> 0.013, 47.1 -> 48)."""
-    if not (x > 0 and math.isfinite(x)):
-        return x
-    scale = 10 ** (math.floor(math.log10(x)) - 1)
-    return math.ceil(x / scale - 1e-9) * scale
-
-
-def _top(counts: Counter[str]) -> str:
-    """The three most common names with their counts: ``"TimeoutError x12, KeyError x3"``."""
-    return ", ".join(f"{name} x{_n(k)}" for name, k in counts.most_common(3))
 
 
 # -- the checks -----------------------------------------------------------------------------
@@ -567,106 +539,6 @@ def _retry_amplification(f: Facts) -> Finding | None:
     )
 
 
-def _run_too_short(f: Facts) -> Finding | None:
-    precision = f.precision
-    summary = f.result.summary
-    mean, half = summary.get("latency_mean_s"), summary.get("latency_mean_ci95_s")
-    if precision is None or mean is None or half is None or not math.isfinite(mean):
-        return None
-    if f.rho >= 1.0:  # an overloaded run has no steady state to estimate; CONSUMER_LAG says so
-        return None
-    c = f.columns
-    counted = int(np.count_nonzero((c.arrival_s >= f.scenario.warmup_s) & (c.outcome == 0)))
-    if not math.isfinite(half):
-        return _too_short_for_batch_means(f, mean, counted) if counted > 0 else None
-    utilisation = summary.get("utilisation")
-    advice = run_length_advice(
-        mean,
-        half,
-        max(counted, 1),
-        metric="latency_mean_s",
-        relative_precision=precision,
-        unit="items",
-        utilisation=utilisation,
-    )
-    if advice is None:
-        return None
-    needed = scaled_run_length(counted, half, precision * abs(mean)) if mean else math.inf
-    return Finding(
-        code="RUN_TOO_SHORT",
-        severity="info",
-        title="The run is too short for a precise mean",
-        evidence=(
-            f"Mean latency {_s(mean)} ± {_s(half)} (95%, batch means of {_n(counted)} completed "
-            f"items): ±{_pct(half / abs(mean))} of the mean, wider than the {_pct(precision)} "
-            "asked for."
-        ),
-        explanation=(
-            "Consecutive items share their queue, so their latencies are correlated and one run "
-            "holds fewer independent observations than items. Batch means measure that: the "
-            "half-width shrinks like one over the square root of the run length, and slower "
-            "the nearer utilisation is to 1."
-        ),
-        fix=f"{advice} {_more_samples(f)}",
-        numbers={
-            "latency_mean_s": mean,
-            "half_width_s": half,
-            "relative_half_width": half / abs(mean) if mean else math.inf,
-            "items_counted": counted,
-            "suggested_items": needed,
-        },
-    )
-
-
-def _replications() -> str:
-    """How the reader asks for R replications: ``replications=R``, or ``--replications R``."""
-    return setting_value("replications", Placeholder("R"))
-
-
-def _more_samples(f: Facts) -> str:
-    """Where more independent samples come from: replications, unless nothing is random."""
-    if fixed_workload(f.scenario) is None:
-        return f"Or run replications ({_replications()}) and read their interval."
-    # A replayed trace: replication r replays the same recording, so it adds nothing.
-    return (
-        "Replications cannot help: the run replays a recorded trace, and every replication "
-        "replays the same one (one recorded day is one sample). Record a longer trace, or "
-        "more of them, or fit a model to it (calibrate) and replicate that."
-    )
-
-
-def _too_short_for_batch_means(f: Facts, mean: float, counted: int) -> Finding:
-    """RUN_TOO_SHORT for a run with too few items for the summary's batch-means half-width."""
-    return Finding(
-        code="RUN_TOO_SHORT",
-        severity="info",
-        title="The run is too short to know its own precision",
-        evidence=(
-            f"Mean latency {_s(mean)} from {_n(counted)} completed items: fewer than the "
-            f"{_n(BATCH_MEANS_MIN_ITEMS)} a batch-means interval needs, so the summary gives none."
-        ),
-        explanation=(
-            "Consecutive items share their queue, so their latencies are correlated. Batch "
-            "means of a short run are correlated too, and their spread understates how far the "
-            "mean may be off: an interval from them would claim more precision than the run has."
-        ),
-        fix=(
-            f"Run at least {_n(BATCH_MEANS_MIN_ITEMS)} items, or run replications "
-            f"({_replications()}) and read their interval, which holds at any length."
-            if fixed_workload(f.scenario) is None
-            else f"Replay a recording of at least {_n(BATCH_MEANS_MIN_ITEMS)} items. "
-            + _more_samples(f)
-        ),
-        numbers={
-            "latency_mean_s": mean,
-            "half_width_s": math.nan,
-            "relative_half_width": math.nan,
-            "items_counted": counted,
-            "suggested_items": BATCH_MEANS_MIN_ITEMS,
-        },
-    )
-
-
 #: Every check, in CODES order (``diagnose`` sorts by severity, then by code).
 CHECKS = (
     _lost_task,
@@ -676,7 +548,7 @@ CHECKS = (
     _drain_timeout,
     _dead_letters,
     _retry_amplification,
-    _run_too_short,
+    run_too_short,
 )
 
 

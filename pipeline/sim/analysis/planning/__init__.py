@@ -2,5 +2,5 @@
 cheapest configuration that meets them (:mod:`.plan`), what it found (:mod:`.result`,
 with its text in :mod:`.report`, its figure in :mod:`.figure` and its shareable page in
 :mod:`.html_report`), how fragile the answer is (:mod:`.sensitivity`, moving inputs with
-:mod:`.perturb`, drawn by :mod:`.tornado`), and traffic windows and fits to plan for
-(:mod:`.traffic`)."""
+:mod:`.perturb`, drawn by :mod:`.tornado`), and which points of a sweep meet an SLO
+(:mod:`.slo_table`)."""

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...executors.pool import check_picklable
 from ...running.drain_warning import warn_drain_timeouts
-from ...running.kernel.run import check_engine
+from ...running.engine_choice import check_engine
 from ...running.workload import shared_draws
 from ...workloads.randomness import check_replications, replays_one_sample
 from ...workloads.scenario import Scenario

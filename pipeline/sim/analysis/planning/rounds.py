@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...executors.pool import bootstrapping, context, pool_workers, run_tasks
-from ...running.kernel.run import unsupported
 from ...running.replications import POOL_WORTH_S, estimated_seconds
 from ...running.single import summary_once
 from ...workloads.scenario import Scenario
@@ -190,9 +189,8 @@ def pool_size(
         return processes
     import os
 
-    ran = "asyncio" if engine == "asyncio" or unsupported(base) is not None else "kernel"
     # A pool only when the first round alone would take a few seconds in one process.
-    return (os.cpu_count() or 1) if estimated_seconds(base, ran, first) >= POOL_WORTH_S else 1
+    return (os.cpu_count() or 1) if estimated_seconds(base, engine, first) >= POOL_WORTH_S else 1
 
 
 class Rounds:

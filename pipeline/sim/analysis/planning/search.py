@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...running.kernel.run import refusal, unsupported
+from ...running.engine_choice import choose_engine
 from ...workloads.scenario import Scenario
 from .records import ranked_values
 
@@ -113,12 +113,9 @@ def search_axes(
             if seen.add(value):
                 raise ValueError(f"search[{name!r}] repeats the value {value!r}")
             try:
-                scenario = base.replace(**{name: value})
+                base.replace(**{name: value})
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"search[{name!r}] = {value!r}: {exc}") from None
-            feature = unsupported(scenario) if engine == "kernel" else None
-            if feature is not None:
-                raise ValueError(f"search[{name!r}] = {value!r}: {refusal(feature)}")
         axes[name] = plain
         size *= len(plain)
         if size > MAX_CANDIDATES:
@@ -126,7 +123,27 @@ def search_axes(
                 f"the search space holds more than {MAX_CANDIDATES:,} configurations; "
                 "narrow a range or drop a field"
             )
+    _check_engine_takes(base, axes, engine)
     return axes
+
+
+def _check_engine_takes(base: Scenario, axes: Mapping[str, Sequence[Any]], engine: str) -> None:
+    """Refuse, before any run, a search holding a configuration ``engine`` cannot run.
+
+    Each value is tried with every other field at its first value: configurations
+    of the search, one per value. Whether a scenario is inside the kernel's domain
+    is decided field by field, so these are all inside exactly when every
+    configuration is (a value the base lacks can bring the base inside).
+    """
+    first = {name: values[0] for name, values in axes.items()}
+    for name, values in axes.items():
+        for value in values:
+            point = {**first, name: value}
+            try:
+                scenario = base.replace(**point)
+            except (TypeError, ValueError):
+                continue  # values that do not go together: configured() names the point
+            choose_engine(scenario, engine, where=f"search point {point}")
 
 
 # Config fields a default cost order minimises first, in this order; on a chain, the

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...executors.pool import run_tasks
+from ...running.engine_choice import request_again
 from ...running.replications import POOL_WORTH_S, estimated_seconds
 from ...running.single import summary_once
 from ...stats.intervals import robust_mean_ci
@@ -273,14 +274,11 @@ def sensitivity(
     slos = plan.slos
     metrics = tuple(slo.metric for slo in slos)
     reps = target.replications
-    # The plan's engine where it was the asyncio one; else "auto": the kernel where a
-    # moved input stays in its domain (the two agree to 1e-9, item by item).
-    engine = "asyncio" if target.engines == {"asyncio"} else "auto"
+    engine = request_again(target.engines)
     tasks = [(end, r, engine, metrics) for _, ends in moved for end in ends for r in range(reps)]
     workers = processes
     if workers is None:
-        ran = "asyncio" if engine == "asyncio" else "kernel"
-        seconds = estimated_seconds(scenario, ran, len(tasks))
+        seconds = estimated_seconds(scenario, engine, len(tasks))
         workers = (os.cpu_count() or 1) if seconds >= POOL_WORTH_S else 1
     measured = run_tasks(
         _measure_moved,

@@ -22,29 +22,17 @@ Two paths, chosen per run:
   that once a process has run enough event-path items to pay for loading it
   (:data:`ARRAYS` says which path runs).
 
-The domain (:func:`unsupported` names what is outside it): any arrival
-process or trace, any service distribution or :class:`ServiceTrace`, FCFS
-with ``concurrency`` workers, ``on_full`` block or reject, bounded or
-unbounded queues, failures from :class:`NoFailures`,
-:class:`IndependentFailures`, :class:`PermanentFailures`,
-:class:`ScriptedFailures` and their combinations, ``max_attempts``,
-:class:`~pipeline.Backoff` (constant or exponential, capped, with or without
-full jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up and
-item size. Outside: priority keys and deadlines (``priority``, ``max_wait_s``), rate
-limits, attempt timeouts, hangs, provider models
-(:class:`Overload`, :class:`TokenQuota`) and failure models, backoffs or
-retry policies of your own (subclasses). Those either wait on machinery the
-kernel does not model (the rate limiter's buckets and windows, a timeout
-cancelling an attempt, a quota reading the loop's clock) or run code of
-yours whose behaviour the kernel cannot know; ``engine="auto"`` runs the
-engine for them.
+The domain, and which engine runs a scenario, are decided in one place,
+:mod:`pipeline.sim.running.engine_choice`: the callers there check the domain
+before they run the kernel.
 
 Chains (``Scenario.stages``) take a third path,
 :mod:`pipeline.sim.running.kernel.chain` (:func:`run_chain_kernel`): the
 real :class:`~pipeline.Chain` replayed stage by stage, hand-offs that block
 after service and fan-out included. A chain is inside the domain when every
 stage is; a drain that reaches its timeout is found only by running and then
-declined (:class:`KernelDeclined`), and ``engine="auto"`` runs the engine.
+declined (:class:`KernelDeclined`;
+:func:`~pipeline.sim.running.engine_choice.run_chosen` then runs the engine).
 
 The event path reproduces CPython's asyncio scheduling (what 3.11 to 3.13
 do; the equality tests run on each), not a property of asyncio in general.
@@ -56,21 +44,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline._spelling import setting_value
-from pipeline.config import PipelineConfig
 from pipeline.records import RunReport
-from pipeline.retry import Backoff, RetryPolicy
 
 from ...workloads.failures import (
     CombinedFailures,
     FailureModel,
-    Hangs,
     IndependentFailures,
     NoFailures,
-    Overload,
     PermanentFailures,
     ScriptedFailures,
-    TokenQuota,
 )
 from ...workloads.scenario import Scenario, Streams
 from ..recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
@@ -81,98 +63,7 @@ from .report import make_report
 if TYPE_CHECKING:
     from pipeline.chain.report import ChainReport
 
-__all__ = [
-    "ARRAYS",
-    "ENGINES",
-    "KernelDeclined",
-    "check_engine",
-    "refusal",
-    "require_kernel",
-    "run_chain_kernel",
-    "run_kernel",
-    "unsupported",
-]
-
-ENGINES = ("auto", "asyncio", "kernel")
-"""Values of ``engine=`` for :func:`~pipeline.sim.simulate` and :func:`~pipeline.sim.sweep`."""
-
-_KERNEL_FAILURES = (NoFailures, IndependentFailures, PermanentFailures, ScriptedFailures)
-_OUTSIDE = {
-    Hangs: "hangs (Hangs failures)",
-    Overload: "provider models (Overload failures)",
-    TokenQuota: "provider models (TokenQuota failures)",
-}
-
-
-def check_engine(engine: object) -> str:
-    """Return ``engine`` if it is one of :data:`ENGINES`.
-
-    Raises:
-        ValueError: anything else (the message lists what is allowed).
-    """
-    if not isinstance(engine, str) or engine not in ENGINES:
-        raise ValueError(f"engine must be 'auto', 'asyncio' or 'kernel', got {engine!r}")
-    return engine
-
-
-def unsupported(scenario: Scenario) -> str | None:
-    """The first feature of ``scenario`` outside the kernel's domain, or None if it has none.
-
-    A chain is inside when every stage is (its feature is then named with the
-    stage, ``"stage 'write': rate limits (config.rate_limit)"``); a chain's
-    drain that runs into its timeout is only known by running it (see
-    :func:`run_chain_kernel`). ``simulate(engine="auto")`` runs the asyncio
-    engine when this is not None; ``engine="kernel"`` raises a ValueError naming it.
-    """
-    if scenario.classes is not None:
-        # Their priority keys and deadlines are the engine's; the kernel has neither yet.
-        return "item classes (Scenario.classes: priorities and patience)"
-    if scenario.stages is not None:
-        for spec in scenario.stages:
-            feature = _unsupported_stage(spec.config, spec.failures)
-            if feature is not None:
-                return f"stage {spec.name!r}: {feature}"
-        return None
-    return _unsupported_stage(scenario.config, scenario.failures)
-
-
-def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | None:
-    """The first feature of one pipeline (or stage) outside the kernel's domain, or None."""
-    if config.priority is not None:
-        return "priority keys (config.priority)"
-    if config.max_wait_s is not None:
-        return "deadlines (config.max_wait_s)"
-    if config.rate_limit is not None:
-        return "rate limits (config.rate_limit)"
-    if config.attempt_timeout_s is not None:
-        return "attempt timeouts (config.attempt_timeout_s)"
-    if type(config.backoff) is not Backoff:
-        return f"a backoff of its own ({type(config.backoff).__name__})"
-    if type(config.retry) is not RetryPolicy:
-        return f"a retry policy of its own ({type(config.retry).__name__})"
-    models = failures.models if type(failures) is CombinedFailures else (failures,)
-    for model in models:
-        if type(model) in _KERNEL_FAILURES:
-            continue
-        return _OUTSIDE.get(type(model), f"the failure model {type(model).__name__}")
-    return None
-
-
-def refusal(feature: str) -> str:
-    """The one-line message of ``engine="kernel"`` refusing ``feature``, in the reader's words
-    (``engine='kernel'`` in Python, ``--engine kernel`` on the command line)."""
-    return (
-        f"{setting_value('engine', 'kernel')} does not support {feature}; use "
-        f"{setting_value('engine', 'auto')} (the asyncio engine runs it) or "
-        f"{setting_value('engine', 'asyncio')}"
-    )
-
-
-def require_kernel(scenario: Scenario) -> None:
-    """Raise a ValueError naming the first feature of ``scenario`` the kernel does not support."""
-    feature = unsupported(scenario)
-    if feature is not None:
-        raise ValueError(refusal(feature))
+__all__ = ["ARRAYS", "KernelDeclined", "run_chain_kernel", "run_kernel"]
 
 
 def _cannot_fail(scenario: Scenario, n: int) -> bool:
@@ -201,7 +92,8 @@ def run_kernel(
 ) -> tuple[RunReport, np.ndarray, ItemColumns, StepSeries | HeldPeak]:
     """Run one replication in the kernel: (report, arrival times, item columns, step series).
 
-    The caller checks the domain first (:func:`unsupported`). With ``series=False``,
+    The caller checks the domain first
+    (:func:`~pipeline.sim.running.engine_choice.unsupported`). With ``series=False``,
     a run on :mod:`.arrays` gives a :class:`~pipeline.sim.running.summary.HeldPeak`
     instead of the step series, and columns without their attempt log: what a
     summary of every key but the other series statistics reads
@@ -295,7 +187,9 @@ def _take_arrays(scenario: Scenario, quiet: bool, n: int) -> bool | None:
 class KernelDeclined(Exception):
     """Raised by :func:`run_chain_kernel` when a run turns out to leave the kernel's domain.
 
-    ``feature`` names what (for :func:`refusal`); ``engine="auto"`` then runs the engine.
+    ``feature`` names what (for :func:`~pipeline.sim.running.engine_choice.refusal`);
+    :func:`~pipeline.sim.running.engine_choice.run_chosen` then runs the engine for
+    ``engine="auto"``.
     """
 
     def __init__(self, feature: str) -> None:

@@ -274,7 +274,7 @@ def test_check_field_outside_the_files_search_is_refused(capsys, tmp_path):
 
 
 def test_a_priced_plan_reuses_an_unpriced_plans_runs():
-    from pipeline.sim import RunCache
+    from pipeline.sim.executors import RunCache
 
     runs = RunCache()
     slos = ["wait_mean_s<=0.5"]

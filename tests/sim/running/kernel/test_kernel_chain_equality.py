@@ -52,8 +52,8 @@ from pipeline.sim import (
     Trace,
     simulate,
 )
+from pipeline.sim.running.engine_choice import unsupported
 from pipeline.sim.running.kernel import chain_arrays
-from pipeline.sim.running.kernel.run import unsupported
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.workloads.arrivals import Deterministic
 from pipeline.sim.workloads.distributions import Uniform

@@ -51,7 +51,7 @@ from pipeline.sim import (
     simulate,
 )
 from pipeline.sim.analysis.sweep import simulate_replication, sweep
-from pipeline.sim.running.kernel.run import unsupported
+from pipeline.sim.running.engine_choice import unsupported
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.workloads.arrivals import Deterministic, MarkovModulated
 from pipeline.sim.workloads.distributions import Uniform

@@ -17,7 +17,7 @@ import pytest
 
 from pipeline import PipelineConfig
 from pipeline.sim import Exponential, IndependentFailures, Poisson, Scenario, simulate
-from pipeline.sim.analysis.telemetry_fit import calibrate_observed
+from pipeline.sim.calibration.telemetry import calibrate_observed
 from pipeline.sim.running.scrape import query_range_answer
 from pipeline.sim.workloads.telemetry import FORMATS, reader
 from pipeline.sim.workloads.telemetry.prometheus import read

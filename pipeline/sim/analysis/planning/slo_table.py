@@ -1,12 +1,9 @@
-"""Capacity-planning helpers: traffic windows and fits, SLO choices with confidence.
+"""Which configurations of a sweep meet an SLO *with confidence*, and the cheapest of them.
 
-- :func:`trace_window` -- a few hours of a recorded trace, re-timed to start at 0;
-- :func:`fit_daily_curve` -- a :func:`~pipeline.sim.daily_curve` fitted to
-  recorded arrival times (base, peak, peak hour, width), for what-ifs;
-- :func:`slo_table`, :func:`smallest_config_meeting` -- which configurations of a
-  :func:`~pipeline.sim.sweep` meet an SLO *with confidence*, judged by
-  :func:`~.judgement.judge` (the judgement :func:`~pipeline.sim.plan` makes), and the
-  cheapest of them.
+- :func:`slo_table` -- each grid point of a :func:`~pipeline.sim.sweep` judged
+  against ``metric <= limit`` by :func:`~.judgement.judge` (the judgement
+  :func:`~pipeline.sim.plan` makes);
+- :func:`smallest_config_meeting` -- the cheapest point that meets it.
 
 Example:
     >>> frame = sweep(base, {"concurrency": [2, 3, 4], "queue_maxsize": [50, None]},
@@ -20,12 +17,6 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ...._validate import real
-from ...workloads.arrivals import DailyCurve, Trace, daily_curve
-from ...workloads.traces.replay import ScriptedFailures, TraceWorkload
-from ...workloads.traces.service import ServiceTrace
 from ..sweep import grid_columns, grid_groups, keep_none
 from .judgement import judge
 from .slo import DERIVED_METRICS, SLO, check_confidence, metric_counts, metric_value
@@ -33,83 +24,7 @@ from .slo import DERIVED_METRICS, SLO, check_confidence, metric_counts, metric_v
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ...workloads.arrivals import TimeVarying
-
-__all__ = [
-    "fit_daily_curve",
-    "slo_table",
-    "smallest_config_meeting",
-    "trace_window",
-]
-
-
-def trace_window(workload: TraceWorkload, start_s: float, end_s: float) -> TraceWorkload:
-    """The items of ``workload`` arriving in ``[start_s, end_s)``, re-timed so ``start_s`` is 0.
-
-    Replaying three busy hours instead of a whole day keeps a what-if study
-    fast; the arrivals' spacing and every service time stay exactly as recorded.
-
-    Raises:
-        ValueError: ``end_s <= start_s`` or no arrival in the window.
-    """
-    start = real("start_s", start_s, "seconds", at_least=0)
-    end = real("end_s", end_s, "seconds", above=start)
-    times = workload.arrivals.arrival_times
-    lo, hi = np.searchsorted(times, [start, end], side="left")
-    if hi <= lo:
-        raise ValueError(f"no arrival in [{start:g}, {end:g}) s of {workload.path or 'the trace'}")
-    return TraceWorkload(
-        arrivals=Trace(times[lo:hi] - start),
-        service=ServiceTrace(workload.service.times_s[lo:hi]),
-        failures=ScriptedFailures(workload.failures.fails[lo:hi]),
-        path=workload.path,
-    )
-
-
-def fit_daily_curve(
-    arrival_s: Sequence[float] | np.ndarray, *, bin_s: float = 900.0, start_s: float = 0.0
-) -> TimeVarying:
-    """Fit ``daily_curve(base, peak, peak_hour, width_h)`` to one day of arrival times.
-
-    A method-of-moments fit on counts per ``bin_s``: ``base`` is the median
-    rate of the quietest quarter of bins, ``peak`` the highest rate of a
-    centred three-bin average, ``peak_hour`` the centre of mass of the
-    arrivals above ``base``, and ``width_h`` makes the bump's area
-    (``(peak - base) * width * sqrt(2 pi)``) equal those excess arrivals.
-
-    Args:
-        arrival_s: arrival times in seconds from midnight, within one day.
-        bin_s: width of the counting bins, seconds.
-        start_s: time of day at which the returned curve's clock starts (its
-            ``t = 0``), seconds from midnight; pair it with
-            ``trace_window(workload, start_s, ...)`` to model the same hours.
-
-    Returns:
-        A :class:`~pipeline.sim.TimeVarying` whose ``rate_fn`` is the fitted
-        :class:`~pipeline.sim.workloads.arrivals.DailyCurve`.
-
-    Raises:
-        ValueError: fewer than 100 arrivals, or times outside ``[0, 86400]`` s.
-    """
-    t = np.asarray(arrival_s, dtype=np.float64)
-    if t.size < 100:
-        raise ValueError(f"need at least 100 arrival times to fit a daily curve, got {t.size}")
-    if t.min() < 0 or t.max() > DailyCurve.period_s:
-        raise ValueError("arrival_s must lie within one day, [0, 86400] seconds from midnight")
-    width = real("bin_s", bin_s, "seconds", above=0)
-    start_h = real("start_s", start_s, "seconds", at_least=0, at_most=DailyCurve.period_s) / 3600
-    edges = np.arange(0.0, DailyCurve.period_s + width, width)
-    counts, _ = np.histogram(t, edges)
-    rates = counts / width
-    base = float(np.median(np.sort(rates)[: max(1, len(rates) // 4)]))
-    peak = float(np.convolve(rates, np.ones(3) / 3, mode="same").max())
-    excess = np.clip(rates - base, 0.0, None)
-    centres_h = (edges[:-1] + width / 2) / 3600.0
-    peak_hour = float(np.average(centres_h, weights=excess)) if excess.sum() > 0 else 12.0
-    area_s = float(excess.sum() * width)
-    width_h = area_s / max(peak - base, 1e-12) / math.sqrt(2 * math.pi) / 3600.0
-    hour = (peak_hour - start_h) % 24.0
-    return daily_curve(base, max(peak, base), hour, width_h=min(max(width_h, 0.1), 12.0))
+__all__ = ["slo_table", "smallest_config_meeting"]
 
 
 def slo_table(

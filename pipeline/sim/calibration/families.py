@@ -115,4 +115,4 @@ FAMILIES: tuple[Family, ...] = (
     Family("lognormal", (1e-3, 100.0)),
     Family("gamma", (0.03, 10.0)),
 )
-"""The families :func:`~pipeline.sim.analysis.histogram_fit.fit_histogram` tries, in order."""
+"""The families :func:`~pipeline.sim.calibration.histogram.fit_histogram` tries, in order."""

@@ -25,7 +25,9 @@ from pipeline.sim import (
     calibrate,
     simulate,
 )
-from pipeline.sim.analysis.calibrate import fit_arrivals, fit_service, ks_distance
+from pipeline.sim.calibration.arrivals import fit_arrivals
+from pipeline.sim.calibration.ks import ks_distance
+from pipeline.sim.calibration.service import fit_service
 from pipeline.sim.vloop import run_virtual
 from pipeline.sim.workloads.traces.runtrace import RunTrace
 

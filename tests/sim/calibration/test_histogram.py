@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from pipeline._metric_names import BUCKETS_S
-from pipeline.sim.analysis.histogram_fit import bucket_quantile, fit_histogram
+from pipeline.sim.calibration.histogram import bucket_quantile, fit_histogram
 from pipeline.sim.workloads.telemetry.observed import ServiceHistogram
 
 BOUNDS = np.array([*BUCKETS_S, math.inf])

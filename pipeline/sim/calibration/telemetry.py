@@ -3,21 +3,21 @@
 Each part is fitted from the finest grain the data has, and the fit says how
 (:attr:`TelemetryCalibration.how`, one sentence per part):
 
-- **arrivals** (:mod:`~pipeline.sim.analysis.arrivals_fit`) one by one as
+- **arrivals** (:mod:`~pipeline.sim.calibration.arrivals`) one by one as
   :func:`~pipeline.sim.calibrate` does (Poisson when the gaps pass a
   Kolmogorov-Smirnov test, else counted per interval); counts per interval:
   Poisson at the mean rate when a dispersion test is consistent with one rate
   at 5%, else :meth:`TimeVarying.from_counts <pipeline.sim.TimeVarying.from_counts>`;
-- **service** one by one: :func:`~pipeline.sim.analysis.calibrate.fit_service`
+- **service** one by one: :func:`~pipeline.sim.calibration.service.fit_service`
   (a log-normal or an exponential passing a KS test, else the samples);
-  histogram buckets: :func:`~pipeline.sim.analysis.histogram_fit.fit_histogram`
+  histogram buckets: :func:`~pipeline.sim.calibration.histogram.fit_histogram`
   (a log-normal or a gamma of the data's exact mean passing a chi-square
   test, else the bucketed distribution at that mean); quantiles (and a mean):
-  :func:`~pipeline.sim.workloads.fitting.fit_lognormal` from the levels it
+  :func:`~pipeline.sim.workloads.percentiles.fit_lognormal` from the levels it
   knows (p50, p90, p95, p99). When the times are *response* times (a load
   test's client, a server's request span: the wait for a worker included),
   the service is instead fitted through the twin
-  (:func:`~pipeline.sim.analysis.response_fit.fit_response_times`): a
+  (:func:`~pipeline.sim.calibration.response.fit_response_times`): a
   log-normal whose twin, on the given workers, gives back the recorded
   response times' mean and quantiles (``service_fit``
   ``"response_times_deconvolved"``, else ``"service_times"``). That needs the
@@ -50,15 +50,16 @@ from ...retry import Backoff
 from ..stats.intervals import ProportionCI, proportion_ci
 from ..workloads.distributions import Distribution, Empirical, Exponential, Gamma, LogNormal
 from ..workloads.failures import FailureModel, IndependentFailures, NoFailures
-from ..workloads.fitting import fit_lognormal, lognormal_quantile
+from ..workloads.percentiles import fit_lognormal, lognormal_quantile
 from ..workloads.scenario import Scenario
 from ..workloads.stages import StageSpec
 from ..workloads.telemetry.observed import Observed
-from .arrivals_fit import CountsArrivalFit, fit_observed_arrivals
-from .calibrate import Calibration, ServiceFit, StageFit, fit_service
+from .arrivals import CountsArrivalFit, fit_observed_arrivals
 from .families import FAMILIES
-from .histogram_fit import HistogramServiceFit, fit_histogram
-from .response_fit import ResponseFit, fit_response_times, quantile_targets, response_statistics
+from .histogram import HistogramServiceFit, fit_histogram
+from .records import Calibration, ServiceFit, StageFit, json_float
+from .response import ResponseFit, fit_response_times, quantile_targets, response_statistics
+from .service import fit_service
 
 __all__ = ["SERVICE_FITS", "TelemetryCalibration", "calibrate_observed", "service_quantile"]
 
@@ -76,7 +77,7 @@ _QUANTILE_NAMES = {0.5: "p50", 0.9: "p90", 0.95: "p95", 0.99: "p99"}
 class TelemetryCalibration(Calibration):
     """A scenario fitted to telemetry, and how each part was fitted.
 
-    Attributes (beyond :class:`~pipeline.sim.analysis.calibrate.Calibration`'s):
+    Attributes (beyond :class:`~pipeline.sim.calibration.records.Calibration`'s):
         source: where the data came from (``"prometheus run.json"``).
         window_s: the window the data covers, seconds (the scenario's duration).
         concurrency: the workers the scenario has.
@@ -90,7 +91,7 @@ class TelemetryCalibration(Calibration):
         backoff: the twin's :class:`~pipeline.Backoff` (``config.backoff``).
         service_fit: one of :data:`SERVICE_FITS`.
         response_fit: with ``"response_times_deconvolved"``, the
-            :class:`~pipeline.sim.analysis.response_fit.ResponseFit`.
+            :class:`~pipeline.sim.calibration.response.ResponseFit`.
         notes: what the reader assumed or converted.
     """
 
@@ -126,12 +127,12 @@ class TelemetryCalibration(Calibration):
         if isinstance(a, CountsArrivalFit):
             arrivals.update(
                 interval_s=a.interval_s, intervals=len(a.counts),
-                dispersion=_finite(a.dispersion.statistic), dispersion_df=a.dispersion.df,
-                dispersion_p_value=_finite(a.dispersion.p_value),
+                dispersion=json_float(a.dispersion.statistic), dispersion_df=a.dispersion.df,
+                dispersion_p_value=json_float(a.dispersion.p_value),
             )  # fmt: skip
         else:
             arrivals.update(
-                ks_statistic=_finite(a.ks_statistic), ks_critical=_finite(a.ks_critical)
+                ks_statistic=json_float(a.ks_statistic), ks_critical=json_float(a.ks_critical)
             )
         service: dict[str, Any] = {
             "fitted": s.family,
@@ -141,14 +142,17 @@ class TelemetryCalibration(Calibration):
         }
         if isinstance(s, HistogramServiceFit):
             service.update(
-                chi2=_finite(s.chi2.statistic), chi2_df=s.chi2.df,
-                chi2_p_value=_finite(s.chi2.p_value), observed_mean_s=_finite(s.observed_mean_s),
+                chi2=json_float(s.chi2.statistic), chi2_df=s.chi2.df,
+                chi2_p_value=json_float(s.chi2.p_value),
+                observed_mean_s=json_float(s.observed_mean_s),
                 lognormal=None if s.lognormal is None else _short(s.lognormal),
                 best=None if s.best is None else _short(s.best),
-                log_likelihoods={k: _finite(v) for k, v in s.log_likelihoods.items()},
+                log_likelihoods={k: json_float(v) for k, v in s.log_likelihoods.items()},
             )  # fmt: skip
         elif s.family != "lognormal" or s.candidates:
-            service.update(ks_statistic=_finite(s.ks_statistic), ks_critical=_finite(s.ks_critical))
+            service.update(
+                ks_statistic=json_float(s.ks_statistic), ks_critical=json_float(s.ks_critical)
+            )
         if self.response_fit is not None:
             service.update(
                 response_times_recorded=self.response_fit.targets,
@@ -159,12 +163,15 @@ class TelemetryCalibration(Calibration):
         counted = self.failures_counted
         return {
             "source": self.source,
-            "window_s": _finite(self.window_s),
-            "arrival_rate_per_s": _finite(a.rate_per_s),
-            "arrival_rate_interval": [_finite(a.rate_per_s - half), _finite(a.rate_per_s + half)],
-            "service_mean_s": _finite(s.mean_s),
+            "window_s": json_float(self.window_s),
+            "arrival_rate_per_s": json_float(a.rate_per_s),
+            "arrival_rate_interval": [
+                json_float(a.rate_per_s - half),
+                json_float(a.rate_per_s + half),
+            ],
+            "service_mean_s": json_float(s.mean_s),
             "service_mean_interval": _interval(s, "mean_interval_s", s.mean_s),
-            "service_p95_s": _finite(self.service_p95_s),
+            "service_p95_s": json_float(self.service_p95_s),
             "service_p95_interval": _interval(s, "p95_interval_s", self.service_p95_s),
             "failure_rate": None if rate is None else rate.estimate,
             "failure_rate_interval": None if rate is None else [rate.low, rate.high],
@@ -199,19 +206,15 @@ class TelemetryCalibration(Calibration):
         return "\n".join(lines)
 
 
-def _finite(value: float) -> float | None:
-    return float(value) if value is not None and math.isfinite(value) else None
-
-
 def _interval(fit: ServiceFit, attribute: str, value: float) -> list[float | None] | None:
     """A histogram fit's own interval; else value +- 1.96 standard errors of a log-normal."""
     if isinstance(fit, HistogramServiceFit):
         interval = getattr(fit, attribute)
-        return None if interval is None else [_finite(interval[0]), _finite(interval[1])]
+        return None if interval is None else [json_float(interval[0]), json_float(interval[1])]
     se = getattr(fit, attribute.replace("_interval_s", "_se_s"), math.nan)
     if fit.family != "lognormal" or not math.isfinite(se):
         return None
-    return [_finite(value - 1.96 * se), _finite(value + 1.96 * se)]
+    return [json_float(value - 1.96 * se), json_float(value + 1.96 * se)]
 
 
 def _short(distribution: Distribution) -> str:

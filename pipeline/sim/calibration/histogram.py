@@ -3,7 +3,7 @@
 A Prometheus histogram says how many observations fell at or below each
 bound (``le``), and ``_sum / _count`` says their mean exactly; it does not
 say what they were. :func:`fit_histogram` fits each family of
-:mod:`~pipeline.sim.analysis.families` (log-normal, gamma) to the counts by
+:mod:`~pipeline.sim.calibration.families` (log-normal, gamma) to the counts by
 **interval-censored maximum likelihood**: each bucket ``(lower, upper]``
 contributes ``count * log(F(upper) - F(lower))``, the first bucket starting
 at 0 and the ``+Inf`` bucket ending at infinity. With the sum known, every
@@ -20,7 +20,7 @@ merged until each expects 5 observations, one or two fitted parameters,
 :func:`~pipeline.sim.stats.chisquare.chi2_goodness_of_fit`). When the test
 passes at 5% the family is the service. When it fails, or cannot be run (too
 few buckets hold data), the service is the **bucketed distribution**
-(:class:`~pipeline.sim.analysis.bucketed.BucketedShape`): each bucket's mass
+(:class:`~pipeline.sim.calibration.bucketed.BucketedShape`): each bucket's mass
 the data's, the shape within a bucket the family's, tilted so that the mean
 is the data's, as an :class:`~pipeline.sim.Empirical` of 1,000 quantile
 points. Its intervals, from 30 observations on: the mean's from the sample
@@ -40,8 +40,8 @@ from ..stats.chisquare import ChiSquareTest, chi2_goodness_of_fit
 from ..workloads.distributions import Distribution, Empirical, LogNormal
 from ..workloads.telemetry.observed import ServiceHistogram
 from .bucketed import BucketedShape
-from .calibrate import ServiceFit
 from .families import FAMILIES, Family
+from .records import ServiceFit
 
 __all__ = ["HistogramServiceFit", "bucket_quantile", "fit_histogram"]
 
@@ -55,7 +55,7 @@ _UNTESTED = ChiSquareTest(math.nan, 0, math.nan)
 
 @dataclass(frozen=True)
 class HistogramServiceFit(ServiceFit):
-    """A :class:`~pipeline.sim.analysis.calibrate.ServiceFit` made from histogram buckets.
+    """A :class:`~pipeline.sim.calibration.records.ServiceFit` made from histogram buckets.
 
     ``family`` is ``"lognormal"``, ``"gamma"`` or ``"buckets"``;
     ``ks_statistic`` and ``ks_critical`` are NaN (there are no samples to

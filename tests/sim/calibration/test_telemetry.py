@@ -21,8 +21,8 @@ import pytest
 from pipeline import PipelineConfig
 from pipeline._metric_names import BUCKETS_S
 from pipeline.sim import IndependentFailures, LogNormal, Poisson, Scenario, simulate
-from pipeline.sim.analysis.histogram_fit import fit_histogram
-from pipeline.sim.analysis.telemetry_fit import calibrate_observed, service_quantile
+from pipeline.sim.calibration.histogram import fit_histogram
+from pipeline.sim.calibration.telemetry import calibrate_observed, service_quantile
 from pipeline.sim.running.scrape import query_range_answer
 from pipeline.sim.stats.chisquare import dispersion_test
 from pipeline.sim.stats.intervals import proportion_ci
@@ -194,7 +194,7 @@ def test_what_cannot_be_fitted_is_one_clear_error(observed, message):
 def test_the_rate_interval_of_counts_covers_the_truth():
     # Poisson counts per interval at a known rate: the 95% interval covers it in about 95%
     # of 400 seeds (Binomial(400, 0.95) falls below 368 with probability < 0.001).
-    from pipeline.sim.analysis.arrivals_fit import fit_counts
+    from pipeline.sim.calibration.arrivals import fit_counts
 
     rng = np.random.default_rng(5)
     covered = 0

@@ -9,7 +9,7 @@ with it. :class:`BucketedShape` keeps what the data does say:
 
 - **each bucket's mass** is the data's (its count over the total);
 - **the shape within a bucket** is a base density's (the best-fitting
-  family's, :mod:`~pipeline.sim.analysis.families`, even when its test
+  family's, :mod:`~pipeline.sim.calibration.families`, even when its test
   refused it across buckets: locally it is the best guess there is; uniform
   when there is none) tilted by ``exp(theta * u)``, ``u``
   the position within the bucket from 0 to 1. One ``theta`` for every finite

@@ -1,9 +1,14 @@
-"""Arrivals from telemetry: one by one, or counted per interval.
+"""The arrival process at the source: one by one, or counted per interval.
 
-- **One by one**: as :func:`~pipeline.sim.calibrate` does, a Poisson process
-  when the gaps pass a Kolmogorov-Smirnov test for exponential gaps; otherwise
-  they are counted per interval (about 25 arrivals each, at most 1,000
-  intervals) and fitted as counts.
+- **A recorded run's arrivals** (:func:`fit_arrivals`, what
+  :func:`~pipeline.sim.calibrate` fits): a *backlog* (everything available at
+  the origin, as in a bulk ingestion) replayed as it was; otherwise a Poisson
+  process at the measured rate when the gaps between arrivals pass a
+  Kolmogorov-Smirnov test for exponential gaps (:mod:`.ks`), else the
+  measured arrival times themselves (:class:`~pipeline.sim.Trace`).
+- **Telemetry's arrivals one by one** (:func:`fit_observed_arrivals`): a Poisson
+  process as above; otherwise they are counted per interval (about 25 arrivals
+  each, at most 1,000 intervals) and fitted as counts.
 - **Counts per interval** (:func:`fit_counts`): a Poisson process at the mean
   rate when the dispersion test
   (:func:`~pipeline.sim.stats.chisquare.dispersion_test`) is consistent with
@@ -21,11 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..stats.chisquare import ChiSquareTest, dispersion_test
-from ..workloads.arrivals import ArrivalProcess, Poisson, TimeVarying
+from ..workloads.arrivals import ArrivalProcess, Poisson, TimeVarying, Trace
 from ..workloads.telemetry.observed import Observed
-from .calibrate import ArrivalFit, fit_arrivals
+from .ks import LILLIEFORS_5PCT, MIN_FIT, ks_distance
+from .records import ArrivalFit
 
-__all__ = ["CountsArrivalFit", "fit_counts", "fit_observed_arrivals"]
+__all__ = ["CountsArrivalFit", "fit_arrivals", "fit_counts", "fit_observed_arrivals"]
 
 _LEVEL = 0.05
 _PER_BIN = 25  # arrivals per interval when times one by one are counted
@@ -33,9 +39,31 @@ _MAX_BINS = 1000
 _UNTESTED = ChiSquareTest(math.nan, 0, math.nan)
 
 
+def fit_arrivals(arrivals_s: np.ndarray) -> ArrivalFit:
+    """Model the source's arrival times: a backlog, a Poisson process, or the times themselves."""
+    t = np.asarray(arrivals_s, dtype=np.float64)
+    n = int(t.size)
+    if n == 0:
+        raise ValueError("no arrivals to fit: the source offered nothing")
+    start = min(0.0, float(t[0]))
+    t = t - start
+    span = float(t[-1] - t[0])
+    if n == 1 or span <= 1e-9 * max(1.0, abs(float(t[-1]))):
+        return ArrivalFit("backlog", Trace(t), n, math.nan, math.nan, math.nan, math.nan)
+    gaps = np.diff(np.concatenate([[0.0], t]))
+    rate = n / float(t[-1]) if t[-1] > 0 else math.nan
+    mean_gap = float(gaps.mean())
+    distance = ks_distance(gaps, lambda v: 1.0 - np.exp(-v / mean_gap))
+    critical = LILLIEFORS_5PCT["exponential"] / math.sqrt(n)
+    ci = 1.96 * math.sqrt(n) / float(t[-1])
+    if n >= MIN_FIT and distance <= critical and math.isfinite(rate):
+        return ArrivalFit("poisson", Poisson(rate=rate), n, rate, ci, distance, critical)
+    return ArrivalFit("trace", Trace(t), n, rate, ci, distance, critical)
+
+
 @dataclass(frozen=True)
 class CountsArrivalFit(ArrivalFit):
-    """An :class:`~pipeline.sim.analysis.calibrate.ArrivalFit` made from counts per interval.
+    """An :class:`~.records.ArrivalFit` made from counts per interval.
 
     Attributes:
         interval_s: the counting interval, seconds.
