@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.sim import LogNormal, OnOff, Poisson, daily_curve
+from pipeline.sim import LogNormal, OnOff, Poisson
+from pipeline.sim.workloads.arrivals import daily_curve
 
 HERE = Path(__file__).parent
 
@@ -80,7 +81,28 @@ def llm_batch(seed: int = 20261103) -> None:
     )
 
 
+def handler_durations(seed: int = 20261104) -> None:
+    """2,000 measured handler durations: median 50 ms, p99 1.2 s, as a dashboard shows."""
+    rng = np.random.default_rng(seed)
+    durations = LogNormal.from_quantiles(p50=0.05, p99=1.2).sample(rng, 2_000)
+    write("handler_durations.csv", {"duration_s": durations}, {"duration_s": 4})
+
+
+def requests_per_minute(seed: int = 20261105) -> None:
+    """An hour of requests counted per minute: about 50/s, rising to 60/s mid-hour."""
+    rng = np.random.default_rng(seed)
+    minute = np.arange(60)
+    rate_per_s = 50.0 + 10.0 * np.exp(-(((minute - 30) / 8.0) ** 2))
+    write(
+        "requests_per_minute.csv",
+        {"minute": minute, "count": rng.poisson(rate_per_s * 60.0)},
+        {},
+    )
+
+
 if __name__ == "__main__":
     day_morning_peak()
     incident_burst()
     llm_batch()
+    handler_durations()
+    requests_per_minute()

@@ -18,10 +18,10 @@ def save(answer: Any, path: Path) -> Path:
     return path
 
 
-# The saved answer the command line's golden test and the README calibrate from: 20 minutes
+# The saved answer the command line's golden test and the twin guide calibrate from: 20 minutes
 # of a known truth (Poisson 5/s, log-normal service of mean 0.2 s and cv 1, 5% of attempts
 # failing, 4 workers), as Prometheus answers query_range for it every 15 s.
-GOLDEN_INPUT = Path(__file__).resolve().parents[3] / "cli/golden/inputs/orders_range.json"
+GOLDEN_INPUT = Path(__file__).resolve().parents[4] / "data" / "orders_range.json"
 
 
 def write_golden_input(path: Path = GOLDEN_INPUT) -> Path:

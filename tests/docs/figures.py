@@ -1,0 +1,283 @@
+"""The figures a page's prose quotes, checked against that page's own run.
+
+An output block is compared with its run as a whole (``test_snippets.py``); the
+prose around it quotes some of its numbers again, in words or rounded ("72 runs",
+"999 s ± 34 s"). Each checker here finds the figure in the prose (so a page that
+drops or rewords it fails until the checker follows) and holds it to the run:
+exactly for what the seeds fix (plan bounds, run counts, intervals), loosely for
+what the machine decides (times, stated as "about" and checked to their order).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import NormalDist
+
+from tests.docs.conftest import REPO
+from tests.docs.snippets import shows
+
+
+@dataclass
+class PageRun:
+    """What running one page gave: its text, the output of each block, its namespace.
+
+    Attributes:
+        page: the Markdown file.
+        text: its text.
+        folder: the folder it ran in (the files its blocks wrote are there).
+        outputs: each block's printed output (stdout and stderr), by its opening line.
+        commands: each shell command run, with its printed output, in order.
+        namespace: the page's Python namespace after its last block.
+    """
+
+    page: Path
+    text: str
+    folder: Path
+    outputs: dict[int, str] = field(default_factory=dict)
+    namespace: dict = field(default_factory=dict)
+    commands: list[tuple[str, str]] = field(default_factory=list)
+
+    def output(self, contains: str) -> str:
+        """The output of the one block whose output contains ``contains``."""
+        found = [out for out in self.outputs.values() if contains in out]
+        assert len(found) == 1, f"{self.page.name}: {len(found)} outputs contain {contains!r}"
+        return found[0]
+
+
+def json_in(output: str) -> dict:
+    """The first line of ``output`` that is a JSON object, parsed (stderr may surround it)."""
+    line = next(line for line in output.splitlines() if line.startswith("{"))
+    return json.loads(line)
+
+
+def printed_by(run: PageRun, *parts: str) -> str:
+    """What the one command holding every one of ``parts`` printed."""
+    found = [out for command, out in run.commands if all(part in command for part in parts)]
+    assert len(found) == 1, f"{run.page.name}: {len(found)} commands hold {parts}"
+    return found[0]
+
+
+def says(run: PageRun, phrase: str) -> str:
+    """``phrase`` as the page says it (whitespace aside); fails if the page does not."""
+    pattern = r"\s+".join(re.escape(part) for part in phrase.split())
+    assert re.search(pattern, run.text), f"{run.page.name} no longer says {phrase!r}"
+    return phrase
+
+
+def agrees(run: PageRun, phrase: str, actual: str) -> None:
+    """The page says ``phrase``, and ``actual`` (from the run) reads the same, rounded."""
+    says(run, phrase)
+    assert shows(phrase, actual), f"{run.page.name} says {phrase!r}; the run gives {actual!r}"
+
+
+def about(value: float, low: float, high: float, what: str) -> None:
+    """A machine-dependent figure the prose gives as "about": within its stated order."""
+    assert low <= value <= high, f"{what} is {value}, outside the prose's [{low}, {high}]"
+
+
+CHECKERS: dict[str, Callable[[PageRun], None]] = {}
+
+
+def checker(name: str) -> Callable[[Callable[[PageRun], None]], Callable[[PageRun], None]]:
+    """Register the checker of the page whose file is ``name``."""
+
+    def register(function: Callable[[PageRun], None]) -> Callable[[PageRun], None]:
+        CHECKERS[name] = function
+        return function
+
+    return register
+
+
+def check(run: PageRun) -> None:
+    """Hold the page's prose to its run (pages without quoted figures have no checker)."""
+    checker_of_page = CHECKERS.get(run.page.name)
+    if checker_of_page is not None:
+        checker_of_page(run)
+
+
+@checker("README.md")
+def readme(run: PageRun) -> None:
+    ns = run.namespace
+    agrees(run, "# 0.815 s: one run", f"# {ns['result'].summary['wait_mean_s']} s: one run")
+    interval = ns["runs"].interval("wait_mean_s")
+    agrees(run, "# 0.746 +- 0.033 s", f"# {interval.mean} +- {interval.half_width} s")
+    erlang_c = ns["theory"].mmc(3.2, 1.0, 4).wait_mean_s
+    agrees(run, "Erlang C says 0.7455 s", f"Erlang C says {erlang_c} s")
+    assert ns["result"].summary["engine"] == "kernel"
+
+
+@checker("statistics.md")
+def statistics(run: PageRun) -> None:
+    ns = run.namespace
+    wait, ci = (ns["result"].summary[key] for key in ("wait_mean_s", "wait_mean_ci95_s"))
+    agrees(run, "# 0.815 +- 0.080 s", f"# {wait} +- {ci} s")
+    agrees(
+        run,
+        "(`0.8146 s ± 0.07952 s (95%, batch means)`)",
+        f"(`{wait} s ± {ci} s (95%, batch means)`)",
+    )
+    more = ns["more"]
+    agrees(
+        run,
+        "gives a wait `-0.586 ± 0.027 s` over its default 10 replications (unpaired ± 0.031;",
+        f"gives a wait `{more.difference} ± {more.half_width} s` over its default"
+        f" {len(more.values_a)} replications (unpaired ± {more.unpaired_half_width};",
+    )
+    theory = ns["theory"]
+    erlang_c = theory.mmc(3.2, 1.0, 5).wait_mean_s - theory.mmc(3.2, 1.0, 4).wait_mean_s
+    agrees(run, "Erlang C: -0.585 s)", f"Erlang C: {erlang_c} s)")
+
+
+@checker("simulating.md")
+def simulating(run: PageRun) -> None:
+    backlog = json_in(run.output('"items_backlog"'))
+    drained, half_width = backlog["backlog_drained_s"], backlog["ci95"]["backlog_drained_s"]
+    agrees(run, "(999 s ± 34 s, 95%)", f"({drained} s ± {half_width} s, 95%)")
+    assert 16 * 60 <= drained <= 18 * 60, "the prose says about 17 minutes"
+    agrees(run, "(255 s above)", f"({backlog['backlog_cleared_s']} s above)")
+    # "about 4,880 items waited upstream", to the nearest ten
+    agrees(
+        run, "about 4,880 items", f"about {round(backlog['upstream_backlog_max'], -1):,.0f} items"
+    )
+    # (N - c) / (c mu - lambda) = 300 s, for N = 5000, mu = 1, lambda = 15
+    workers = (5000 + 15 * 300) / (300 + 1)
+    agrees(run, "The formula above says 31.6 workers", f"The formula above says {workers} workers")
+    chosen = re.search(r"chosen concurrency=(\d+)", printed_by(run, "backlog_drained_s<=300"))[1]
+    says(run, f"the plan, which must be sure, chooses {chosen}:")
+    # the largest p99 / mean of a log-normal, exp(z99^2 / 2), and what it makes of 80 ms
+    z99 = NormalDist().inv_cdf(0.99)
+    ratio = math.exp(z99**2 / 2)
+    agrees(
+        run,
+        'p99 is at most 14.97 times its mean, so "mean 80 ms, p99 1.2 s" keeps the mean'
+        " (it sets the load) and gets p99 = 1.197 s",
+        f'p99 is at most {ratio} times its mean, so "mean 80 ms, p99 1.2 s" keeps the mean'
+        f" (it sets the load) and gets p99 = {0.08 * ratio} s",
+    )
+    fitted = run.namespace["LogNormal"].from_quantiles(p50=0.05, p99=1.2)
+    agrees(
+        run,
+        "# LogNormal(mean=0.1271..., cv=2.3375...)",
+        f"# {fitted!r}",
+    )
+    metrics = json_in(run.output('pipeline="checkout"'))
+    agrees(
+        run, "`queue_depth_max` (26 here)", f"`queue_depth_max` ({metrics['queue_depth_max']} here)"
+    )
+
+
+def _spelled(n: int) -> str:
+    words = "zero one two three four five six seven eight nine ten eleven twelve thirteen"
+    return words.split()[n]
+
+
+@checker("planning.md")
+def planning(run: PageRun) -> None:
+    first = json_in(printed_by(run, "lognormal:p50=0.05,p99=1.2", "--json"))
+    runs, chosen = first["runs"], first["chosen"]["concurrency"]
+    agrees(
+        run,
+        "The answer took 72 runs of 100,000 items",
+        f"The answer took {runs} runs of 100,000 items",
+    )
+    agrees(
+        run,
+        "`budget: 72 of 2,000 runs used`",
+        "`budget: {runs_used} of {runs_allowed:,} runs used`".format(**first["budget"]),
+    )
+    says(run, f"leaves almost no room for queueing: {_spelled(chosen)} workers")
+    says(run, f"{_spelled(chosen).capitalize()} workers hold p95 under 0.5 s")
+    # the offered load queueing theory judged the candidates by: "6.486" in the first note
+    load = float(re.search(r"offered load ([\d.]+)", first["candidates"][0]["note"])[1])
+    agrees(run, "workers for 6.5 busy on average", f"workers for {load} busy on average")
+    service = run.namespace["base"].service
+    sigma = math.sqrt(math.log1p(service.cv**2))
+    p95 = service.mean * math.exp(-(sigma**2) / 2 + NormalDist().inv_cdf(0.95) * sigma)
+    agrees(
+        run,
+        "a p95 of 0.47 s (the log-normal through those two percentiles has a mean of 127 ms"
+        " and a cv of 2.3)",
+        f"a p95 of {p95} s (the log-normal through those two percentiles has a mean of"
+        f" {service.mean * 1000} ms and a cv of {service.cv})",
+    )
+    # the call gives the command's plan exactly, candidate by candidate: print(p) and the
+    # command (and the command with --sensitivity) print the same table
+    tables = [
+        "\n".join(
+            line.rstrip()
+            for line in re.search(r"\ncandidates \(.*\n(?:  .*\n)+", out)[0].split("\n")
+        )
+        for out in run.outputs.values()
+        if "examined 24 of 128 configurations" in out
+    ]
+    assert len(tables) == 3 and len(set(tables)) == 1, "the call and the command differ"
+    # two scenarios, seven looks each: the Bonferroni share per look
+    looks = 7 * 2
+    agrees(
+        run,
+        "(99.64% per look above: 7 looks times 2 scenarios)",
+        f"({100 * (1 - 0.05 / looks)}% per look above: 7 looks times 2 scenarios)",
+    )
+    shared = printed_by(run, "normal=normal.toml@0.9")
+    chosen_shared = int(re.search(r"chosen concurrency=(\d+)", shared)[1])
+    says(run, f"every scenario: {_spelled(chosen_shared)} workers here, the fewest the peak allows")
+    equal = printed_by(run, "normal=normal.toml --scenario", "--cost")
+    chosen_equal = int(re.search(r"chosen concurrency=(\d+)", equal)[1])
+    says(run, f"and chooses {_spelled(chosen_equal)} workers, each at 1.20 an hour")
+
+
+@checker("twin.md")
+def twin(run: PageRun) -> None:
+    what_if = json_in(printed_by(run, "--what-if api_latency=0.5 --json"))
+    assert what_if["accounting"]["balanced"] and set(what_if["comparison"]) == {
+        "throughput_per_s",
+        "latency_p95_s",
+        "queue_depth_max",
+    }
+    planned = json_in(printed_by(run, "plan orders.toml"))
+    says(run, f"and the plan chooses `concurrency` {planned['chosen']['concurrency']}.")
+    # the command line's golden test holds what calibrate --json prints on that file
+    golden = json.loads((REPO / "tests/cli/golden/calibrate_prometheus.json").read_text())
+    fitted = golden["json"]
+    agrees(
+        run,
+        "`arrival_rate_per_s` (5.0325), `service_mean_s` (0.1961), `service_p95_s` (0.5421)"
+        " and `failure_rate` (0.0490)",
+        f"`arrival_rate_per_s` ({fitted['arrival_rate_per_s']}), `service_mean_s`"
+        f" ({fitted['service_mean_s']}), `service_p95_s` ({fitted['service_p95_s']})"
+        f" and `failure_rate` ({fitted['failure_rate']})",
+    )
+    rate = {
+        tool: float(
+            re.search(
+                r"Poisson at (?:the mean rate )?([\d.]+)/s", printed_by(run, f"--format {tool}")
+            )[1]
+        )
+        for tool in ("k6", "otlp")
+    }
+    agrees(
+        run,
+        "k6 and Locust give 20.9/s, the 20/s items times their 1.05 attempts",
+        f"k6 and Locust give {rate['k6']}/s, the {rate['otlp']}/s items times their"
+        f" {rate['k6'] / rate['otlp']} attempts",
+    )
+    queued = printed_by(run, "queued_stats_history.csv")
+    fitted_mean = float(re.search(r"log-normal \(mean ([\d.]+) s", queued)[1])
+    recorded_mean = float(re.search(r"gives back mean [\d.]+ s \(recorded ([\d.]+)\)", queued)[1])
+    agrees(
+        run,
+        "The service mean comes back at 40.7 ms where the response times' own is 47.5 ms.",
+        f"The service mean comes back at {fitted_mean * 1000} ms where the response times'"
+        f" own is {recorded_mean * 1000} ms.",
+    )
+
+
+@checker("chains.md")
+def chains(run: PageRun) -> None:
+    advice = re.search(r"concurrency (\d+) -> (\d+)", run.output("[CRITICAL] BOTTLENECK"))
+    says(run, f"(`concurrency {advice[1]} -> {advice[2]}`, enough for about 80% busy")

@@ -1,0 +1,28 @@
+"""``data/``'s generated files are what their maker writes today, byte for byte."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+from tests.docs.conftest import REPO
+from tests.sim.workloads.telemetry.scraped import write_golden_input
+
+
+def test_the_shipped_traces_are_what_make_traces_writes(tmp_path):
+    shutil.copy(REPO / "data" / "make_traces.py", tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    subprocess.run(
+        [sys.executable, "make_traces.py"], cwd=tmp_path, env=env, check=True, capture_output=True
+    )
+    written = sorted(path.name for path in tmp_path.glob("*.csv"))
+    assert "handler_durations.csv" in written and "requests_per_minute.csv" in written
+    for name in written:
+        assert (tmp_path / name).read_bytes() == (REPO / "data" / name).read_bytes(), name
+
+
+def test_the_shipped_prometheus_answer_is_what_its_maker_writes(tmp_path):
+    written = write_golden_input(tmp_path / "orders_range.json")
+    assert written.read_bytes() == (REPO / "data" / "orders_range.json").read_bytes()
