@@ -132,7 +132,7 @@ from .cost import Cost
 from .decision import decide, first_meeting, open_below
 from .headroom import Headroom, find_headroom
 from .result import Plan
-from .rounds import Rounds, Runner, pool_size
+from .rounds import Rounds, RunBar, Runner, pool_size
 from .slo import DRAIN_CUT_METRICS, SLO
 from .walk import Walk
 
@@ -307,12 +307,9 @@ def _search(arguments: PlanArguments, executor: Executor | None, progress: bool)
     if workers > 1 or executor is not None:
         check_picklable([base, *members.values()], workers, "plan")
 
-    from tqdm.auto import tqdm
-
-    with (
-        contextlib.ExitStack() as stack,
-        tqdm(total=0, desc="plan", unit="run", disable=not progress) as bar,
-    ):
+    bar = RunBar(progress)
+    with contextlib.ExitStack() as stack:
+        stack.callback(bar.close)
         # Every candidate's replication r draws the same arrivals and service times: share them.
         stack.enter_context(shared_draws())
         runner = Runner(executor, workers, stack, asked=processes is not None)

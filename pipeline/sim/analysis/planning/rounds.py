@@ -30,6 +30,7 @@ __all__ = [
     "MAX_BUDGET",
     "Budget",
     "Rounds",
+    "RunBar",
     "Runner",
     "check_budget",
     "measure",
@@ -193,6 +194,34 @@ def pool_size(
     return (os.cpu_count() or 1) if estimated_seconds(base, engine, first) >= POOL_WORTH_S else 1
 
 
+class RunBar:
+    """The plan's progress bar (tqdm, on stderr), drawn from the first run it is told of: a
+    plan that runs nothing (every answer already cached, a search with no run left in its
+    budget) shows nothing rather than an empty ``plan: 0run``."""
+
+    def __init__(self, shown: bool) -> None:
+        self._shown = shown
+        self._bar: Any = None
+
+    def add(self, runs: int) -> None:
+        """``runs`` more runs to come."""
+        if self._bar is None:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=0, desc="plan", unit="run", disable=not self._shown)
+        self._bar.total += runs
+        self._bar.refresh()
+
+    def update(self, n: int = 1) -> None:
+        """``n`` runs done."""
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
 class Rounds:
     """Runs a round of ``(candidate, replication)`` tasks and records what each measured."""
 
@@ -244,8 +273,7 @@ class Rounds:
             return 0
         made = sum(max(1, len(c.names)) for c, _ in tasks)
         self.used += made
-        self.bar.total += len(tasks)
-        self.bar.refresh()
+        self.bar.add(len(tasks))
         k = len(self.metrics)
         payload = [
             (c.members or c.scenario, r, self.engine, self.metrics, self.extra) for c, r in tasks
