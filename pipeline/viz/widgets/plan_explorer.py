@@ -33,9 +33,9 @@ import ipywidgets as widgets
 
 from ..._units import METRIC_LABELS, slo_text, value_text
 from ...sim import Scenario, plan
-from ...sim.executors.run_cache import RunCache
 from ...sim.analysis.planning.plan import DEFAULT_REPLICATIONS
 from ...sim.analysis.planning.slo import SLO, parse_slos
+from ...sim.executors.run_cache import RunCache
 from .shown import ShowsWidget
 
 __all__ = ["PlanExplorer", "explore_plan"]
