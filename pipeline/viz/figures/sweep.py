@@ -170,17 +170,7 @@ def plot_sweep(
     """
     # A grid column dropped since (a slice at one value of it) is no longer an axis.
     grid = [axis for axis in grid_columns(frame) if axis in frame.columns]
-    allowed = [c for c in frame.columns if c not in {*grid, "replication"}]
-    if metric not in allowed:
-        raise ValueError(f"metric {metric!r} is not a column of the sweep; columns: {allowed}")
-    try:
-        values = frame[metric].to_numpy(dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"metric {metric!r} is not numeric") from None
-    points: dict[tuple[Any, ...], list[float]] = {}
-    for row, value in zip(frame[grid].itertuples(index=False, name=None), values, strict=True):
-        points.setdefault(tuple(_key(v) for v in row), []).append(float(value))
-    stats = {point: summarise_values(v) for point, v in points.items()}
+    stats = _point_statistics(frame, grid, metric)
     cut = _drain_cut_points(frame, grid, metric)
     means = np.array([s.mean for s in stats.values()])
     positive = means[np.isfinite(means) & (means > 0)]
@@ -195,25 +185,9 @@ def plot_sweep(
         # Every other axis holds one value here: one line.
         fixed = {axis: levels[axis][0] for axis in extra}
         return _line(stats, grid, x, levels[x], fixed, (metric, label), ax, log, cut)
-    panels = list(itertools.product(*(levels[a] for a in extra)))
-    if len(panels) > MAX_PANELS:
-        raise ValueError(
-            f"{len(panels)} panels (one per value of {', '.join(extra)}) are more than "
-            f"{MAX_PANELS}; sweep fewer values, or choose the two axes to plot with x= and y="
-        )
-    if len(panels) > 1 and ax is not None:
-        raise ValueError(f"a sweep of {len(grid)} axes draws {len(panels)} panels; leave ax=None")
+    panels = _panels(levels, extra, len(grid), ax)
     norm = _norm(positive if log else means[np.isfinite(means)], log)
-    if ax is None:
-        columns = min(len(panels), 3)
-        rows = math.ceil(len(panels) / columns)
-        # Room for each cell's two lines of text: the panel grows with the grid (inches).
-        width = min(max(5.6, 0.95 * len(levels[x]) + 2.4), MAX_PANEL_INCHES)
-        height = min(max(4.4, 0.6 * len(levels[y]) + 1.8), MAX_PANEL_INCHES)
-        fig, grid_axes = new_figure(rows, columns, figsize=(width * columns, height * rows))
-        axes = list(grid_axes.ravel())
-    else:
-        fig, axes = axes_list(ax, 1)
+    fig, axes = _panel_axes(ax, len(panels), len(levels[x]), len(levels[y]))
     image = None
     for axes_here, panel in zip(axes, panels, strict=False):
         fixed = dict(zip(extra, panel, strict=True))
@@ -229,6 +203,51 @@ def plot_sweep(
     if cut:
         _note_drain_cut(fig, "hatched")
     return fig
+
+
+def _point_statistics(
+    frame: pd.DataFrame, grid: list[str], metric: str
+) -> dict[tuple[Any, ...], Any]:
+    """Mean and 95% half-width of ``metric`` over the replications of each grid point."""
+    allowed = [c for c in frame.columns if c not in {*grid, "replication"}]
+    if metric not in allowed:
+        raise ValueError(f"metric {metric!r} is not a column of the sweep; columns: {allowed}")
+    try:
+        values = frame[metric].to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"metric {metric!r} is not numeric") from None
+    points: dict[tuple[Any, ...], list[float]] = {}
+    for row, value in zip(frame[grid].itertuples(index=False, name=None), values, strict=True):
+        points.setdefault(tuple(_key(v) for v in row), []).append(float(value))
+    return {point: summarise_values(v) for point, v in points.items()}
+
+
+def _panels(
+    levels: dict[str, list[Any]], extra: list[str], axes: int, ax: Axes | None
+) -> list[tuple[Any, ...]]:
+    """One panel per combination of the ``extra`` axes' values (at most :data:`MAX_PANELS`)."""
+    panels = list(itertools.product(*(levels[a] for a in extra)))
+    if len(panels) > MAX_PANELS:
+        raise ValueError(
+            f"{len(panels)} panels (one per value of {', '.join(extra)}) are more than "
+            f"{MAX_PANELS}; sweep fewer values, or choose the two axes to plot with x= and y="
+        )
+    if len(panels) > 1 and ax is not None:
+        raise ValueError(f"a sweep of {axes} axes draws {len(panels)} panels; leave ax=None")
+    return panels
+
+
+def _panel_axes(ax: Axes | None, panels: int, xs: int, ys: int) -> tuple[Figure, list[Axes]]:
+    """The figure and its axes: ``ax``'s, or new panels sized for ``xs`` by ``ys`` cells."""
+    if ax is not None:
+        return axes_list(ax, 1)
+    columns = min(panels, 3)
+    rows = math.ceil(panels / columns)
+    # Room for each cell's two lines of text: the panel grows with the grid (inches).
+    width = min(max(5.6, 0.95 * xs + 2.4), MAX_PANEL_INCHES)
+    height = min(max(4.4, 0.6 * ys + 1.8), MAX_PANEL_INCHES)
+    fig, grid_axes = new_figure(rows, columns, figsize=(width * columns, height * rows))
+    return fig, list(grid_axes.ravel())
 
 
 def _drain_cut_points(frame: pd.DataFrame, grid: list[str], metric: str) -> set[tuple[Any, ...]]:

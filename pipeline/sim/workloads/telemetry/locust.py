@@ -131,14 +131,6 @@ def read(
         OSError: the file cannot be opened or read.
     """
     source = os.fspath(path)
-    wanted = _AGGREGATED if name is None else name
-    times: list[int] = []
-    totals: list[int] = []
-    last: dict[str, Any] | None = None
-    last_where = ""
-    names: set[tuple[str, str]] = set()
-    users: list[int] = []
-    full_history = False
     with csv_rows(source) as reader:
         header = [h.strip() for h in reader.fieldnames or ()]
         reader.fieldnames = header
@@ -148,79 +140,118 @@ def read(
                 f"{source}: not a Locust stats history (PREFIX_stats_history.csv): no column "
                 f"{', '.join(missing)}; the header has {', '.join(header) or 'nothing'}"
             )
-        levels = _levels(header)
+        rows = _Rows(source, name, method, _levels(header))
         for row_no, cells in enumerate(reader, start=1):
-            where = f"{source} row {row_no}"
             # A file written with ", " (or padded by hand) keeps its names and numbers.
-            row = {k: v.strip() if isinstance(v, str) else v for k, v in cells.items()}
-            row_name = row.get("Name") or ""
-            row_type = (row.get("Type") or "").strip()
-            if row_name != _AGGREGATED:
-                full_history = True
-            if len(names) < 50:
-                names.add((row_type, row_name))
-            if row_name != wanted or (method is not None and row_type != method):
-                continue
-            if (
-                name is not None
-                and method is None
-                and last is not None
-                and (last.get("Type") or "").strip() != row_type
-            ):
-                raise ValueError(
-                    f"{where}: requests of several types are named {name!r} "
-                    f"({(last.get('Type') or '').strip()!r}, {row_type!r}); choose one "
-                    "with method="
-                )
-            time = _count(row, "Timestamp", where)
-            total = _count(row, "Total Request Count", where)
-            failures = _count(row, "Total Failure Count", where)
-            check_number(
-                total, MAX_ARRIVALS, f"{where}: Total Request Count is", "requests",
-                "the most a scenario runs",
-            )  # fmt: skip
-            if failures > total:
-                raise ValueError(
-                    f"{where}: Total Failure Count ({failures}) exceeds Total "
-                    f"Request Count ({total})"
-                )
-            if times and time < times[-1]:
-                raise ValueError(
-                    f"{where}: Timestamp goes back from {times[-1]} to {time}; "
-                    "rows of one run are in time order"
-                )
-            if totals and total < totals[-1]:
-                raise ValueError(
-                    f"{where}: Total Request Count falls from {totals[-1]} to {total} (the "
-                    "stats were reset, --reset-stats, or the file holds two runs); give the "
-                    "rows of one run"
-                )
-            if last is not None and failures < int(last["Total Failure Count"]):
-                raise ValueError(f"{where}: Total Failure Count falls; give the rows of one run")
-            for column in levels:
-                _ms(row, column, where, na=True)
-            _ms(row, "Total Average Response Time", where)
-            _ms(row, "Total Median Response Time", where)
-            user_count = (row.get("User Count") or "").strip()
-            if user_count.isdigit():
-                users.append(int(user_count))
-            times.append(time)
-            totals.append(total)
-            last, last_where = row, where
-    if not times:
-        if not names:
-            raise ValueError(f"{source}: no data rows after the header")
-        listing = ", ".join(f"{t} {n}".strip() for t, n in sorted(names))
-        raise ValueError(
-            f"{source}: no rows named {wanted!r}"
-            f"{f' of type {method!r}' if method else ''}; names seen: {listing}"
-        )
-    if len(times) < 2:
-        raise ValueError(
-            f"{source}: one row of {wanted!r}; counting requests per interval needs two or more"
-        )
-    assert last is not None
-    return _observed(source, wanted, times, totals, last, last_where, levels, full_history, users)
+            rows.see({k: v.strip() if isinstance(v, str) else v for k, v in cells.items()},
+                     f"{source} row {row_no}")  # fmt: skip
+    return rows.observed()
+
+
+class _Rows:
+    """The rows of one request name (or of ``Aggregated``), each checked against the last."""
+
+    def __init__(
+        self, source: str, name: str | None, method: str | None, levels: dict[str, float]
+    ) -> None:
+        self.source = source
+        self.name = name
+        self.method = method
+        self.wanted = _AGGREGATED if name is None else name
+        self.levels = levels
+        self.times: list[int] = []
+        self.totals: list[int] = []
+        self.last: dict[str, Any] | None = None
+        self.last_where = ""
+        self.names: set[tuple[str, str]] = set()
+        self.users: list[int] = []
+        self.full_history = False
+
+    def see(self, row: dict[str, Any], where: str) -> None:
+        """Note the row's name; keep it, checked, when it is of the entry being read."""
+        row_name = row.get("Name") or ""
+        row_type = (row.get("Type") or "").strip()
+        if row_name != _AGGREGATED:
+            self.full_history = True
+        if len(self.names) < 50:
+            self.names.add((row_type, row_name))
+        if row_name != self.wanted or (self.method is not None and row_type != self.method):
+            return
+        last = self.last
+        if (
+            self.name is not None
+            and self.method is None
+            and last is not None
+            and (last.get("Type") or "").strip() != row_type
+        ):
+            raise ValueError(
+                f"{where}: requests of several types are named {self.name!r} "
+                f"({(last.get('Type') or '').strip()!r}, {row_type!r}); choose one "
+                "with method="
+            )
+        self._keep(row, where)
+
+    def _keep(self, row: dict[str, Any], where: str) -> None:
+        time = _count(row, "Timestamp", where)
+        total = _count(row, "Total Request Count", where)
+        failures = _count(row, "Total Failure Count", where)
+        check_number(
+            total, MAX_ARRIVALS, f"{where}: Total Request Count is", "requests",
+            "the most a scenario runs",
+        )  # fmt: skip
+        if failures > total:
+            raise ValueError(
+                f"{where}: Total Failure Count ({failures}) exceeds Total Request Count ({total})"
+            )
+        self._check_order(time, total, failures, where)
+        for column in self.levels:
+            _ms(row, column, where, na=True)
+        _ms(row, "Total Average Response Time", where)
+        _ms(row, "Total Median Response Time", where)
+        user_count = (row.get("User Count") or "").strip()
+        if user_count.isdigit():
+            self.users.append(int(user_count))
+        self.times.append(time)
+        self.totals.append(total)
+        self.last, self.last_where = row, where
+
+    def _check_order(self, time: int, total: int, failures: int, where: str) -> None:
+        """Time and the totals never go back within one run."""
+        times, totals = self.times, self.totals
+        if times and time < times[-1]:
+            raise ValueError(
+                f"{where}: Timestamp goes back from {times[-1]} to {time}; "
+                "rows of one run are in time order"
+            )
+        if totals and total < totals[-1]:
+            raise ValueError(
+                f"{where}: Total Request Count falls from {totals[-1]} to {total} (the "
+                "stats were reset, --reset-stats, or the file holds two runs); give the "
+                "rows of one run"
+            )
+        if self.last is not None and failures < int(self.last["Total Failure Count"]):
+            raise ValueError(f"{where}: Total Failure Count falls; give the rows of one run")
+
+    def observed(self) -> Observed:
+        """What the rows kept say, once the file is read (at least two rows of the entry)."""
+        source, wanted = self.source, self.wanted
+        if not self.times:
+            if not self.names:
+                raise ValueError(f"{source}: no data rows after the header")
+            listing = ", ".join(f"{t} {n}".strip() for t, n in sorted(self.names))
+            raise ValueError(
+                f"{source}: no rows named {wanted!r}"
+                f"{f' of type {self.method!r}' if self.method else ''}; names seen: {listing}"
+            )
+        if len(self.times) < 2:
+            raise ValueError(
+                f"{source}: one row of {wanted!r}; counting requests per interval needs two or more"
+            )
+        assert self.last is not None
+        return _observed(
+            source, wanted, self.times, self.totals, self.last, self.last_where, self.levels,
+            self.full_history, self.users,
+        )  # fmt: skip
 
 
 def _grid(source: str, times: list[int], totals: list[int]) -> tuple[float, np.ndarray]:

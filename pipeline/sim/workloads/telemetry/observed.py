@@ -198,6 +198,23 @@ class Observed:
     notes: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
+        # In this order, so that a record with several faults names the same one first.
+        self._check_arrivals()
+        self._check_service()
+        self._check_whole_numbers()
+        self._check_retries()
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts!r}")
+        if not isinstance(self.response_times, bool):
+            raise ValueError(f"response_times must be True or False, got {self.response_times!r}")
+        if (self.failed is None) != (self.attempts is None):
+            raise ValueError("failed and attempts go together")
+        if self.failed is not None and self.failed > self.attempts:
+            raise ValueError(f"failed ({self.failed}) exceeds attempts ({self.attempts})")
+        object.__setattr__(self, "notes", tuple(self.notes))
+
+    def _check_arrivals(self) -> None:
+        """Arrival times sorted; counts with their interval, within a scenario's reach."""
         if self.arrivals_s is not None:
             arrivals = _vector("arrivals_s", self.arrivals_s)
             if np.any(np.diff(arrivals) < 0):
@@ -218,6 +235,9 @@ class Observed:
             )  # fmt: skip
             if not (math.isfinite(self.interval_s) and self.interval_s > 0):
                 raise ValueError(f"interval_s must be a finite number > 0, got {self.interval_s!r}")
+
+    def _check_service(self) -> None:
+        """Service times, their mean and their quantiles: seconds a scenario can draw."""
         if self.service_s is not None:
             object.__setattr__(
                 self, "service_s", _vector("service_s", self.service_s, at_most=MAX_SECONDS)
@@ -237,6 +257,9 @@ class Observed:
                 raise ValueError(
                     f"quantiles_s must be from 0 to {MAX_SECONDS:g} seconds and non-decreasing"
                 )
+
+    def _check_whole_numbers(self) -> None:
+        """Attempts, failures, backlog, workers and max_attempts: whole numbers within limits."""
         limits = {"attempts": MAX_COUNT, "failed": MAX_COUNT, "backlog": MAX_BACKLOG,
                   "workers": MAX_WORKERS, "max_attempts": MAX_COUNT}  # fmt: skip
         for name, limit in limits.items():
@@ -248,6 +271,9 @@ class Observed:
                     f"{self.source}: {name} must be a whole number from 0 to {limit:,}, "
                     f"got {value!r}"
                 )
+
+    def _check_retries(self) -> None:
+        """Retry gaps (seconds) with their retry numbers (whole, >= 1), one each."""
         if (self.retry_gaps_s is None) != (self.retry_numbers is None):
             raise ValueError("retry_gaps_s and retry_numbers go together")
         if self.retry_gaps_s is not None:
@@ -259,15 +285,6 @@ class Observed:
             numbers.setflags(write=False)
             object.__setattr__(self, "retry_gaps_s", gaps)
             object.__setattr__(self, "retry_numbers", numbers)
-        if self.max_attempts is not None and self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts!r}")
-        if not isinstance(self.response_times, bool):
-            raise ValueError(f"response_times must be True or False, got {self.response_times!r}")
-        if (self.failed is None) != (self.attempts is None):
-            raise ValueError("failed and attempts go together")
-        if self.failed is not None and self.failed > self.attempts:
-            raise ValueError(f"failed ({self.failed}) exceeds attempts ({self.attempts})")
-        object.__setattr__(self, "notes", tuple(self.notes))
 
     @property
     def has_arrivals(self) -> bool:

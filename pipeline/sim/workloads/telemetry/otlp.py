@@ -244,6 +244,7 @@ def _one_span(
     keep_resource: bool,
     span_name: str | None,
 ) -> None:
+    """Check one span; keep it in its destination's group when it is a span being read."""
     name = span.get("name")
     if not isinstance(name, str):
         raise ValueError(f"{where}.name must be a string, got {name!r:.60}")
@@ -273,32 +274,9 @@ def _one_span(
                 f"{where}: a process span needs messaging.destination.name, got {key!r:.60}"
             )
         seen["destination"].add(key)
-    start = _uint(span.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
-    end = _uint(span.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano")
-    if start == 0:
-        raise ValueError(f"{where}.startTimeUnixNano is missing or 0")
-    if end < start:
-        raise ValueError(
-            f"{where}: ends ({end}) before it starts ({start}), endTimeUnixNano < startTimeUnixNano"
-        )
-    check_number(
-        (end - start) / 1e9, MAX_SECONDS, f"{where}: endTimeUnixNano - startTimeUnixNano is",
-        "seconds", "a service time at most",
-    )  # fmt: skip
-    status = _object(span.get("status") or {}, f"{where}.status")
-    code = status.get("code", 0)
-    if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 2:
-        raise ValueError(
-            f"{where}.status.code must be 0, 1 or 2 (unset, ok, error), got {code!r:.60}"
-        )
-    group = groups.get(key)
-    if group is None:
-        if len(groups) >= _MAX_DESTINATIONS:
-            raise ValueError(
-                f"{where}: more than {_MAX_DESTINATIONS} messaging destinations; "
-                "is this one service's export?"
-            )
-        group = groups[key] = _Spans()
+    start, end = _span_times(span, where)
+    code = _status_code(span, where)
+    group = _group(groups, key, where)
     error_type = attributes.get("error.type")
     if error_type == _UNFINISHED:
         group.unfinished += 1
@@ -313,6 +291,54 @@ def _one_span(
         group.span_id.append(0)
         group.link.append(0)
         return
+    _keep_attempt(group, span, where, attributes, start)
+
+
+def _span_times(span: dict[str, Any], where: str) -> tuple[int, int]:
+    """The span's start and end, nanoseconds since 1970: started, and not ending before."""
+    start = _uint(span.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
+    end = _uint(span.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano")
+    if start == 0:
+        raise ValueError(f"{where}.startTimeUnixNano is missing or 0")
+    if end < start:
+        raise ValueError(
+            f"{where}: ends ({end}) before it starts ({start}), endTimeUnixNano < startTimeUnixNano"
+        )
+    check_number(
+        (end - start) / 1e9, MAX_SECONDS, f"{where}: endTimeUnixNano - startTimeUnixNano is",
+        "seconds", "a service time at most",
+    )  # fmt: skip
+    return start, end
+
+
+def _status_code(span: dict[str, Any], where: str) -> int:
+    """The span's status code: 0 unset, 1 ok, 2 error."""
+    status = _object(span.get("status") or {}, f"{where}.status")
+    code = status.get("code", 0)
+    if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 2:
+        raise ValueError(
+            f"{where}.status.code must be 0, 1 or 2 (unset, ok, error), got {code!r:.60}"
+        )
+    return code
+
+
+def _group(groups: dict[str | None, _Spans], key: str | None, where: str) -> _Spans:
+    """The spans of destination ``key`` (None: the server spans), a new group the first time."""
+    group = groups.get(key)
+    if group is None:
+        if len(groups) >= _MAX_DESTINATIONS:
+            raise ValueError(
+                f"{where}: more than {_MAX_DESTINATIONS} messaging destinations; "
+                "is this one service's export?"
+            )
+        group = groups[key] = _Spans()
+    return group
+
+
+def _keep_attempt(
+    group: _Spans, span: dict[str, Any], where: str, attributes: dict[str, Any], start: int
+) -> None:
+    """An engine attempt's number, its wait in the queue, its span id and its retry's link."""
     attempt = attributes.get("pipeline.attempt")
     group.first.append(-1 if not isinstance(attempt, int) else int(attempt == 1))
     group.attempt.append(attempt if isinstance(attempt, int) and attempt >= 1 else 0)
