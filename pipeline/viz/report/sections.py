@@ -391,9 +391,72 @@ def headroom_section(payload: Mapping[str, Any]) -> str:
             f"to {number(factor)} × the arrival rate (shown){bracket}: it can take "
             f"{escape(f'{more}%')} more traffic before an SLO breaks.</p>"
         )
-    rows = [[escape(k), number(v)] for k, v in headroom.items()]
-    parts.append(table(["", "value"], rows))
+    # Each search in words, a paragraph each, then the brackets as a table: no raw values.
+    parts += [
+        f"<p>{escape(line)}</p>"
+        for line in str(headroom.get("text") or "").splitlines()
+        if line.strip()
+    ]
+    searches = [_headroom_search(headroom, ""), _headroom_search(headroom, "service_time_")]
+    rows = [
+        [escape(label), *(cells[i] for cells in searches)] for i, label in enumerate(_HEADROOM_ROWS)
+    ]
+    parts.append(table(["", "arrival rate", "mean service time"], rows))
+    confidence = headroom.get("confidence")
+    runs = headroom.get("runs")
+    level = f"{100 * confidence:.4g}%" if isinstance(confidence, int | float) else "-"
+    count = f"{runs:,}" if isinstance(runs, int) and not isinstance(runs, bool) else "-"
+    parts.append(
+        f"<p>Each bracket holds the limit at {escape(level)} confidence; the two searches "
+        f"made {escape(count)} runs.</p>"
+    )
     return "\n".join(parts)
+
+
+_HEADROOM_ROWS = (
+    "shown to meet every SLO up to",
+    "shown to break an SLO at",
+    "the SLO that breaks",
+    "left undecided",
+    "factors judged (verdict, runs)",
+)
+
+
+def _times(value: Any) -> str:
+    """A factor as ``× 1.45`` ("-" when there is none)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"× {number(value)}"
+    return "-"
+
+
+def _headroom_search(headroom: Mapping[str, Any], prefix: str) -> list[str]:
+    """One search's cells, in the order of :data:`_HEADROOM_ROWS`: ``prefix`` is ``""``
+    for the arrival rate's keys, ``"service_time_"`` for the service time's (its note is
+    in the prose above the table)."""
+    low = headroom.get(f"{prefix}low")
+    high = headroom.get(f"{prefix}high")
+    points = headroom.get(f"{prefix}points") or []
+    tried = [p[0] for p in points if isinstance(p, list | tuple) and len(p) == 3]
+    if isinstance(high, int | float) and not isinstance(high, bool):
+        broke = _times(high)
+    elif low is None:
+        broke = "-"
+    else:
+        broke = f"nothing, up to {_times(max(tried, default=low))}"
+    undecided = [_times(f) for f in headroom.get(f"{prefix}undecided") or []]
+    judged = ", ".join(
+        f"{_times(p[0])} {verdict(p[1])} ({number(p[2])})"
+        for p in points
+        if isinstance(p, list | tuple) and len(p) == 3
+    )
+    breaks = headroom.get(f"{prefix}breaks")
+    return [
+        _times(low),
+        broke,
+        f"<code>{escape(breaks)}</code>" if breaks else "-",
+        ", ".join(undecided) or "none",
+        judged or "-",
+    ]
 
 
 def sensitivity_section(sensitivity: Mapping[str, Any] | None, png: bytes | None) -> str:
@@ -460,7 +523,7 @@ def candidates_section(payload: Mapping[str, Any]) -> str:
     fields = list(payload.get("search") or {})
     slo_columns = [k for k in rows[0] if k.endswith(("_mean", "_bound"))]
     extra = ["cost_per_hour"] if any("cost_per_hour" in r for r in rows) else []
-    header = [*fields, "verdict", "replications", *extra, *slo_columns, "note"]
+    header = [*fields, "verdict", "replications", *extra, *slo_columns]
     body = [
         [
             *(escape(r.get(f)) for f in fields),
@@ -468,11 +531,13 @@ def candidates_section(payload: Mapping[str, Any]) -> str:
             number(r.get("replications")),
             *(money(r.get(k)) for k in extra),
             *(number(r.get(k)) for k in slo_columns),
-            escape(r.get("note") or ""),
         ]
         for r in rows
     ]
-    return "<h2>Every configuration examined</h2>\n" + table(header, body)
+    # A note (why a configuration was rejected unrun) is a sentence: it gets a row of its
+    # own under its configuration, the table's whole width, not a column one word wide.
+    notes = [escape(r.get("note") or "") for r in rows]
+    return "<h2>Every configuration examined</h2>\n" + table(header, body, notes=notes)
 
 
 def method_section(payload: Mapping[str, Any], scenario: Scenario | None) -> str:
