@@ -27,12 +27,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .cells import escape, image, is_check
+from .headroom import headroom_section
 from .sections import (
     answer_section,
     binding_section,
     candidates_section,
     cost_section,
-    headroom_section,
     method_section,
     question_section,
     scenarios_section,
