@@ -49,11 +49,28 @@ def point(fields: Mapping[str, Any]) -> str:
     return ", ".join(f"<code>{escape(k)}={escape(v)}</code>" for k, v in fields.items())
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A table from already-escaped cells (the header is escaped here)."""
+def table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    notes: Sequence[str] | None = None,
+) -> str:
+    """A table from already-escaped cells (the header is escaped here), in a box that
+    scrolls sideways when the table is wider than the page (the page itself never does).
+
+    ``notes``, one per row (already escaped; empty for none): each a row of its own under
+    its row, across the table's whole width.
+    """
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    body = []
+    for i, row in enumerate(rows):
+        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
+        if notes is not None and notes[i]:
+            body.append(f'<tr class="note"><td colspan="{len(header)}">{notes[i]}</td></tr>')
+    return (
+        f'<div class="table"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 def verdict(word: Any) -> str:
@@ -79,7 +96,10 @@ def judged_word(payload: Mapping[str, Any]) -> str:
 
 
 def money(value: Any) -> str:
-    """Money to two decimals with thousands separators (a mapping: each entry)."""
+    """Money to two decimals with thousands separators (a mapping: each entry; "-" for
+    none, as for a configuration not run)."""
+    if value is None:
+        return "-"
     if isinstance(value, Mapping):
         return ", ".join(f"{escape(k)} {money(v)}" for k, v in value.items())
     if isinstance(value, int | float) and not isinstance(value, bool):

@@ -27,12 +27,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .cells import escape, image, is_check
+from .headroom import headroom_section
 from .sections import (
     answer_section,
     binding_section,
     candidates_section,
     cost_section,
-    headroom_section,
     method_section,
     question_section,
     scenarios_section,
@@ -48,12 +48,14 @@ __all__ = ["render_report", "report_html", "write_report"]
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; max-width: 62rem; margin: 2rem auto;
-       padding: 0 1rem; color: #222; }
+       padding: 0 1rem; color: #222; overflow-wrap: break-word; }
 h1 { font-size: 1.6rem; } h2 { font-size: 1.2rem; margin-top: 2rem;
      border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: .5rem 0; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: .2rem .5rem; text-align: left; }
-th { background: #f3f3f3; }
+th { background: #f3f3f3; overflow-wrap: anywhere; }
+.table { max-width: 100%; overflow-x: auto; }
+tr.note td { color: #555; font-size: 12px; border-top: none; padding-left: 1.5rem; }
 .answer { font-size: 1.15rem; padding: .6rem .8rem; background: #eef4fb;
           border-left: 4px solid #4477aa; }
 .fails { color: #cc3311; } .meets { color: #2a6a2a; } .undecided { color: #777; }

@@ -1,13 +1,13 @@
 """The sections of ``report.html``, each from a plan's :meth:`~pipeline.sim.Plan.to_dict`
 payload: the question, the answer, what binds, cost, a scenario set, headroom,
-sensitivity, every configuration examined, and the method and assumptions.
+sensitivity, every configuration examined, and the method and assumptions (headroom has
+a module of its own, :mod:`.headroom`).
 
 Each returns its HTML (an empty string when the plan has nothing for it).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,6 @@ __all__ = [
     "binding_section",
     "candidates_section",
     "cost_section",
-    "headroom_section",
     "method_section",
     "question_section",
     "scenarios_section",
@@ -356,46 +355,6 @@ def scenarios_section(
     return "\n".join(parts)
 
 
-def headroom_section(payload: Mapping[str, Any]) -> str:
-    """How much more traffic the configuration takes before an SLO breaks (empty unless
-    asked for)."""
-    headroom = payload.get("headroom")
-    if not isinstance(headroom, Mapping):
-        return ""
-    factor = headroom.get("arrival_rate_factor")
-    parts = ["<h2>Headroom</h2>"]
-    if isinstance(factor, int | float) and not isinstance(factor, bool):
-        # The factor shown to meet, rounded down: never more than was shown.
-        more = math.floor(100 * (factor - 1) + 1e-9)
-        where = payload.get("binding_scenario")
-        where_text = (
-            f" in scenario <code>{escape(where)}</code> (the binding one; the others may break "
-            "at other factors)"
-            if where
-            else ""
-        )
-        high = headroom.get("high")
-        if isinstance(high, int | float) and not isinstance(high, bool):
-            bracket = (
-                f"; the limit lies between {number(headroom.get('low'))} × and {number(high)} × "
-                f"(<code>{escape(headroom.get('breaks'))}</code> shown to break at "
-                f"{number(high)} ×)"
-            )
-        else:
-            bracket = "; nothing was shown to fail at the factors tried"
-        undecided = [f for f in headroom.get("undecided") or [] if isinstance(f, int | float)]
-        if undecided:
-            bracket += f"; {', '.join(f'{number(f)} ×' for f in undecided)} undecided"
-        parts.append(
-            f"<p>The {escape(judged_word(payload))} configuration meets every SLO{where_text} up "
-            f"to {number(factor)} × the arrival rate (shown){bracket}: it can take "
-            f"{escape(f'{more}%')} more traffic before an SLO breaks.</p>"
-        )
-    rows = [[escape(k), number(v)] for k, v in headroom.items()]
-    parts.append(table(["", "value"], rows))
-    return "\n".join(parts)
-
-
 def sensitivity_section(sensitivity: Mapping[str, Any] | None, png: bytes | None) -> str:
     """Each input moved down and up and what each SLO did, with the tornado chart (or how
     to ask for it)."""
@@ -460,7 +419,7 @@ def candidates_section(payload: Mapping[str, Any]) -> str:
     fields = list(payload.get("search") or {})
     slo_columns = [k for k in rows[0] if k.endswith(("_mean", "_bound"))]
     extra = ["cost_per_hour"] if any("cost_per_hour" in r for r in rows) else []
-    header = [*fields, "verdict", "replications", *extra, *slo_columns, "note"]
+    header = [*fields, "verdict", "replications", *extra, *slo_columns]
     body = [
         [
             *(escape(r.get(f)) for f in fields),
@@ -468,11 +427,13 @@ def candidates_section(payload: Mapping[str, Any]) -> str:
             number(r.get("replications")),
             *(money(r.get(k)) for k in extra),
             *(number(r.get(k)) for k in slo_columns),
-            escape(r.get("note") or ""),
         ]
         for r in rows
     ]
-    return "<h2>Every configuration examined</h2>\n" + table(header, body)
+    # A note (why a configuration was rejected unrun) is a sentence: it gets a row of its
+    # own under its configuration, the table's whole width, not a column one word wide.
+    notes = [escape(r.get("note") or "") for r in rows]
+    return "<h2>Every configuration examined</h2>\n" + table(header, body, notes=notes)
 
 
 def method_section(payload: Mapping[str, Any], scenario: Scenario | None) -> str:

@@ -59,48 +59,32 @@ class Plan:
     """The outcome of a capacity plan (see the module docstring for the statuses): a
     frozen record of what :func:`~.plan.plan` examined and decided.
 
+    Read off the decision (properties, each with its own entry below): ``status``,
+    ``chosen``, ``binding``, ``fallback``, ``undecided``, ``unrun``,
+    ``binding_scenario``, ``cost_per_hour`` and ``target``.
+
     Attributes:
-        status: a :class:`PlanStatus`: ``"chosen"``, ``"undecided"`` or ``"infeasible"``.
-        chosen: the chosen configuration's searched fields plus ``concurrency``,
-            ``queue_maxsize``, ``on_full`` and ``max_attempts`` (None unless
-            chosen); for a chain, those of every stage, ``"write.concurrency"``.
-        binding: which constraint binds, a :class:`Binding` (None unless chosen):
-            ``slo``, the SLO whose bound is closest to its limit at the chosen
-            point, with its ``bound``, ``limit`` and relative ``slack``; and
-            ``cheaper``, for each searched field, the configuration one step
-            cheaper in that field alone, with its verdict and the SLOs that
-            rejected it (:class:`CheaperStep`).
-        fallback: with status ``"undecided"``, the cheapest configuration shown
-            to meet every SLO (not chosen: a cheaper one may meet too); else None.
-        undecided: with status ``"undecided"``, one :class:`OpenQuestion` per open
-            question (``candidate``, ``slo``, ``replications``, ``mean``, ``low``,
-            ``high``, ``note``, ``advice``); else empty.
+        base: the scenario every configuration started from.
+        search: field -> values searched; ``cost``: the fields in cost order.
         slos: the SLOs, in the order given.
         confidence: the one-sided confidence level asked for.
         look_confidence: the level of each look at a verdict (Bonferroni over
             the looks the replication schedule allows); the bounds in
             :attr:`candidates` are at this level.
         replications: ``(min, max)`` replications per configuration.
-        search: field -> values searched; ``cost``: the fields in cost order.
-        base: the scenario every configuration started from.
         total_candidates: how many configurations the search space holds.
         examined: the configurations examined, in cost order (each a
             :class:`~.candidate.Candidate`: its runs, judgements and verdict).
         decision: the :class:`~.decision.Decision` the plan reached (its status,
             the configuration it rests on, what was left open or unrun).
-        prices: the :class:`~.cost.Cost` the plan was priced with, else None.
         mix: the scenarios a cost per hour averages over (:class:`~.cost.Mix`).
-        scenario_names: a scenario set's names (``plan(scenarios=...)``), else empty.
-        binding_scenario: with a set and status ``"chosen"``, the scenario of the
-            binding SLO's judgement (its bound closest to the limit); else None.
+        prices: the :class:`~.cost.Cost` the plan was priced with, else None.
         budget: the runs used of the plan's run budget (a :class:`~.rounds.Budget`;
             None for a plan made without one).
-        unrun: the configurations cheaper than any meeting every SLO that the run
-            budget left without a run (their points, in cost order); they keep the
-            plan undecided.
         headroom: the chosen configuration's :class:`~.headroom.Headroom` when it
             was asked for and could be found, else None; ``headroom_asked`` says
             whether it was asked for.
+        scenario_names: a scenario set's names (``plan(scenarios=...)``), else empty.
         check: for ``plan(check=True)``, the :class:`~.check.CheckVerdict` (the
             verdict and one judgement per SLO); else None.
     """
@@ -127,7 +111,8 @@ class Plan:
 
     @property
     def status(self) -> PlanStatus:
-        """``"chosen"``, ``"undecided"`` or ``"infeasible"`` (the decision's)."""
+        """How the plan ended, a :class:`PlanStatus`: ``"chosen"``, ``"undecided"`` or
+        ``"infeasible"`` (see the module docstring)."""
         return self.decision.status
 
     @property
@@ -138,31 +123,41 @@ class Plan:
 
     @property
     def unrun(self) -> tuple[dict[str, Any], ...]:
-        """The points the run budget left unrun below any configuration meeting every SLO."""
+        """The configurations cheaper than any meeting every SLO that the run budget left
+        without a run (their points, in cost order); they keep the plan undecided."""
         return self.decision.unrun
 
     @cached_property
     def chosen(self) -> dict[str, Any] | None:
-        """The chosen configuration's fields (None unless chosen)."""
+        """The chosen configuration's searched fields plus ``concurrency``,
+        ``queue_maxsize``, ``on_full`` and ``max_attempts`` (None unless chosen); for a
+        chain, those of every stage, ``"write.concurrency"``."""
         if self.status is not PlanStatus.CHOSEN:
             return None
         return configuration(self.target.point, self.target.scenario)
 
     @cached_property
     def fallback(self) -> dict[str, Any] | None:
-        """With status ``"undecided"``, the configuration known to meet every SLO, else None."""
+        """With status ``"undecided"``, the cheapest configuration shown to meet every SLO
+        (not chosen: a cheaper one may meet too); else None."""
         if self.status is not PlanStatus.UNDECIDED or self.target is None:
             return None
         return configuration(self.target.point, self.target.scenario)
 
     @cached_property
     def binding(self) -> Binding | None:
-        """The binding SLO and each configuration one step cheaper (None unless chosen)."""
+        """Which constraint binds, a :class:`Binding` (None unless chosen): ``slo``, the
+        SLO whose bound is closest to its limit at the chosen point, with its ``bound``,
+        ``limit`` and relative ``slack``; and ``cheaper``, for each searched field, the
+        configuration one step cheaper in that field alone, with its verdict and the SLOs
+        that rejected it (:class:`CheaperStep`)."""
         return self._binding(self.target) if self.status is PlanStatus.CHOSEN else None
 
     @cached_property
     def undecided(self) -> tuple[OpenQuestion, ...]:
-        """The open questions of the configurations left undecided below the target."""
+        """With status ``"undecided"``, one :class:`OpenQuestion` per open question
+        (``candidate``, ``slo``, ``replications``, ``mean``, ``low``, ``high``, ``note``,
+        ``advice``); else empty."""
         return tuple(item for c in self.decision.open for item in self._questions(c))
 
     @cached_property

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import html
 import json
 import re
 from html.parser import HTMLParser
@@ -327,3 +328,86 @@ def test_a_hostile_scenario_name_stays_text(set_plan):
     payload["prices"]["scenario_shares"] = {HOSTILE: 1.0}
     page = render_report(payload, figures={f"scenario:{HOSTILE}": b""})
     assert "&lt;script&gt;" in page and HOSTILE not in page
+
+
+# -- a page a reader can trust at a glance: prose and formatted tables, never a raw value --
+
+
+class _Text(HTMLParser):
+    """The page's visible text (the style sheet left out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self._style = False
+
+    def handle_starttag(self, tag, attrs):
+        self._style = self._style or tag == "style"
+
+    def handle_endtag(self, tag):
+        self._style = self._style and tag != "style"
+
+    def handle_data(self, data):
+        if not self._style:
+            self.parts.append(data)
+
+
+def visible_text(page: str) -> str:
+    parser = _Text()
+    parser.feed(page)
+    return " ".join(parser.parts)
+
+
+def assert_no_raw_values(page: str) -> None:
+    """No Python list, dict, None or 16-digit float shows through."""
+    text = visible_text(page)
+    for raw in ("[[", "{'", "['", "[1", "None", "nan"):
+        assert raw not in text, (raw, text[max(0, text.find(raw) - 80) : text.find(raw) + 80])
+    # Numbers to four significant figures: never a float's 16 digits.
+    assert re.search(r"\.0*[1-9]\d{5,}", text) is None, re.search(r".{40}\.0*[1-9]\d{5,}", text)
+
+
+@pytest.fixture(scope="module")
+def headroom_plan():
+    base = Scenario(
+        arrivals=Poisson(rate=2.0),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(drain_timeout_s=None),
+        n_items=2000,
+        seed=1,
+    )
+    return plan(
+        base,
+        {"concurrency": range(1, 9)},
+        ["wait_mean_s<=0.3"],
+        headroom=True,
+        progress=False,
+        processes=1,
+    )
+
+
+def test_headroom_reads_as_prose_and_a_table(headroom_plan):
+    payload = headroom_plan.to_dict()
+    assert payload["headroom"]["points"]  # the raw lists are there to leak
+    page = render_report(payload, scenario=headroom_plan.base)
+    assert_no_raw_values(page)
+    # The two searches' sentences, each a paragraph of its own (not run together).
+    assert "<p>You can take" in page and "<p>Service can get" in page
+    section = page[page.index("<h2>Headroom</h2>") : page.index("<h2>Sensitivity</h2>")]
+    assert "<th>arrival rate</th><th>mean service time</th>" in section
+    assert "shown to meet every SLO up to" in section and "× 1.25" in section
+
+
+def test_a_note_takes_a_row_of_its_own_across_the_table(headroom_plan):
+    page = render_report(headroom_plan.to_dict(), scenario=headroom_plan.base)
+    assert_no_raw_values(page)
+    table = page[page.index("<h2>Every configuration examined</h2>") :]
+    assert "<th>note</th>" not in table
+    unstable = [c for c in headroom_plan.examined if c.verdict == "unstable"]
+    assert unstable  # concurrency 1 and 2 cannot keep up with 2 items/s
+    columns = table[: table.index("</thead>")].count("<th>")
+    for candidate in unstable:
+        note = html.escape(candidate.note, quote=True)
+        assert f'<tr class="note"><td colspan="{columns}">{note}</td></tr>' in table
+    # Every table sits in a box that scrolls sideways, so the page itself never does.
+    assert page.count("<table>") == page.count('<div class="table"><table>') > 0

@@ -130,3 +130,46 @@ def test_a_scenario_set_report_renders_every_scenarios_figure(
     assert "one step cheaper: concurrency=10" in text
     assert seen["title"] == "Capacity plan: normal=normal.toml, peak=peak.toml"
     assert "in scenario peak (the binding one" in text
+
+
+def test_the_report_fits_1280_pixels_and_shows_no_raw_value(
+    browser,  # noqa: F811
+    tmp_path,
+    run_main,
+):
+    # Unstable configurations (a note each), two SLOs, a priced cost and the headroom:
+    # the widest candidates table and the headroom's every field.
+    status, _, err = run_main(
+        "plan",
+        "--arrivals", "poisson:rate=4", "--service", "exponential:mean=1", "--items", "2000",
+        "--seed", "1", "--drain-timeout", "none", "--processes", "1",
+        "--search", "concurrency=1..10", "--search", "maxsize=10,100",
+        "--slo", "wait_mean_s<=0.5", "--slo", "latency_p95_s<=4",
+        "--cost", "worker_hour=1.2,wait_hour=12", "--headroom", "--out", "out", cwd=tmp_path,
+    )  # fmt: skip
+    assert status == 0, err
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto((tmp_path / "out" / "report.html").resolve().as_uri(), wait_until="load")
+        scroll, client = page.evaluate(
+            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        # Each row of the candidates table, in pixels (a note squeezed into a column one
+        # word wide made rows about 170 px tall).
+        heights = page.evaluate(
+            """() => {
+                const h2 = Array.from(document.querySelectorAll('h2'))
+                    .find(h => h.textContent === 'Every configuration examined');
+                return Array.from(h2.nextElementSibling.querySelectorAll('tr'))
+                    .map(r => r.getBoundingClientRect().height);
+            }"""
+        )
+        text = page.inner_text("body")
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+    finally:
+        page.close()
+    assert scroll <= client == 1280
+    assert heights and max(heights) < 60, heights
+    assert "Headroom" in text and "shown to meet every SLO up to" in text
+    for raw in ("[[", "{'", "['", "None"):
+        assert raw not in text, raw
