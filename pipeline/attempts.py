@@ -160,18 +160,11 @@ class Attempts(PipelineFields):
             self._completed += 1
             listener = self._on_completed  # inline, not the guarded wrapper: the hot path
             if listener is not None:
-                if listener is self._ends_values:
-                    # An exporter's buffer (listeners.AttemptEnds): one C call, no Python
-                    # listener's frame (bench/RESULTS.md, issue 20).
-                    clock = self._clock  # an attribute read: LOAD_METHOD does not specialise
-                    listener += (item.admitted_s, item.started_s, clock(), item.attempts)
-                    if not self._completed & 255:  # AttemptEnds.CHECK_EVERY: a small int, no len
-                        self._flush_ends()
-                else:
-                    try:
-                        listener(_COMPLETED, self._loop.time(), item)
-                    except BaseException as error:
-                        self._listener_failed(_COMPLETED, error)
+                try:
+                    # _clock: loop.time, or time.monotonic itself (a C call) under asyncio
+                    listener(_COMPLETED, self._clock(), item)
+                except BaseException as error:
+                    self._listener_failed(_COMPLETED, error)
             if self._stream is None:
                 self._settle()
             else:

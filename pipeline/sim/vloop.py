@@ -620,10 +620,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         try:
             return super().run_until_complete(future)
         except DeadlockError:
-            self._cancel_all_tasks()
+            self.cancel_all_tasks()
             raise
 
-    def _cancel_all_tasks(self) -> None:
+    def cancel_all_tasks(self) -> None:
         """Cancel every pending task and run the loop until they have finished."""
         pending = [task for task in asyncio.all_tasks(self) if not task.done()]
         if not pending:
@@ -746,7 +746,7 @@ def _run_and_close(loop: VirtualEventLoop, main: Coroutine[Any, Any, T]) -> T:
         return loop.run_until_complete(main)
     finally:
         try:
-            loop._cancel_all_tasks()
+            loop.cancel_all_tasks()
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:

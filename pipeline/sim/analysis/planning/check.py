@@ -85,9 +85,9 @@ def verdict_of(plan: Plan) -> CheckVerdict:
         raise ValueError(
             f"a check judges one configuration; this plan searched {plan.total_candidates}"
         )
-    (candidate,) = plan._candidates
+    (candidate,) = plan.examined
     verdict = "fails" if candidate.verdict == "unstable" else candidate.verdict
-    configuration = plan._config(candidate)
+    configuration = plan.config_of(candidate)
     judgements = candidate.judgements
     if candidate.verdict == "unstable":
         judgements = unrun_judgements(candidate, plan.slos)

@@ -105,16 +105,16 @@ def frontier_figure(
         fig = axes[0].get_figure(root=True)
 
     x_field, others = plan.cost[0], plan.cost[1:]
-    ranked = plan._ranked_values(x_field)
+    ranked = plan.ranked_values(x_field)
     numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in ranked)
 
     def x_of(value: Any) -> float:
         return float(value) if numeric else float(ranked.index(value))
 
     groups: dict[tuple[Any, ...], list[Any]] = {}
-    for candidate in plan._candidates:
+    for candidate in plan.examined:
         groups.setdefault(tuple(candidate.point[f] for f in others), []).append(candidate)
-    target = plan._target if plan.status == "chosen" else None
+    target = plan.target if plan.status == "chosen" else None
     before = _chosen_candidate(previous)
 
     for index, (slo, axis) in enumerate(zip(slos, axes, strict=False)):
@@ -122,7 +122,7 @@ def frontier_figure(
         # A bound of a few skewed runs can lie orders of magnitude out: drawn whole, it would
         # set the scale (and a byte axis's ticks) and hide every mean. Bars stop at the top.
         means_here = [
-            judged(c)[index].mean for c in plan._candidates if judged(c) and index < len(judged(c))
+            judged(c)[index].mean for c in plan.examined if judged(c) and index < len(judged(c))
         ]
         finite = [abs(v) for v in (slo.limit, *means_here) if math.isfinite(v)]
         top = BOUND_SCALE * max(finite, default=1.0)
@@ -207,7 +207,7 @@ def frontier_figure(
 
 
 def _chosen_candidate(plan: Plan | None) -> Any:
-    return plan._target if plan is not None and plan.status == "chosen" else None
+    return plan.target if plan is not None and plan.status == "chosen" else None
 
 
 def _scale_y(axis: Any, metric: str, values: list[float]) -> None:

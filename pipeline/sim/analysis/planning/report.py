@@ -34,7 +34,7 @@ def _per_look(plan: Plan) -> str:
 
 
 def _outcome(plan: Plan, level: str) -> list[str]:
-    target = plan._target
+    target = plan.target
     if plan.status == "chosen":
         binding = plan.binding
         lines = [
@@ -96,7 +96,7 @@ def _outcome(plan: Plan, level: str) -> list[str]:
     lines = [
         f"plan: infeasible -- no configuration in the search meets every SLO at {level} confidence",
     ]
-    ran = [c for c in plan._candidates if c.replications]
+    ran = [c for c in plan.examined if c.replications]
     if ran:
         last = ran[-1]
         failed = ", ".join(str(j.slo) for j in last.judgements if j.verdict == "fails")
@@ -205,7 +205,7 @@ def _table(plan: Plan) -> list[str]:
     headers = [*fields, "runs", "verdict", *(str(s) for s in plan.slos)]
     headers += ["cost/hour"] if priced else []
     rows = []
-    for c in plan._candidates:
+    for c in plan.examined:
         cells = [_show(c.point[f]) for f in fields] + [str(c.replications), c.verdict]
         judgements = {j.slo: j for j in c.judgements}
         for slo in plan.slos:
@@ -215,7 +215,7 @@ def _table(plan: Plan) -> list[str]:
             else:
                 cells.append(f"{_num(j.mean)}{_spread(j)} {j.verdict}")
         if priced:
-            cells.append(_num(plan._estimate(c).total) if c.replications else "-")
+            cells.append(_num(plan.cost_estimate(c).total) if c.replications else "-")
         rows.append(cells)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     out = ["  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
@@ -264,13 +264,13 @@ def _scenario_table(plan: Plan) -> list[str]:
 def plan_report(plan: Plan) -> str:
     """Outcome, reasons, what was searched, and one line per configuration examined."""
     level = f"{100 * plan.confidence:.4g}%"
-    unstable = sum(c.verdict == "unstable" for c in plan._candidates)
+    unstable = sum(c.verdict == "unstable" for c in plan.examined)
     lines = _check_outcome(plan, level) if plan.check is not None else _outcome(plan, level)
     if plan.check is not None:
         lines.append(f"  judged in {plan.runs_total} runs")
     else:
         lines.append(
-            f"  examined {len(plan._candidates)} of {plan.total_candidates} configurations in "
+            f"  examined {len(plan.examined)} of {plan.total_candidates} configurations in "
             f"cost order ({', '.join(plan.cost)}), {unstable} rejected by queueing theory as "
             f"unstable; {plan.runs_total} runs ({plan.replications[0]} to "
             f"{plan.replications[1]} replications per configuration)"
@@ -280,7 +280,7 @@ def plan_report(plan: Plan) -> str:
     cut = plan.runs_drain_timed_out
     if cut:
         timeouts = sorted(
-            {drain_timeout_of(c.scenario) for c in plan._candidates if any(c.timed_out)}
+            {drain_timeout_of(c.scenario) for c in plan.examined if any(c.timed_out)}
         )
         judged = any(s.metric in DRAIN_CUT_METRICS for s in plan.slos)
         shown = ", ".join(setting_value("drain_timeout_s", t) for t in timeouts)
@@ -292,19 +292,19 @@ def plan_report(plan: Plan) -> str:
             + f"; {setting_value('drain_timeout_s', None)} lets every item finish"
         )
     lines += _scenario_table(plan)
-    if plan._candidates:
+    if plan.examined:
         lines.append("")
         look = f"{100 * plan.look_confidence:.4g}%"
         lines.append(f"candidates (mean ± one-sided {look} half-width per look, verdict):")
         lines += _table(plan)
-        bases = {j.basis for c in plan._candidates for j in c.judgements}
+        bases = {j.basis for c in plan.examined for j in c.judgements}
         if "binomial" in bases:
             lines.append(
                 "  (binomial): every run gave the same fraction, so no t interval; the bound is "
                 "the exact binomial one on the items pooled over the runs (about 3/N for none "
                 "in N at 95%)"
             )
-        if any(j.drain_timed_out for c in plan._candidates for j in c.judgements):
+        if any(j.drain_timed_out for c in plan.examined for j in c.judgements):
             lines.append(
                 "  (drain timed out): some run of that configuration left items unfinished, "
                 "missing from its latency and wait statistics: the SLO fails, whatever the mean"

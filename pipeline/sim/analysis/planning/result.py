@@ -91,6 +91,10 @@ class Plan:
             plan undecided.
         check: for ``plan(check=True)``, the :class:`~.check.CheckVerdict` (the
             verdict and one judgement per SLO); else None.
+        examined: every configuration examined, a :class:`~.candidate.Candidate`
+            each, in cost order (what :attr:`candidates` tabulates).
+        target: the candidate the decision rests on: the chosen one, the fallback
+            of an undecided plan, or None.
     """
 
     def __init__(
@@ -121,17 +125,17 @@ class Plan:
         self.look_confidence = look_confidence
         self.replications = replications
         self.total_candidates = total
-        self._candidates = list(candidates)
+        self.examined = list(candidates)
         self._keys = slo_keys(self.slos)
         self.budget = budget
-        target = next((c for c in self._candidates if c.verdict == "meets"), None)
-        cheaper = self._candidates[: target.rank] if target else self._candidates
+        target = next((c for c in self.examined if c.verdict == "meets"), None)
+        cheaper = self.examined[: target.rank] if target else self.examined
         open_ = [c for c in cheaper if c.verdict == "undecided"]
         self._open = open_
         # Configurations the run budget left unrun (and, with no target, the search
         # left short): not shown to fail, so nothing more expensive can be chosen.
         self.unrun = tuple(dict(c.point) for c in cheaper if c.verdict == "unexamined")
-        short = target is None and len(self._candidates) < total
+        short = target is None and len(self.examined) < total
         if open_ or self.unrun or short:
             self.status = PlanStatus.UNDECIDED
         elif target is not None:
@@ -141,15 +145,15 @@ class Plan:
         chosen = self.status is PlanStatus.CHOSEN
         if chosen and choice is not None:
             target = choice  # least total cost per hour (a wait cost is priced)
-        self._target = target
+        self.target = target
         self.prices = prices
         self.mix = mix if mix is not None else Mix.single(base)
         self._asked_headroom = headroom is not False
         self.headroom: Headroom | None = None if headroom is False else headroom
         self.cost_per_hour = self._cost_of(target) if chosen and prices is not None else None
-        self.chosen = self._config(target) if chosen else None
+        self.chosen = self.config_of(target) if chosen else None
         undecided = self.status is PlanStatus.UNDECIDED
-        self.fallback = self._config(target) if undecided and target else None
+        self.fallback = self.config_of(target) if undecided and target else None
         self.binding = self._binding(target) if chosen else None
         self.undecided = tuple(item for c in open_ for item in self._questions(c))
         self.scenario_names = tuple(scenarios)
@@ -164,9 +168,9 @@ class Plan:
         undecided; for a plan over one configuration, a check, that one whatever its
         verdict): name -> :class:`ScenarioVerdict`; None without a set or such a
         configuration (or when queueing theory rejected it without runs)."""
-        target = self._target
-        if target is None and self.total_candidates == 1 and self._candidates:
-            target = self._candidates[0]
+        target = self.target
+        if target is None and self.total_candidates == 1 and self.examined:
+            target = self.examined[0]
         if not self.scenario_names or target is None or not target.by_scenario:
             return None
         return {
@@ -182,8 +186,8 @@ class Plan:
             return ()
         steps = []
         for step in self.binding.cheaper:
-            point = {**self._target.point, **step.change}
-            neighbour = next((c for c in self._candidates if c.point == point), None)
+            point = {**self.target.point, **step.change}
+            neighbour = next((c for c in self.examined if c.point == point), None)
             found = () if neighbour is None else neighbour.by_scenario.get(name, ())
             verdict = verdict_of_judgements(found) if found else step.verdict
             steps.append(ScenarioStep(dict(step.change), verdict, found, step.note))
@@ -194,16 +198,17 @@ class Plan:
     @property
     def runs_total(self) -> int:
         """Simulation runs the plan made (a replication of a scenario set runs each scenario)."""
-        return sum(c.replications * max(1, len(c.names)) for c in self._candidates)
+        return sum(c.replications * max(1, len(c.names)) for c in self.examined)
 
     @property
     def runs_drain_timed_out(self) -> int:
         """Runs whose drain hit ``drain_timeout_s``, leaving items unfinished (see
         :data:`~pipeline.sim.analysis.planning.slo.DRAIN_CUT_METRICS`: their latency and wait
         SLOs fail)."""
-        return sum(sum(c.timed_out) for c in self._candidates)
+        return sum(sum(c.timed_out) for c in self.examined)
 
-    def _estimate(self, candidate: Candidate) -> CostEstimate:
+    def cost_estimate(self, candidate: Candidate) -> CostEstimate:
+        """``candidate``'s cost per hour at the plan's prices (a plan made with ``prices``)."""
         assert self.prices is not None
         return estimate(
             self.prices, self.mix, candidate.point, candidate.extra, self.look_confidence
@@ -212,11 +217,11 @@ class Plan:
     def _cost_of(self, target: Candidate) -> CostEstimate:
         """The chosen configuration's cost, naming any rival not told apart from it."""
         assert self.prices is not None
-        found = self._estimate(target)
+        found = self.cost_estimate(target)
         if not self.prices.wait_hour:
             return found
         rivals = []
-        for c in self._candidates:
+        for c in self.examined:
             if c is target or c.verdict != "meets":
                 continue
             lowest, _ = difference_bounds(
@@ -246,9 +251,10 @@ class Plan:
     @property
     def chosen_scenario(self) -> Scenario | None:
         """The base scenario with the chosen configuration applied (None unless chosen)."""
-        return self._target.scenario if self.status is PlanStatus.CHOSEN else None
+        return self.target.scenario if self.status is PlanStatus.CHOSEN else None
 
-    def _config(self, candidate: Candidate) -> dict[str, Any]:
+    def config_of(self, candidate: Candidate) -> dict[str, Any]:
+        """``candidate``'s searched fields plus the configuration fields, as :attr:`chosen`."""
         scenario = candidate.scenario
         out = dict(candidate.point)
         if scenario.stages is not None:
@@ -269,14 +275,14 @@ class Plan:
         closest = min(target.judgements, key=slack)
         cheaper = []
         for name in self.cost:
-            ranked = self._ranked_values(name)
+            ranked = self.ranked_values(name)
             index = ranked.index(target.point[name])
             if index == 0:
                 continue
             point = {**target.point, name: ranked[index - 1]}
             # Cheaper in cost order, so examined before the target; a scan, not a dict:
             # searched values need not hash.
-            neighbour = next((c for c in self._candidates if c.point == point), None)
+            neighbour = next((c for c in self.examined if c.point == point), None)
             if neighbour is None:
                 continue
             cheaper.append(
@@ -295,7 +301,7 @@ class Plan:
             cheaper=tuple(cheaper),
         )
 
-    def _ranked_values(self, name: str) -> list[Any]:
+    def ranked_values(self, name: str) -> list[Any]:
         """The field's values in cost order, as the search walked them."""
         return ranked_values(self.search[name])
 
@@ -320,7 +326,7 @@ class Plan:
 
     def _rows(self) -> list[dict[str, Any]]:
         rows = []
-        for c in self._candidates:
+        for c in self.examined:
             row: dict[str, Any] = dict(c.point)
             row.update(
                 rank=c.rank,
@@ -340,7 +346,7 @@ class Plan:
                 row[f"{key}_verdict"] = j.verdict if j else None
                 row[f"{key}_note"] = j.note if j else None
             if self.prices is not None:
-                cost = self._estimate(c)
+                cost = self.cost_estimate(c)
                 row.update(
                     cost_per_hour=cost.total,
                     cost_per_hour_low=cost.low,
@@ -385,7 +391,7 @@ class Plan:
 
         rows = []
         k = len(self.slos)
-        for c in self._candidates:
+        for c in self.examined:
             for r, values in enumerate(c.values):
                 if not c.names:
                     row = {**c.point, "replication": r}
@@ -444,7 +450,7 @@ class Plan:
             "replications": {"min": self.replications[0], "max": self.replications[1]},
             "search": self.search,
             "cost": self.cost,
-            "candidates_examined": len(self._candidates),
+            "candidates_examined": len(self.examined),
             "candidates_total": self.total_candidates,
             "runs": self.runs_total,
             "runs_drain_timed_out": self.runs_drain_timed_out,
@@ -495,9 +501,9 @@ class Plan:
         return frontier_figure(self, ax, previous, scenario=scenario)
 
     def __repr__(self) -> str:
-        chosen = "" if self.chosen is None else f" chosen={point_text(self._target.point)}"
+        chosen = "" if self.chosen is None else f" chosen={point_text(self.target.point)}"
         return (
-            f"<Plan status={self.status}{chosen} examined={len(self._candidates)}"
+            f"<Plan status={self.status}{chosen} examined={len(self.examined)}"
             f"/{self.total_candidates} runs={self.runs_total}>"
         )
 

@@ -249,7 +249,7 @@ def sensitivity(
         isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
     ):
         raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
-    target = plan._target
+    target = plan.target
     if plan.binding_scenario is not None:  # a scenario set: the binding scenario's inputs
         target = target.of_scenario(plan.binding_scenario)
     scenario = target.scenario
