@@ -39,6 +39,7 @@ from .intake import trace_id
 from .items import WorkItem
 from .records import AttemptError, DeadLetter, Result, describe_error
 from .retry import requested_delay
+from .state import State
 
 __all__: list[str] = []
 
@@ -46,6 +47,7 @@ __all__: list[str] = []
 # ``EventKind.STARTED`` goes through ``EnumType.__getattr__`` (about 0.1 us a time).
 _STARTED = EventKind.STARTED
 _COMPLETED = EventKind.COMPLETED
+_OPEN = State.OPEN
 _EXPIRED_WAITING = object()  # _acquire_by_deadline: the deadline came during the wait
 
 
@@ -134,7 +136,8 @@ class Attempts(PipelineFields):
             if refused is not None:
                 raise refused
             if config.attempt_timeout_s is None:
-                value = await self._call(item)
+                # _call written out for a coroutine handler: one Python call less an attempt
+                value = await (self.handler(item.payload) if self._is_async else self._call(item))
             else:
                 async with asyncio.timeout(config.attempt_timeout_s):
                     value = await self._call(item)
@@ -166,7 +169,10 @@ class Attempts(PipelineFields):
                 except BaseException as error:
                     self._listener_failed(_COMPLETED, error)
             if self._stream is None:
-                self._settle()
+                # _settle, written out (once per item)
+                self._unsettled -= 1
+                if not self._unsettled and self.state is not _OPEN:
+                    self._settled.set()
             else:
                 await self._finish(Result(item.payload, value, item.attempts))
             return

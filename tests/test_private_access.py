@@ -11,7 +11,7 @@ Two kinds of names are not private although they start with an underscore, and a
 allowed anywhere: names the standard library documents as public API
 (:data:`PUBLIC_UNDERSCORE`: a named tuple's ``_fields`` and ``_replace``, ``os._exit``)
 and IPython's display protocol (``_repr_mimebundle_`` and its kin, ``_repr_*_``).
-Two modules implement a protocol of another library that has no public spelling,
+Three modules implement a protocol of another library that has no public spelling,
 and may use exactly the names listed for them in :data:`FOREIGN_PROTOCOLS`, each
 with its reason; a name listed but no longer used fails too, so the list only shrinks.
 """
@@ -34,27 +34,37 @@ DISPLAY_PROTOCOL = re.compile(r"^_repr_[a-z_]+_$")
 """IPython's rich display protocol (``_repr_html_``, ``_repr_mimebundle_``): public by design."""
 
 
-ASYNCIO_HANDLES = frozenset(
-    {
-        # asyncio.Handle and TimerHandle's fields, which BaseEventLoop reads and writes
-        "_args", "_callback", "_cancelled", "_context", "_loop", "_repr", "_run",
-        "_scheduled", "_source_traceback", "_when",
-        # BaseEventLoop's own bookkeeping of cancelled timers, and its tuning constants
-        "_timer_cancelled_count", "_MIN_SCHEDULED_TIMER_HANDLES",
-        "_MIN_CANCELLED_TIMER_HANDLES_FRACTION",
-        # how asyncio formats a handle's callback in its repr
-        "_format_callback_source",
-        # a task the loop cancels at its close must not log "Task was destroyed"
-        "_log_destroy_pending",
-    }
+HANDLE_FIELDS = frozenset(
+    {"_args", "_callback", "_cancelled", "_context", "_loop", "_repr", "_scheduled",
+     "_source_traceback", "_when"}
 )  # fmt: skip
+"""asyncio.Handle and TimerHandle's fields, which BaseEventLoop reads and writes."""
+
+LOOP_REASON = (
+    "the virtual clock is an asyncio event loop (a BaseEventLoop whose _run_once jumps the "
+    "clock): it makes, runs and cancels asyncio's handles as BaseEventLoop does, through "
+    "the handles' fields, which asyncio spells only with an underscore"
+)
 
 FOREIGN_PROTOCOLS: dict[str, tuple[frozenset[str], str]] = {
     "pipeline/sim/vloop.py": (
-        ASYNCIO_HANDLES,
-        "the virtual clock is an asyncio event loop (a BaseEventLoop whose _run_once jumps "
-        "the clock): it makes, runs and cancels asyncio's handles as BaseEventLoop does, "
-        "through the handles' fields, which asyncio spells only with an underscore",
+        (HANDLE_FIELDS - {"_when"})  # its timers are made in wakers.py
+        | {
+            "_run",  # a handle's run, as BaseEventLoop._run_once calls it
+            # asyncio's thresholds for rebuilding a heap of cancelled timers
+            "_MIN_SCHEDULED_TIMER_HANDLES",
+            "_MIN_CANCELLED_TIMER_HANDLES_FRACTION",
+            "_log_destroy_pending",  # a task cancelled at the close must not log its loss
+        },
+        LOOP_REASON,
+    ),
+    "pipeline/sim/wakers.py": (
+        HANDLE_FIELDS
+        | {
+            "_timer_cancelled_count",  # a cancelled timer counts in its loop, as asyncio's
+            "_format_callback_source",  # a failing callback reported in asyncio's words
+        },
+        LOOP_REASON,
     ),
     "pipeline/viz/figures/textcache.py": (
         frozenset({"_find_fonts_by_props", "_layout", "_render_glyph", "_set_transform"}),
