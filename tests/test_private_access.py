@@ -48,7 +48,7 @@ LOOP_REASON = (
 
 FOREIGN_PROTOCOLS: dict[str, tuple[frozenset[str], str]] = {
     "pipeline/sim/vloop.py": (
-        (HANDLE_FIELDS - {"_when"})  # its timers are made in wakers.py
+        HANDLE_FIELDS
         | {
             "_run",  # a handle's run, as BaseEventLoop._run_once calls it
             # asyncio's thresholds for rebuilding a heap of cancelled timers
