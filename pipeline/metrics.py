@@ -115,6 +115,7 @@ class AttemptEnds:
 
     def listener(self) -> Listener:
         """The ``COMPLETED`` listener that adds the rows (a failing ``full`` is its failure)."""
+
         def completed(
             kind: EventKind,
             now_s: float,

@@ -279,9 +279,7 @@ def plan_report(plan: Plan) -> str:
         lines.append(f"  {plan.budget.text()}")
     cut = plan.runs_drain_timed_out
     if cut:
-        timeouts = sorted(
-            {drain_timeout_of(c.scenario) for c in plan.examined if any(c.timed_out)}
-        )
+        timeouts = sorted({drain_timeout_of(c.scenario) for c in plan.examined if any(c.timed_out)})
         judged = any(s.metric in DRAIN_CUT_METRICS for s in plan.slos)
         shown = ", ".join(setting_value("drain_timeout_s", t) for t in timeouts)
         lines.append(
