@@ -10,11 +10,11 @@ each on a fresh loop after one warm-up of each:
 - **scraped**: served and scraped over HTTP on 127.0.0.1 every 100 ms by a
   thread of this process, as Prometheus would (the scrape's CPU counts too);
 - **listener**, **buffer**, **recorder** (not run unless named in ``--variants``): the
-  served cost cut at its causes, through the engine's internal hook for exporters
-  (``Pipeline._attach``): a listener for a kind that never happens (what attaching
-  anything costs), the engine's buffer of completed attempts alone with a fold that only
-  empties it (``listeners.AttemptEnds``: the engine's branch), and the exporter's recorder
-  with its numpy fold but no HTTP server;
+  served cost cut at its causes, through the engine's public hook
+  (``Pipeline.add_listener``): a listener for a kind that never happens (what adding
+  anything costs), the exporter's buffer of completed attempts alone with a fold that
+  only empties it (``metrics.AttemptEnds``: one listener call an attempt), and the
+  exporter's recorder with its numpy fold but no HTTP server;
 - **traced**: instrumented by ``pipeline.tracing.instrument`` with the real
   OpenTelemetry SDK (a ``TracerProvider`` with no span processor, so spans are
   made and ended but sent nowhere, and a ``MeterProvider`` whose reader is
@@ -54,7 +54,7 @@ import pipeline.metrics
 import pipeline.tracing
 from pipeline import Pipeline, PipelineConfig
 from pipeline.events import EventKind
-from pipeline.listeners import AttemptEnds
+from pipeline.metrics import AttemptEnds
 
 CONFIG = PipelineConfig(concurrency=4, queue_maxsize=100)
 RECORD = {f"field_{i}": i * 1.5 for i in range(20)}
@@ -104,12 +104,13 @@ def one(variant: str, items: int, handler: str = "noop") -> float:
     pipe = Pipeline(HANDLERS[handler], CONFIG, name="bench")
     server = pipeline.metrics.serve(pipe) if variant in ("served", "scraped") else None
     if variant == "listener":
-        pipe._attach({EventKind.DRAIN_TIMEOUT: lambda kind, now_s, item: None})
+        pipe.add_listener({EventKind.DRAIN_TIMEOUT: lambda kind, now_s, item: None})
     elif variant == "buffer":
         rows: list = []
-        pipe._attach({EventKind.COMPLETED: AttemptEnds(rows, pipeline.metrics.FOLD_AT, rows.clear)})
+        ends = AttemptEnds(rows, pipeline.metrics.FOLD_AT, rows.clear)
+        pipe.add_listener({EventKind.COMPLETED: ends.listener()})
     elif variant == "recorder":
-        pipe._attach(pipeline.metrics._Recorder().listener())
+        pipe.add_listener(pipeline.metrics._Recorder().listener())
     providers = otel_providers() if variant == "traced" else None
     handle = pipeline.tracing.instrument(pipe, **providers) if providers else None
     stop = threading.Event()

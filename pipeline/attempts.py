@@ -39,6 +39,7 @@ from .intake import trace_id
 from .items import WorkItem
 from .records import AttemptError, DeadLetter, Result, describe_error
 from .retry import requested_delay
+from .state import State
 
 __all__: list[str] = []
 
@@ -46,6 +47,7 @@ __all__: list[str] = []
 # ``EventKind.STARTED`` goes through ``EnumType.__getattr__`` (about 0.1 us a time).
 _STARTED = EventKind.STARTED
 _COMPLETED = EventKind.COMPLETED
+_OPEN = State.OPEN
 _EXPIRED_WAITING = object()  # _acquire_by_deadline: the deadline came during the wait
 
 
@@ -134,7 +136,8 @@ class Attempts(PipelineFields):
             if refused is not None:
                 raise refused
             if config.attempt_timeout_s is None:
-                value = await self._call(item)
+                # _call written out for a coroutine handler: one Python call less an attempt
+                value = await (self.handler(item.payload) if self._is_async else self._call(item))
             else:
                 async with asyncio.timeout(config.attempt_timeout_s):
                     value = await self._call(item)
@@ -160,20 +163,16 @@ class Attempts(PipelineFields):
             self._completed += 1
             listener = self._on_completed  # inline, not the guarded wrapper: the hot path
             if listener is not None:
-                if listener is self._ends_values:
-                    # An exporter's buffer (listeners.AttemptEnds): one C call, no Python
-                    # listener's frame (bench/RESULTS.md, issue 20).
-                    clock = self._clock  # an attribute read: LOAD_METHOD does not specialise
-                    listener += (item.admitted_s, item.started_s, clock(), item.attempts)
-                    if not self._completed & 255:  # AttemptEnds.CHECK_EVERY: a small int, no len
-                        self._flush_ends()
-                else:
-                    try:
-                        listener(_COMPLETED, self._loop.time(), item)
-                    except BaseException as error:
-                        self._listener_failed(_COMPLETED, error)
+                try:
+                    # _clock: loop.time, or time.monotonic itself (a C call) under asyncio
+                    listener(_COMPLETED, self._clock(), item)
+                except BaseException as error:
+                    self._listener_failed(_COMPLETED, error)
             if self._stream is None:
-                self._settle()
+                # _settle, written out (once per item)
+                self._unsettled -= 1
+                if not self._unsettled and self.state is not _OPEN:
+                    self._settled.set()
             else:
                 await self._finish(Result(item.payload, value, item.attempts))
             return

@@ -141,8 +141,8 @@ class RateLimit:
                 "seconds of allowance a token bucket holds, or None for a sliding window",
                 above=0,
             )
-        requests = self._capacity(self.requests_per_minute)
-        tokens_held = self._capacity(self.tokens_per_minute)
+        requests = self.requests_held
+        tokens_held = self.tokens_held
         for name, held in (("requests", requests), ("tokens", tokens_held)):
             if held is not None and not held <= FLOAT_MAX:
                 raise ValueError(
@@ -182,6 +182,16 @@ class RateLimit:
                     f"tokens_per_item ({show(estimate)}) must not exceed {held_by}: such an "
                     "item could never be sent"
                 )
+
+    @property
+    def requests_held(self) -> float | None:
+        """The most requests one window (or bucket) holds; None: no request limit."""
+        return self._capacity(self.requests_per_minute)
+
+    @property
+    def tokens_held(self) -> float | None:
+        """The most tokens one window (or bucket) holds; None: no token limit."""
+        return self._capacity(self.tokens_per_minute)
 
     def _capacity(self, per_minute: float | None) -> float | None:
         """The most one window (or bucket) holds at a rate of ``per_minute``; None: no limit."""

@@ -53,7 +53,6 @@ from .errors import PipelineClosed, SourceError
 from .events import EventKind, Listener
 from .expiry import Expiry
 from .intake import Intake
-from .items import WorkItem
 from .listeners import Listeners
 from .priority import PriorityKeys
 from .queue import PriorityWorkQueue, WorkQueue
@@ -370,7 +369,9 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
 
     async def _shutdown(self) -> RunReport:
         """Close once, however many callers ask (a drain, a cancelled run, ``async with``)."""
-        return await close_once(self, self._close)
+        if self._closing is None:
+            self._closing = self._loop.create_task(self._close(), name=f"{self.name}-close")
+        return await close_once(self._closing)
 
     async def _close(self) -> RunReport:
         """Cancel workers and retry timers; whatever is still inside is unfinished."""
@@ -551,28 +552,30 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
             unfinished=self._unfinished,
             attempts_failed=self._attempts_failed,
             attempts_timed_out=self._attempts_timed_out,
+            oldest_age_s=self._oldest_age_s(now),
+            first_attempt_waits_s=self._first_attempt_waits_s(),
         )
 
-    def _first_attempts_running(self) -> list[WorkItem]:
-        """The items whose first attempt is running now (waited, not yet ended), copied.
+    def _first_attempt_waits_s(self) -> tuple[float, ...]:
+        """The waits of the items whose first attempt is running now (waited, not yet ended).
 
-        For exporters, which call it from their own thread: an item's wait is known from its
-        first start, but the exporter observes it when that attempt ends, so a scrape counts
-        these as well. Costs O(running); a read that races a change is simply retried.
+        ``statistics()`` may be read from another thread (an exporter's): a read that races
+        a change is simply retried. Costs O(running).
         """
         for _ in range(8):
             try:
                 running = list(self._running)
             except RuntimeError:  # changed size while read; read again
                 continue
-            return [item for item in running if item.in_first_attempt]
-        return []
+            return tuple(
+                item.first_start_s - item.admitted_s for item in running if item.in_first_attempt
+            )
+        return ()
 
-    def _oldest_admitted_s(self) -> float | None:
-        """Loop time the oldest item inside (queued, running, waiting to retry) was admitted.
+    def _oldest_age_s(self, now_s: float) -> float:
+        """Seconds since the oldest item inside (queued, running, waiting to retry) was admitted.
 
-        None when nothing is inside. For exporters, which call it from their own thread while
-        the loop changes these collections: a read that races a change is simply retried.
+        0.0 when nothing is inside. Read from any thread, as :meth:`_first_attempt_waits_s`.
         Costs O(running + retries): the main FIFO is in admission order, only its head counts
         (a priority queue is read whole).
         """
@@ -580,10 +583,11 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
         for _ in range(8):
             try:
                 inside = [*queue.heads(), *self._running, *self._retry_timers]
-                return min((item.admitted_s for item in inside), default=None)
+                oldest = min((item.admitted_s for item in inside), default=None)
             except (RuntimeError, IndexError):  # changed size while read; read again
                 continue
-        return None
+            return 0.0 if oldest is None else max(0.0, now_s - oldest)
+        return 0.0
 
     def _now(self) -> float:
         return self._loop.time() if self._loop is not None else 0.0

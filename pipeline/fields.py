@@ -58,20 +58,14 @@ class PipelineFields:
     ``_on_started``, ``_on_completed``): ``on_event`` as given, or, with listeners
     attached (an exporter), one that calls each that wants the kind, in isolation."""
     _on_started: Listener | None
-    _on_completed: Any
-    """A listener, None, or (an exporter's :class:`~pipeline.listeners.AttemptEnds` alone
-    hearing COMPLETED) its ``values`` list, the same object as ``_ends_values``."""
-    _ends: Any
-    """That :class:`~pipeline.listeners.AttemptEnds`, or None."""
-    _ends_values: list[Any] | None
-    """Its ``values``, the list the engine adds a completed attempt's row to, or None."""
+    _on_completed: Listener | None
     _clock: Callable[[], float]
     """The running loop's clock, ``loop.time`` or, where that is asyncio's own
     ``time.monotonic()``, ``time.monotonic`` itself (a C call, no Python frame)."""
     _user_listener: Listener | None
     """The ``on_event`` listener as given."""
     _attached: tuple[Any, ...]
-    """Listeners attached after construction (:meth:`Pipeline._attach`), in order: each a
+    """Listeners attached after construction (:meth:`Pipeline.add_listener`), in order: each a
     listener or a mapping from the event kinds it wants to a listener."""
     _on_kind: tuple[Listener | None, ...]
     """For each event kind (by value), its listener wrapped so that a failure is logged and
@@ -206,8 +200,6 @@ class PipelineFields:
         def _emit(self, kind: EventKind, item: Any) -> None: ...
         def _emit_at(self, kind: EventKind, now_s: float, item: Any) -> None: ...
         def _listener_failed(self, kind: EventKind, error: BaseException) -> None: ...
-
-        def _flush_ends(self) -> None: ...
 
         # Defined by Attempts (attempts.py) and Expiry (expiry.py); called across them.
 

@@ -22,11 +22,11 @@ Where the numbers come from, and what they cost:
   oldest item's admission time) when Prometheus scrapes, so they are the
   engine's own counts: they equal the run report whenever the server was
   attached, before, during or after the run, and cost nothing between scrapes;
-- the histograms come from what is attached beside ``on_event``: for a
-  completed attempt, four values the engine appends to a bounded buffer
-  without calling any Python function, bucketed in numpy at a scrape or every
-  ``FOLD_AT`` attempts; for a failed one, a plain listener (the figures are in
-  ``bench/RESULTS.md``). A pipeline never
+- the histograms come from listeners added beside ``on_event``
+  (:meth:`Pipeline.add_listener <pipeline.listeners.Listeners.add_listener>`):
+  a completed attempt's listener adds four values to a bounded buffer,
+  bucketed in numpy at a scrape or every ``FOLD_AT`` attempts; a failed one's
+  appends to the histograms (the figures are in ``bench/RESULTS.md``). A pipeline never
   served runs exactly as before (``bench/bench_metrics.py`` measures both).
   Serve before the run starts: events before ``serve`` are not in the
   histograms.
@@ -48,6 +48,7 @@ import math  # noqa: E402
 import struct  # noqa: E402
 import threading  # noqa: E402
 from collections.abc import Callable, Iterable, Iterator  # noqa: E402
+from functools import partial  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -58,8 +59,9 @@ from prometheus_client.metrics_core import Metric  # noqa: E402
 from ._metric_names import BUCKETS_S, METRICS, OUTCOMES, target_labels  # noqa: E402
 from .chain.chain import Chain  # noqa: E402
 from .engine import Pipeline  # noqa: E402
-from .events import EventKind  # noqa: E402
-from .listeners import AttemptEnds  # noqa: E402
+from .errors import PipelineClosed  # noqa: E402
+from .events import EventKind, Listener  # noqa: E402
+from .statistics import Statistics  # noqa: E402
 
 __all__ = ["MetricsServer", "serve"]
 
@@ -73,8 +75,63 @@ _BOUNDS = np.array(BUCKETS_S, dtype=np.float64)
 
 FOLD_AT = 1024
 """Observations a histogram holds unbucketed, at most (plus the items in flight); likewise
-completed attempts in the engine's buffer (``AttemptEnds``: ``FOLD_AT`` rows, plus at most
-``AttemptEnds.CHECK_EVERY`` before the engine looks)."""
+completed attempts in an :class:`AttemptEnds` buffer (rows)."""
+
+
+class AttemptEnds:
+    """A bounded buffer of completed attempts, filled by a listener of ``COMPLETED``.
+
+    :meth:`listener` extends the list ``values`` by one row of :attr:`WIDTH` values at the
+    end of every completed attempt: the item's admission time, the attempt's start and its
+    end (loop seconds) and the item's attempts so far (1 for a first attempt). A row is
+    added whole (one C call under the GIL), so another thread may take whole rows out at
+    any time. Once ``values`` holds ``limit`` rows, the listener calls :meth:`flush`, which
+    calls ``full()`` (it must take the rows out, on the event loop's thread) and empties
+    what ``full()`` left should it fail: the buffer holds at most ``limit`` rows whatever
+    the exporter does.
+    """
+
+    WIDTH = 4
+    """Values per completed attempt: admitted_s, started_s, ended_s, attempts."""
+
+    __slots__ = ("full", "limit", "values")
+
+    def __init__(self, values: list[Any], limit: int, full: Callable[[], None]) -> None:
+        if not isinstance(values, list):
+            raise TypeError(f"values must be a list, got {type(values).__name__}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an integer >= 1 (rows), got {limit!r}")
+        self.values = values
+        self.limit = limit
+        self.full = full
+
+    def flush(self) -> None:
+        """Call ``full()``; whatever it leaves at or above ``limit`` is dropped (bounded memory)."""
+        try:
+            self.full()
+        finally:
+            if len(self.values) >= self.limit * self.WIDTH:
+                del self.values[:]
+
+    def listener(self) -> Listener:
+        """The ``COMPLETED`` listener that adds the rows (a failing ``full`` is its failure)."""
+
+        def completed(
+            kind: EventKind,
+            now_s: float,
+            item: Any,
+            # Bound once, read as locals: this runs once per completed attempt.
+            extend: Callable[[tuple], None] = self.values.extend,
+            size: Callable[[], int] = self.values.__len__,
+            at: int = self.limit * self.WIDTH,
+            flush: Callable[[], None] = self.flush,
+        ) -> None:
+            extend((item.admitted_s, item.started_s, now_s, item.attempts))
+            if size() >= at:
+                flush()
+
+        return completed
+
 
 _WIDTH = AttemptEnds.WIDTH
 
@@ -184,9 +241,9 @@ def _rows(values: list[Any]) -> np.ndarray:
 class _Recorder:
     """What ``statistics()`` does not hold, for one pipeline (or stage), and its listeners.
 
-    A completed attempt costs no Python call at all: the engine adds its admission,
-    start and end times and the item's attempt count to ``ends`` (the list of an
-    :class:`~pipeline.listeners.AttemptEnds` buffer) and :meth:`fold` turns the rows into
+    A completed attempt's listener adds its admission, start and end times and the
+    item's attempt count to ``ends`` (the list of an :class:`AttemptEnds` buffer) and
+    :meth:`fold` turns the rows into
     the three histograms in numpy, at a scrape or when ``FOLD_AT`` rows wait: an
     attempt's duration runs from its start, the latency from the admission, and an
     item's wait, from its admission to its first start, is observed when its first
@@ -230,7 +287,7 @@ class _Recorder:
             self.latency.fold()
 
     def listener(self) -> dict[EventKind, Any]:
-        """What to attach: the buffer for completed attempts, a plain function for the rest.
+        """What to add: the buffer's listener for completed attempts, plain functions for the rest.
 
         The engine calls none of them for the other kinds (admissions, starts, producer
         waits, re-admissions), and none tests the kind it is called for. What a start
@@ -254,7 +311,7 @@ class _Recorder:
                 wait(item.first_start_s - item.admitted_s)  # its first attempt was cut
 
         return {
-            _COMPLETED: AttemptEnds(self.ends, FOLD_AT, fold),
+            _COMPLETED: AttemptEnds(self.ends, FOLD_AT, fold).listener(),
             _RETRY: failed,
             _DEAD: failed,
             _UNFINISHED: unfinished,
@@ -264,32 +321,32 @@ class _Recorder:
 class _Source:
     """One labelled pipeline: a Pipeline, or one stage of a Chain (built when it runs)."""
 
-    def __init__(self, labels: dict[str, str], recorder: _Recorder, get: Any, config: Any):
+    def __init__(
+        self,
+        labels: dict[str, str],
+        recorder: _Recorder,
+        statistics: Callable[[], Statistics | None],
+        config: Any,
+    ):
         self.labels = labels
         self.recorder = recorder
-        self._get = get  # () -> the Pipeline, or None while a chain has not built it
+        self._statistics = statistics  # None while a chain has not built its stages
         self._config = config
 
-    def running_waits(self) -> list[float]:
+    def running_waits(self) -> tuple[float, ...]:
         """The waits of first attempts running now: due in the wait histogram, not yet in it."""
-        pipe = self._get()
-        if pipe is None:
-            return []
-        return [item.first_start_s - item.admitted_s for item in pipe._first_attempts_running()]
+        stats = self._statistics()
+        return () if stats is None else stats.first_attempt_waits_s
 
     def samples(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         """Every family's samples for this source, by family name (counters with _total)."""
-        pipe = self._get()
+        stats = self._statistics()
         labels = self.labels
         out: dict[str, list[tuple[dict[str, str], float]]] = {}
-        if pipe is None:
-            stats = None
-            now_s = 0.0
+        if stats is None:
             capacity = self._config.queue_maxsize
             workers = self._config.concurrency
         else:
-            stats = pipe.statistics()
-            now_s = pipe._now()
             capacity = stats.queue_maxsize
             workers = stats.workers
 
@@ -308,7 +365,6 @@ class _Source:
             "failed": get("attempts_failed"),
             "timeout": get("attempts_timed_out"),
         }
-        oldest = None if pipe is None else pipe._oldest_admitted_s()
         out["pipeline_items_offered_total"] = [(labels, get("offered"))]
         out["pipeline_items_total"] = [({**labels, "outcome": k}, outcome[k]) for k in OUTCOMES]
         out["pipeline_attempts_total"] = [({**labels, "result": k}, v) for k, v in result.items()]
@@ -318,8 +374,7 @@ class _Source:
         out["pipeline_queue_capacity"] = [(labels, math.inf if capacity is None else capacity)]
         out["pipeline_workers"] = [(labels, workers)]
         out["pipeline_workers_busy"] = [(labels, get("workers_busy"))]
-        age = 0.0 if oldest is None or pipe is None else max(0.0, now_s - oldest)
-        out["pipeline_oldest_item_age_seconds"] = [(labels, age)]
+        out["pipeline_oldest_item_age_seconds"] = [(labels, get("oldest_age_s"))]
         return out
 
 
@@ -450,24 +505,32 @@ def serve(
         if isinstance(each, Pipeline):
             recorder = _Recorder()
             sources.append(
-                _Source(target_labels(each.name), recorder, lambda p=each: p, each.config)
+                _Source(target_labels(each.name), recorder, each.statistics, each.config)
             )
-            detach.append(each._attach(recorder.listener()))
+            detach.append(each.add_listener(recorder.listener()))
         else:
             recorders = {stage.name: _Recorder() for stage in each.stages}
-            for index, stage in enumerate(each.stages):
+            for stage in each.stages:
                 sources.append(
                     _Source(
                         target_labels(each.name, stage.name),
                         recorders[stage.name],
-                        lambda c=each, i=index: c._pipes[i] if len(c._pipes) > i else None,
+                        partial(_stage_statistics, each, stage.name),
                         stage.config,
                     )
                 )
-            detach.append(each._attach(lambda name, own=recorders: own[name].listener()))
+            detach.append(each.add_listener(lambda name, own=recorders: own[name].listener()))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(sources))
     return MetricsServer(registry, host, port, detach)
+
+
+def _stage_statistics(chain: Chain, name: str) -> Statistics | None:
+    """The statistics of ``chain``'s stage ``name``, or None before the chain built it."""
+    try:
+        return chain.statistics().stages[name].pipeline
+    except (PipelineClosed, ValueError):  # not started, or read while it builds the stages
+        return None
 
 
 def _targets(target: Any) -> list[Pipeline | Chain]:

@@ -182,14 +182,15 @@ class RateLimiter:
 
     def __init__(self, limit: RateLimit, now_s: float) -> None:
         self.limit = limit
-        self._requests = self._gate(limit.requests_per_minute, now_s)
-        self._tokens = self._gate(limit.tokens_per_minute, now_s)
-        self._most_tokens = limit._capacity(limit.tokens_per_minute)
+        self._requests = self._gate(limit.requests_per_minute, limit.requests_held, now_s)
+        self._tokens = self._gate(limit.tokens_per_minute, limit.tokens_held, now_s)
+        self._most_tokens = limit.tokens_held
         self._lock = asyncio.Lock()
         self._last_start_s = -math.inf  # start times never go backwards, whatever the clock
 
-    def _gate(self, per_minute: float | None, now_s: float) -> SlidingWindow | TokenBucket | None:
-        held = self.limit._capacity(per_minute)
+    def _gate(
+        self, per_minute: float | None, held: float | None, now_s: float
+    ) -> SlidingWindow | TokenBucket | None:
         if per_minute is None or held is None:
             return None
         if self.limit.burst_s is None:

@@ -95,16 +95,19 @@ class ResultStream:
         """A new async iterator over the results (see :class:`ResultReader`)."""
         return ResultReader(self)
 
-    def _attach(self) -> None:
+    def join(self) -> None:
+        """A consumer (a :class:`ResultReader`) starts reading."""
         self._consumers += 1
         self._detached = False
 
-    def _leave(self) -> None:
+    def leave(self) -> None:
+        """A consumer stopped reading; when the last one leaves, results are dropped."""
         self._consumers -= 1
         if self._consumers == 0 and not self._closed:
             self._detach()
 
-    async def _receive(self) -> Result:
+    async def receive(self) -> Result:
+        """The next result, waiting for one; StopAsyncIteration once closed and empty."""
         while not self._results:
             if self._closed:
                 raise StopAsyncIteration
@@ -142,7 +145,7 @@ class ResultReader:
     def __init__(self, stream: ResultStream) -> None:
         self._stream = stream
         self._state = "new"  # -> "reading" -> "closed"
-        stream._attach()
+        stream.join()
 
     def __repr__(self) -> str:
         return f"<ResultReader {self._state} of {self._stream!r}>"
@@ -159,7 +162,7 @@ class ResultReader:
             if task is not None:
                 task.add_done_callback(self._reader_task_done)
         try:
-            return await self._stream._receive()
+            return await self._stream.receive()
         except StopAsyncIteration:
             self._close()
             raise
@@ -173,5 +176,5 @@ class ResultReader:
 
     def _close(self) -> None:
         if self._state != "closed":
-            self._stream._leave()
+            self._stream.leave()
         self._state = "closed"

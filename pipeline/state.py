@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 __all__ = ["State", "close_once"]
 
@@ -25,19 +24,14 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
-async def close_once(owner: Any, close: Callable[[], Awaitable[_Report]]) -> _Report:
-    """Run ``close()`` once for ``owner``, however many callers ask or are cancelled.
+async def close_once(closing: asyncio.Task[_Report]) -> _Report:
+    """Wait for ``closing``, the one task that closes a pipeline (or chain), however cancelled.
 
-    ``owner`` (a Pipeline or a Chain) has ``name``, ``_loop`` and a
-    ``_closing`` slot, None until the close starts; the close runs in its own
-    task, kept there. A caller
-    cancelled meanwhile keeps waiting until the close is done, then raises
-    CancelledError, as a TaskGroup does: nobody sees a half-closed pipeline
-    (or chain), and every caller gets the same report.
+    The owner starts the task the first time anyone asks it to close and keeps it, so
+    every later caller waits for the same close. A caller cancelled meanwhile keeps
+    waiting until the close is done, then raises CancelledError, as a TaskGroup does:
+    nobody sees a half-closed pipeline (or chain), and every caller gets the same report.
     """
-    if owner._closing is None:
-        owner._closing = owner._loop.create_task(close(), name=f"{owner.name}-close")
-    closing = owner._closing
     cancelled = False
     while not closing.done():
         try:

@@ -41,6 +41,12 @@ class Statistics:
             cancelled ends in neither: ``attempts`` = ``completed`` +
             ``attempts_failed`` + ``attempts_timed_out`` + the attempts running
             when it closed.
+        oldest_age_s: seconds of loop time since the oldest item inside (queued,
+            running or waiting to retry) was admitted; 0.0 when nothing is inside.
+        first_attempt_waits_s: the waits (admission to first start, seconds) of the
+            items whose first attempt is running now, in no particular order: an
+            exporter that observes a wait when its first attempt ends adds these to
+            show the waits of items still running.
     """
 
     state: str
@@ -64,3 +70,5 @@ class Statistics:
     unfinished: int = 0
     attempts_failed: int = 0
     attempts_timed_out: int = 0
+    oldest_age_s: float = 0.0
+    first_attempt_waits_s: tuple[float, ...] = ()

@@ -41,7 +41,7 @@ names, with attributes ``pipeline`` and ``stage``.
 
 Span times are wall-clock nanoseconds: the loop's times, shifted by the
 difference between the wall clock and the loop's clock at the first event.
-The listener is attached beside ``on_event`` and isolated like it.
+The listeners are added beside ``on_event`` (``add_listener``) and isolated like it.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def instrument(
         listener = _Tracer(
             tracer, histograms, target.name, target_labels(target.name), max_links=max_links
         )
-        return Instrumentation([target._attach(listener.listeners())])
+        return Instrumentation([target.add_listener(listener.listeners())])
     # A stage's finished item marks its span as the creation context of its outputs, in the
     # worker's own context; a batching stage's former reads it as each payload arrives.
     creation: ContextVar[Any] = ContextVar(f"pipeline.tracing.creation.{target.name}")
@@ -163,9 +163,9 @@ def instrument(
             lineage=creation if stage in batching else None,
         ).listeners()
 
-    detach = [target._attach(make)]
+    detach = [target.add_listener(make)]
     if batching:
-        detach.append(target._attach_lineage(creation, partial(creation.get, None)))
+        detach.append(target.add_lineage(creation, partial(creation.get, None)))
     return Instrumentation(detach)
 
 

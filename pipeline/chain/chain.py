@@ -37,7 +37,7 @@ from typing import Any
 from .._validate import real, show
 from ..engine import Pipeline
 from ..errors import PipelineClosed, SourceError
-from ..events import Listener
+from ..events import EventKind, Listener
 from ..records import DeadLetter, RunReport, ShedLog, describe_error
 from ..state import State, close_once
 from .handoff import BatchFormer, HandOff
@@ -72,6 +72,14 @@ class _StagePipeline(Pipeline):
         self.intake_closed_s: float | None = None
         self.stop_expected = on_own_stop is None
         self._on_own_stop = on_own_stop
+
+    def start(self) -> None:
+        """Start the workers with no source of its own: the stage before puts into it."""
+        self._start()
+
+    async def close(self) -> RunReport:
+        """Close the stage's pipeline once (however many callers ask); returns its report."""
+        return await self._shutdown()
 
     def hand_off_to(self, sink: HandOff) -> None:
         """Send every finished item to ``sink`` (before the run starts)."""
@@ -251,7 +259,7 @@ class Chain:
             on_own_stop = None if index == 0 else self._stage_stopped
             self._pipes.append(_StagePipeline(stage, config, on_own_stop))
             for make, detaches in self._observers:
-                detaches.append(self._pipes[index]._attach(make(stage.name)))
+                detaches.append(self._pipes[index].add_listener(make(stage.name)))
             former = None
             if stage.batching:
                 former = BatchFormer(
@@ -283,7 +291,7 @@ class Chain:
                 pipe.hand_off_to(sink)
             self._sinks.append(sink)
         for pipe, former in zip(self._pipes[1:], self._formers[1:], strict=True):
-            pipe._start()
+            pipe.start()
             if former is not None:
                 former.start(pipe.name)
         if self._stop_requested:
@@ -324,7 +332,9 @@ class Chain:
 
     async def _shutdown(self) -> ChainReport:
         """Close every stage once, however many callers ask or cancel (as Pipeline does)."""
-        return await close_once(self, self._close)
+        if self._closing is None:
+            self._closing = self._loop.create_task(self._close(), name=f"{self.name}-close")
+        return await close_once(self._closing)
 
     async def _close(self) -> ChainReport:
         """Close the stages head first; what is still inside is unfinished or stranded."""
@@ -333,7 +343,7 @@ class Chain:
             pipe.stop_expected = True
             if former is not None:
                 await former.abort()
-            await pipe._shutdown()
+            await pipe.close()
         self.state = State.CLOSED
         stages = {stage.name: self._stage_report(index) for index, stage in enumerate(self.stages)}
         head, tail = self._pipes[0].report, stages[self.stages[-1].name]
@@ -368,17 +378,25 @@ class Chain:
 
     # -- observation ---------------------------------------------------------------
 
-    def _attach(self, make: Callable[[str], Listener]) -> Callable[[], None]:
-        """Attach ``make(stage_name)`` to each stage's pipeline, now or when the run builds them.
+    def add_listener(
+        self, make: Callable[[str], Listener | Mapping[EventKind, Listener]]
+    ) -> Callable[[], None]:
+        """Add ``make(stage_name)`` as a listener of each stage's pipeline, now or when built.
 
-        For exporters (:mod:`pipeline.metrics`); see :meth:`Pipeline._attach`. Returns the
-        detach (harmless twice).
+        A stage's pipeline is made when the run starts, so ``make`` is called then, once
+        per stage, and its answer is added with :meth:`Pipeline.add_listener
+        <pipeline.listeners.Listeners.add_listener>` (same semantics: beside each stage's
+        ``on_event``, isolated). For exporters (:mod:`pipeline.metrics`,
+        :mod:`pipeline.tracing`).
+
+        Returns:
+            The detach: removes the listeners from every stage (harmless twice).
         """
         detaches: list[Callable[[], None]] = []
         observer = (make, detaches)
         self._observers.append(observer)
         for stage, pipe in zip(self.stages, self._pipes, strict=False):
-            detaches.append(pipe._attach(make(stage.name)))
+            detaches.append(pipe.add_listener(make(stage.name)))
 
         def detach() -> None:
             if observer in self._observers:
@@ -388,7 +406,7 @@ class Chain:
 
         return detach
 
-    def _attach_lineage(self, key: Any, hook: Callable[[], Any]) -> Callable[[], None]:
+    def add_lineage(self, key: Any, hook: Callable[[], Any]) -> Callable[[], None]:
         """Ask ``hook`` for the origin of every payload a batching stage takes, now or when built.
 
         For :mod:`pipeline.tracing` (see :class:`~pipeline.chain.handoff.BatchFormer`'s

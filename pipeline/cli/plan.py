@@ -131,21 +131,22 @@ def add_command(subparsers: Any) -> None:
             "Flags override the scenario file."
         ),
     )
-    add_scenario_flags(parser)
     # Two scenario flags mean something else here: say so in --help.
-    _reword(
+    add_scenario_flags(
         parser,
-        "replications",
-        "MIN..MAX|N",
-        f"replications per configuration, added only where a verdict is open "
-        f"(default {DEFAULT_MIN_REPLICATIONS}..{DEFAULT_MAX_REPLICATIONS}; N: exactly N)",
-    )
-    _reword(
-        parser,
-        "out",
-        "DIR",
-        "write plan.json, candidates.csv, runs.csv, frontier.png, report.html "
-        "(and sensitivity.png)",
+        {
+            "replications": (
+                "MIN..MAX|N",
+                f"replications per configuration, added only where a verdict is open "
+                f"(default {DEFAULT_MIN_REPLICATIONS}..{DEFAULT_MAX_REPLICATIONS}; "
+                "N: exactly N)",
+            ),
+            "out": (
+                "DIR",
+                "write plan.json, candidates.csv, runs.csv, frontier.png, report.html "
+                "(and sensitivity.png)",
+            ),
+        },
     )
     parser.add_argument(
         "--search",
@@ -230,12 +231,6 @@ def add_command(subparsers: Any) -> None:
     )
     # --replications is a scenario flag (an integer for simulate); plan reads it itself.
     parser.set_defaults(run=_plan)
-
-
-def _reword(parser: argparse.ArgumentParser, dest: str, metavar: str, text: str) -> None:
-    for action in parser._actions:  # argparse has no public way to edit an added flag
-        if action.dest == dest:
-            action.metavar, action.help = metavar, text
 
 
 # -- running ------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..config import PipelineConfig
@@ -56,13 +56,20 @@ __all__ = [
 ]
 
 
-def add_scenario_flags(parser: argparse.ArgumentParser) -> None:
+def add_scenario_flags(
+    parser: argparse.ArgumentParser, reworded: Mapping[str, tuple[str | None, str]] | None = None
+) -> None:
     """The scenario file argument and one flag per :data:`~pipeline.cli.values.OPTIONS` entry.
 
     Shared by every command that builds a scenario (``simulate``, ``plan``, ``sweep``).
+    ``reworded`` maps an option's name to the ``(metavar, help)`` a command shows for it
+    instead (a metavar of None keeps the shared one), where the flag means more there.
     """
+    reworded = reworded or {}
     parser.add_argument("scenario", nargs="?", help="scenario.toml (keys mirror the flags)")
     for name, (_, metavar, text) in OPTIONS.items():
+        own_metavar, text = reworded.get(name, (metavar, text))
+        metavar = metavar if own_metavar is None else own_metavar
         parser.add_argument(flag_name(name), dest=name, metavar=metavar, help=text)
 
 

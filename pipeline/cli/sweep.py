@@ -190,13 +190,17 @@ def add_command(subparsers: Any) -> None:
             "sweep.csv and heatmap_<metric>.png into --out."
         ),
     )
-    add_scenario_flags(parser)
     # The shared flags' help speaks of simulate; say what they do here.
-    options = parser._option_string_actions
-    options["--out"].help = "directory for sweep.csv and the heatmaps (default: a new sweep-* one)"
-    options[
-        "--replications"
-    ].help = f"runs per grid point (default {DEFAULT_REPLICATIONS}; 1 gives no intervals)"
+    add_scenario_flags(
+        parser,
+        {
+            "out": (None, "directory for sweep.csv and the heatmaps (default: a new sweep-* one)"),
+            "replications": (
+                None,
+                f"runs per grid point (default {DEFAULT_REPLICATIONS}; 1 gives no intervals)",
+            ),
+        },
+    )
     parser.add_argument(
         "--grid",
         action="append",

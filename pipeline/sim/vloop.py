@@ -54,12 +54,10 @@ worker thread works in a kernel, a script and pytest alike and patches
 nothing, so when the calling thread already runs a loop, :func:`run_virtual`
 runs the virtual loop on a helper thread and blocks until it is done.
 
-One concept in one module, on purpose (about 770 lines): the loop overrides
-asyncio's scheduling internals (``call_at``, ``_run_once``, the timer heap),
-the lean wake timers exist only for its ``_fire_due_timers`` fast path, the
-deadlock report reads its own bookkeeping, and :func:`run_virtual` is how the
-loop is started from anywhere. Split, each part would be read against the
-others' private state; whole, the rules above can be checked in one file.
+The loop's scheduling (``call_at``, ``call_soon``, the timer heap, ``_run_once``)
+is here; the lean handles it makes are in :mod:`~pipeline.sim.wakers`, its
+dealings with threads and file descriptors in :mod:`~pipeline.sim.realwork`, and
+the deadlock report's wording in :mod:`~pipeline.sim.deadlocks`.
 
 Example::
 
@@ -77,16 +75,28 @@ import collections
 import concurrent.futures
 import contextvars
 import heapq
-import os
 import threading
 import time
-from asyncio import base_events, events, format_helpers, futures
+from asyncio import base_events, events
 from asyncio.log import logger
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from pipeline._validate import real
 from pipeline.errors import DeadlockError
+
+from .deadlocks import describe_waiting_task
+from .realwork import RealWork
+from .wakers import (
+    WAKERS,
+    LeanHandle,
+    WakeTimer,
+    new_instance,
+    new_wake_timer,
+    report_callback_error,
+    resolve_unless_cancelled,
+    wake_unless_cancelled,
+)
 
 __all__ = [
     "VirtualEventLoop",
@@ -102,118 +112,8 @@ T = TypeVar("T")
 _MIN_SCHEDULED_TIMER_HANDLES = base_events._MIN_SCHEDULED_TIMER_HANDLES
 _MIN_CANCELLED_TIMER_HANDLES_FRACTION = base_events._MIN_CANCELLED_TIMER_HANDLES_FRACTION
 
-_ASYNCIO_DIR = os.path.dirname(asyncio.__file__)
-# Friendlier names, in deadlock messages, for futures asyncio makes on the user's behalf.
-_FUTURE_LABELS = {"_GatheringFuture": "asyncio.gather(...)"}
 
-
-def wake_unless_cancelled(future: asyncio.Future[Any]) -> None:
-    """Set ``future``'s result to None unless it is done already (cancelled, say).
-
-    The callback for a hand-made sleep: ``loop.call_at(when, wake_unless_cancelled, fut)``
-    then ``await fut``. The virtual loop knows this callback touches nothing but
-    the future, so such a timer costs less than an arbitrary one (see
-    :class:`VirtualEventLoop`). The future can be cancelled safely while the
-    timer is pending.
-    """
-    if not future.done():
-        future.set_result(None)
-
-
-def resolve_unless_cancelled(future: asyncio.Future[T], value: T) -> None:
-    """Set ``future``'s result to ``value`` unless it is done already (cancelled, say).
-
-    :func:`wake_unless_cancelled` for a wait that hands over a value:
-    ``loop.call_at(when, resolve_unless_cancelled, fut, value)`` then
-    ``await fut`` gives ``value`` at ``when``, as cheaply as a sleep.
-    """
-    if not future.done():
-        future.set_result(value)
-
-
-# Timer callbacks that only resolve the future they are given (no other effect, no user
-# code): ours, and the one asyncio.sleep schedules (if a Python release renamed it, sleeps
-# would merely take the general path).
-_WAKERS = frozenset(
-    {
-        wake_unless_cancelled,
-        resolve_unless_cancelled,
-        getattr(futures, "_set_result_unless_cancelled", wake_unless_cancelled),
-    }
-)
-
-
-class _WakeTimer(events.TimerHandle):
-    """A timer for a callback in ``_WAKERS``: a sleep's wake-up, made without asyncio's overhead.
-
-    It behaves as a :class:`asyncio.TimerHandle` (``cancel``, ``cancelled``,
-    ``when``, comparison, repr), but skips what a wake-up does not need: no
-    context copy (resolving a future runs no user code; the future's own
-    callbacks keep their contexts) and no debug bookkeeping (debug loops make
-    plain handles). Made by :func:`_new_wake_timer`, not by calling the class.
-    """
-
-    __slots__ = ()
-
-    def cancel(self) -> None:
-        if not self._cancelled:
-            self._cancelled = True
-            if self._scheduled:
-                self._loop._timer_cancelled_count += 1
-            self._callback = None
-            self._args = None
-
-    def _run(self) -> None:
-        try:
-            self._callback(*self._args)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            _report_callback_error(self, exc)
-
-
-class _Handle(events.Handle):
-    """A :class:`asyncio.Handle` made without asking the loop for its debug flag (not in debug).
-
-    Made by :meth:`VirtualEventLoop.call_soon`, not by calling the class.
-    """
-
-    __slots__ = ()
-
-
-_new_instance = object.__new__
-
-
-def _new_wake_timer(when: float, callback: Any, args: tuple[Any, ...], loop: Any) -> _WakeTimer:
-    """A scheduled :class:`_WakeTimer` due at ``when`` (seconds of loop time).
-
-    It fills the slots of a bare instance rather than calling the class: a
-    class call that runs a Python ``__init__`` costs more than the stores
-    themselves, and handles are made several times per simulated item.
-    """
-    timer = _new_instance(_WakeTimer)
-    timer._when = when
-    timer._callback = callback
-    timer._args = args
-    timer._loop = loop
-    timer._cancelled = False
-    timer._scheduled = True
-    timer._context = None
-    timer._repr = None
-    timer._source_traceback = None
-    return timer
-
-
-def _report_callback_error(handle: events.Handle, exc: BaseException) -> None:
-    """Report a callback's exception to its loop, word for word as ``Handle._run`` does."""
-    callback = format_helpers._format_callback_source(handle._callback, handle._args)
-    context = {"message": f"Exception in callback {callback}", "exception": exc, "handle": handle}
-    if handle._source_traceback:
-        context["source_traceback"] = handle._source_traceback
-    handle._loop.call_exception_handler(context)
-
-
-class VirtualEventLoop(asyncio.SelectorEventLoop):
+class VirtualEventLoop(RealWork, asyncio.SelectorEventLoop):
     """An asyncio event loop whose clock is virtual and jumps to the next timer.
 
     Args:
@@ -265,13 +165,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if (
             when.__class__ is float
             and when == when
-            and callback in _WAKERS
+            and callback in WAKERS
             and not self._closed
             and not self._debug
         ):
             # A sleep's wake-up (most timers): the checks below, made cheaply, and
-            # _new_wake_timer written out (this runs for every simulated sleep).
-            timer = _new_instance(_WakeTimer)
+            # new_wake_timer written out (this runs for every simulated arrival: its call
+            # costs 0.6k instructions an item, bench/RESULTS.md).
+            timer = new_instance(WakeTimer)
             timer._when = when
             timer._callback = callback
             timer._args = args
@@ -297,11 +198,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if (
             when.__class__ is float
             and when == when
-            and callback in _WAKERS
+            and callback in WAKERS
             and not self._closed
             and not self._debug
         ):
-            timer = _new_wake_timer(when, callback, args, self)
+            timer = new_wake_timer(when, callback, args, self)
             self._timer_seq += 1
             heapq.heappush(self._scheduled, (when, self._timer_seq, timer))
             return timer
@@ -314,8 +215,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             raise ValueError(f"{caller}() got a NaN deadline; it would never fire")
         if self._closed:
             raise RuntimeError("Event loop is closed")
-        if callback in _WAKERS and not self._debug:
-            timer = _new_wake_timer(when, callback, args, self)
+        if callback in WAKERS and not self._debug:
+            timer = new_wake_timer(when, callback, args, self)
         else:
             if self._debug:
                 self._check_thread()
@@ -339,8 +240,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             raise RuntimeError("Event loop is closed")
         if self._debug:
             return super().call_soon(callback, *args, context=context)
-        # A bare _Handle filled in here (see _new_wake_timer for why).
-        handle = _new_instance(_Handle)
+        # A bare LeanHandle filled in here (see new_wake_timer for why).
+        handle = new_instance(LeanHandle)
         handle._context = contextvars.copy_context() if context is None else context
         handle._loop = self
         handle._callback = callback
@@ -350,89 +251,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         handle._source_traceback = None
         self._ready.append(handle)
         return handle
-
-    # -- threads: virtual time stands still while they work ------------------
-
-    def run_in_executor(self, executor, func, *args):
-        """Like :meth:`asyncio.loop.run_in_executor`; time is frozen until ``func`` returns."""
-        self._check_closed()
-        if self._debug:
-            self._check_callback(func, "run_in_executor")
-        if executor is None:
-            executor = self._default_executor
-            self._check_default_executor()
-            if executor is None:
-                executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
-                self._default_executor = executor
-        job = executor.submit(func, *args)
-        # Not futures.wrap_future: that delivers results in the order threads finish,
-        # which depends on machine load. _run_once delivers them in submission order.
-        result = self.create_future()
-        result.add_done_callback(lambda fut: job.cancel() if fut.cancelled() else None)
-        self._jobs.append((job, result))
-        job.add_done_callback(self._wake_from_thread)
-        return result
-
-    async def shutdown_default_executor(self, *args: Any, **kwargs: Any) -> None:
-        """Shut the default executor down; time is frozen while its threads join."""
-        # asyncio joins the executor on a plain thread that reports back with
-        # call_soon_threadsafe; without the hold that wait would look like a deadlock.
-        self._held += 1
-        try:
-            await super().shutdown_default_executor(*args, **kwargs)
-        finally:
-            self._held -= 1
-
-    def _wake_from_thread(self, _job: concurrent.futures.Future) -> None:
-        # Runs in the worker thread: wake the loop if it is blocked in select().
-        self._write_to_self()
-
-    def _deliver_oldest_job(self) -> None:
-        job, result = self._jobs.popleft()
-        if result.cancelled():
-            return
-        if job.cancelled():
-            result.cancel()
-            return
-        error = job.exception()
-        if isinstance(error, StopIteration):
-            # A future cannot carry StopIteration (3.11 and 3.12 raise TypeError
-            # inside the loop); hand it over as 3.13's set_exception does.
-            wrapped = RuntimeError(
-                "StopIteration interacts badly with generators and cannot be raised into a Future"
-            )
-            wrapped.__cause__ = wrapped.__context__ = error
-            error = wrapped
-        if error is not None:
-            result.set_exception(error)
-        else:
-            result.set_result(job.result())
-
-    # -- file descriptors: poll the OS only when one is watched --------------
-
-    def _update_io_watched(self) -> None:
-        selector = self._selector
-        self._io_watched = selector is not None and len(selector.get_map()) > self._internal_fds
-
-    def _add_reader(self, fd, callback, *args):
-        handle = super()._add_reader(fd, callback, *args)
-        self._update_io_watched()
-        return handle
-
-    def _remove_reader(self, fd):
-        removed = super()._remove_reader(fd)
-        self._update_io_watched()
-        return removed
-
-    def _add_writer(self, fd, callback, *args):
-        handle = super()._add_writer(fd, callback, *args)
-        self._update_io_watched()
-        return handle
-
-    def _remove_writer(self, fd):
-        removed = super()._remove_writer(fd)
-        self._update_io_watched()
-        return removed
 
     # -- one iteration ---------------------------------------------------------
 
@@ -445,21 +263,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         pure simulation, sleepers whose timers the jump makes due are woken at
         once (see :meth:`_fire_due_timers`).
         """
-        scheduled = self._scheduled
         if self._timer_cancelled_count:  # no cancelled timer in the heap otherwise
-            sched_count = len(scheduled)
-            if (
-                sched_count > _MIN_SCHEDULED_TIMER_HANDLES
-                and self._timer_cancelled_count / sched_count
-                > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
-            ):
-                self._purge_cancelled_timers()
-                scheduled = self._scheduled
-            else:
-                while scheduled and scheduled[0][2]._cancelled:
-                    self._timer_cancelled_count -= 1
-                    heapq.heappop(scheduled)[2]._scheduled = False
-
+            self._drop_cancelled_timers()
+        scheduled = self._scheduled
         ready = self._ready
         now = self._now
         if ready or self._stopping or (scheduled and scheduled[0][0] <= now):
@@ -475,7 +281,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             now = self._now = scheduled[0][0]
             handle = heapq.heappop(scheduled)[2]
             handle._scheduled = False
-            if handle.__class__ is _WakeTimer and (not scheduled or scheduled[0][0] > now):
+            if handle.__class__ is WakeTimer and (not scheduled or scheduled[0][0] > now):
                 # The usual case: one sleep is due. Wake it now (see _fire_due_timers).
                 if handle._cancelled:
                     pass
@@ -505,7 +311,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             handle = popleft()
             if handle._cancelled:
                 continue
-            if handle.__class__ is not _Handle:
+            if handle.__class__ is not LeanHandle:
                 handle._run()
                 continue
             # Handle._run written out for call_soon's handles (task steps, future
@@ -515,7 +321,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             except (SystemExit, KeyboardInterrupt):
                 raise
             except BaseException as exc:
-                _report_callback_error(handle, exc)
+                report_callback_error(handle, exc)
 
     def _wait_when_idle(self, scheduled: list, now: float) -> None:
         """Nothing is ready and the loop is not a pure simulation: wait, jump or give up."""
@@ -548,7 +354,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         Called only in a pure simulation with nothing else ready (no thread
         working, no file descriptor watched, not stopping, not in debug mode),
         after the clock jumped to ``now``. If every due timer (cancelled ones
-        aside) is a :class:`_WakeTimer`, they are run here, in heap order: each
+        aside) is a :class:`WakeTimer`, they are run here, in heap order: each
         resolves its future, whose callbacks (the sleeping tasks' wake-ups)
         land in the ready queue and run in this same iteration. The plain path
         would run those timers in this iteration and the wake-ups in the next;
@@ -563,12 +369,27 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             handle = heapq.heappop(scheduled)[2]
             handle._scheduled = False
             batch.append(handle)
-        if all(h.__class__ is _WakeTimer or h._cancelled for h in batch):
+        if all(h.__class__ is WakeTimer or h._cancelled for h in batch):
             for handle in batch:
                 if not handle._cancelled:
                     handle._run()
         else:
             self._ready.extend(batch)
+
+    def _drop_cancelled_timers(self) -> None:
+        """As asyncio's ``_run_once``: rebuild the heap when cancelled timers are many, else
+        drop the cancelled ones at its head."""
+        scheduled = self._scheduled
+        sched_count = len(scheduled)
+        if (
+            sched_count > _MIN_SCHEDULED_TIMER_HANDLES
+            and self._timer_cancelled_count / sched_count > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+        ):
+            self._purge_cancelled_timers()
+            return
+        while scheduled and scheduled[0][2]._cancelled:
+            self._timer_cancelled_count -= 1
+            heapq.heappop(scheduled)[2]._scheduled = False
 
     def _purge_cancelled_timers(self) -> None:
         kept = []
@@ -606,7 +427,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             f"deadlock at virtual time {self._now!r} s: no callback is ready, no timer is "
             f"pending and no thread is working, so {len(waiting)} task(s) wait forever:"
         ]
-        lines += ["  " + _describe_waiting_task(task) for task in waiting]
+        lines += ["  " + describe_waiting_task(task) for task in waiting]
         return DeadlockError("\n".join(lines))
 
     def run_until_complete(self, future):
@@ -620,10 +441,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         try:
             return super().run_until_complete(future)
         except DeadlockError:
-            self._cancel_all_tasks()
+            self.cancel_all_tasks()
             raise
 
-    def _cancel_all_tasks(self) -> None:
+    def cancel_all_tasks(self) -> None:
         """Cancel every pending task and run the loop until they have finished."""
         pending = [task for task in asyncio.all_tasks(self) if not task.done()]
         if not pending:
@@ -647,42 +468,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                         "task": task,
                     }
                 )
-
-
-def _describe_waiting_task(task: asyncio.Task) -> str:
-    """Return ``Task 'name' (coro qualname) waiting on WHAT at FILE:LINE``."""
-    coro = task.get_coro()
-    chain = []  # (coroutine, frame), outermost first
-    link: Any = coro
-    while link is not None:
-        frame = getattr(link, "cr_frame", None) or getattr(link, "gi_frame", None)
-        if frame is None:
-            break
-        chain.append((link, frame))
-        link = getattr(link, "cr_await", None) or getattr(link, "gi_yieldfrom", None)
-    # The innermost frame of user code says where; the asyncio call below it says what.
-    user = [i for i, (_, frame) in enumerate(chain) if not _in_asyncio(frame)]
-    at = user[-1] if user else len(chain) - 1
-    waiter = getattr(task, "_fut_waiter", None)
-    if isinstance(waiter, asyncio.Task):
-        what = f"Task {waiter.get_name()!r}"
-    elif waiter is not None:
-        what = _FUTURE_LABELS.get(type(waiter).__name__, type(waiter).__name__)
-    else:
-        what = type(link).__name__ if link is not None else "nothing"
-    if 0 <= at < len(chain) - 1:
-        inner = getattr(chain[at + 1][0], "__qualname__", "?")
-        what = inner if what in ("Future", "nothing") else f"{inner} -> {what}"
-    where = ""
-    if chain:
-        frame = chain[at][1]
-        where = f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-    name = getattr(coro, "__qualname__", type(coro).__name__)
-    return f"Task {task.get_name()!r} ({name}) waiting on {what}{where}"
-
-
-def _in_asyncio(frame: Any) -> bool:
-    return os.path.dirname(frame.f_code.co_filename) == _ASYNCIO_DIR
 
 
 def new_virtual_loop(start_s: float = 0.0) -> VirtualEventLoop:
@@ -746,7 +531,7 @@ def _run_and_close(loop: VirtualEventLoop, main: Coroutine[Any, Any, T]) -> T:
         return loop.run_until_complete(main)
     finally:
         try:
-            loop._cancel_all_tasks()
+            loop.cancel_all_tasks()
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:

@@ -161,6 +161,7 @@ class LiveMonitor:
         """Take one sample now (also called by the sampling task) and return it."""
         now = asyncio.get_running_loop().time()
         row = {"time_s": now - self._started_s, **dataclasses.asdict(self.pipe.statistics())}
+        del row["first_attempt_waits_s"]  # one value per running item: not a column to plot
         if self.measure_memory and tracemalloc.is_tracing():
             row["traced_memory_bytes"] = tracemalloc.get_traced_memory()[0]
         self._keep(row)

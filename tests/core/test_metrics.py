@@ -351,7 +351,7 @@ def test_an_exporter_listener_that_raises_is_isolated_too():
     async def run():
         pipe = Pipeline(lambda x: x, PipelineConfig(concurrency=2), name="iso")
         server = pipeline.metrics.serve(pipe)
-        pipe._attach(lambda kind, now_s, item: 1 / 0)
+        pipe.add_listener(lambda kind, now_s, item: 1 / 0)
         try:
             report = await pipe.run(range(25))
             return report, await asyncio.to_thread(scrape, server.url)
@@ -558,8 +558,8 @@ def test_an_exporter_is_called_only_for_the_kinds_it_attached_for():
         on_event=lambda kind, now_s, item: everything.append(kind),
     )
     wanted = {EventKind.STARTED: record, EventKind.READMITTED: record}
-    detach = pipe._attach(wanted)
-    pipe._attach({EventKind.COMPLETED: broken})
+    detach = pipe.add_listener(wanted)
+    pipe.add_listener({EventKind.COMPLETED: broken})
     report = asyncio.run(pipe.run(range(9)))
     assert report.completed == 9
     assert set(everything) >= {EventKind.ADMITTED, EventKind.PRODUCER_BLOCKED}

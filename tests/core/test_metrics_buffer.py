@@ -1,12 +1,13 @@
-"""The exporter's buffer of completed attempts: no call on the hot path, bounded, exact.
+"""The exporter's buffer of completed attempts: one listener call, bounded, exact.
 
-With the exporter alone hearing completions, the engine appends four values per
-completed attempt to a list (``pipeline.listeners.AttemptEnds``) and the exporter
-buckets them in numpy later. These tests hold that path to the run's own times in
-virtual time (a STARTED listener and the handler read the clock the engine reads, so
-every wait, duration and latency is known exactly, also at a scrape in the middle of
-the run), keep the buffer bounded over long runs and against a fold that fails, and
-let a fold fall due while a scrape holds the histograms' lock.
+The exporter's ``COMPLETED`` listener (``pipeline.metrics.AttemptEnds``) appends
+four values per completed attempt to a list, called by the engine as every
+listener is, and the exporter buckets them in numpy later. These tests hold that
+path to the run's own times in virtual time (a STARTED listener and the handler
+read the clock the engine reads, so every wait, duration and latency is known
+exactly, also at a scrape in the middle of the run), keep the buffer bounded
+over long runs and against a fold that fails, and let a fold fall due while a
+scrape holds the histograms' lock.
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ import pipeline.metrics
 from pipeline import Backoff, Pipeline, PipelineConfig
 from pipeline._metric_names import BUCKETS_S
 from pipeline.events import EventKind
-from pipeline.listeners import AttemptEnds
+from pipeline.metrics import AttemptEnds
 from pipeline.sim.vloop import run_virtual
 from tests.core.test_metrics import scrape, value
 
 FAST = Backoff(kind="constant", base_s=0.0005)
 LIMIT = pipeline.metrics.FOLD_AT * AttemptEnds.WIDTH
-PEAK = (pipeline.metrics.FOLD_AT + AttemptEnds.CHECK_EVERY) * AttemptEnds.WIDTH  # it looks so often
 NAMES = ("pipeline_wait_seconds", "pipeline_attempt_duration_seconds", "pipeline_latency_seconds")
 
 
@@ -72,7 +72,7 @@ class Clocked:
 
     STARTED gives each attempt's start and the item's admission; the handler reads the
     loop's clock when its attempt ends, the reading the engine takes next (no await in
-    between). Only STARTED is listened to, so completions take the exporter's inline path.
+    between).
     """
 
     def __init__(self, seed: int):
@@ -102,18 +102,17 @@ class Clocked:
         return list(self.wait), list(self.attempt), list(self.latency)
 
 
-def test_the_exporter_alone_fills_a_list_and_beside_another_listener_is_called():
+def test_the_exporter_is_called_as_every_listener_is_and_detaches_cleanly():
+    # One uniform hook: the exporter's COMPLETED listener is a plain function, alone or
+    # beside another listener; closing the server leaves the engine as it was.
     pipe = Pipeline(lambda x: x, name="inline")
     assert pipe._on_completed is None
     with pipeline.metrics.serve(pipe):
-        assert type(pipe._on_completed) is list and pipe._on_completed is pipe._ends_values
-        with pipeline.metrics.serve(pipe):  # two exporters: each through its listener
-            assert callable(pipe._on_completed) and pipe._ends_values is None
-        assert type(pipe._on_completed) is list
-    assert pipe._on_completed is None and pipe._ends is None
-    heard = Pipeline(lambda x: x, on_event=lambda kind, now_s, item: None, name="beside")
-    with pipeline.metrics.serve(heard):
-        assert callable(heard._on_completed) and heard._ends_values is None
+        assert callable(pipe._on_completed)
+        with pipeline.metrics.serve(pipe):
+            assert callable(pipe._on_completed)
+        assert callable(pipe._on_completed)
+    assert pipe._on_completed is None and pipe._attached == ()
 
 
 def test_the_clock_is_time_monotonic_on_asyncio_s_loop_and_the_loop_s_own_otherwise():
@@ -139,9 +138,8 @@ def test_histograms_equal_the_run_s_own_times_mid_run_and_at_the_end(seed):
             PipelineConfig(concurrency=1 + seed * 3, max_attempts=3, backoff=FAST),
             name="exact",
         )
-        pipe._attach({EventKind.STARTED: clocked.on_started})
+        pipe.add_listener({EventKind.STARTED: clocked.on_started})
         with pipeline.metrics.serve(pipe) as server:
-            assert pipe._ends_values is not None  # the inline path, not a listener
 
             async def scrapes():
                 # On the loop's thread, between two steps of the run: what Prometheus would
@@ -169,20 +167,22 @@ def test_histograms_equal_the_run_s_own_times_mid_run_and_at_the_end(seed):
 def test_the_buffer_stays_bounded_over_a_long_run():
     peak = [0]
     items = 30_000
+    recorder = pipeline.metrics._Recorder()
 
     async def run():
         async def handle(x):
             await asyncio.sleep(0.001)
-            peak[0] = max(peak[0], len(pipe._ends_values))
+            peak[0] = max(peak[0], len(recorder.ends))
 
         pipe = Pipeline(handle, PipelineConfig(concurrency=4, queue_maxsize=100), name="long")
+        pipe.add_listener(recorder.listener())
         with pipeline.metrics.serve(pipe) as server:
             report = await pipe.run(range(items))
             return report, await asyncio.to_thread(scrape, server.url)
 
     report, samples = run_virtual(run())
     assert report.completed == items
-    assert 0 < peak[0] <= PEAK
+    assert 0 < peak[0] < LIMIT
     for name in NAMES:
         assert value(samples, f"{name}_count", pipeline="long") == items
 
@@ -205,15 +205,14 @@ def test_a_fold_that_fails_loses_no_item_and_the_buffer_stays_bounded(how):
             peak[0] = max(peak[0], len(values))
 
         pipe = Pipeline(handle, PipelineConfig(concurrency=3), name="bad")
-        pipe._attach({EventKind.COMPLETED: AttemptEnds(values, 40, full)})
+        pipe.add_listener({EventKind.COMPLETED: AttemptEnds(values, 40, full).listener()})
         return await pipe.run(range(2000))
 
     report = run_virtual(run())
     assert report.completed == 2000
-    every = AttemptEnds.CHECK_EVERY
-    assert peak[0] <= (40 + every) * AttemptEnds.WIDTH
-    assert folds[0] == 2000 // every  # each fold emptied by the engine, none kept
-    assert len(values) == AttemptEnds.WIDTH * (2000 % every)
+    assert peak[0] < 40 * AttemptEnds.WIDTH
+    assert folds[0] == 2000 // 40  # each fold emptied by the buffer itself, none kept
+    assert len(values) == AttemptEnds.WIDTH * (2000 % 40)
     assert report.statistics.listener_errors == (folds[0] if how == "raises" else 0)
 
 
@@ -249,8 +248,8 @@ def test_a_fold_falling_due_while_a_scrape_holds_the_lock_waits_and_loses_nothin
             PipelineConfig(concurrency=4, max_attempts=3, backoff=FAST),
             name="held",
         )
-        pipe._attach({EventKind.STARTED: clocked.on_started})
-        pipe._attach(recorder.listener())
+        pipe.add_listener({EventKind.STARTED: clocked.on_started})
+        pipe.add_listener(recorder.listener())
         thread = threading.Thread(target=held_scrape)
         thread.start()
         inside.wait()
@@ -260,7 +259,7 @@ def test_a_fold_falling_due_while_a_scrape_holds_the_lock_waits_and_loses_nothin
 
     report = run_virtual(run())
     assert len(answers) == 1 and answers[0][0][-1][1] == 0  # folded before the run began
-    assert len(recorder.ends) < PEAK
+    assert len(recorder.ends) < LIMIT
     for histogram, values in zip(
         (recorder.wait, recorder.attempt, recorder.latency), clocked.truth(), strict=True
     ):
@@ -271,7 +270,7 @@ def test_a_fold_falling_due_while_a_scrape_holds_the_lock_waits_and_loses_nothin
     assert len(clocked.latency) == report.completed
 
 
-def test_scrapes_racing_the_inline_path_take_whole_rows_only():
+def test_scrapes_racing_the_listener_take_whole_rows_only():
     # The server's thread folds while the loop's thread may be between the four appends of
     # one attempt: a fold that cut a row would pair one attempt's values with the next's
     # (negative or huge durations, a wrong count of first attempts). Real time, real HTTP.
@@ -291,7 +290,6 @@ def test_scrapes_racing_the_inline_path_take_whole_rows_only():
             handle, PipelineConfig(concurrency=4, queue_maxsize=20, backoff=FAST), name="rows"
         )
         with pipeline.metrics.serve(pipe) as server:
-            assert pipe._ends_values is not None
 
             def hammer():
                 while not stop.is_set():

@@ -306,6 +306,6 @@ def test_statistics_and_repr_while_ordered():
             pipe.put_nowait(1)
             stats = pipe.statistics()
             assert stats.queue_size == 2 and "ordered" in repr(pipe._queue)
-            assert pipe._oldest_admitted_s() == 0.0
+            assert stats.oldest_age_s == 0.0
 
     run_virtual(main())

@@ -444,7 +444,7 @@ def test_a_lineage_hook_that_raises_costs_only_its_link_and_close_detaches_it(ex
 
     async def run():
         handle = pipeline.tracing.instrument(chain, tracer_provider=provider)
-        chain._attach_lineage("broken", broken)
+        chain.add_lineage("broken", broken)
         report = await chain.run(range(4))
         handle.close()
         handle.close()

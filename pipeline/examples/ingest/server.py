@@ -184,7 +184,8 @@ class PartnerConfig:
         mu, sigma = self._lognormal()
         return 0.0 if mu is None else math.exp(mu + sigma * sigma / 2)
 
-    def _lognormal(self) -> tuple[float | None, float]:
+    def lognormal(self) -> tuple[float | None, float]:
+        """The latency's log-normal ``(mu, sigma)`` from p50 and p95; ``(None, 0.0)``: none."""
         if self.latency_p50_s == 0:
             return None, 0.0
         mu = math.log(self.latency_p50_s)
@@ -250,14 +251,14 @@ class _Partner:
 
     def __init__(self, config: PartnerConfig) -> None:
         self.config = config
-        self._draw = random.Random(config.seed)
+        self.draw = random.Random(config.seed)  # the server's one random stream
         self._window: collections.deque[float] = collections.deque()
         self.answered: collections.Counter[int] = collections.Counter()
         self.requests = 0
 
     def latency_s(self) -> float:
-        mu, sigma = self.config._lognormal()
-        return 0.0 if mu is None else self._draw.lognormvariate(mu, sigma)
+        mu, sigma = self.config.lognormal()
+        return 0.0 if mu is None else self.draw.lognormvariate(mu, sigma)
 
     def refuse_for_s(self) -> float | None:
         """Seconds until the sliding second has room, or None if this request fits."""
@@ -315,7 +316,7 @@ def make_app(config: PartnerConfig) -> Any:
         spent = partner.latency_s()
         if spent:
             await asyncio.sleep(spent)
-        if partner._draw.random() < config.error_rate:
+        if partner.draw.random() < config.error_rate:
             return answer(503, {"error": "temporarily unavailable"}, spent_s=spent)
         end = min(config.records, offset + limit)
         if offset // config.page_size in config.malformed_pages:

@@ -21,6 +21,7 @@ it cannot read or parse gives None (the workers' own check,
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import sys
 from types import FrameType
@@ -47,7 +48,8 @@ def _main_is_rerun(main: object) -> bool:
 def _top_level_frame(main: object) -> FrameType | None:
     """The frame running ``main``'s top-level code, if it is on this thread's stack."""
     namespace = getattr(main, "__dict__", None)
-    frame: FrameType | None = sys._getframe(1)
+    here = inspect.currentframe()
+    frame: FrameType | None = None if here is None else here.f_back
     while frame is not None:
         if frame.f_code.co_name == "<module>" and frame.f_globals is namespace:
             return frame

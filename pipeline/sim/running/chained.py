@@ -237,7 +237,8 @@ class ChainSimulationResult:
         """
         return write_openmetrics(self, path, start_s=start_s, step_s=step_s, pipeline=pipeline)
 
-    def _source_ids(self, ids: np.ndarray) -> np.ndarray:
+    def source_ids(self, ids: np.ndarray) -> np.ndarray:
+        """The source item each of the last stage's items ``ids`` came from (fan-outs undone)."""
         spread = 1
         for spec in self.scenario.stages[:-1]:
             spread *= spec.fan_out
@@ -249,7 +250,7 @@ class ChainSimulationResult:
         warm = scenario.warmup_s
         ids = np.arange(len(tail.finish_s))
         done = tail.outcome == 0
-        source_arrival = self.arrival_s[self._source_ids(ids[done])]
+        source_arrival = self.arrival_s[self.source_ids(ids[done])]
         counted = source_arrival >= warm
         latencies = tail.finish_s[done][counted] - source_arrival[counted]
         if len(latencies):
@@ -356,7 +357,7 @@ class ChainSimulationResult:
 
         tail = list(self.stages.values())[-1].columns
         ids = np.arange(len(tail.finish_s))
-        source = self._source_ids(ids)
+        source = self.source_ids(ids)
         arrival = self.arrival_s[source]
         frame = pd.DataFrame(
             {
@@ -395,7 +396,7 @@ class ChainSimulationResult:
 def _end_to_end(chain: ChainSimulationResult, tail: SimulationResult) -> ItemColumns:
     """The last stage's item columns with each item's arrival at the source."""
     c = tail.columns
-    source = chain.arrival_s[chain._source_ids(np.arange(len(c.finish_s)))]
+    source = chain.arrival_s[chain.source_ids(np.arange(len(c.finish_s)))]
     return dataclasses.replace(c, arrival_s=source)
 
 

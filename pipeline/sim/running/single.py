@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from functools import partial
 
 import numpy as np
 
@@ -62,14 +63,17 @@ async def run_engine(
     n = len(arrivals)
     attempts = [0] * n
     loop = asyncio.get_running_loop()
-    create_future, call_at, now = loop.create_future, loop.call_at, loop.time
+    # loop.create_future() is asyncio.Future(loop=loop) on the virtual loop, and this
+    # partial makes it without a Python frame (twice an item).
+    create_future, call_later = partial(asyncio.Future, loop=loop), loop.call_later
 
     def sleep(seconds: float) -> asyncio.Future[None]:
         # asyncio.sleep minus its per-call overhead (this is the hot path). The
         # guard lets the drain cancel the wait safely; the timer stays in the
         # heap until due, which only matters when attempts are cut short often.
+        # call_later(s) is call_at(loop.time() + s) without the call of time().
         wake = create_future()
-        call_at(now() + seconds, _wake_unless_cancelled, wake)
+        call_later(seconds, _wake_unless_cancelled, wake)
         return wake
 
     if scenario.config.attempt_timeout_s is not None:
@@ -103,10 +107,10 @@ async def run_engine(
     pipe = Pipeline(
         cannot_fail if isinstance(scenario.failures, NoFailures) else handler,
         class_config(scenario.config, workload.classes),
-        on_event=recorder.listener,
         rng=streams.jitter,
         name="sim",
     )
+    pipe.add_listener(recorder.listeners())
     report = await pipe.run(_ArrivalSource(arrivals.tolist(), loop))
     return report, arrivals, recorder
 
@@ -126,13 +130,14 @@ class _ArrivalSource:
         loop: the virtual loop the run is on.
     """
 
-    __slots__ = ("_arrival_s", "_loop", "_next", "_resolve")
+    __slots__ = ("_arrival_s", "_future", "_loop", "_next", "_resolve")
 
     def __init__(self, arrival_s: list[float], loop: asyncio.AbstractEventLoop) -> None:
         from ..vloop import resolve_unless_cancelled
 
         self._arrival_s = arrival_s
         self._loop = loop
+        self._future = partial(asyncio.Future, loop=loop)  # loop.create_future, no frame
         self._next = 0
         self._resolve = resolve_unless_cancelled
 
@@ -146,7 +151,7 @@ class _ArrivalSource:
         self._next = item_id + 1
         loop = self._loop
         arrival = self._arrival_s[item_id]
-        future = loop.create_future()
+        future = self._future()
         if arrival > loop.time():
             # call_at, not call_later(delay): the timer fires at exactly `arrival`,
             # which exact trace replay depends on.

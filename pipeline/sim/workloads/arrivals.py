@@ -440,11 +440,13 @@ class Trace(ArrivalProcess):
 
     ``times(rng, n=k)`` returns the first ``k`` (``ValueError`` if the trace is
     shorter); ``times(rng, duration_s=T)`` those ``<= T``. ``rng`` is unused.
+    ``path`` names the file the times were read from (its repr then reads
+    ``Trace.from_csv(path)``), None otherwise.
     """
 
     __slots__ = ("_path", "_times")
 
-    def __init__(self, times: Sequence[float] | np.ndarray) -> None:
+    def __init__(self, times: Sequence[float] | np.ndarray, *, path: str | None = None) -> None:
         try:
             array = np.array(times, dtype=np.float64)
         except OverflowError:  # a number too large for a float: name it
@@ -470,7 +472,9 @@ class Trace(ArrivalProcess):
             )
         array.setflags(write=False)
         self._times = array
-        self._path: str | None = None
+        if path is not None and not isinstance(path, str):
+            raise TypeError(f"path must be a file name (str) or None, got {path!r}")
+        self._path = path
 
     @classmethod
     def from_csv(cls, path: str | os.PathLike[str]) -> Trace:
@@ -486,9 +490,7 @@ class Trace(ArrivalProcess):
             OSError: the file cannot be read.
         """
         name, columns = read_trace_csv(path, ("arrival_s",))
-        trace = cls(columns["arrival_s"])
-        trace._path = name
-        return trace
+        return cls(columns["arrival_s"], path=name)
 
     @property
     def arrival_times(self) -> np.ndarray:
@@ -507,7 +509,7 @@ class Trace(ArrivalProcess):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Trace):
             return NotImplemented
-        return np.array_equal(self._times, other._times)
+        return np.array_equal(self._times, other.arrival_times)
 
     def __hash__(self) -> int:
         return hash(self._times.tobytes())

@@ -185,5 +185,5 @@ class CombinedFailures(FailureModel):
     def _bind(self, rng: np.random.Generator, n_items: int) -> AttemptFailures:
         children = rng.spawn(len(self.models))
         return _BoundCombined(
-            tuple(m._bind(r, n_items) for m, r in zip(self.models, children, strict=True))
+            tuple(m.bind(r, n_items) for m, r in zip(self.models, children, strict=True))
         )

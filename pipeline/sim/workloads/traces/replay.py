@@ -123,8 +123,7 @@ def load_trace(path: str | os.PathLike[str]) -> TraceWorkload:
     """
     name, columns = read_trace_csv(path, _REQUIRED, ("fails",))
     arrivals = columns["arrival_s"]
-    trace = Trace(arrivals)
-    trace._path = name  # so its repr reads Trace.from_csv(path)
+    trace = Trace(arrivals, path=name)  # so its repr reads Trace.from_csv(path)
     fails = columns.get("fails", [0] * len(arrivals))
     return TraceWorkload(
         arrivals=trace,
