@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ __all__ = [
     "is_check",
     "judged",
     "judged_word",
+    "model",
     "money",
     "number",
     "point",
@@ -31,6 +33,18 @@ __all__ = [
 def escape(value: Any) -> str:
     """``value`` as escaped HTML text (None as "unbounded", as the plan's text does)."""
     return html.escape("unbounded" if value is None else str(value), quote=True)
+
+
+# A number given as a keyword's value in a model's notation (``mean=0.1271230134081788``).
+_LONG_NUMBER = re.compile(r"(?<==)-?\d+\.\d{5,}(?:e[+-]?\d+)?")
+
+
+def model(value: Any) -> str:
+    """A workload model (an arrival process, a distribution, a failure model) in the
+    notation it is built with, each number to four significant figures, escaped:
+    ``LogNormal(mean=0.1271, cv=2.338)``, not the fitted floats' 16 digits."""
+    text = _LONG_NUMBER.sub(lambda m: f"{float(m.group()):.4g}", str(value))
+    return escape(text)
 
 
 def number(value: Any) -> str:

@@ -17,6 +17,7 @@ from .cells import (
     is_check,
     judged,
     judged_word,
+    model,
     money,
     number,
     point,
@@ -49,16 +50,16 @@ def question_section(
     if source is not None:
         parts.append(f"<p>Scenario file: <code>{escape(source)}</code></p>")
     if scenario is not None:
-        rows = [["arrivals", escape(scenario.arrivals)]]
+        rows = [["arrivals", model(scenario.arrivals)]]
         if scenario.stages is None:
-            rows.append(["service time (s)", escape(scenario.service)])
-            rows.append(["failures", escape(scenario.failures)])
+            rows.append(["service time (s)", model(scenario.service)])
+            rows.append(["failures", model(scenario.failures)])
         else:
             for stage in scenario.stages:
                 rows.append(
                     [
                         f"stage <code>{escape(stage.name)}</code>",
-                        f"service {escape(stage.service)}, failures {escape(stage.failures)}, "
+                        f"service {model(stage.service)}, failures {model(stage.failures)}, "
                         f"fan-out {escape(stage.fan_out)}",
                     ]
                 )
@@ -323,13 +324,13 @@ def scenarios_section(
         member = (members or {}).get(name)
         if member is not None:
             workload = (
-                f"service {escape(member.service)}"
+                f"service {model(member.service)}"
                 if member.stages is None
                 else ", ".join(
-                    f"<code>{escape(st.name)}</code> {escape(st.service)}" for st in member.stages
+                    f"<code>{escape(st.name)}</code> {model(st.service)}" for st in member.stages
                 )
             )
-            parts.append(f"<p>Arrivals {escape(member.arrivals)}, {workload}.</p>")
+            parts.append(f"<p>Arrivals {model(member.arrivals)}, {workload}.</p>")
         steps = there.get("cheaper") or []
         header = ["SLO", f"{which}: {point_plain(payload.get(which) or {})}"]
         header += [f"one step cheaper: {point_plain(st.get('change') or {})}" for st in steps]

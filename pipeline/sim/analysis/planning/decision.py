@@ -52,19 +52,24 @@ class Decision:
             (every one examined, when none meets) still undecided, in cost order.
         unrun: the points of the configurations cheaper than any meeting every SLO
             that the run budget left without a run, in cost order.
+        cheapest: the first configuration in cost order shown to meet every SLO, or None.
+        choice: with a wait cost priced, the configuration of least total cost per
+            hour the search found (:mod:`~.cheapest`), or None.
     """
 
     status: PlanStatus
     target: Candidate | None
     open: tuple[Candidate, ...]
     unrun: tuple[dict[str, Any], ...]
+    cheapest: Candidate | None = None
+    choice: Candidate | None = None
 
 
 def decide(examined: Sequence[Candidate], total: int, choice: Candidate | None = None) -> Decision:
     """The outcome of a search that examined ``examined`` (a prefix of its ``total``
     configurations, in cost order); ``choice``: the least total cost per hour, when a
     wait cost was priced (it replaces the cheapest in workers when chosen)."""
-    target = first_meeting(examined)
+    target = cheapest = first_meeting(examined)
     cheaper = examined[: target.rank] if target else examined
     open_ = tuple(open_below(examined, target))
     # Configurations the run budget left unrun (and, with no target, the search
@@ -79,4 +84,4 @@ def decide(examined: Sequence[Candidate], total: int, choice: Candidate | None =
         status = PlanStatus.INFEASIBLE
     if status is PlanStatus.CHOSEN and choice is not None:
         target = choice  # least total cost per hour (a wait cost is priced)
-    return Decision(status, target, open_, unrun)
+    return Decision(status, target, open_, unrun, cheapest, choice)

@@ -129,7 +129,7 @@ from .candidate import Candidate, look_confidence, replication_schedule
 from .cheapest import least_total_cost
 from .check import verdict_of
 from .cost import Cost
-from .decision import decide, first_meeting, open_below
+from .decision import Decision, decide, first_meeting, open_below
 from .headroom import Headroom, find_headroom
 from .result import Plan
 from .rounds import Rounds, RunBar, Runner, pool_size
@@ -318,7 +318,8 @@ def _search(arguments: PlanArguments, executor: Executor | None, progress: bool)
         )
         walk.run(rounds)
         choice = _least_total_cost(walk, rounds, arguments, per_look)
-        found = _headroom(walk, rounds, arguments, choice) if arguments.headroom else None
+        decision = decide(walk.seen, len(walk.candidates), choice)
+        found = _headroom(walk, rounds, arguments, decision) if arguments.headroom else None
 
     seen = walk.seen
     _warn_drain_timeouts(seen, arguments.slos)
@@ -332,7 +333,7 @@ def _search(arguments: PlanArguments, executor: Executor | None, progress: bool)
         replications=arguments.replications,
         total_candidates=len(walk.candidates),
         examined=tuple(seen),
-        decision=decide(seen, len(walk.candidates), choice),
+        decision=decision,
         mix=arguments.mix,
         prices=arguments.prices,
         budget=rounds.budget(),
@@ -370,11 +371,11 @@ def _least_total_cost(
 
 
 def _headroom(
-    walk: Walk, rounds: Rounds, arguments: PlanArguments, choice: Candidate | None
+    walk: Walk, rounds: Rounds, arguments: PlanArguments, decision: Decision
 ) -> Headroom | None:
     """The headroom of the choice (the cheapest configuration meeting every SLO, when no
     wait cost chose), when nothing cheaper is left open; else None."""
-    pick = choice or first_meeting(walk.seen)
+    pick = decision.choice or decision.cheapest
     if pick is None or open_below(walk.seen, pick):
         return None
     if arguments.members:  # a set's headroom is its binding scenario's

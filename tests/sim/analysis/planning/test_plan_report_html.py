@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import PipelineConfig
-from pipeline.sim import Exponential, Poisson, Scenario, StageSpec
+from pipeline.sim import Exponential, Poisson, Scenario, StageSpec, parse_distribution
 from pipeline.sim.analysis.planning.plan import plan
 from pipeline.viz.report.page import render_report, write_report
 from tests.cli.test_cli_plan import MM, WAIT_LIMIT
@@ -411,3 +411,12 @@ def test_a_note_takes_a_row_of_its_own_across_the_table(headroom_plan):
         assert f'<tr class="note"><td colspan="{columns}">{note}</td></tr>' in table
     # Every table sits in a box that scrolls sideways, so the page itself never does.
     assert page.count("<table>") == page.count('<div class="table"><table>') > 0
+
+
+def test_a_fitted_model_reads_to_four_figures(small_plan):
+    # A service fitted to two percentiles has a mean and cv of 16 digits each.
+    fitted = small_plan.base.replace(service=parse_distribution("lognormal:p50=0.05,p99=1.2"))
+    assert "0.1271230134081788" in repr(fitted.service)
+    page = render_report(small_plan.to_dict(), scenario=fitted)
+    assert "LogNormal(mean=0.1271, cv=2.338)" in page
+    assert_no_raw_values(page)
