@@ -200,8 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     A command whose extra is not installed (``simulate``, ``sweep`` and
     ``plan`` need ``[sim]``; heatmaps and figures need ``[viz]``, a Dask
     scheduler ``[cluster]``) prints one line naming it and exits 2, before any
-    work. A ``UserWarning`` (an :class:`~pipeline.sim.workloads.percentiles.InconsistentWorkloadWarning`
-    for one) is printed as one line on stderr, ``pipeline: warning: ...``;
+    work. A ``UserWarning`` (for one, an
+    :class:`~pipeline.sim.workloads.percentiles.InconsistentWorkloadWarning`) is
+    printed as one line on stderr, ``pipeline: warning: ...``;
     turned into an error (``python -W error``) it is a one-line error, exit 2.
     """
     try:
