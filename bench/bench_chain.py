@@ -2,7 +2,7 @@
 
 Two chains, each run in this process by the kernel's compiled array replay
 (``simulate(scenario, engine="kernel")`` with numba loaded), the kernel's
-closures (``chain_arrays.MODE = "closures"``: the kernel before the array
+closures (``kernel_path("closures")``: the kernel before the array
 replay, still the path without numba), and the asyncio engine (the real
 ``Chain`` on the virtual loop); the tandem also by Ciw
 (``bench/ciw_tandem.py``). ``time.process_time`` (user + sys of this process)
@@ -93,13 +93,11 @@ def same_items(a, b) -> None:
 def measure(name: str, scenario, repeats: int) -> None:
     from pipeline.sim import simulate
     from pipeline.sim.running.kernel import chain_arrays
+    from pipeline.sim.running.kernel.paths import kernel_path
 
     def kernel(path: str):
-        chain_arrays.MODE = path
-        try:
+        with kernel_path(path):
             return simulate(scenario, engine="kernel")
-        finally:
-            chain_arrays.MODE = "auto"
 
     small = scenario.replace(n_items=200)
     same_numbers(simulate(small, engine="kernel"), simulate(small, engine="asyncio"))
@@ -148,14 +146,14 @@ def load_numba() -> None:
     """Load numba and the compiled replay before timing; print what that costs once."""
     from pipeline.sim import simulate
     from pipeline.sim.running.kernel import chain_arrays
+    from pipeline.sim.running.kernel.paths import kernel_path
 
     if not chain_arrays.compiled_available():
         print("\nnumba is not installed (pip install 'pipeline-lab[fast]'): no compiled replay")
         return
     began = time.process_time()
-    chain_arrays.MODE = "compiled"
-    simulate(chains(200)["tandem"], engine="kernel")
-    chain_arrays.MODE = "auto"
+    with kernel_path("compiled"):
+        simulate(chains(200)["tandem"], engine="kernel")
     print(
         f"\nLoading numba and the compiled replay (once per process, from the on-disk cache "
         f"if it is warm): {time.process_time() - began:.2f} s of CPU"

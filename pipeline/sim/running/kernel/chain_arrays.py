@@ -52,11 +52,11 @@ from .kinds import (
     SHED,
     STARTED,
 )
+from .paths import current
 
 __all__ = [
     "COMPILED_MIN_ITEMS",
     "LOAD_AFTER_ITEMS",
-    "MODE",
     "choose",
     "compiled_available",
     "eligible",
@@ -72,12 +72,6 @@ LOAD_AFTER_ITEMS = 200_000
 so far with this one. Importing numba and loading the cached replay cost about 0.5-1 s of CPU
 (compiling it the first time, about 10 s), what the closures spend on about this many stage
 items: a short run, or a few, never pay it; a sweep pays it once."""
-
-MODE = "auto"
-"""Which replay runs chains: ``"auto"`` (compiled when numba is installed and the work is
-worth loading it, see :data:`LOAD_AFTER_ITEMS`; else the closures), ``"closures"``,
-``"plain"`` (this module's source as Python) or ``"compiled"``. Every path gives the same
-run; the equality tests set it to check each one."""
 
 _played = 0  # stage items the closures played in this process (towards LOAD_AFTER_ITEMS)
 
@@ -95,9 +89,6 @@ _E_NONE, _E_SIMULATED, _E_PERMANENT = 0, 1, 2
 _DONE, _GROW_LOG, _GROW_READY, _GROW_HEAP = 0, 1, 2, 3
 _REFILL = 4  # + 3 * stage + pool (_P_RETRY, _P_FAILS, _P_JITTER)
 _P_RETRY, _P_FAILS, _P_JITTER = 0, 1, 2
-# Sizes to start from: draws per refill, and the log's, heap's and ready ring's capacity (None:
-# what the run is expected to need). The tests set them tiny so every refill and growth runs.
-SIZES: dict[str, int | None] = {"block": 4096, "log": None, "heap": None, "ready": None}
 _DELAYS = 1024  # backoff delays by attempt: Backoff caps the exponent at 1023
 
 # Global scalars, ints (iv) and floats (fv).
@@ -692,8 +683,8 @@ def eligible(stages: list) -> bool:
 
 
 def choose(stages: list, n: int) -> str:
-    """The replay to run: ``"closures"``, ``"plain"`` or ``"compiled"`` (see :data:`MODE`)."""
-    mode = MODE
+    """The replay to run: ``"closures"``, ``"plain"`` or ``"compiled"`` (see :mod:`.paths`)."""
+    mode = current().path
     if mode == "closures" or not eligible(stages):
         return "closures"
     if mode in ("plain", "compiled"):
@@ -773,7 +764,8 @@ def play_chain(
     fdata = np.zeros(max(1, int(doff[-1])), np.int64)
     fperm = np.zeros(max(1, int(doff[-1])), np.int8)
     delays = np.zeros((nst, _DELAYS))
-    block = SIZES["block"]
+    sizes = current()
+    block = sizes.block
     rpool = np.zeros((nst, block))
     upool = np.zeros((nst, block), np.bool_)
     jpool = np.zeros((nst, block))
@@ -837,7 +829,7 @@ def play_chain(
     getters = np.zeros(max(1, workers), np.int64)
     waiters = np.zeros(int(woff[-1]), np.int64)
     rcap = 1
-    while rcap < max(workers + 1, SIZES["ready"] or 2 * (workers + 2 * margin + 64)):
+    while rcap < max(workers + 1, sizes.ready or 2 * (workers + 2 * margin + 64)):
         rcap *= 2
     rk = np.zeros(rcap, np.int64)
     ra = np.zeros(rcap, np.int64)
@@ -848,9 +840,9 @@ def play_chain(
         rk[i], ra[i] = _K_WORKER, g
     rk[len(order)], ra[len(order)] = _K_PRODUCER, _TOP
     iv[_RLEN] = len(order) + 1
-    hcap = SIZES["heap"] or workers + 64
+    hcap = sizes.heap or workers + 64
     hw, hs, hk, ha = np.zeros(hcap), *(np.zeros(hcap, np.int64) for _ in range(3))
-    lcap = SIZES["log"] or max(1024, 4 * total_items + 2 * margin + 64)
+    lcap = sizes.log or max(1024, 4 * total_items + 2 * margin + 64)
     lk, lt = np.zeros(lcap, np.int8), np.zeros(lcap)
     li, ls = np.zeros(lcap, np.int64), np.zeros(lcap, np.int8)  # ls: each event's stage
     arrival = np.asarray(arrival_s, dtype=np.float64)

@@ -20,7 +20,7 @@ Two paths, chosen per run:
   also run on flat arrays (:mod:`pipeline.sim.running.kernel.arrays`),
   compiled by numba when the ``[fast]`` extra is installed: ``auto`` takes
   that once a process has run enough event-path items to pay for loading it
-  (:data:`ARRAYS` says which path runs).
+  (:func:`~.paths.kernel_path` makes a block run one path).
 
 The domain (:func:`unsupported` names what is outside it): any arrival
 process or trace, any service distribution or :class:`ServiceTrace`, FCFS
@@ -76,13 +76,13 @@ from ...workloads.scenario import Scenario, Streams
 from ..recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
 from ..summary import HeldPeak
 from ..workload import StageWorkload, Workload, source_arrivals
+from .paths import current
 from .report import make_report
 
 if TYPE_CHECKING:
     from pipeline.chain.report import ChainReport
 
 __all__ = [
-    "ARRAYS",
     "ENGINES",
     "KernelDeclined",
     "check_engine",
@@ -268,22 +268,16 @@ def run_kernel(
     return report, arrivals, columns, steps
 
 
-ARRAYS = "auto"
-"""Which event path runs a scenario :mod:`.arrays` knows: ``"auto"`` (compiled when numba is
-installed and worth loading, :func:`~.arrays.worth_it`, else :mod:`.events`),
-``"compiled"``, ``"plain"`` (its plain-Python source) or ``"off"`` (always :mod:`.events`).
-The equality tests set it to run every path."""
-
-
 def _take_arrays(scenario: Scenario, quiet: bool, n: int) -> bool | None:
     """True: run :mod:`.arrays` compiled, False: its plain source, None: run :mod:`.events`."""
     from .arrays import compiled, inside, worth_it
 
-    if ARRAYS == "off" or not (quiet or inside(scenario.failures)):
+    path = current().path
+    if path == "closures" or not (quiet or inside(scenario.failures)):
         return None
-    if ARRAYS == "plain":
+    if path == "plain":
         return False
-    if ARRAYS == "compiled":
+    if path == "compiled":
         if compiled() is None:
             raise RuntimeError(
                 "the compiled event path needs numba: pip install 'pipeline-lab[fast]'"

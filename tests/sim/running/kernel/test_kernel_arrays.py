@@ -14,7 +14,6 @@ service times, no items.
 from __future__ import annotations
 
 import random
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -36,6 +35,7 @@ from pipeline.sim import (
 )
 from pipeline.sim.running.kernel import arrays
 from pipeline.sim.running.kernel import run as kernel_run
+from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.recorder import Recorder, StepSeries, item_columns, step_series
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.running.workload import StageWorkload, Workload
@@ -56,14 +56,8 @@ NEEDS_NUMBA = pytest.mark.skipif(
 PATHS = ["plain", pytest.param("compiled", marks=NEEDS_NUMBA)]
 
 
-@contextmanager
 def path(name: str):
-    before = kernel_run.ARRAYS
-    kernel_run.ARRAYS = name
-    try:
-        yield
-    finally:
-        kernel_run.ARRAYS = before
+    return kernel_path(name)
 
 
 def known(scenario: Scenario) -> Scenario:
@@ -208,7 +202,7 @@ def test_runs_anticipated_load_the_compiled_path_at_the_first_event_path_run(mon
         return original(*args, **kwargs)
 
     monkeypatch.setattr(arrays, "run_arrays", spy)
-    with path("off"):
+    with path("closures"):
         events = simulate_once(scenario, 0, "kernel")
     events.summary["engine"] = "asyncio"  # the reference here: the events path
     assert_same_run(events, simulate_once(scenario, 0, "auto"))  # a short run, compiled
@@ -257,7 +251,7 @@ def test_auto_loads_the_compiled_path_once_the_process_has_run_enough_items(monk
     monkeypatch.setattr(arrays, "run_arrays", spy)  # run_kernel imports it when it runs
     for items in (1000, 1999, 2, 40):  # the third run reaches 3000 items
         short = scenario.replace(n_items=items)
-        with path("off"):
+        with path("closures"):
             events = simulate_once(short, 0, "kernel")
         events.summary["engine"] = "asyncio"  # the reference here: the events path
         assert_same_run(events, simulate_once(short, 0, "auto"))

@@ -53,6 +53,7 @@ from pipeline.sim import (
     simulate,
 )
 from pipeline.sim.running.kernel import chain_arrays
+from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.kernel.run import unsupported
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.workloads.arrivals import Deterministic
@@ -117,13 +118,9 @@ PATHS = ("closures", "plain", *(("compiled",) if chain_arrays.compiled_available
 
 @contextlib.contextmanager
 def chain_path(path: str):
-    """Run the kernel's chains on ``path`` (see ``chain_arrays.MODE``) inside the block."""
-    saved = chain_arrays.MODE
-    chain_arrays.MODE = path
-    try:
+    """Run the kernel's chains on ``path`` (see :mod:`pipeline.sim.running.kernel.paths`)."""
+    with kernel_path(path):
         yield
-    finally:
-        chain_arrays.MODE = saved
 
 
 def kernel_runs(scenario: Scenario, replication: int) -> list:
@@ -568,12 +565,8 @@ def test_kernel_equals_engine_on_random_chains_with_an_initial_backlog(scenario,
 @contextlib.contextmanager
 def tiny_sizes():
     """Three draws per refill, and a log, heap and ready ring that start at one entry."""
-    saved = dict(chain_arrays.SIZES)
-    chain_arrays.SIZES.update(block=3, log=1, heap=1, ready=1)
-    try:
+    with kernel_path(block=3, log=1, heap=1, ready=1):
         yield
-    finally:
-        chain_arrays.SIZES.update(saved)
 
 
 @settings(max_examples=60, **SETTINGS)
@@ -585,9 +578,8 @@ def test_the_array_replay_refills_and_grows_its_arrays_as_it_goes(scenario, repl
         assert_kernel_agrees(scenario, replication)
 
 
-def test_a_long_retrying_chain_is_the_same_on_every_path(monkeypatch):
+def test_a_long_retrying_chain_is_the_same_on_every_path():
     # Enough retries to use several blocks of each stream (failures, retry times, jitter).
-    monkeypatch.setitem(chain_arrays.SIZES, "block", 512)
     scenario = Scenario(
         arrivals=Poisson(rate=2.0),
         stages=[
@@ -618,7 +610,8 @@ def test_a_long_retrying_chain_is_the_same_on_every_path(monkeypatch):
         n_items=600,
         seed=11,
     )
-    kernel = run_both(scenario)
+    with kernel_path(block=512):
+        kernel = run_both(scenario)
     record = kernel.stages["record"].summary
     # blocks of 512 draws: several of failures, more than one of retry times and jitter
     assert record["retries_total"] > 512 and kernel.report.stages["record"].attempts > 3 * 512
@@ -649,7 +642,7 @@ def _stage_inputs(scenario: Scenario) -> list:
 
 
 @pytest.mark.parametrize("mode", ["auto", "plain", "compiled"])
-def test_no_mode_takes_the_array_replay_outside_its_domain(mode, monkeypatch):
+def test_no_mode_takes_the_array_replay_outside_its_domain(mode):
     # Combined failure models are not in the array replay's domain: every mode plays the
     # chain with the closures, and the run is still the engine's.
     combined = tandem().replace(n_items=30)
@@ -663,18 +656,16 @@ def test_no_mode_takes_the_array_replay_outside_its_domain(mode, monkeypatch):
             combined.stages[1],
         ]
     )
-    monkeypatch.setattr(chain_arrays, "MODE", mode)
     assert chain_arrays.eligible(_stage_inputs(tandem()))  # the same chain without them is in
     inputs = _stage_inputs(combined.replace(n_items=10**6))
     assert not chain_arrays.eligible(inputs)
-    assert chain_arrays.choose(inputs, 10**6) == "closures"
-    assert_same_chain_run(
-        simulate_once(combined, 0, "asyncio"), simulate_once(combined, 0, "kernel")
-    )
+    with kernel_path(mode):
+        assert chain_arrays.choose(inputs, 10**6) == "closures"
+        kernel = simulate_once(combined, 0, "kernel")
+    assert_same_chain_run(simulate_once(combined, 0, "asyncio"), kernel)
 
 
 def test_auto_loads_numba_only_for_work_worth_it(monkeypatch):
-    monkeypatch.setattr(chain_arrays, "MODE", "auto")
     monkeypatch.setattr(chain_arrays, "_compiled", None)
     monkeypatch.setattr(chain_arrays, "_played", 0)
     inputs = _stage_inputs(tandem())  # two stages

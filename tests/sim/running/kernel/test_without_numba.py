@@ -29,7 +29,7 @@ from pipeline.sim import (
     simulate,
 )
 from pipeline.sim.running.kernel import arrays, chain_arrays
-from pipeline.sim.running.kernel import run as kernel_run
+from pipeline.sim.running.kernel.paths import kernel_path
 
 ROOT = Path(__file__).resolve().parents[4]
 JITTER = Backoff(kind="exponential", base_s=0.05, cap_s=2.0, jitter=True)
@@ -91,10 +91,9 @@ def fingerprints() -> dict[str, dict[str, object]]:
     arrays.compiled() is None or not chain_arrays.compiled_available(),
     reason="needs numba to compare against: pip install 'pipeline-lab[fast]'",
 )
-def test_the_kernel_without_numba_runs_as_it_does_compiled(monkeypatch):
-    monkeypatch.setattr(kernel_run, "ARRAYS", "compiled")
-    monkeypatch.setattr(chain_arrays, "MODE", "compiled")
-    here = fingerprints()
+def test_the_kernel_without_numba_runs_as_it_does_compiled():
+    with kernel_path("compiled"):
+        here = fingerprints()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
     child = subprocess.run(
         [sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True
