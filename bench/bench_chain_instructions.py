@@ -8,7 +8,7 @@ difference in stage items is the cost per stage item, free of start-up
 (imports, and for the compiled kernel loading numba and its cached replay).
 
 - **kernel (compiled)**: ``simulate(engine="kernel")`` with the array replay compiled;
-- **kernel (closures)**: the same with ``kernel_path("closures")``;
+- **kernel (plain)**: the same with ``kernel_path("plain")``;
 - **asyncio engine**: ``simulate(engine="asyncio")``;
 - **Ciw**: ``ciw_tandem.ciw_sojourns``.
 
@@ -58,7 +58,7 @@ else:
 
 CONTENDERS = {
     "kernel (compiled)": "compiled",
-    "kernel (closures)": "closures",
+    "kernel (plain)": "plain",
     "asyncio engine": "asyncio",
     "Ciw": "ciw",
 }

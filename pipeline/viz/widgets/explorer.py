@@ -45,7 +45,7 @@ from pipeline.sim import (
 )
 
 from ..._units import METRIC_LABELS, human_bytes
-from ...sim.running.kernel.arrays import MIN_ITEMS, anticipate
+from ...sim.running.kernel.driver import MIN_ITEMS, anticipate
 from ..figures.png import RETINA_SCALE, png_display_data
 from .explorer_figure import ExplorerFigure
 from .shown import ShowsWidget, error_html

@@ -36,7 +36,7 @@ from typing import Any
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from ...sim.running.kernel.arrays import MIN_ITEMS, anticipate
+from ...sim.running.kernel.driver import MIN_ITEMS, anticipate
 from ..figures.panels import pin_title_and_xlabel
 from ..figures.png import RETINA_SCALE, displayed_size, figure_png, png_display_data
 from ..figures.textcache import TextCachingCanvas

@@ -1,6 +1,6 @@
-"""Which replay the kernel runs a scenario on, as a context the caller enters.
+"""Which path the kernel's replay runs on, as a context the caller enters.
 
-Every replay gives the same run, item by item (the equality tests check
+Both paths give the same run, item by item (the equality tests check
 each); they differ only in speed. ``auto`` picks one per run (compiled when
 numba, the ``[fast]`` extra, is installed and the work pays for loading it);
 a test or a benchmark that must run one of them enters :func:`kernel_path`,
@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 
 __all__ = ["PATHS", "KernelPath", "current", "kernel_path"]
 
-PATHS = ("auto", "closures", "plain", "compiled")
-"""The replays: ``auto`` (chosen per run), ``closures`` (the step replay over Python
-containers), ``plain`` (the replay over flat arrays, as plain Python) and ``compiled``
-(the same source compiled by numba; without numba a run raises a RuntimeError)."""
+PATHS = ("auto", "plain", "compiled")
+"""The paths: ``auto`` (chosen per run, see :func:`~.driver.take_compiled`), ``plain``
+(:mod:`.replay` as plain Python) and ``compiled`` (the same source compiled by numba;
+without numba a run raises a RuntimeError)."""
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ import threading
 import pytest
 
 from pipeline.sim.running import kernel
-from pipeline.sim.running.kernel import chain_arrays, paths
+from pipeline.sim.running.kernel import driver, paths, replay
 from pipeline.sim.running.kernel import run as kernel_run
 from pipeline.sim.running.kernel.paths import KernelPath, current, kernel_path
 
 
 def test_no_kernel_module_holds_a_switch_the_tests_assign():
-    for module in (kernel, kernel_run, chain_arrays):
+    for module in (kernel, kernel_run, driver, replay):
         for name in ("ARRAYS", "MODE", "SIZES"):
             assert not hasattr(module, name), (module.__name__, name)
 
@@ -38,7 +38,7 @@ def test_another_thread_does_not_see_the_block():
 
 
 def test_an_exception_leaves_the_default_in_force():
-    with pytest.raises(KeyError), kernel_path("closures"):
+    with pytest.raises(KeyError), kernel_path("plain"):
         raise KeyError("x")
     assert current().path == "auto"
 

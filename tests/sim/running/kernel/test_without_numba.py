@@ -28,7 +28,7 @@ from pipeline.sim import (
     StageSpec,
     simulate,
 )
-from pipeline.sim.running.kernel import arrays, chain_arrays
+from pipeline.sim.running.kernel import driver
 from pipeline.sim.running.kernel.paths import kernel_path
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -49,7 +49,7 @@ def scenarios() -> dict[str, Scenario]:
         service=Exponential(mean=1.0),
         failures=IndependentFailures(0.1),
         config=PipelineConfig(concurrency=4, max_attempts=3, backoff=JITTER),
-        n_items=arrays.MIN_ITEMS + 1_000,
+        n_items=driver.LOAD_AFTER_ITEMS + 1_000,
         seed=7,
     )
     config = PipelineConfig(concurrency=3, queue_maxsize=8, max_attempts=3, backoff=JITTER)
@@ -64,7 +64,7 @@ def scenarios() -> dict[str, Scenario]:
             ),
             StageSpec(name="write", service=Exponential(mean=0.8), config=config),
         ],
-        n_items=chain_arrays.LOAD_AFTER_ITEMS // 2 + 1_000,
+        n_items=driver.LOAD_AFTER_ITEMS // 2 + 1_000,
         seed=11,
     )
     return {"single": single, "chain": chain}
@@ -88,7 +88,7 @@ def fingerprints() -> dict[str, dict[str, object]]:
 
 
 @pytest.mark.skipif(
-    arrays.compiled() is None or not chain_arrays.compiled_available(),
+    driver.compiled() is None,
     reason="needs numba to compare against: pip install 'pipeline-lab[fast]'",
 )
 def test_the_kernel_without_numba_runs_as_it_does_compiled():
