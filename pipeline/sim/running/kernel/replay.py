@@ -52,7 +52,6 @@ from .kinds import (
     RETRY_SCHEDULED,
     SHED,
     STARTED,
-    UNFINISHED,
 )
 
 
@@ -669,7 +668,7 @@ def item_table(kinds, times, ids, admitted_s, start_s, finish_s, attempts, outco
 
     The log is in time order and an item's last event says how it ended, so each
     event writes its column over what came before (the outputs come filled with NaN,
-    0 attempts and ``not_offered``).
+    0 attempts and ``not_offered``; the caller marks the unfinished).
     """
     for e in range(len(kinds)):
         kind, item, at = kinds[e], ids[e], times[e]
@@ -687,5 +686,3 @@ def item_table(kinds, times, ids, admitted_s, start_s, finish_s, attempts, outco
             outcome[item] = 1
         elif kind == SHED:
             outcome[item] = 2
-        elif kind == UNFINISHED:
-            outcome[item] = 3

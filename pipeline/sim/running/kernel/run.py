@@ -50,6 +50,7 @@ do; the equality tests run on each), not a property of asyncio in general.
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -251,22 +252,24 @@ def run_kernel(
         fast=compiled,
     )
     played = run.stages[0]
-    kinds, times, ids = played["kinds"], played["times"], played["ids"]
-    live = np.zeros(n, np.bool_)
-    live[ids[kinds == ADMITTED]] = True
-    live[ids[(kinds == COMPLETED) | (kinds == DEAD_LETTERED)]] = False
-    left = np.flatnonzero(live)  # in id order, as the close logs them
-    if len(left):
-        kinds = np.concatenate([kinds, np.full(len(left), UNFINISHED, np.int8)])
-        times = np.concatenate([times, np.full(len(left), run.finished_s)])
-        ids = np.concatenate([ids, left])
     log = Recorder()
-    log.kinds, log.times, log.ids = kinds, times, ids
+    log.kinds, log.times, log.ids = played["kinds"], played["times"], played["ids"]
     steps: StepSeries | HeldPeak
     if compiled:
-        columns = _compiled_columns(arrivals, log, attempts=series)
+        columns = _compiled_columns(arrivals, log)
+        left = np.flatnonzero(columns.outcome == 3)
+        if series:  # the series and the attempt log read the close's unfinished events
+            _add_unfinished(log, left, run.finished_s)
+            columns = dataclasses.replace(columns, attempt_log=attempt_log(log))
     else:  # numpy's vectorised passes beat a loop in plain Python
+        kinds, ids = played["kinds"], played["ids"]
+        live = np.zeros(n, np.bool_)
+        live[ids[kinds == ADMITTED]] = True
+        live[ids[(kinds == COMPLETED) | (kinds == DEAD_LETTERED)]] = False
+        left = np.flatnonzero(live)
+        _add_unfinished(log, left, run.finished_s)
         columns = item_columns(arrivals, log)
+    kinds, times = log.kinds, log.times
     if series and compiled:
         steps = _merged_series(arrivals, kinds, times, run.finished_s)
     elif series:
@@ -291,15 +294,24 @@ def _report(
     )
 
 
-def _compiled_columns(arrivals: np.ndarray, log: Recorder, *, attempts: bool) -> ItemColumns:
-    """:func:`~pipeline.sim.running.recorder.item_columns` by one compiled pass over the log;
-    the attempt log only when ``attempts`` (a summary without the series reads none)."""
+def _add_unfinished(log: Recorder, left: np.ndarray, end_s: float) -> None:
+    """Append the close's UNFINISHED events (``left``, in id order) to the log."""
+    if len(left):
+        log.kinds = np.concatenate([log.kinds, np.full(len(left), UNFINISHED, np.int8)])
+        log.times = np.concatenate([log.times, np.full(len(left), end_s)])
+        log.ids = np.concatenate([log.ids, left])
+
+
+def _compiled_columns(arrivals: np.ndarray, log: Recorder) -> ItemColumns:
+    """:func:`~pipeline.sim.running.recorder.item_columns` of a log without the close's
+    events, by one compiled pass; an item admitted and never settled is unfinished."""
     from .driver import compiled
 
     n = len(arrivals)
     admitted, start, finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     tries, outcome = np.zeros(n, np.int64), np.full(n, 4, np.int8)  # not_offered
     compiled().item_table(*log.arrays(), admitted, start, finish, tries, outcome)
+    outcome[~np.isnan(admitted) & (outcome == 4)] = 3
     return ItemColumns(
         arrival_s=arrivals,
         admitted_s=admitted,
@@ -307,7 +319,6 @@ def _compiled_columns(arrivals: np.ndarray, log: Recorder, *, attempts: bool) ->
         finish_s=finish,
         attempts=tries,
         outcome=outcome,
-        attempt_log=attempt_log(log) if attempts else None,
     )
 
 
