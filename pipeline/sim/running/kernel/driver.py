@@ -40,7 +40,6 @@ runs so far with this one). Importing numba and loading the cached replay cost a
 of CPU once per process (compiling it the very first time, seconds more), what the plain
 replay spends on about this many stage items at 8-10 us each (``bench/RESULTS.md``); once
 loaded, every run is compiled."""
-MIN_ITEMS = LOAD_AFTER_ITEMS  # the name the notebook widgets pass to :func:`anticipate`
 _SEEN = [0]  # stage items this process has replayed (or announced), while numba is not loaded
 _COMPILED: dict[str, Any] = {}
 

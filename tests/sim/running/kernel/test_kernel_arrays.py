@@ -187,7 +187,7 @@ def test_runs_anticipated_load_the_compiled_path_at_the_first_run(monkeypatch):
         n_items=300,
         seed=2,
     )
-    driver.anticipate(np.int64(driver.MIN_ITEMS))  # a numpy integer is an integer
+    driver.anticipate(np.int64(driver.LOAD_AFTER_ITEMS))  # a numpy integer is an integer
     assert driver._COMPILED == {}  # nothing loaded before a run needs it
     taken = spy_on_the_path(monkeypatch)
     engine = simulate_once(scenario, 0, "asyncio")
