@@ -1,12 +1,12 @@
 """Benchmark: the kernel's chain paths against the engine and Ciw, in CPU time, on 3-stage chains.
 
-Two chains, each run in this process by the kernel's compiled array replay
-(``simulate(scenario, engine="kernel")`` with numba loaded), the kernel's
-closures (``chain_arrays.MODE = "closures"``: the kernel before the array
-replay, still the path without numba), and the asyncio engine (the real
+Two chains, each run in this process by the kernel's compiled replay
+(``simulate(scenario, engine="kernel")`` with numba loaded), the same replay
+as plain Python (``kernel_path("plain")``: the kernel without numba), and the
+asyncio engine (the real
 ``Chain`` on the virtual loop); the tandem also by Ciw
 (``bench/ciw_tandem.py``). ``time.process_time`` (user + sys of this process)
-around each call, interleaved (kernel, closures, engine, Ciw, kernel, ...);
+around each call, interleaved (kernel, plain, engine, Ciw, kernel, ...);
 each ratio is the median over repeats of the ratio within a repeat. CPU time
 drifts far less than wall time on a busy machine.
 
@@ -92,23 +92,21 @@ def same_items(a, b) -> None:
 
 def measure(name: str, scenario, repeats: int) -> None:
     from pipeline.sim import simulate
-    from pipeline.sim.running.kernel import chain_arrays
+    from pipeline.sim.running.kernel import driver
+    from pipeline.sim.running.kernel.paths import kernel_path
 
     def kernel(path: str):
-        chain_arrays.MODE = path
-        try:
+        with kernel_path(path):
             return simulate(scenario, engine="kernel")
-        finally:
-            chain_arrays.MODE = "auto"
 
     small = scenario.replace(n_items=200)
     same_numbers(simulate(small, engine="kernel"), simulate(small, engine="asyncio"))
     contenders = {
         "kernel (compiled)": lambda: kernel("compiled"),
-        "kernel (closures)": lambda: kernel("closures"),
+        "kernel (plain)": lambda: kernel("plain"),
         "asyncio engine": lambda: simulate(scenario, engine="asyncio"),
     }
-    if not chain_arrays.compiled_available():
+    if driver.compiled() is None:
         del contenders["kernel (compiled)"]
     ours = next(iter(contenders))
     if name == "tandem":
@@ -122,7 +120,7 @@ def measure(name: str, scenario, repeats: int) -> None:
             cpu[contender].append(time.process_time() - began)
             print(f"  {name} {repeat + 1}/{repeats} {contender}: {cpu[contender][-1]:.3f} s",
                   file=sys.stderr)  # fmt: skip
-        same_items(results[ours], results["kernel (closures)"])
+        same_items(results[ours], results["kernel (plain)"])
     best = results[ours]
     same_numbers(best, results["asyncio engine"])
     items = sum(len(stage.items) for stage in best.stages.values())
@@ -147,15 +145,15 @@ def measure(name: str, scenario, repeats: int) -> None:
 def load_numba() -> None:
     """Load numba and the compiled replay before timing; print what that costs once."""
     from pipeline.sim import simulate
-    from pipeline.sim.running.kernel import chain_arrays
+    from pipeline.sim.running.kernel import driver
+    from pipeline.sim.running.kernel.paths import kernel_path
 
-    if not chain_arrays.compiled_available():
+    if driver.compiled() is None:
         print("\nnumba is not installed (pip install 'pipeline-lab[fast]'): no compiled replay")
         return
     began = time.process_time()
-    chain_arrays.MODE = "compiled"
-    simulate(chains(200)["tandem"], engine="kernel")
-    chain_arrays.MODE = "auto"
+    with kernel_path("compiled"):
+        simulate(chains(200)["tandem"], engine="kernel")
     print(
         f"\nLoading numba and the compiled replay (once per process, from the on-disk cache "
         f"if it is warm): {time.process_time() - began:.2f} s of CPU"

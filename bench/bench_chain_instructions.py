@@ -8,7 +8,7 @@ difference in stage items is the cost per stage item, free of start-up
 (imports, and for the compiled kernel loading numba and its cached replay).
 
 - **kernel (compiled)**: ``simulate(engine="kernel")`` with the array replay compiled;
-- **kernel (closures)**: the same with ``chain_arrays.MODE = "closures"``;
+- **kernel (plain)**: the same with ``kernel_path("plain")``;
 - **asyncio engine**: ``simulate(engine="asyncio")``;
 - **Ciw**: ``ciw_tandem.ciw_sojourns``.
 
@@ -50,15 +50,15 @@ if path == "ciw":
     ciw_tandem.ciw_sojourns(n, seed=1)
 else:
     from pipeline.sim import simulate
-    from pipeline.sim.running.kernel import chain_arrays
+    from pipeline.sim.running.kernel.paths import kernel_path
     engine = "asyncio" if path == "asyncio" else "kernel"
-    chain_arrays.MODE = path if engine == "kernel" else "auto"
-    simulate(ciw_tandem.scenario(n, seed=1), engine=engine)
+    with kernel_path(path if engine == "kernel" else "auto"):
+        simulate(ciw_tandem.scenario(n, seed=1), engine=engine)
 """
 
 CONTENDERS = {
     "kernel (compiled)": "compiled",
-    "kernel (closures)": "closures",
+    "kernel (plain)": "plain",
     "asyncio engine": "asyncio",
     "Ciw": "ciw",
 }

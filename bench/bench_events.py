@@ -5,14 +5,14 @@
   (unbounded queue). One ``simulate()`` call (draws, run, per-item columns,
   step series, summary) with the default ``engine="auto"`` (the compiled
   event path when numba is installed), the same call with the kernel's
-  plain event path (``kernel.run.ARRAYS = "off"``, what ran before), and the
+  plain replay (``kernel_path("plain")``, what runs without numba), and the
   SimPy model of ``bench/simpy_retry.py`` (draws included), interleaved in
   this process, ``time.process_time`` around each. Ratios are medians of the
   ratios within a repeat (the machine is shared: absolute CPU seconds drift).
 - **plan**: the planning guide's example (``docs/guide/planning.md``: 50
   requests/s, a log-normal handler, 2% failures, 3 attempts, 100,000 items,
   concurrency 1..64 x maxsize 100, 1000, two SLOs) with ``processes=1``, in
-  this process, ``ARRAYS = "auto"`` and ``"off"`` interleaved; both plans must
+  this process, ``kernel_path("auto")`` and ``"plain"`` interleaved; both plans must
   give the same answer (``Plan.to_dict()``, key for key).
 
 Usage: ``OPENBLAS_NUM_THREADS=1 python bench/bench_events.py [--items 100000]
@@ -71,14 +71,14 @@ def retry_scenario(items: int):
 
 def event_path(items: int, repeats: int) -> None:
     from pipeline.sim import simulate
-    from pipeline.sim.running.kernel import arrays
-    from pipeline.sim.running.kernel import run as kernel_run
+    from pipeline.sim.running.kernel import driver
+    from pipeline.sim.running.kernel.paths import kernel_path
 
     scenario = retry_scenario(items)
-    path = "compiled" if arrays.compiled() is not None else "plain events path (no numba)"
+    path = "compiled" if driver.compiled() is not None else "plain replay (no numba)"
     simulate(scenario)  # first-call costs (imports, the compiled path's load)
     simpy_retry_model(1000)
-    cpu: dict[str, list[float]] = {"auto": [], "events path (before)": [], "SimPy": []}
+    cpu: dict[str, list[float]] = {"auto": [], "plain replay": [], "SimPy": []}
     waits = {}
     for _ in range(repeats):
         for name, values in cpu.items():
@@ -86,11 +86,8 @@ def event_path(items: int, repeats: int) -> None:
             if name == "SimPy":
                 waits[name] = float(simpy_retry_model(items)["waits"].mean())
             else:
-                kernel_run.ARRAYS = "auto" if name == "auto" else "off"
-                try:
+                with kernel_path("auto" if name == "auto" else "plain"):
                     result = simulate(scenario)
-                finally:
-                    kernel_run.ARRAYS = "auto"
                 assert result.summary["engine"] == "kernel"
                 waits[name] = result.summary["wait_mean_s"]
             values.append(time.process_time() - began)
@@ -110,13 +107,11 @@ def event_path(items: int, repeats: int) -> None:
             f"| {ratio:.1f}x | {waits[name]:.4f} |"
         )
     speedup = statistics.median(p / v for v, p in zip(cpu["auto"], simpy, strict=True))
-    before = statistics.median(
-        b / v for v, b in zip(cpu["auto"], cpu["events path (before)"], strict=True)
-    )
+    before = statistics.median(b / v for v, b in zip(cpu["auto"], cpu["plain replay"], strict=True))
     verdict = "meets" if speedup >= EVENT_TARGET else "MISSES"
     print(
         f"\nSimPy / auto: {speedup:.1f}x ({verdict} the >= {EVENT_TARGET:g}x target); "
-        f"the events path / auto: {before:.1f}x"
+        f"the plain replay / auto: {before:.1f}x"
     )
 
 
@@ -139,25 +134,20 @@ def readme_plan():
 
 def plans(repeats: int) -> None:
     from pipeline.sim import plan
-    from pipeline.sim.running.kernel import run as kernel_run
+    from pipeline.sim.running.kernel.paths import kernel_path
 
     base, search, slos = readme_plan()
-    cpu: dict[str, list[float]] = {"auto": [], "events path (before)": []}
+    cpu: dict[str, list[float]] = {"auto": [], "plain replay": []}
     answers = {}
     for _ in range(repeats):
         for name, values in cpu.items():
-            kernel_run.ARRAYS = "auto" if name == "auto" else "off"
-            try:
+            with kernel_path("auto" if name == "auto" else "plain"):
                 began = time.process_time()
                 result = plan(base, search, slos, confidence=0.95, processes=1, progress=False)
                 values.append(time.process_time() - began)
-            finally:
-                kernel_run.ARRAYS = "auto"
             answers[name] = json.dumps(result.to_dict(), allow_nan=False, sort_keys=True)
-    same = answers["auto"] == answers["events path (before)"]
-    ratio = statistics.median(
-        b / a for a, b in zip(cpu["auto"], cpu["events path (before)"], strict=True)
-    )
+    same = answers["auto"] == answers["plain replay"]
+    ratio = statistics.median(b / a for a, b in zip(cpu["auto"], cpu["plain replay"], strict=True))
     runs = json.loads(answers["auto"])["runs"]
     print(
         f"\n## The planning guide's plan, processes=1, {runs} runs: {repeats} interleaved repeats\n"

@@ -212,9 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         f"\nmedian change -> figure: {median_ms:.0f} ms CPU "
         f"({verdict} the <= {TARGET_MS} ms target); slowest change {max(totals) * 1000:.0f} ms"
     )
-    from pipeline.sim.running.kernel import arrays
+    from pipeline.sim.running.kernel import driver
 
-    loaded = arrays._COMPILED.get("play") is not None
+    loaded = driver._COMPILED.get("replay") is not None
     print(
         "event path: "
         + ("compiled (numba), loaded by the first change that took it" if loaded else "plain")

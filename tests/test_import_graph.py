@@ -44,8 +44,8 @@ POOL_ONLY = (
 CHAIN_ONLY = "chains (pipeline.chain, the chained runner) load only for a chained scenario"
 KERNEL_ONLY = 'the kernel loads only when a run is given to it (engine="asyncio" never is)'
 KERNEL_PATH = (
-    "each of the kernel's paths loads when a run takes it: the FCFS recursion, the event "
-    "kernel, or the chain kernel and its report"
+    "each of the kernel's paths loads when a run takes it: the FCFS recursion, or the "
+    "replay (compiled or plain) and a chain's report"
 )
 PLAN_OUTPUTS = (
     "a Plan's tables (pandas, through sweep), its figure (matplotlib) and its HTML report "
@@ -202,7 +202,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     (
         "pipeline.sim.running.kernel.run",
         "run_chain_kernel",
-        "pipeline.sim.running.kernel.chain",
+        "pipeline.sim.running.kernel.driver",
     ): KERNEL_PATH,
     (
         "pipeline.sim.running.kernel.run",
@@ -211,23 +211,23 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ): KERNEL_PATH,
     (
         "pipeline.sim.running.kernel.run",
-        "_take_arrays",
-        "pipeline.sim.running.kernel.arrays",
-    ): KERNEL_PATH,
-    (
-        "pipeline.sim.running.kernel.run",
         "run_kernel",
-        "pipeline.sim.running.kernel.arrays",
-    ): KERNEL_PATH,
-    (
-        "pipeline.sim.running.kernel.run",
-        "run_kernel",
-        "pipeline.sim.running.kernel.events",
+        "pipeline.sim.running.kernel.driver",
     ): KERNEL_PATH,
     (
         "pipeline.sim.running.kernel.run",
         "run_kernel",
         "pipeline.sim.running.kernel.fcfs",
+    ): KERNEL_PATH,
+    (
+        "pipeline.sim.running.kernel.run",
+        "_merged_series",
+        "pipeline.sim.running.kernel.driver",
+    ): KERNEL_PATH,
+    (
+        "pipeline.sim.running.kernel.run",
+        "_compiled_columns",
+        "pipeline.sim.running.kernel.driver",
     ): KERNEL_PATH,
     ("pipeline.sim.running.replications", "replicate", "pipeline.sim.executors.pool"): POOL_ONLY,
     ("pipeline.sim.running.simulate", "simulate", "pipeline.sim.executors.pool"): POOL_ONLY,

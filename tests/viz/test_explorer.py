@@ -262,35 +262,34 @@ def test_a_change_after_many_keeps_memory_bounded():
 
 
 def test_the_explorer_draws_the_same_figure_on_either_event_path(monkeypatch):
-    # An explorer anticipates its runs: with numba installed, its first run on the event
-    # path loads the compiled path. The figures are those of the plain event path.
-    from pipeline.sim.running.kernel import arrays
-    from pipeline.sim.running.kernel import run as kernel_run
+    # An explorer anticipates its runs: with numba installed, its first run on the replay
+    # loads the compiled path. The figures are those of the plain replay.
+    from pipeline.sim.running.kernel import driver
+    from pipeline.sim.running.kernel.paths import kernel_path
 
-    monkeypatch.setattr(arrays, "_SEEN", [0])
-    monkeypatch.setattr(arrays, "_COMPILED", {})
+    monkeypatch.setattr(driver, "_SEEN", [0])
+    monkeypatch.setattr(driver, "_COMPILED", {})
     changes = [("failure_rate", 0.3), ("max_attempts", 5), ("drain_timeout_s", 5),
                ("backoff_base_s", 2.0), ("on_full", "reject")]  # fmt: skip
-    monkeypatch.setattr(kernel_run, "ARRAYS", "off")
-    plain = explore(n_items=N_ITEMS)
-    assert arrays._COMPILED == {}  # anticipating loads nothing
-    monkeypatch.setattr(kernel_run, "ARRAYS", "auto")
+    with kernel_path("plain"):
+        plain = explore(n_items=N_ITEMS)
+    assert driver._COMPILED == {}  # anticipating loads nothing
     anticipating = explore(n_items=N_ITEMS)
-    assert arrays._COMPILED == {}  # no failures yet: the event path has not run
+    assert driver._COMPILED == {}  # no failures yet: the replay has not run
     for name, value in changes:
-        for ex in (plain, anticipating):
-            monkeypatch.setattr(kernel_run, "ARRAYS", "off" if ex is plain else "auto")
-            ex.controls[name].value = value
-            assert ex.error is None
+        with kernel_path("plain"):
+            plain.controls[name].value = value
+        anticipating.controls[name].value = value
+        assert plain.error is None and anticipating.error is None
         assert (_pixels(figure_png(plain)) == _pixels(figure_png(anticipating))).all(), name
         assert (
             plain.summary_html.split("simulated in")[0]
             == (anticipating.summary_html.split("simulated in")[0])
         )
     if importlib.util.find_spec("numba") is not None:
-        assert arrays._COMPILED.get("play") is not None  # it did run compiled
+        assert driver._COMPILED.get("replay") is not None  # it did run compiled
     else:
-        assert arrays._COMPILED.get("play", None) is None
+        assert driver._COMPILED.get("replay") is None
 
 
 def test_a_short_drain_under_overload_hands_items_back(explorer):

@@ -16,7 +16,7 @@ finished the item (or its parent): time spent waiting for room in this
 stage's queue counts as this stage's wait, as backpressure at the source
 counts as waiting at the source.
 
-The kernel's chain path (:mod:`pipeline.sim.running.kernel.chain`) replays
+The kernel's replay (:mod:`pipeline.sim.running.kernel.replay`) replays
 that run without asyncio and hands back the same report and event logs;
 :func:`simulate_chain` turns either into the same result.
 

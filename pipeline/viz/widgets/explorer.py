@@ -45,7 +45,7 @@ from pipeline.sim import (
 )
 
 from ..._units import METRIC_LABELS, human_bytes
-from ...sim.running.kernel.arrays import MIN_ITEMS, anticipate
+from ...sim.running.kernel.driver import LOAD_AFTER_ITEMS, anticipate
 from ..figures.png import RETINA_SCALE, png_display_data
 from .explorer_figure import ExplorerFigure
 from .shown import ShowsWidget, error_html
@@ -174,7 +174,7 @@ class Explorer(ShowsWidget):
         # Every change re-simulates: a session of changes is the many runs the compiled
         # event path (numba, when installed) waits for; it loads at the first run that
         # takes the event path (failures, drains), not after twenty (about 40 ms a change).
-        anticipate(MIN_ITEMS)
+        anticipate(LOAD_AFTER_ITEMS)
         self.update()
 
     # -- controls -------------------------------------------------------------------

@@ -36,7 +36,7 @@ from typing import Any
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from ...sim.running.kernel.arrays import MIN_ITEMS, anticipate
+from ...sim.running.kernel.driver import LOAD_AFTER_ITEMS, anticipate
 from ..figures.panels import pin_title_and_xlabel
 from ..figures.png import RETINA_SCALE, displayed_size, figure_png, png_display_data
 from ..figures.textcache import TextCachingCanvas
@@ -182,7 +182,7 @@ class FocusedWidget(ShowsWidget):
             control.observe(self._on_change, names="value")
         # Every change re-runs: if ``run`` simulates on the kernel's event path, a session
         # of changes is the many runs its compiled form (numba, when installed) waits for.
-        anticipate(MIN_ITEMS)
+        anticipate(LOAD_AFTER_ITEMS)
         self.update()
 
     @property

@@ -1,9 +1,8 @@
 """The engine's event kinds as plain ints, as the kernels' event logs store them (int8).
 
-Shared by the single-stage event path (:mod:`.events`) and the chain
-kernel (:mod:`.chain`): an int compares faster than an enum member in
-their inner loops, and the recorder reads the same codes the engine's
-listener writes.
+The replay's log stores them (:mod:`.replay`): an int compares faster than
+an enum member in its inner loop, and the recorder reads the same codes the
+engine's listener writes.
 """
 
 from __future__ import annotations

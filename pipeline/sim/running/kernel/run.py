@@ -14,36 +14,39 @@ Two paths, chosen per run:
   Kiefer-Wolfowitz recursion over a heap of worker-free times and everything
   else is vectorised. It takes it only when no two events that the engine
   would have to order fall on the same instant; otherwise it hands over to
-- **the event path** (:mod:`pipeline.sim.running.kernel.events`): the engine's tasks
-  replayed step by step over a timer heap, ties included. For no failures,
-  :class:`IndependentFailures` or :class:`PermanentFailures` the same steps
-  also run on flat arrays (:mod:`pipeline.sim.running.kernel.arrays`),
-  compiled by numba when the ``[fast]`` extra is installed: ``auto`` takes
-  that once a process has run enough event-path items to pay for loading it
-  (:data:`ARRAYS` says which path runs).
+- **the replay** (:mod:`pipeline.sim.running.kernel.replay`, run by
+  :mod:`.driver`): the engine's tasks replayed step by step over a timer heap,
+  ties included, a pipeline as the one-stage case of a chain. One source,
+  compiled by numba when the ``[fast]`` extra is installed and worth loading
+  (:func:`~.driver.take_compiled`), plain Python otherwise;
+  :func:`~.paths.kernel_path` makes a block run one path.
 
 The domain, and which engine runs a scenario, are decided in one place,
 :mod:`pipeline.sim.running.engine_choice`: the callers there check the domain
 before they run the kernel.
 
-Chains (``Scenario.stages``) take a third path,
-:mod:`pipeline.sim.running.kernel.chain` (:func:`run_chain_kernel`): the
-real :class:`~pipeline.Chain` replayed stage by stage, hand-offs that block
+Chains (``Scenario.stages``, :func:`run_chain_kernel`) take the replay too:
+the real :class:`~pipeline.Chain` replayed stage by stage, hand-offs that block
 after service and fan-out included. A chain is inside the domain when every
 stage is; a drain that reaches its timeout is found only by running and then
 declined (:class:`KernelDeclined`;
 :func:`~pipeline.sim.running.engine_choice.run_chosen` then runs the engine).
 
-The event path reproduces CPython's asyncio scheduling (what 3.11 to 3.13
+The replay reproduces CPython's asyncio scheduling (what 3.11 to 3.13
 do; the equality tests run on each), not a property of asyncio in general.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from array import array
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pipeline._spelling import setting_value
+from pipeline.config import PipelineConfig
 from pipeline.records import RunReport
 
 from ...workloads.failures import (
@@ -55,15 +58,28 @@ from ...workloads.failures import (
     ScriptedFailures,
 )
 from ...workloads.scenario import Scenario, Streams
-from ..recorder import ItemColumns, Recorder, StepSeries, item_columns, step_series
+from ...workloads.traces.service import ServiceTrace
+from ..recorder import (
+    ARRIVAL,
+    DELTAS,
+    SERIES,
+    ItemColumns,
+    Recorder,
+    StepSeries,
+    attempt_log,
+    finish_series,
+    item_columns,
+    step_series,
+)
 from ..summary import HeldPeak
 from ..workload import StageWorkload, Workload, source_arrivals
+from .kinds import ADMITTED, COMPLETED, DEAD_LETTERED, INTAKE_CLOSED, UNFINISHED
 from .report import make_report
 
 if TYPE_CHECKING:
     from pipeline.chain.report import ChainReport
 
-__all__ = ["ARRAYS", "KernelDeclined", "run_chain_kernel", "run_kernel"]
+__all__ = ["KernelDeclined", "run_chain_kernel", "run_kernel"]
 
 
 def _cannot_fail(scenario: Scenario, n: int) -> bool:
@@ -94,14 +110,12 @@ def run_kernel(
 
     The caller checks the domain first
     (:func:`~pipeline.sim.running.engine_choice.unsupported`). With ``series=False``,
-    a run on :mod:`.arrays` gives a :class:`~pipeline.sim.running.summary.HeldPeak`
-    instead of the step series, and columns without their attempt log: what a
-    summary of every key but the other series statistics reads
-    (:func:`~pipeline.sim.running.single.summary_once`); the other paths give
-    their series as always.
+    a replayed run gives a :class:`~pipeline.sim.running.summary.HeldPeak` instead
+    of the step series: what a summary of every key but the other series
+    statistics reads (:func:`~pipeline.sim.running.single.summary_once`); the
+    FCFS recursion gives its series as always.
     """
-    from .arrays import run_arrays, step_series_merged
-    from .events import run_events
+    from .driver import StageInput, replay, take_compiled
     from .fcfs import run_fcfs
 
     workload = Workload(scenario, replication)
@@ -113,75 +127,110 @@ def run_kernel(
         fast = run_fcfs(arrivals, workload.first_attempt_s, config)
         if fast is not None:
             return fast
-    fast = _take_arrays(scenario, quiet, n)
-    log = Recorder()
-    steps: StepSeries | HeldPeak
-    if fast is not None:
-        run, columns = run_arrays(
-            workload,
-            scenario.failures,
-            quiet,
-            config,
-            fast=fast,
-            warmup_s=scenario.warmup_s,
-            record=series,
-        )
-        if series:
-            steps = step_series_merged(arrivals, run, fast=fast)
-        else:
-            steps = HeldPeak(end_s=run.finished_s, held=run.held_peak)
-    else:
-        run = run_events(
-            arrivals.tolist(),
-            workload.first_attempt_s.tolist(),
-            workload.retry_time,
-            None if quiet else workload.failures,
-            config,
-            workload.streams.jitter,
-        )
-        log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
-        columns = item_columns(arrivals, log)
-        steps = step_series(arrivals, log, run.finished_s)
-    report = make_report(
-        config=scenario.config,
-        offered=run.offered,
-        admitted=run.admitted,
-        completed=run.completed,
-        attempts=run.attempts,
-        retried=run.retried,
-        dead_letters=run.dead_letters,
-        shed=run.shed,
-        unfinished=run.unfinished,
-        drain_timed_out=run.drain_timed_out,
-        finished_s=run.finished_s,
-        queue_peak=run.queue_peak,
-        producer_blocked_s=run.producer_blocked_s,
+    stage = StageInput(
+        name="pipeline",
+        config=config,
+        fan_out=1,
+        first_attempt_s=workload.first_attempt_s,
+        retry_times=workload.retry_times,
+        traced=workload.traced,
+        failures=None if quiet else workload.failures,
+        rng=workload.streams.jitter,
     )
+    compiled = take_compiled(n)
+    run = replay(
+        arrivals,
+        [stage],
+        single=True,
+        drain_timeout_s=config.drain_timeout_s,
+        warmup_s=scenario.warmup_s,
+        fast=compiled,
+    )
+    played = run.stages[0]
+    log = Recorder()
+    log.kinds, log.times, log.ids = played["kinds"], played["times"], played["ids"]
+    steps: StepSeries | HeldPeak
+    if compiled:
+        columns = _compiled_columns(arrivals, log)
+        left = np.flatnonzero(columns.outcome == 3)
+        if series:  # the series and the attempt log read the close's unfinished events
+            _add_unfinished(log, left, run.finished_s)
+            columns = dataclasses.replace(columns, attempt_log=attempt_log(log))
+    else:  # numpy's vectorised passes beat a loop in plain Python
+        kinds, ids = played["kinds"], played["ids"]
+        live = np.zeros(n, np.bool_)
+        live[ids[kinds == ADMITTED]] = True
+        live[ids[(kinds == COMPLETED) | (kinds == DEAD_LETTERED)]] = False
+        left = np.flatnonzero(live)
+        _add_unfinished(log, left, run.finished_s)
+        columns = item_columns(arrivals, log)
+    kinds, times = log.kinds, log.times
+    if series and compiled:
+        steps = _merged_series(arrivals, kinds, times, run.finished_s)
+    elif series:
+        steps = step_series(arrivals, log, run.finished_s)
+    else:
+        steps = HeldPeak(end_s=run.finished_s, held=run.held_peak)
+    report = _report(config, played, left.tolist(), run.drain_timed_out, run.finished_s)
     return report, arrivals, columns, steps
 
 
-ARRAYS = "auto"
-"""Which event path runs a scenario :mod:`.arrays` knows: ``"auto"`` (compiled when numba is
-installed and worth loading, :func:`~.arrays.worth_it`, else :mod:`.events`),
-``"compiled"``, ``"plain"`` (its plain-Python source) or ``"off"`` (always :mod:`.events`).
-The equality tests set it to run every path."""
+def _report(
+    config: PipelineConfig, played: dict, unfinished: list[int], timed_out: bool, end_s: float
+) -> RunReport:
+    """The :class:`~pipeline.RunReport` of one replayed stage (its counts in ``played``)."""
+    counts = ("offered", "admitted", "completed", "attempts", "retried", "dead_letters", "shed")
+    return make_report(
+        config=config,
+        **{name: played[name] for name in (*counts, "queue_peak", "producer_blocked_s")},
+        unfinished=unfinished,
+        drain_timed_out=timed_out,
+        finished_s=end_s,
+    )
 
 
-def _take_arrays(scenario: Scenario, quiet: bool, n: int) -> bool | None:
-    """True: run :mod:`.arrays` compiled, False: its plain source, None: run :mod:`.events`."""
-    from .arrays import compiled, inside, worth_it
+def _add_unfinished(log: Recorder, left: np.ndarray, end_s: float) -> None:
+    """Append the close's UNFINISHED events (``left``, in id order) to the log."""
+    if len(left):
+        log.kinds = np.concatenate([log.kinds, np.full(len(left), UNFINISHED, np.int8)])
+        log.times = np.concatenate([log.times, np.full(len(left), end_s)])
+        log.ids = np.concatenate([log.ids, left])
 
-    if ARRAYS == "off" or not (quiet or inside(scenario.failures)):
-        return None
-    if ARRAYS == "plain":
-        return False
-    if ARRAYS == "compiled":
-        if compiled() is None:
-            raise RuntimeError(
-                "the compiled event path needs numba: pip install 'pipeline-lab[fast]'"
-            )
-        return True
-    return True if worth_it(n) else None
+
+def _compiled_columns(arrivals: np.ndarray, log: Recorder) -> ItemColumns:
+    """:func:`~pipeline.sim.running.recorder.item_columns` of a log without the close's
+    events, by one compiled pass; an item admitted and never settled is unfinished."""
+    from .driver import compiled
+
+    n = len(arrivals)
+    admitted, start, finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    tries, outcome = np.zeros(n, np.int64), np.full(n, 4, np.int8)  # not_offered
+    compiled().item_table(*log.arrays(), admitted, start, finish, tries, outcome)
+    outcome[~np.isnan(admitted) & (outcome == 4)] = 3
+    return ItemColumns(
+        arrival_s=arrivals,
+        admitted_s=admitted,
+        start_s=start,
+        finish_s=finish,
+        attempts=tries,
+        outcome=outcome,
+    )
+
+
+def _merged_series(
+    arrivals: np.ndarray, kinds: np.ndarray, times: np.ndarray, end_s: float
+) -> StepSeries:
+    """:func:`~pipeline.sim.running.recorder.step_series` of a log, by a compiled merge."""
+    from .driver import compiled
+
+    rows = len(arrivals) + len(times) + 1
+    time_s = np.empty(rows)
+    table = np.empty((len(SERIES), rows), np.int32)
+    deltas = DELTAS.astype(np.int64)
+    rows = compiled().series_rows(arrivals, kinds, times, deltas, ARRIVAL, time_s, table)
+    # views, not copies: the rows left over are a few bytes per event
+    named = {name: table[index, :rows] for index, name in enumerate(SERIES)}
+    return finish_series(time_s[:rows], named, end_s)
 
 
 class KernelDeclined(Exception):
@@ -207,12 +256,12 @@ def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport,
     Raises:
         KernelDeclined: a drain runs into its timeout (outside the chain path's domain).
     """
-    from .chain import StageInput, run_chain_events
     from .chain_report import chain_report
+    from .driver import StageInput, replay, take_compiled
 
     streams = Streams.from_seed(scenario.seed, replication)
     arrivals = source_arrivals(scenario, streams.arrivals)
-    inputs, reaching = [], len(arrivals)
+    inputs, reaching, total = [], len(arrivals), 0
     for number, spec in enumerate(scenario.stages):
         work = StageWorkload(spec, reaching, scenario.seed, replication, number)
         quiet = _never_fails(spec.failures, reaching)
@@ -222,35 +271,68 @@ def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport,
                 config=spec.config,
                 fan_out=spec.fan_out,
                 first_attempt_s=work.first_attempt_s,
-                retry_time=work.retry_time,
+                retry_times=work.retry_times,
+                traced=isinstance(spec.service, ServiceTrace),
                 failures=None if quiet else work.failures,
                 rng=work.jitter,
             )
         )
+        total += reaching
         reaching *= spec.fan_out
-    played = run_chain_events(arrivals.tolist(), inputs, scenario.stages[0].config.drain_timeout_s)
-    if isinstance(played, str):
-        raise KernelDeclined(played)
-    runs, finished_s = played
+    run = replay(arrivals, inputs, single=False, fast=take_compiled(total))
+    drain = scenario.stages[0].config.drain_timeout_s
+    finished = _close(inputs, run.last_settle, run.stages, run.closed_s, drain)
     reports, recorders = [], []
-    for spec, run in zip(scenario.stages, runs, strict=True):
-        report = make_report(
-            config=spec.config,
-            offered=run.offered,
-            admitted=run.admitted,
-            completed=run.completed,
-            attempts=run.attempts,
-            retried=run.retried,
-            dead_letters=run.dead_letters,
-            shed=run.shed,
-            unfinished=[],
-            drain_timed_out=False,
-            finished_s=run.finished_s,
-            queue_peak=run.queue_peak,
-            producer_blocked_s=run.producer_blocked_s,
-        )
-        reports.append((spec.name, report, run))
+    for spec, played, finished_s in zip(scenario.stages, run.stages, finished, strict=True):
+        report = _report(spec.config, played, [], False, finished_s)
+        reports.append((spec.name, report, SimpleNamespace(**played)))
         log = Recorder()
-        log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
+        log.kinds = array("b", played["kinds"].tobytes())
+        log.times = array("d", played["times"].tobytes())
+        log.ids = array("q", played["ids"].tobytes())
         recorders.append(log)
-    return chain_report(reports, finished_s), arrivals, recorders
+    return chain_report(reports, finished[-1]), arrivals, recorders
+
+
+def _close(
+    stages: list,
+    last_settle: list[float | None],
+    runs: list[dict],
+    closed_s: float,
+    drain_timeout_s: float | None,
+) -> list[float]:
+    """Each stage's close time; its log gets the intake-closed event. Declines a drain timeout.
+
+    The head stops taking items at ``closed_s`` and drains; stage *k* is told
+    to stop when stage *k - 1* has closed, and closes once it has settled its
+    last item. With a timeout, the head's drain gives up at ``closed_s +
+    drain_timeout_s`` and each later stage's at its stop time plus what is
+    left of that deadline (``asyncio.timeout`` over the engine's own
+    arithmetic, so the floats are the engine's).
+
+    Raises:
+        KernelDeclined: a stage is still busy at its drain's deadline.
+    """
+    deadline = None if drain_timeout_s is None else closed_s + drain_timeout_s
+    before = closed_s
+    finished = []
+    for number, (spec, last, run) in enumerate(zip(stages, last_settle, runs, strict=True)):
+        busy = last is not None and last >= before
+        if deadline is not None and busy:
+            if number == 0:
+                gives_up = closed_s + drain_timeout_s
+            else:
+                gives_up = before + max(0.0, deadline - before)
+            if last >= gives_up:
+                timeout = setting_value("drain_timeout_s", drain_timeout_s)
+                raise KernelDeclined(
+                    f"a chain whose drain reaches {timeout} "
+                    f"(stage {spec.name!r} is still busy at its deadline)"
+                )
+        run["kinds"] = np.append(run["kinds"], np.int8(INTAKE_CLOSED))
+        run["times"] = np.append(run["times"], before)
+        run["ids"] = np.append(run["ids"], np.int64(-1))
+        if busy:
+            before = last
+        finished.append(before)
+    return finished

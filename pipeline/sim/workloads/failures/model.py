@@ -128,6 +128,11 @@ class _BoundCombined(AttemptFailures):
     def __init__(self, parts: tuple[AttemptFailures, ...]) -> None:
         self._parts = parts
 
+    @property
+    def parts(self) -> tuple[AttemptFailures, ...]:
+        """The bound models, in order (the kernel's replay evaluates each per attempt)."""
+        return self._parts
+
     def check(self, item_id: int, attempt: int, in_flight: int) -> Failure | None:
         results = [part.check(item_id, attempt, in_flight) for part in self._parts]
         for failure in results:

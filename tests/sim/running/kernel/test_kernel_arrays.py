@@ -1,20 +1,19 @@
-"""The event path on arrays (``kernel/arrays.py``) equals the engine, compiled and as plain Python.
+"""The kernel's replay (``kernel/replay.py``) equals the engine, compiled and as plain Python.
 
-``kernel.run.ARRAYS`` picks the path: every test here runs both the plain
-source and (when numba is installed, the ``[fast]`` extra) its compiled
-form, on the random scenarios of ``test_kernel_equality`` whose failure model
-the path knows, item by item against the asyncio engine (1e-9 s), and checks
-the per-item columns it fills in as it goes against those the recorder sorts
-out of its log, and the step series it merges against the recorder's. Then
-the bulk draws against the draws one at a time, the domain of ``auto`` (with
-and without numba), and the edges: every attempt failing, a huge budget, zero
-service times, no items.
+``kernel_path`` picks the path: every test here runs both the plain source
+and (when numba is installed, the ``[fast]`` extra) its compiled form, on the
+random scenarios of ``test_kernel_equality`` (every failure model of the
+kernel's domain, combinations included), item by item against the asyncio
+engine (1e-9 s, the step series it merges included), and again with refill
+blocks of three draws and arrays that start at one entry, so the replay stops,
+refills, grows and resumes many times in a run. Then the bulk draws against
+the draws one at a time, when ``auto`` loads numba (with and without it), and
+the edges: every attempt failing, a huge budget, zero service times, no items.
 """
 
 from __future__ import annotations
 
 import random
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -34,9 +33,9 @@ from pipeline.sim import (
     StageSpec,
     Trace,
 )
-from pipeline.sim.running.kernel import arrays
+from pipeline.sim.running.kernel import driver
 from pipeline.sim.running.kernel import run as kernel_run
-from pipeline.sim.running.recorder import Recorder, StepSeries, item_columns, step_series
+from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.running.workload import StageWorkload, Workload
 from pipeline.sim.workloads.traces.service import ServiceTrace
@@ -49,49 +48,15 @@ from .test_kernel_equality import (
     scenarios,
 )
 
-HAS_NUMBA = arrays.compiled() is not None
+HAS_NUMBA = driver.compiled() is not None
 NEEDS_NUMBA = pytest.mark.skipif(
     not HAS_NUMBA, reason="needs numba: pip install 'pipeline-lab[fast]'"
 )
 PATHS = ["plain", pytest.param("compiled", marks=NEEDS_NUMBA)]
 
 
-@contextmanager
 def path(name: str):
-    before = kernel_run.ARRAYS
-    kernel_run.ARRAYS = name
-    try:
-        yield
-    finally:
-        kernel_run.ARRAYS = before
-
-
-def known(scenario: Scenario) -> Scenario:
-    """The scenario, its failure model swapped for one the path knows if it has another."""
-    if arrays.inside(scenario.failures):
-        return scenario
-    return scenario.replace(failures=IndependentFailures(0.3))
-
-
-def assert_columns_match_the_log(scenario: Scenario, replication: int, fast: bool) -> None:
-    workload = Workload(scenario, replication)
-    quiet = kernel_run._cannot_fail(scenario, len(workload.arrival_s))
-    run, columns = arrays.run_arrays(workload, scenario.failures, quiet, scenario.config, fast=fast)
-    log = Recorder()
-    log.kinds, log.times, log.ids = run.kinds, run.times, run.ids
-    sorted_out = item_columns(workload.arrival_s, log)
-    for name in ("arrival_s", "admitted_s", "start_s", "finish_s", "attempts", "outcome"):
-        np.testing.assert_array_equal(getattr(columns, name), getattr(sorted_out, name), name)
-    for name in ("start_s", "end_s", "ending", "readmitted_s"):
-        np.testing.assert_array_equal(
-            getattr(columns.attempt_log, name), getattr(sorted_out.attempt_log, name), name
-        )
-    merged = arrays.step_series_merged(workload.arrival_s, run, fast=fast)
-    expected = step_series(workload.arrival_s, log, run.finished_s)
-    assert merged.end_s == expected.end_s
-    for name in ("time_s", *StepSeries.COLUMNS):
-        np.testing.assert_array_equal(getattr(merged, name), getattr(expected, name), name)
-        assert getattr(merged, name).dtype == getattr(expected, name).dtype, name
+    return kernel_path(name)
 
 
 @pytest.mark.parametrize("name", PATHS)
@@ -99,10 +64,8 @@ def test_the_array_path_equals_the_engine_on_random_scenarios(name):
     @settings(max_examples=500, **SETTINGS)
     @given(scenario=scenarios(), replication=st.integers(0, 3))
     def check(scenario, replication):
-        scenario = known(scenario)
         with path(name):
             assert_kernel_agrees(scenario, replication)
-        assert_columns_match_the_log(scenario, replication, fast=name == "compiled")
 
     check()
 
@@ -113,7 +76,20 @@ def test_the_array_path_equals_the_engine_with_an_initial_backlog(name):
     @given(scenario=backlogged(), replication=st.integers(0, 3))
     def check(scenario, replication):
         with path(name):
-            assert_kernel_agrees(known(scenario), replication)
+            assert_kernel_agrees(scenario, replication)
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_the_replay_refills_and_grows_its_arrays_as_it_goes(name):
+    # Every pool of draws runs out after three values and every array starts at one entry:
+    # the replay stops and resumes many times in a run, and the run is still the engine's.
+    @settings(max_examples=150, **SETTINGS)
+    @given(scenario=scenarios(), replication=st.integers(0, 3))
+    def check(scenario, replication):
+        with path(name), kernel_path(block=3, log=1, heap=1, ready=1):
+            assert_kernel_agrees(scenario, replication)
+
+    check()
 
     check()
 
@@ -186,10 +162,23 @@ def test_a_burst_of_a_trace_with_jittered_backoff_equals_the_engine(name):
     assert_same_run(*run_both(scenario, name))
 
 
+def spy_on_the_path(monkeypatch) -> list[bool]:
+    """The list each kernel run appends to: True when it ran compiled."""
+    taken: list[bool] = []
+    original = driver.replay
+
+    def spy(*args, **kwargs):
+        taken.append(kwargs["fast"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "replay", spy)  # run_kernel imports it when it runs
+    return taken
+
+
 @NEEDS_NUMBA
-def test_runs_anticipated_load_the_compiled_path_at_the_first_event_path_run(monkeypatch):
-    monkeypatch.setattr(arrays, "_SEEN", [0])
-    monkeypatch.setattr(arrays, "_COMPILED", {})
+def test_runs_anticipated_load_the_compiled_path_at_the_first_run(monkeypatch):
+    monkeypatch.setattr(driver, "_SEEN", [0])
+    monkeypatch.setattr(driver, "_COMPILED", {})
     scenario = Scenario(
         arrivals=Poisson(rate=3.2),
         service=Exponential(mean=1.0),
@@ -198,20 +187,11 @@ def test_runs_anticipated_load_the_compiled_path_at_the_first_event_path_run(mon
         n_items=300,
         seed=2,
     )
-    arrays.anticipate(np.int64(arrays.MIN_ITEMS))  # a numpy integer is an integer
-    assert arrays._COMPILED == {}  # nothing loaded before a run needs it
-    taken = []
-    original = arrays.run_arrays
-
-    def spy(*args, **kwargs):
-        taken.append(kwargs["fast"])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(arrays, "run_arrays", spy)
-    with path("off"):
-        events = simulate_once(scenario, 0, "kernel")
-    events.summary["engine"] = "asyncio"  # the reference here: the events path
-    assert_same_run(events, simulate_once(scenario, 0, "auto"))  # a short run, compiled
+    driver.anticipate(np.int64(driver.LOAD_AFTER_ITEMS))  # a numpy integer is an integer
+    assert driver._COMPILED == {}  # nothing loaded before a run needs it
+    taken = spy_on_the_path(monkeypatch)
+    engine = simulate_once(scenario, 0, "asyncio")
+    assert_same_run(engine, simulate_once(scenario, 0, "auto"))  # a short run, compiled
     assert taken == [True]
 
 
@@ -223,22 +203,22 @@ def test_runs_anticipated_load_the_compiled_path_at_the_first_event_path_run(mon
 def test_anticipate_takes_a_count_of_items(monkeypatch, items, error):
     from decimal import Decimal
 
-    monkeypatch.setattr(arrays, "_SEEN", [7])
+    monkeypatch.setattr(driver, "_SEEN", [7])
     with pytest.raises(error, match="items must be"):
-        arrays.anticipate(items)
+        driver.anticipate(items)
     with pytest.raises(TypeError, match="items must be"):
-        arrays.anticipate(Decimal(3))
-    assert arrays._SEEN == [7]  # nothing counted
-    arrays.anticipate(0)
-    arrays.anticipate(2**70)  # huge: the next event-path run loads the compiled path
-    assert arrays._SEEN == [7 + 2**70]
+        driver.anticipate(Decimal(3))
+    assert driver._SEEN == [7]  # nothing counted
+    driver.anticipate(0)
+    driver.anticipate(2**70)  # huge: the next run loads the compiled path
+    assert driver._SEEN == [7 + 2**70]
 
 
 @NEEDS_NUMBA
 def test_auto_loads_the_compiled_path_once_the_process_has_run_enough_items(monkeypatch):
-    monkeypatch.setattr(arrays, "MIN_ITEMS", 3000)
-    monkeypatch.setattr(arrays, "_SEEN", [0])
-    monkeypatch.setattr(arrays, "_COMPILED", {})
+    monkeypatch.setattr(driver, "LOAD_AFTER_ITEMS", 3000)
+    monkeypatch.setattr(driver, "_SEEN", [0])
+    monkeypatch.setattr(driver, "_COMPILED", {})
     scenario = Scenario(
         arrivals=Poisson(rate=3.2),
         service=Exponential(mean=1.0),
@@ -247,34 +227,34 @@ def test_auto_loads_the_compiled_path_once_the_process_has_run_enough_items(monk
         n_items=2000,
         seed=1,
     )
-    taken = []
-    original = arrays.run_arrays
-
-    def spy(*args, **kwargs):
-        taken.append(kwargs["fast"])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(arrays, "run_arrays", spy)  # run_kernel imports it when it runs
+    taken = spy_on_the_path(monkeypatch)
     for items in (1000, 1999, 2, 40):  # the third run reaches 3000 items
         short = scenario.replace(n_items=items)
-        with path("off"):
-            events = simulate_once(short, 0, "kernel")
-        events.summary["engine"] = "asyncio"  # the reference here: the events path
-        assert_same_run(events, simulate_once(short, 0, "auto"))
-    assert taken == [True, True]
+        assert_same_run(simulate_once(short, 0, "asyncio"), simulate_once(short, 0, "auto"))
+    assert taken == [False, False, True, True]
     # without failures or ties the FCFS recursion still runs first
     quiet = scenario.replace(failures=IndependentFailures(0.0), config=PipelineConfig())
     assert simulate_once(quiet, 0, "auto").summary["engine"] == "kernel"
-    assert taken == [True, True]
+    assert taken == [False, False, True, True]
 
 
-def test_auto_leaves_models_the_path_does_not_know_to_the_events_path():
-    for model in (ScriptedFailures((1, 0, 2)), IndependentFailures(0.1) | PermanentFailures(0.1)):
+@pytest.mark.parametrize("name", PATHS)
+def test_scripted_and_combined_failures_run_on_every_path(name):
+    for model in (
+        ScriptedFailures((1, 0, 2), permanent=frozenset({2})),
+        IndependentFailures(0.3) | PermanentFailures(0.2) | ScriptedFailures((2, 0, 1)),
+    ):
         scenario = Scenario(
-            arrivals=Poisson(rate=1.0), service=Constant(1.0), failures=model, n_items=3
+            arrivals=Poisson(rate=1.0),
+            service=Constant(1.0),
+            failures=model,
+            config=PipelineConfig(max_attempts=3, backoff=Backoff(jitter=True)),
+            n_items=60,
+            seed=4,
         )
-        assert not arrays.inside(model)
-        assert kernel_run._take_arrays(scenario, False, 10**6) is None
+        engine, kernel = run_both(scenario, name)
+        assert kernel.summary["items_dead_lettered"] > 0
+        assert_same_run(engine, kernel)
 
 
 def test_bulk_failure_draws_equal_the_checks_one_at_a_time():
@@ -315,7 +295,7 @@ def test_a_stages_bulk_retry_times_equal_the_draws_one_at_a_time():
 
 
 @pytest.mark.parametrize("name", PATHS)
-def test_the_jitter_stream_is_left_where_the_engine_leaves_it(name):
+def test_the_jitter_stream_is_left_where_the_engine_leaves_it(name, monkeypatch):
     scenario = Scenario(
         arrivals=Poisson(rate=2.0),
         service=Exponential(mean=1.0),
@@ -331,20 +311,16 @@ def test_the_jitter_stream_is_left_where_the_engine_leaves_it(name):
     for _ in range(retries):
         expected.random()
     bulk = Workload(scenario, 0)
-    arrays.run_arrays(bulk, scenario.failures, False, scenario.config, fast=name == "compiled")
+    monkeypatch.setattr(kernel_run, "Workload", lambda scenario, replication: bulk)
+    with path(name), kernel_path(block=64):  # several refills of the jitter pool
+        kernel_run.run_kernel(scenario, 0)
     assert bulk.streams.jitter.getstate() == expected.getstate()
 
 
-def test_without_numba_auto_takes_the_events_path(monkeypatch):
-    monkeypatch.setattr(arrays, "_COMPILED", {"play": None, "series_rows": None})
-    monkeypatch.setattr(arrays, "_SEEN", [0])
-    scenario = Scenario(
-        arrivals=Poisson(rate=1.0),
-        service=Constant(1.0),
-        failures=IndependentFailures(0.1),
-        n_items=10**6,
-    )
-    assert arrays.compiled() is None
-    assert kernel_run._take_arrays(scenario, False, 10**6) is None
+def test_without_numba_auto_runs_plain(monkeypatch):
+    monkeypatch.setattr(driver, "_COMPILED", {"replay": None})
+    monkeypatch.setattr(driver, "_SEEN", [0])
+    assert driver.compiled() is None
+    assert not driver.take_compiled(10**6)
     with path("compiled"), pytest.raises(RuntimeError, match=r"needs numba: pip install"):
-        kernel_run._take_arrays(scenario, False, 10)
+        driver.take_compiled(10)

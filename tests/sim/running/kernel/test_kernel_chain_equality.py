@@ -13,8 +13,7 @@ run by both. Every stage's ``items`` and
 and their errors, hand-offs, blocked time) and the chain's own summary,
 ``items``, ``timeseries`` and report. A mismatch is a bug in one of the two.
 
-The kernel replays a chain on one of three paths: closures over deques and a
-heap of tuples, or one function over flat arrays (``chain_arrays``), run as
+The kernel replays a chain with its one replay (``kernel/replay.py``), run as
 plain Python or compiled by numba (the ``[fast]`` extra; skipped without it).
 Every kernel run here is played on each path and each must give the engine's run.
 
@@ -53,7 +52,8 @@ from pipeline.sim import (
     simulate,
 )
 from pipeline.sim.running.engine_choice import unsupported
-from pipeline.sim.running.kernel import chain_arrays
+from pipeline.sim.running.kernel import driver
+from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.workloads.arrivals import Deterministic
 from pipeline.sim.workloads.distributions import Uniform
@@ -112,22 +112,18 @@ def _same_stage_report(e, k) -> None:
         )
 
 
-PATHS = ("closures", "plain", *(("compiled",) if chain_arrays.compiled_available() else ()))
+PATHS = ("plain", *(("compiled",) if driver.compiled() is not None else ()))
 
 
 @contextlib.contextmanager
 def chain_path(path: str):
-    """Run the kernel's chains on ``path`` (see ``chain_arrays.MODE``) inside the block."""
-    saved = chain_arrays.MODE
-    chain_arrays.MODE = path
-    try:
+    """Run the kernel's chains on ``path`` (see :mod:`pipeline.sim.running.kernel.paths`)."""
+    with kernel_path(path):
         yield
-    finally:
-        chain_arrays.MODE = saved
 
 
 def kernel_runs(scenario: Scenario, replication: int) -> list:
-    """The kernel's run of ``scenario`` on every path (the closures' first)."""
+    """The kernel's run of ``scenario`` on every path (the plain one first)."""
     runs = []
     for path in PATHS:
         with chain_path(path):
@@ -138,7 +134,7 @@ def kernel_runs(scenario: Scenario, replication: int) -> list:
 def test_the_compiled_path_is_tested_when_numba_is_installed():
     if "compiled" not in PATHS:
         pytest.skip("numba is not installed: pip install 'pipeline-lab[fast]' to test that path")
-    assert chain_arrays.compiled_available()
+    assert driver.compiled() is not None
 
 
 def assert_same_chain_run(engine, kernel) -> None:
@@ -568,12 +564,8 @@ def test_kernel_equals_engine_on_random_chains_with_an_initial_backlog(scenario,
 @contextlib.contextmanager
 def tiny_sizes():
     """Three draws per refill, and a log, heap and ready ring that start at one entry."""
-    saved = dict(chain_arrays.SIZES)
-    chain_arrays.SIZES.update(block=3, log=1, heap=1, ready=1)
-    try:
+    with kernel_path(block=3, log=1, heap=1, ready=1):
         yield
-    finally:
-        chain_arrays.SIZES.update(saved)
 
 
 @settings(max_examples=60, **SETTINGS)
@@ -585,9 +577,8 @@ def test_the_array_replay_refills_and_grows_its_arrays_as_it_goes(scenario, repl
         assert_kernel_agrees(scenario, replication)
 
 
-def test_a_long_retrying_chain_is_the_same_on_every_path(monkeypatch):
+def test_a_long_retrying_chain_is_the_same_on_every_path():
     # Enough retries to use several blocks of each stream (failures, retry times, jitter).
-    monkeypatch.setitem(chain_arrays.SIZES, "block", 512)
     scenario = Scenario(
         arrivals=Poisson(rate=2.0),
         stages=[
@@ -618,40 +609,18 @@ def test_a_long_retrying_chain_is_the_same_on_every_path(monkeypatch):
         n_items=600,
         seed=11,
     )
-    kernel = run_both(scenario)
+    with kernel_path(block=512):
+        kernel = run_both(scenario)
     record = kernel.stages["record"].summary
     # blocks of 512 draws: several of failures, more than one of retry times and jitter
     assert record["retries_total"] > 512 and kernel.report.stages["record"].attempts > 3 * 512
     assert kernel.stages["write"].summary["items_dead_lettered"] > 0
 
 
-def _stage_inputs(scenario: Scenario) -> list:
-    """The chain path's inputs for ``scenario`` (as the kernel's chain run builds them)."""
-    from pipeline.sim.running.kernel.chain import StageInput
-    from pipeline.sim.running.workload import StageWorkload
-
-    inputs, reaching = [], scenario.n_items
-    for number, spec in enumerate(scenario.stages):
-        work = StageWorkload(spec, reaching, scenario.seed, 0, number)
-        inputs.append(
-            StageInput(
-                name=spec.name,
-                config=spec.config,
-                fan_out=spec.fan_out,
-                first_attempt_s=work.first_attempt_s,
-                retry_time=work.retry_time,
-                failures=work.failures,
-                rng=work.jitter,
-            )
-        )
-        reaching *= spec.fan_out
-    return inputs
-
-
-@pytest.mark.parametrize("mode", ["auto", "plain", "compiled"])
-def test_no_mode_takes_the_array_replay_outside_its_domain(mode, monkeypatch):
-    # Combined failure models are not in the array replay's domain: every mode plays the
-    # chain with the closures, and the run is still the engine's.
+@pytest.mark.parametrize("path", PATHS)
+def test_combined_failure_models_run_on_every_path(path):
+    # A combination's parts each see every attempt (each draws from its own stream); the
+    # first that fails it decides, and the dead letters name that part's errors.
     combined = tandem().replace(n_items=30)
     combined = combined.replace(
         stages=[
@@ -663,32 +632,27 @@ def test_no_mode_takes_the_array_replay_outside_its_domain(mode, monkeypatch):
             combined.stages[1],
         ]
     )
-    monkeypatch.setattr(chain_arrays, "MODE", mode)
-    assert chain_arrays.eligible(_stage_inputs(tandem()))  # the same chain without them is in
-    inputs = _stage_inputs(combined.replace(n_items=10**6))
-    assert not chain_arrays.eligible(inputs)
-    assert chain_arrays.choose(inputs, 10**6) == "closures"
-    assert_same_chain_run(
-        simulate_once(combined, 0, "asyncio"), simulate_once(combined, 0, "kernel")
-    )
+    with kernel_path(path):
+        kernel = simulate_once(combined, 0, "kernel")
+    assert kernel.stages[combined.stages[0].name].summary["items_dead_lettered"] > 0
+    assert_same_chain_run(simulate_once(combined, 0, "asyncio"), kernel)
 
 
 def test_auto_loads_numba_only_for_work_worth_it(monkeypatch):
-    monkeypatch.setattr(chain_arrays, "MODE", "auto")
-    monkeypatch.setattr(chain_arrays, "_compiled", None)
-    monkeypatch.setattr(chain_arrays, "_played", 0)
-    inputs = _stage_inputs(tandem())  # two stages
-    short = chain_arrays.LOAD_AFTER_ITEMS // 4  # stage items per run: 2 x this source
-    assert chain_arrays.choose(inputs, short) == "closures"  # a short run pays nothing
-    assert chain_arrays.choose(inputs, 10) == "closures"
-    long_run = chain_arrays.LOAD_AFTER_ITEMS
-    if not chain_arrays.compiled_available():
-        assert chain_arrays.choose(inputs, long_run) == "closures"
+    monkeypatch.setattr(driver, "_COMPILED", {})
+    monkeypatch.setattr(driver, "_SEEN", [0])
+    short = driver.LOAD_AFTER_ITEMS // 4
+    assert not driver.take_compiled(short)  # a short run pays nothing
+    assert not driver.take_compiled(10)
+    if driver.compiled() is None:
+        assert not driver.take_compiled(driver.LOAD_AFTER_ITEMS)
         pytest.skip("numba is not installed: pip install 'pipeline-lab[fast]' to test loading it")
+    monkeypatch.setattr(driver, "_COMPILED", {})
     # with the runs of this process so far, this one passes the mark: it loads numba
-    assert chain_arrays.choose(inputs, short) == "compiled"
-    monkeypatch.setattr(chain_arrays, "_played", 0)
-    assert chain_arrays.choose(inputs, long_run) == "compiled"  # one long run does at once
-    monkeypatch.setattr(chain_arrays, "_compiled", object())  # numba loaded: even short runs
-    assert chain_arrays.choose(inputs, chain_arrays.COMPILED_MIN_ITEMS) == "compiled"
-    assert chain_arrays.choose(inputs, 10) == "closures"  # below the floor: closures
+    assert driver.take_compiled(3 * short)
+    monkeypatch.setattr(driver, "_SEEN", [0])
+    assert driver.take_compiled(driver.LOAD_AFTER_ITEMS)  # loaded: one long run, or ...
+    assert driver.take_compiled(10)  # ... even a short one, compiled from now on
+    monkeypatch.setattr(driver, "_COMPILED", {})
+    monkeypatch.setattr(driver, "_SEEN", [0])
+    assert driver.take_compiled(driver.LOAD_AFTER_ITEMS)  # one long run loads it at once

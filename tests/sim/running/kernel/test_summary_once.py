@@ -1,8 +1,8 @@
 """A summary of a few keys (``summary_once``, what a plan reads) is the whole summary's numbers.
 
-``summary_once`` computes only what its keys need: on the kernel's array path
-no event log, no attempt log and, unless a key reads it, no step series (the
-run tracks its peak of items held as it plays). Every key it gives must be the
+``summary_once`` computes only what its keys need: on the kernel's replay no
+step series unless a key reads it (the run tracks its peak of items held as it
+plays). Every key it gives must be the
 very number ``simulate_once(...).summary`` holds (bit for bit, NaN for NaN),
 on the plain and the compiled source, for the random scenarios of the
 equality tests with random warm-ups, and a plan run through it must give the
@@ -22,13 +22,11 @@ from pipeline import PipelineConfig
 from pipeline.sim import IndependentFailures, LogNormal, Poisson, Scenario, plan
 from pipeline.sim.analysis.planning import rounds
 from pipeline.sim.analysis.planning.slo import SUMMARY_METRICS, summary_keys
-from pipeline.sim.running.kernel import arrays
 from pipeline.sim.running.kernel import run as kernel_run
 from pipeline.sim.running.single import simulate_once, summary_once
 from pipeline.sim.running.summary import SERIES_KEYS, HeldPeak, summary_of
-from pipeline.sim.running.workload import Workload
 
-from .test_kernel_arrays import HAS_NUMBA, PATHS, known, path
+from .test_kernel_arrays import HAS_NUMBA, PATHS, path
 from .test_kernel_equality import SETTINGS, scenarios
 
 PLAN_KEYS = frozenset(
@@ -82,7 +80,6 @@ def test_a_summary_of_some_keys_holds_the_whole_summarys_numbers(name):
         keys=st.sampled_from(KEY_SETS),
     )
     def check(scenario, replication, warmup, keys):
-        scenario = known(scenario)
         if warmup is not None:
             scenario = scenario.replace(warmup_s=warmup)
         with path(name):
@@ -92,48 +89,19 @@ def test_a_summary_of_some_keys_holds_the_whole_summarys_numbers(name):
 
 
 @pytest.mark.parametrize("name", PATHS)
-def test_the_run_without_a_record_is_the_same_run(name):
-    # record=False writes no event log and no attempt log: the report, the item
-    # columns and the peak of items held are those of the run with them.
+def test_the_run_without_its_series_is_the_same_run(name):
+    # series=False hands back the peak of items held instead of the step series: the
+    # report and the item columns are those of the run with it.
     @settings(max_examples=200, **SETTINGS)
     @given(scenario=scenarios(), replication=st.integers(0, 3))
     def check(scenario, replication):
-        scenario = known(scenario)
-        runs = []
-        for record in (True, False):
-            workload = Workload(scenario, replication)
-            quiet = kernel_run._cannot_fail(scenario, len(workload.arrival_s))
-            runs.append(
-                arrays.run_arrays(
-                    workload,
-                    scenario.failures,
-                    quiet,
-                    scenario.config,
-                    fast=name == "compiled",
-                    warmup_s=scenario.warmup_s,
-                    record=record,
-                )
-            )
-        (full, full_columns), (lean, lean_columns) = runs
-        assert len(lean.kinds) == 0 and lean_columns.attempt_log is None
-        for field in (
-            "offered",
-            "admitted",
-            "completed",
-            "attempts",
-            "retried",
-            "unfinished",
-            "drain_timed_out",
-            "finished_s",
-            "queue_peak",
-            "producer_blocked_s",
-            "held_peak",
-        ):
-            assert getattr(full, field) == getattr(lean, field), field
-        assert list(full.shed) == list(lean.shed)
-        assert [(d.payload, d.attempts, d.reason, d.errors) for d in full.dead_letters] == [
-            (d.payload, d.attempts, d.reason, d.errors) for d in lean.dead_letters
-        ]
+        with path(name):
+            full = kernel_run.run_kernel(scenario, replication, series=True)
+            lean = kernel_run.run_kernel(scenario, replication, series=False)
+        (full_report, _, full_columns, steps), (lean_report, _, lean_columns, peak) = full, lean
+        assert full_report == lean_report
+        if isinstance(peak, HeldPeak):
+            assert peak.end_s == steps.end_s
         for column in ("arrival_s", "admitted_s", "start_s", "finish_s", "attempts", "outcome"):
             np.testing.assert_array_equal(
                 getattr(full_columns, column), getattr(lean_columns, column), column

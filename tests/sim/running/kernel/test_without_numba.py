@@ -28,8 +28,8 @@ from pipeline.sim import (
     StageSpec,
     simulate,
 )
-from pipeline.sim.running.kernel import arrays, chain_arrays
-from pipeline.sim.running.kernel import run as kernel_run
+from pipeline.sim.running.kernel import driver
+from pipeline.sim.running.kernel.paths import kernel_path
 
 ROOT = Path(__file__).resolve().parents[4]
 JITTER = Backoff(kind="exponential", base_s=0.05, cap_s=2.0, jitter=True)
@@ -49,7 +49,7 @@ def scenarios() -> dict[str, Scenario]:
         service=Exponential(mean=1.0),
         failures=IndependentFailures(0.1),
         config=PipelineConfig(concurrency=4, max_attempts=3, backoff=JITTER),
-        n_items=arrays.MIN_ITEMS + 1_000,
+        n_items=driver.LOAD_AFTER_ITEMS + 1_000,
         seed=7,
     )
     config = PipelineConfig(concurrency=3, queue_maxsize=8, max_attempts=3, backoff=JITTER)
@@ -64,7 +64,7 @@ def scenarios() -> dict[str, Scenario]:
             ),
             StageSpec(name="write", service=Exponential(mean=0.8), config=config),
         ],
-        n_items=chain_arrays.LOAD_AFTER_ITEMS // 2 + 1_000,
+        n_items=driver.LOAD_AFTER_ITEMS // 2 + 1_000,
         seed=11,
     )
     return {"single": single, "chain": chain}
@@ -88,13 +88,12 @@ def fingerprints() -> dict[str, dict[str, object]]:
 
 
 @pytest.mark.skipif(
-    arrays.compiled() is None or not chain_arrays.compiled_available(),
+    driver.compiled() is None,
     reason="needs numba to compare against: pip install 'pipeline-lab[fast]'",
 )
-def test_the_kernel_without_numba_runs_as_it_does_compiled(monkeypatch):
-    monkeypatch.setattr(kernel_run, "ARRAYS", "compiled")
-    monkeypatch.setattr(chain_arrays, "MODE", "compiled")
-    here = fingerprints()
+def test_the_kernel_without_numba_runs_as_it_does_compiled():
+    with kernel_path("compiled"):
+        here = fingerprints()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
     child = subprocess.run(
         [sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True

@@ -1,0 +1,480 @@
+"""Runs :mod:`.replay` on one pipeline or chain: builds its arrays, refills, grows, reads them back.
+
+The replay runs as plain Python over lists, or compiled by numba over numpy
+arrays (:func:`compiled`: this package's ``replay.py`` loaded a second time under
+``numba.njit``, the machine code cached on disk). ``auto``
+(:func:`~.paths.kernel_path`) loads numba only once this process's replayed
+stage items reach :data:`LOAD_AFTER_ITEMS`, so a short run never pays its import
+and cache load, a long run or a sweep pays it once; without numba every run is
+plain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+import operator
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pipeline.config import PipelineConfig
+from pipeline.errors import PermanentError
+from pipeline.records import AttemptError, DeadLetter, ShedLog
+
+from ...workloads.failures import AttemptFailures, SimulatedFailure
+from . import replay as R
+from .kinds import DEAD_LETTERED, RETRY_SCHEDULED, SHED
+from .paths import current
+
+__all__ = ["LOAD_AFTER_ITEMS", "StageInput", "anticipate", "compiled", "replay", "take_compiled"]
+
+LOAD_AFTER_ITEMS = 50_000
+"""Stage items this process replays before ``auto`` loads numba (one run this long, or the
+runs so far with this one). Importing numba and loading the cached replay cost about 0.4 s
+of CPU once per process (compiling it the very first time, seconds more), what the plain
+replay spends on about this many stage items at 8-10 us each (``bench/RESULTS.md``); once
+loaded, every run is compiled."""
+_SEEN = [0]  # stage items this process has replayed (or announced), while numba is not loaded
+_COMPILED: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class StageInput:
+    """One stage (or the one pipeline) as the replay needs it.
+
+    Attributes:
+        name: the stage's name (for messages).
+        config: its :class:`~pipeline.PipelineConfig` (inside the kernel's domain).
+        fan_out: outputs per completed item (child *j* of item *i* is ``i * fan_out + j``).
+        first_attempt_s: service time of each item's first attempt here, seconds.
+        retry_times: the next ``count`` retry service times, as the engine draws them.
+        traced: the service is a trace (a retry repeats the item's own time).
+        failures: the stage's bound failure model, or None when no attempt can fail.
+        rng: the stage's jitter stream (what its backoff draws from).
+    """
+
+    name: str
+    config: PipelineConfig
+    fan_out: int
+    first_attempt_s: Any
+    retry_times: Callable[[int], np.ndarray]
+    traced: bool
+    failures: AttemptFailures | None
+    rng: random.Random
+
+
+def compiled() -> Any:
+    """The replay module compiled by numba, or None without numba (or under NUMBA_DISABLE_JIT)."""
+    if "replay" not in _COMPILED:
+        try:
+            import numba
+        except ImportError:
+            _COMPILED["replay"] = None
+        else:
+            if numba.config.DISABLE_JIT:
+                _COMPILED["replay"] = None
+            else:
+                name = f"{R.__name__}_compiled"
+                spec = importlib.util.spec_from_file_location(name, R.__file__)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+                _COMPILED["replay"] = module
+    return _COMPILED["replay"]
+
+
+def anticipate(items: int) -> None:
+    """Count ``items`` stage items that this process is about to replay, before it does.
+
+    For a caller that knows it will run many short runs (a widget re-simulates
+    a few thousand items on every slider move): ``auto`` then loads the compiled
+    replay at the first run instead of after many. Nothing is loaded before that
+    run, nor ever without numba; every path gives the same run.
+
+    Raises:
+        TypeError: ``items`` is not an integer (a float, a Decimal, a bool).
+        ValueError: ``items`` is negative.
+    """
+    if isinstance(items, bool):
+        raise TypeError(f"items must be an int >= 0, got {items!r}")
+    try:
+        count = operator.index(items)
+    except TypeError:
+        raise TypeError(f"items must be an int >= 0, got {items!r}") from None
+    if count < 0:
+        raise ValueError(f"items must be >= 0, got {count}")
+    _SEEN[0] += count
+
+
+def take_compiled(items: int) -> bool:
+    """Whether the next run, of ``items`` stage items, runs compiled (see :mod:`.paths`).
+
+    Raises:
+        RuntimeError: the path in force is ``compiled`` and numba is not there.
+    """
+    path = current().path
+    if path == "compiled":
+        if compiled() is None:
+            raise RuntimeError("the compiled replay needs numba: pip install 'pipeline-lab[fast]'")
+        return True
+    if path == "plain":
+        return False
+    if "replay" in _COMPILED:
+        return _COMPILED["replay"] is not None
+    _SEEN[0] += items
+    return _SEEN[0] >= LOAD_AFTER_ITEMS and compiled() is not None
+
+
+def _parts(failures: AttemptFailures | None) -> list:
+    """The bound models a stage's attempts meet, in order (a combination's parts)."""
+    if failures is None or type(failures) is AttemptFailures:
+        return []
+    parts = getattr(failures, "parts", None)
+    return list(parts) if parts is not None else [failures]
+
+
+_PART_KINDS = {"independent": R.F_INDEPENDENT, "permanent": R.F_PERMANENT, "scripted": R.F_SCRIPTED}
+
+
+def _delays(config: PipelineConfig) -> np.ndarray:
+    """Backoff delay after failed attempt *a* (index a - 1), before jitter."""
+    plain = dataclasses.replace(config.backoff, jitter=False)
+    table = np.zeros(R.DELAYS)
+    for a in range(1, min(config.max_attempts, R.DELAYS + 1)):
+        delay = plain.delay(a)
+        if not (isinstance(delay, int | float) and 0.0 <= delay < math.inf):
+            raise ValueError(
+                f"the backoff delay must be a finite number of seconds >= 0, got {delay!r} "
+                f"(from {config.backoff!r})"
+            )
+        table[a - 1] = delay
+    return table
+
+
+def _failure_tables(stages: list[StageInput], reaching: list[int], si: np.ndarray, block: int):
+    """The failure parts' tables, the pools' first indices and what refills each pool row.
+
+    A stage that can fail has pool rows: its retry service times, its jitter, and one per
+    independent part (failure outcomes, 1.0 when the attempt fails).
+    """
+    pool_of: list[tuple[int, Any]] = []  # pool row -> (stage, what refills it)
+    used: list[int] = []
+    kinds, koff, krow, data, perm = [], [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int8)]
+    at = 1
+    for s, spec in enumerate(stages):
+        parts = _parts(spec.failures)
+        row = si[s]
+        row[R.PARTOFF], row[R.NPARTS] = len(kinds), len(parts)
+        if not parts:
+            continue
+        row[R.POFF] = len(pool_of)
+        pool_of += [(s, "retry"), (s, "jitter")]
+        used += [0 if spec.traced else block, block if row[R.JITTER] else 0]  # block: refill first
+        n = reaching[s]
+        for part in parts:
+            kinds.append(_PART_KINDS[part.model_kind])
+            if part.model_kind == "independent":
+                koff.append(0)
+                krow.append(len(pool_of))
+                pool_of.append((s, part))
+                used.append(block)
+                continue
+            krow.append(0)
+            koff.append(at)
+            fails = np.zeros(n, np.int64)
+            marks = np.zeros(n, np.int8)
+            if part.model_kind == "permanent":
+                fails[:] = part.poisoned(n)
+            else:
+                script = part.fails[:n]
+                fails[: len(script)] = script
+                marks[[item for item in part.permanent if item < n]] = 1
+            data.append(fails)
+            perm.append(marks)
+            at += n
+        row[R.NPOOLS] = len(pool_of) - row[R.POFF]
+    tables = [np.array([*column, 0], np.int64) for column in (kinds, koff, krow)]
+    return (
+        pool_of,
+        np.array([*used, 0], np.int64),
+        np.concatenate(data),
+        np.concatenate(perm),
+        tables,
+    )
+
+
+def _stage_table(stages: list[StageInput], reaching: list[int]) -> tuple[np.ndarray, dict]:
+    """Each stage's int row (configuration and where its rings start) and the rings' sizes."""
+    nst = len(stages)
+    conc = [spec.config.concurrency for spec in stages]
+    fails = [bool(_parts(spec.failures)) for spec in stages]
+    sizes = {
+        R.IOFF: reaching,
+        R.QOFF: [r + 1 if f else 1 for r, f in zip(reaching, fails, strict=True)],
+        R.AOFF: [r if f else 0 for r, f in zip(reaching, fails, strict=True)],
+        R.GOFF: conc,
+        R.WOFF: [1 + (1 if s == 0 else conc[s - 1]) for s in range(nst)],
+    }
+    si = np.zeros((nst, R.SI), np.int64)
+    for column, counts in sizes.items():
+        si[:, column] = np.cumsum([0, *counts])[:-1]
+    si[:, R.QCAP], si[:, R.GCAP], si[:, R.WCAP] = sizes[R.QOFF], conc, sizes[R.WOFF]
+    for s, spec in enumerate(stages):
+        config, row = spec.config, si[s]
+        row[R.REJECT] = config.on_full == "reject"
+        row[R.BOUND] = 2**62 if config.queue_maxsize is None else config.queue_maxsize
+        row[R.TURNS] = row[R.REJECT] or config.queue_maxsize is None
+        row[R.FAN], row[R.CONC], row[R.MAXATT] = spec.fan_out, conc[s], config.max_attempts
+        row[R.RSIM] = config.retry.is_retryable(SimulatedFailure("x"))
+        row[R.RPERM] = config.retry.is_retryable(PermanentError("x"))
+        row[R.JITTER] = bool(config.backoff.jitter)
+        row[R.RTRACE] = spec.traced
+    return si, {column: sum(counts) for column, counts in sizes.items()}
+
+
+class _State:
+    """The replay's state for one run: the bundles :func:`.replay.play` takes, as numpy arrays."""
+
+    def __init__(self, arrival: np.ndarray, stages: list[StageInput], single: bool) -> None:
+        sizes = current()
+        self.block = block = sizes.block
+        nst = len(stages)
+        reaching = [len(arrival)]
+        for spec in stages[:-1]:
+            reaching.append(reaching[-1] * spec.fan_out)
+        self.reaching = reaching
+        si, totals = _stage_table(stages, reaching)
+        self.pool_of, used, fdata, fperm, (kinds, koff, krow) = _failure_tables(
+            stages, reaching, si, block
+        )
+        delays = np.zeros(nst * R.DELAYS)
+        for s, spec in enumerate(stages):
+            if si[s, R.NPOOLS]:
+                delays[s * R.DELAYS : (s + 1) * R.DELAYS] = _delays(spec.config)
+        conc = [spec.config.concurrency for spec in stages]
+        workers = sum(conc)
+        margin = max(spec.fan_out for spec in stages) + workers + 2
+        head = stages[0].config
+        if head.on_full == "block" and head.queue_maxsize:
+            margin = max(margin, head.queue_maxsize + workers + 2)
+        self.iv = np.zeros(21, np.int64)
+        self.iv[[R.N, R.SINGLE, R.MARGIN, R.BLOCK, R.ACCEPTING]] = (
+            len(arrival), single, margin, block, 1,
+        )  # fmt: skip
+        self.fv = np.zeros(5)
+        self.fv[R.CLOSED_S] = self.fv[R.DRAIN_S] = np.nan
+        sf = np.zeros((nst, R.SF))
+        sf[:, R.LASTSETTLE] = np.nan
+        self.si, self.sf = si.ravel(), sf.ravel()
+        # Chain._build starts every stage after the head first; then the head's workers, then
+        # its producer (a pipeline: its workers, then its producer).
+        starts = np.cumsum([0, *conc])
+        order = [g for s in [*range(1, nst), 0] for g in range(starts[s], starts[s + 1])]
+        rcap = 1
+        while rcap < max(workers + 2, sizes.ready or 2 * (workers + 2 * margin + 64)):
+            rcap *= 2
+        rk, ra = np.zeros(rcap, np.int64), np.zeros(rcap, np.int64)
+        rk[: len(order)], ra[: len(order)] = R.K_WORKER, order
+        rk[len(order)], ra[len(order)] = R.K_PRODUCER, R.TOP
+        self.iv[R.RLEN] = len(order) + 1
+        hcap = sizes.heap or workers + 64
+        self.T = [rk, ra, np.zeros(hcap), *(np.zeros(hcap, np.int64) for _ in range(3))]
+        lcap = sizes.log or max(1024, 4 * sum(reaching) + 2 * margin + 64)
+        self.L = [np.zeros(lcap, np.int8), np.zeros(lcap), np.zeros(lcap, np.int64),
+                  np.zeros(lcap, np.int8), np.zeros(lcap, np.int8)]  # fmt: skip
+        self.Q = [np.zeros(max(1, totals[column]), np.int64)
+                  for column in (R.IOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
+        ints = [np.zeros(workers, np.int64) for _ in range(5)]
+        stage_of = np.repeat(np.arange(nst, dtype=np.int64), conc)
+        self.W = [stage_of, *ints[:3], np.zeros(workers), *ints[3:]]
+        first = np.concatenate([np.asarray(spec.first_attempt_s, np.float64) for spec in stages])
+        pool = np.zeros(max(1, len(self.pool_of)) * block)
+        self.D = [np.asarray(arrival, np.float64), first, fdata, fperm, delays, pool, used,
+                  kinds, koff, krow]  # fmt: skip
+
+
+@dataclass
+class Replayed:
+    """What a replay hands back: per stage its log and counts, and how the run ended.
+
+    ``stages[s]`` holds ``kinds``, ``times``, ``ids`` (numpy), the counters of its
+    report (``offered`` ... ``producer_blocked_s``), ``dead_letters``, ``shed`` and the
+    hand-off's ``outputs``, ``handed_on`` and ``hand_off_blocked_s``.
+    """
+
+    stages: list[dict[str, Any]]
+    last_settle: list[float | None]
+    closed_s: float
+    finished_s: float
+    drain_timed_out: bool
+    held_peak: int
+
+
+def _grow(x: Any) -> Any:
+    return np.concatenate([x, np.zeros_like(x)]) if isinstance(x, np.ndarray) else x + x
+
+
+def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -> None:
+    """Do what ``code`` asks (grow an array, refill a pool) so the replay can go on."""
+    T, L, D, iv, block = state.T, state.L, state.D, state.iv, state.block
+    if code == R.GROW_LOG:
+        state.L = [_grow(x) for x in L]
+    elif code == R.GROW_HEAP:
+        state.T = [*T[:2], *(_grow(x) for x in T[2:])]
+    elif code == R.GROW_READY:
+        head, length, size = int(iv[R.RHEAD]), int(iv[R.RLEN]), 2 * len(T[0])
+        while size < length + int(iv[R.HSIZE]) + 2 * int(iv[R.MARGIN]) + 64:
+            size *= 2
+        ring = []
+        for x in T[:2]:
+            values = [x[(head + i) % len(x)] for i in range(length)]
+            new = np.zeros(size, np.int64) if isinstance(x, np.ndarray) else [0] * size
+            new[:length] = values
+            ring.append(new)
+        state.T = [*ring, *T[2:]]
+        iv[R.RHEAD] = 0
+    else:
+        row = code - R.REFILL
+        s, what = state.pool_of[row]
+        spec = stages[s]
+        if what == "retry":
+            values = spec.retry_times(block)
+        elif what == "jitter":
+            refills.setdefault(row, [spec.rng.getstate(), 0])[1] += 1
+            values = np.array([spec.rng.random() for _ in range(block)])
+        else:
+            values = what.failing(block).astype(np.float64)
+        pool = D[5]
+        pool[row * block : (row + 1) * block] = (
+            values if isinstance(pool, np.ndarray) else values.tolist()
+        )
+        D[6][row] = 0
+
+
+def replay(
+    arrival_s: np.ndarray,
+    stages: list[StageInput],
+    *,
+    single: bool,
+    drain_timeout_s: float | None = None,
+    warmup_s: float = 0.0,
+    fast: bool = False,
+) -> Replayed:
+    """Replay one run (``single``: a pipeline, with its drain and close; else a chain).
+
+    ``fast``: run the compiled replay (:func:`compiled` must not be None), else the
+    plain one over lists.
+
+    Raises:
+        RuntimeError: the replay stopped with work left (a bug; the engine would deadlock).
+    """
+    state = _State(np.asarray(arrival_s, np.float64), stages, single)
+    if drain_timeout_s is not None:
+        state.fv[R.DRAIN_S] = drain_timeout_s
+    state.fv[R.WARMUP_S] = warmup_s
+    module = compiled() if fast else R
+    if not fast:  # lists: plain Python indexes them several times faster than numpy arrays
+        for name in ("iv", "fv", "si", "sf"):
+            setattr(state, name, getattr(state, name).tolist())
+        for name in "TLQWD":
+            setattr(state, name, [x.tolist() for x in getattr(state, name)])
+    refills: dict[int, list] = {}
+    while True:
+        code = module.play(
+            state.iv, state.fv, state.si, state.sf,
+            *(tuple(getattr(state, name)) for name in "TLQWD"),
+        )  # fmt: skip
+        if code in (R.DONE, R.STUCK):
+            break
+        _resume(state, code, stages, refills)
+    for row, (saved, count) in refills.items():  # leave each jitter stream where the engine does
+        rng = stages[state.pool_of[row][0]].rng
+        rng.setstate(saved)
+        for _ in range((count - 1) * state.block + int(state.D[6][row])):
+            rng.random()
+    si = np.asarray(state.si, np.int64).reshape(len(stages), R.SI)
+    left = math.isnan(state.fv[R.CLOSED_S]) or si[:, R.UNSETTLED].any() or si[:, R.WLEN].any()
+    if code == R.STUCK or (left and not single):
+        raise RuntimeError("kernel replay: the run stopped with work left (a bug)")
+    return _read_back(state, stages, si, single)
+
+
+def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: bool) -> Replayed:
+    """Each stage's log, counters, shed log and dead letters, out of the replay's arrays."""
+    ln = int(state.iv[R.LLEN])
+    kinds = np.asarray(state.L[0][:ln], np.int8)
+    times = np.asarray(state.L[1][:ln], np.float64)
+    ids = np.asarray(state.L[2][:ln], np.int64)
+    sf = np.asarray(state.sf, np.float64).reshape(len(stages), R.SF)
+    out, last_settle = [], []
+    for s, spec in enumerate(stages):
+        at = slice(None) if single else np.flatnonzero(np.asarray(state.L[3][:ln], np.int8) == s)
+        k, t, i = kinds[at], times[at], ids[at]
+        row = si[s]
+        run: dict[str, Any] = {
+            "kinds": k, "times": t, "ids": i,
+            "offered": int(row[R.OFFERED]), "admitted": int(row[R.ADMITS]),
+            "completed": int(row[R.COMPLETES]), "attempts": int(row[R.ATTEMPTS]),
+            "retried": int(row[R.RETRIED]), "queue_peak": int(row[R.PEAK]),
+            "producer_blocked_s": float(sf[s, R.PBLOCKED]), "outputs": int(row[R.OUTPUTS]),
+            "handed_on": int(row[R.HANDED]), "hand_off_blocked_s": float(sf[s, R.HBLOCKED]),
+            "shed": ShedLog(spec.config.keep_shed), "dead_letters": [],
+        }  # fmt: skip
+        if row[R.SHEDS]:
+            for item in i[k == SHED].tolist():
+                run["shed"].append(item)
+        if row[R.DEAD]:
+            part = np.asarray(state.L[4][:ln], np.int8)[at]
+            run["dead_letters"] = _dead_letters(spec, k, t, i, part, row)
+        out.append(run)
+        settled = float(sf[s, R.LASTSETTLE])
+        last_settle.append(None if math.isnan(settled) else settled)
+    iv, fv = state.iv, state.fv
+    now = float(fv[R.NOW])
+    held = 0
+    if now >= fv[R.WARMUP_S]:  # the last instant's row holds the dead letters alone
+        held = max(int(iv[R.HELD_PEAK]), int(si[0, R.DEAD]), int(iv[R.HELD_BEFORE]))
+    return Replayed(out, last_settle, float(fv[R.CLOSED_S]), now, bool(iv[R.TIMED_OUT]), held)
+
+
+def _dead_letters(
+    spec: StageInput, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray, part: np.ndarray, row
+) -> list[DeadLetter]:
+    """The stage's dead letters, in order, with every failed attempt's error (from its log)."""
+    parts = _parts(spec.failures)
+    dead = ids[kinds == DEAD_LETTERED]
+    failed = np.flatnonzero((kinds == RETRY_SCHEDULED) | (kinds == DEAD_LETTERED))
+    marked = np.zeros(int(ids[failed].max()) + 1, np.bool_)  # ids of failed attempts are >= 0
+    marked[dead] = True
+    wanted = failed[marked[ids[failed]]]
+    history: dict[int, list[tuple[int, BaseException, float]]] = {}
+    for item, at_s, k in zip(ids[wanted].tolist(), times[wanted].tolist(), part[wanted].tolist(),
+                             strict=True):  # fmt: skip
+        errors = history.setdefault(item, [])
+        attempt = len(errors) + 1
+        model = parts[k]
+        if model.model_kind == "independent":
+            failure = model.failure(item, attempt)
+        else:
+            failure = model.check(item, attempt, 0)
+        errors.append((attempt, failure.error, at_s))
+    letters = []
+    for item in dead.tolist():
+        errors = history[item]
+        attempt, error, _ = errors[-1]
+        retryable = row[R.RPERM] if isinstance(error, PermanentError) else row[R.RSIM]
+        letters.append(
+            DeadLetter(
+                payload=item,
+                attempts=attempt,
+                errors=tuple(AttemptError.from_exception(a, e, t) for a, e, t in errors),
+                reason="max_attempts" if retryable else "not_retryable",
+            )
+        )
+    return letters

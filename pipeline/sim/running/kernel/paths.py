@@ -1,0 +1,85 @@
+"""Which path the kernel's replay runs on, as a context the caller enters.
+
+Both paths give the same run, item by item (the equality tests check
+each); they differ only in speed. ``auto`` picks one per run (compiled when
+numba, the ``[fast]`` extra, is installed and the work pays for loading it);
+a test or a benchmark that must run one of them enters :func:`kernel_path`,
+which holds for the block and for nothing outside it (a
+:class:`~contextvars.ContextVar`, so threads and tasks see their own), rather
+than assigning a module-level switch that every later caller would inherit.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+
+__all__ = ["PATHS", "KernelPath", "current", "kernel_path"]
+
+PATHS = ("auto", "plain", "compiled")
+"""The paths: ``auto`` (chosen per run, see :func:`~.driver.take_compiled`), ``plain``
+(:mod:`.replay` as plain Python) and ``compiled`` (the same source compiled by numba;
+without numba a run raises a RuntimeError)."""
+
+
+@dataclass(frozen=True)
+class KernelPath:
+    """The replay in force, and the sizes the array replay starts from.
+
+    Attributes:
+        path: one of :data:`PATHS`.
+        block: random values drawn per refill of a stream (>= 1).
+        log: the event log's first capacity, entries (None: what the run is expected to need).
+        heap: the timer heap's first capacity, entries (None: likewise).
+        ready: the ready ring's first capacity, entries (None: likewise).
+    """
+
+    path: str = "auto"
+    block: int = 4096
+    log: int | None = None
+    heap: int | None = None
+    ready: int | None = None
+
+
+_DEFAULT = KernelPath()
+_CURRENT: ContextVar[KernelPath | None] = ContextVar("kernel_path", default=None)
+
+
+def current() -> KernelPath:
+    """The :class:`KernelPath` in force here (the default outside every :func:`kernel_path`)."""
+    return _CURRENT.get() or _DEFAULT
+
+
+@contextmanager
+def kernel_path(path: str | None = None, **sizes: int | None) -> Iterator[KernelPath]:
+    """Run the kernel on ``path`` (None: the one in force) with ``sizes`` inside the block.
+
+    ``sizes`` are :class:`KernelPath`'s ``block``, ``log``, ``heap`` and ``ready``;
+    tiny ones make the array replay stop, refill and grow many times in a run.
+
+    Raises:
+        ValueError: ``path`` is not one of :data:`PATHS`, a size is not an int >= 1
+            (``block``) or None or an int >= 1 (the others), or is not a size at all.
+    """
+    if path is not None and path not in PATHS:
+        raise ValueError(f"path must be one of {', '.join(map(repr, PATHS))}, got {path!r}")
+    for name, value in sizes.items():
+        if name not in ("block", "log", "heap", "ready"):
+            raise ValueError(f"{name!r} is not a size (block, log, heap, ready)")
+        if value is None and name != "block":
+            continue
+        try:
+            count = operator.index(value) if not isinstance(value, bool) else 0
+        except TypeError:
+            count = 0
+        if count < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    before = current()
+    token = _CURRENT.set(replace(before, path=before.path if path is None else path, **sizes))
+    try:
+        yield current()
+    finally:
+        _CURRENT.reset(token)

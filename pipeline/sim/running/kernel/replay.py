@@ -1,0 +1,688 @@
+"""The kernel's one replay of the engine: its tasks' steps over flat arrays.
+
+:class:`~pipeline.Pipeline` (and :class:`~pipeline.Chain`) on the virtual
+loop is a producer at the head and, per stage, ``concurrency`` workers (plus,
+for one pipeline, the run's task and its close), all waking each other through
+futures and timers. This module plays that program without asyncio, as the
+loop's ``_run_once`` does: a heap of timers ordered by ``(when, seq)`` and a
+ring of ready steps processed in iterations (due timers join the ready steps
+in deadline order, equal deadlines in the order they were set; a step woken
+during an iteration runs in the next). Each task is a small state machine
+whose steps do, in the same order, what the engine's coroutines do between two
+suspensions, and every random value is consumed at the same point of that
+order. So every event with its time, every counter and every dead letter is
+the engine's, ties at equal times included. A single pipeline is the
+one-stage case; only it replays the run's task (drain, timeout, close), which a
+chain's caller settles after the run (:func:`~.run.run_chain_kernel`).
+
+The rules are the engine's own (README, "Ties at equal times"): a worker takes
+the retry lane first; a producer reserves a slot before it reads the next item
+(``on_full="block"``) and gives the loop a turn after each item when admission
+never waits (``reject``, or an unbounded queue); a retry waiting out its
+backoff counts against ``maxsize``; a hand-off that finds the next queue full
+waits in that queue's line of slot waiters (the head's producer waits in the
+same kind of line) while its worker keeps its item; an item settles at its
+stage when its last output is handed on.
+
+State lives in arrays only: globals in ``iv``/``fv``, a table row per stage
+in ``si``/``sf`` (flat, ``stage * _SI + column``), queues as rings. Random
+values the engine draws on demand (retry service times, failure uniforms,
+backoff jitter) come from pools the caller fills ahead with the same callables.
+When a pool runs dry or an array is full, :func:`play` returns a code; the
+caller refills or grows and calls again, and the replay resumes where it was.
+
+One source, two ways to run it: as plain Python over lists, or compiled by
+numba (the ``[fast]`` extra) over numpy arrays: :mod:`.driver` loads this file
+a second time with every function below under ``numba.njit``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .kinds import (
+    ADMITTED,
+    COMPLETED,
+    DEAD_LETTERED,
+    DRAIN_TIMEOUT,
+    INTAKE_CLOSED,
+    PRODUCER_BLOCKED,
+    PRODUCER_UNBLOCKED,
+    READMITTED,
+    RETRY_SCHEDULED,
+    SHED,
+    STARTED,
+)
+
+
+def _jit(inline: str, nrt: bool = False):
+    """numba.njit for the compiled copy of this module (see the module docstring), else nothing.
+
+    The steps are inlined into :func:`play` (``inline="always"``), and none of them
+    allocates, so they run without numba's reference counting (``_nrt=False``): with it,
+    every array taken out of a bundle was counted in and out, an atomic operation each,
+    and the replay ran at a fifteenth of its speed. :func:`series_rows` keeps it.
+    """
+    if __name__.endswith("_compiled"):
+        import numba
+
+        return numba.njit(cache=True, nogil=True, inline=inline, _nrt=nrt)
+    return lambda function: function
+
+
+jit = _jit("always")
+entry = _jit("never")
+merge = _jit("never", nrt=True)
+
+# Steps in the ready ring and the timer heap (kind, arg). A fired timer that wakes a task
+# enters the ring as K_FIRED_* and runs as the task's step one iteration later.
+K_PRODUCER, K_WORKER, K_READMIT, K_FIRED_PRODUCER, K_FIRED_WORKER = 0, 1, 2, 3, 4
+K_GATHERED, K_RUN, K_TIMEOUT, K_CLOSE = 5, 6, 7, 8
+# Where the producer resumes; where the run's task resumes.
+TOP, _SLOT, _ARRIVED = 0, 1, 2
+_DRAIN, _WOKEN = 0, 1
+# What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
+_GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
+# Failure model parts; what a failed attempt raised.
+F_INDEPENDENT, F_PERMANENT, F_SCRIPTED = 1, 2, 3
+E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2
+# play()'s codes: done, stuck, or what the caller must do before calling again.
+DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
+DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent at 1023
+
+# Global ints (iv) and floats (fv).
+(SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, BLOCK, ACCEPTING, SETTLED,
+ RUN_WAITING, RUN_WOKEN, FIRED, CANCELLED, CLOSED, TIMED_OUT, HELD_PEAK,
+ HELD_BEFORE) = range(21)  # fmt: skip
+NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S = range(5)
+# A stage's int row (si[stage * _SI + column]) and float row (sf[stage * _SF + column]).
+(REJECT, BOUND, TURNS, FAN, IOFF, IHEAD, ITAIL, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
+ GOFF, GCAP, GHEAD, GLEN, WOFF, WCAP, WHEAD, WLEN, UNSETTLED, INFLIGHT, OFFERED, ADMITS,
+ COMPLETES, ATTEMPTS, RETRIED, PEAK, OUTPUTS, HANDED, DEAD, SHEDS, AOFF, RSIM, RPERM, MAXATT,
+ JITTER, RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC) = range(44)  # fmt: skip
+SI = 44
+PBLOCKED, HBLOCKED, LASTSETTLE = range(3)
+SF = 3
+
+
+@jit
+def _push(T, iv, when, kind, arg):
+    """Set a timer: (when, the next seq) onto the heap."""
+    hw, hs, hk, ha = T[2], T[3], T[4], T[5]
+    seq = iv[SEQ] + 1
+    iv[SEQ] = seq
+    i = iv[HSIZE]
+    iv[HSIZE] = i + 1
+    while i > 0:
+        up = (i - 1) >> 1
+        if hw[up] < when or (hw[up] == when and hs[up] < seq):
+            break
+        hw[i], hs[i], hk[i], ha[i] = hw[up], hs[up], hk[up], ha[up]
+        i = up
+    hw[i], hs[i], hk[i], ha[i] = when, seq, kind, arg
+
+
+@jit
+def _pop(T, iv):
+    """Drop the heap's root (the caller has read it)."""
+    hw, hs, hk, ha = T[2], T[3], T[4], T[5]
+    last = iv[HSIZE] - 1
+    iv[HSIZE] = last
+    when, seq, kind, arg = hw[last], hs[last], hk[last], ha[last]
+    i = 0
+    while True:
+        down = 2 * i + 1
+        if down >= last:
+            break
+        if down + 1 < last and (
+            hw[down + 1] < hw[down] or (hw[down + 1] == hw[down] and hs[down + 1] < hs[down])
+        ):
+            down += 1
+        if when < hw[down] or (when == hw[down] and seq < hs[down]):
+            break
+        hw[i], hs[i], hk[i], ha[i] = hw[down], hs[down], hk[down], ha[down]
+        i = down
+    hw[i], hs[i], hk[i], ha[i] = when, seq, kind, arg
+
+
+@jit
+def _ready(T, iv, kind, arg):
+    """Schedule a step for this iteration's end (the ring's tail)."""
+    rk = T[0]
+    slot = (iv[RHEAD] + iv[RLEN]) & (len(rk) - 1)
+    rk[slot] = kind
+    T[1][slot] = arg
+    iv[RLEN] += 1
+
+
+@jit
+def _log(L, iv, kind, now, item, stage):
+    """Append one event to the log."""
+    i = iv[LLEN]
+    L[0][i] = kind
+    L[1][i] = now
+    L[2][i] = item
+    L[3][i] = stage
+    iv[LLEN] = i + 1
+
+
+@jit
+def _full(si, b):
+    """Queue size + reserved slots + retries held >= the bound, for the stage at row ``b``."""
+    return (
+        si[b + ITAIL] - si[b + IHEAD] + si[b + QLEN] + si[b + RESERVED] + si[b + HELD]
+        >= si[b + BOUND]
+    )
+
+
+@jit
+def _wait_slot(si, b, waiters, who):
+    """Queue ``who`` (a worker, or -1: the head's producer) in the stage's line for a slot."""
+    waiters[si[b + WOFF] + (si[b + WHEAD] + si[b + WLEN]) % si[b + WCAP]] = who
+    si[b + WLEN] += 1
+
+
+@jit
+def _wake_getter(si, b, iv, T, getters):
+    """Wake the longest-waiting idle worker of the stage, if any (not once the run closed)."""
+    if si[b + GLEN] > 0 and iv[CLOSED] == 0:
+        g = getters[si[b + GOFF] + si[b + GHEAD]]
+        si[b + GHEAD] = (si[b + GHEAD] + 1) % si[b + GCAP]
+        si[b + GLEN] -= 1
+        _ready(T, iv, K_WORKER, g)
+
+
+@jit
+def _admit(si, iv, fv, T, L, Q, d, item):
+    """Pipeline._admit at stage ``d`` with its slot reserved: queue, count, wake a worker."""
+    b = d * SI
+    now = fv[NOW]
+    si[b + OFFERED] += 1
+    si[b + ADMITS] += 1
+    _log(L, iv, ADMITTED, now, item, d)
+    si[b + UNSETTLED] += 1
+    si[b + RESERVED] -= 1
+    Q[0][si[b + IOFF] + si[b + ITAIL]] = item
+    si[b + ITAIL] += 1
+    size = si[b + ITAIL] - si[b + IHEAD] + si[b + QLEN]
+    if size > si[b + PEAK]:
+        si[b + PEAK] = size
+    _wake_getter(si, b, iv, T, Q[2])
+
+
+@jit
+def _shed(si, iv, fv, L, d, item):
+    si[d * SI + OFFERED] += 1
+    si[d * SI + SHEDS] += 1
+    _log(L, iv, SHED, fv[NOW], item, d)
+
+
+@jit
+def _settle(si, sf, iv, fv, T, s):
+    """An item of stage ``s`` is done there; a pipeline that stopped intake may now be settled."""
+    si[s * SI + UNSETTLED] -= 1
+    sf[s * SF + LASTSETTLE] = fv[NOW]
+    if iv[SINGLE] and si[UNSETTLED] == 0 and iv[ACCEPTING] == 0 and iv[SETTLED] == 0:
+        iv[SETTLED] = 1
+        if iv[RUN_WAITING] and iv[RUN_WOKEN] == 0:
+            iv[RUN_WOKEN] = 1
+            _ready(T, iv, K_RUN, _WOKEN)
+
+
+@jit
+def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
+    """Pipeline._produce over the source, into stage 0, from ``resume`` to its next wait."""
+    now = fv[NOW]
+    reject = si[REJECT]
+    while True:
+        if resume != _ARRIVED:
+            if resume == _SLOT:  # woken in queue.reserve(): look again, it may have refilled
+                if _full(si, 0):
+                    _wait_slot(si, 0, Q[3], -1)
+                    return
+                si[RESERVED] += 1
+                _log(L, iv, PRODUCER_UNBLOCKED, now, -1, 0)
+                sf[PBLOCKED] += now - fv[BLOCKED_SINCE]
+            elif reject == 0:
+                if _full(si, 0):
+                    fv[BLOCKED_SINCE] = now
+                    _log(L, iv, PRODUCER_BLOCKED, now, -1, 0)
+                    _wait_slot(si, 0, Q[3], -1)
+                    return
+                si[RESERVED] += 1
+            if iv[NEXT] == iv[N]:  # the source is exhausted: intake stops at this instant
+                if reject == 0:
+                    si[RESERVED] -= 1
+                if iv[SINGLE]:
+                    _ready(T, iv, K_GATHERED, 0)
+                else:
+                    fv[CLOSED_S] = now
+                return
+            when = arrival[iv[NEXT]]
+            if when > now:
+                _push(T, iv, when, K_FIRED_PRODUCER, _ARRIVED)
+                return
+        item = iv[NEXT]
+        iv[NEXT] = item + 1
+        if reject:
+            if _full(si, 0):
+                _shed(si, iv, fv, L, 0, item)
+                _ready(T, iv, K_PRODUCER, TOP)
+                return
+            si[RESERVED] += 1
+        _admit(si, iv, fv, T, L, Q, 0, item)
+        if si[TURNS]:
+            _ready(T, iv, K_PRODUCER, TOP)  # asyncio.sleep(0): one turn of the loop
+            return
+        resume = TOP
+
+
+@jit
+def _finish(si, sf, iv, fv, T, L, Q, W, D, g):
+    """A worker's attempt ended: complete (True: hand its outputs on), retry or dead-letter."""
+    s = W[0][g]
+    b = s * SI
+    item = W[2][g]
+    failure = W[5][g]
+    now = fv[NOW]
+    si[b + INFLIGHT] -= 1
+    if failure == E_NONE:
+        si[b + COMPLETES] += 1
+        _log(L, iv, COMPLETED, now, item, s)
+        si[b + OUTPUTS] += si[b + FAN]
+        if s + 1 < len(si) // SI:
+            W[3][g] = 0
+            return True
+        _settle(si, sf, iv, fv, T, s)
+        return False
+    attempt = Q[4][si[b + AOFF] + item]
+    can_retry = si[b + RSIM] if failure == E_SIMULATED else si[b + RPERM]
+    if can_retry and attempt < si[b + MAXATT]:
+        delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
+        if si[b + JITTER] and delay > 0.0:
+            row = si[b + POFF] + 1
+            delay = 0.0 + delay * D[5][row * iv[BLOCK] + D[6][row]]  # Random.uniform(0, delay)
+            D[6][row] += 1
+        si[b + RETRIED] += 1
+        si[b + HELD] += 1
+        _push(T, iv, now + delay, K_READMIT, item * (len(si) // SI) + s)
+        _log(L, iv, RETRY_SCHEDULED, now, item, s)
+    else:
+        si[b + DEAD] += 1
+        _log(L, iv, DEAD_LETTERED, now, item, s)
+        _settle(si, sf, iv, fv, T, s)
+    L[4][iv[LLEN] - 1] = W[6][g]  # which part of the failure model failed it
+    return False
+
+
+@jit
+def _hand_on(si, sf, iv, fv, T, L, Q, W, g, pending):
+    """HandOff.send from the worker's current child on; False when it waits (a slot, a turn).
+
+    ``pending``: the current child's slot downstream is already reserved (a blocked
+    hand-off that got it).
+    """
+    s = W[0][g]
+    d = s + 1
+    b = d * SI
+    fan = si[s * SI + FAN]
+    base = W[2][g] * fan
+    j = W[3][g]
+    now = fv[NOW]
+    while j < fan:
+        admit = True
+        if pending:
+            pending = False
+        elif si[b + REJECT]:
+            if _full(si, b):
+                _shed(si, iv, fv, L, d, base + j)
+                admit = False
+            else:
+                si[b + RESERVED] += 1
+        elif _full(si, b):
+            W[4][g] = now
+            W[3][g] = j
+            W[1][g] = _HANDING
+            _log(L, iv, PRODUCER_BLOCKED, now, -1, d)
+            _wait_slot(si, b, Q[3], g)
+            return False
+        else:
+            si[b + RESERVED] += 1
+        if admit:
+            _admit(si, iv, fv, T, L, Q, d, base + j)
+        si[s * SI + HANDED] += 1
+        j += 1
+        if si[b + TURNS]:  # asyncio.sleep(0) in HandOff.send: the next child a turn later
+            W[3][g] = j
+            W[1][g] = _TURN
+            _ready(T, iv, K_WORKER, g)
+            return False
+    return True
+
+
+@jit
+def _unblocked(si, sf, iv, fv, L, Q, W, g):
+    """A blocked hand-off woken in the next stage's queue.reserve(): True if it got the slot."""
+    s = W[0][g]
+    b = (s + 1) * SI
+    if _full(si, b):
+        _wait_slot(si, b, Q[3], g)
+        return False
+    si[b + RESERVED] += 1
+    waited = fv[NOW] - W[4][g]
+    _log(L, iv, PRODUCER_UNBLOCKED, fv[NOW], -1, s + 1)
+    sf[(s + 1) * SF + PBLOCKED] += waited
+    sf[s * SF + HBLOCKED] += waited
+    return True
+
+
+@jit
+def _outcome(si, iv, D, s, item, attempt):
+    """What the stage's failure model does to this attempt (E_*), and which part decided it.
+
+    Every part sees every attempt (an independent part draws its uniform each
+    time); the first part that fails it wins, as CombinedFailures does.
+    """
+    fdata, fperm, pool, used, kinds, offsets, rows = D[2], D[3], D[5], D[6], D[7], D[8], D[9]
+    failure = E_NONE
+    part = 0
+    first = si[s * SI + PARTOFF]
+    for k in range(first, first + si[s * SI + NPARTS]):
+        kind = kinds[k]
+        verdict = E_NONE
+        if kind == F_INDEPENDENT:
+            row = rows[k]
+            if pool[row * iv[BLOCK] + used[row]] > 0.5:  # the part's pool holds 1.0 for a failure
+                verdict = E_SIMULATED
+            used[row] += 1
+        elif kind == F_PERMANENT:
+            if fdata[offsets[k] + item]:
+                verdict = E_PERMANENT
+        else:
+            fails = fdata[offsets[k] + item]
+            if attempt <= fails:
+                verdict = E_SIMULATED
+                if attempt == fails and fperm[offsets[k] + item]:
+                    verdict = E_PERMANENT
+        if verdict != E_NONE and failure == E_NONE:
+            failure = verdict
+            part = k - first
+    return failure, part
+
+
+@jit
+def _take(si, iv, fv, T, L, Q, W, D, g):
+    """An idle worker takes the next item (retry lane first) and starts an attempt, or waits."""
+    s = W[0][g]
+    b = s * SI
+    if si[b + ITAIL] == si[b + IHEAD] and si[b + QLEN] == 0:
+        W[1][g] = _GETTING
+        Q[2][si[b + GOFF] + (si[b + GHEAD] + si[b + GLEN]) % si[b + GCAP]] = g
+        si[b + GLEN] += 1
+        return
+    if si[b + QLEN] > 0:
+        item = Q[1][si[b + QOFF] + si[b + QHEAD]]
+        si[b + QHEAD] = (si[b + QHEAD] + 1) % si[b + QCAP]
+        si[b + QLEN] -= 1
+    else:
+        item = Q[0][si[b + IOFF] + si[b + IHEAD]]
+        si[b + IHEAD] += 1
+    if si[b + WLEN] > 0:  # a slot opened: wake the first in line for it
+        w = Q[3][si[b + WOFF] + si[b + WHEAD]]
+        si[b + WHEAD] = (si[b + WHEAD] + 1) % si[b + WCAP]
+        si[b + WLEN] -= 1
+        if w < 0:
+            _ready(T, iv, K_PRODUCER, _SLOT)
+        else:
+            _ready(T, iv, K_WORKER, w)
+    now = fv[NOW]
+    si[b + ATTEMPTS] += 1
+    _log(L, iv, STARTED, now, item, s)
+    si[b + INFLIGHT] += 1
+    failure = E_NONE
+    part = 0
+    first = D[1]
+    seconds = first[si[b + IOFF] + item]
+    if si[b + NPOOLS]:  # the stage can fail: count attempts, draw what they need
+        a = si[b + AOFF] + item
+        attempt = Q[4][a] + 1
+        Q[4][a] = attempt
+        if attempt > 1 and si[b + RTRACE] == 0:
+            row = si[b + POFF]
+            seconds = D[5][row * iv[BLOCK] + D[6][row]]
+            D[6][row] += 1
+        failure, part = _outcome(si, iv, D, s, item, attempt)
+    W[5][g] = failure
+    W[6][g] = part
+    W[2][g] = item
+    W[1][g] = _SERVING
+    _push(T, iv, now + seconds, K_FIRED_WORKER, g)
+
+
+@jit
+def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
+    """One step of worker ``g``: whatever woke it, then the next item if it is free."""
+    status = W[1][g]
+    if status == _CANCELLED:
+        return
+    hand = False
+    pending = False
+    if status == _SERVING:
+        hand = _finish(si, sf, iv, fv, T, L, Q, W, D, g)
+    elif status == _HANDING:
+        if not _unblocked(si, sf, iv, fv, L, Q, W, g):
+            return
+        hand = True
+        pending = True
+    elif status == _TURN:
+        hand = True  # the turn after an output is over: the next child, or settle
+    if hand:
+        if not _hand_on(si, sf, iv, fv, T, L, Q, W, g, pending):
+            return
+        _settle(si, sf, iv, fv, T, W[0][g])
+    _take(si, iv, fv, T, L, Q, W, D, g)
+
+
+@jit
+def _readmit(si, iv, fv, T, L, Q, arg):
+    """A retry's backoff is over: it joins the retry lane and wakes an idle worker."""
+    nstages = len(si) // SI
+    s = arg % nstages
+    item = arg // nstages
+    b = s * SI
+    si[b + HELD] -= 1
+    Q[1][si[b + QOFF] + (si[b + QHEAD] + si[b + QLEN]) % si[b + QCAP]] = item
+    si[b + QLEN] += 1
+    size = si[b + ITAIL] - si[b + IHEAD] + si[b + QLEN]
+    if size > si[b + PEAK]:
+        si[b + PEAK] = size
+    _wake_getter(si, b, iv, T, Q[2])
+    _log(L, iv, READMITTED, fv[NOW], item, s)
+
+
+@jit
+def _run_task(si, iv, fv, T, L, W, kind, arg):
+    """A pipeline's end: gather's callback, the run's task (drain, timeout), its close."""
+    now = fv[NOW]
+    if kind == K_GATHERED:  # gather()'s callback; the run's task wakes a turn later
+        _ready(T, iv, K_RUN, _DRAIN)
+    elif kind == K_RUN:
+        if arg == _DRAIN:
+            iv[ACCEPTING] = 0
+            _log(L, iv, INTAKE_CLOSED, now, -1, 0)
+            if si[UNSETTLED] == 0:
+                iv[SETTLED] = 1
+            else:
+                if not math.isnan(fv[DRAIN_S]):
+                    deadline = now + fv[DRAIN_S]
+                    if deadline <= now:
+                        _ready(T, iv, K_TIMEOUT, 0)
+                    else:
+                        _push(T, iv, deadline, K_TIMEOUT, 0)
+                iv[RUN_WAITING] = 1
+                return
+        else:
+            iv[RUN_WAITING] = 0
+            if iv[FIRED]:
+                iv[TIMED_OUT] = 1
+                _log(L, iv, DRAIN_TIMEOUT, now, -1, 0)
+            else:
+                iv[CANCELLED] = 1
+        _ready(T, iv, K_CLOSE, 0)
+    elif kind == K_TIMEOUT:
+        if iv[CANCELLED] == 0:
+            iv[FIRED] = 1
+            if iv[RUN_WOKEN] == 0:
+                iv[RUN_WOKEN] = 1
+                _ready(T, iv, K_RUN, _WOKEN)
+    else:  # K_CLOSE: the workers are cancelled; the loop stops after this iteration
+        iv[CLOSED] = 1
+        for g in range(len(W[1])):
+            W[1][g] = _CANCELLED
+
+
+@jit
+def _iteration(si, iv, fv, T):
+    """Start one iteration of the loop: jump the clock if nothing is ready, fire due timers.
+
+    Returns a code (DONE, STUCK, GROW_READY) or -1 to go on.
+    """
+    rk, hw, hk = T[0], T[2], T[4]
+    if iv[CLOSED]:
+        return DONE
+    if iv[RLEN] + iv[HSIZE] > len(rk):
+        return GROW_READY
+    if iv[RLEN] == 0:
+        while iv[HSIZE] > 0 and hk[0] == K_TIMEOUT and iv[CANCELLED]:
+            _pop(T, iv)
+        if iv[HSIZE] == 0:
+            return STUCK if iv[SINGLE] else DONE
+        if hw[0] > fv[NOW]:
+            if iv[SINGLE]:  # the instant is over: its items held are a row of the series
+                held = si[ADMITS] - si[COMPLETES]
+                if fv[NOW] >= fv[WARMUP_S]:
+                    iv[HELD_PEAK] = max(iv[HELD_PEAK], held)
+                else:
+                    iv[HELD_BEFORE] = held
+            fv[NOW] = hw[0]
+    while iv[HSIZE] > 0 and hw[0] <= fv[NOW]:
+        kind, arg = hk[0], T[5][0]
+        _pop(T, iv)
+        _ready(T, iv, kind, arg)
+    iv[LEFT] = iv[RLEN]
+    return -1
+
+
+@jit
+def _short(si, iv, T, L, W, D, kind, arg):
+    """The code that stops the next step for room or draws, or -1 when it can run."""
+    room = 16 + iv[MARGIN]
+    if len(T[0]) - iv[RLEN] < room:
+        return GROW_READY
+    if len(L[0]) - iv[LLEN] < room:
+        return GROW_LOG
+    if len(T[2]) - iv[HSIZE] < 2:
+        return GROW_HEAP
+    if kind == K_WORKER:
+        b = W[0][arg] * SI
+        for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
+            if D[6][row] >= iv[BLOCK]:
+                return REFILL + row
+    return -1
+
+
+@entry
+def play(iv, fv, si, sf, T, L, Q, W, D):
+    """Run the replay until it ends or needs something (see the module docstring)."""
+    arrival = D[0]
+    rk, ra = T[0], T[1]
+    while True:
+        if iv[LEFT] == 0:
+            code = _iteration(si, iv, fv, T)
+            if code >= 0:
+                return code
+            if iv[LEFT] == 0:
+                continue
+        head = iv[RHEAD]
+        kind, arg = rk[head], ra[head]
+        code = _short(si, iv, T, L, W, D, kind, arg)
+        if code >= 0:
+            return code
+        iv[RHEAD] = (head + 1) & (len(rk) - 1)
+        iv[RLEN] -= 1
+        iv[LEFT] -= 1
+        if kind == K_WORKER:
+            _worker(si, sf, iv, fv, T, L, Q, W, D, arg)
+        elif kind == K_FIRED_WORKER:  # a timer fired: its task runs in the next iteration
+            _ready(T, iv, K_WORKER, arg)
+        elif kind == K_PRODUCER:
+            _producer(si, sf, iv, fv, T, L, Q, arrival, arg)
+        elif kind == K_FIRED_PRODUCER:
+            _ready(T, iv, K_PRODUCER, arg)
+        elif kind == K_READMIT:
+            _readmit(si, iv, fv, T, L, Q, arg)
+        else:
+            _run_task(si, iv, fv, T, L, W, kind, arg)
+
+
+@merge
+def series_rows(arrival, kinds, times, deltas, arrival_code, time_s, columns):
+    """The rows of :func:`~pipeline.sim.running.recorder.step_series`, by merging, not sorting.
+
+    ``arrival`` (the source's arrivals) and ``times`` (the event log, with its
+    ``kinds``) are both non-decreasing, and the state after all events at one
+    instant does not depend on their order there, so one pass over the two
+    gives each distinct instant's state: ``time_s[r]`` and ``columns[:, r]``
+    (``deltas[kind]`` moves the columns; ``arrival_code`` is an arrival's row).
+    Row 0 is the state at 0.0 s. Returns the number of rows filled.
+    """
+    width = columns.shape[0]
+    state = [0] * width
+    for c in range(width):
+        columns[c, 0] = 0
+    time_s[0] = 0.0
+    rows = 1
+    i = j = 0
+    arrived, logged = len(arrival), len(times)
+    while i < arrived or j < logged:
+        at = arrival[i] if j == logged or (i < arrived and arrival[i] <= times[j]) else times[j]
+        while i < arrived and arrival[i] == at:
+            for c in range(width):
+                state[c] += deltas[arrival_code, c]
+            i += 1
+        while j < logged and times[j] == at:
+            kind = kinds[j]
+            for c in range(width):
+                state[c] += deltas[kind, c]
+            j += 1
+        time_s[rows] = at
+        for c in range(width):
+            columns[c, rows] = state[c]
+        rows += 1
+    return rows
+
+
+@merge
+def item_table(kinds, times, ids, admitted_s, start_s, finish_s, attempts, outcome):
+    """The per-item columns of :func:`~pipeline.sim.running.recorder.item_columns`, in one pass.
+
+    The log is in time order and an item's last event says how it ended, so each
+    event writes its column over what came before (the outputs come filled with NaN,
+    0 attempts and ``not_offered``; the caller marks the unfinished).
+    """
+    for e in range(len(kinds)):
+        kind, item, at = kinds[e], ids[e], times[e]
+        if kind == ADMITTED:
+            admitted_s[item] = at
+        elif kind == STARTED:
+            if attempts[item] == 0:
+                start_s[item] = at
+            attempts[item] += 1
+        elif kind == COMPLETED:
+            finish_s[item] = at
+            outcome[item] = 0
+        elif kind == DEAD_LETTERED:
+            finish_s[item] = at
+            outcome[item] = 1
+        elif kind == SHED:
+            outcome[item] = 2
