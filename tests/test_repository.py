@@ -188,7 +188,7 @@ def test_sources_name_only_modules_and_paths_that_exist():
 
 def test_a_stale_reference_is_caught():
     text = (
-        "See :mod:`._kernel_events`, :mod:`.events` and tests/chain/conftest.py, tests/conftest.py."
+        "See :mod:`._kernel_events`, :mod:`.replay` and tests/chain/conftest.py, tests/conftest.py."
     )
     assert stale_references(text, "pipeline.sim.running.kernel") == [
         ":mod:`._kernel_events`",

@@ -181,7 +181,7 @@ class PartnerConfig:
     @property
     def latency_mean_s(self) -> float:
         """The mean of the latency distribution, seconds."""
-        mu, sigma = self._lognormal()
+        mu, sigma = self.lognormal()
         return 0.0 if mu is None else math.exp(mu + sigma * sigma / 2)
 
     def lognormal(self) -> tuple[float | None, float]:

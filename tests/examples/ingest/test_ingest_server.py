@@ -186,3 +186,12 @@ async def test_a_dying_partner_cannot_run_in_process():
     with pytest.raises(ValueError, match="PartnerProcess"):
         PartnerServer(PartnerConfig(die_after_requests=3))
     await asyncio.sleep(0)
+
+
+def test_the_partners_mean_latency_is_its_log_normal_mean():
+    """Notebook 09's prose quotes it; only the documentation build evaluates that prose."""
+    partner = PartnerConfig(latency_p50_s=0.05, latency_p95_s=0.2)
+    mu, sigma = partner.lognormal()
+    assert partner.latency_mean_s == pytest.approx(math.exp(mu + sigma * sigma / 2), rel=1e-12)
+    assert partner.latency_mean_s > partner.latency_p50_s  # a right-skewed latency
+    assert PartnerConfig(latency_p50_s=0.0, latency_p95_s=0.0).latency_mean_s == 0.0
