@@ -11,8 +11,10 @@ the build.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -85,3 +87,34 @@ autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "show-inheritance": False}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
+
+
+# viewcode gives each source file one module name for its "[docs]" links back to the API,
+# the first namespace that documented anything from that file: a function documented
+# under another namespace (format_findings, in pipeline.sim.analysis, beside diagnose in
+# pipeline.sim) was linked to its right page with a wrong anchor (#pipeline.sim.
+# format_findings). The source pages' back-links are pointed at the anchor their page has.
+_BACKLINK = re.compile(r'href="([^"#]*?)(api/)([\w.]+)\.html#([\w.]+)"')
+
+
+def _fix_backlinks(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    if not pagename.startswith("_modules/") or "body" not in context:
+        return
+    objects = app.env.get_domain("py").objects
+
+    def fix(match: re.Match[str]) -> str:
+        up, api, page, anchor = match.groups()
+        if anchor.startswith(f"{page}.") and anchor in objects:
+            return match.group(0)  # already the page's own anchor
+        parts = anchor.split(".")
+        for start in range(1, len(parts)):
+            entry = objects.get(f"{page}.{'.'.join(parts[start:])}")
+            if entry is not None and entry.docname == f"api/{page}":
+                return f'href="{up}{api}{page}.html#{entry.node_id}"'
+        return match.group(0)
+
+    context["body"] = _BACKLINK.sub(fix, context["body"])
+
+
+def setup(app: Any) -> None:
+    app.connect("html-page-context", _fix_backlinks)
