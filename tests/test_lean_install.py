@@ -336,7 +336,7 @@ def test_make_test_runs_the_kernels_tests_without_numba_too():
     assert (
         steps[-3].strip() == '$(BIN)/pytest -n 2 --dist loadfile -m "not browser and not service"'
     )
-    assert steps[-2].strip() == '$(BIN)/pytest -n 2 --dist loadfile -m "browser or service"'
+    assert steps[-2].strip() == '$(BIN)/pytest -m "browser or service"'
     without = steps[-1].split()
     assert without[:2] == ["PIPELINE_TEST_WITHOUT_NUMBA=1", "$(BIN)/pytest"]
     assert "tests/sim/running/kernel" in without
