@@ -8,3 +8,7 @@ cell's whole timeout (jupyter/nbclient#312).
 from pipeline.kernelpoll import install
 
 install()
+
+# After each notebook's cells, nbval's kernel evaluates the prose's inline expressions
+# once more and the values the notebook carries are held to them.
+pytest_plugins = ["tests.notebooks.prose_values"]
