@@ -9,6 +9,6 @@ from pipeline.kernelpoll import install
 
 install()
 
-# After each notebook's cells, nbval's kernel evaluates the prose's inline expressions
-# once more and the values the notebook carries are held to them.
-pytest_plugins = ["tests.notebooks.prose_values"]
+# After each notebook's cells, in nbval's kernel: its prose's saved values and the resources
+# the workshop guide quotes for it are held to that run (tests/notebooks/after_the_run.py).
+pytest_plugins = ["tests.notebooks.after_the_run"]

@@ -5,7 +5,7 @@
   which ``jupyterlab-myst`` evaluates in the kernel when the cell runs (Run
   All runs markdown cells too), and shows before that from the values saved
   with the notebook (:mod:`pipeline.lessons.prose`; ``tests/test_repository.py``
-  checks their form, ``tests/notebooks/prose_values.py`` their values). Every
+  checks their form, ``tests/notebooks/after_the_run.py`` their values). Every
   expression must parse, and every name it uses must be bound by an earlier
   code cell (or be a builtin).
 - **A hidden code cell is one short line.** JupyterLab shows a hidden cell's

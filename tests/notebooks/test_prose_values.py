@@ -1,7 +1,7 @@
 """The prose's saved values: their tolerance, their comparison with a run, their refresh.
 
 The notebooks' own values are checked against their run by the item
-``tests/notebooks/prose_values.py`` adds after each notebook's cells; here, the
+``tests/notebooks/after_the_run.py`` adds after each notebook's cells; here, the
 rules it applies, on small notebooks and a fake kernel client.
 """
 
@@ -120,5 +120,6 @@ def test_a_refresh_keeps_a_measured_value_within_its_tolerance_and_nothing_else(
         values = notebook.cells[1].metadata["user_expressions"]
         assert values[0]["result"]["data"]["text/plain"] == kept
         # 7 and 8 agree within 07's tolerance too: kept there, replaced in 02
-        assert values[1]["result"]["data"]["text/plain"] == ("'7'" if name.startswith("07") else "'8'")
+        second = "'7'" if name.startswith("07") else "'8'"
+        assert values[1]["result"]["data"]["text/plain"] == second
         assert "user_expressions" not in notebook.cells[0].metadata
