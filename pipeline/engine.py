@@ -54,6 +54,7 @@ from .events import EventKind, Listener
 from .expiry import Expiry
 from .intake import Intake
 from .listeners import Listeners
+from .pool import WorkerPool
 from .priority import PriorityKeys
 from .queue import PriorityWorkQueue, WorkQueue
 from .ratelimit import RateLimiter
@@ -79,7 +80,7 @@ def is_async_callable(handler: object) -> bool:
     )
 
 
-class Pipeline(Intake, Attempts, Expiry, Listeners):
+class Pipeline(Intake, Attempts, WorkerPool, Expiry, Listeners):
     """A bounded asyncio work pipeline.
 
     Args:
@@ -164,7 +165,9 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
         self.state = State.IDLE
         self.report = None
         self._loop = None  # type: ignore[assignment]
-        self._workers = []
+        self._workers = set()
+        self._workers_made = 0
+        self._worker_target = config.concurrency  # the pool's size, resize() changes it
         self._producers = []
         self._own_tasks = set()
         self._unread_sources = {}
@@ -204,9 +207,10 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
 
     def __repr__(self) -> str:
         bound = "unbounded" if self.config.queue_maxsize is None else self.config.queue_maxsize
+        workers = self._worker_target + self._queue.retiring
         return (
             f"<Pipeline {self.name!r} state={self.state.value} queue={len(self._queue)}/{bound} "
-            f"busy={self._busy}/{self.config.concurrency} completed={self._completed} "
+            f"busy={self._busy}/{workers} completed={self._completed} "
             f"dead_lettered={len(self._dead_letters)}"
             + (f" expired={len(self._expired)}" if self._expired else "")
             + ">"
@@ -243,11 +247,7 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
         if self._max_wait_s is not None or self._wait_of is not None:
             self._sweep = DeadlineSweep(loop, self._expire_queued, self._queue.__len__)
         self.state = State.OPEN
-        self._workers = [
-            loop.create_task(self._work(), name=f"{self.name}-worker-{index}")
-            for index in range(self.config.concurrency)
-        ]
-        self._own_tasks.update(self._workers)
+        self._add_workers(self.config.concurrency)
         if self._stop_requested:
             self.stop()
 
@@ -535,7 +535,7 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
             queue_size=len(queue),
             queue_peak=queue.peak,
             queue_maxsize=self.config.queue_maxsize,
-            workers=self.config.concurrency,
+            workers=self._worker_target + self._queue.retiring,
             workers_busy=self._busy,
             retry_waiting=len(self._retry_timers),
             tasks_waiting_put=queue.waiting_put,

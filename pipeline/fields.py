@@ -102,8 +102,14 @@ class PipelineFields:
 
     # -- tasks -----------------------------------------------------------------------
 
-    _workers: list[asyncio.Task[None]]
-    """The ``concurrency`` worker tasks."""
+    _workers: set[asyncio.Task[None]]
+    """The worker tasks alive now (``concurrency`` at the start; see ``resize``)."""
+    _workers_made: int
+    """Worker tasks made so far, to name each one."""
+    _worker_target: int
+    """The pool's size: ``concurrency``, or the last ``resize`` (the workers alive are
+    this many and ``_queue.retiring``, busy workers due to leave)."""
+
     _producers: list[asyncio.Task[None]]
     """One producer task per source given to ``run``."""
     _own_tasks: set[asyncio.Task[Any]]

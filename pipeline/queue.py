@@ -43,9 +43,13 @@ from typing import Any, Generic, TypeVar
 
 from .errors import PipelineClosed, QueueFull
 
-__all__ = ["PriorityWorkQueue", "WorkQueue"]
+__all__ = ["PriorityWorkQueue", "WorkQueue", "WorkerRetired"]
 
 T = TypeVar("T")
+
+
+class WorkerRetired(Exception):
+    """Raised in a worker waiting in :meth:`WorkQueue.get` that the pool retired."""
 
 
 class WorkQueue(Generic[T]):
@@ -68,6 +72,8 @@ class WorkQueue(Generic[T]):
         self._reserved = 0
         self._held = 0
         self._closed = False
+        self.retiring = 0
+        """Workers asked to stop (:meth:`retire`) that have not yet come for an item."""
         self.peak = 0
 
     def __repr__(self) -> str:
@@ -285,20 +291,51 @@ class WorkQueue(Generic[T]):
         return item
 
     async def get(self) -> T:
-        """Wait for an item, then remove and return it."""
+        """Wait for an item, then remove and return it.
+
+        Raises:
+            WorkerRetired: :meth:`retire` asked a caller to stop, and this one was waiting.
+        """
         while not self._size:
+            if self.retiring:
+                self.retiring -= 1
+                raise WorkerRetired
             getter = asyncio.get_running_loop().create_future()
             self._getters.append(getter)
             try:
                 await getter
             except BaseException:
-                getter.cancel()
+                if not getter.cancel() and not getter.cancelled():
+                    getter.exception()  # retired, then cancelled first: nothing to log
                 with contextlib.suppress(ValueError):
                     self._getters.remove(getter)
                 if self._size:
                     wake_first(self._getters)
                 raise
         return self.get_nowait()
+
+    def retire(self, count: int) -> None:
+        """Ask ``count`` more of the callers of :meth:`get` (the workers) to stop taking items.
+
+        Those waiting in :meth:`get` now raise :class:`WorkerRetired` at once, the most
+        recently idle first (the longest waiting keep their turn); the rest leave as they
+        come for their next item: a worker checks :attr:`retiring` before each item, and
+        :meth:`get` checks it before each wait (a worker woken for an item that another
+        took, or that expired, comes back to wait).
+        """
+        self.retiring += count
+        while self._getters and self.retiring:
+            getter = self._getters.pop()
+            if getter.done():
+                continue  # its task was cancelled (wake_first pops the getters it wakes)
+            getter.set_exception(WorkerRetired())
+            self.retiring -= 1
+
+    def keep(self, count: int) -> int:
+        """Withdraw up to ``count`` requests to stop that no worker has taken up: how many."""
+        kept = min(count, self.retiring)
+        self.retiring -= kept
+        return kept
 
     # -- lifecycle -----------------------------------------------------------------
 
