@@ -73,7 +73,8 @@ class WorkQueue(Generic[T]):
         self._held = 0
         self._closed = False
         self.retiring = 0
-        """Workers asked to stop (:meth:`retire`) that have not yet come for an item."""
+        """Workers due to leave (a pool shrunk while they were busy): the next callers to
+        come for an item, or to wait in :meth:`get`, leave instead (the pool counts it)."""
         self.peak = 0
 
     def __repr__(self) -> str:
@@ -294,7 +295,8 @@ class WorkQueue(Generic[T]):
         """Wait for an item, then remove and return it.
 
         Raises:
-            WorkerRetired: :meth:`retire` asked a caller to stop, and this one was waiting.
+            WorkerRetired: the caller was asked to stop (:meth:`retire_waiting`, or
+                :attr:`retiring` when it came to wait).
         """
         while not self._size:
             if self.retiring:
@@ -314,28 +316,20 @@ class WorkQueue(Generic[T]):
                 raise
         return self.get_nowait()
 
-    def retire(self, count: int) -> None:
-        """Ask ``count`` more of the callers of :meth:`get` (the workers) to stop taking items.
+    def retire_waiting(self, count: int) -> int:
+        """Make up to ``count`` callers waiting in :meth:`get` raise :class:`WorkerRetired`.
 
-        Those waiting in :meth:`get` now raise :class:`WorkerRetired` at once, the most
-        recently idle first (the longest waiting keep their turn); the rest leave as they
-        come for their next item: a worker checks :attr:`retiring` before each item, and
-        :meth:`get` checks it before each wait (a worker woken for an item that another
-        took, or that expired, comes back to wait).
+        The most recently idle go first (the longest waiting keep their turn). Returns how
+        many were retired. Workers busy now are asked through :attr:`retiring` instead.
         """
-        self.retiring += count
-        while self._getters and self.retiring:
+        retired = 0
+        while self._getters and retired < count:
             getter = self._getters.pop()
             if getter.done():
                 continue  # its task was cancelled (wake_first pops the getters it wakes)
             getter.set_exception(WorkerRetired())
-            self.retiring -= 1
-
-    def keep(self, count: int) -> int:
-        """Withdraw up to ``count`` requests to stop that no worker has taken up: how many."""
-        kept = min(count, self.retiring)
-        self.retiring -= kept
-        return kept
+            retired += 1
+        return retired
 
     # -- lifecycle -----------------------------------------------------------------
 
