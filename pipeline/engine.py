@@ -174,6 +174,7 @@ class Pipeline(Intake, Attempts, WorkerPool, Expiry, Listeners, Observed):
         self._scale_events = 0
         self._pool_tasks = []
         self._worker_target = config.concurrency  # the pool's size, resize() changes it
+        self._workers_peak = config.concurrency
         self._producers = []
         self._own_tasks = set()
         self._unread_sources = {}

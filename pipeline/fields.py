@@ -110,6 +110,8 @@ class PipelineFields:
     _worker_target: int
     """The pool's size: ``concurrency``, or the last resize (the workers alive are this
     many and ``_queue.retiring``, busy workers due to leave)."""
+    _workers_peak: int
+    """The largest ``statistics().workers`` so far."""
     _starting: dict[asyncio.Task[None], None]
     """The workers still in their cold start (an autoscaler's), oldest first."""
     _worker_s: float

@@ -118,6 +118,7 @@ class WorkerPool(PipelineFields):
                 surplus -= 1
             queue.retiring += surplus  # then busy ones, each after its item
         self._worker_target = count
+        self._workers_peak = max(self._workers_peak, count + queue.retiring)
 
     async def _autoscale(self) -> None:
         """Sync at every ``sync_s`` from the start until the drain begins."""

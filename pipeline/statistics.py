@@ -48,6 +48,7 @@ class Statistics:
             running or waiting to retry) was admitted; 0.0 when nothing is inside.
         workers_starting: workers still in their cold start (an autoscaler's), counted
             in ``workers``.
+        workers_peak: the largest ``workers`` so far.
         worker_seconds: seconds worked by every worker so far, summed over workers
             (busy, idle or starting: what a pool of machines is paid for).
         scale_events: the autoscaler's syncs that changed the pool's size.
@@ -82,6 +83,7 @@ class Statistics:
     attempts_timed_out: int = 0
     oldest_age_s: float = 0.0
     workers_starting: int = 0
+    workers_peak: int = 0
     worker_seconds: float = 0.0
     scale_events: int = 0
     workers_desired: int | None = None
@@ -120,6 +122,7 @@ class Observed(PipelineFields):
             attempts_timed_out=self._attempts_timed_out,
             oldest_age_s=self._oldest_age_s(now),
             workers_starting=len(self._starting),
+            workers_peak=self._workers_peak,
             worker_seconds=self._worker_seconds(now) if self._loop is not None else 0.0,
             scale_events=self._scale_events,
             workers_desired=None if self._recommender is None else self._recommender.desired,

@@ -33,6 +33,7 @@ from .recorder import ItemColumns, StepSeries
 
 if TYPE_CHECKING:
     from ...records import RunReport
+    from ...statistics import Statistics
     from ..workloads.scenario import Scenario
     from .result import SimulationResult
 
@@ -41,6 +42,7 @@ __all__ = [
     "BATCH_MEANS_MIN_ITEMS",
     "SERIES_KEYS",
     "HeldPeak",
+    "pool_keys",
     "summarise",
     "summary_of",
 ]
@@ -350,8 +352,12 @@ def summary_of(
         "wall_time_s": wall_time_s,
         "engine": engine,
     }
+    if scenario.config.autoscale is not None:
+        summary.update(pool_keys(statistics, sim_time))
     if want("utilisation"):
-        summary["utilisation"] = values["running_mean"] / concurrency
+        # Busy workers over workers: the pool's time-weighted mean when it is resized.
+        workers = summary.get("workers_mean", concurrency)
+        summary["utilisation"] = values["running_mean"] / workers if workers else math.nan
     for key in SERIES_KEYS[1:]:
         if want(key):
             summary[key] = values[key]
@@ -364,6 +370,21 @@ def summary_of(
     if scenario.initial_backlog:
         summary.update(_backlog_keys(scenario, report, c, s, summary))
     return summary
+
+
+def pool_keys(statistics: Statistics, sim_time_s: float) -> dict[str, Any]:
+    """An autoscaled pool's summary keys, over the whole run ``[0, sim_time_s]``.
+
+    ``workers_mean`` is time-weighted (``worker_seconds / sim_time_s``), ``workers_max``
+    the largest pool, cold-starting and departing busy workers included.
+    """
+    seconds = statistics.worker_seconds
+    return {
+        "workers_mean": seconds / sim_time_s if sim_time_s > 0 else math.nan,
+        "workers_max": statistics.workers_peak,
+        "worker_seconds": seconds,
+        "scale_events": statistics.scale_events,
+    }
 
 
 _COMPUTED = frozenset(
