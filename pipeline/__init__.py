@@ -36,6 +36,7 @@ from .errors import (
     SourceError,
 )
 from .events import EventKind
+from .overload import CircuitBreaker, RetryBudget
 from .records import DeadLetter, RunReport
 from .retry import Backoff, RetryPolicy
 from .statistics import Statistics
@@ -61,6 +62,7 @@ logging.getLogger("pipeline").addHandler(logging.NullHandler())
 __all__ = [
     "Backoff",
     "Chain",
+    "CircuitBreaker",
     "DeadLetter",
     "DeadlockError",
     "EventKind",
@@ -72,6 +74,7 @@ __all__ = [
     "QueueFull",
     "RateLimit",
     "RateLimited",
+    "RetryBudget",
     "RetryLater",
     "RetryPolicy",
     "RunReport",

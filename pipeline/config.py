@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._validate import FLOAT_MAX, real, show
+from .overload.breaker import CircuitBreaker
+from .overload.budget import RetryBudget
 from .retry import Backoff, RetryPolicy
 
 __all__ = ["WINDOW_S", "PipelineConfig", "RateLimit", "max_wait"]
@@ -249,6 +251,12 @@ class PipelineConfig:
             not started by then expires instead of running (``report.expired``);
             so does a retry whose backoff would end at or after the deadline.
             A bad per-item value dead-letters the item (``"bad_deadline"``).
+        retry_budget: a :class:`~pipeline.overload.RetryBudget`, or None (no
+            budget): a retry it denies is not made, and the item is
+            dead-lettered (reason ``"retry_budget"``).
+        breaker: a :class:`~pipeline.overload.CircuitBreaker`, or None: while it
+            is open no attempt reaches the handler; the worker holds its item
+            until the breaker lets a call through (see :mod:`pipeline.overload.guard`).
 
     Raises:
         ValueError: a value outside what is allowed (the message names it).
@@ -272,6 +280,8 @@ class PipelineConfig:
     keep_shed: int | None = 1000
     priority: Callable[[Any], Any] | None = None
     max_wait_s: float | Callable[[Any], float | None] | None = None
+    retry_budget: RetryBudget | None = None
+    breaker: CircuitBreaker | None = None
 
     def __post_init__(self) -> None:
         _require_int(
@@ -317,6 +327,10 @@ class PipelineConfig:
         if self.max_wait_s is not None and not callable(self.max_wait_s):
             # Stored as a float: deadlines are loop times, and float + Decimal would raise.
             object.__setattr__(self, "max_wait_s", max_wait("max_wait_s", self.max_wait_s))
+        for name, kind in (("retry_budget", RetryBudget), ("breaker", CircuitBreaker)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__name__} or None, got {show(value)}")
 
     @property
     def capacity(self) -> int | None:

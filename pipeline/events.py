@@ -48,6 +48,12 @@ class EventKind(IntEnum):
     (queue depth -1). A retry whose backoff would end at or after the deadline is
     scheduled, readmitted and expires at the same instant (RETRY_SCHEDULED, READMITTED,
     EXPIRED), so an attempt's end is always told the same way."""
+    BREAKER_OPEN = 13
+    """The circuit breaker opened: no attempt reaches the handler (item is None)."""
+    BREAKER_HALF_OPEN = 14
+    """The breaker's open spell ended: it lets its probes through (item is None)."""
+    BREAKER_CLOSED = 15
+    """The breaker closed after its probes: every attempt goes through again (item is None)."""
 
 
 Listener = Callable[[EventKind, float, Any], None]

@@ -66,7 +66,9 @@ class DeadLetter:
         payload: the item as it entered the pipeline, unchanged.
         attempts: attempts made (``max_attempts`` unless it failed permanently).
         errors: every failure, oldest first.
-        reason: ``"max_attempts"`` or ``"not_retryable"``; ``"bad_priority"`` or
+        reason: ``"max_attempts"`` or ``"not_retryable"``; ``"retry_budget"`` when
+            it would have been retried but the retry budget denied it
+            (``PipelineConfig.retry_budget``); ``"bad_priority"`` or
             ``"bad_deadline"`` when its priority key or per-item ``max_wait_s``
             could not be used (refused at its first attempt, the handler never
             called; the error says why).

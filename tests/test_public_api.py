@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PIPELINE = [
     "Backoff",
     "Chain",
+    "CircuitBreaker",
     "DeadLetter",
     "DeadlockError",
     "EventKind",
@@ -38,6 +39,7 @@ PIPELINE = [
     "QueueFull",
     "RateLimit",
     "RateLimited",
+    "RetryBudget",
     "RetryLater",
     "RetryPolicy",
     "RunReport",
