@@ -90,6 +90,7 @@ class Guard:
         permit = self._permits.pop(item, None)
         if permit is not None:
             self.breaker.release(permit)
+            self._wake_waiters()  # a probe's slot may be free again
 
     def started(self, item: Any, now: float) -> None:
         """``item``'s attempt started at ``now`` (the budget counts first attempts)."""
@@ -113,6 +114,9 @@ class Guard:
             until = self.breaker.open_until_s
             self._timer = asyncio.get_running_loop().call_at(until, self._half_open, until)
         self._emit(_KIND_OF[state], at_s, None)
+        self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
         self._wake.set()  # everyone waiting asks again; later waits use a fresh event
         self._wake = asyncio.Event()
 

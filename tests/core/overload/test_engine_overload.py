@@ -222,6 +222,37 @@ def test_a_rate_limit_refusal_gives_the_probe_back():
     assert sorted(d.payload for d in report.dead_letters) == [0, 1]
 
 
+def test_a_probe_given_back_wakes_the_items_waiting_for_it():
+    # Two workers, one probe, one request a minute. Item 0 calls at 0 (the minute's
+    # request) and fails at 1: open until 6. Items 1 and 2 arrive at 2 and are held, one
+    # per worker. At 6 item 1 takes the probe and waits for the rate limit (until 60);
+    # item 2 asks again and is refused. Item 1's deadline (admitted at 2, max_wait 10 s)
+    # comes at 12: it expires and gives the probe back, which must wake item 2 (deadline
+    # 102): it takes the probe at 12, waits for the limit, calls at 60 and closes it.
+    handler = Downstream(failures=1, seconds=1.0)
+    breaker = CircuitBreaker(window=1, min_calls=1, open_s=5, half_open_calls=1)
+    config = PipelineConfig(
+        concurrency=2,
+        max_attempts=1,
+        drain_timeout_s=None,
+        rate_limit=RateLimit(requests_per_minute=1),
+        max_wait_s=lambda x: 100.0 if x == 2 else 10.0,
+        breaker=breaker,
+    )
+    pipe = Pipeline(handler, config)
+
+    async def source():
+        yield 0
+        await asyncio.sleep(2)
+        yield 1
+        yield 2
+
+    report = run_virtual(pipe.run(source()))
+    assert handler.starts == [0.0, 60.0] and report.completed == 1 and report.balanced
+    assert list(report.expired) == [1]
+    assert pipe.statistics().breaker_state == "closed"
+
+
 def faulty_run(seed, *, stop_at=None, cancel_at=None, cancel_twice=False, **overrides):
     """One randomized run with a budget and a breaker; (report, offered, completed, pipe)."""
     rng = random.Random(seed)
@@ -304,9 +335,10 @@ def test_cancel_once_or_twice_at_any_moment(cancel_at, twice):
     drain_timeout_s=st.one_of(st.none(), st.floats(0.0, 30.0)),
     budget=st.booleans(),
     breaker=st.booleans(),
+    rate=st.one_of(st.none(), st.floats(30.0, 600.0)),
 )
 def test_randomized_faults_with_the_controls_lose_nothing(
-    seed, concurrency, maxsize, on_full, max_wait_s, stop_at, drain_timeout_s, budget, breaker
+    seed, concurrency, maxsize, on_full, max_wait_s, stop_at, drain_timeout_s, budget, breaker, rate
 ):
     overrides = {
         "concurrency": concurrency,
@@ -319,6 +351,8 @@ def test_randomized_faults_with_the_controls_lose_nothing(
         overrides["retry_budget"] = None
     if not breaker:
         overrides["breaker"] = None
+    if rate is not None:
+        overrides["rate_limit"] = RateLimit(requests_per_minute=rate, burst_s=2.0)
     report, offered, completed, _ = faulty_run(seed, stop_at=stop_at, **overrides)
     assert_nothing_lost(report, offered, completed)
 
