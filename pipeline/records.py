@@ -240,6 +240,12 @@ class RunReport:
         return self.finished_s - self.started_s
 
     @property
+    def retries_denied(self) -> int:
+        """Retries the retry budget denied (``PipelineConfig.retry_budget``); each item is
+        among the dead letters with reason ``"retry_budget"``."""
+        return self.statistics.retries_denied
+
+    @property
     def balanced(self) -> bool:
         """True when every offered item is accounted for (it always should be)."""
         accounted = (

@@ -22,6 +22,13 @@ items, the queue fills, producers block (``on_full="block"``) or shed
 the engine already reports them. Failing fast would turn every item that
 arrives during an outage into a dead letter at full speed, which is the retry
 storm's twin. Each attempt held back counts once in ``breaker_calls_refused``.
+
+What the breaker records: every handler call, as failed when it ended in an
+``Exception`` (a ``TimeoutError`` of the attempt timeout, a non-retryable error
+and a ``CancelledError`` the handler raised itself included), with its
+duration from its start for the slow-call rule. An attempt that made no call
+(refused by the rate limit, a bad priority key or deadline) and one cut by the
+close are not recorded.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def test_real_time_budget_dead_letters_what_it_denies():
     assert report.balanced and report.completed == 0
     assert report.attempts == len(handler.starts) == 20 + stats.retried
     assert stats.retried <= 2  # 0.1 x 20 first attempts, no floor, one window
-    assert stats.retries_denied == 20  # every item ends with a denied retry
+    assert stats.retries_denied == report.retries_denied == 20  # each ends denied
     assert Counter(d.reason for d in report.dead_letters) == {"retry_budget": 20}
     assert all(d.attempts == len(d.errors) for d in report.dead_letters)
 
