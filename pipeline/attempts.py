@@ -128,8 +128,6 @@ class Attempts(PipelineFields):
             item.started_s = now
             if item.first_start_s is None:
                 item.first_start_s = now
-            if guard is not None:
-                guard.started(item, now)
             listener = self._on_started
             if listener is not None:
                 try:
@@ -209,20 +207,22 @@ class Attempts(PipelineFields):
                 await guard.admit(item)
             elif await self._by_deadline(item, guard.admit(item)) is _EXPIRED_WAITING:
                 return _EXPIRED_WAITING
-        if self._limiter is None:
-            return None
-        if item.deadline_s is None:
-            try:
-                await self._limiter.acquire(item.payload)
-                return None
-            except Exception as error:
-                refused = error  # refused outright: that is its attempt
-        else:
-            refused = await self._by_deadline(item, self._limiter.acquire(item.payload))
-            if refused is None:
-                return None
+        refused = None
+        if self._limiter is not None:
+            if item.deadline_s is None:
+                try:
+                    await self._limiter.acquire(item.payload)
+                except Exception as error:
+                    refused = error  # refused outright: that is its attempt
+            else:
+                refused = await self._by_deadline(item, self._limiter.acquire(item.payload))
+            if refused is not None and guard is not None:
+                guard.release(item)  # the breaker let it through; no call will be made
+            if refused is _EXPIRED_WAITING:
+                return refused
         if guard is not None:
-            guard.release(item)  # the breaker let it through; no call will be made
+            # The attempt starts at this loop time (the caller does not wait again).
+            guard.starting(item, self._loop.time())
         return refused
 
     async def _by_deadline(self, item: WorkItem, waiting: Awaitable[Any]) -> Any:

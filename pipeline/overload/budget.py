@@ -10,7 +10,8 @@ pipeline still retries). This is Finagle's ``RetryBudget`` (and Linkerd's):
 
 The rule, exactly, as the engine applies it:
 
-- A *first attempt* is counted at the loop time its attempt starts.
+- A *first attempt* is counted at the loop time its attempt starts (an item
+  refused at admission, for a bad priority key or deadline, makes none).
 - The budget is asked when a failed attempt would schedule a retry (a
   retryable error with attempts left), at the loop time of the failure. If
   the retry fits, it is counted at that time and scheduled; if not, it is not

@@ -3,7 +3,7 @@
 The engine (:mod:`pipeline.attempts`) makes one at the start when
 ``PipelineConfig.retry_budget`` or ``breaker`` is set, and calls it at four
 points of an attempt: :meth:`~Guard.admit` before it (the breaker's gate),
-:meth:`~Guard.started` when it starts, :meth:`~Guard.ended` when it ends and
+:meth:`~Guard.starting` when it is about to start, :meth:`~Guard.ended` when it ends and
 :meth:`~Guard.may_retry` when it failed and would be retried (the budget). The
 decisions are the loop-free state objects' (:class:`~pipeline.overload.budget.BudgetState`,
 :class:`~pipeline.overload.breaker.BreakerState`); this adds the waiting, the
@@ -99,9 +99,9 @@ class Guard:
             self.breaker.release(permit)
             self._wake_waiters()  # a probe's slot may be free again
 
-    def started(self, item: Any, now: float) -> None:
-        """``item``'s attempt started at ``now`` (the budget counts first attempts)."""
-        if item.attempts == 1 and self.budget is not None:
+    def starting(self, item: Any, now: float) -> None:
+        """``item``'s next attempt starts at ``now`` (the budget counts first attempts)."""
+        if item.attempts == 0 and self.budget is not None:
             self.budget.first_attempt(now)
 
     def ended(self, item: Any, now: float, *, failed: bool) -> None:
