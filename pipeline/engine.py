@@ -166,7 +166,7 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
         self._retry_timers = {}
         self._thread_calls = {}
         self._limiter = None
-        self._guard = Guard.of(config, self._emit_at)
+        self._guard = Guard.of(config, self._emit_at, self._log)
         self._stream = None
         self._settled = None  # type: ignore[assignment]
         self._unsettled = 0

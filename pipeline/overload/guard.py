@@ -34,6 +34,7 @@ close are not recorded.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -59,19 +60,23 @@ class Guard:
         config: the pipeline's :class:`~pipeline.PipelineConfig` (``retry_budget``,
             ``breaker``).
         emit: ``emit(kind, now_s, item)``, the engine's event call (item None here).
+        log: ``log(level, event, **fields)``, the engine's structured log call: each
+            change of the breaker is logged (``pipeline.breaker_open`` as a warning,
+            ``pipeline.breaker_half_open`` and ``pipeline.breaker_closed`` as info).
     """
 
-    __slots__ = ("_emit", "_permits", "_timer", "_wake", "breaker", "budget")
+    __slots__ = ("_emit", "_log", "_permits", "_timer", "_wake", "breaker", "budget")
 
     @classmethod
-    def of(cls, config: Any, emit: Callable[..., None]) -> Guard | None:
+    def of(cls, config: Any, emit: Callable[..., None], log: Callable[..., None]) -> Guard | None:
         """A guard for ``config``, or None when it sets no overload control (the fast path)."""
         if config.retry_budget is None and config.breaker is None:
             return None
-        return cls(config, emit)
+        return cls(config, emit, log)
 
-    def __init__(self, config: Any, emit: Callable[..., None]) -> None:
+    def __init__(self, config: Any, emit: Callable[..., None], log: Callable[..., None]) -> None:
         self._emit = emit
+        self._log = log
         self.budget = None if config.retry_budget is None else config.retry_budget.state()
         self.breaker: BreakerState | None = (
             None if config.breaker is None else config.breaker.state(self._changed)
@@ -121,6 +126,8 @@ class Guard:
             until = self.breaker.open_until_s
             self._timer = asyncio.get_running_loop().call_at(until, self._half_open, until)
         self._emit(_KIND_OF[state], at_s, None)
+        level = logging.WARNING if state == OPEN else logging.INFO
+        self._log(level, f"pipeline.breaker_{state}", at_s=at_s, state=state)
         self._wake_waiters()
 
     def _wake_waiters(self) -> None:

@@ -99,6 +99,53 @@ def test_real_time_breaker_never_calls_while_open_and_probes_exactly():
     assert all(item is None for kind, _, item in events if kind in BREAKER_KINDS)
 
 
+def test_real_time_plain_function_handler_on_threads_with_prefetch():
+    import threading
+    import time
+
+    lock = threading.Lock()
+    calls = []
+
+    def blocking(x):
+        with lock:
+            calls.append(x)
+            failing = len(calls) <= 8
+        time.sleep(0.001)
+        if failing:
+            raise ConnectionError("down")
+        return x
+
+    breaker = CircuitBreaker(window=4, min_calls=4, open_s=0.01, half_open_calls=2)
+    config = PipelineConfig(
+        concurrency=2,
+        prefetch=3,
+        max_attempts=10,
+        backoff=TINY,
+        breaker=breaker,
+        retry_budget=RetryBudget(ratio=1.0, min_retries_per_s=100),
+    )
+    pipe = Pipeline(blocking, config)
+    report = asyncio.run(pipe.run(range(20)))
+    assert report.balanced and report.completed == 20 and report.attempts == len(calls)
+    assert pipe.statistics().breaker_state == "closed" and report.abandoned == []
+
+
+def test_breaker_changes_are_logged(caplog):
+    handler = Downstream(failures=1, seconds=1.0)
+    breaker = CircuitBreaker(window=1, min_calls=1, open_s=5, half_open_calls=1)
+    config = PipelineConfig(concurrency=1, max_attempts=1, drain_timeout_s=None, breaker=breaker)
+    with caplog.at_level("INFO", logger="pipeline"):
+        run_virtual(Pipeline(handler, config).run(range(2)))
+    changes = [
+        (r.levelname, r.event, r.at_s) for r in caplog.records if "breaker" in r.getMessage()
+    ]
+    assert changes == [
+        ("WARNING", "pipeline.breaker_open", 1.0),
+        ("INFO", "pipeline.breaker_half_open", 6.0),
+        ("INFO", "pipeline.breaker_closed", 7.0),
+    ]
+
+
 def test_virtual_breaker_exact_timeline():
     # One worker, 1 s calls, every call fails, max_attempts 1: window 4 -> open at 4; each
     # later item is held (refused once), probes at the half-open (14, 25, 36, ...), fails,
