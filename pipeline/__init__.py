@@ -37,6 +37,7 @@ from .errors import (
     SourceError,
 )
 from .events import EventKind
+from .overload import CircuitBreaker, RetryBudget
 from .records import DeadLetter, RunReport
 from .retry import Backoff, RetryPolicy
 from .statistics import Statistics
@@ -63,6 +64,7 @@ __all__ = [
     "Autoscaler",
     "Backoff",
     "Chain",
+    "CircuitBreaker",
     "DeadLetter",
     "DeadlockError",
     "EventKind",
@@ -74,6 +76,7 @@ __all__ = [
     "QueueFull",
     "RateLimit",
     "RateLimited",
+    "RetryBudget",
     "RetryLater",
     "RetryPolicy",
     "RunReport",

@@ -21,8 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .overload.breaker import STATES
+
 __all__ = [
     "ATTEMPT_RESULTS",
+    "BREAKER_STATES",
     "BUCKETS_S",
     "METRICS",
     "OUTCOMES",
@@ -36,6 +39,10 @@ OUTCOMES: tuple[str, ...] = ("completed", "dead_lettered", "shed", "unfinished",
 
 ATTEMPT_RESULTS: tuple[str, ...] = ("ok", "failed", "timeout")
 """Values of ``pipeline_attempts_total{result}``: how each finished attempt ended."""
+
+BREAKER_STATES: tuple[str, ...] = STATES
+"""Values of ``pipeline_breaker_state{state}``: 1 for the breaker's state now, 0 for the
+others (all 0 without a breaker), as Resilience4j's ``circuitbreaker_state`` gauge does."""
 
 BUCKETS_S: tuple[float, ...] = (
     0.001,
@@ -110,6 +117,16 @@ METRICS: tuple[MetricSpec, ...] = (
         "counter",
         "Seconds producers spent waiting for a free queue slot, summed over producers.",
     ),
+    MetricSpec(
+        "pipeline_retries_denied_total",
+        "counter",
+        "Retries the retry budget refused (each item dead-lettered, reason retry_budget).",
+    ),
+    MetricSpec(
+        "pipeline_breaker_calls_refused_total",
+        "counter",
+        "Attempts the circuit breaker held back while open (each counted once).",
+    ),
     MetricSpec("pipeline_queue_depth", "gauge", "Items waiting in the queue now."),
     MetricSpec("pipeline_queue_capacity", "gauge", "The queue's bound in items (+Inf: unbounded)."),
     MetricSpec("pipeline_workers", "gauge", "Worker tasks."),
@@ -136,6 +153,13 @@ METRICS: tuple[MetricSpec, ...] = (
         "pipeline_oldest_item_age_seconds",
         "gauge",
         "Seconds since the oldest unfinished item was admitted (0: none inside).",
+    ),
+    MetricSpec(
+        "pipeline_breaker_state",
+        "gauge",
+        "The circuit breaker's state: 1 for the current one (all 0 without a breaker).",
+        ("state",),
+        (BREAKER_STATES,),
     ),
     MetricSpec(
         "pipeline_wait_seconds",

@@ -37,19 +37,27 @@ from .events import EventKind
 from .fields import PipelineFields
 from .intake import trace_id
 from .items import WorkItem
+from .overload.guard import Guard
 from .queue import WorkerRetired
 from .records import AttemptError, DeadLetter, Result, describe_error
 from .retry import requested_delay
 from .state import State
 
-__all__: list[str] = []
+__all__ = ["is_async_callable"]
 
 # Enum members looked up once, for the per-item paths: on Python 3.11 every
 # ``EventKind.STARTED`` goes through ``EnumType.__getattr__`` (about 0.1 us a time).
 _STARTED = EventKind.STARTED
 _COMPLETED = EventKind.COMPLETED
 _OPEN = State.OPEN
-_EXPIRED_WAITING = object()  # _acquire_by_deadline: the deadline came during the wait
+_EXPIRED_WAITING = object()  # _by_deadline: the deadline came during the wait
+
+
+def is_async_callable(handler: object) -> bool:
+    """Whether ``handler`` is awaited (an ``async def``, or an object whose ``__call__`` is one)."""
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
+    )
 
 
 class Attempts(PipelineFields):
@@ -115,25 +123,18 @@ class Attempts(PipelineFields):
                 return
         self._busy += 1
         self._running[item] = None
+        guard = self._guard
         try:
             refused: Exception | None = None
             if item.refusal is not None:
                 refused = item.refusal[1]  # a bad key or deadline: fails without a call
-            elif self._limiter is not None:
-                # Waiting for the rate limit is not part of the attempt: the item
-                # counts as waiting (not started) until the limiter lets it go.
-                if item.deadline_s is None:
-                    try:
-                        await self._limiter.acquire(item.payload)
-                    except Exception as error:
-                        refused = error  # refused outright: that is its attempt
-                else:
-                    refused = await self._acquire_by_deadline(item)
-                    if refused is _EXPIRED_WAITING:
-                        self._busy -= 1
-                        del self._running[item]
-                        self._expire(item, self._loop.time())
-                        return
+            elif guard is not None or self._limiter is not None:
+                refused = await self._wait_to_start(item, guard)
+                if refused is _EXPIRED_WAITING:
+                    self._busy -= 1
+                    del self._running[item]
+                    self._expire(item, self._loop.time())
+                    return
             # The attempt starts now (written out here: this runs once per attempt).
             now = self._loop.time()
             item.attempts += 1
@@ -172,6 +173,8 @@ class Attempts(PipelineFields):
         else:
             self._busy -= 1
             del self._running[item]
+            if guard is not None:
+                guard.ended(item, self._loop.time(), failed=False)
             if not self._is_async:
                 self._thread_calls.pop(item, None)
             self._completed += 1
@@ -201,17 +204,52 @@ class Attempts(PipelineFields):
         if letter is not None:
             await self._finish(Result(item.payload, None, item.attempts, letter))
 
-    async def _acquire_by_deadline(self, item: WorkItem) -> Any:
-        """Wait for the rate limit, but no later than ``item``'s deadline.
+    async def _wait_to_start(self, item: WorkItem, guard: Guard | None) -> Any:
+        """Wait for the circuit breaker, then the rate limit, before an attempt.
 
-        Returns None when the attempt may start, the limiter's error when it
-        refused the item, or :data:`_EXPIRED_WAITING` when the deadline came first
-        (the limiter counts nothing for a wait it abandons).
+        Waiting is not part of the attempt: the item counts as taken (its worker
+        is busy) but not started until both let it go. The breaker comes first,
+        so the rate limiter's window counts the times calls really start.
+
+        Returns:
+            None when the attempt may start, the limiter's error when it refused
+            the item (that is then its attempt, with no handler call), or
+            :data:`_EXPIRED_WAITING` when the item's deadline came first.
+        """
+        if guard is not None and guard.breaker is not None:
+            if item.deadline_s is None:
+                await guard.admit(item)
+            elif await self._by_deadline(item, guard.admit(item)) is _EXPIRED_WAITING:
+                return _EXPIRED_WAITING
+        refused = None
+        if self._limiter is not None:
+            if item.deadline_s is None:
+                try:
+                    await self._limiter.acquire(item.payload)
+                except Exception as error:
+                    refused = error  # refused outright: that is its attempt
+            else:
+                refused = await self._by_deadline(item, self._limiter.acquire(item.payload))
+            if refused is not None and guard is not None:
+                guard.release(item)  # the breaker let it through; no call will be made
+            if refused is _EXPIRED_WAITING:
+                return refused
+        if guard is not None:
+            # The attempt starts at this loop time (the caller does not wait again).
+            guard.starting(item, self._loop.time())
+        return refused
+
+    async def _by_deadline(self, item: WorkItem, waiting: Awaitable[Any]) -> Any:
+        """Await ``waiting`` (the breaker or the rate limit), but no later than ``item``'s deadline.
+
+        Returns None when it ended, its error when it refused the item, or
+        :data:`_EXPIRED_WAITING` when the deadline came first (the limiter and the
+        breaker count nothing for a wait abandoned).
         """
         limit = asyncio.timeout_at(item.deadline_s)
         try:
             async with limit:
-                await self._limiter.acquire(item.payload)
+                await waiting
         except TimeoutError as error:
             return _EXPIRED_WAITING if limit.expired() else error
         except Exception as error:
@@ -254,9 +292,13 @@ class Attempts(PipelineFields):
         config = self.config
         now = self._loop.time()
         record = AttemptError.from_exception(item.attempts, error, now)
+        guard = self._guard
+        if guard is not None:
+            guard.ended(item, now, failed=True)  # a handler call (no permit: none was made)
         # A refused item's key or deadline would be as bad next time: no retry.
         retryable = item.refusal is None and config.retry.is_retryable(error)
-        if retryable and item.attempts < config.max_attempts:
+        wants_retry = retryable and item.attempts < config.max_attempts
+        if wants_retry and (guard is None or guard.may_retry(now)):
             delay = config.backoff.delay(item.attempts, self._rng)
             if not (isinstance(delay, int | float) and 0.0 <= delay < math.inf):
                 raise ValueError(
@@ -302,6 +344,8 @@ class Attempts(PipelineFields):
             reason=(
                 item.refusal[0]
                 if item.refusal is not None
+                else "retry_budget"  # wanted a retry; the budget denied it
+                if wants_retry
                 else "max_attempts"
                 if retryable
                 else "not_retryable"

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from ._validate import FLOAT_MAX, MAX_CONCURRENCY, real, show
 from .autoscale import Autoscaler
+from .overload.breaker import CircuitBreaker
+from .overload.budget import RetryBudget
 from .retry import Backoff, RetryPolicy
 
 __all__ = ["WINDOW_S", "PipelineConfig", "RateLimit", "max_wait"]
@@ -250,6 +252,12 @@ class PipelineConfig:
             goes (the Kubernetes HPA's rules), or None for a fixed pool of
             ``concurrency`` workers. ``concurrency`` is then the starting size, within
             its ``min_workers..max_workers``.
+        retry_budget: a :class:`~pipeline.overload.RetryBudget`, or None (no
+            budget): a retry it denies is not made, and the item is
+            dead-lettered (reason ``"retry_budget"``).
+        breaker: a :class:`~pipeline.overload.CircuitBreaker`, or None: while it
+            is open no attempt reaches the handler; the worker holds its item
+            until the breaker lets a call through (see :mod:`pipeline.overload.guard`).
 
     Raises:
         ValueError: a value outside what is allowed (the message names it).
@@ -274,6 +282,8 @@ class PipelineConfig:
     priority: Callable[[Any], Any] | None = None
     max_wait_s: float | Callable[[Any], float | None] | None = None
     autoscale: Autoscaler | None = None
+    retry_budget: RetryBudget | None = None
+    breaker: CircuitBreaker | None = None
 
     def __post_init__(self) -> None:
         _require_int(
@@ -325,6 +335,10 @@ class PipelineConfig:
                     f"autoscale must be an Autoscaler or None, got {show(self.autoscale)}"
                 )
             self.autoscale.check_pool(self.concurrency)
+        for name, kind in (("retry_budget", RetryBudget), ("breaker", CircuitBreaker)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__name__} or None, got {show(value)}")
 
     @property
     def capacity(self) -> int | None:

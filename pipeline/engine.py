@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import math
 import random
@@ -46,7 +45,7 @@ from collections.abc import (
 )
 from typing import Any
 
-from .attempts import Attempts
+from .attempts import Attempts, is_async_callable
 from .config import PipelineConfig
 from .deadlines import DeadlineSweep
 from .errors import PipelineClosed, SourceError
@@ -54,6 +53,7 @@ from .events import EventKind, Listener
 from .expiry import Expiry
 from .intake import Intake
 from .listeners import Listeners
+from .overload.guard import Guard
 from .pool import WorkerPool
 from .priority import PriorityKeys
 from .queue import PriorityWorkQueue, WorkQueue
@@ -72,12 +72,6 @@ log = logging.getLogger("pipeline")
 _OPEN = State.OPEN
 
 Handler = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
-
-
-def is_async_callable(handler: object) -> bool:
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
-    )
 
 
 class Pipeline(Intake, Attempts, WorkerPool, Expiry, Listeners, Observed):
@@ -182,6 +176,7 @@ class Pipeline(Intake, Attempts, WorkerPool, Expiry, Listeners, Observed):
         self._retry_timers = {}
         self._thread_calls = {}
         self._limiter = None
+        self._guard = Guard.of(config, self._emit_at, self._log)
         self._stream = None
         self._settled = None  # type: ignore[assignment]
         self._unsettled = 0
@@ -396,8 +391,9 @@ class Pipeline(Intake, Attempts, WorkerPool, Expiry, Listeners, Observed):
             *self._queue.drain_items(),
             *self._retry_timers,
         ]
-        if self._sweep is not None:
-            self._sweep.close()
+        for timers in (self._sweep, self._guard):
+            if timers is not None:
+                timers.close()
         for timer in self._retry_timers.values():
             timer.cancel()
             self._queue.unhold()

@@ -51,6 +51,12 @@ class EventKind(IntEnum):
     SCALED = 13
     """The autoscaler changed the pool's size at a sync (``statistics().workers``; item is
     None)."""
+    BREAKER_OPEN = 14
+    """The circuit breaker opened: no attempt reaches the handler (item is None)."""
+    BREAKER_HALF_OPEN = 15
+    """The breaker's open spell ended: it lets its probes through (item is None)."""
+    BREAKER_CLOSED = 16
+    """The breaker closed after its probes: every attempt goes through again (item is None)."""
 
 
 Listener = Callable[[EventKind, float, Any], None]

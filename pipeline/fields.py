@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .deadlines import DeadlineSweep
     from .events import EventKind, Listener
     from .items import WorkItem
+    from .overload.guard import Guard
     from .priority import PriorityKeys
     from .queue import WorkQueue
     from .ratelimit import RateLimiter
@@ -162,6 +163,9 @@ class PipelineFields:
     """Items that expired (``max_wait_s``): the exact count and the latest payloads."""
     _limiter: RateLimiter | None
     """Spaces attempt starts when ``config.rate_limit`` is set (made at the start)."""
+    _guard: Guard | None
+    """The retry budget and circuit breaker (``config.retry_budget``, ``config.breaker``),
+    made at the start when either is set, else None."""
     _stream: ResultStream | None
     """Where results go when someone asked for them (``results()``), else None."""
 

@@ -8,12 +8,14 @@ Needs the ``[metrics]`` extra (``prometheus-client``)::
 
 The names, help texts and buckets are those of :mod:`pipeline._metric_names`
 (the contract in DESIGN.md): counters of items offered and by outcome,
-attempts by result, retries and producer-blocked seconds; gauges of queue
-depth and capacity, workers and busy workers and the age of the oldest
-unfinished item; histograms of wait, attempt duration and latency, in
-seconds. Every series is labelled ``pipeline`` (the name) and, for a
-:class:`~pipeline.Chain`, ``stage``; a batching stage counts in batches, as
-its pipeline's own ``statistics()`` does.
+attempts by result, retries, retries denied by the retry budget, attempts the
+circuit breaker refused and producer-blocked seconds; gauges of queue depth and
+capacity, workers and busy workers, the age of the oldest unfinished item and
+the breaker's state (``pipeline_breaker_state{state}``, 1 for the current
+one); histograms of wait, attempt duration and latency, in seconds. Every
+series is labelled ``pipeline`` (the name) and, for a :class:`~pipeline.Chain`,
+``stage``; a batching stage counts in batches, as its pipeline's own
+``statistics()`` does.
 
 Where the numbers come from, and what they cost:
 
@@ -56,7 +58,7 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from prometheus_client.exposition import start_http_server  # noqa: E402
 from prometheus_client.metrics_core import Metric  # noqa: E402
 
-from ._metric_names import BUCKETS_S, METRICS, OUTCOMES, target_labels  # noqa: E402
+from ._metric_names import BREAKER_STATES, BUCKETS_S, METRICS, OUTCOMES, target_labels  # noqa: E402
 from .chain.chain import Chain  # noqa: E402
 from .engine import Pipeline  # noqa: E402
 from .errors import PipelineClosed  # noqa: E402
@@ -370,6 +372,12 @@ class _Source:
         out["pipeline_attempts_total"] = [({**labels, "result": k}, v) for k, v in result.items()]
         out["pipeline_retries_total"] = [(labels, get("retried"))]
         out["pipeline_producer_blocked_seconds_total"] = [(labels, get("producer_blocked_s"))]
+        out["pipeline_retries_denied_total"] = [(labels, get("retries_denied"))]
+        out["pipeline_breaker_calls_refused_total"] = [(labels, get("breaker_calls_refused"))]
+        state = None if stats is None else stats.breaker_state
+        out["pipeline_breaker_state"] = [
+            ({**labels, "state": k}, 1 if k == state else 0) for k in BREAKER_STATES
+        ]
         out["pipeline_queue_depth"] = [(labels, get("queue_size"))]
         out["pipeline_queue_capacity"] = [(labels, math.inf if capacity is None else capacity)]
         out["pipeline_workers"] = [(labels, workers)]

@@ -66,7 +66,9 @@ class DeadLetter:
         payload: the item as it entered the pipeline, unchanged.
         attempts: attempts made (``max_attempts`` unless it failed permanently).
         errors: every failure, oldest first.
-        reason: ``"max_attempts"`` or ``"not_retryable"``; ``"bad_priority"`` or
+        reason: ``"max_attempts"`` or ``"not_retryable"``; ``"retry_budget"`` when
+            it would have been retried but the retry budget denied it
+            (``PipelineConfig.retry_budget``); ``"bad_priority"`` or
             ``"bad_deadline"`` when its priority key or per-item ``max_wait_s``
             could not be used (refused at its first attempt, the handler never
             called; the error says why).
@@ -236,6 +238,12 @@ class RunReport:
     def duration_s(self) -> float:
         """Loop seconds from start to the end of the drain."""
         return self.finished_s - self.started_s
+
+    @property
+    def retries_denied(self) -> int:
+        """Retries the retry budget denied (``PipelineConfig.retry_budget``); each item is
+        among the dead letters with reason ``"retry_budget"``."""
+        return self.statistics.retries_denied
 
     @property
     def balanced(self) -> bool:

@@ -58,6 +58,13 @@ class Statistics:
             items whose first attempt is running now, in no particular order: an
             exporter that observes a wait when its first attempt ends adds these to
             show the waits of items still running.
+        retries_denied: retries the retry budget refused (``PipelineConfig.retry_budget``);
+            each such item was dead-lettered with reason ``"retry_budget"``.
+        breaker_state: the circuit breaker's state now, ``"closed"``, ``"open"`` or
+            ``"half_open"``; None without a breaker (``PipelineConfig.breaker``).
+        breaker_calls_refused: attempts the open (or half-open, probes all out)
+            breaker held back, each counted once however long it waited.
+        breaker_open_s: seconds of loop time the breaker has spent open (not half-open).
     """
 
     state: str
@@ -88,6 +95,10 @@ class Statistics:
     scale_events: int = 0
     workers_desired: int | None = None
     first_attempt_waits_s: tuple[float, ...] = ()
+    retries_denied: int = 0
+    breaker_state: str | None = None
+    breaker_calls_refused: int = 0
+    breaker_open_s: float = 0.0
 
 
 class Observed(PipelineFields):
@@ -127,6 +138,7 @@ class Observed(PipelineFields):
             scale_events=self._scale_events,
             workers_desired=None if self._recommender is None else self._recommender.desired,
             first_attempt_waits_s=self._first_attempt_waits_s(),
+            **({} if self._guard is None else self._guard.statistics(now)),
         )
 
     def _first_attempt_waits_s(self) -> tuple[float, ...]:

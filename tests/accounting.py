@@ -6,14 +6,19 @@ twice still balances. These helpers check the account payload by payload.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
+
 __all__ = [
     "assert_each_payload_once",
+    "assert_nothing_lost",
     "assert_results_accounted",
     "completed_payloads",
+    "run_interrupted",
     "undelivered_payloads",
 ]
 
@@ -97,3 +102,49 @@ def assert_results_accounted(delivered: Iterable[Any], finished: Counter, report
         f"results delivered {sorted(delivered.elements())} + reported undelivered "
         f"{sorted(reported.elements())} != finished {sorted(finished.elements())}"
     )
+
+
+def run_interrupted(
+    pipe: Any,
+    source: Any,
+    *,
+    stop_at: float | None = None,
+    cancel_at: float | None = None,
+    cancel_twice: bool = False,
+) -> Any:
+    """Run ``pipe`` on ``source`` in virtual time; stop it, or cancel the run (once or
+    twice), after the seconds given; return its report."""
+    from pipeline.sim.vloop import run_virtual
+
+    async def main():
+        run = asyncio.ensure_future(pipe.run(source))
+        if stop_at is not None:
+            await asyncio.sleep(stop_at)
+            pipe.stop()
+        if cancel_at is not None:
+            await asyncio.sleep(cancel_at)
+            run.cancel()
+            if cancel_twice:
+                await asyncio.sleep(0)
+                run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            return pipe.report
+        return await run
+
+    return run_virtual(main())
+
+
+def assert_nothing_lost(report: Any, offered: list[Any], completed: list[Any]) -> None:
+    """Every offered payload ended exactly once (``completed`` as the handler saw them),
+    and nothing is left queued or running."""
+    assert report.balanced, report
+    others = [
+        *report.shed,
+        *report.unfinished,
+        *report.expired,
+        *(letter.payload for letter in report.dead_letters),
+    ]
+    assert Counter(completed + others) == Counter(offered), report
+    assert len(completed) == report.completed and len(offered) == report.offered
+    assert report.statistics.queue_size == 0 and report.statistics.workers_busy == 0

@@ -65,9 +65,7 @@ def test_the_limits_catch_what_they_name(tmp_path: Path) -> None:
     """The measures themselves: a long, branchy function is seen as both."""
     body = "\n".join(f"    if x == {i}:\n        return {i}" for i in range(MAX_COMPLEXITY + 1))
     source = f"def f(x):\n{body}\n    return -1\n"
-    (function,) = [
-        n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)
-    ]
+    (function,) = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)]
     assert function.end_lineno - function.lineno + 1 > 2 * MAX_COMPLEXITY
     (block,) = radon_complexity.cc_visit(source)
     assert block.complexity == MAX_COMPLEXITY + 2

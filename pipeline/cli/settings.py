@@ -22,7 +22,8 @@ the ``file=`` of an ``arrivals`` or ``service`` spec too::
 
 A command may read further keys itself (a sweep's ``[grid]``, a plan's
 ``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`;
-``[[classes]]``, :mod:`pipeline.cli.classes`):
+``[[classes]]``, :mod:`pipeline.cli.classes`; every command, ``[retry_budget]``
+and ``[breaker]``, :mod:`pipeline.cli.overload`):
 :func:`read_settings` keeps them, unparsed, in ``settings.tables``.
 
 A scenario file is read defensively: at most :data:`MAX_SCENARIO_BYTES`
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import PipelineConfig
 from .classes import parse_classes
+from .overload import OVERLOAD_TABLES, parse_overload
 from .stages import PER_STAGE, parse_stages
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, flag_name
 
@@ -185,7 +187,7 @@ def read_settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Se
     sources: list[tuple[str, dict[str, str]]] = []
     file_tables: dict[str, Any] = {}
     if args.scenario is not None:
-        raw, file_tables = _read_toml(args.scenario, tables)
+        raw, file_tables = _read_toml(args.scenario, (*tables, *OVERLOAD_TABLES))
         sources.append((args.scenario, raw))
     flags = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
     if sources and ("items" in flags or "duration" in flags):
@@ -215,8 +217,10 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
     """
     from ..sim.workloads.failures import IndependentFailures, NoFailures
 
+    file_tables = getattr(settings, "tables", {})
     config = PipelineConfig(
-        **{field: settings[name] for name, field in CONFIG_FIELDS.items() if name in settings}
+        **{field: settings[name] for name, field in CONFIG_FIELDS.items() if name in settings},
+        **parse_overload(file_tables, getattr(settings, "path", None)),
     )
     if "items" in settings and "duration" in settings:
         raise ValueError(
@@ -240,7 +244,7 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
         )
         if name in settings
     }
-    class_tables = getattr(settings, "tables", {}).get("classes")
+    class_tables = file_tables.get("classes")
     if class_tables is not None:
         extra["classes"] = parse_classes(class_tables, settings.path)
     try:
@@ -321,6 +325,12 @@ def _chain_scenario(
         )
     if "arrivals" not in settings:
         raise ValueError(f"missing --arrivals (the chain's source: items arriving at {path})")
+    controls = [f"[{name}]" for name in OVERLOAD_TABLES if name in settings.tables]
+    if controls:
+        raise ValueError(
+            f"{path}: {' and '.join(controls)} with [[stages]]: a chain's stages have their "
+            "own pipelines, and these tables set one pipeline's; drop them (or the stages)"
+        )
     if not length:
         raise ValueError("give --items N or --duration S (how much traffic to simulate)")
     return Scenario(

@@ -50,8 +50,11 @@ def _differences(got, want, path="$"):
     if isinstance(want, list) and isinstance(got, list):
         if len(got) != len(want):
             return [f"{path}: {len(got)} entries != {len(want)}"]
-        return [d for i, (g, w) in enumerate(zip(got, want, strict=True)) for d in
-                _differences(g, w, f"{path}[{i}]")]
+        return [
+            d
+            for i, (g, w) in enumerate(zip(got, want, strict=True))
+            for d in _differences(g, w, f"{path}[{i}]")
+        ]
     both_float = isinstance(want, float) and isinstance(got, float)
     if both_float and math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-300):
         return []
@@ -85,7 +88,8 @@ def test_every_command_is_pinned():
 
 def test_a_changed_number_is_caught():
     assert _differences({"a": 1.0, "b": [1, 2]}, {"a": 1.0 + 1e-9, "b": [1, 2]}) == [
-        "$.a: 1.0 != 1.000000001"]
+        "$.a: 1.0 != 1.000000001"
+    ]
     assert _differences({"a": 1}, {"a": 1, "c": 0}) == ["$: key 'c' missing"]
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections import Counter
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline import Backoff, PermanentError, Pipeline, PipelineConfig, RateLimit
-from pipeline.sim.vloop import run_virtual
+from tests import accounting
+from tests.accounting import run_interrupted
 
 
 def faulty_run(seed, *, stop_at=None, cancel_at=None, cancel_twice=False, **overrides):
@@ -48,38 +48,14 @@ def faulty_run(seed, *, stop_at=None, cancel_at=None, cancel_twice=False, **over
         **overrides,
     }
     pipe = Pipeline(handler, PipelineConfig(**settings_), rng=random.Random(seed))
-
-    async def main():
-        run = asyncio.ensure_future(pipe.run(source()))
-        if stop_at is not None:
-            await asyncio.sleep(stop_at)
-            pipe.stop()
-        if cancel_at is not None:
-            await asyncio.sleep(cancel_at)
-            run.cancel()
-            if cancel_twice:
-                await asyncio.sleep(0)
-                run.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await run
-            return pipe.report
-        return await run
-
-    report = run_virtual(main())
+    report = run_interrupted(
+        pipe, source(), stop_at=stop_at, cancel_at=cancel_at, cancel_twice=cancel_twice
+    )
     return report, offered, completed, pipe
 
 
 def assert_nothing_lost(report, offered, completed):
-    assert report.balanced, report
-    others = [
-        *report.shed,
-        *report.unfinished,
-        *report.expired,
-        *(letter.payload for letter in report.dead_letters),
-    ]
-    assert Counter(completed + others) == Counter(offered), report
-    assert len(completed) == report.completed and len(offered) == report.offered
-    assert report.statistics.queue_size == 0 and report.statistics.workers_busy == 0
+    accounting.assert_nothing_lost(report, offered, completed)
     for letter in report.dead_letters:
         if letter.reason in ("bad_priority", "bad_deadline"):
             assert letter.attempts == 1

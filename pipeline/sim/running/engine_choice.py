@@ -28,10 +28,12 @@ The domain: any arrival process or trace, any service distribution or
 jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up, an initial
 backlog and item size; a chain when every stage is. Outside: item classes,
 priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
-timeouts, autoscaling, hangs, provider models (:class:`Overload`, :class:`TokenQuota`) and
-failure models, backoffs or retry policies of your own (subclasses). Those either
-wait on machinery the kernel does not model (the rate limiter's buckets and
-windows, a timeout cancelling an attempt, a quota reading the loop's clock) or run
+timeouts, autoscaling, retry budgets and circuit breakers (``retry_budget``,
+``breaker``), hangs, provider models (:class:`Overload`, :class:`TokenQuota`) and failure
+models, backoffs or retry policies of your own (subclasses). Those either wait on
+machinery the kernel does not model (the rate limiter's buckets and windows, a timeout
+cancelling an attempt, the budget's window and the breaker's states, a pool that changes
+size, a quota reading the loop's clock) or run
 code of yours whose behaviour the kernel cannot know.
 """
 
@@ -126,6 +128,10 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
         return "attempt timeouts (config.attempt_timeout_s)"
     if config.autoscale is not None:
         return "autoscaling (config.autoscale)"
+    if config.retry_budget is not None:
+        return "retry budgets (config.retry_budget)"
+    if config.breaker is not None:
+        return "circuit breakers (config.breaker)"
     if type(config.backoff) is not Backoff:
         return f"a backoff of its own ({type(config.backoff).__name__})"
     if type(config.retry) is not RetryPolicy:

@@ -43,8 +43,9 @@ class Recorder:
     """
 
     def __init__(self) -> None:
-        # Event kinds are 0..12: a bytearray holds them as int8 does, and its append is
-        # about twice as fast as array("b")'s (which parses its argument twice).
+        # Event kinds are small integers (EventKind): a bytearray holds them as int8 does,
+        # and its append is about twice as fast as array("b")'s (which parses its argument
+        # twice).
         self.kinds = bytearray()
         self.times = array("d")
         self.ids = array("q")

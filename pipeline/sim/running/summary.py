@@ -365,6 +365,12 @@ def summary_of(
         summary = {
             key: value for key, value in summary.items() if key in keys or key not in _COMPUTED
         }
+    config = scenario.config
+    if config.retry_budget is not None or config.breaker is not None:
+        # The overload controls' counts: present when the scenario has one (the others'
+        # summaries, and the command line's JSON, keep their keys).
+        summary["retries_denied"] = statistics.retries_denied
+        summary["breaker_open_s"] = statistics.breaker_open_s
     if scenario.classes is not None and item_class is not None:
         summary["classes"] = class_summaries(scenario.classes, item_class, c, warm)
     if scenario.initial_backlog:
