@@ -82,6 +82,7 @@ MAX_SCENARIO_BYTES = 10 * 2**20
 _FILE_PATHS = ("trace", "out")
 # Options whose spec may name a file (``empirical:file=...``, ``counts:file=...``).
 _SPECS_WITH_FILES = ("arrivals", "service")
+_TABLE_OPTIONS = ("autoscale",)  # options a scenario file may also write as a table
 
 
 def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str], dict[str, Any]]:
@@ -127,6 +128,8 @@ def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str],
         if name not in OPTIONS:
             allowed = ", ".join(sorted([*OPTIONS, *tables]))
             raise ValueError(f"{path}: unknown key {key!r}; allowed: {allowed}")
+        if name in _TABLE_OPTIONS and isinstance(value, dict):
+            value = _one_line(path, key, value)
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ValueError(
                 f"{path}: {key} must be a string or a number, got {type(value).__name__} {value!r}"
@@ -138,6 +141,25 @@ def _read_toml(path: str, tables: Collection[str] = ()) -> tuple[dict[str, str],
             text = anchor_file_key(text, base)
         raw[name] = text
     return raw, extra
+
+
+def _one_line(path: str, key: str, table: dict[str, Any]) -> str:
+    """A table of numbers and words (``[autoscale]``) as its option's ``k=v,...`` text; a
+    pair of numbers ``k = [a, b]`` becomes ``k_pods=a,k_fraction=b`` (``max_scale_up``)."""
+    pairs = []
+    for name, value in table.items():
+        if isinstance(value, list) and len(value) == 2 and name == "max_scale_up":
+            pairs += [f"{name}_pods={value[0]}", f"{name}_fraction={value[1]}"]
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(
+                f"{path}: [{key}] {name} must be a string or a number, "
+                f"got {type(value).__name__} {value!r}"
+            )
+        if isinstance(value, str) and ("," in value or "=" in value):
+            raise ValueError(f"{path}: [{key}] {name}: unexpected ',' or '=' in {value!r}")
+        pairs.append(f"{name}={value}")
+    return ",".join(pairs) if pairs else "none"
 
 
 class _Settings(dict[str, Any]):

@@ -56,8 +56,10 @@ __all__ = [
     "OPTIONS",
     "anchor_file_key",
     "flag_name",
+    "parse_autoscale",
     "parse_backoff",
     "parse_int",
+    "parse_pairs",
     "parse_processes",
     "quoted",
 ]
@@ -189,6 +191,80 @@ def parse_backoff(spec: str) -> Any:
     return build(spec, kind, lambda: Backoff(kind="exponential", jitter=bool(jitter), **values))
 
 
+def parse_pairs(text: str, option: str, keys: dict[str, Callable[[str], Any]]) -> dict[str, Any]:
+    """``key=value,...`` (a table written on one line) -> each value through its key's parser.
+
+    Raises:
+        ValueError: an unknown or repeated key, a pair without ``=``, or a value its parser
+            refuses; the message names the option and the key.
+    """
+    values: dict[str, Any] = {}
+    for pair in text.split(","):
+        key, sep, value = (part.strip() for part in pair.partition("="))
+        if not sep or not key:
+            raise ValueError(f"expected key=value pairs separated by commas, got {quoted(pair)}")
+        name = key.replace("-", "_")
+        if name not in keys:
+            raise ValueError(f"unknown {option} key {quoted(key)}; allowed: {', '.join(keys)}")
+        if name in values:
+            raise ValueError(f"{option} key {quoted(key)} given twice")
+        try:
+            values[name] = keys[name](value)
+        except ValueError as exc:
+            raise ValueError(f"{option} {name}: {exc}") from None
+    return values
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"expected a number, got {quoted(text)}") from None
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"expected an integer, got {quoted(text)}") from None
+
+
+_AUTOSCALE_KEYS: dict[str, Callable[[str], Any]] = {
+    "min_workers": _whole,
+    "max_workers": _whole,
+    "metric": str,
+    "target": _number,
+    "sync_s": _number,
+    "tolerance": _number,
+    "scale_up_stabilization_s": _number,
+    "scale_down_stabilization_s": _number,
+    "max_scale_up_pods": _whole,
+    "max_scale_up_fraction": _number,
+    "cold_start_s": _number,
+}
+"""``--autoscale``'s keys: :class:`~pipeline.Autoscaler`'s parameters, with ``max_scale_up``
+as its two parts."""
+
+
+def parse_autoscale(text: str) -> Any:
+    """``--autoscale max_workers=30,target=5,...`` (or ``none``) -> an Autoscaler, or None.
+
+    Raises:
+        ValueError: a key or value the Autoscaler refuses (one line naming it).
+    """
+    from ..autoscale import Autoscaler
+
+    if text.strip().lower() == "none":
+        return None
+    values = parse_pairs(text, "autoscale", _AUTOSCALE_KEYS)
+    pods = values.pop("max_scale_up_pods", 4)
+    fraction = values.pop("max_scale_up_fraction", 1.0)
+    try:
+        return Autoscaler(max_scale_up=(pods, fraction), **values)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(str(exc)) from None
+
+
 def _arrivals(text: str) -> Any:
     from ..sim.workloads.arrivals import parse_arrivals
 
@@ -315,6 +391,12 @@ OPTIONS: dict[str, tuple[Callable[[str], Any], str, str]] = {
         "auto|asyncio|kernel",
         "auto (default): the exact kernel where it applies, else the asyncio engine",
     ),
+    "autoscale": (
+        parse_autoscale,
+        "KEY=VALUE,...",
+        "resize the pool by the Kubernetes HPA's rules, e.g. max_workers=30,target=5,"
+        "sync_s=15,cold_start_s=30 (an [autoscale] table in a scenario file; default none)",
+    ),
     "trace": (_path, "FILE.csv", "replay a trace: columns arrival_s, service_s[, fails]"),
     "out": (_path, "DIR", "write summary.json, items.csv, timeseries.csv, report.png"),
 }
@@ -334,6 +416,7 @@ CONFIG_FIELDS: dict[str, str] = {
     "backoff": "backoff",
     "attempt_timeout": "attempt_timeout_s",
     "drain_timeout": "drain_timeout_s",
+    "autoscale": "autoscale",
 }
 
 # Scenario and PipelineConfig fields -> the option that sets them, for messages.
