@@ -22,7 +22,8 @@ the ``file=`` of an ``arrivals`` or ``service`` spec too::
 
 A command may read further keys itself (a sweep's ``[grid]``, a plan's
 ``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`;
-``[[classes]]``, :mod:`pipeline.cli.classes`):
+``[[classes]]``, :mod:`pipeline.cli.classes`; ``[downstream]`` and ``[[faults]]``,
+:mod:`pipeline.cli.overload`):
 :func:`read_settings` keeps them, unparsed, in ``settings.tables``.
 
 A scenario file is read defensively: at most :data:`MAX_SCENARIO_BYTES`
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import PipelineConfig
 from .classes import parse_classes
+from .overload import parse_downstream, parse_faults
 from .stages import PER_STAGE, parse_stages
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, flag_name
 
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_SCENARIO_BYTES",
+    "SCENARIO_TABLES",
     "add_scenario_flags",
     "build_scenario",
     "check_warmup",
@@ -72,6 +75,9 @@ def add_scenario_flags(
         metavar = metavar if own_metavar is None else own_metavar
         parser.add_argument(flag_name(name), dest=name, metavar=metavar, help=text)
 
+
+SCENARIO_TABLES = ("stages", "classes", "downstream", "faults")
+"""The tables of a scenario file :func:`build_scenario` reads (every command that builds one)."""
 
 MAX_SCENARIO_BYTES = 10 * 2**20
 """The largest scenario file read, bytes (10 MiB; real ones are under a kilobyte)."""
@@ -240,9 +246,13 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
         )
         if name in settings
     }
-    class_tables = getattr(settings, "tables", {}).get("classes")
-    if class_tables is not None:
-        extra["classes"] = parse_classes(class_tables, settings.path)
+    file_tables = getattr(settings, "tables", {})
+    if file_tables.get("classes") is not None:
+        extra["classes"] = parse_classes(file_tables["classes"], settings.path)
+    if file_tables.get("downstream") is not None:
+        extra["downstream"] = parse_downstream(file_tables["downstream"], settings.path)
+    if file_tables.get("faults") is not None:
+        extra["faults"] = parse_faults(file_tables["faults"], settings.path)
     try:
         return _scenario(settings, config, length, failures, extra)
     except ValueError as exc:
@@ -252,6 +262,10 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
             raise ValueError(f"{_source(settings, 'backlog')} {rest}") from None
         if "classes" in extra and "class" in str(exc):
             raise ValueError(f"{settings.path}: [[classes]]: {exc}") from None
+        if ("downstream" in extra or "faults" in extra) and str(exc).startswith(
+            ("faults[", "downstream is set")
+        ):
+            raise ValueError(f"{settings.path}: {exc}") from None
         raise
 
 
@@ -291,14 +305,16 @@ def _scenario(
             )
         failures = workload.failures | failures if rate > 0 else workload.failures
         return workload.scenario(config, failures=failures, **length, **extra)
-    missing = [flag_name(n) for n in ("arrivals", "service") if n not in settings]
+    # With a downstream, the service is client-side time before each call, and optional.
+    needed = ("arrivals",) if "downstream" in extra else ("arrivals", "service")
+    missing = [flag_name(n) for n in needed if n not in settings]
     if missing:
         raise ValueError(f"missing {' and '.join(missing)} (or give --trace FILE.csv)")
     if not length:
         raise ValueError("give --items N or --duration S (how much traffic to simulate)")
     return Scenario(
         arrivals=settings["arrivals"],
-        service=settings["service"],
+        service=settings.get("service"),
         config=config,
         failures=failures,
         **length,
