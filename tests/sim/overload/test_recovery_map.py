@@ -71,3 +71,14 @@ def test_recovery_map_validates_before_any_run():
     with pytest.raises(ValueError, match=r"^scenario has faults of its own"):
         recovery_map(base.replace(faults=[LoadSpike(at_s=1, for_s=1, factor=2)]), fault=fault,
                      factors=[0.2], durations=[1.0])  # fmt: skip
+
+
+def test_a_map_on_worker_processes_gives_the_numbers_of_one_process():
+    # The scenario, its downstream and the faults travel to worker processes (pickled).
+    base = osdi_like(duration_s=25.0).replace(arrivals=Poisson(rate=20.0))
+    fault = CapacityDrop(at_s=5.0, for_s=1.0, factor=0.5)
+    here = recovery_map(base, fault=fault, factors=[0.5], durations=[1.0, 2.0],
+                        replications=2, processes=1, seed=7)  # fmt: skip
+    there = recovery_map(base, fault=fault, factors=[0.5], durations=[1.0, 2.0],
+                         replications=2, processes=2, seed=7)  # fmt: skip
+    assert here.equals(there)
