@@ -27,7 +27,10 @@ import numpy as np
 from .arrivals import ArrivalProcess, Poisson, TimeVarying
 from .faults import LoadSpike, SpeedProfile
 
-__all__ = ["SPIKABLE", "spiked_times"]
+__all__ = ["MAX_SPIKE_ARRIVALS", "SPIKABLE", "spiked_times"]
+
+MAX_SPIKE_ARRIVALS = 10**9
+"""Most arrivals a spike may add (as many as a scenario may have items)."""
 
 SPIKABLE = (Poisson, TimeVarying)
 """Arrival processes a :class:`LoadSpike` applies to (Poisson ones)."""
@@ -90,8 +93,19 @@ def _spike(
 def _extra(
     process: ArrivalProcess, rng: np.random.Generator, start: float, end: float, more: float
 ) -> np.ndarray:
-    """An independent Poisson process at ``more x rate(t)`` over ``[start, end)``."""
+    """An independent Poisson process at ``more x rate(t)`` over ``[start, end)``.
+
+    Raises:
+        ValueError: more than :data:`~pipeline.sim.workloads.scenario.MAX_N_ITEMS`
+            arrivals expected (a factor no run could hold).
+    """
     length = end - start
+    expected = more * (getattr(process, "max_rate", None) or process.rate) * length
+    if not expected <= MAX_SPIKE_ARRIVALS:
+        raise ValueError(
+            f"a LoadSpike of factor {more + 1:g} on [{start:g}, {end:g}) s would add about "
+            f"{expected:.3g} arrivals; allowed: at most {MAX_SPIKE_ARRIVALS:.0e} (a smaller factor)"
+        )
     if isinstance(process, TimeVarying):
         count = rng.poisson(more * process.max_rate * length)
         times = start + rng.random(count) * length

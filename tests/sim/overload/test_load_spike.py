@@ -82,3 +82,9 @@ def test_a_scenario_with_a_spike_runs_the_spiked_arrivals():
     inside = np.count_nonzero((arrivals >= 10) & (arrivals < 20))
     outside = len(arrivals) - inside
     assert inside > outside  # 150 expected against 100
+
+
+def test_a_spike_no_run_could_hold_is_one_line():
+    spike = [LoadSpike(at_s=0.0, for_s=10.0, factor=1e300)]
+    with pytest.raises(ValueError, match=r"^a LoadSpike of factor 1e\+300 .*allowed: at most"):
+        spiked_times(Poisson(rate=1.0), spike, np.random.default_rng(0), duration_s=20.0)
