@@ -39,6 +39,8 @@ at Q = 100. Metafor's ``(n, r)`` chain decides each request's timeout at its
 arrival (a coin with the tail's probability) and lets the orbit retry at the
 rates ``retries / ((retries + 1) T)`` and drop at ``1 / ((retries + 1) T)``:
 those are its modelling choices, kept here as they are, so only the tail differs.
+The exact chain of the loop, for queues small enough to hold every request's
+state, is :mod:`.retry_chain`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..._validate import integer, real
+from .ctmc import loop_rates, stationary
 
 __all__ = ["ChainMeans", "chebyshev_bound", "metafor_chain", "timeout_probability"]
 
@@ -146,9 +149,7 @@ def metafor_chain(
     (:func:`timeout_probability`, deterministic), both of ``n`` services, as
     Metafor indexes them.
     """
-    lam = real("arrival_rate", arrival_rate, "per second", above=0)
-    mu = real("mu", mu, "per second", above=0)
-    timeout_s = real("timeout_s", timeout_s, "seconds", above=0)
+    lam, mu, timeout_s = loop_rates(arrival_rate, mu, timeout_s)
     retries = integer("retries", retries, "retries per request", at_least=0)
     q_size = integer("queue_size", queue_size, "states of the queue", at_least=2)
     r_size = integer("orbit_size", orbit_size, "states of the orbit", at_least=1)
@@ -196,13 +197,7 @@ def metafor_chain(
                     add(here, n + 1, r - 1, r * retry * (1.0 - tau))
                     add(here, n, r - 1, r * drop)
                 add(here, n - 1, r, mu)
-    np.fill_diagonal(generator, -generator.sum(axis=1))
-    # pi Q = 0 with sum(pi) = 1: replace one balance equation by the normalisation.
-    system = generator.T.copy()
-    system[-1, :] = 1.0
-    right = np.zeros(size)
-    right[-1] = 1.0
-    pi = np.linalg.solve(system, right)
+    pi = stationary(generator)
     states = np.arange(size)
     return ChainMeans(
         queue_mean=float(pi @ (states % q_size)), orbit_mean=float(pi @ (states // q_size))
