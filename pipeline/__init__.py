@@ -23,6 +23,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ._extras import installed as _sim_installed_check
+from .autoscale import Autoscaler
 from .config import PipelineConfig, RateLimit
 from .engine import Pipeline, State
 from .errors import (
@@ -59,6 +60,7 @@ logging.getLogger("pipeline").addHandler(logging.NullHandler())
 # at home in pipeline.sim: they stay out of __all__, so that ``from pipeline import *``
 # needs the standard library only.
 __all__ = [
+    "Autoscaler",
     "Backoff",
     "Chain",
     "DeadLetter",

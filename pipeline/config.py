@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._validate import FLOAT_MAX, real, show
+from ._validate import FLOAT_MAX, MAX_CONCURRENCY, real, show
+from .autoscale import Autoscaler
 from .retry import Backoff, RetryPolicy
 
 __all__ = ["WINDOW_S", "PipelineConfig", "RateLimit", "max_wait"]
@@ -28,10 +29,6 @@ def _require_int(
         raise TypeError(f"{name} must be an integer ({allowed}), got {show(value)}")
     if value < minimum or (maximum is not None and value > maximum):
         raise ValueError(f"{name} must be {allowed}, got {show(value)}")
-
-
-MAX_CONCURRENCY = 1_000_000
-"""The most workers a pipeline starts: each is a task, and a typo must not exhaust memory."""
 
 
 def _require_seconds(name: str, value: object, *, allow_none: bool, allow_zero: bool) -> None:
@@ -249,6 +246,10 @@ class PipelineConfig:
             not started by then expires instead of running (``report.expired``);
             so does a retry whose backoff would end at or after the deadline.
             A bad per-item value dead-letters the item (``"bad_deadline"``).
+        autoscale: an :class:`~pipeline.Autoscaler` that resizes the pool as the run
+            goes (the Kubernetes HPA's rules), or None for a fixed pool of
+            ``concurrency`` workers. ``concurrency`` is then the starting size, within
+            its ``min_workers..max_workers``.
 
     Raises:
         ValueError: a value outside what is allowed (the message names it).
@@ -272,6 +273,7 @@ class PipelineConfig:
     keep_shed: int | None = 1000
     priority: Callable[[Any], Any] | None = None
     max_wait_s: float | Callable[[Any], float | None] | None = None
+    autoscale: Autoscaler | None = None
 
     def __post_init__(self) -> None:
         _require_int(
@@ -317,6 +319,12 @@ class PipelineConfig:
         if self.max_wait_s is not None and not callable(self.max_wait_s):
             # Stored as a float: deadlines are loop times, and float + Decimal would raise.
             object.__setattr__(self, "max_wait_s", max_wait("max_wait_s", self.max_wait_s))
+        if self.autoscale is not None:
+            if not isinstance(self.autoscale, Autoscaler):
+                raise TypeError(
+                    f"autoscale must be an Autoscaler or None, got {show(self.autoscale)}"
+                )
+            self.autoscale.check_pool(self.concurrency)
 
     @property
     def capacity(self) -> int | None:

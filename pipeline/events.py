@@ -48,6 +48,9 @@ class EventKind(IntEnum):
     (queue depth -1). A retry whose backoff would end at or after the deadline is
     scheduled, readmitted and expires at the same instant (RETRY_SCHEDULED, READMITTED,
     EXPIRED), so an attempt's end is always told the same way."""
+    SCALED = 13
+    """The autoscaler changed the pool's size at a sync (``statistics().workers``; item is
+    None)."""
 
 
 Listener = Callable[[EventKind, float, Any], None]

@@ -25,6 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 PIPELINE = [
+    "Autoscaler",
     "Backoff",
     "Chain",
     "DeadLetter",

@@ -38,6 +38,11 @@ CONTRACT = {
     "pipeline_workers": ("gauge", set()),
     "pipeline_workers_busy": ("gauge", set()),
     "pipeline_oldest_item_age_seconds": ("gauge", set()),
+    # fourth wave: the autoscaler (pipeline_workers_desired has samples only with one)
+    "pipeline_workers_starting": ("gauge", set()),
+    "pipeline_workers_desired": ("gauge", set()),
+    "pipeline_scale_events": ("counter", set()),
+    "pipeline_worker_seconds": ("counter", set()),
     "pipeline_wait_seconds": ("histogram", set()),
     "pipeline_attempt_duration_seconds": ("histogram", set()),
     "pipeline_latency_seconds": ("histogram", set()),

@@ -30,7 +30,7 @@ backlog and item size; a chain when every stage is. Outside: a downstream and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
 :class:`~pipeline.sim.LoadSpike`), item classes,
 priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
-timeouts, hangs, provider models (:class:`Overload`, :class:`TokenQuota`) and
+timeouts, autoscaling, hangs, provider models (:class:`Overload`, :class:`TokenQuota`) and
 failure models, backoffs or retry policies of your own (subclasses). Those either
 wait on machinery the kernel does not model (the rate limiter's buckets and
 windows, a timeout cancelling an attempt, a quota reading the loop's clock) or run
@@ -131,6 +131,8 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
         return "rate limits (config.rate_limit)"
     if config.attempt_timeout_s is not None:
         return "attempt timeouts (config.attempt_timeout_s)"
+    if config.autoscale is not None:
+        return "autoscaling (config.autoscale)"
     if type(config.backoff) is not Backoff:
         return f"a backoff of its own ({type(config.backoff).__name__})"
     if type(config.retry) is not RetryPolicy:

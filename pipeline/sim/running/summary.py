@@ -37,6 +37,7 @@ from .recovery import recovery
 
 if TYPE_CHECKING:
     from ...records import RunReport
+    from ...statistics import Statistics
     from ..workloads.scenario import Scenario
     from .downstream import DownstreamStats
     from .result import SimulationResult
@@ -46,6 +47,7 @@ __all__ = [
     "BATCH_MEANS_MIN_ITEMS",
     "SERIES_KEYS",
     "HeldPeak",
+    "pool_keys",
     "summarise",
     "summary_of",
 ]
@@ -359,8 +361,12 @@ def summary_of(
         "goodput_per_s": float(report.completed / sim_time) if sim_time > 0 else float("nan"),
         **_recovery_keys(scenario, c),
     }
+    if scenario.config.autoscale is not None:
+        summary.update(pool_keys(statistics, sim_time))
     if want("utilisation"):
-        summary["utilisation"] = values["running_mean"] / concurrency
+        # Busy workers over workers: the pool's time-weighted mean when it is resized.
+        workers = summary.get("workers_mean", concurrency)
+        summary["utilisation"] = values["running_mean"] / workers if workers else math.nan
     for key in SERIES_KEYS[1:]:
         if want(key):
             summary[key] = values[key]
@@ -392,6 +398,21 @@ def _recovery_keys(scenario: Scenario, c: ItemColumns) -> dict[str, Any]:
         traffic_end_s=traffic_end,
     )
     return {"recovered": found.recovered, "recovery_s": found.recovery_s}
+
+
+def pool_keys(statistics: Statistics, sim_time_s: float) -> dict[str, Any]:
+    """An autoscaled pool's summary keys, over the whole run ``[0, sim_time_s]``.
+
+    ``workers_mean`` is time-weighted (``worker_seconds / sim_time_s``), ``workers_max``
+    the largest pool, cold-starting and departing busy workers included.
+    """
+    seconds = statistics.worker_seconds
+    return {
+        "workers_mean": seconds / sim_time_s if sim_time_s > 0 else math.nan,
+        "workers_max": statistics.workers_peak,
+        "worker_seconds": seconds,
+        "scale_events": statistics.scale_events,
+    }
 
 
 _COMPUTED = frozenset(
