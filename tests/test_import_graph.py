@@ -105,6 +105,8 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.cli.axes", "axis_change", "pipeline.sim.workloads.failures"): CLI_FIRST,
     ("pipeline.cli.output", "run_length_notes", "pipeline.sim.stats.runlength"): CLI_FIRST,
     ("pipeline.cli.classes", "_one_class", "pipeline.sim.workloads.classes"): CLI_FIRST,
+    ("pipeline.cli.overload", "_one_fault", "pipeline.sim.workloads.faults"): CLI_FIRST,
+    ("pipeline.cli.overload", "parse_downstream", "pipeline.sim.workloads.downstream"): CLI_FIRST,
     ("pipeline.cli.output", "_summary_of", "pipeline.sim.stats.intervals"): CLI_FIRST,
     ("pipeline.cli.output", "write_out", "pipeline.viz.figures.run"): CLI_FIRST,
     ("pipeline.cli.output", "write_out", "pipeline.viz.figures.stages"): CLI_FIRST,

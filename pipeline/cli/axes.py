@@ -53,7 +53,9 @@ __all__ = [
 
 # Options a grid or a search may vary -> the Scenario.replace field each sets.
 AXIS_FIELDS: dict[str, str] = {
-    **CONFIG_FIELDS,
+    # not the autoscaler as a whole: its KEY=VALUE,... spelling holds the commas a grid
+    # separates values with
+    **{option: field for option, field in CONFIG_FIELDS.items() if option != "autoscale"},
     "failure_rate": "failures",
     "item_size": "item_size_bytes",
     "backlog": "initial_backlog",

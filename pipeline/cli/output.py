@@ -85,7 +85,14 @@ def _summary_of(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if isinstance(first, str):
             out[key] = first if all(v == first for v in values) else ",".join(sorted(set(values)))
             continue
-        if isinstance(first, bool):
+        if key == "recovered" or any(v is None for v in values):
+            # A run the recovery rule could not judge (no fault) has None: the mean is over
+            # the runs that have a value (for recovered, the fraction that recovered).
+            values = [float(v) for v in values if v is not None]
+            if not values:
+                out[key] = None
+                continue
+        elif isinstance(first, bool):
             out[key] = any(values)
             continue
         mean, half = summarise_values([float(v) for v in values])

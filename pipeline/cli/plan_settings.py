@@ -20,7 +20,7 @@ from .._extras import require
 from . import plan_report
 from .axes import Axes, check_axes, gather_axes, parse_axis, replace_fields
 from .output import OutputFolder
-from .settings import build_scenario, read_settings
+from .settings import SCENARIO_TABLES, build_scenario, read_settings
 from .values import MAX_REPLICATIONS, parse_int, parse_processes
 
 __all__ = [
@@ -285,7 +285,7 @@ def scenario_set(
         try:
             settings = read_settings(
                 argparse.Namespace(**{**vars(args), "scenario": path}),
-                tables=(*PLAN_TABLES, "stages", "classes"),
+                tables=(*PLAN_TABLES, *SCENARIO_TABLES),
             )
             scenarios[name] = build_scenario(settings)
         except ValueError as exc:
@@ -357,7 +357,7 @@ def read_request(args: argparse.Namespace) -> PlanRequest:
         )
     if files:
         args.scenario = next(iter(files.values()))  # the base: its plan settings are read
-    settings = read_settings(args, tables=(*PLAN_TABLES, "stages", "classes"))
+    settings = read_settings(args, tables=(*PLAN_TABLES, *SCENARIO_TABLES))
     tables = settings.tables
     base = build_scenario(settings)
     if args.check is not None:

@@ -23,7 +23,8 @@ the ``file=`` of an ``arrivals`` or ``service`` spec too::
 A command may read further keys itself (a sweep's ``[grid]``, a plan's
 ``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`;
 ``[[classes]]``, :mod:`pipeline.cli.classes`; every command, ``[retry_budget]``
-and ``[breaker]``, :mod:`pipeline.cli.overload`):
+and ``[breaker]``, :mod:`pipeline.cli.overload`, and ``[downstream]`` and ``[[faults]]``,
+:mod:`pipeline.cli.downstream`):
 :func:`read_settings` keeps them, unparsed, in ``settings.tables``.
 
 A scenario file is read defensively: at most :data:`MAX_SCENARIO_BYTES`
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import PipelineConfig
 from .classes import parse_classes
+from .downstream import parse_downstream, parse_faults
 from .overload import OVERLOAD_TABLES, parse_overload
 from .stages import PER_STAGE, parse_stages
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, flag_name
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_SCENARIO_BYTES",
+    "SCENARIO_TABLES",
     "add_scenario_flags",
     "build_scenario",
     "check_warmup",
@@ -74,6 +77,9 @@ def add_scenario_flags(
         metavar = metavar if own_metavar is None else own_metavar
         parser.add_argument(flag_name(name), dest=name, metavar=metavar, help=text)
 
+
+SCENARIO_TABLES = ("stages", "classes", "downstream", "faults")
+"""The tables of a scenario file :func:`build_scenario` reads (every command that builds one)."""
 
 MAX_SCENARIO_BYTES = 10 * 2**20
 """The largest scenario file read, bytes (10 MiB; real ones are under a kilobyte)."""
@@ -269,6 +275,10 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
     class_tables = file_tables.get("classes")
     if class_tables is not None:
         extra["classes"] = parse_classes(class_tables, settings.path)
+    if file_tables.get("downstream") is not None:
+        extra["downstream"] = parse_downstream(file_tables["downstream"], settings.path)
+    if file_tables.get("faults") is not None:
+        extra["faults"] = parse_faults(file_tables["faults"], settings.path)
     try:
         return _scenario(settings, config, length, failures, extra)
     except ValueError as exc:
@@ -278,6 +288,10 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
             raise ValueError(f"{_source(settings, 'backlog')} {rest}") from None
         if "classes" in extra and "class" in str(exc):
             raise ValueError(f"{settings.path}: [[classes]]: {exc}") from None
+        if ("downstream" in extra or "faults" in extra) and str(exc).startswith(
+            ("faults[", "downstream is set")
+        ):
+            raise ValueError(f"{settings.path}: {exc}") from None
         raise
 
 
@@ -317,14 +331,16 @@ def _scenario(
             )
         failures = workload.failures | failures if rate > 0 else workload.failures
         return workload.scenario(config, failures=failures, **length, **extra)
-    missing = [flag_name(n) for n in ("arrivals", "service") if n not in settings]
+    # With a downstream, the service is client-side time before each call, and optional.
+    needed = ("arrivals",) if "downstream" in extra else ("arrivals", "service")
+    missing = [flag_name(n) for n in needed if n not in settings]
     if missing:
         raise ValueError(f"missing {' and '.join(missing)} (or give --trace FILE.csv)")
     if not length:
         raise ValueError("give --items N or --duration S (how much traffic to simulate)")
     return Scenario(
         arrivals=settings["arrivals"],
-        service=settings["service"],
+        service=settings.get("service"),
         config=config,
         failures=failures,
         **length,

@@ -102,6 +102,7 @@ from .output import (
     write_out,
 )
 from .settings import (
+    SCENARIO_TABLES,
     add_scenario_flags,
     build_scenario,
     check_warmup,
@@ -225,7 +226,7 @@ def _check_warmup_after(results: list[Any], settings: Any) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    settings = read_settings(args, tables=("stages", "classes"))
+    settings = read_settings(args, tables=SCENARIO_TABLES)
     if "out" in settings:  # report.png comes from pipeline.viz: say a missing [viz] now
         require("simulate --out", "viz")
     scenario = build_scenario(settings)

@@ -99,6 +99,7 @@ from .axes import (
 )
 from .output import OutputFolder, format_value, json_safe
 from .settings import (
+    SCENARIO_TABLES,
     add_scenario_flags,
     build_scenario,
     check_warmup,
@@ -492,7 +493,7 @@ def _check_measured(frame: pd.DataFrame, warm: float, settings: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    settings = read_settings(args, tables=("grid", "stages", "classes"))
+    settings = read_settings(args, tables=("grid", *SCENARIO_TABLES))
     base = build_scenario(settings)
     grid = _grid(args, settings)
     check_axes(grid, base)

@@ -43,6 +43,7 @@ from .workloads.distributions import (
     LogNormal,
     parse_distribution,
 )
+from .workloads.downstream import Downstream
 from .workloads.failures import (
     IndependentFailures,
     NoFailures,
@@ -51,6 +52,7 @@ from .workloads.failures import (
     ScriptedFailures,
     TokenQuota,
 )
+from .workloads.faults import CapacityDrop, LoadSpike
 from .workloads.scenario import Scenario
 
 # The names _LAZY loads on first use, written out for editors and type checkers, which
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from .analysis.planning.plan import plan
     from .analysis.planning.result import Plan
     from .analysis.planning.slo import SLO
+    from .analysis.recovery_map import recovery_map
     from .analysis.sweep import simulate_replication, sweep
     from .analysis.warmup import detect_warmup
     from .calibration.recorded import calibrate
@@ -75,7 +78,8 @@ del TYPE_CHECKING  # a switch for the block above, not a name of this package
 
 # What a notebook or a capacity study reaches for: run (Scenario ... run_virtual), build
 # the traffic (distributions, arrivals, failure models, traces), and read the results
-# (theory, sweeps, plans, diagnostics, warm-up, comparison, calibration). The rest has a
+# (theory, sweeps, plans, diagnostics, warm-up, comparison, calibration), and overload
+# (a downstream, its faults, a recovery map). The rest has a
 # namespace of its own: pipeline.sim.calibration (telemetry read and fitted, a day's
 # curve, a window of a trace, a run as Prometheus would answer for it),
 # pipeline.sim.analysis (a sweep's table, findings as text, an SLO metric's value),
@@ -85,13 +89,16 @@ del TYPE_CHECKING  # a switch for the block above, not a name of this package
 # pipeline.sim.workloads, .running and .analysis.
 __all__ = [
     "SLO",
+    "CapacityDrop",
     "Constant",
+    "Downstream",
     "DrainTimeoutWarning",
     "Empirical",
     "Exponential",
     "Gamma",
     "IndependentFailures",
     "ItemClass",
+    "LoadSpike",
     "LogNormal",
     "NoFailures",
     "OnOff",
@@ -113,6 +120,7 @@ __all__ = [
     "load_trace",
     "parse_distribution",
     "plan",
+    "recovery_map",
     "run_virtual",
     "simulate",
     "simulate_replication",
@@ -133,6 +141,7 @@ _LAZY = {
     "Plan": ("analysis.planning.result", "Plan"),
     "SLO": ("analysis.planning.slo", "SLO"),
     "plan": ("analysis.planning.plan", "plan"),
+    "recovery_map": ("analysis.recovery_map", "recovery_map"),
     "simulate_replication": ("analysis.sweep", "simulate_replication"),
     "sweep": ("analysis.sweep", "sweep"),
     "theory": ("analysis.theory", None),

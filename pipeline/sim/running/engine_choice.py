@@ -26,7 +26,9 @@ The domain: any arrival process or trace, any service distribution or
 :class:`ScriptedFailures` and their combinations, ``max_attempts``,
 :class:`~pipeline.Backoff` (constant or exponential, capped, with or without full
 jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up, an initial
-backlog and item size; a chain when every stage is. Outside: item classes,
+backlog and item size; a chain when every stage is. Outside: a downstream and
+faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
+:class:`~pipeline.sim.LoadSpike`), item classes,
 priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
 timeouts, autoscaling, retry budgets and circuit breakers (``retry_budget``,
 ``breaker``), hangs, provider models (:class:`Overload`, :class:`TokenQuota`) and failure
@@ -104,6 +106,11 @@ def unsupported(scenario: Scenario) -> str | None:
     drain that runs into its timeout is only known by running it
     (:func:`run_chosen`).
     """
+    if scenario.downstream is not None:
+        # Its queue, servers and orphaned work are the engine's run (running/downstream.py).
+        return "a downstream (Scenario.downstream)"
+    if scenario.faults:
+        return "faults (Scenario.faults)"
     if scenario.classes is not None:
         # Their priority keys and deadlines are the engine's; the kernel has neither yet.
         return "item classes (Scenario.classes: priorities and patience)"

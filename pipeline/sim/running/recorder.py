@@ -49,6 +49,8 @@ class Recorder:
         self.kinds = bytearray()
         self.times = array("d")
         self.ids = array("q")
+        # What the scenario's downstream counted (a DownstreamStats), when it has one.
+        self.downstream: Any = None
         kinds, times, ids = self.kinds.append, self.times.append, self.ids.append
         work_item = WorkItem
 

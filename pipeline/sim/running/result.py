@@ -20,6 +20,8 @@ from .summary import summarise
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .downstream import DownstreamStats
+
 __all__ = ["DrainTimeoutWarning", "SimulationResult"]
 
 
@@ -56,6 +58,8 @@ class SimulationResult:
             are NaN and no latency statistic counts it); with an initial
             backlog a boolean ``backlog`` column marks its items (ids ``0 .. N - 1``);
             with item classes a categorical ``class`` column names each item's class.
+        downstream: with a :class:`~pipeline.sim.Downstream`, what it served
+            (:class:`~pipeline.sim.running.downstream.DownstreamStats`); else None.
         item_class: with item classes, each item's class as its index in
             ``scenario.classes`` (by item id); else None.
         timeseries: the step functions as a DataFrame (built on first use).
@@ -70,8 +74,11 @@ class SimulationResult:
         wall_time_s: float,
         engine: str = "asyncio",
         item_class: np.ndarray | None = None,
+        *,
+        downstream: DownstreamStats | None = None,
     ) -> None:
         self.scenario = scenario
+        self.downstream = downstream
         self.item_class = item_class
         self.engine = engine
         self.report = report

@@ -24,7 +24,9 @@ from ...engine import Pipeline
 from ...records import RunReport
 from ..workloads.classes import ClassDraws, class_codes
 from ..workloads.failures import NoFailures
+from ..workloads.faults import CapacityDrop, SpeedProfile
 from ..workloads.scenario import Scenario
+from .downstream import DownstreamRun, downstream_rng
 from .engine_choice import run_chosen
 from .recorder import Recorder, item_columns, step_series
 from .result import SimulationResult
@@ -59,7 +61,9 @@ async def run_engine(
 
     workload = Workload(scenario, replication)
     streams, arrivals = workload.streams, workload.arrival_s
-    first_attempt, failures = workload.first_attempt_s.tolist(), workload.failures
+    first = workload.first_attempt_s
+    first_attempt = first.tolist() if first is not None else None
+    failures = workload.failures
     n = len(arrivals)
     attempts = [0] * n
     loop = asyncio.get_running_loop()
@@ -103,15 +107,36 @@ async def run_engine(
         finally:
             in_flight -= 1
 
+    chosen = cannot_fail if isinstance(scenario.failures, NoFailures) else handler
+    if scenario.downstream is not None:
+        servers = DownstreamRun(
+            scenario.downstream,
+            SpeedProfile([f for f in scenario.faults if isinstance(f, CapacityDrop)]),
+            downstream_rng(scenario.seed, replication),
+            loop,
+        )
+        call = servers.call
+
+        async def calls_downstream(item_id: int) -> None:
+            # Client-side time (if any), then the call; a timeout cancels the await, not the work.
+            attempt = attempts[item_id] = attempts[item_id] + 1
+            if first_attempt is not None:
+                await sleep(first_attempt[item_id] if attempt == 1 else retry_time(item_id))
+            await call()
+
+        chosen = calls_downstream
+
     recorder = Recorder()
     pipe = Pipeline(
-        cannot_fail if isinstance(scenario.failures, NoFailures) else handler,
+        chosen,
         class_config(scenario.config, workload.classes),
         rng=streams.jitter,
         name="sim",
     )
     pipe.add_listener(recorder.listeners())
     report = await pipe.run(_ArrivalSource(arrivals.tolist(), loop))
+    if scenario.downstream is not None:
+        recorder.downstream = servers.stats(report.finished_s)
     return report, arrivals, recorder
 
 
@@ -204,7 +229,14 @@ def _engine_once(scenario: Scenario, replication: int) -> SimulationResult:
     if scenario.classes is not None:  # the very draw run_engine's workload made
         codes = class_codes(scenario.classes, len(arrivals), scenario.seed, replication)
     return SimulationResult(
-        scenario, report, columns, series, time.perf_counter() - began, "asyncio", codes
+        scenario,
+        report,
+        columns,
+        series,
+        time.perf_counter() - began,
+        "asyncio",
+        codes,
+        downstream=recorder.downstream,
     )
 
 

@@ -5,7 +5,10 @@ and returns the dict that :attr:`SimulationResult.summary
 <pipeline.sim.SimulationResult.summary>` holds: waits, latencies, the
 time-weighted queue and memory, outcome counts and fractions, with the
 batch-means 95% half-widths of the mean wait and latency; with an initial
-backlog also how it drained (:mod:`.backlog`). Those half-widths assume a
+backlog also how it drained (:mod:`.backlog`); ``goodput_per_s``, and with
+faults ``recovered`` and ``recovery_s`` (:mod:`.recovery`; both None without
+faults); with a downstream what it served (``downstream_requests``, ``_served``,
+``_orphaned``, ``_rejected``, ``_queue_mean``, ``_in_system_mean``). Those half-widths assume a
 steady state: with a backlog they are NaN unless ``warmup_s`` cuts off its
 whole drain (``warmup_s >= backlog_drained_s``).
 
@@ -30,11 +33,13 @@ from ..stats.stepstats import step_durations, weighted_sum
 from .backlog import backlog_summary
 from .class_summary import class_summaries
 from .recorder import ItemColumns, StepSeries
+from .recovery import recovery
 
 if TYPE_CHECKING:
     from ...records import RunReport
     from ...statistics import Statistics
     from ..workloads.scenario import Scenario
+    from .downstream import DownstreamStats
     from .result import SimulationResult
 
 __all__ = [
@@ -276,6 +281,7 @@ def summarise(result: SimulationResult, keys: Collection[str] | None = None) -> 
         engine=result.engine,
         item_class=result.item_class,
         keys=keys,
+        downstream=result.downstream,
     )
 
 
@@ -289,6 +295,7 @@ def summary_of(
     engine: str,
     item_class: np.ndarray | None = None,
     keys: Collection[str] | None = None,
+    downstream: DownstreamStats | None = None,
 ) -> dict[str, Any]:
     """A run's summary from its parts (see :func:`summarise`).
 
@@ -351,6 +358,8 @@ def summary_of(
         "sim_time_s": sim_time,
         "wall_time_s": wall_time_s,
         "engine": engine,
+        "goodput_per_s": float(report.completed / sim_time) if sim_time > 0 else float("nan"),
+        **_recovery_keys(scenario, c),
     }
     if scenario.config.autoscale is not None:
         summary.update(pool_keys(statistics, sim_time))
@@ -375,7 +384,26 @@ def summary_of(
         summary["classes"] = class_summaries(scenario.classes, item_class, c, warm)
     if scenario.initial_backlog:
         summary.update(_backlog_keys(scenario, report, c, s, summary))
+    if downstream is not None:
+        summary.update(downstream.summary_keys())
     return summary
+
+
+def _recovery_keys(scenario: Scenario, c: ItemColumns) -> dict[str, Any]:
+    """``recovered`` and ``recovery_s`` by the rule of :mod:`.recovery` (None without faults)."""
+    if not scenario.faults:
+        return {"recovered": None, "recovery_s": None}
+    if scenario.duration_s is not None:
+        traffic_end = scenario.duration_s
+    else:
+        traffic_end = float(c.arrival_s.max()) if len(c.arrival_s) else 0.0
+    found = recovery(
+        c.finish_s[c.outcome == 0],
+        first_fault_s=min(fault.at_s for fault in scenario.faults),
+        last_fault_end_s=max(fault.end_s for fault in scenario.faults),
+        traffic_end_s=traffic_end,
+    )
+    return {"recovered": found.recovered, "recovery_s": found.recovery_s}
 
 
 def pool_keys(statistics: Statistics, sim_time_s: float) -> dict[str, Any]:

@@ -20,7 +20,9 @@ import numpy as np
 
 from ..workloads.classes import ClassDraws, draw_classes
 from ..workloads.failures import AttemptFailures
+from ..workloads.faults import LoadSpike
 from ..workloads.scenario import Scenario, Streams
+from ..workloads.spikes import spiked_times
 from ..workloads.stages import StageSpec
 from ..workloads.traces.service import ServiceTrace
 
@@ -60,6 +62,7 @@ class _RecentDraws:
             scenario.n_items,
             scenario.duration_s,
             scenario.initial_backlog,
+            scenario.faults,  # a load spike changes the arrivals
         )
 
     def get(self, scenario: Scenario, replication: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -121,13 +124,20 @@ def shared_draws(most_bytes: int | None = None) -> Iterator[None]:
 
 
 def source_arrivals(scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
-    """Arrival times at the source, seconds: the initial backlog's zeros, then the process's.
+    """Arrival times at the source, seconds: the initial backlog's zeros, then the process's
+    (under the scenario's :class:`~pipeline.sim.LoadSpike` faults, if any).
 
     The ``scenario.initial_backlog`` items waiting at time 0 come first, item ids
     ``0 .. N - 1``, ahead of every arrival of the arrival process (FIFO, even an
     arrival at 0), which draws from ``rng`` exactly as without a backlog.
     """
-    arrivals = scenario.arrivals.times(rng, n=scenario.n_items, duration_s=scenario.duration_s)
+    spikes = [fault for fault in scenario.faults if isinstance(fault, LoadSpike)]
+    if spikes:
+        arrivals = spiked_times(
+            scenario.arrivals, spikes, rng, n=scenario.n_items, duration_s=scenario.duration_s
+        )
+    else:
+        arrivals = scenario.arrivals.times(rng, n=scenario.n_items, duration_s=scenario.duration_s)
     backlog = scenario.initial_backlog
     if not backlog:
         return arrivals

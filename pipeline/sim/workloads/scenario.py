@@ -20,7 +20,10 @@ from ...config import PipelineConfig
 from .arrivals import ArrivalProcess
 from .classes import ItemClass, check_classes, replace_classes, weights
 from .distributions import Distribution
+from .downstream import Downstream
 from .failures import FailureModel, NoFailures
+from .faults import CapacityDrop, Fault, LoadSpike, check_faults
+from .spikes import SPIKABLE
 from .stages import StageSpec
 from .traces.service import ServiceTrace
 
@@ -124,6 +127,18 @@ class Scenario:
             class may not have its own service there (each stage has its own),
             and no stage's config may set ``priority`` or ``max_wait_s``. See
             :mod:`pipeline.sim.workloads.classes`.
+        downstream: None, or the system the handler calls
+            (:class:`~pipeline.sim.Downstream`): each attempt then spends
+            ``service`` (client-side time before the call; None, the default with
+            a downstream, for none) and then the downstream's queue wait and
+            service; ``config.attempt_timeout_s`` cuts the attempt but not the work
+            it sent (see :mod:`pipeline.sim.workloads.downstream`). One stage, no
+            item classes, and failures only from the downstream (its full queue).
+        faults: :class:`~pipeline.sim.CapacityDrop` (needs a downstream: its
+            servers' speed) and :class:`~pipeline.sim.LoadSpike` (needs Poisson
+            or time-varying Poisson arrivals: their rate) faults, in any number;
+            overlapping faults of one kind multiply (see
+            :mod:`pipeline.sim.workloads.faults`).
 
     Raises:
         ValueError: a bad value (named in the message).
@@ -151,6 +166,8 @@ class Scenario:
     warmup_s: float = 0.0
     initial_backlog: int = 0
     classes: tuple[ItemClass, ...] | None = None
+    downstream: Downstream | None = None
+    faults: tuple[Fault, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.arrivals, ArrivalProcess):
@@ -167,6 +184,8 @@ class Scenario:
                     f"{missing[0]!r} has none (give Scenario(service=...) or "
                     "ItemClass(service=...))"
                 )
+        elif self.service is None and self.downstream is not None:
+            pass  # the downstream's service is the call; no client-side time
         elif not isinstance(self.service, Distribution | ServiceTrace):
             raise TypeError(
                 f"service must be a distribution or a ServiceTrace, got {self.service!r}"
@@ -194,6 +213,7 @@ class Scenario:
                 f"(4 GiB), got {show(self.item_size_bytes)}"
             )
         real("warmup_s", self.warmup_s, "seconds", at_least=0)
+        self._check_overload()
         self._check_backlog()
         if self.classes is not None:
             self._check_classes_fit()
@@ -207,6 +227,41 @@ class Scenario:
                     f"n_items ({self.n_items:_}){with_backlog if self.initial_backlog else ''} "
                     f"times the stages' fan_out makes {reaching:_} items at the last stage; "
                     f"allowed: at most {MAX_N_ITEMS:_}"
+                )
+
+    def _check_overload(self) -> None:
+        """The downstream and the faults: their types, and what they can apply to."""
+        object.__setattr__(self, "faults", check_faults(self.faults))
+        downstream = self.downstream
+        if downstream is not None:
+            if not isinstance(downstream, Downstream):
+                raise TypeError(f"downstream must be a Downstream or None, got {show(downstream)}")
+            for name, value in (("stages", self.stages), ("classes", self.classes)):
+                if value is not None:
+                    raise ValueError(
+                        f"downstream is set, and {name} too; allowed: a downstream behind "
+                        f"one stage of items of one class ({name}=None)"
+                    )
+            if not isinstance(self.failures, NoFailures):
+                raise ValueError(
+                    f"downstream is set, and failures={self.failures!r}; allowed: "
+                    "NoFailures (attempts fail by the downstream's full queue and the "
+                    "client's attempt_timeout_s)"
+                )
+        for index, fault in enumerate(self.faults):
+            if isinstance(fault, CapacityDrop) and downstream is None:
+                raise ValueError(
+                    f"faults[{index}] is {fault!r}, which slows a downstream's servers; "
+                    "allowed with Scenario(downstream=Downstream(...)) only"
+                )
+            if isinstance(fault, LoadSpike) and (
+                not isinstance(self.arrivals, SPIKABLE) or self.stages is not None
+            ):
+                raise ValueError(
+                    f"faults[{index}] is {fault!r}, which multiplies a Poisson rate; "
+                    f"allowed with Poisson or TimeVarying arrivals and one stage, "
+                    f"got arrivals={self.arrivals!r}"
+                    + (" and stages" if self.stages is not None else "")
                 )
 
     def _check_classes_fit(self) -> None:
@@ -411,6 +466,10 @@ class Scenario:
         For a chain, that of its busiest stage (fan-out multiplies the rate downstream).
         """
         if self.stages is None:
+            if self.downstream is not None:
+                # An attempt holds a worker for its client time and the downstream's service.
+                client = 0.0 if self.service is None else self.service.mean
+                return self.arrivals.rate * (client + self.downstream.service.mean)
             if self.classes is not None:
                 # The classes' mixture: each share x its own (or the scenario's) mean.
                 means = [

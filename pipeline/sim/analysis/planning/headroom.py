@@ -130,13 +130,27 @@ def service_refusal(scenario: Scenario) -> str | None:
     services = (
         [scenario.service] if scenario.stages is None else [s.service for s in scenario.stages]
     )
+    if scenario.downstream is not None:
+        # The downstream's service, and the client-side time before each call if there is one.
+        services = [scenario.downstream.service] + [s for s in services if s is not None]
     if any(not isinstance(service, Distribution) for service in services):
         return "a recorded service trace is replayed as it was: its times are not scaled"
     return None
 
 
 def scale_service(scenario: Scenario, factor: float) -> Scenario:
-    """``scenario`` with every service time (every stage's) multiplied by ``factor``."""
+    """``scenario`` with every service time (every stage's; a downstream's and the client's
+    time before each call) multiplied by ``factor``."""
+    if scenario.downstream is not None:
+        # The system's service time is the downstream's (and the client's time, if any).
+        downstream = dataclasses.replace(
+            scenario.downstream, service=ScaledService(scenario.downstream.service, factor)
+        )
+        client = scenario.service
+        return scenario.replace(
+            downstream=downstream,
+            service=None if client is None else ScaledService(client, factor),
+        )
     if scenario.stages is None:
         return scenario.replace(service=ScaledService(scenario.service, factor))
     stages = [

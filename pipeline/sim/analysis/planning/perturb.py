@@ -101,6 +101,16 @@ def perturbed(scenario: Scenario, name: str, factor: float) -> Scenario:
         service, failures = scenario.service, scenario.failures
     if what == "failure_rate":
         changed = {"failures": _failures(failures, factor)}
+    elif not stage and scenario.downstream is not None:
+        # The system's service is the downstream's (and the client's time, if any).
+        scale = _mean if what == "service_mean" else _spread
+        downstream = dataclasses.replace(
+            scenario.downstream, service=scale(scenario.downstream.service, factor)
+        )
+        changed = {
+            "downstream": downstream,
+            "service": None if service is None else scale(service, factor),
+        }
     else:
         scale = _mean if what == "service_mean" else _spread
         changed = {"service": scale(service, factor)}

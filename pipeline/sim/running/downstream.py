@@ -1,0 +1,185 @@
+"""The downstream's run on the virtual loop: FIFO queue, servers, faults, orphaned work.
+
+:class:`DownstreamRun` serves the requests the simulated handler sends
+(:meth:`DownstreamRun.call`). A request that finds a server free starts at
+once; otherwise it waits in the FIFO queue (or, if ``queue_maxsize`` requests
+already wait, the call raises :class:`~pipeline.sim.workloads.downstream.DownstreamFull`).
+Its service ends when the servers' speed profile
+(:class:`~pipeline.sim.workloads.faults.SpeedProfile`, the product of the
+scenario's :class:`CapacityDrop` factors) has done its work: the end is
+computed once, at the start, from the whole profile, since the faults are
+known in advance. The caller awaits a future; if the caller is cancelled (its
+``attempt_timeout_s`` cut the attempt) the request stays where it is and is
+served to its end, counted as orphaned.
+
+Service times are drawn from their own stream, in the order requests arrive
+downstream. :class:`DownstreamStats` is what the run counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from ..workloads.downstream import Downstream, DownstreamFull
+from ..workloads.faults import SpeedProfile
+
+__all__ = ["DownstreamRun", "DownstreamStats", "downstream_rng"]
+
+_BLOCK = 4096  # service times drawn at a time
+
+
+def downstream_rng(seed: int, replication: int) -> np.random.Generator:
+    """The downstream's service-time stream of ``(seed, replication)``.
+
+    The sixth child of the seed sequence the scenario's five streams are the
+    first children of: spawning more children leaves the first five as they
+    were, so a downstream changes no other draw of the run.
+    """
+    return np.random.default_rng(np.random.SeedSequence([seed, replication]).spawn(6)[5])
+
+
+@dataclass(frozen=True)
+class DownstreamStats:
+    """What a downstream served, over ``[0, end_s]``.
+
+    Attributes:
+        requests: calls that reached it (``served + rejected`` plus those unserved at the end).
+        served: requests whose service ended.
+        orphaned: of those, requests whose caller had given up (cut by its timeout)
+            before the service ended: work done for nobody.
+        rejected: calls that found the queue full (failed at once).
+        queue_mean: time-weighted mean of requests waiting for a server.
+        in_system_mean: time-weighted mean of requests waiting or in service.
+        busy_mean: time-weighted mean of busy servers.
+        end_s: the end of the window the means are over, seconds.
+    """
+
+    requests: int
+    served: int
+    orphaned: int
+    rejected: int
+    queue_mean: float
+    in_system_mean: float
+    busy_mean: float
+    end_s: float
+
+    def summary_keys(self) -> dict[str, int | float]:
+        """The run summary's downstream keys: ``downstream_`` + the field, without ``end_s``
+        and ``busy_mean`` (the summary's ``sim_time_s`` is the end)."""
+        return {
+            f"downstream_{name}": getattr(self, name)
+            for name in ("requests", "served", "orphaned", "rejected", "queue_mean")
+        } | {"downstream_in_system_mean": self.in_system_mean}
+
+
+class DownstreamRun:
+    """One run's downstream, on ``loop`` (see the module docstring).
+
+    Args:
+        spec: the :class:`~pipeline.sim.Downstream`.
+        profile: the servers' speed factor over time.
+        rng: the service-time stream (:func:`downstream_rng`).
+        loop: the virtual loop.
+    """
+
+    def __init__(
+        self,
+        spec: Downstream,
+        profile: SpeedProfile,
+        rng: np.random.Generator,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._spec = spec
+        self._profile = profile
+        self._constant = profile.constant
+        self._rng = rng
+        self._loop = loop
+        self._future = partial(asyncio.Future, loop=loop)
+        self._pool: list[float] = []
+        self._waiting: deque[tuple[asyncio.Future[None], float]] = deque()
+        self._free = spec.concurrency
+        self._maxsize = spec.queue_maxsize
+        self.requests = self.served = self.orphaned = self.rejected = 0
+        # Areas under the queue and busy-server step functions, for the time-weighted means.
+        self._since = 0.0
+        self._queue_area = 0.0
+        self._busy_area = 0.0
+
+    def _draw(self) -> float:
+        pool = self._pool
+        if not pool:
+            pool.extend(self._spec.service.sample(self._rng, _BLOCK).tolist()[::-1])
+        return pool.pop()
+
+    def _account(self, now: float) -> None:
+        span = now - self._since
+        if span > 0:
+            self._queue_area += span * len(self._waiting)
+            self._busy_area += span * (self._spec.concurrency - self._free)
+            self._since = now
+
+    def call(self) -> asyncio.Future[None]:
+        """Send one request; the future resolves when its service ends.
+
+        Cancelling the future (the caller's attempt was cut) withdraws nothing:
+        the request is served to its end all the same, and counted orphaned.
+
+        Raises:
+            DownstreamFull: ``queue_maxsize`` requests already wait for a server.
+        """
+        now = self._loop.time()
+        if not self._free and self._maxsize is not None and len(self._waiting) >= self._maxsize:
+            self.rejected += 1
+            raise DownstreamFull(
+                f"the downstream's queue is full ({self._maxsize} requests waiting)"
+            )
+        self.requests += 1
+        self._account(now)
+        done = self._future()
+        work = self._draw()
+        if self._free:
+            self._free -= 1
+            self._start(done, work, now)
+        else:
+            self._waiting.append((done, work))
+        return done
+
+    def _start(self, done: asyncio.Future[None], work: float, now: float) -> None:
+        end = now + work if self._constant else self._profile.finish_s(now, work)
+        self._loop.call_at(end, self._finish, done)
+
+    def _finish(self, done: asyncio.Future[None]) -> None:
+        now = self._loop.time()
+        self._account(now)
+        self.served += 1
+        if done.done():  # cancelled: the caller gave up on it
+            self.orphaned += 1
+        else:
+            done.set_result(None)
+        if self._waiting:
+            following, work = self._waiting.popleft()
+            self._start(following, work, now)
+        else:
+            self._free += 1
+
+    def stats(self, end_s: float) -> DownstreamStats:
+        """What was counted, with the time-weighted means over ``[0, end_s]``."""
+        self._account(end_s)
+        span = end_s if end_s > 0 else float("nan")
+        queue_mean = self._queue_area / span
+        busy_mean = self._busy_area / span
+        return DownstreamStats(
+            requests=self.requests,
+            served=self.served,
+            orphaned=self.orphaned,
+            rejected=self.rejected,
+            queue_mean=queue_mean,
+            in_system_mean=queue_mean + busy_mean,
+            busy_mean=busy_mean,
+            end_s=end_s,
+        )

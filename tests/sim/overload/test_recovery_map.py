@@ -1,0 +1,84 @@
+"""recovery_map on a scenario modelled on the OSDI 2022 artefact: a client retrying on
+timeout against a server that keeps serving what the client gave up on. A short capacity
+drop recovers, a longer one at the same depth leaves the system stuck."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pipeline import Backoff, PipelineConfig
+from pipeline.sim import (
+    CapacityDrop,
+    Downstream,
+    Exponential,
+    LoadSpike,
+    Poisson,
+    Scenario,
+    recovery_map,
+)
+from pipeline.sim.analysis.recovery_map import MAP_COLUMNS
+
+
+def osdi_like(duration_s: float = 50.0) -> Scenario:
+    # 100 requests/s against 10 servers of 12.5/s each (80% busy); the client cuts an
+    # attempt after 1 s and tries 4 times, 0.1 s apart. At 100/s a 10 s window holds about
+    # 1,000 completions (3% noise), so the rule's 10% band judges it reliably.
+    config = PipelineConfig(concurrency=10_000, queue_maxsize=None, max_attempts=4,
+                            attempt_timeout_s=1.0, drain_timeout_s=None,
+                            backoff=Backoff(kind="constant", base_s=0.1))  # fmt: skip
+    return Scenario(arrivals=Poisson(rate=100.0), config=config, duration_s=duration_s, seed=3,
+                    downstream=Downstream(concurrency=10,
+                                          service=Exponential(mean=0.08)))  # fmt: skip
+
+
+def test_a_short_drop_recovers_and_a_longer_one_sticks():
+    # An 80% cut (factor 0.2) at 20 s: for 1 s the backlog (about 90 requests) drains
+    # before waits pass the timeout; for 3 s (about 270) every attempt times out, each
+    # retry adds its orphan, and the servers stay busy with work for nobody.
+    frame = recovery_map(osdi_like(), fault=CapacityDrop(at_s=20.0, for_s=1.0, factor=0.2),
+                         factors=[0.2], durations=[1.0, 3.0], replications=2,
+                         processes=1)  # fmt: skip
+    assert list(frame.columns) == list(MAP_COLUMNS)
+    assert frame[["factor", "duration_s"]].values.tolist() == [[0.2, 1.0], [0.2, 3.0]]
+    recovering, stuck = frame.to_dict("records")
+    assert (recovering["judged"], recovering["stuck"]) == (2, 0)
+    assert recovering["stuck_fraction"] == 0.0 and recovering["stuck_low"] == 0.0
+    assert recovering["recovery_s_mean"] >= 0.0
+    assert (stuck["judged"], stuck["stuck"]) == (2, 2)
+    assert stuck["stuck_fraction"] == 1.0 and stuck["stuck_high"] == 1.0
+    # Wilson's interval at 2 of 2 (z = 1.96): low = 4 / (4 + 3.8415) = 0.5101.
+    assert stuck["stuck_low"] == pytest.approx(2 / (2 + 1.959964**2), rel=1e-5)
+    assert math.isnan(stuck["recovery_s_mean"])
+
+
+def test_recovery_map_validates_before_any_run():
+    base = osdi_like()
+    fault = CapacityDrop(at_s=20.0, for_s=1.0, factor=0.2)
+    with pytest.raises(ValueError, match=r"^factors\[1\] must be > 0"):
+        recovery_map(base, fault=fault, factors=[0.2, 0.0], durations=[1.0])
+    with pytest.raises(ValueError, match=r"^durations\[0\] must be finite"):
+        recovery_map(base, fault=fault, factors=[0.2], durations=[math.nan])
+    with pytest.raises(ValueError, match=r"^durations must hold at least one value"):
+        recovery_map(base, fault=fault, factors=[0.2], durations=[])
+    with pytest.raises(TypeError, match=r"^factors must be a sequence"):
+        recovery_map(base, fault=fault, factors="0.2", durations=[1.0])
+    with pytest.raises(ValueError, match=r"^replications must be >= 1"):
+        recovery_map(base, fault=fault, factors=[0.2], durations=[1.0], replications=0)
+    with pytest.raises(TypeError, match=r"^fault must be a CapacityDrop or a LoadSpike"):
+        recovery_map(base, fault=0.2, factors=[0.2], durations=[1.0])
+    with pytest.raises(ValueError, match=r"^scenario has faults of its own"):
+        recovery_map(base.replace(faults=[LoadSpike(at_s=1, for_s=1, factor=2)]), fault=fault,
+                     factors=[0.2], durations=[1.0])  # fmt: skip
+
+
+def test_a_map_on_worker_processes_gives_the_numbers_of_one_process():
+    # The scenario, its downstream and the faults travel to worker processes (pickled).
+    base = osdi_like(duration_s=25.0).replace(arrivals=Poisson(rate=20.0))
+    fault = CapacityDrop(at_s=5.0, for_s=1.0, factor=0.5)
+    here = recovery_map(base, fault=fault, factors=[0.5], durations=[1.0, 2.0],
+                        replications=2, processes=1, seed=7)  # fmt: skip
+    there = recovery_map(base, fault=fault, factors=[0.5], durations=[1.0, 2.0],
+                         replications=2, processes=2, seed=7)  # fmt: skip
+    assert here.equals(there)
