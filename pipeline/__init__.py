@@ -36,6 +36,7 @@ from .errors import (
     SourceError,
 )
 from .events import EventKind
+from .overload import AIMD, CoDel, Gradient2
 from .records import DeadLetter, RunReport
 from .retry import Backoff, RetryPolicy
 from .statistics import Statistics
@@ -59,11 +60,14 @@ logging.getLogger("pipeline").addHandler(logging.NullHandler())
 # at home in pipeline.sim: they stay out of __all__, so that ``from pipeline import *``
 # needs the standard library only.
 __all__ = [
+    "AIMD",
     "Backoff",
     "Chain",
+    "CoDel",
     "DeadLetter",
     "DeadlockError",
     "EventKind",
+    "Gradient2",
     "PermanentError",
     "Pipeline",
     "PipelineClosed",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._validate import FLOAT_MAX, real, show
+from .overload import AIMD, CoDel, Gradient2
 from .retry import Backoff, RetryPolicy
 
 __all__ = ["WINDOW_S", "PipelineConfig", "RateLimit", "max_wait"]
@@ -249,6 +250,16 @@ class PipelineConfig:
             not started by then expires instead of running (``report.expired``);
             so does a retry whose backoff would end at or after the deadline.
             A bad per-item value dead-letters the item (``"bad_deadline"``).
+        concurrency_limit: None, or an adaptive limit, :class:`~pipeline.AIMD`
+            or :class:`~pipeline.Gradient2` (Netflix's algorithms): the
+            attempts in flight adapt between its ``min_limit`` and
+            ``concurrency``; workers above the limit wait before taking an
+            item. Needs ``prefetch=1``. See :mod:`pipeline.overload.limits`.
+        codel: None, or :class:`~pipeline.CoDel`: queued items whose sojourn
+            stays above its target for an interval are shed (outcome
+            ``shed``), with adaptive LIFO while the queue stands. First in,
+            first out only: not with ``priority`` or ``max_wait_s``; needs
+            ``prefetch=1``. See :mod:`pipeline.overload.codel`.
 
     Raises:
         ValueError: a value outside what is allowed (the message names it).
@@ -272,6 +283,8 @@ class PipelineConfig:
     keep_shed: int | None = 1000
     priority: Callable[[Any], Any] | None = None
     max_wait_s: float | Callable[[Any], float | None] | None = None
+    concurrency_limit: AIMD | Gradient2 | None = None
+    codel: CoDel | None = None
 
     def __post_init__(self) -> None:
         _require_int(
@@ -317,6 +330,37 @@ class PipelineConfig:
         if self.max_wait_s is not None and not callable(self.max_wait_s):
             # Stored as a float: deadlines are loop times, and float + Decimal would raise.
             object.__setattr__(self, "max_wait_s", max_wait("max_wait_s", self.max_wait_s))
+        self._check_controls()
+
+    def _check_controls(self) -> None:
+        """Validate ``concurrency_limit`` and ``codel``, alone and with the rest."""
+        limit, codel = self.concurrency_limit, self.codel
+        if limit is not None:
+            if not isinstance(limit, AIMD | Gradient2):
+                raise TypeError(
+                    "concurrency_limit must be AIMD(...), Gradient2(...) or None, "
+                    f"got {show(limit)}"
+                )
+            limit.check_against(self.concurrency)
+        if codel is not None:
+            if not isinstance(codel, CoDel):
+                raise TypeError(f"codel must be CoDel(...) or None, got {show(codel)}")
+            if self.priority is not None:
+                raise ValueError(
+                    "codel cannot be combined with priority: CoDel sheds the item that waited "
+                    "longest in a first-in, first-out queue; pass one or the other"
+                )
+            if self.max_wait_s is not None:
+                raise ValueError(
+                    "codel cannot be combined with max_wait_s: both give up on waiting items "
+                    "(CoDel by the queue's delay, max_wait_s by each item's); pass one or the other"
+                )
+        if (limit is not None or codel is not None) and self.prefetch != 1:
+            name = "concurrency_limit" if limit is not None else "codel"
+            raise ValueError(
+                f"prefetch must be 1 with {name} (it counts one attempt per worker), "
+                f"got {show(self.prefetch)}"
+            )
 
     @property
     def capacity(self) -> int | None:

@@ -48,6 +48,7 @@ from typing import Any
 
 from .attempts import Attempts
 from .config import PipelineConfig
+from .controls import Controls, work_queue
 from .deadlines import DeadlineSweep
 from .errors import PipelineClosed, SourceError
 from .events import EventKind, Listener
@@ -55,7 +56,6 @@ from .expiry import Expiry
 from .intake import Intake
 from .listeners import Listeners
 from .priority import PriorityKeys
-from .queue import PriorityWorkQueue, WorkQueue
 from .ratelimit import RateLimiter
 from .records import Result, RunReport, ShedLog, describe_error
 from .resultstream import ResultStream
@@ -79,7 +79,7 @@ def is_async_callable(handler: object) -> bool:
     )
 
 
-class Pipeline(Intake, Attempts, Expiry, Listeners):
+class Pipeline(Intake, Attempts, Expiry, Controls, Listeners):
     """A bounded asyncio work pipeline.
 
     Args:
@@ -151,8 +151,7 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
         self._relisten()
         self._rng = rng if rng is not None else random.Random()
         self._is_async = is_async_callable(handler)
-        queue_class = WorkQueue if config.priority is None else PriorityWorkQueue
-        self._queue = queue_class(config.queue_maxsize)
+        self._queue = work_queue(config)
         self._keys = None if config.priority is None else PriorityKeys(config.priority)
         wait = config.max_wait_s
         self._wait_of = wait if callable(wait) else None
@@ -172,6 +171,7 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
         self._retry_timers = {}
         self._thread_calls = {}
         self._limiter = None
+        self._gate, self._codel_shed = None, 0  # the overload controls' (pipeline.controls)
         self._stream = None
         self._settled = None  # type: ignore[assignment]
         self._unsettled = 0
@@ -242,9 +242,10 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
             self._limiter = RateLimiter(self.config.rate_limit, self._started_s)
         if self._max_wait_s is not None or self._wait_of is not None:
             self._sweep = DeadlineSweep(loop, self._expire_queued, self._queue.__len__)
+        work = self._start_controls(loop)  # self._work unless an overload control is on
         self.state = State.OPEN
         self._workers = [
-            loop.create_task(self._work(), name=f"{self.name}-worker-{index}")
+            loop.create_task(work(), name=f"{self.name}-worker-{index}")
             for index in range(self.config.concurrency)
         ]
         self._own_tasks.update(self._workers)
@@ -554,6 +555,7 @@ class Pipeline(Intake, Attempts, Expiry, Listeners):
             attempts_timed_out=self._attempts_timed_out,
             oldest_age_s=self._oldest_age_s(now),
             first_attempt_waits_s=self._first_attempt_waits_s(),
+            **self._control_statistics(),
         )
 
     def _first_attempt_waits_s(self) -> tuple[float, ...]:

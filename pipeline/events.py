@@ -48,6 +48,9 @@ class EventKind(IntEnum):
     (queue depth -1). A retry whose backoff would end at or after the deadline is
     scheduled, readmitted and expires at the same instant (RETRY_SCHEDULED, READMITTED,
     EXPIRED), so an attempt's end is always told the same way."""
+    QUEUE_SHED = 13
+    """CoDel shed the queued item (``PipelineConfig.codel``): it left the queue (queue
+    depth -1) and its outcome is ``shed``, as an item rejected at admission is."""
 
 
 Listener = Callable[[EventKind, float, Any], None]

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from .attempts import ThreadCall
     from .config import PipelineConfig
+    from .controls import LimitGate
     from .deadlines import DeadlineSweep
     from .events import EventKind, Listener
     from .items import WorkItem
@@ -142,6 +143,10 @@ class PipelineFields:
     """Items that expired (``max_wait_s``): the exact count and the latest payloads."""
     _limiter: RateLimiter | None
     """Spaces attempt starts when ``config.rate_limit`` is set (made at the start)."""
+    _gate: LimitGate | None
+    """The concurrency limit's gate when ``config.concurrency_limit`` is set (made at the start)."""
+    _codel_shed: int
+    """Items CoDel shed from the queue (also counted in ``_shed``)."""
     _stream: ResultStream | None
     """Where results go when someone asked for them (``results()``), else None."""
 
@@ -168,7 +173,8 @@ class PipelineFields:
     _dead_letters: list[DeadLetter]
     """Items that failed for good, in the order they did."""
     _shed: ShedLog
-    """Items shed at admission (``on_full="reject"``): the count and the latest payloads."""
+    """Items shed at admission (``on_full="reject"``) or from the queue by CoDel: the count
+    and the latest payloads."""
     _listener_errors: int
     """Listener calls that raised (logged once, then counted)."""
 

@@ -23,7 +23,8 @@ class Statistics:
         tasks_waiting_put: producers (or ``put`` callers) waiting for a slot.
         offered: items offered. admitted: items queued.
         completed: items done. retried: retries scheduled.
-        dead_lettered: items dead-lettered. shed: items rejected at admission.
+        dead_lettered: items dead-lettered. shed: items rejected at admission, or
+            shed from the queue by CoDel (``codel_shed`` of them).
         attempts: handler calls made.
         producer_blocked_s: seconds of loop time producers spent waiting for a
             slot, summed over producers, waits still in progress included.
@@ -47,6 +48,11 @@ class Statistics:
             items whose first attempt is running now, in no particular order: an
             exporter that observes a wait when its first attempt ends adds these to
             show the waits of items still running.
+        concurrency_limit: attempts that may be in flight now under
+            ``PipelineConfig.concurrency_limit`` (between its ``min_limit`` and
+            ``workers``), or None without a limit.
+        codel_shed: items CoDel shed from the queue (``PipelineConfig.codel``);
+            they are counted in ``shed`` too (outcome ``shed``).
     """
 
     state: str
@@ -72,3 +78,5 @@ class Statistics:
     attempts_timed_out: int = 0
     oldest_age_s: float = 0.0
     first_attempt_waits_s: tuple[float, ...] = ()
+    concurrency_limit: int | None = None
+    codel_shed: int = 0

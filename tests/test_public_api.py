@@ -25,11 +25,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 PIPELINE = [
+    "AIMD",
     "Backoff",
     "Chain",
+    "CoDel",
     "DeadLetter",
     "DeadlockError",
     "EventKind",
+    "Gradient2",
     "PermanentError",
     "Pipeline",
     "PipelineClosed",

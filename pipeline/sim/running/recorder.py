@@ -43,7 +43,7 @@ class Recorder:
     """
 
     def __init__(self) -> None:
-        # Event kinds are 0..12: a bytearray holds them as int8 does, and its append is
+        # Event kinds are 0..13: a bytearray holds them as int8 does, and its append is
         # about twice as fast as array("b")'s (which parses its argument twice).
         self.kinds = bytearray()
         self.times = array("d")
@@ -241,6 +241,7 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
     outcome[ids[kinds == K.UNFINISHED]] = 3
     outcome[ids[kinds == K.EXPIRED]] = 5  # its deadline came first (max_wait_s)
     outcome[ids[kinds == K.SHED]] = 2
+    outcome[ids[kinds == K.QUEUE_SHED]] = 2  # CoDel shed it from the queue
     outcome[~np.isnan(dead)] = 1
     outcome[~np.isnan(completed)] = 0
     expired = time_of(K.EXPIRED)
@@ -273,6 +274,7 @@ DELTAS[K.RETRY_SCHEDULED] = (0, -1, 1, 0, 0, 0, 0)
 DELTAS[K.READMITTED] = (1, 0, -1, 0, 0, 0, 0)
 DELTAS[K.DEAD_LETTERED] = (0, -1, 0, 1, 0, 0, 0)
 DELTAS[K.EXPIRED] = (-1, 0, 0, 0, 0, 0, 0)
+DELTAS[K.QUEUE_SHED] = (-1, 0, 0, 0, 0, 0, 0)
 DELTAS[K.PRODUCER_BLOCKED] = (0, 0, 0, 0, 0, 1, 0)
 DELTAS[K.PRODUCER_UNBLOCKED] = (0, 0, 0, 0, 0, -1, 0)
 DELTAS[_ARRIVAL] = (0, 0, 0, 0, 0, 0, 1)
