@@ -375,6 +375,9 @@ class _Source:
         out["pipeline_workers"] = [(labels, workers)]
         out["pipeline_workers_busy"] = [(labels, get("workers_busy"))]
         out["pipeline_oldest_item_age_seconds"] = [(labels, get("oldest_age_s"))]
+        limit = None if stats is None else stats.concurrency_limit
+        out["pipeline_concurrency_limit"] = [(labels, workers if limit is None else limit)]
+        out["pipeline_codel_shed_total"] = [(labels, get("codel_shed"))]
         return out
 
 

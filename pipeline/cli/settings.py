@@ -23,7 +23,8 @@ the ``file=`` of an ``arrivals`` or ``service`` spec too::
 A command may read further keys itself (a sweep's ``[grid]``, a plan's
 ``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`;
 ``[[classes]]``, :mod:`pipeline.cli.classes`):
-:func:`read_settings` keeps them, unparsed, in ``settings.tables``.
+:func:`read_settings` keeps them, unparsed, in ``settings.tables``. Every
+command reads ``[concurrency_limit]`` and ``[codel]`` (:mod:`pipeline.cli.controls`).
 
 A scenario file is read defensively: at most :data:`MAX_SCENARIO_BYTES`
 (``/dev/zero`` is not read to its end), UTF-8, and nesting too deep for the
@@ -34,12 +35,14 @@ else wrong with it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..config import PipelineConfig
 from .classes import parse_classes
+from .controls import CONTROL_TABLES, parse_controls
 from .stages import PER_STAGE, parse_stages
 from .values import CONFIG_FIELDS, OPTIONS, anchor_file_key, flag_name
 
@@ -185,7 +188,8 @@ def read_settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Se
     sources: list[tuple[str, dict[str, str]]] = []
     file_tables: dict[str, Any] = {}
     if args.scenario is not None:
-        raw, file_tables = _read_toml(args.scenario, tables)
+        # Every command reads the overload controls' sections (pipeline.cli.controls).
+        raw, file_tables = _read_toml(args.scenario, (*tables, *CONTROL_TABLES))
         sources.append((args.scenario, raw))
     flags = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
     if sources and ("items" in flags or "duration" in flags):
@@ -218,6 +222,18 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
     config = PipelineConfig(
         **{field: settings[name] for name, field in CONFIG_FIELDS.items() if name in settings}
     )
+    controls = parse_controls(getattr(settings, "tables", {}), settings.path)
+    if controls:
+        if "stages" in settings.tables:
+            raise ValueError(
+                f"{settings.path}: [{'], ['.join(controls)}] apply to a single pipeline, "
+                "not to a chain of [[stages]]"
+            )
+        try:
+            config = dataclasses.replace(config, **controls)
+        except (TypeError, ValueError) as exc:
+            section = next((f" [{name}]:" for name in controls if name in str(exc)), "")
+            raise ValueError(f"{settings.path}:{section} {exc}") from None
     if "items" in settings and "duration" in settings:
         raise ValueError(
             f"give --items N or --duration S, not both (got {_source(settings, 'items')} "

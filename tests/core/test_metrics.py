@@ -38,6 +38,9 @@ CONTRACT = {
     "pipeline_workers": ("gauge", set()),
     "pipeline_workers_busy": ("gauge", set()),
     "pipeline_oldest_item_age_seconds": ("gauge", set()),
+    # fourth wave: the overload controls
+    "pipeline_concurrency_limit": ("gauge", set()),
+    "pipeline_codel_shed": ("counter", set()),
     "pipeline_wait_seconds": ("histogram", set()),
     "pipeline_attempt_duration_seconds": ("histogram", set()),
     "pipeline_latency_seconds": ("histogram", set()),

@@ -28,11 +28,12 @@ The domain: any arrival process or trace, any service distribution or
 jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up, an initial
 backlog and item size; a chain when every stage is. Outside: item classes,
 priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
-timeouts, hangs, provider models (:class:`Overload`, :class:`TokenQuota`) and
-failure models, backoffs or retry policies of your own (subclasses). Those either
-wait on machinery the kernel does not model (the rate limiter's buckets and
-windows, a timeout cancelling an attempt, a quota reading the loop's clock) or run
-code of yours whose behaviour the kernel cannot know.
+timeouts, overload controls (``concurrency_limit``, ``codel``), hangs, provider
+models (:class:`Overload`, :class:`TokenQuota`) and failure models, backoffs or
+retry policies of your own (subclasses). Those either wait on machinery the kernel
+does not model (the rate limiter's buckets and windows, a timeout cancelling an
+attempt, a quota reading the loop's clock, a limit or a queue reacting to delays)
+or run code of yours whose behaviour the kernel cannot know.
 """
 
 from __future__ import annotations
@@ -124,6 +125,10 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
         return "rate limits (config.rate_limit)"
     if config.attempt_timeout_s is not None:
         return "attempt timeouts (config.attempt_timeout_s)"
+    if config.concurrency_limit is not None:
+        return "adaptive concurrency limits (config.concurrency_limit)"
+    if config.codel is not None:
+        return "CoDel queue shedding (config.codel)"
     if type(config.backoff) is not Backoff:
         return f"a backoff of its own ({type(config.backoff).__name__})"
     if type(config.retry) is not RetryPolicy:

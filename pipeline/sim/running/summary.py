@@ -363,6 +363,11 @@ def summary_of(
         summary["classes"] = class_summaries(scenario.classes, item_class, c, warm)
     if scenario.initial_backlog:
         summary.update(_backlog_keys(scenario, report, c, s, summary))
+    config = scenario.config
+    if config.concurrency_limit is not None or config.codel is not None:
+        # The overload controls' keys, only where one is on (no None in other summaries).
+        summary["codel_shed"] = statistics.codel_shed  # part of items_shed
+        summary["concurrency_limit"] = statistics.concurrency_limit  # at the end; None if unset
     return summary
 
 
