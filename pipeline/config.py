@@ -228,7 +228,8 @@ class PipelineConfig:
         prefetch: calls of a plain (non-async) handler one worker keeps in
             flight on threads (>= 1).
         rate_limit: a :class:`RateLimit` workers wait on before each attempt.
-        keep_shed: payloads shed with ``on_full="reject"`` that the run report
+        keep_shed: payloads shed with ``on_full="reject"`` (or from the queue by
+            ``codel``, in the same log) that the run report
             keeps (the most recent ones, >= 0), or None to keep them all. The
             count is always exact, and the Pipeline's ``on_event`` listener
             sees every shed payload as it happens (``EventKind.SHED``). The

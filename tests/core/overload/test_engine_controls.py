@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline import AIMD, CoDel, EventKind, Gradient2, Pipeline, PipelineConfig
 from pipeline.sim.vloop import run_virtual
@@ -224,3 +226,57 @@ def test_real_time_service_with_both_controls_keeps_the_account():
     report = asyncio.run(main())
     assert_each_payload_once(report, range(300))
     assert 1 <= report.statistics.concurrency_limit <= 8
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    fails=st.lists(st.booleans(), min_size=1, max_size=60),
+    concurrency=st.integers(1, 8),
+    data=st.data(),
+    gradient=st.booleans(),
+)
+def test_any_failure_pattern_keeps_the_limit_in_bounds_and_every_item(
+    fails, concurrency, data, gradient
+):
+    minimum = data.draw(st.integers(1, concurrency))
+    limit = Gradient2(min_limit=minimum) if gradient else AIMD(min_limit=minimum)
+    seen = []
+
+    async def handler(x):
+        stats = pipe.statistics()
+        seen.append((stats.workers_busy, stats.concurrency_limit))
+        await asyncio.sleep(0.001 * (1 + x % 3))
+        if fails[x]:
+            raise ValueError(x)
+
+    config = PipelineConfig(concurrency=concurrency, max_attempts=2, concurrency_limit=limit)
+    pipe = Pipeline(handler, config)
+    report = run_virtual(pipe.run(range(len(fails))))
+    assert_each_payload_once(report, range(len(fails)))
+    assert all(busy <= now <= concurrency and now >= minimum for busy, now in seen), seen
+
+
+def test_a_chain_stage_with_both_controls_accounts_for_every_item():
+    from pipeline import Chain, Stage
+
+    async def first(x):
+        await asyncio.sleep(0.01)
+        return x
+
+    async def second(x):
+        await asyncio.sleep(0.03)
+        return x
+
+    controlled = PipelineConfig(
+        concurrency=2, queue_maxsize=5, concurrency_limit=AIMD(), codel=CoDel(interval_s=0.05)
+    )
+    chain = Chain(
+        [
+            Stage("first", first, PipelineConfig(concurrency=4)),
+            Stage("second", second, controlled),
+        ]
+    )
+    report = run_virtual(chain.run(range(100)))
+    assert report.balanced, report
+    assert report.completed + report.shed == 100 and report.shed > 0
+    assert report.stages["second"].codel_shed == report.shed
