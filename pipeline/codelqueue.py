@@ -44,6 +44,8 @@ class CoDelWorkQueue(WorkQueue[T]):
         self.lifo = lifo
         self._entered: dict[T, float] = {}
         self._lane: deque[T] = self._items  # the lane the last head came from
+        # The last take: (item, its entry time, its lane, served as the newest), for unget
+        self._taken: tuple[Any, float, deque[T], bool] = (None, 0.0, self._items, False)
         self._clock: Callable[[], float] = lambda: 0.0
         self._on_shed: Callable[[T, float], None] = lambda item, now: None
 
@@ -61,8 +63,19 @@ class CoDelWorkQueue(WorkQueue[T]):
         super().readmit(item)
 
     def unget(self, item: T) -> None:
-        self._entered.setdefault(item, self._clock())
-        super().unget(item)
+        """Put back the item just taken where it was, with its entry time (see the base)."""
+        taken, entered, lane, newest = self._taken
+        if taken is not item:
+            super().unget(item)  # not the last take: first in line, as the base does
+            self._entered[item] = self._clock()
+            return
+        self._entered[item] = entered
+        if newest:
+            lane.append(item)  # served by adaptive LIFO: back at the tail
+        else:
+            lane.appendleft(item)
+        self._size += 1
+        wake_first(self._getters)
 
     def get_nowait(self) -> T:
         now = self._clock()
@@ -71,10 +84,12 @@ class CoDelWorkQueue(WorkQueue[T]):
         )
         if item is None:
             raise asyncio.QueueEmpty
+        lane, newest = self._lane, False
         if self.lifo and self._size and self.codel.standing:
-            self._lane.appendleft(item)  # the head stays; the newest is served
-            item = self._pop_newest()
-        del self._entered[item]
+            lane.appendleft(item)  # the head stays; the newest is served
+            item, lane = self._pop_newest()
+            newest = True
+        self._taken = (item, self._entered.pop(item), lane, newest)
         if self._slot_waiters:
             wake_first(self._slot_waiters)
         return item
@@ -97,11 +112,11 @@ class CoDelWorkQueue(WorkQueue[T]):
         self._size -= 1
         return item, now - self._entered[item], self._size
 
-    def _pop_newest(self) -> T:
+    def _pop_newest(self) -> tuple[T, deque[T]]:
         items, retries = self._items, self._retries
         if not retries or (items and self._entered[items[-1]] >= self._entered[retries[-1]]):
-            return items.pop()
-        return retries.pop()
+            return items.pop(), items
+        return retries.pop(), retries
 
     def _shed(self, item: T, now: float) -> None:
         del self._entered[item]

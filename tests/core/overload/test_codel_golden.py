@@ -188,3 +188,21 @@ def test_without_lifo_the_head_is_served():
     queue, now, _ = lifo_queue(lifo=False)
     now[0] = 0.010
     assert queue.get_nowait() == "a" and queue.codel.standing
+
+
+def test_an_item_put_back_returns_to_its_place_with_its_entry_time():
+    # A worker that took an item while the limit fell puts it back (unget): FIFO at the
+    # head, LIFO at the tail, and its sojourn still counts from its admission.
+    queue, now, _ = lifo_queue()
+    now[0] = 0.001
+    head = queue.get_nowait()
+    queue.unget(head)
+    assert queue.live() == ["a", "b", "c", "d", "e"]
+    now[0] = 0.010  # the queue stands: LIFO takes e
+    newest = queue.get_nowait()
+    queue.unget(newest)
+    assert newest == "e" and queue.live() == ["a", "b", "c", "d", "e"]
+    assert len(queue) == 5
+    now[0] = 0.2  # a, 0.2 s old, is shed: its entry time was kept through the unget
+    queue.get_nowait()
+    assert queue.codel.shed == 1
