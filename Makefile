@@ -17,7 +17,7 @@ LAB_ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root)
 # Extra arguments for JupyterLab, e.g. make lab LAB_ARGS='--no-browser --port=8899'
 LAB_ARGS ?=
 
-.PHONY: lab test test-fast docs exercises test-all-pythons lint bench clean
+.PHONY: lab test test-fast docs exercises prose test-all-pythons lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,12 @@ docs: $(DOCS_STAMP)
 # grading bundles in build/exercises/ (docs/workshop.md: grading a room's notebooks).
 exercises: $(LAB_STAMP)
 	$(BIN)/python -m pipeline.lessons.exercises build
+
+# The numbers the notebooks' prose shows before Run All: each notebook run top to bottom in a
+# fresh kernel, its MyST inline expressions evaluated, the values saved in its markdown cells
+# (pipeline/lessons/prose.py; the notebook tests check them). NOTEBOOKS=... for only some.
+prose: $(LAB_STAMP)
+	$(BIN)/python -m pipeline.lessons.prose $(NOTEBOOKS)
 
 # The fast tests (no notebooks, browser or slow checks) on each of Python 3.11, 3.12
 # and 3.13 that is on PATH (or in pyenv), each in its own .venv-3.X; absent ones are listed.

@@ -8,3 +8,7 @@ cell's whole timeout (jupyter/nbclient#312).
 from pipeline.kernelpoll import install
 
 install()
+
+# After each notebook's cells, in nbval's kernel: its prose's saved values and the resources
+# the workshop guide quotes for it are held to that run (tests/notebooks/after_the_run.py).
+pytest_plugins = ["tests.notebooks.after_the_run"]

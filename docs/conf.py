@@ -23,9 +23,13 @@ sys.path.insert(0, str(HERE))
 
 from sources import gather  # noqa: E402 - needs the path above
 
+from pipeline.kernelcurve import encrypt_by_default  # noqa: E402 - as below
 from pipeline.kernelpoll import install  # noqa: E402 - this checkout's, by the path above
 
 install()  # a kernel's reply is read even when its socket's wake-up was lost
+# Each notebook's kernel gets CurveZMQ keys for its channels: ipykernel would otherwise
+# warn, at each of the build's thirteen kernel starts, that it runs over TCP unencrypted.
+encrypt_by_default()
 
 # The notebooks and data/ are copied beside these pages (docs/notebooks, docs/data,
 # both ignored by git) so that their relative links, and the notebooks' own

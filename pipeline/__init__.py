@@ -23,6 +23,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ._extras import installed as _sim_installed_check
+from .autoscale import Autoscaler
 from .config import PipelineConfig, RateLimit
 from .engine import Pipeline, State
 from .errors import (
@@ -61,6 +62,7 @@ logging.getLogger("pipeline").addHandler(logging.NullHandler())
 # needs the standard library only.
 __all__ = [
     "AIMD",
+    "Autoscaler",
     "Backoff",
     "Chain",
     "CoDel",

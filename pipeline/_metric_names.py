@@ -115,6 +115,24 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("pipeline_workers", "gauge", "Worker tasks."),
     MetricSpec("pipeline_workers_busy", "gauge", "Items being worked on now."),
     MetricSpec(
+        "pipeline_workers_starting",
+        "gauge",
+        "Workers in their cold start (an autoscaler's), counted in pipeline_workers.",
+    ),
+    MetricSpec(
+        "pipeline_workers_desired",
+        "gauge",
+        "Workers the autoscaler's metric asked for at its last sync (absent: no autoscaler).",
+    ),
+    MetricSpec(
+        "pipeline_scale_events_total", "counter", "Autoscaler syncs that changed the pool's size."
+    ),
+    MetricSpec(
+        "pipeline_worker_seconds_total",
+        "counter",
+        "Seconds worked by every worker, summed over workers (busy, idle or starting).",
+    ),
+    MetricSpec(
         "pipeline_oldest_item_age_seconds",
         "gauge",
         "Seconds since the oldest unfinished item was admitted (0: none inside).",

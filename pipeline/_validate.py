@@ -18,7 +18,10 @@ import operator
 import reprlib
 import sys
 
-__all__ = ["FLOAT_MAX", "integer", "real", "show"]
+__all__ = ["FLOAT_MAX", "MAX_CONCURRENCY", "integer", "real", "show"]
+
+MAX_CONCURRENCY = 1_000_000
+"""The most workers a pipeline has: each is a task, and a typo must not exhaust memory."""
 
 FLOAT_MAX = sys.float_info.max
 """The largest finite float, about 1.8e+308: the upper bound on every number."""

@@ -37,6 +37,7 @@ from .events import EventKind
 from .fields import PipelineFields
 from .intake import trace_id
 from .items import WorkItem
+from .queue import WorkerRetired
 from .records import AttemptError, DeadLetter, Result, describe_error
 from .retry import requested_delay
 from .state import State
@@ -60,18 +61,28 @@ class Attempts(PipelineFields):
             # Until the close cancels this worker, even if a handler swallowed that cancel
             # (work already woken when the close begins still happens).
             cancelling = asyncio.current_task().cancelling
-            while not cancelling():
-                # get_nowait when something is queued: no coroutine for the common case
-                item = queue.get_nowait() if len(queue) else await queue.get()
-                await self._attempt(item)  # which marks it taken at once: see _attempt
+            try:
+                while not cancelling():
+                    if queue.retiring:
+                        queue.retiring -= 1  # resize() asked a worker to leave: this one
+                        return
+                    # get_nowait when something is queued: no coroutine for the common case
+                    item = queue.get_nowait() if len(queue) else await queue.get()
+                    await self._attempt(item)  # which marks it taken at once: see _attempt
+            except WorkerRetired:
+                return  # resize() retired this worker while it waited for an item
             raise asyncio.CancelledError
         # A plain-function handler runs on threads: keep up to `prefetch` in flight.
         in_flight = asyncio.Semaphore(self.config.prefetch)
         calls: set[asyncio.Task[None]] = set()
+        retired = False
         try:
             while True:
                 await in_flight.acquire()
                 try:
+                    if queue.retiring:
+                        queue.retiring -= 1  # resize() asked a worker to leave: this one
+                        raise WorkerRetired
                     item = await queue.get()
                 except BaseException:
                     in_flight.release()
@@ -83,9 +94,12 @@ class Attempts(PipelineFields):
                 call.add_done_callback(calls.discard)
                 call.add_done_callback(self._own_tasks.discard)
                 call.add_done_callback(lambda _: in_flight.release())
+        except WorkerRetired:
+            retired = True  # its calls in flight still finish, unless the close comes first
         finally:
-            for call in calls:
-                call.cancel()
+            if not retired:
+                for call in calls:
+                    call.cancel()
             if calls:
                 await asyncio.gather(*calls, return_exceptions=True)
 

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._validate import FLOAT_MAX, real, show
+from ._validate import FLOAT_MAX, MAX_CONCURRENCY, real, show
+from .autoscale import Autoscaler
 from .overload import AIMD, CoDel, Gradient2
 from .retry import Backoff, RetryPolicy
 
@@ -29,10 +30,6 @@ def _require_int(
         raise TypeError(f"{name} must be an integer ({allowed}), got {show(value)}")
     if value < minimum or (maximum is not None and value > maximum):
         raise ValueError(f"{name} must be {allowed}, got {show(value)}")
-
-
-MAX_CONCURRENCY = 1_000_000
-"""The most workers a pipeline starts: each is a task, and a typo must not exhaust memory."""
 
 
 def _require_seconds(name: str, value: object, *, allow_none: bool, allow_zero: bool) -> None:
@@ -261,6 +258,10 @@ class PipelineConfig:
             ``shed``), with adaptive LIFO while the queue stands. First in,
             first out only: not with ``priority`` or ``max_wait_s``; needs
             ``prefetch=1``. See :mod:`pipeline.overload.codel`.
+        autoscale: an :class:`~pipeline.Autoscaler` that resizes the pool as the run
+            goes (the Kubernetes HPA's rules), or None for a fixed pool of
+            ``concurrency`` workers. ``concurrency`` is then the starting size, within
+            its ``min_workers..max_workers``.
 
     Raises:
         ValueError: a value outside what is allowed (the message names it).
@@ -286,6 +287,7 @@ class PipelineConfig:
     max_wait_s: float | Callable[[Any], float | None] | None = None
     concurrency_limit: AIMD | Gradient2 | None = None
     codel: CoDel | None = None
+    autoscale: Autoscaler | None = None
 
     def __post_init__(self) -> None:
         _require_int(
@@ -331,6 +333,12 @@ class PipelineConfig:
         if self.max_wait_s is not None and not callable(self.max_wait_s):
             # Stored as a float: deadlines are loop times, and float + Decimal would raise.
             object.__setattr__(self, "max_wait_s", max_wait("max_wait_s", self.max_wait_s))
+        if self.autoscale is not None:
+            if not isinstance(self.autoscale, Autoscaler):
+                raise TypeError(
+                    f"autoscale must be an Autoscaler or None, got {show(self.autoscale)}"
+                )
+            self.autoscale.check_pool(self.concurrency)
         self._check_controls()
 
     def _check_controls(self) -> None:
@@ -343,6 +351,11 @@ class PipelineConfig:
                     f"got {show(limit)}"
                 )
             limit.check_against(self.concurrency)
+            if self.autoscale is not None:
+                raise ValueError(
+                    "concurrency_limit cannot be combined with autoscale: the limit moves "
+                    "up to concurrency, the pool size the autoscaler changes; pass one or the other"
+                )
         if codel is not None:
             if not isinstance(codel, CoDel):
                 raise TypeError(f"codel must be CoDel(...) or None, got {show(codel)}")

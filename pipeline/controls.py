@@ -19,7 +19,10 @@ With ``PipelineConfig(codel=CoDel(...))`` the queue is a
 with the outcome ``shed`` (``report.shed``, ``statistics().codel_shed``, the
 ``QUEUE_SHED`` event and a ``pipeline.shed`` log line).
 
-With neither, workers run :meth:`~pipeline.attempts.Attempts._work` unchanged.
+With neither, workers run :meth:`~pipeline.attempts.Attempts._work` unchanged. A
+worker that :meth:`~pipeline.Pipeline.resize` retires leaves as in ``_work``; the
+limit's maximum stays the starting ``concurrency`` (an autoscaler is refused with a
+limit).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
 from .codelqueue import CoDelWorkQueue
@@ -38,7 +41,7 @@ from .fields import PipelineFields
 from .intake import trace_id
 from .items import WorkItem
 from .overload.limits import LimitState
-from .queue import PriorityWorkQueue, WorkQueue
+from .queue import PriorityWorkQueue, WorkerRetired, WorkQueue
 
 __all__ = ["LimitGate", "work_queue"]
 
@@ -117,26 +120,35 @@ class LimitGate:
 class Controls(PipelineFields):
     """The controlled worker loop and CoDel's sheds (mixed into ``Pipeline``)."""
 
-    def _start_controls(
-        self, loop: asyncio.AbstractEventLoop
-    ) -> Callable[[], Coroutine[Any, Any, None]]:
-        """Make the run's control states; return the worker loop to run."""
+    def _start_controls(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Make the run's control states and choose the loop every worker runs."""
         config = self.config
         if config.concurrency_limit is not None:
             self._gate = LimitGate(config.concurrency_limit.start(config.concurrency))
         queue = self._queue
         if isinstance(queue, CoDelWorkQueue):
             queue.start(loop.time, self._shed_queued)
-        if self._gate is None and config.codel is None:
-            return self._work
-        return self._work_controlled
+        if self._gate is not None or config.codel is not None:
+            self._worker_loop = self._work_controlled
 
     async def _work_controlled(self) -> None:
         """A worker's loop under a concurrency limit and/or CoDel (see the module)."""
         queue = self._queue
         gate = self._gate
         cancelling = asyncio.current_task().cancelling
+        try:
+            await self._work_controlled_until_cancelled(queue, gate, cancelling)
+        except WorkerRetired:
+            return  # resize() retired this worker while it waited for an item
+        raise asyncio.CancelledError
+
+    async def _work_controlled_until_cancelled(
+        self, queue: WorkQueue[WorkItem], gate: LimitGate | None, cancelling: Callable[[], int]
+    ) -> None:
         while not cancelling():
+            if queue.retiring:
+                queue.retiring -= 1  # resize() asked a worker to leave: this one
+                return
             if gate is None:
                 item = await queue.get()  # a CoDel queue's get: it may shed on the way
                 await self._attempt(item)
@@ -162,7 +174,6 @@ class Controls(PipelineFields):
             finally:
                 if held:
                     gate.release()
-        raise asyncio.CancelledError
 
     def _control_statistics(self) -> dict[str, Any]:
         """The controls' ``statistics()`` fields."""

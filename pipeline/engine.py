@@ -55,12 +55,13 @@ from .events import EventKind, Listener
 from .expiry import Expiry
 from .intake import Intake
 from .listeners import Listeners
+from .pool import WorkerPool
 from .priority import PriorityKeys
 from .ratelimit import RateLimiter
 from .records import Result, RunReport, ShedLog, describe_error
 from .resultstream import ResultStream
 from .state import State, close_once
-from .statistics import Statistics
+from .statistics import Observed
 
 __all__ = ["Pipeline", "State"]
 
@@ -79,7 +80,7 @@ def is_async_callable(handler: object) -> bool:
     )
 
 
-class Pipeline(Intake, Attempts, Expiry, Controls, Listeners):
+class Pipeline(Intake, Attempts, WorkerPool, Expiry, Controls, Listeners, Observed):
     """A bounded asyncio work pipeline.
 
     Args:
@@ -163,7 +164,15 @@ class Pipeline(Intake, Attempts, Expiry, Controls, Listeners):
         self.state = State.IDLE
         self.report = None
         self._loop = None  # type: ignore[assignment]
-        self._workers = []
+        self._workers = {}
+        self._workers_made = 0
+        self._starting = {}
+        self._worker_s = 0.0
+        self._worker_starts_s = 0.0
+        self._recommender = None
+        self._scale_events = 0
+        self._pool_tasks = []
+        self._worker_target = config.concurrency  # the pool's size, resize() changes it
         self._producers = []
         self._own_tasks = set()
         self._unread_sources = {}
@@ -172,6 +181,7 @@ class Pipeline(Intake, Attempts, Expiry, Controls, Listeners):
         self._thread_calls = {}
         self._limiter = None
         self._gate, self._codel_shed = None, 0  # the overload controls' (pipeline.controls)
+        self._worker_loop = self._work  # or, with a control, Controls._work_controlled
         self._stream = None
         self._settled = None  # type: ignore[assignment]
         self._unsettled = 0
@@ -204,9 +214,10 @@ class Pipeline(Intake, Attempts, Expiry, Controls, Listeners):
 
     def __repr__(self) -> str:
         bound = "unbounded" if self.config.queue_maxsize is None else self.config.queue_maxsize
+        workers = self._worker_target + self._queue.retiring
         return (
             f"<Pipeline {self.name!r} state={self.state.value} queue={len(self._queue)}/{bound} "
-            f"busy={self._busy}/{self.config.concurrency} completed={self._completed} "
+            f"busy={self._busy}/{workers} completed={self._completed} "
             f"dead_lettered={len(self._dead_letters)}"
             + (f" expired={len(self._expired)}" if self._expired else "")
             + ">"
@@ -242,13 +253,9 @@ class Pipeline(Intake, Attempts, Expiry, Controls, Listeners):
             self._limiter = RateLimiter(self.config.rate_limit, self._started_s)
         if self._max_wait_s is not None or self._wait_of is not None:
             self._sweep = DeadlineSweep(loop, self._expire_queued, self._queue.__len__)
-        work = self._start_controls(loop)  # self._work unless an overload control is on
+        self._start_controls(loop)  # the workers' loop: self._work unless a control is on
         self.state = State.OPEN
-        self._workers = [
-            loop.create_task(work(), name=f"{self.name}-worker-{index}")
-            for index in range(self.config.concurrency)
-        ]
-        self._own_tasks.update(self._workers)
+        self._start_pool()
         if self._stop_requested:
             self.stop()
 
@@ -378,7 +385,7 @@ class Pipeline(Intake, Attempts, Expiry, Controls, Listeners):
         """Cancel workers and retry timers; whatever is still inside is unfinished."""
         self.state = State.DRAINING
         self._queue.close()
-        tasks = [*self._producers, *self._workers]
+        tasks = [*self._producers, *self._pool_tasks, *self._workers]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -525,71 +532,6 @@ class Pipeline(Intake, Attempts, Expiry, Controls, Listeners):
         if self._stream is None:
             self._stream = ResultStream(maxsize)
         return self._stream.reader()
-
-    def statistics(self) -> Statistics:
-        """A frozen snapshot of the pipeline's state now."""
-        queue = self._queue
-        now = self._now()
-        blocked = self._blocked_s + self._blocked_now * now - self._blocked_since_sum
-        return Statistics(
-            state=self.state.value,
-            queue_size=len(queue),
-            queue_peak=queue.peak,
-            queue_maxsize=self.config.queue_maxsize,
-            workers=self.config.concurrency,
-            workers_busy=self._busy,
-            retry_waiting=len(self._retry_timers),
-            tasks_waiting_put=queue.waiting_put,
-            offered=self._offered,
-            admitted=self._admitted,
-            completed=self._completed,
-            retried=self._retried,
-            dead_lettered=len(self._dead_letters),
-            shed=len(self._shed),
-            attempts=self._attempts,
-            producer_blocked_s=blocked,
-            listener_errors=self._listener_errors,
-            expired=len(self._expired),
-            unfinished=self._unfinished,
-            attempts_failed=self._attempts_failed,
-            attempts_timed_out=self._attempts_timed_out,
-            oldest_age_s=self._oldest_age_s(now),
-            first_attempt_waits_s=self._first_attempt_waits_s(),
-            **self._control_statistics(),
-        )
-
-    def _first_attempt_waits_s(self) -> tuple[float, ...]:
-        """The waits of the items whose first attempt is running now (waited, not yet ended).
-
-        ``statistics()`` may be read from another thread (an exporter's): a read that races
-        a change is simply retried. Costs O(running).
-        """
-        for _ in range(8):
-            try:
-                running = list(self._running)
-            except RuntimeError:  # changed size while read; read again
-                continue
-            return tuple(
-                item.first_start_s - item.admitted_s for item in running if item.in_first_attempt
-            )
-        return ()
-
-    def _oldest_age_s(self, now_s: float) -> float:
-        """Seconds since the oldest item inside (queued, running, waiting to retry) was admitted.
-
-        0.0 when nothing is inside. Read from any thread, as :meth:`_first_attempt_waits_s`.
-        Costs O(running + retries): the main FIFO is in admission order, only its head counts
-        (a priority queue is read whole).
-        """
-        queue = self._queue
-        for _ in range(8):
-            try:
-                inside = [*queue.heads(), *self._running, *self._retry_timers]
-                oldest = min((item.admitted_s for item in inside), default=None)
-            except (RuntimeError, IndexError):  # changed size while read; read again
-                continue
-            return 0.0 if oldest is None else max(0.0, now_s - oldest)
-        return 0.0
 
     def _now(self) -> float:
         return self._loop.time() if self._loop is not None else 0.0

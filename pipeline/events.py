@@ -48,7 +48,10 @@ class EventKind(IntEnum):
     (queue depth -1). A retry whose backoff would end at or after the deadline is
     scheduled, readmitted and expires at the same instant (RETRY_SCHEDULED, READMITTED,
     EXPIRED), so an attempt's end is always told the same way."""
-    QUEUE_SHED = 13
+    SCALED = 13
+    """The autoscaler changed the pool's size at a sync (``statistics().workers``; item is
+    None)."""
+    QUEUE_SHED = 14
     """CoDel shed the queued item (``PipelineConfig.codel``): it left the queue (queue
     depth -1) and its outcome is ``shed``, as an item rejected at admission is."""
 

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import asyncio
     import random
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
     from .attempts import ThreadCall
+    from .autoscale import Recommender
     from .config import PipelineConfig
     from .controls import LimitGate
     from .deadlines import DeadlineSweep
@@ -103,8 +104,25 @@ class PipelineFields:
 
     # -- tasks -----------------------------------------------------------------------
 
-    _workers: list[asyncio.Task[None]]
-    """The ``concurrency`` worker tasks."""
+    _workers: dict[asyncio.Task[None], float]
+    """The worker tasks alive now, each with its start (loop time, seconds)."""
+    _workers_made: int
+    """Worker tasks made so far, to name each one."""
+    _worker_target: int
+    """The pool's size: ``concurrency``, or the last resize (the workers alive are this
+    many and ``_queue.retiring``, busy workers due to leave)."""
+    _starting: dict[asyncio.Task[None], None]
+    """The workers still in their cold start (an autoscaler's), oldest first."""
+    _worker_s: float
+    """Seconds worked by the workers that have ended."""
+    _worker_starts_s: float
+    """The sum of the live workers' starts (loop time): worker-seconds in O(1)."""
+    _recommender: Recommender | None
+    """The autoscaler's decisions, or None without ``PipelineConfig(autoscale=...)``."""
+    _scale_events: int
+    """Syncs that changed the pool's size."""
+    _pool_tasks: list[asyncio.Task[None]]
+    """The autoscaler's syncing task, if any: cancelled at the close."""
     _producers: list[asyncio.Task[None]]
     """One producer task per source given to ``run``."""
     _own_tasks: set[asyncio.Task[Any]]
@@ -147,6 +165,8 @@ class PipelineFields:
     """The concurrency limit's gate when ``config.concurrency_limit`` is set (made at the start)."""
     _codel_shed: int
     """Items CoDel shed from the queue (also counted in ``_shed``)."""
+    _worker_loop: Callable[[], Coroutine[Any, Any, None]]
+    """The loop each worker runs: ``_work``, or ``_work_controlled`` with a control on."""
     _stream: ResultStream | None
     """Where results go when someone asked for them (``results()``), else None."""
 
@@ -206,12 +226,17 @@ class PipelineFields:
         def _emit(self, kind: EventKind, item: Any) -> None: ...
         def _emit_at(self, kind: EventKind, now_s: float, item: Any) -> None: ...
         def _listener_failed(self, kind: EventKind, error: BaseException) -> None: ...
+        def _oldest_age_s(self, now_s: float) -> float: ...
+        def _now(self) -> float: ...
+        def _worker_seconds(self, now_s: float) -> float: ...
 
         # Defined by Attempts (attempts.py) and Expiry (expiry.py); called across them.
 
         def _settle(self) -> None: ...
         def _classify(self, item: WorkItem) -> None: ...
         def _expire(self, item: WorkItem, now: float) -> None: ...
+        async def _work(self) -> None: ...
         def _expire_queued(self, item: WorkItem, now: float) -> None: ...
         def _note_expired(self, item: WorkItem) -> None: ...
+        def _control_statistics(self) -> dict[str, Any]: ...
         def _log(self, level: int, event: str, *, exc_info: Any = None, **fields: Any) -> None: ...

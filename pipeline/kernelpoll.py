@@ -19,7 +19,8 @@ blocking alike, wait in slices of :data:`SLICE_S` seconds: each new poll asks
 libzmq for the socket's state directly, so a reply that is there is read within
 one slice, and the caller's timeout still holds. Each place that runs notebooks
 calls it: ``docs/conf.py``, the repository's ``conftest.py`` (every pytest run,
-nbval's included) and :func:`pipeline.lessons.exercises.grade`'s runner.
+nbval's included), :func:`pipeline.lessons.exercises.grade`'s runner and
+:func:`pipeline.lessons.prose.refresh`.
 Importing this module loads nothing; :func:`install` loads jupyter_client.
 """
 

@@ -374,6 +374,11 @@ class _Source:
         out["pipeline_queue_capacity"] = [(labels, math.inf if capacity is None else capacity)]
         out["pipeline_workers"] = [(labels, workers)]
         out["pipeline_workers_busy"] = [(labels, get("workers_busy"))]
+        out["pipeline_workers_starting"] = [(labels, get("workers_starting"))]
+        desired = None if stats is None else stats.workers_desired
+        out["pipeline_workers_desired"] = [] if desired is None else [(labels, desired)]
+        out["pipeline_scale_events_total"] = [(labels, get("scale_events"))]
+        out["pipeline_worker_seconds_total"] = [(labels, get("worker_seconds"))]
         out["pipeline_oldest_item_age_seconds"] = [(labels, get("oldest_age_s"))]
         limit = None if stats is None else stats.concurrency_limit
         out["pipeline_concurrency_limit"] = [(labels, workers if limit is None else limit)]

@@ -43,9 +43,13 @@ from typing import Any, Generic, TypeVar
 
 from .errors import PipelineClosed, QueueFull
 
-__all__ = ["PriorityWorkQueue", "WorkQueue"]
+__all__ = ["PriorityWorkQueue", "WorkQueue", "WorkerRetired"]
 
 T = TypeVar("T")
+
+
+class WorkerRetired(Exception):
+    """Raised in a worker waiting in :meth:`WorkQueue.get` that the pool retired."""
 
 
 class WorkQueue(Generic[T]):
@@ -68,6 +72,9 @@ class WorkQueue(Generic[T]):
         self._reserved = 0
         self._held = 0
         self._closed = False
+        self.retiring = 0
+        """Workers due to leave (a pool shrunk while they were busy): the next callers to
+        come for an item, or to wait in :meth:`get`, leave instead (the pool counts it)."""
         self.peak = 0
 
     def __repr__(self) -> str:
@@ -285,14 +292,23 @@ class WorkQueue(Generic[T]):
         return item
 
     async def get(self) -> T:
-        """Wait for an item, then remove and return it."""
+        """Wait for an item, then remove and return it.
+
+        Raises:
+            WorkerRetired: the caller was asked to stop (:meth:`retire_waiting`, or
+                :attr:`retiring` when it came to wait).
+        """
         while not self._size:
+            if self.retiring:
+                self.retiring -= 1
+                raise WorkerRetired
             getter = asyncio.get_running_loop().create_future()
             self._getters.append(getter)
             try:
                 await getter
             except BaseException:
-                getter.cancel()
+                if not getter.cancel() and not getter.cancelled():
+                    getter.exception()  # retired, then cancelled first: nothing to log
                 with contextlib.suppress(ValueError):
                     self._getters.remove(getter)
                 if self._size:
@@ -310,6 +326,21 @@ class WorkQueue(Generic[T]):
         self._retries.appendleft(item)
         self._size += 1
         wake_first(self._getters)
+
+    def retire_waiting(self, count: int) -> int:
+        """Make up to ``count`` callers waiting in :meth:`get` raise :class:`WorkerRetired`.
+
+        The most recently idle go first (the longest waiting keep their turn). Returns how
+        many were retired. Workers busy now are asked through :attr:`retiring` instead.
+        """
+        retired = 0
+        while self._getters and retired < count:
+            getter = self._getters.pop()
+            if getter.done():
+                continue  # its task was cancelled (wake_first pops the getters it wakes)
+            getter.set_exception(WorkerRetired())
+            retired += 1
+        return retired
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -1,10 +1,13 @@
-"""``Statistics``: a frozen snapshot of a pipeline's state at one instant."""
+"""``Statistics``: a frozen snapshot of a pipeline's state at one instant, and how a
+pipeline takes it (:class:`Observed`, mixed into ``Pipeline``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Statistics"]
+from .fields import PipelineFields
+
+__all__ = ["Observed", "Statistics"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,13 @@ class Statistics:
             when it closed.
         oldest_age_s: seconds of loop time since the oldest item inside (queued,
             running or waiting to retry) was admitted; 0.0 when nothing is inside.
+        workers_starting: workers still in their cold start (an autoscaler's), counted
+            in ``workers``.
+        worker_seconds: seconds worked by every worker so far, summed over workers
+            (busy, idle or starting: what a pool of machines is paid for).
+        scale_events: the autoscaler's syncs that changed the pool's size.
+        workers_desired: the count the autoscaler's metric asked for at its last sync
+            (before stabilisation and bounds), or None without an autoscaler.
         first_attempt_waits_s: the waits (admission to first start, seconds) of the
             items whose first attempt is running now, in no particular order: an
             exporter that observes a wait when its first attempt ends adds these to
@@ -77,6 +87,83 @@ class Statistics:
     attempts_failed: int = 0
     attempts_timed_out: int = 0
     oldest_age_s: float = 0.0
+    workers_starting: int = 0
+    worker_seconds: float = 0.0
+    scale_events: int = 0
+    workers_desired: int | None = None
     first_attempt_waits_s: tuple[float, ...] = ()
     concurrency_limit: int | None = None
     codel_shed: int = 0
+
+
+class Observed(PipelineFields):
+    """``Pipeline.statistics()`` and the readings it makes (mixed into ``Pipeline``)."""
+
+    def statistics(self) -> Statistics:
+        """A frozen snapshot of the pipeline's state now."""
+        queue = self._queue
+        now = self._now()
+        blocked = self._blocked_s + self._blocked_now * now - self._blocked_since_sum
+        return Statistics(
+            state=self.state.value,
+            queue_size=len(queue),
+            queue_peak=queue.peak,
+            queue_maxsize=self.config.queue_maxsize,
+            workers=self._worker_target + self._queue.retiring,
+            workers_busy=self._busy,
+            retry_waiting=len(self._retry_timers),
+            tasks_waiting_put=queue.waiting_put,
+            offered=self._offered,
+            admitted=self._admitted,
+            completed=self._completed,
+            retried=self._retried,
+            dead_lettered=len(self._dead_letters),
+            shed=len(self._shed),
+            attempts=self._attempts,
+            producer_blocked_s=blocked,
+            listener_errors=self._listener_errors,
+            expired=len(self._expired),
+            unfinished=self._unfinished,
+            attempts_failed=self._attempts_failed,
+            attempts_timed_out=self._attempts_timed_out,
+            oldest_age_s=self._oldest_age_s(now),
+            workers_starting=len(self._starting),
+            worker_seconds=self._worker_seconds(now) if self._loop is not None else 0.0,
+            scale_events=self._scale_events,
+            workers_desired=None if self._recommender is None else self._recommender.desired,
+            first_attempt_waits_s=self._first_attempt_waits_s(),
+            **self._control_statistics(),
+        )
+
+    def _first_attempt_waits_s(self) -> tuple[float, ...]:
+        """The waits of the items whose first attempt is running now (waited, not yet ended).
+
+        ``statistics()`` may be read from another thread (an exporter's): a read that races
+        a change is simply retried. Costs O(running).
+        """
+        for _ in range(8):
+            try:
+                running = list(self._running)
+            except RuntimeError:  # changed size while read; read again
+                continue
+            return tuple(
+                item.first_start_s - item.admitted_s for item in running if item.in_first_attempt
+            )
+        return ()
+
+    def _oldest_age_s(self, now_s: float) -> float:
+        """Seconds since the oldest item inside (queued, running, waiting to retry) was admitted.
+
+        0.0 when nothing is inside. Read from any thread, as :meth:`_first_attempt_waits_s`.
+        Costs O(running + retries): the main FIFO is in admission order, only its head counts
+        (a priority queue is read whole).
+        """
+        queue = self._queue
+        for _ in range(8):
+            try:
+                inside = [*queue.heads(), *self._running, *self._retry_timers]
+                oldest = min((item.admitted_s for item in inside), default=None)
+            except (RuntimeError, IndexError):  # changed size while read; read again
+                continue
+            return 0.0 if oldest is None else max(0.0, now_s - oldest)
+        return 0.0

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PIPELINE = [
     "AIMD",
+    "Autoscaler",
     "Backoff",
     "Chain",
     "CoDel",

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.lessons.prose import shape
+
 REPO = Path(__file__).resolve().parent.parent
 THIS = Path(__file__).resolve()
 
@@ -25,17 +27,19 @@ def run_state(notebook: dict) -> list[str]:
     """What in ``notebook`` (a parsed .ipynb) was left by running it; empty when clean.
 
     Flags cell outputs, execution counts, nbclient's per-cell ``execution``
-    timings, the notebook-level ``widgets`` state that ipywidgets saves, and the
-    values of MyST inline expressions that jupyterlab-myst saves in a markdown
-    cell's ``user_expressions`` metadata (a number from someone's run, shown
-    before the reader's own run has computed it).
+    timings and the notebook-level ``widgets`` state that ipywidgets saves. The
+    one thing of a run a notebook keeps is its prose's values: each markdown
+    cell's inline expressions with the plain-text values of the seeded run, in
+    the ``user_expressions`` metadata jupyterlab-myst shows before Run All
+    (:func:`pipeline.lessons.prose.shape` says what form they take; the notebook
+    tests hold them to a fresh run). Anything else there is flagged, and so is a
+    cell whose expressions have no saved values.
     """
     problems = []
     if "widgets" in notebook.get("metadata", {}):
         problems.append("widget state in the notebook metadata")
     for index, cell in enumerate(notebook.get("cells", [])):
-        if "user_expressions" in cell.get("metadata", {}):
-            problems.append(f"cell {index}: inline-expression values in its metadata")
+        problems += [f"cell {index}: {problem}" for problem in shape(cell)]
         if cell.get("cell_type") != "code":
             continue
         if cell.get("outputs"):
@@ -64,6 +68,10 @@ def tracked_notebooks() -> list[Path]:
     return sorted((REPO / "notebooks").rglob("*.ipynb"))
 
 
+# A prose value as jupyterlab-myst saves it, and as the notebooks are committed with.
+SEVEN = {"status": "ok", "data": {"text/plain": "7"}, "metadata": {}}
+
+
 def test_the_guard_flags_a_notebook_saved_after_running_it():
     ran = {
         "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": {}}}},
@@ -85,6 +93,35 @@ def test_the_guard_flags_a_notebook_saved_after_running_it():
                 },
                 "source": ["Six: {eval}`1 + 5`"],
             },
+            {"cell_type": "markdown", "metadata": {}, "source": ["Seven: {eval}`1 + 6`"]},
+            {
+                "cell_type": "markdown",
+                "metadata": {"user_expressions": [{"expression": "2", "result": SEVEN}]},
+                "source": ["Seven: {eval}`1 + 6`"],
+            },
+            {
+                "cell_type": "markdown",
+                "metadata": {"user_expressions": [{"expression": "1 + 6", "result": SEVEN}]},
+                "source": ["# Title"],
+            },
+            {
+                "cell_type": "markdown",
+                "metadata": {
+                    "user_expressions": [
+                        {"expression": "1 + 6", "result": {**SEVEN, "metadata": {"x": 1}}}
+                    ]
+                },
+                "source": ["Seven: {eval}`1 + 6`"],
+            },
+            {
+                "cell_type": "markdown",
+                "metadata": {
+                    "user_expressions": [
+                        {"expression": "1 + 6", "result": {"status": "error", "ename": "E"}}
+                    ]
+                },
+                "source": ["Seven: {eval}`1 + 6`"],
+            },
         ],
     }
     assert run_state(ran) == [
@@ -92,7 +129,12 @@ def test_the_guard_flags_a_notebook_saved_after_running_it():
         "cell 1: 1 output(s)",
         "cell 1: execution_count 3",
         "cell 1: execution timings in its metadata",
-        "cell 2: inline-expression values in its metadata",
+        "cell 2: {eval}`1 + 5` is not saved as one plain-text value",
+        "cell 3: no saved values for its 1 inline expression(s)",
+        "cell 4: saved values are not those of its expressions",
+        "cell 5: user_expressions on a cell without inline expressions",
+        "cell 6: {eval}`1 + 6` is not saved as one plain-text value",
+        "cell 7: {eval}`1 + 6` is not saved as one plain-text value",
     ]
     clean = {
         "metadata": {"kernelspec": {"name": "python3"}},
@@ -103,7 +145,12 @@ def test_the_guard_flags_a_notebook_saved_after_running_it():
                 "metadata": {"jupyter": {"source_hidden": True}, "tags": ["raises-exception"]},
                 "outputs": [],
                 "source": ["print(1 + 5)"],
-            }
+            },
+            {
+                "cell_type": "markdown",
+                "metadata": {"user_expressions": [{"expression": "1 + 6", "result": SEVEN}]},
+                "source": ["Seven: {eval}`1 + 6`, ", "as a seeded run gave it"],
+            },
         ],
     }
     assert run_state(clean) == []

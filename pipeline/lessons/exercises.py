@@ -57,6 +57,8 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "Traits should be given as instances", DeprecationWarning)
     from otter.assign import main as otter_assign
 
+from .prose import METADATA_KEY
+
 __all__ = [
     "Grade",
     "build",
@@ -211,6 +213,7 @@ def build_notebook(master: Path, work: Path) -> nbformat.NotebookNode:
     except ValueError as error:
         raise ValueError(f"{master}: {error}") from None
     notebook = read_notebook(target)
+    before = {cell.get("id"): cell for cell in notebook.cells}
     cells = [c for c in notebook.cells if not set(c.metadata.get("tags", [])) & set(GENERATED)]
     try:
         start, end, text = _exercise_text(cells)
@@ -232,6 +235,10 @@ def build_notebook(master: Path, work: Path) -> nbformat.NotebookNode:
         prose = nbformat.v4.new_markdown_cell(source)
         prose.metadata["tags"] = [PROSE_TAG]
         prose["id"] = f"exercise-{number}" if number is not None else "exercises-end"
+        # its text's saved values (pipeline.lessons.prose) stay while its text does
+        old = before.get(prose["id"])
+        if old is not None and old.source == source and METADATA_KEY in old.metadata:
+            prose.metadata[METADATA_KEY] = old.metadata[METADATA_KEY]
         built.append(prose)
         if number in answers:
             built.append(_code(answers[number], GENERATED[1], f"exercise-{number}-answer"))

@@ -41,6 +41,11 @@ CONTRACT = {
     # fourth wave: the overload controls
     "pipeline_concurrency_limit": ("gauge", set()),
     "pipeline_codel_shed": ("counter", set()),
+    # fourth wave: the autoscaler (pipeline_workers_desired has samples only with one)
+    "pipeline_workers_starting": ("gauge", set()),
+    "pipeline_workers_desired": ("gauge", set()),
+    "pipeline_scale_events": ("counter", set()),
+    "pipeline_worker_seconds": ("counter", set()),
     "pipeline_wait_seconds": ("histogram", set()),
     "pipeline_attempt_duration_seconds": ("histogram", set()),
     "pipeline_latency_seconds": ("histogram", set()),

@@ -16,8 +16,9 @@ SPHINX = ["-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "docs"]
 
 
 @pytest.fixture(scope="session")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The built site's folder (its ``index.html``), built into a temporary folder."""
+def site_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The built site's folder (its ``index.html``), built into a temporary folder, and
+    what the build printed (stdout, then stderr: kernels' logs included)."""
     env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1")
     # A build once waited out a cell's whole timeout for a reply its socket already held
     # (the wake-up was lost: pipeline/kernelpoll.py, which the build now installs, reads it).
@@ -37,16 +38,18 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if not lost_reply or attempt == 1:
             break
     if done.returncode != 0:
-        # Each notebook's kernel logs a WARNING of its own at start (TCP without
-        # encryption): not the build's, and forty of them would hide the one that is.
         warnings = [
-            line
-            for line in done.stderr.splitlines()
-            if ("WARNING" in line or "ERROR" in line) and "[IPKernelApp]" not in line
+            line for line in done.stderr.splitlines() if "WARNING" in line or "ERROR" in line
         ]
         pytest.fail(
             f"{shlex.join(['python', *SPHINX, str(out)])} failed ({done.returncode}):\n"
             + "\n".join(warnings[:40] or done.stderr.splitlines()[-40:]),
             pytrace=False,
         )
-    return out
+    return out, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="session")
+def site(site_build: tuple[Path, str]) -> Path:
+    """The built site's folder (its ``index.html``)."""
+    return site_build[0]

@@ -80,6 +80,55 @@ def about(value: float, low: float, high: float, what: str) -> None:
     assert low <= value <= high, f"{what} is {value}, outside the prose's [{low}, {high}]"
 
 
+RESULTS = REPO / "bench" / "RESULTS.md"
+"""The benchmarks' record: each figure with the command that measured it (``make bench``)."""
+
+
+def recorded(section: str, label: str, column: int) -> float:
+    """A figure of ``bench/RESULTS.md``: in the section whose heading starts with
+    ``section``, the table row whose first cell starts with ``label``, its ``column``-th
+    cell's first number (bold and units aside)."""
+    text = RESULTS.read_text(encoding="utf-8")
+    start = re.search(rf"^#+ {re.escape(section)}", text, re.M)
+    assert start, f"bench/RESULTS.md has no section {section!r}"
+    body = text[start.end() :]
+    body = body[: m.start()] if (m := re.search(r"^#+ ", body, re.M)) else body
+    rows = [line.split("|")[1:-1] for line in body.splitlines() if line.startswith("|")]
+    found = [row for row in rows if row[0].strip().startswith(label)]
+    assert len(found) == 1, f"bench/RESULTS.md, {section!r}: {len(found)} rows {label!r}"
+    return float(re.search(r"-?\d[\d,]*(?:\.\d+)?", found[0][column])[0].replace(",", ""))
+
+
+def in_results(section: str, sentence: str) -> str:
+    """``sentence`` (a regular expression) as the section of ``bench/RESULTS.md`` says it."""
+    text = RESULTS.read_text(encoding="utf-8")
+    start = re.search(rf"^#+ {re.escape(section)}", text, re.M)
+    assert start, f"bench/RESULTS.md has no section {section!r}"
+    found = re.search(sentence, text[start.end() :])
+    assert found, f"bench/RESULTS.md, {section!r}, no longer says {sentence!r}"
+    return found[1]
+
+
+def quoted(page: str, pattern: str) -> re.Match[str]:
+    """Where the page ``page`` (a path from the repository's root) says ``pattern``.
+
+    ``pattern`` is a regular expression whose spaces match any whitespace (a
+    sentence may wrap); its groups are the figures a test of their source holds
+    to what it measured (a coverage test, with its fixed seeds, to the counts the
+    guide quotes). Fails, naming the page, if the page no longer says it.
+    """
+    text = (REPO / page).read_text(encoding="utf-8")
+    found = re.search(pattern.replace(" ", r"\s+"), text)
+    assert found, f"{page} no longer says {pattern!r}"
+    return found
+
+
+def percent_of(shown: str, missed: int, runs: int) -> None:
+    """A coverage ``shown`` in prose (``96.8``) is ``1 - missed / runs`` as far as it is written."""
+    actual = 100 * (1 - missed / runs)
+    assert shows(shown, f"{actual}"), f"the prose says {shown}%; {missed}/{runs} is {actual}%"
+
+
 CHECKERS: dict[str, Callable[[PageRun], None]] = {}
 
 
@@ -109,6 +158,48 @@ def readme(run: PageRun) -> None:
     erlang_c = ns["theory"].mmc(3.2, 1.0, 4).wait_mean_s
     agrees(run, "Erlang C says 0.7455 s", f"Erlang C says {erlang_c} s")
     assert ns["result"].summary["engine"] == "kernel"
+    benchmarks(run)
+
+
+def benchmarks(run: PageRun) -> None:
+    """The README's benchmark figures, each as ``bench/RESULTS.md`` records it, rounded."""
+    targets = "Issue 23's targets"
+    startup = recorded(targets, "whole-process `simulate`", 3)
+    agrees(
+        run, "process takes 0.27x SimPy's CPU time", f"process takes {startup}x SimPy's CPU time"
+    )
+    events = recorded(targets, "event path >= 10x SimPy", 3)
+    agrees(
+        run,
+        "kernel's compiled event path is 20x faster",
+        f"kernel's compiled event path is {events}x faster",
+    )
+    tandem = recorded(targets, "tandem chain >= 10x the engine", 3)
+    fan_out = recorded(targets, "fan-out chain with failures", 3)
+    says(run, "chains run 13-15x faster than the engine")
+    assert (round(tandem), round(fan_out)) == (13, 15), (tandem, fan_out)
+    ciw = recorded(targets, "tandem faster than Ciw", 3)
+    agrees(run, "(and 25x faster than Ciw)", f"(and {ciw}x faster than Ciw)")
+    plan = recorded(targets, "the planning guide's plan, whole process", 3)
+    agrees(run, "takes 1.6 s of CPU in one", f"takes {plan} s of CPU in one")
+    replays = recorded("One replay in the kernel", "the same plan, whole process", 4)
+    agrees(run, "process (1.36x that since", f"process ({replays}x that since")
+    memory = recorded(targets, "10 million items within 1 GB", 3)
+    agrees(run, "10 million items fit in 0.91 GB", f"10 million items fit in {memory} GB")
+    explorer = recorded(targets, "explorer change -> figure", 3)
+    agrees(run, "figure in 76 ms of CPU", f"figure in {explorer} ms of CPU")
+    engine = in_results("The asyncio engine path", r"SimPy's [\d.]+ s: \*\*([\d.]+)x\*\*")
+    agrees(run, "clock costs 1.39x SimPy's CPU", f"clock costs {engine}x SimPy's CPU")
+    bare = in_results("Engine overhead in real time", r"Pipeline/bare = \*\*([\d.]+)\*\*")
+    agrees(run, "keeps 0.69x the throughput", f"keeps {bare}x the throughput")
+    section = "Issue 23's targets"
+    plain, served = (recorded(section, "no-op", column) for column in (1, 2))
+    agrees(run, "adds about 0.5 µs of CPU", f"adds about {served - plain} µs of CPU")
+    noop_ratio = recorded(section, "no-op", 3)
+    says(run, "a tenth of a no-op item's")
+    about(noop_ratio - 1, 0.05, 0.15, "the exporter's share of a no-op item")
+    work_ratio = recorded(section, "a little work", 3)
+    agrees(run, "and 5% beside 9 µs", f"and {(work_ratio - 1) * 100}% beside 9 µs")
 
 
 @checker("statistics.md")

@@ -67,6 +67,17 @@ def test_make_docs_runs_the_command_these_tests_build_with():
     assert recipe.group(1).split() == ["$(BIN)/python", *SPHINX, "docs/_build/html"]
 
 
+def test_the_build_prints_no_warning(site_build):
+    # -W makes the build's own warnings errors; the notebooks' kernels log to the same
+    # terminal, and ipykernel warned at each start that it ran over TCP unencrypted
+    # (pipeline.kernelcurve gives the kernels keys instead).
+    _, log = site_build
+    warned = [
+        line for line in log.splitlines() if "WARNING" in line or "without encryption" in line
+    ]
+    assert warned == []
+
+
 def test_every_internal_link_and_image_resolves(site):
     everything = pages(site)
     assert (site / "index.html") in everything

@@ -3,8 +3,11 @@
 - **Prose lives in markdown.** Interpretation is a markdown cell; a number it
   quotes from the run is a MyST inline expression, ``{eval}`f"{x:.2f}"` ``,
   which ``jupyterlab-myst`` evaluates in the kernel when the cell runs (Run
-  All runs markdown cells too). Every expression must parse, and every name
-  it uses must be bound by an earlier code cell (or be a builtin).
+  All runs markdown cells too), and shows before that from the values saved
+  with the notebook (:mod:`pipeline.lessons.prose`; ``tests/test_repository.py``
+  checks their form, ``tests/notebooks/after_the_run.py`` their values). Every
+  expression must parse, and every name it uses must be bound by an earlier
+  code cell (or be a builtin).
 - **A hidden code cell is one short line.** JupyterLab shows a hidden cell's
   first line with a ``•••`` placeholder, so a hidden cell of several lines
   reads as a fragment of code where a sentence should be. A code cell that
@@ -29,11 +32,12 @@ from __future__ import annotations
 
 import ast
 import builtins
-import re
 from pathlib import Path
 
 import nbformat
 import pytest
+
+from pipeline.lessons.prose import EVAL
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").rglob("*.ipynb"))
@@ -105,10 +109,6 @@ def _draws(tree: ast.Module) -> bool:
         name in {"show", "figure", "SVG", "Image"} or name.startswith("plot_")
         for name in _called(tree)
     )
-
-
-# A MyST inline expression: {eval}`expression`.
-EVAL = re.compile(r"\{eval\}`([^`]*)`")
 
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -263,11 +263,22 @@ def test_the_rules_catch_what_they_are_for(tmp_path):
     hidden_prose = nbformat.v4.new_code_cell('say(f"""x is\n{x}""")')
     hidden_prose.metadata["jupyter"] = {"source_hidden": True}
     read = nbformat.v4.new_markdown_cell('x is {eval}`f"{x:.1f}"`, y {eval}`y +`, z {eval}`z`')
-    drawn = nbformat.v4.new_code_cell("fig = plot_sweep(frame, 'p95'); x = 2; y = [z for z in x]\n"
-                                      "def f():\n    import y as z\n    z = 1")
+    drawn = nbformat.v4.new_code_cell(
+        "fig = plot_sweep(frame, 'p95'); x = 2; y = [z for z in x]\n"
+        "def f():\n    import y as z\n    z = 1"
+    )
     unread = nbformat.v4.new_code_cell("check(True, 'ok')")
-    notebook.cells = [shown_prose, hidden_plot, long_code, hidden_ok, picture, hidden_prose,
-                      read, drawn, unread]
+    notebook.cells = [
+        shown_prose,
+        hidden_plot,
+        long_code,
+        hidden_ok,
+        picture,
+        hidden_prose,
+        read,
+        drawn,
+        unread,
+    ]
     path = tmp_path / "99-example.ipynb"
     nbformat.write(notebook, path)
     problems = _problems(path)
@@ -280,7 +291,7 @@ def test_the_rules_catch_what_they_are_for(tmp_path):
     assert any("cell 5: hidden cell of 2 lines" in p for p in problems)
     assert any("cell 6: {eval}`y +` is not a Python expression" in p for p in problems)
     assert any("cell 6: {eval}`z` uses z, bound by no earlier code cell" in p for p in problems)
-    assert any("cell 6: {eval}`f\"{x:.1f}\"` uses x, bound again by cell 7" in p for p in problems)
+    assert any('cell 6: {eval}`f"{x:.1f}"` uses x, bound again by cell 7' in p for p in problems)
     assert not any("uses z, bound again" in p for p in problems)  # a comprehension's, f's own z
     assert any("cell 7: a figure with no markdown" in p for p in problems)
     assert not any("cell 8" in p for p in problems)

@@ -43,7 +43,7 @@ class Recorder:
     """
 
     def __init__(self) -> None:
-        # Event kinds are 0..13: a bytearray holds them as int8 does, and its append is
+        # Event kinds are 0..14: a bytearray holds them as int8 does, and its append is
         # about twice as fast as array("b")'s (which parses its argument twice).
         self.kinds = bytearray()
         self.times = array("d")

@@ -280,3 +280,27 @@ def test_a_chain_stage_with_both_controls_accounts_for_every_item():
     assert report.balanced, report
     assert report.completed + report.shed == 100 and report.shed > 0
     assert report.stages["second"].codel_shed == report.shed
+
+
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_resize_while_controlled_keeps_every_item_and_new_workers_are_controlled(name):
+    # Workers added by resize() run the controlled loop too (a plain loop would take from
+    # CoDel's queue without its sheds, or pass the limit's gate by).
+    seen = []
+
+    def watch(_):
+        stats = pipe.statistics()
+        seen.append((stats.workers_busy, stats.concurrency_limit))
+
+    async def main():
+        task = asyncio.ensure_future(pipe.run(range(200)))
+        for size in (2, 9, 1, 6):
+            await asyncio.sleep(0.02)
+            pipe.resize(size)
+        return await task
+
+    pipe = Pipeline(hostile(watch), cfg(**CONTROLS[name]))
+    report = run_virtual(main())
+    assert_each_payload_once(report, range(200))
+    if "concurrency_limit" in CONTROLS[name]:
+        assert all(busy <= limit for busy, limit in seen)

@@ -121,3 +121,11 @@ def test_gradient2_limit_never_leaves_its_bounds(trace, low, high, window):
     for sample in trace:
         assert low <= state.on_sample(*sample) <= high
         assert not math.isnan(state.estimate)
+
+
+def test_a_limit_with_an_autoscaler_is_refused():
+    from pipeline import Autoscaler
+
+    with pytest.raises(ValueError, match="concurrency_limit cannot be combined with autoscale"):
+        PipelineConfig(concurrency_limit=AIMD(), autoscale=Autoscaler())
+    PipelineConfig(codel=CoDel(), autoscale=Autoscaler())  # CoDel works on the queue alone

@@ -32,6 +32,7 @@ from pipeline.sim import Exponential, Poisson, Scenario, simulate
 from pipeline.sim.analysis.theory import mmc
 from pipeline.sim.running.summary import BATCH_MEANS_MIN_ITEMS
 from pipeline.sim.stats.intervals import proportion_bound
+from tests.docs.figures import percent_of, quoted
 
 ARRIVAL_RATE, WORKERS = 8.0, 10
 WARMUP_S = 125.0  # about 1,000 items at 8/s, dropped: runs are then close to steady state
@@ -61,12 +62,25 @@ def _runs(items: int, runs: int):
 )
 def test_batch_means_half_widths_cover_the_true_means(items, runs):
     results = _runs(items, runs)
-    for key, truth in (("wait", TRUTH.wait_mean_s), ("latency", TRUTH.latency_mean_s)):
+    # the statistics guide quotes these runs' coverage, case by case, from these seeds
+    said = quoted(
+        "docs/guide/statistics.md",
+        r"wait covered ([\d.]+)%, ([\d.]+)% and ([\d.]+)% \((\d+)/600, (\d+)/400, (\d+)/100"
+        r" missed\), latency ([\d.]+)%, ([\d.]+)% and ([\d.]+)%"
+        r" \((\d+)/600, (\d+)/400, (\d+)/100\)",
+    )
+    case = [10_000, 20_000, 100_000].index(items)
+    for key, truth, first in (
+        ("wait", TRUTH.wait_mean_s, 1),
+        ("latency", TRUTH.latency_mean_s, 7),
+    ):
         means, halves = results.values(f"{key}_mean_s"), results.values(f"{key}_mean_ci95_s")
         assert np.isfinite(halves).all()
         missed = int((abs(means - truth) > halves).sum())
         low = proportion_bound(missed, runs, 0.999, upper=False)
         assert low <= 0.05, f"{key}, {items:,} items: missed {missed}/{runs}"
+        assert int(said[first + 3 + case]) == missed, f"the guide says {said[first + 3 + case]}"
+        percent_of(said[first + case], missed, runs)
 
 
 @pytest.mark.parametrize("items", [2_000, 5_000, BATCH_MEANS_MIN_ITEMS - 1500])

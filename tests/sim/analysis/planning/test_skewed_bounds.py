@@ -39,6 +39,8 @@ from pipeline.sim.stats.intervals import (
     skew_corrected_bounds,
     t_quantile,
 )
+from tests.docs.figures import quoted
+from tests.docs.snippets import shows
 
 ARRIVAL_RATE, SERVICE_MEAN_S, WORKERS = 8.0, 1.0, 10
 WARM_ITEMS = 1000
@@ -155,11 +157,21 @@ def test_per_look_bound_holds_its_level_on_short_skewed_runs(items, runs, seed):
     (2,000 items) and 13 s of CPU.
     """
     level = 0.99
-    for k, (looks, high, low) in _per_look_misses(items, runs, seed, level).items():
+    misses = _per_look_misses(items, runs, seed, level)
+    for k, (looks, high, low) in misses.items():
         for side, missed in (("upper", high), ("lower", low)):
             assert _not_above(missed, looks, 1 - level), (
                 f"{items:,} items, k={k}: the {side} 99% bound missed {missed}/{looks}"
             )
+    # the statistics guide quotes the upper bound's misses of these very looks
+    said = quoted(
+        "docs/guide/statistics.md",
+        r"the suite's own seeds gave ([\d,/]+), ([\d,/]+), ([\d,/]+) and ([\d,/]+), and on"
+        r" 10,000-item runs ([\d,/]+), ([\d,/]+), ([\d,/]+) and ([\d,/]+)\)",
+    )
+    first = 1 if items == 2_000 else 5
+    for offset, (looks, high, _) in enumerate(misses.values()):
+        assert said[first + offset] == f"{high}/{looks:,}", (items, said[first + offset])
 
 
 @pytest.mark.slow
@@ -189,6 +201,12 @@ def test_wrong_choice_rate_near_a_boundary_on_short_runs():
                 break
         wrong += candidate.verdict == "meets"
     assert _not_above(wrong, plans, 1 - confidence), f"chose the failing c=10 in {wrong}/{plans}"
+    said = quoted(
+        "docs/guide/statistics.md",
+        r"chose the failing c = 10 in (\d+) of (\d+) plans \(([\d.]+)%;",
+    )
+    assert (int(said[1]), int(said[2])) == (wrong, plans), said[0]
+    assert shows(said[3], f"{100 * wrong / plans}"), said[0]
 
 
 def test_lognormal_bounds_over_many_decades_are_infinite_not_a_warning():
