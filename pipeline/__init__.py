@@ -37,7 +37,7 @@ from .errors import (
     SourceError,
 )
 from .events import EventKind
-from .overload import CircuitBreaker, RetryBudget
+from .overload import AIMD, CircuitBreaker, CoDel, Gradient2, RetryBudget
 from .records import DeadLetter, RunReport
 from .retry import Backoff, RetryPolicy
 from .statistics import Statistics
@@ -61,13 +61,16 @@ logging.getLogger("pipeline").addHandler(logging.NullHandler())
 # at home in pipeline.sim: they stay out of __all__, so that ``from pipeline import *``
 # needs the standard library only.
 __all__ = [
+    "AIMD",
     "Autoscaler",
     "Backoff",
     "Chain",
     "CircuitBreaker",
+    "CoDel",
     "DeadLetter",
     "DeadlockError",
     "EventKind",
+    "Gradient2",
     "PermanentError",
     "Pipeline",
     "PipelineClosed",

@@ -162,6 +162,17 @@ METRICS: tuple[MetricSpec, ...] = (
         (BREAKER_STATES,),
     ),
     MetricSpec(
+        "pipeline_concurrency_limit",
+        "gauge",
+        "Attempts that may be in flight now: the adaptive concurrency limit, or the workers "
+        "without one.",
+    ),
+    MetricSpec(
+        "pipeline_codel_shed_total",
+        "counter",
+        "Items CoDel shed from the queue (also counted in pipeline_items_total{outcome=shed}).",
+    ),
+    MetricSpec(
         "pipeline_wait_seconds",
         "histogram",
         "Seconds from admission to the start of an item's first attempt.",

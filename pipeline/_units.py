@@ -56,6 +56,8 @@ METRIC_LABELS: dict[str, tuple[str, str]] = {
     "items_shed": ("items shed", "items"),
     "items_unfinished": ("items unfinished", "items"),
     "items_expired": ("items expired", "items"),
+    "codel_shed": ("items shed by CoDel", "items"),
+    "concurrency_limit": ("concurrency limit at the end", "attempts"),
     "attempts_total": ("attempts", "attempts"),
     "retries_total": ("retries", "retries"),
     "wait_mean_s": ("mean wait", "s"),

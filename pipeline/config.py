@@ -17,8 +17,7 @@ from typing import Any, Literal
 
 from ._validate import FLOAT_MAX, MAX_CONCURRENCY, real, show
 from .autoscale import Autoscaler
-from .overload.breaker import CircuitBreaker
-from .overload.budget import RetryBudget
+from .overload import AIMD, CircuitBreaker, CoDel, Gradient2, RetryBudget
 from .retry import Backoff, RetryPolicy
 
 __all__ = ["WINDOW_S", "PipelineConfig", "RateLimit", "max_wait"]
@@ -226,7 +225,8 @@ class PipelineConfig:
         prefetch: calls of a plain (non-async) handler one worker keeps in
             flight on threads (>= 1).
         rate_limit: a :class:`RateLimit` workers wait on before each attempt.
-        keep_shed: payloads shed with ``on_full="reject"`` that the run report
+        keep_shed: payloads shed with ``on_full="reject"`` (or from the queue by
+            ``codel``, in the same log) that the run report
             keeps (the most recent ones, >= 0), or None to keep them all. The
             count is always exact, and the Pipeline's ``on_event`` listener
             sees every shed payload as it happens (``EventKind.SHED``). The
@@ -248,6 +248,16 @@ class PipelineConfig:
             not started by then expires instead of running (``report.expired``);
             so does a retry whose backoff would end at or after the deadline.
             A bad per-item value dead-letters the item (``"bad_deadline"``).
+        concurrency_limit: None, or an adaptive limit, :class:`~pipeline.AIMD`
+            or :class:`~pipeline.Gradient2` (Netflix's algorithms): the
+            attempts in flight adapt between its ``min_limit`` and
+            ``concurrency``; workers above the limit wait before taking an
+            item. Needs ``prefetch=1``. See :mod:`pipeline.overload.limits`.
+        codel: None, or :class:`~pipeline.CoDel`: queued items whose sojourn
+            stays above its target for an interval are shed (outcome
+            ``shed``), with adaptive LIFO while the queue stands. First in,
+            first out only: not with ``priority`` or ``max_wait_s``; needs
+            ``prefetch=1``. See :mod:`pipeline.overload.codel`.
         autoscale: an :class:`~pipeline.Autoscaler` that resizes the pool as the run
             goes (the Kubernetes HPA's rules), or None for a fixed pool of
             ``concurrency`` workers. ``concurrency`` is then the starting size, within
@@ -281,6 +291,8 @@ class PipelineConfig:
     keep_shed: int | None = 1000
     priority: Callable[[Any], Any] | None = None
     max_wait_s: float | Callable[[Any], float | None] | None = None
+    concurrency_limit: AIMD | Gradient2 | None = None
+    codel: CoDel | None = None
     autoscale: Autoscaler | None = None
     retry_budget: RetryBudget | None = None
     breaker: CircuitBreaker | None = None
@@ -339,6 +351,42 @@ class PipelineConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, kind):
                 raise TypeError(f"{name} must be a {kind.__name__} or None, got {show(value)}")
+        self._check_controls()
+
+    def _check_controls(self) -> None:
+        """Validate ``concurrency_limit`` and ``codel``, alone and with the rest."""
+        limit, codel = self.concurrency_limit, self.codel
+        if limit is not None:
+            if not isinstance(limit, AIMD | Gradient2):
+                raise TypeError(
+                    "concurrency_limit must be AIMD(...), Gradient2(...) or None, "
+                    f"got {show(limit)}"
+                )
+            limit.check_against(self.concurrency)
+            if self.autoscale is not None:
+                raise ValueError(
+                    "concurrency_limit cannot be combined with autoscale: the limit moves "
+                    "up to concurrency, the pool size the autoscaler changes; pass one or the other"
+                )
+        if codel is not None:
+            if not isinstance(codel, CoDel):
+                raise TypeError(f"codel must be CoDel(...) or None, got {show(codel)}")
+            if self.priority is not None:
+                raise ValueError(
+                    "codel cannot be combined with priority: CoDel sheds the item that waited "
+                    "longest in a first-in, first-out queue; pass one or the other"
+                )
+            if self.max_wait_s is not None:
+                raise ValueError(
+                    "codel cannot be combined with max_wait_s: both give up on waiting items "
+                    "(CoDel by the queue's delay, max_wait_s by each item's); pass one or the other"
+                )
+        if (limit is not None or codel is not None) and self.prefetch != 1:
+            name = "concurrency_limit" if limit is not None else "codel"
+            raise ValueError(
+                f"prefetch must be 1 with {name} (it counts one attempt per worker), "
+                f"got {show(self.prefetch)}"
+            )
 
     @property
     def capacity(self) -> int | None:

@@ -47,6 +47,7 @@ from typing import Any
 
 from .attempts import Attempts, is_async_callable
 from .config import PipelineConfig
+from .controls import Controls, work_queue
 from .deadlines import DeadlineSweep
 from .errors import PipelineClosed, SourceError
 from .events import EventKind, Listener
@@ -56,7 +57,6 @@ from .listeners import Listeners
 from .overload.guard import Guard
 from .pool import WorkerPool
 from .priority import PriorityKeys
-from .queue import PriorityWorkQueue, WorkQueue
 from .ratelimit import RateLimiter
 from .records import Result, RunReport, ShedLog, describe_error
 from .resultstream import ResultStream
@@ -74,7 +74,7 @@ _OPEN = State.OPEN
 Handler = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
 
 
-class Pipeline(Intake, Attempts, WorkerPool, Expiry, Listeners, Observed):
+class Pipeline(Intake, Attempts, WorkerPool, Expiry, Controls, Listeners, Observed):
     """A bounded asyncio work pipeline.
 
     Args:
@@ -146,8 +146,7 @@ class Pipeline(Intake, Attempts, WorkerPool, Expiry, Listeners, Observed):
         self._relisten()
         self._rng = rng if rng is not None else random.Random()
         self._is_async = is_async_callable(handler)
-        queue_class = WorkQueue if config.priority is None else PriorityWorkQueue
-        self._queue = queue_class(config.queue_maxsize)
+        self._queue = work_queue(config)
         self._keys = None if config.priority is None else PriorityKeys(config.priority)
         wait = config.max_wait_s
         self._wait_of = wait if callable(wait) else None
@@ -177,6 +176,8 @@ class Pipeline(Intake, Attempts, WorkerPool, Expiry, Listeners, Observed):
         self._thread_calls = {}
         self._limiter = None
         self._guard = Guard.of(config, self._emit_at, self._log)
+        self._gate, self._codel_shed = None, 0  # the overload controls' (pipeline.controls)
+        self._worker_loop = self._work  # or, with a control, Controls._work_controlled
         self._stream = None
         self._settled = None  # type: ignore[assignment]
         self._unsettled = 0
@@ -248,6 +249,7 @@ class Pipeline(Intake, Attempts, WorkerPool, Expiry, Listeners, Observed):
             self._limiter = RateLimiter(self.config.rate_limit, self._started_s)
         if self._max_wait_s is not None or self._wait_of is not None:
             self._sweep = DeadlineSweep(loop, self._expire_queued, self._queue.__len__)
+        self._start_controls(loop)  # the workers' loop: self._work unless a control is on
         self.state = State.OPEN
         self._start_pool()
         if self._stop_requested:

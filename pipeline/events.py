@@ -57,6 +57,9 @@ class EventKind(IntEnum):
     """The breaker's open spell ended: it lets its probes through (item is None)."""
     BREAKER_CLOSED = 16
     """The breaker closed after its probes: every attempt goes through again (item is None)."""
+    QUEUE_SHED = 17
+    """CoDel shed the queued item (``PipelineConfig.codel``): it left the queue (queue
+    depth -1) and its outcome is ``shed``, as an item rejected at admission is."""
 
 
 Listener = Callable[[EventKind, float, Any], None]

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import asyncio
     import random
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
     from .attempts import ThreadCall
     from .autoscale import Recommender
     from .config import PipelineConfig
+    from .controls import LimitGate
     from .deadlines import DeadlineSweep
     from .events import EventKind, Listener
     from .items import WorkItem
@@ -166,6 +167,12 @@ class PipelineFields:
     _guard: Guard | None
     """The retry budget and circuit breaker (``config.retry_budget``, ``config.breaker``),
     made at the start when either is set, else None."""
+    _gate: LimitGate | None
+    """The concurrency limit's gate when ``config.concurrency_limit`` is set (made at the start)."""
+    _codel_shed: int
+    """Items CoDel shed from the queue (also counted in ``_shed``)."""
+    _worker_loop: Callable[[], Coroutine[Any, Any, None]]
+    """The loop each worker runs: ``_work``, or ``_work_controlled`` with a control on."""
     _stream: ResultStream | None
     """Where results go when someone asked for them (``results()``), else None."""
 
@@ -192,7 +199,8 @@ class PipelineFields:
     _dead_letters: list[DeadLetter]
     """Items that failed for good, in the order they did."""
     _shed: ShedLog
-    """Items shed at admission (``on_full="reject"``): the count and the latest payloads."""
+    """Items shed at admission (``on_full="reject"``) or from the queue by CoDel: the count
+    and the latest payloads."""
     _listener_errors: int
     """Listener calls that raised (logged once, then counted)."""
 
@@ -236,4 +244,5 @@ class PipelineFields:
         async def _work(self) -> None: ...
         def _expire_queued(self, item: WorkItem, now: float) -> None: ...
         def _note_expired(self, item: WorkItem) -> None: ...
+        def _control_statistics(self) -> dict[str, Any]: ...
         def _log(self, level: int, event: str, *, exc_info: Any = None, **fields: Any) -> None: ...

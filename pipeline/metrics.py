@@ -388,6 +388,9 @@ class _Source:
         out["pipeline_scale_events_total"] = [(labels, get("scale_events"))]
         out["pipeline_worker_seconds_total"] = [(labels, get("worker_seconds"))]
         out["pipeline_oldest_item_age_seconds"] = [(labels, get("oldest_age_s"))]
+        limit = None if stats is None else stats.concurrency_limit
+        out["pipeline_concurrency_limit"] = [(labels, workers if limit is None else limit)]
+        out["pipeline_codel_shed_total"] = [(labels, get("codel_shed"))]
         return out
 
 

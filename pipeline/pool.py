@@ -46,7 +46,7 @@ class WorkerPool(PipelineFields):
         now = loop.time()
         for _ in range(count):
             self._workers_made += 1
-            work = self._work() if cold_start_s == 0 else self._cold_start(cold_start_s)
+            work = self._worker_loop() if cold_start_s == 0 else self._cold_start(cold_start_s)
             worker = loop.create_task(work, name=f"{self.name}-worker-{self._workers_made}")
             self._workers[worker] = now
             self._worker_starts_s += now
@@ -59,7 +59,7 @@ class WorkerPool(PipelineFields):
     async def _cold_start(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
         del self._starting[asyncio.current_task()]
-        await self._work()
+        await self._worker_loop()
 
     def _worker_done(self, worker: asyncio.Task[None]) -> None:
         started_s = self._workers.pop(worker)

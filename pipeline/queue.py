@@ -316,6 +316,17 @@ class WorkQueue(Generic[T]):
                 raise
         return self.get_nowait()
 
+    def unget(self, item: T) -> None:
+        """Put back the item just taken, first in line, as if it had not been taken; never waits.
+
+        For a worker that took an item but may not start it (the concurrency limit fell
+        while it waited): the item's slot was freed by the take, so it may exceed
+        ``maxsize`` by the items put back, at most the workers.
+        """
+        self._retries.appendleft(item)
+        self._size += 1
+        wake_first(self._getters)
+
     def retire_waiting(self, count: int) -> int:
         """Make up to ``count`` callers waiting in :meth:`get` raise :class:`WorkerRetired`.
 
@@ -389,6 +400,13 @@ class PriorityWorkQueue(WorkQueue[T]):
         heapq.heappush(self._heap, (1, item.key, item.seq, item))  # type: ignore[attr-defined]
         self._size += 1
         self._note_peak()
+        wake_first(self._getters)
+
+    def unget(self, item: T) -> None:
+        rank = 1 if item.refusal is None else 0  # type: ignore[attr-defined]
+        key = item.key if rank else None  # type: ignore[attr-defined]
+        heapq.heappush(self._heap, (rank, key, item.seq, item))  # type: ignore[attr-defined]
+        self._size += 1
         wake_first(self._getters)
 
     def get_nowait(self) -> T:

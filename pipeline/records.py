@@ -186,7 +186,8 @@ class RunReport:
     """The account of one run: every offered item appears exactly once.
 
     ``offered == completed + len(dead_letters) + len(unfinished) + len(shed)
-    + len(expired)`` always holds, and ``admitted == offered - len(shed)``.
+    + len(expired)`` always holds, and ``admitted == offered - len(shed) +
+    codel_shed`` (an item CoDel shed was admitted first).
 
     Attributes:
         offered: items taken from the source(s) or handed to ``put``.
@@ -195,7 +196,8 @@ class RunReport:
         dead_letters: items that failed for good, with every error.
         unfinished: payloads still queued, running or waiting for a retry when
             the drain timed out (or the pipeline was stopped hard).
-        shed: items rejected at admission (``on_full="reject"``): ``len()`` is
+        shed: items rejected at admission (``on_full="reject"``) or shed from
+            the queue by CoDel (``PipelineConfig.codel``): ``len()`` is
             the exact count; the most recent ``PipelineConfig.keep_shed``
             payloads are kept (a :class:`ShedLog`).
         attempts: handler calls made, retries included.
@@ -216,6 +218,9 @@ class RunReport:
             before their next attempt could start: ``len()`` is the exact
             count; the most recent ``keep_shed`` payloads are kept (a
             :class:`ShedLog`). An expired item has no result in ``results()``.
+        codel_shed: the items of ``shed`` that CoDel shed from the queue
+            after admitting them (no result in ``results()`` either); from
+            ``statistics``.
     """
 
     offered: int
@@ -235,6 +240,11 @@ class RunReport:
     expired: ShedLog = field(default_factory=ShedLog)
 
     @property
+    def codel_shed(self) -> int:
+        """The items of ``shed`` that CoDel shed from the queue after admitting them."""
+        return self.statistics.codel_shed
+
+    @property
     def duration_s(self) -> float:
         """Loop seconds from start to the end of the drain."""
         return self.finished_s - self.started_s
@@ -251,4 +261,7 @@ class RunReport:
         accounted = (
             self.completed + len(self.dead_letters) + len(self.unfinished) + len(self.expired)
         )
-        return self.offered == accounted + len(self.shed) and self.admitted == accounted
+        return (
+            self.offered == accounted + len(self.shed)
+            and self.admitted == accounted + self.codel_shed
+        )

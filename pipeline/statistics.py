@@ -26,7 +26,8 @@ class Statistics:
         tasks_waiting_put: producers (or ``put`` callers) waiting for a slot.
         offered: items offered. admitted: items queued.
         completed: items done. retried: retries scheduled.
-        dead_lettered: items dead-lettered. shed: items rejected at admission.
+        dead_lettered: items dead-lettered. shed: items rejected at admission, or
+            shed from the queue by CoDel (``codel_shed`` of them).
         attempts: handler calls made.
         producer_blocked_s: seconds of loop time producers spent waiting for a
             slot, summed over producers, waits still in progress included.
@@ -65,6 +66,11 @@ class Statistics:
         breaker_calls_refused: attempts the open (or half-open, probes all out)
             breaker held back, each counted once however long it waited.
         breaker_open_s: seconds of loop time the breaker has spent open (not half-open).
+        concurrency_limit: attempts that may be in flight now under
+            ``PipelineConfig.concurrency_limit`` (between its ``min_limit`` and
+            ``workers``), or None without a limit.
+        codel_shed: items CoDel shed from the queue (``PipelineConfig.codel``);
+            they are counted in ``shed`` too (outcome ``shed``).
     """
 
     state: str
@@ -99,6 +105,8 @@ class Statistics:
     breaker_state: str | None = None
     breaker_calls_refused: int = 0
     breaker_open_s: float = 0.0
+    concurrency_limit: int | None = None
+    codel_shed: int = 0
 
 
 class Observed(PipelineFields):
@@ -139,6 +147,7 @@ class Observed(PipelineFields):
             workers_desired=None if self._recommender is None else self._recommender.desired,
             first_attempt_waits_s=self._first_attempt_waits_s(),
             **({} if self._guard is None else self._guard.statistics(now)),
+            **self._control_statistics(),
         )
 
     def _first_attempt_waits_s(self) -> tuple[float, ...]:

@@ -222,6 +222,7 @@ class _Tracer:
             EventKind.DEAD_LETTERED: self._dead,
             EventKind.UNFINISHED: self._unfinished,
             EventKind.EXPIRED: self._expired,
+            EventKind.QUEUE_SHED: self._expired,  # CoDel shed it: it left the queue, too
         }
 
     def _started(self, kind: EventKind, now_s: float, item: Any) -> None:

@@ -25,13 +25,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 PIPELINE = [
+    "AIMD",
     "Autoscaler",
     "Backoff",
     "Chain",
     "CircuitBreaker",
+    "CoDel",
     "DeadLetter",
     "DeadlockError",
     "EventKind",
+    "Gradient2",
     "PermanentError",
     "Pipeline",
     "PipelineClosed",

@@ -23,7 +23,8 @@ the ``file=`` of an ``arrivals`` or ``service`` spec too::
 A command may read further keys itself (a sweep's ``[grid]``, a plan's
 ``search``, :mod:`pipeline.cli.axes`; ``[[stages]]``, :mod:`pipeline.cli.stages`;
 ``[[classes]]``, :mod:`pipeline.cli.classes`; every command, ``[retry_budget]``
-and ``[breaker]``, :mod:`pipeline.cli.overload`, and ``[downstream]`` and ``[[faults]]``,
+and ``[breaker]``, :mod:`pipeline.cli.overload`, ``[concurrency_limit]`` and ``[codel]``,
+:mod:`pipeline.cli.controls`, and ``[downstream]`` and ``[[faults]]``,
 :mod:`pipeline.cli.downstream`):
 :func:`read_settings` keeps them, unparsed, in ``settings.tables``.
 
@@ -36,12 +37,14 @@ else wrong with it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..config import PipelineConfig
 from .classes import parse_classes
+from .controls import CONTROL_TABLES, parse_controls
 from .downstream import parse_downstream, parse_faults
 from .overload import OVERLOAD_TABLES, parse_overload
 from .stages import PER_STAGE, parse_stages
@@ -215,7 +218,8 @@ def read_settings(args: argparse.Namespace, tables: Collection[str] = ()) -> _Se
     sources: list[tuple[str, dict[str, str]]] = []
     file_tables: dict[str, Any] = {}
     if args.scenario is not None:
-        raw, file_tables = _read_toml(args.scenario, (*tables, *OVERLOAD_TABLES))
+        # Every command reads the overload controls' sections (cli.overload, cli.controls).
+        raw, file_tables = _read_toml(args.scenario, (*tables, *OVERLOAD_TABLES, *CONTROL_TABLES))
         sources.append((args.scenario, raw))
     flags = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
     if sources and ("items" in flags or "duration" in flags):
@@ -250,6 +254,18 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
         **{field: settings[name] for name, field in CONFIG_FIELDS.items() if name in settings},
         **parse_overload(file_tables, getattr(settings, "path", None)),
     )
+    controls = parse_controls(getattr(settings, "tables", {}), settings.path)
+    if controls:
+        if "stages" in settings.tables:
+            raise ValueError(
+                f"{settings.path}: [{'], ['.join(controls)}] apply to a single pipeline, "
+                "not to a chain of [[stages]]"
+            )
+        try:
+            config = dataclasses.replace(config, **controls)
+        except (TypeError, ValueError) as exc:
+            section = next((f" [{name}]:" for name in controls if name in str(exc)), "")
+            raise ValueError(f"{settings.path}:{section} {exc}") from None
     if "items" in settings and "duration" in settings:
         raise ValueError(
             f"give --items N or --duration S, not both (got {_source(settings, 'items')} "

@@ -43,6 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._spelling import MISSING, python_spelling
+from ..autoscale import Autoscaler
 from ..retry import Backoff
 
 __all__ = [
@@ -252,8 +253,6 @@ def parse_autoscale(text: str) -> Any:
     Raises:
         ValueError: a key or value the Autoscaler refuses (one line naming it).
     """
-    from ..autoscale import Autoscaler
-
     if text.strip().lower() == "none":
         return None
     values = parse_pairs(text, "autoscale", _AUTOSCALE_KEYS)

@@ -41,6 +41,9 @@ CONTRACT = {
     "pipeline_workers": ("gauge", set()),
     "pipeline_workers_busy": ("gauge", set()),
     "pipeline_oldest_item_age_seconds": ("gauge", set()),
+    # fourth wave: the overload controls
+    "pipeline_concurrency_limit": ("gauge", set()),
+    "pipeline_codel_shed": ("counter", set()),
     # fourth wave: the autoscaler (pipeline_workers_desired has samples only with one)
     "pipeline_workers_starting": ("gauge", set()),
     "pipeline_workers_desired": ("gauge", set()),

@@ -30,11 +30,12 @@ backlog and item size; a chain when every stage is. Outside: a downstream and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
 :class:`~pipeline.sim.LoadSpike`), item classes,
 priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
-timeouts, autoscaling, retry budgets and circuit breakers (``retry_budget``,
-``breaker``), hangs, provider models (:class:`Overload`, :class:`TokenQuota`) and failure
-models, backoffs or retry policies of your own (subclasses). Those either wait on
-machinery the kernel does not model (the rate limiter's buckets and windows, a timeout
-cancelling an attempt, the budget's window and the breaker's states, a pool that changes
+timeouts, autoscaling, the overload controls (``retry_budget``, ``breaker``,
+``concurrency_limit``, ``codel``), hangs, provider models (:class:`Overload`,
+:class:`TokenQuota`) and failure models, backoffs or retry policies of your own
+(subclasses). Those either wait on machinery the kernel does not model (the rate
+limiter's buckets and windows, a timeout cancelling an attempt, the budget's window
+and the breaker's states, a limit or a queue reacting to delays, a pool that changes
 size, a quota reading the loop's clock) or run
 code of yours whose behaviour the kernel cannot know.
 """
@@ -139,6 +140,10 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
         return "retry budgets (config.retry_budget)"
     if config.breaker is not None:
         return "circuit breakers (config.breaker)"
+    if config.concurrency_limit is not None:
+        return "adaptive concurrency limits (config.concurrency_limit)"
+    if config.codel is not None:
+        return "CoDel queue shedding (config.codel)"
     if type(config.backoff) is not Backoff:
         return f"a backoff of its own ({type(config.backoff).__name__})"
     if type(config.retry) is not RetryPolicy:

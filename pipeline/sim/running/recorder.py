@@ -244,6 +244,7 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
     outcome[ids[kinds == K.UNFINISHED]] = 3
     outcome[ids[kinds == K.EXPIRED]] = 5  # its deadline came first (max_wait_s)
     outcome[ids[kinds == K.SHED]] = 2
+    outcome[ids[kinds == K.QUEUE_SHED]] = 2  # CoDel shed it from the queue
     outcome[~np.isnan(dead)] = 1
     outcome[~np.isnan(completed)] = 0
     expired = time_of(K.EXPIRED)
@@ -276,6 +277,7 @@ DELTAS[K.RETRY_SCHEDULED] = (0, -1, 1, 0, 0, 0, 0)
 DELTAS[K.READMITTED] = (1, 0, -1, 0, 0, 0, 0)
 DELTAS[K.DEAD_LETTERED] = (0, -1, 0, 1, 0, 0, 0)
 DELTAS[K.EXPIRED] = (-1, 0, 0, 0, 0, 0, 0)
+DELTAS[K.QUEUE_SHED] = (-1, 0, 0, 0, 0, 0, 0)
 DELTAS[K.PRODUCER_BLOCKED] = (0, 0, 0, 0, 0, 1, 0)
 DELTAS[K.PRODUCER_UNBLOCKED] = (0, 0, 0, 0, 0, -1, 0)
 DELTAS[_ARRIVAL] = (0, 0, 0, 0, 0, 0, 1)

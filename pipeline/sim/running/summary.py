@@ -386,6 +386,11 @@ def summary_of(
         summary.update(_backlog_keys(scenario, report, c, s, summary))
     if downstream is not None:
         summary.update(downstream.summary_keys())
+    config = scenario.config
+    if config.concurrency_limit is not None or config.codel is not None:
+        # The overload controls' keys, only where one is on (no None in other summaries).
+        summary["codel_shed"] = statistics.codel_shed  # part of items_shed
+        summary["concurrency_limit"] = statistics.concurrency_limit  # at the end; None if unset
     return summary
 
 

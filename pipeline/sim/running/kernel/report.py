@@ -53,6 +53,8 @@ def make_report(
         unfinished=len(unfinished),
         attempts_failed=retried + len(dead_letters),
         attempts_timed_out=0,
+        workers_peak=config.concurrency,  # a fixed pool: the kernel declines autoscaling
+        worker_seconds=config.concurrency * finished_s,  # every worker from 0 s to the close
     )
     return RunReport(
         offered=offered,
