@@ -73,12 +73,9 @@ def _item_streams(
 ) -> list[tuple]:
     """Each item's arrival, admission and first start, as streams for the step series.
 
-    Events that fall on one instant go into one stream of their combined kind
-    (an item admitted as it arrives, and started then too, is one entry, not
-    three), so the series sorts fewer times. Each stream is a mask of one of
-    the three sorted columns, applied a window at a time by
-    :func:`stream_series` (two masks of one byte per item, not six copies of
-    eight). ``started``: which items started (None: all).
+    Events at one instant form one stream of their combined kind (fewer to sort), each
+    a mask of a sorted column that :func:`stream_series` applies a window at a time.
+    ``started``: which items started (None: all).
     """
     a, once = admitted == arrival, start == admitted
     if started is not None:

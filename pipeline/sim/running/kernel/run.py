@@ -196,12 +196,10 @@ def _close(
 ) -> list[float]:
     """Each stage's close time; its log gets the intake-closed event. Declines a drain timeout.
 
-    The head stops taking items at ``closed_s`` and drains; stage *k* is told
-    to stop when stage *k - 1* has closed, and closes once it has settled its
-    last item. With a timeout, the head's drain gives up at ``closed_s +
-    drain_timeout_s`` and each later stage's at its stop time plus what is
-    left of that deadline (``asyncio.timeout`` over the engine's own
-    arithmetic, so the floats are the engine's).
+    The head stops taking items at ``closed_s``; stage *k* is told to stop when stage
+    *k - 1* has closed, and closes once it has settled its last item. A timeout gives
+    the head up at ``closed_s + drain_timeout_s`` and each later stage at its stop time
+    plus what is left of that deadline (the engine's own float arithmetic).
 
     Raises:
         KernelDeclined: a stage is still busy at its drain's deadline.
