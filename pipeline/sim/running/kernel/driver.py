@@ -175,7 +175,7 @@ def _failure_tables(stages: list[StageInput], reaching: list[int], si: np.ndarra
                 koff.append(0)
                 krow.append(len(pool_of))
                 pool_of.append((s, part))
-                sizes.append(block or reaching[s] + BLOCK)
+                sizes.append(block or n + BLOCK)
                 used.append(sum(sizes))
                 continue
             krow.append(0)
@@ -243,7 +243,6 @@ class _State:
         reaching = [len(arrival)]
         for spec in stages[:-1]:
             reaching.append(reaching[-1] * spec.fan_out)
-        self.reaching = reaching
         si, totals = _stage_table(stages, reaching)
         self.pool_of, used, rows, fdata, fperm, (kinds, koff, krow) = _failure_tables(
             stages, reaching, si, sizes.block
@@ -454,22 +453,15 @@ def _dead_letters(
         errors = history.setdefault(item, [])
         attempt = len(errors) + 1
         model = parts[k]
-        if model.model_kind == "independent":
-            failure = model.failure(item, attempt)
-        else:
-            failure = model.check(item, attempt, 0)
+        independent = model.model_kind == "independent"
+        failure = model.failure(item, attempt) if independent else model.check(item, attempt, 0)
         errors.append((attempt, failure.error, at_s))
     letters = []
     for item in dead.tolist():
         errors = history[item]
         attempt, error, _ = errors[-1]
         retryable = row[R.RPERM] if isinstance(error, PermanentError) else row[R.RSIM]
-        letters.append(
-            DeadLetter(
-                payload=item,
-                attempts=attempt,
-                errors=tuple(AttemptError.from_exception(a, e, t) for a, e, t in errors),
-                reason="max_attempts" if retryable else "not_retryable",
-            )
-        )
+        reason = "max_attempts" if retryable else "not_retryable"
+        each = tuple(AttemptError.from_exception(a, e, t) for a, e, t in errors)
+        letters.append(DeadLetter(payload=item, attempts=attempt, errors=each, reason=reason))
     return letters
