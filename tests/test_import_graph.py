@@ -207,10 +207,10 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "pipeline.sim.running.kernel.driver",
     ): KERNEL_PATH,
     (
-        "pipeline.sim.running.kernel.run",
-        "run_chain_kernel",
-        "pipeline.sim.running.kernel.chain_report",
-    ): KERNEL_PATH,
+        "pipeline.sim.running.kernel.report",
+        "chain_report",
+        "pipeline.chain.report",
+    ): CHAIN_ONLY,
     (
         "pipeline.sim.running.kernel.run",
         "run_kernel",
@@ -224,11 +224,6 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     (
         "pipeline.sim.running.kernel.run",
         "_merged_series",
-        "pipeline.sim.running.kernel.driver",
-    ): KERNEL_PATH,
-    (
-        "pipeline.sim.running.kernel.run",
-        "_compiled_columns",
         "pipeline.sim.running.kernel.driver",
     ): KERNEL_PATH,
     ("pipeline.sim.running.replications", "replicate", "pipeline.sim.executors.pool"): POOL_ONLY,

@@ -361,8 +361,7 @@ def summary_of(
         "goodput_per_s": float(report.completed / sim_time) if sim_time > 0 else float("nan"),
         **_recovery_keys(scenario, c),
     }
-    if scenario.config.autoscale is not None:
-        summary.update(pool_keys(statistics, sim_time))
+    summary.update(_optional_keys(scenario, statistics, sim_time, downstream))
     if want("utilisation"):
         # Busy workers over workers: the pool's time-weighted mean when it is resized.
         workers = summary.get("workers_mean", concurrency)
@@ -374,24 +373,31 @@ def summary_of(
         summary = {
             key: value for key, value in summary.items() if key in keys or key not in _COMPUTED
         }
-    config = scenario.config
-    if config.retry_budget is not None or config.breaker is not None:
-        # The overload controls' counts: present when the scenario has one (the others'
-        # summaries, and the command line's JSON, keep their keys).
-        summary["retries_denied"] = statistics.retries_denied
-        summary["breaker_open_s"] = statistics.breaker_open_s
     if scenario.classes is not None and item_class is not None:
         summary["classes"] = class_summaries(scenario.classes, item_class, c, warm)
     if scenario.initial_backlog:
         summary.update(_backlog_keys(scenario, report, c, s, summary))
-    if downstream is not None:
-        summary.update(downstream.summary_keys())
-    config = scenario.config
-    if config.concurrency_limit is not None or config.codel is not None:
-        # The overload controls' keys, only where one is on (no None in other summaries).
-        summary["codel_shed"] = statistics.codel_shed  # part of items_shed
-        summary["concurrency_limit"] = statistics.concurrency_limit  # at the end; None if unset
     return summary
+
+
+def _optional_keys(
+    scenario: Scenario, statistics: Statistics, sim_time_s: float, downstream: Any
+) -> dict[str, Any]:
+    """The keys a run has only with an autoscaler, an overload control or a downstream: the
+    other summaries, and the command line's JSON, keep their keys (and no None in them)."""
+    config = scenario.config
+    keys: dict[str, Any] = {}
+    if config.autoscale is not None:
+        keys.update(pool_keys(statistics, sim_time_s))
+    if config.retry_budget is not None or config.breaker is not None:
+        keys["retries_denied"] = statistics.retries_denied
+        keys["breaker_open_s"] = statistics.breaker_open_s
+    if config.concurrency_limit is not None or config.codel is not None:
+        keys["codel_shed"] = statistics.codel_shed  # part of items_shed
+        keys["concurrency_limit"] = statistics.concurrency_limit  # at the end; None if unset
+    if downstream is not None:
+        keys.update(downstream.summary_keys())
+    return keys
 
 
 def _recovery_keys(scenario: Scenario, c: ItemColumns) -> dict[str, Any]:

@@ -65,6 +65,7 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "latency_p95_s",
     "latency_p99_s",
     "throughput_per_s",
+    "goodput_per_s",
     "utilisation",
     "queue_depth_mean",
     "queue_depth_max",

@@ -1,12 +1,9 @@
 """Runs :mod:`.replay` on one pipeline or chain: builds its arrays, refills, grows, reads them back.
 
-The replay runs as plain Python over lists, or compiled by numba over numpy
-arrays (:func:`compiled`: this package's ``replay.py`` loaded a second time under
-``numba.njit``, the machine code cached on disk). ``auto``
-(:func:`~.paths.kernel_path`) loads numba only once this process's replayed
-stage items reach :data:`LOAD_AFTER_ITEMS`, so a short run never pays its import
-and cache load, a long run or a sweep pays it once; without numba every run is
-plain.
+The replay runs as plain Python over lists, or compiled by numba over numpy arrays
+(:func:`compiled`, its machine code cached on disk). ``auto`` loads numba only once
+this process's replayed stage items reach :data:`LOAD_AFTER_ITEMS`: a short run never
+pays its import, a long run or a sweep pays it once.
 """
 
 from __future__ import annotations
@@ -29,17 +26,16 @@ from pipeline.records import AttemptError, DeadLetter, ShedLog
 
 from ...workloads.failures import AttemptFailures, SimulatedFailure
 from . import replay as R
-from .kinds import DEAD_LETTERED, RETRY_SCHEDULED, SHED
 from .paths import current
 
 __all__ = ["LOAD_AFTER_ITEMS", "StageInput", "anticipate", "compiled", "replay", "take_compiled"]
 
 LOAD_AFTER_ITEMS = 50_000
-"""Stage items this process replays before ``auto`` loads numba (one run this long, or the
-runs so far with this one). Importing numba and loading the cached replay cost about 0.4 s
-of CPU once per process (compiling it the very first time, seconds more), what the plain
-replay spends on about this many stage items at 8-10 us each (``bench/RESULTS.md``); once
-loaded, every run is compiled."""
+"""Stage items this process replays before ``auto`` loads numba (in one run or all so far):
+loading it and the cached replay costs about 0.4 s of CPU once, what the plain replay
+spends on about this many items (``bench/RESULTS.md``); once loaded, every run is compiled."""
+BLOCK = 4096
+"""Draws per refill of a pool row, unless :func:`~.paths.kernel_path` sets ``block``."""
 _SEEN = [0]  # stage items this process has replayed (or announced), while numba is not loaded
 _COMPILED: dict[str, Any] = {}
 
@@ -75,17 +71,13 @@ def compiled() -> Any:
         try:
             import numba
         except ImportError:
-            _COMPILED["replay"] = None
-        else:
-            if numba.config.DISABLE_JIT:
-                _COMPILED["replay"] = None
-            else:
-                name = f"{R.__name__}_compiled"
-                spec = importlib.util.spec_from_file_location(name, R.__file__)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
-                _COMPILED["replay"] = module
+            numba = None
+        _COMPILED["replay"] = module = None
+        if numba is not None and not numba.config.DISABLE_JIT:
+            name = f"{R.__name__}_compiled"
+            spec = importlib.util.spec_from_file_location(name, R.__file__)
+            _COMPILED["replay"] = sys.modules[name] = module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
     return _COMPILED["replay"]
 
 
@@ -101,15 +93,11 @@ def anticipate(items: int) -> None:
         TypeError: ``items`` is not an integer (a float, a Decimal, a bool).
         ValueError: ``items`` is negative.
     """
-    if isinstance(items, bool):
+    if isinstance(items, bool) or not hasattr(items, "__index__"):
         raise TypeError(f"items must be an int >= 0, got {items!r}")
-    try:
-        count = operator.index(items)
-    except TypeError:
-        raise TypeError(f"items must be an int >= 0, got {items!r}") from None
-    if count < 0:
-        raise ValueError(f"items must be >= 0, got {count}")
-    _SEEN[0] += count
+    if operator.index(items) < 0:
+        raise ValueError(f"items must be >= 0, got {items}")
+    _SEEN[0] += operator.index(items)
 
 
 def take_compiled(items: int) -> bool:
@@ -158,13 +146,15 @@ def _delays(config: PipelineConfig) -> np.ndarray:
 
 
 def _failure_tables(stages: list[StageInput], reaching: list[int], si: np.ndarray, block: int):
-    """The failure parts' tables, the pools' first indices and what refills each pool row.
+    """The failure parts' tables, the pools' rows and what refills each of them.
 
     A stage that can fail has pool rows: its retry service times, its jitter, and one per
-    independent part (failure outcomes, 1.0 when the attempt fails).
+    independent part (failure outcomes, 1.0 when the attempt fails; a row of what the
+    stage's first attempts and a block more need, unless ``block`` is set).
     """
     pool_of: list[tuple[int, Any]] = []  # pool row -> (stage, what refills it)
-    used: list[int] = []
+    used: list[int] = []  # where each row is read next (its end: refill before reading)
+    sizes = [0]  # each row's size, after a 0: their sums are where the rows start and end
     kinds, koff, krow, data, perm = [], [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int8)]
     at = 1
     for s, spec in enumerate(stages):
@@ -175,7 +165,9 @@ def _failure_tables(stages: list[StageInput], reaching: list[int], si: np.ndarra
             continue
         row[R.POFF] = len(pool_of)
         pool_of += [(s, "retry"), (s, "jitter")]
-        used += [0 if spec.traced else block, block if row[R.JITTER] else 0]  # block: refill first
+        size = block or BLOCK  # a row used up to its end is refilled before it is read
+        sizes += [size, size]
+        used += [0 if spec.traced else sum(sizes[:-1]), sum(sizes) if row[R.JITTER] else 0]
         n = reaching[s]
         for part in parts:
             kinds.append(_PART_KINDS[part.model_kind])
@@ -183,7 +175,8 @@ def _failure_tables(stages: list[StageInput], reaching: list[int], si: np.ndarra
                 koff.append(0)
                 krow.append(len(pool_of))
                 pool_of.append((s, part))
-                used.append(block)
+                sizes.append(block or n + BLOCK)
+                used.append(sum(sizes))
                 continue
             krow.append(0)
             koff.append(at)
@@ -203,6 +196,7 @@ def _failure_tables(stages: list[StageInput], reaching: list[int], si: np.ndarra
     return (
         pool_of,
         np.array([*used, 0], np.int64),
+        np.cumsum(sizes),
         np.concatenate(data),
         np.concatenate(perm),
         tables,
@@ -241,17 +235,17 @@ def _stage_table(stages: list[StageInput], reaching: list[int]) -> tuple[np.ndar
 class _State:
     """The replay's state for one run: the bundles :func:`.replay.play` takes, as numpy arrays."""
 
-    def __init__(self, arrival: np.ndarray, stages: list[StageInput], single: bool) -> None:
+    def __init__(
+        self, arrival: np.ndarray, stages: list[StageInput], single: bool, log: bool
+    ) -> None:
         sizes = current()
-        self.block = block = sizes.block
         nst = len(stages)
         reaching = [len(arrival)]
         for spec in stages[:-1]:
             reaching.append(reaching[-1] * spec.fan_out)
-        self.reaching = reaching
         si, totals = _stage_table(stages, reaching)
-        self.pool_of, used, fdata, fperm, (kinds, koff, krow) = _failure_tables(
-            stages, reaching, si, block
+        self.pool_of, used, rows, fdata, fperm, (kinds, koff, krow) = _failure_tables(
+            stages, reaching, si, sizes.block
         )
         delays = np.zeros(nst * R.DELAYS)
         for s, spec in enumerate(stages):
@@ -264,8 +258,8 @@ class _State:
         if head.on_full == "block" and head.queue_maxsize:
             margin = max(margin, head.queue_maxsize + workers + 2)
         self.iv = np.zeros(21, np.int64)
-        self.iv[[R.N, R.SINGLE, R.MARGIN, R.BLOCK, R.ACCEPTING]] = (
-            len(arrival), single, margin, block, 1,
+        self.iv[[R.N, R.SINGLE, R.MARGIN, R.ACCEPTING, R.LOG_ALL]] = (
+            len(arrival), single, margin, 1, log,
         )  # fmt: skip
         self.fv = np.zeros(5)
         self.fv[R.CLOSED_S] = self.fv[R.DRAIN_S] = np.nan
@@ -285,18 +279,19 @@ class _State:
         self.iv[R.RLEN] = len(order) + 1
         hcap = sizes.heap or workers + 64
         self.T = [rk, ra, np.zeros(hcap), *(np.zeros(hcap, np.int64) for _ in range(3))]
-        lcap = sizes.log or max(1024, 4 * sum(reaching) + 2 * margin + 64)
+        lcap = sizes.log or max(1024, 4 * sum(reaching) * log + 2 * margin + 64)
+        n = len(arrival) if single else 1  # a pipeline's item columns (see replay._log)
         self.L = [np.zeros(lcap, np.int8), np.zeros(lcap), np.zeros(lcap, np.int64),
-                  np.zeros(lcap, np.int8), np.zeros(lcap, np.int8)]  # fmt: skip
+                  np.zeros(lcap, np.int8), np.zeros(lcap, np.int8), *np.full((3, n), np.nan),
+                  np.zeros(n, np.int64), np.full(n, 4, np.int8)]  # fmt: skip
         self.Q = [np.zeros(max(1, totals[column]), np.int64)
                   for column in (R.IOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
         ints = [np.zeros(workers, np.int64) for _ in range(5)]
         stage_of = np.repeat(np.arange(nst, dtype=np.int64), conc)
         self.W = [stage_of, *ints[:3], np.zeros(workers), *ints[3:]]
         first = np.concatenate([np.asarray(spec.first_attempt_s, np.float64) for spec in stages])
-        pool = np.zeros(max(1, len(self.pool_of)) * block)
-        self.D = [np.asarray(arrival, np.float64), first, fdata, fperm, delays, pool, used,
-                  kinds, koff, krow]  # fmt: skip
+        self.D = [np.asarray(arrival, np.float64), first, fdata, fperm, delays,
+                  np.zeros(max(1, rows[-1])), used, kinds, koff, krow, rows]  # fmt: skip
 
 
 @dataclass
@@ -322,39 +317,33 @@ def _grow(x: Any) -> Any:
 
 def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -> None:
     """Do what ``code`` asks (grow an array, refill a pool) so the replay can go on."""
-    T, L, D, iv, block = state.T, state.L, state.D, state.iv, state.block
+    T, L, D, iv = state.T, state.L, state.D, state.iv
     if code == R.GROW_LOG:
-        state.L = [_grow(x) for x in L]
+        state.L = [*(_grow(x) for x in L[:5]), *L[5:]]
     elif code == R.GROW_HEAP:
         state.T = [*T[:2], *(_grow(x) for x in T[2:])]
     elif code == R.GROW_READY:
-        head, length, size = int(iv[R.RHEAD]), int(iv[R.RLEN]), 2 * len(T[0])
-        while size < length + int(iv[R.HSIZE]) + 2 * int(iv[R.MARGIN]) + 64:
-            size *= 2
-        ring = []
-        for x in T[:2]:
-            values = [x[(head + i) % len(x)] for i in range(length)]
-            new = np.zeros(size, np.int64) if isinstance(x, np.ndarray) else [0] * size
-            new[:length] = values
-            ring.append(new)
+        head = int(iv[R.RHEAD])  # the ring from its head on, then twice as long, or more
+        ring = [_grow(np.concatenate([x[head:], x[:head]]) if isinstance(x, np.ndarray)
+                      else x[head:] + x[:head]) for x in T[:2]]  # fmt: skip
+        while len(ring[0]) < iv[R.RLEN] + iv[R.HSIZE] + 2 * iv[R.MARGIN] + 64:
+            ring = [_grow(x) for x in ring]
         state.T = [*ring, *T[2:]]
         iv[R.RHEAD] = 0
     else:
         row = code - R.REFILL
         s, what = state.pool_of[row]
-        spec = stages[s]
+        spec, size = stages[s], int(D[10][row + 1] - D[10][row])
         if what == "retry":
-            values = spec.retry_times(block)
+            values = spec.retry_times(size)
         elif what == "jitter":
             refills.setdefault(row, [spec.rng.getstate(), 0])[1] += 1
-            values = np.array([spec.rng.random() for _ in range(block)])
+            values = np.array([spec.rng.random() for _ in range(size)])
         else:
-            values = what.failing(block).astype(np.float64)
-        pool = D[5]
-        pool[row * block : (row + 1) * block] = (
-            values if isinstance(pool, np.ndarray) else values.tolist()
-        )
-        D[6][row] = 0
+            values = what.failing(size).astype(np.float64)
+        fast = isinstance(D[5], np.ndarray)
+        D[5][D[10][row] : D[10][row + 1]] = values if fast else values.tolist()
+        D[6][row] = D[10][row]
 
 
 def replay(
@@ -365,16 +354,18 @@ def replay(
     drain_timeout_s: float | None = None,
     warmup_s: float = 0.0,
     fast: bool = False,
+    log: bool = True,
 ) -> Replayed:
     """Replay one run (``single``: a pipeline, with its drain and close; else a chain).
 
-    ``fast``: run the compiled replay (:func:`compiled` must not be None), else the
-    plain one over lists.
+    ``fast``: run the compiled replay (:func:`compiled` must not be None), else the plain
+    one over lists. ``log``: log every event (a chain always does); else only the sheds,
+    retries and dead letters the report reads (a pipeline's item columns say the rest).
 
     Raises:
         RuntimeError: the replay stopped with work left (a bug; the engine would deadlock).
     """
-    state = _State(np.asarray(arrival_s, np.float64), stages, single)
+    state = _State(np.asarray(arrival_s, np.float64), stages, single, log or not single)
     if drain_timeout_s is not None:
         state.fv[R.DRAIN_S] = drain_timeout_s
     state.fv[R.WARMUP_S] = warmup_s
@@ -396,7 +387,8 @@ def replay(
     for row, (saved, count) in refills.items():  # leave each jitter stream where the engine does
         rng = stages[state.pool_of[row][0]].rng
         rng.setstate(saved)
-        for _ in range((count - 1) * state.block + int(state.D[6][row])):
+        size = int(state.D[10][row + 1] - state.D[10][row])
+        for _ in range((count - 1) * size + int(state.D[6][row] - state.D[10][row])):
             rng.random()
     si = np.asarray(state.si, np.int64).reshape(len(stages), R.SI)
     left = math.isnan(state.fv[R.CLOSED_S]) or si[:, R.UNSETTLED].any() or si[:, R.WLEN].any()
@@ -427,11 +419,13 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
             "shed": ShedLog(spec.config.keep_shed), "dead_letters": [],
         }  # fmt: skip
         if row[R.SHEDS]:
-            for item in i[k == SHED].tolist():
+            for item in i[k == R.SHED].tolist():
                 run["shed"].append(item)
         if row[R.DEAD]:
             part = np.asarray(state.L[4][:ln], np.int8)[at]
             run["dead_letters"] = _dead_letters(spec, k, t, i, part, row)
+        if single:  # admitted, first start, finish (s), attempts, outcome
+            run["columns"] = [np.asarray(x, c) for x, c in zip(state.L[5:], "dddqb", strict=True)]
         out.append(run)
         settled = float(sf[s, R.LASTSETTLE])
         last_settle.append(None if math.isnan(settled) else settled)
@@ -448,8 +442,8 @@ def _dead_letters(
 ) -> list[DeadLetter]:
     """The stage's dead letters, in order, with every failed attempt's error (from its log)."""
     parts = _parts(spec.failures)
-    dead = ids[kinds == DEAD_LETTERED]
-    failed = np.flatnonzero((kinds == RETRY_SCHEDULED) | (kinds == DEAD_LETTERED))
+    dead = ids[kinds == R.DEAD_LETTERED]
+    failed = np.flatnonzero((kinds == R.RETRY_SCHEDULED) | (kinds == R.DEAD_LETTERED))
     marked = np.zeros(int(ids[failed].max()) + 1, np.bool_)  # ids of failed attempts are >= 0
     marked[dead] = True
     wanted = failed[marked[ids[failed]]]
@@ -459,22 +453,15 @@ def _dead_letters(
         errors = history.setdefault(item, [])
         attempt = len(errors) + 1
         model = parts[k]
-        if model.model_kind == "independent":
-            failure = model.failure(item, attempt)
-        else:
-            failure = model.check(item, attempt, 0)
+        independent = model.model_kind == "independent"
+        failure = model.failure(item, attempt) if independent else model.check(item, attempt, 0)
         errors.append((attempt, failure.error, at_s))
     letters = []
     for item in dead.tolist():
         errors = history[item]
         attempt, error, _ = errors[-1]
         retryable = row[R.RPERM] if isinstance(error, PermanentError) else row[R.RSIM]
-        letters.append(
-            DeadLetter(
-                payload=item,
-                attempts=attempt,
-                errors=tuple(AttemptError.from_exception(a, e, t) for a, e, t in errors),
-                reason="max_attempts" if retryable else "not_retryable",
-            )
-        )
+        reason = "max_attempts" if retryable else "not_retryable"
+        each = tuple(AttemptError.from_exception(a, e, t) for a, e, t in errors)
+        letters.append(DeadLetter(payload=item, attempts=attempt, errors=each, reason=reason))
     return letters

@@ -1,41 +1,30 @@
 """The kernel's FCFS path: the Kiefer-Wolfowitz recursion, the rest vectorised.
 
-When no attempt can fail and the queue blocks (or is unbounded), an item's
-life is fixed by three numbers: it is admitted when it has arrived and its
-slot is free, starts when a worker is free too, and finishes its service
-later. With ``m = maxsize`` the producer reserves item *i*'s slot once item
-``i - m`` has started (FCFS: items start in order), so::
+When no attempt can fail and the queue blocks (or is unbounded), item *i* is
+admitted when it has arrived and its slot is free, starts when a worker is free
+too, and finishes its service later. With ``m = maxsize`` the producer reserves
+item *i*'s slot once item ``i - m`` has started, so::
 
     admitted[i] = max(arrival[i], start[i - m])
     start[i]    = max(admitted[i], earliest worker-free time)   # a heap of c times
     finish[i]   = start[i] + service[i]
 
-and ``start`` does not depend on ``m``: the Kiefer-Wolfowitz recursion
-``start[i] = max(arrival[i], earliest free time)`` is non-decreasing, so
-``start[i] >= start[i - m]`` and the admission term never binds (by induction
-over *i*, the heap of free times is the same with or without it). That is
-the "waits do not depend on maxsize" of DESIGN.md, exactly.
+and ``start`` does not depend on ``m`` (``start`` is non-decreasing, so the
+admission term never binds: DESIGN.md's "waits do not depend on maxsize").
+Only that recursion is a loop; the rest is numpy.
 
-Only the start-time recursion is a loop (over a heap of worker-free times);
-admissions, blocked intervals, the drain, the event log for the step series
-and the report are numpy.
-
-The engine orders events that fall on the same instant by its own rules
-(timer order, one loop turn per wake-up). This path does not model that
-order, so it checks that no two such events coincide -- arrivals strictly
-increasing, no worker freed at an arrival instant or at the same instant as
-another worker, nothing at the drain deadline -- and hands the run back
-(``None``) to the event path, which replays the engine's order, when they do.
-One tie it orders itself: items arriving together at 0.0, an initial backlog
-(``Scenario(initial_backlog=N)``). Their admissions and starts follow the
-formulas above; only the queue's peak within that instant needs the
-engine's rule (:func:`_burst_peak`), so a backlog of millions takes this
-path, not the event path's per-event loop.
+This path does not order events that fall on one instant as the engine does, so
+it hands the run back (``None``) to the replay when two coincide (arrivals, a
+worker freed at an arrival or with another, anything at the drain's deadline).
+The one tie it orders itself is an initial backlog, items arriving together at
+0.0: only the queue's peak in that instant needs the engine's rule
+(:func:`_burst_peak`), so a backlog of millions takes this path.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -44,7 +33,7 @@ from pipeline.events import EventKind
 from pipeline.records import RunReport, ShedLog
 
 from ..recorder import ARRIVAL, ItemColumns, StepSeries, stream_series
-from .report import make_report
+from .report import COUNTS, make_report
 
 __all__ = ["run_fcfs"]
 
@@ -84,23 +73,16 @@ def _item_streams(
 ) -> list[tuple]:
     """Each item's arrival, admission and first start, as streams for the step series.
 
-    Events that fall on one instant go into one stream of their combined kind
-    (an item admitted as it arrives, and started then too, is one entry, not
-    three), so the series sorts fewer times. Each stream is a mask of one of
-    the three sorted columns, applied a window at a time by
-    :func:`stream_series` (two masks of one byte per item, not six copies of
-    eight). ``started``: which items started (None: all).
+    Events at one instant form one stream of their combined kind (fewer to sort), each
+    a mask of a sorted column that :func:`stream_series` applies a window at a time.
+    ``started``: which items started (None: all).
     """
-    at_arrival = admitted == arrival
-    at_once = start == admitted
+    a, once = admitted == arrival, start == admitted
     if started is not None:
-        at_once &= started
-    a, once = at_arrival, at_once
+        once &= started
 
     def waited(low: int, high: int) -> np.ndarray:
-        if started is None:
-            return ~once[low:high]
-        return started[low:high] & ~once[low:high]
+        return ~once[low:high] if started is None else started[low:high] & ~once[low:high]
 
     return [
         ((ARRIVAL, K.ADMITTED, K.STARTED), arrival, lambda lo, hi: a[lo:hi] & once[lo:hi]),
@@ -135,19 +117,34 @@ def _any_equal(sorted_values: np.ndarray, probes: np.ndarray) -> bool:
     return bool(np.any(sorted_values[index] == probes))
 
 
+def _admissions(arrival: np.ndarray, start: np.ndarray, m: int | None) -> tuple:
+    """(admitted, blocked at, unblocked at, intake closed): the producer's reservations.
+
+    It reserves a slot before it reads the next item: before item *i* (``m .. n``, *n*
+    the source's end) it waits from ``admitted[i - 1]`` until ``start[i - m]``, if later.
+    """
+    n = len(arrival)
+    if m is None or n < m:
+        return arrival, np.empty(0), np.empty(0), float(arrival[-1]) if n else 0.0
+    admitted = arrival  # the same array unless some slot was not free when its item arrived
+    if np.any(start[: n - m] > arrival[m:]):
+        admitted = arrival.copy()
+        np.maximum(admitted[m:], start[: n - m], out=admitted[m:])
+    since, until = admitted[m - 1 :], start[: n - m + 1]
+    waits = until > since
+    return admitted, since[waits], until[waits], max(float(admitted[-1]), float(start[n - m]))
+
+
 def run_fcfs(
     arrival: np.ndarray, service: np.ndarray, config: PipelineConfig
 ) -> tuple[RunReport, np.ndarray, ItemColumns, StepSeries] | None:
-    """Run a failure-free, blocking (or unbounded) scenario; None when a tie needs the event path.
+    """Run a failure-free, blocking (or unbounded) scenario; None when a tie needs the replay.
 
     Returns:
         (report, arrival times, item columns, step series), as the engine's run gives.
     """
-    n = len(arrival)
-    c = config.concurrency
-    m = config.queue_maxsize
-    # Items arriving together at 0.0 (an initial backlog) are the one tie of arrivals
-    # this path orders itself: see _burst_peak. Every later arrival must stand alone.
+    n, c, m = len(arrival), config.concurrency, config.queue_maxsize
+    # Every arrival after an initial backlog's (see _burst_peak) must stand alone.
     burst = int(np.searchsorted(arrival, 0.0, side="right")) if n else 0
     later = arrival[max(burst - 1, 0) :]
     if len(later) > 1 and not np.all(later[1:] > later[:-1]):
@@ -155,87 +152,43 @@ def run_fcfs(
     start = _starts(arrival, service, c)
     finish = start + service
     by_finish = np.sort(finish)
-    if n > 1 and np.any(by_finish[1:] == by_finish[:-1]):
-        return None  # two workers free at one instant
-    if _any_equal(arrival, by_finish):
-        return None  # a worker freed just as an item arrived
-
-    # Admission and the producer's waits for a slot (reserved before it reads the next item).
-    if m is None or n < m:
-        admitted = arrival
-        blocked_at = unblocked_at = np.empty(0)
-        closed_s = float(arrival[-1]) if n else 0.0
-    else:
-        # A copy only if some slot was not free when its item arrived: otherwise every
-        # item was admitted as it arrived (the same array, as when nothing can block).
-        if np.any(start[: n - m] > arrival[m:]):
-            admitted = arrival.copy()
-            np.maximum(admitted[m:], start[: n - m], out=admitted[m:])
-        else:
-            admitted = arrival
-        # Before reading item i (i = m .. n; n is the end of the source) the producer
-        # waits from admitted[i - 1] until start[i - m] when that is later.
-        since = admitted[m - 1 :]
-        until = start[: n - m + 1]
-        waits = until > since
-        blocked_at, unblocked_at = since[waits], until[waits]
-        closed_s = max(float(admitted[-1]), float(start[n - m]))
+    if (n > 1 and np.any(by_finish[1:] == by_finish[:-1])) or _any_equal(arrival, by_finish):
+        return None  # two workers free at one instant, or one just as an item arrives
+    admitted, blocked_at, unblocked_at, closed_s = _admissions(arrival, start, m)
     blocked_s = float(np.cumsum(unblocked_at - blocked_at)[-1]) if len(blocked_at) else 0.0
-
-    # The drain: it starts when intake stops and ends when the last item finishes.
-    timeout = config.drain_timeout_s
-    last_s = float(by_finish[-1]) if n else 0.0
-    timed_out = False
-    if timeout is not None and last_s >= closed_s:
-        deadline = closed_s + timeout
-        if deadline <= closed_s:
-            return None  # the timeout fires at once: the event path orders it
-        if last_s >= deadline:
-            at = np.array([deadline])
-            if _any_equal(by_finish, at) or _any_equal(start, at):
-                return None  # something happens at the very deadline
-            timed_out = True
-    if timed_out:
-        # Left at the deadline: what had not finished (no event falls on it, checked above).
-        finished_s = deadline
-        started = start < deadline
-        completed = finish < deadline
-        unfinished = np.flatnonzero(~completed).tolist()
-        columns = ItemColumns(
-            arrival_s=arrival,
-            admitted_s=admitted,
-            start_s=np.where(started, start, np.nan),
-            finish_s=np.where(completed, finish, np.nan),
-            attempts=started.astype(np.int64),
-            outcome=np.where(completed, 0, 3).astype(np.int8),
-        )
-        n_started, finished_at = int(np.count_nonzero(started)), by_finish[by_finish < deadline]
-        ends = [
-            (K.DRAIN_TIMEOUT, np.array([deadline])),
-            (K.UNFINISHED, np.full(len(unfinished), deadline)),
-        ]
-    else:
-        finished_s = max(closed_s, last_s)
-        unfinished = []
-        columns = ItemColumns(
-            arrival_s=arrival,
-            admitted_s=admitted,
-            start_s=start,
-            finish_s=finish,
-            attempts=np.broadcast_to(np.int64(1), (n,)),  # read-only: no n-long array of ones
-            outcome=np.zeros(n, np.int8),
-        )
-        n_started, finished_at = n, by_finish
-        ends = []
+    # The drain starts when intake stops and ends when the last item finishes, or times out.
+    timeout, last_s = config.drain_timeout_s, float(by_finish[-1]) if n else 0.0
+    deadline = math.inf if timeout is None or last_s < closed_s else closed_s + timeout
+    if deadline <= closed_s:
+        return None  # the timeout fires at once: the replay orders it
+    timed_out = last_s >= deadline
+    at = np.array([deadline])
+    if timed_out and (_any_equal(by_finish, at) or _any_equal(start, at)):
+        return None  # something happens at the very deadline
+    finished_s = deadline if timed_out else max(closed_s, last_s)
+    started = start < deadline if timed_out else None  # None: every item
+    completed = finish < deadline if timed_out else None
+    unfinished = np.flatnonzero(~completed).tolist() if timed_out else []
+    finished_at = by_finish[by_finish < deadline] if timed_out else by_finish
     del by_finish
+    columns = ItemColumns(
+        arrival_s=arrival,
+        admitted_s=admitted,
+        start_s=np.where(started, start, np.nan) if timed_out else start,
+        finish_s=np.where(completed, finish, np.nan) if timed_out else finish,
+        # read-only ones when every item started: no n-long array of them
+        attempts=started.astype(np.int64) if timed_out else np.broadcast_to(np.int64(1), (n,)),
+        outcome=np.where(completed, 0, 3).astype(np.int8) if timed_out else np.zeros(n, np.int8),
+    )
+    ends = [(K.DRAIN_TIMEOUT, at), (K.UNFINISHED, np.full(len(unfinished), deadline))]
     series = stream_series(
         [
-            *_item_streams(arrival, admitted, start, started if timed_out else None),
+            *_item_streams(arrival, admitted, start, started),
             (K.COMPLETED, finished_at),
             (K.PRODUCER_BLOCKED, blocked_at),
             (K.PRODUCER_UNBLOCKED, unblocked_at),
             (K.INTAKE_CLOSED, np.array([closed_s])),
-            *ends,
+            *(ends if timed_out else []),
         ],
         finished_s,
     )
@@ -243,19 +196,8 @@ def run_fcfs(
     # the series shows that length, except when an idle worker takes the item in the
     # same instant (the series then shows the queue after it left): a length of 1.
     peak = max(int(series.queue_depth.max()), 1, _burst_peak(burst, c, m)) if n else 0
-    report = make_report(
-        config=config,
-        offered=n,
-        admitted=n,
-        completed=len(finished_at),
-        attempts=n_started,
-        retried=0,
-        dead_letters=[],
-        shed=ShedLog(config.keep_shed),
-        unfinished=unfinished,
-        drain_timed_out=timed_out,
-        finished_s=finished_s,
-        queue_peak=peak,
-        producer_blocked_s=blocked_s,
-    )
+    tried = int(np.count_nonzero(started)) if timed_out else n
+    counts = dict(zip(COUNTS, (n, n, len(finished_at), tried, 0, peak, blocked_s), strict=True))
+    shed = ShedLog(config.keep_shed)
+    report = make_report(config, counts, [], shed, unfinished, timed_out, finished_s)
     return report, arrival, columns, series

@@ -1,12 +1,9 @@
 """Which path the kernel's replay runs on, as a context the caller enters.
 
-Both paths give the same run, item by item (the equality tests check
-each); they differ only in speed. ``auto`` picks one per run (compiled when
-numba, the ``[fast]`` extra, is installed and the work pays for loading it);
-a test or a benchmark that must run one of them enters :func:`kernel_path`,
-which holds for the block and for nothing outside it (a
-:class:`~contextvars.ContextVar`, so threads and tasks see their own), rather
-than assigning a module-level switch that every later caller would inherit.
+Both paths give the same run, item by item; they differ only in speed. ``auto``
+picks one per run (:func:`~.driver.take_compiled`); a test or a benchmark that
+must run one enters :func:`kernel_path`, which holds for the block only (a
+:class:`~contextvars.ContextVar`: threads and tasks see their own).
 """
 
 from __future__ import annotations
@@ -20,9 +17,8 @@ from dataclasses import dataclass, replace
 __all__ = ["PATHS", "KernelPath", "current", "kernel_path"]
 
 PATHS = ("auto", "plain", "compiled")
-"""The paths: ``auto`` (chosen per run, see :func:`~.driver.take_compiled`), ``plain``
-(:mod:`.replay` as plain Python) and ``compiled`` (the same source compiled by numba;
-without numba a run raises a RuntimeError)."""
+"""``auto``, ``plain`` (:mod:`.replay` as plain Python) and ``compiled`` (the same source
+compiled by numba; without numba a run raises a RuntimeError)."""
 
 
 @dataclass(frozen=True)
@@ -31,14 +27,15 @@ class KernelPath:
 
     Attributes:
         path: one of :data:`PATHS`.
-        block: random values drawn per refill of a stream (>= 1).
+        block: random values drawn per refill of a stream (None: 4096, and for a
+            failure part's stream what the run is expected to need).
         log: the event log's first capacity, entries (None: what the run is expected to need).
         heap: the timer heap's first capacity, entries (None: likewise).
         ready: the ready ring's first capacity, entries (None: likewise).
     """
 
     path: str = "auto"
-    block: int = 4096
+    block: int | None = None
     log: int | None = None
     heap: int | None = None
     ready: int | None = None
@@ -62,20 +59,16 @@ def kernel_path(path: str | None = None, **sizes: int | None) -> Iterator[Kernel
 
     Raises:
         ValueError: ``path`` is not one of :data:`PATHS`, a size is not an int >= 1
-            (``block``) or None or an int >= 1 (the others), or is not a size at all.
+            or None, or is not a size at all.
     """
     if path is not None and path not in PATHS:
         raise ValueError(f"path must be one of {', '.join(map(repr, PATHS))}, got {path!r}")
     for name, value in sizes.items():
         if name not in ("block", "log", "heap", "ready"):
             raise ValueError(f"{name!r} is not a size (block, log, heap, ready)")
-        if value is None and name != "block":
-            continue
-        try:
-            count = operator.index(value) if not isinstance(value, bool) else 0
-        except TypeError:
-            count = 0
-        if count < 1:
+        if value is not None and (
+            isinstance(value, bool) or not hasattr(value, "__index__") or operator.index(value) < 1
+        ):
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     before = current()
     token = _CURRENT.set(replace(before, path=before.path if path is None else path, **sizes))

@@ -1,67 +1,47 @@
 """The kernel's one replay of the engine: its tasks' steps over flat arrays.
 
-:class:`~pipeline.Pipeline` (and :class:`~pipeline.Chain`) on the virtual
-loop is a producer at the head and, per stage, ``concurrency`` workers (plus,
-for one pipeline, the run's task and its close), all waking each other through
-futures and timers. This module plays that program without asyncio, as the
-loop's ``_run_once`` does: a heap of timers ordered by ``(when, seq)`` and a
-ring of ready steps processed in iterations (due timers join the ready steps
-in deadline order, equal deadlines in the order they were set; a step woken
-during an iteration runs in the next). Each task is a small state machine
-whose steps do, in the same order, what the engine's coroutines do between two
-suspensions, and every random value is consumed at the same point of that
-order. So every event with its time, every counter and every dead letter is
-the engine's, ties at equal times included. A single pipeline is the
-one-stage case; only it replays the run's task (drain, timeout, close), which a
-chain's caller settles after the run (:func:`~.run.run_chain_kernel`).
+A :class:`~pipeline.Pipeline` (or :class:`~pipeline.Chain`) on the virtual loop
+is a producer and, per stage, ``concurrency`` workers (a pipeline adds its run's
+task and its close) waking each other through futures and timers. This module
+plays that program as the loop's ``_run_once`` does: a heap of timers ordered by
+``(when, seq)`` and a ring of ready steps run in iterations (due timers join the
+ready steps in deadline order; a step woken during an iteration runs in the
+next). Each task is a small state machine whose steps do, in the same order,
+what its coroutine does between two suspensions, and every random value is
+drawn at the same point of that order, so every event, counter and dead letter
+is the engine's, ties included (README, "Ties at equal times"). A pipeline is
+the one-stage case of a chain.
 
-The rules are the engine's own (README, "Ties at equal times"): a worker takes
-the retry lane first; a producer reserves a slot before it reads the next item
-(``on_full="block"``) and gives the loop a turn after each item when admission
-never waits (``reject``, or an unbounded queue); a retry waiting out its
-backoff counts against ``maxsize``; a hand-off that finds the next queue full
-waits in that queue's line of slot waiters (the head's producer waits in the
-same kind of line) while its worker keeps its item; an item settles at its
-stage when its last output is handed on.
-
-State lives in arrays only: globals in ``iv``/``fv``, a table row per stage
-in ``si``/``sf`` (flat, ``stage * _SI + column``), queues as rings. Random
-values the engine draws on demand (retry service times, failure uniforms,
-backoff jitter) come from pools the caller fills ahead with the same callables.
-When a pool runs dry or an array is full, :func:`play` returns a code; the
-caller refills or grows and calls again, and the replay resumes where it was.
-
-One source, two ways to run it: as plain Python over lists, or compiled by
-numba (the ``[fast]`` extra) over numpy arrays: :mod:`.driver` loads this file
-a second time with every function below under ``numba.njit``.
+State lives in arrays only: globals in ``iv``/``fv``, a row per stage in
+``si``/``sf`` (``stage * SI + column``), queues as rings, random values the
+engine draws on demand in pools the caller fills. When a pool runs dry or an
+array is full, :func:`play` returns a code; the caller refills or grows and
+calls again, and the replay resumes. One source, two ways to run it: plain
+Python over lists, or numba (the ``[fast]`` extra) over numpy arrays, when
+:mod:`.driver` loads this file a second time with every function under
+``numba.njit``.
 """
 
 from __future__ import annotations
 
 import math
 
-from .kinds import (
-    ADMITTED,
-    COMPLETED,
-    DEAD_LETTERED,
-    DRAIN_TIMEOUT,
-    INTAKE_CLOSED,
-    PRODUCER_BLOCKED,
-    PRODUCER_UNBLOCKED,
-    READMITTED,
-    RETRY_SCHEDULED,
-    SHED,
-    STARTED,
-)
+from pipeline.events import EventKind as K
+
+# The engine's event kinds as ints, as the log stores them (an int compares faster).
+ADMITTED, SHED, STARTED, COMPLETED = int(K.ADMITTED), int(K.SHED), int(K.STARTED), int(K.COMPLETED)
+RETRY_SCHEDULED, READMITTED = int(K.RETRY_SCHEDULED), int(K.READMITTED)
+DEAD_LETTERED, DRAIN_TIMEOUT = int(K.DEAD_LETTERED), int(K.DRAIN_TIMEOUT)
+INTAKE_CLOSED, PRODUCER_BLOCKED = int(K.INTAKE_CLOSED), int(K.PRODUCER_BLOCKED)
+PRODUCER_UNBLOCKED = int(K.PRODUCER_UNBLOCKED)
 
 
 def _jit(inline: str, nrt: bool = False):
-    """numba.njit for the compiled copy of this module (see the module docstring), else nothing.
+    """numba.njit for the compiled copy of this module, else nothing.
 
-    The steps are inlined into :func:`play` (``inline="always"``), and none of them
-    allocates, so they run without numba's reference counting (``_nrt=False``): with it,
-    every array taken out of a bundle was counted in and out, an atomic operation each,
-    and the replay ran at a fifteenth of its speed. :func:`series_rows` keeps it.
+    The steps are inlined into :func:`play` and allocate nothing, so they run
+    without numba's reference counting (``_nrt=False``): with it, every array taken
+    out of a bundle was counted in and out, and the replay ran 15 times slower.
     """
     if __name__.endswith("_compiled"):
         import numba
@@ -77,6 +57,7 @@ merge = _jit("never", nrt=True)
 # Steps in the ready ring and the timer heap (kind, arg). A fired timer that wakes a task
 # enters the ring as K_FIRED_* and runs as the task's step one iteration later.
 K_PRODUCER, K_WORKER, K_READMIT, K_FIRED_PRODUCER, K_FIRED_WORKER = 0, 1, 2, 3, 4
+FIRED_AFTER = K_FIRED_PRODUCER - K_PRODUCER  # = K_FIRED_WORKER - K_WORKER
 K_GATHERED, K_RUN, K_TIMEOUT, K_CLOSE = 5, 6, 7, 8
 # Where the producer resumes; where the run's task resumes.
 TOP, _SLOT, _ARRIVED = 0, 1, 2
@@ -91,9 +72,9 @@ DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFIL
 DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent at 1023
 
 # Global ints (iv) and floats (fv).
-(SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, BLOCK, ACCEPTING, SETTLED,
+(SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, SETTLED,
  RUN_WAITING, RUN_WOKEN, FIRED, CANCELLED, CLOSED, TIMED_OUT, HELD_PEAK,
- HELD_BEFORE) = range(21)  # fmt: skip
+ HELD_BEFORE, LOG_ALL) = range(21)  # fmt: skip
 NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S = range(5)
 # A stage's int row (si[stage * _SI + column]) and float row (sf[stage * _SF + column]).
 (REJECT, BOUND, TURNS, FAN, IOFF, IHEAD, ITAIL, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
@@ -157,13 +138,38 @@ def _ready(T, iv, kind, arg):
 
 @jit
 def _log(L, iv, kind, now, item, stage):
-    """Append one event to the log."""
-    i = iv[LLEN]
-    L[0][i] = kind
-    L[1][i] = now
-    L[2][i] = item
-    L[3][i] = stage
-    iv[LLEN] = i + 1
+    """Log one event; a pipeline's item columns take it in as well.
+
+    Without ``iv[LOG_ALL]`` (no series asked for) the log keeps only what the
+    report reads back: sheds, retries and dead letters.
+    """
+    if iv[SINGLE]:  # L[5:]: admitted, first start, finish, attempts, outcome
+        if kind == ADMITTED:
+            L[5][item] = now
+        elif kind == STARTED:
+            if L[8][item] == 0:
+                L[6][item] = now
+            L[8][item] += 1
+        elif kind in (COMPLETED, DEAD_LETTERED):
+            L[7][item] = now
+            L[9][item] = 0 if kind == COMPLETED else 1
+        elif kind == SHED:
+            L[9][item] = 2
+    if iv[LOG_ALL] or kind in (SHED, RETRY_SCHEDULED, DEAD_LETTERED):
+        i = iv[LLEN]
+        L[0][i] = kind
+        L[1][i] = now
+        L[2][i] = item
+        L[3][i] = stage
+        iv[LLEN] = i + 1
+
+
+@jit
+def _draw(D, row):
+    """The next value of the pool's row ``row`` (:func:`_short` saw one left)."""
+    at = D[6][row]
+    D[6][row] = at + 1
+    return D[5][at]
 
 
 @jit
@@ -176,20 +182,26 @@ def _full(si, b):
 
 
 @jit
-def _wait_slot(si, b, waiters, who):
-    """Queue ``who`` (a worker, or -1: the head's producer) in the stage's line for a slot."""
-    waiters[si[b + WOFF] + (si[b + WHEAD] + si[b + WLEN]) % si[b + WCAP]] = who
-    si[b + WLEN] += 1
+def _put(si, r, ring, value):
+    """Append ``value`` to a stage's ring, its OFF, CAP, HEAD and LEN columns from ``si[r]``."""
+    ring[si[r] + (si[r + 2] + si[r + 3]) % si[r + 1]] = value
+    si[r + 3] += 1
+
+
+@jit
+def _get(si, r, ring):
+    """Take the first value of a stage's ring (see :func:`_put`)."""
+    value = ring[si[r] + si[r + 2]]
+    si[r + 2] = (si[r + 2] + 1) % si[r + 1]
+    si[r + 3] -= 1
+    return value
 
 
 @jit
 def _wake_getter(si, b, iv, T, getters):
     """Wake the longest-waiting idle worker of the stage, if any (not once the run closed)."""
     if si[b + GLEN] > 0 and iv[CLOSED] == 0:
-        g = getters[si[b + GOFF] + si[b + GHEAD]]
-        si[b + GHEAD] = (si[b + GHEAD] + 1) % si[b + GCAP]
-        si[b + GLEN] -= 1
-        _ready(T, iv, K_WORKER, g)
+        _ready(T, iv, K_WORKER, _get(si, b + GOFF, getters))
 
 
 @jit
@@ -204,9 +216,7 @@ def _admit(si, iv, fv, T, L, Q, d, item):
     si[b + RESERVED] -= 1
     Q[0][si[b + IOFF] + si[b + ITAIL]] = item
     si[b + ITAIL] += 1
-    size = si[b + ITAIL] - si[b + IHEAD] + si[b + QLEN]
-    if size > si[b + PEAK]:
-        si[b + PEAK] = size
+    si[b + PEAK] = max(si[b + PEAK], si[b + ITAIL] - si[b + IHEAD] + si[b + QLEN])
     _wake_getter(si, b, iv, T, Q[2])
 
 
@@ -238,7 +248,7 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
         if resume != _ARRIVED:
             if resume == _SLOT:  # woken in queue.reserve(): look again, it may have refilled
                 if _full(si, 0):
-                    _wait_slot(si, 0, Q[3], -1)
+                    _put(si, WOFF, Q[3], -1)  # the producer waits in line for a slot
                     return
                 si[RESERVED] += 1
                 _log(L, iv, PRODUCER_UNBLOCKED, now, -1, 0)
@@ -247,7 +257,7 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
                 if _full(si, 0):
                     fv[BLOCKED_SINCE] = now
                     _log(L, iv, PRODUCER_BLOCKED, now, -1, 0)
-                    _wait_slot(si, 0, Q[3], -1)
+                    _put(si, WOFF, Q[3], -1)  # the producer waits in line for a slot
                     return
                 si[RESERVED] += 1
             if iv[NEXT] == iv[N]:  # the source is exhausted: intake stops at this instant
@@ -280,11 +290,8 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
 @jit
 def _finish(si, sf, iv, fv, T, L, Q, W, D, g):
     """A worker's attempt ended: complete (True: hand its outputs on), retry or dead-letter."""
-    s = W[0][g]
+    s, item, failure, now = W[0][g], W[2][g], W[5][g], fv[NOW]
     b = s * SI
-    item = W[2][g]
-    failure = W[5][g]
-    now = fv[NOW]
     si[b + INFLIGHT] -= 1
     if failure == E_NONE:
         si[b + COMPLETES] += 1
@@ -300,9 +307,7 @@ def _finish(si, sf, iv, fv, T, L, Q, W, D, g):
     if can_retry and attempt < si[b + MAXATT]:
         delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
         if si[b + JITTER] and delay > 0.0:
-            row = si[b + POFF] + 1
-            delay = 0.0 + delay * D[5][row * iv[BLOCK] + D[6][row]]  # Random.uniform(0, delay)
-            D[6][row] += 1
+            delay = 0.0 + delay * _draw(D, si[b + POFF] + 1)  # Random.uniform(0, delay)
         si[b + RETRIED] += 1
         si[b + HELD] += 1
         _push(T, iv, now + delay, K_READMIT, item * (len(si) // SI) + s)
@@ -322,13 +327,9 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, pending):
     ``pending``: the current child's slot downstream is already reserved (a blocked
     hand-off that got it).
     """
-    s = W[0][g]
-    d = s + 1
-    b = d * SI
-    fan = si[s * SI + FAN]
-    base = W[2][g] * fan
-    j = W[3][g]
-    now = fv[NOW]
+    s, j, now = W[0][g], W[3][g], fv[NOW]
+    d, fan = s + 1, si[s * SI + FAN]
+    b, base = d * SI, W[2][g] * fan
     while j < fan:
         admit = True
         if pending:
@@ -340,11 +341,9 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, pending):
             else:
                 si[b + RESERVED] += 1
         elif _full(si, b):
-            W[4][g] = now
-            W[3][g] = j
-            W[1][g] = _HANDING
+            W[1][g], W[3][g], W[4][g] = _HANDING, j, now
             _log(L, iv, PRODUCER_BLOCKED, now, -1, d)
-            _wait_slot(si, b, Q[3], g)
+            _put(si, b + WOFF, Q[3], g)
             return False
         else:
             si[b + RESERVED] += 1
@@ -353,8 +352,7 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, pending):
         si[s * SI + HANDED] += 1
         j += 1
         if si[b + TURNS]:  # asyncio.sleep(0) in HandOff.send: the next child a turn later
-            W[3][g] = j
-            W[1][g] = _TURN
+            W[1][g], W[3][g] = _TURN, j
             _ready(T, iv, K_WORKER, g)
             return False
     return True
@@ -366,7 +364,7 @@ def _unblocked(si, sf, iv, fv, L, Q, W, g):
     s = W[0][g]
     b = (s + 1) * SI
     if _full(si, b):
-        _wait_slot(si, b, Q[3], g)
+        _put(si, b + WOFF, Q[3], g)
         return False
     si[b + RESERVED] += 1
     waited = fv[NOW] - W[4][g]
@@ -383,18 +381,15 @@ def _outcome(si, iv, D, s, item, attempt):
     Every part sees every attempt (an independent part draws its uniform each
     time); the first part that fails it wins, as CombinedFailures does.
     """
-    fdata, fperm, pool, used, kinds, offsets, rows = D[2], D[3], D[5], D[6], D[7], D[8], D[9]
-    failure = E_NONE
-    part = 0
+    fdata, fperm, kinds, offsets = D[2], D[3], D[7], D[8]
+    failure, part = E_NONE, 0
     first = si[s * SI + PARTOFF]
     for k in range(first, first + si[s * SI + NPARTS]):
         kind = kinds[k]
         verdict = E_NONE
         if kind == F_INDEPENDENT:
-            row = rows[k]
-            if pool[row * iv[BLOCK] + used[row]] > 0.5:  # the part's pool holds 1.0 for a failure
+            if _draw(D, D[9][k]) > 0.5:  # the part's pool holds 1.0 for a failure
                 verdict = E_SIMULATED
-            used[row] += 1
         elif kind == F_PERMANENT:
             if fdata[offsets[k] + item]:
                 verdict = E_PERMANENT
@@ -417,45 +412,30 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
     b = s * SI
     if si[b + ITAIL] == si[b + IHEAD] and si[b + QLEN] == 0:
         W[1][g] = _GETTING
-        Q[2][si[b + GOFF] + (si[b + GHEAD] + si[b + GLEN]) % si[b + GCAP]] = g
-        si[b + GLEN] += 1
+        _put(si, b + GOFF, Q[2], g)
         return
     if si[b + QLEN] > 0:
-        item = Q[1][si[b + QOFF] + si[b + QHEAD]]
-        si[b + QHEAD] = (si[b + QHEAD] + 1) % si[b + QCAP]
-        si[b + QLEN] -= 1
+        item = _get(si, b + QOFF, Q[1])
     else:
         item = Q[0][si[b + IOFF] + si[b + IHEAD]]
         si[b + IHEAD] += 1
     if si[b + WLEN] > 0:  # a slot opened: wake the first in line for it
-        w = Q[3][si[b + WOFF] + si[b + WHEAD]]
-        si[b + WHEAD] = (si[b + WHEAD] + 1) % si[b + WCAP]
-        si[b + WLEN] -= 1
-        if w < 0:
-            _ready(T, iv, K_PRODUCER, _SLOT)
-        else:
-            _ready(T, iv, K_WORKER, w)
+        w = _get(si, b + WOFF, Q[3])  # -1: the producer
+        _ready(T, iv, K_PRODUCER if w < 0 else K_WORKER, _SLOT if w < 0 else w)
     now = fv[NOW]
     si[b + ATTEMPTS] += 1
     _log(L, iv, STARTED, now, item, s)
     si[b + INFLIGHT] += 1
-    failure = E_NONE
-    part = 0
-    first = D[1]
-    seconds = first[si[b + IOFF] + item]
+    failure, part = E_NONE, 0
+    seconds = D[1][si[b + IOFF] + item]
     if si[b + NPOOLS]:  # the stage can fail: count attempts, draw what they need
         a = si[b + AOFF] + item
         attempt = Q[4][a] + 1
         Q[4][a] = attempt
         if attempt > 1 and si[b + RTRACE] == 0:
-            row = si[b + POFF]
-            seconds = D[5][row * iv[BLOCK] + D[6][row]]
-            D[6][row] += 1
+            seconds = _draw(D, si[b + POFF])
         failure, part = _outcome(si, iv, D, s, item, attempt)
-    W[5][g] = failure
-    W[6][g] = part
-    W[2][g] = item
-    W[1][g] = _SERVING
+    W[1][g], W[2][g], W[5][g], W[6][g] = _SERVING, item, failure, part
     _push(T, iv, now + seconds, K_FIRED_WORKER, g)
 
 
@@ -465,15 +445,13 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     status = W[1][g]
     if status == _CANCELLED:
         return
-    hand = False
-    pending = False
+    hand = pending = False
     if status == _SERVING:
         hand = _finish(si, sf, iv, fv, T, L, Q, W, D, g)
     elif status == _HANDING:
         if not _unblocked(si, sf, iv, fv, L, Q, W, g):
             return
-        hand = True
-        pending = True
+        hand = pending = True
     elif status == _TURN:
         hand = True  # the turn after an output is over: the next child, or settle
     if hand:
@@ -486,16 +464,11 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
 @jit
 def _readmit(si, iv, fv, T, L, Q, arg):
     """A retry's backoff is over: it joins the retry lane and wakes an idle worker."""
-    nstages = len(si) // SI
-    s = arg % nstages
-    item = arg // nstages
+    item, s = divmod(arg, len(si) // SI)
     b = s * SI
     si[b + HELD] -= 1
-    Q[1][si[b + QOFF] + (si[b + QHEAD] + si[b + QLEN]) % si[b + QCAP]] = item
-    si[b + QLEN] += 1
-    size = si[b + ITAIL] - si[b + IHEAD] + si[b + QLEN]
-    if size > si[b + PEAK]:
-        si[b + PEAK] = size
+    _put(si, b + QOFF, Q[1], item)
+    si[b + PEAK] = max(si[b + PEAK], si[b + ITAIL] - si[b + IHEAD] + si[b + QLEN])
     _wake_getter(si, b, iv, T, Q[2])
     _log(L, iv, READMITTED, fv[NOW], item, s)
 
@@ -586,7 +559,7 @@ def _short(si, iv, T, L, W, D, kind, arg):
     if kind == K_WORKER:
         b = W[0][arg] * SI
         for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
-            if D[6][row] >= iv[BLOCK]:
+            if D[6][row] == D[10][row + 1]:
                 return REFILL + row
     return -1
 
@@ -613,14 +586,12 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
         iv[LEFT] -= 1
         if kind == K_WORKER:
             _worker(si, sf, iv, fv, T, L, Q, W, D, arg)
-        elif kind == K_FIRED_WORKER:  # a timer fired: its task runs in the next iteration
-            _ready(T, iv, K_WORKER, arg)
         elif kind == K_PRODUCER:
             _producer(si, sf, iv, fv, T, L, Q, arrival, arg)
-        elif kind == K_FIRED_PRODUCER:
-            _ready(T, iv, K_PRODUCER, arg)
         elif kind == K_READMIT:
             _readmit(si, iv, fv, T, L, Q, arg)
+        elif kind <= K_FIRED_WORKER:  # a timer fired: its task runs in the next iteration
+            _ready(T, iv, kind - FIRED_AFTER, arg)
         else:
             _run_task(si, iv, fv, T, L, W, kind, arg)
 
@@ -660,29 +631,3 @@ def series_rows(arrival, kinds, times, deltas, arrival_code, time_s, columns):
             columns[c, rows] = state[c]
         rows += 1
     return rows
-
-
-@merge
-def item_table(kinds, times, ids, admitted_s, start_s, finish_s, attempts, outcome):
-    """The per-item columns of :func:`~pipeline.sim.running.recorder.item_columns`, in one pass.
-
-    The log is in time order and an item's last event says how it ended, so each
-    event writes its column over what came before (the outputs come filled with NaN,
-    0 attempts and ``not_offered``; the caller marks the unfinished).
-    """
-    for e in range(len(kinds)):
-        kind, item, at = kinds[e], ids[e], times[e]
-        if kind == ADMITTED:
-            admitted_s[item] = at
-        elif kind == STARTED:
-            if attempts[item] == 0:
-                start_s[item] = at
-            attempts[item] += 1
-        elif kind == COMPLETED:
-            finish_s[item] = at
-            outcome[item] = 0
-        elif kind == DEAD_LETTERED:
-            finish_s[item] = at
-            outcome[item] = 1
-        elif kind == SHED:
-            outcome[item] = 2

@@ -42,5 +42,10 @@ class Uniforms:
         blocks = -(-(count - len(rest)) // BLOCK)
         fresh = self._rng.random(blocks * BLOCK)  # the same numbers as `blocks` calls of BLOCK
         used = count - len(rest)
-        self._buf, self._i = fresh[-BLOCK:].tolist(), BLOCK - (len(fresh) - used)
-        return np.concatenate([np.array(rest, dtype=np.float64), fresh[:used]])
+        left = len(fresh) - used  # of the last block, what next() returns next
+        self._buf, self._i = (fresh[-BLOCK:].tolist(), BLOCK - left) if left else ([], 0)
+        return (
+            np.concatenate([np.array(rest, dtype=np.float64), fresh[:used]])
+            if rest
+            else fresh[:used]
+        )

@@ -125,11 +125,12 @@ def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
 def _fcfs_taken(scenario: Scenario, replication: int) -> bool:
     """Whether the kernel's FCFS path (not its event path) ran this scenario."""
     from pipeline.sim.running.kernel.fcfs import run_fcfs
-    from pipeline.sim.running.kernel.run import _cannot_fail
+    from pipeline.sim.running.kernel.run import never_fails
     from pipeline.sim.running.workload import Workload
 
     workload = Workload(scenario, replication)
-    if scenario.config.on_full != "block" or not _cannot_fail(scenario, len(workload.arrival_s)):
+    quiet = never_fails(scenario.failures, len(workload.arrival_s))
+    if scenario.config.on_full != "block" or not quiet:
         return False
     return run_fcfs(workload.arrival_s, workload.first_attempt_s, scenario.config) is not None
 

@@ -22,6 +22,7 @@ from pipeline import PipelineConfig
 from pipeline.sim import IndependentFailures, LogNormal, Poisson, Scenario, plan
 from pipeline.sim.analysis.planning import rounds
 from pipeline.sim.analysis.planning.slo import SUMMARY_METRICS, summary_keys
+from pipeline.sim.running.kernel import driver, replay
 from pipeline.sim.running.kernel import run as kernel_run
 from pipeline.sim.running.single import simulate_once, summary_once
 from pipeline.sim.running.summary import SERIES_KEYS, HeldPeak, summary_of
@@ -185,3 +186,32 @@ def test_a_plan_through_the_few_keys_gives_the_whole_summarys_answer(monkeypatch
         reference = plan(base, search, slos, processes=1, progress=False)
     assert lean.to_dict() == reference.to_dict()
     assert len(lean.runs) > 3
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_a_run_without_its_series_logs_only_what_its_report_reads(name, monkeypatch):
+    # A plan's summaries read no event log: the replay fills the item columns as it plays
+    # and logs only the sheds, retries and dead letters its report is built from.
+    logged = []
+
+    def spy(*args, **kwargs):
+        run = real(*args, **kwargs)
+        logged.append(set(run.stages[0]["kinds"].tolist()))
+        return run
+
+    real = driver.replay
+    monkeypatch.setattr(driver, "replay", spy)
+    scenario = Scenario(
+        arrivals=Poisson(rate=8),
+        service=LogNormal(mean=0.4, cv=2),
+        config=PipelineConfig(concurrency=2, queue_maxsize=6, on_full="reject", max_attempts=2),
+        failures=IndependentFailures(0.3),
+        n_items=300,
+        seed=5,
+    )
+    with path(name):
+        kernel_run.run_kernel(scenario, 0, series=False)
+        kernel_run.run_kernel(scenario, 0, series=True)
+    lean, full = logged
+    assert lean == {replay.SHED, replay.RETRY_SCHEDULED, replay.DEAD_LETTERED}
+    assert {replay.ADMITTED, replay.STARTED, replay.COMPLETED, replay.READMITTED} <= full
