@@ -41,9 +41,9 @@ lab: $(LAB_STAMP)
 # The suite on both cores, a test file per process (a notebook's cells stay together);
 # then the tests that drive a browser or a real server, on both cores too, a test to
 # whichever core is free (apart from the CPU-bound statistics, which would starve a
-# browser); then, one at a time and beside nothing else, the tests that time real runs
-# against a twin calibrated from another real run (marked `measures`: beside another
-# test the runs they compare see different machines); then the kernel's tests and the
+# browser); then, one at a time and beside nothing else, the tests that time a real run
+# as it goes and check a twin calibrated from it (marked `measures`: beside another test
+# what they time is partly the neighbour's); then the kernel's tests and the
 # pinned command lines once more as on an install without the [fast] extra (numba
 # cannot be imported: the plain-Python paths alone).
 test: $(STAMP)
