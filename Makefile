@@ -38,15 +38,20 @@ $(DOCS_STAMP): pyproject.toml | $(BIN)/python
 lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab notebooks/00-start-here.ipynb $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
-# The suite on both cores, a test file per process (a notebook's cells stay together),
-# then the tests that drive a browser or a real server one at a time, then the kernel's
-# tests and the pinned command lines once more as on an install without the [fast] extra
-# (numba cannot be imported: the plain-Python paths alone).
+# The suite on both cores, a test file per process (a notebook's cells stay together);
+# then the tests that drive a browser or a real server, on both cores too, a test to
+# whichever core is free (apart from the CPU-bound statistics, which would starve a
+# browser); then, one at a time and beside nothing else, the tests that time a real run
+# as it goes and check a twin calibrated from it (marked `measures`: beside another test
+# what they time is partly the neighbour's); then the kernel's tests and the
+# pinned command lines once more as on an install without the [fast] extra (numba
+# cannot be imported: the plain-Python paths alone).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.services_setup
-	$(BIN)/pytest -n 2 --dist loadfile -m "not browser and not service"
-	$(BIN)/pytest -m "browser or service"
+	$(BIN)/pytest -n 2 --dist loadfile -m "not browser and not service and not measures"
+	$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures"
+	$(BIN)/pytest -m measures
 	PIPELINE_TEST_WITHOUT_NUMBA=1 $(BIN)/pytest -q -n 2 tests/sim/running/kernel tests/cli/test_cli_golden.py
 
 # The fast tier, for every change: ruff, then the tests on both cores without notebooks, the

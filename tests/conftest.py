@@ -8,6 +8,9 @@
 
 Fixtures that only one part of the package needs live in that part's folder
 (``tests/cli/conftest.py``, ``tests/docs/conftest.py``).
+
+The cells of a notebook that times real runs (:mod:`tests.measures`) are marked
+``measures`` here, as the tests that run it mark themselves.
 """
 
 from __future__ import annotations
@@ -21,12 +24,26 @@ from typing import Any
 import pytest
 
 from pipeline import Backoff, PipelineConfig
+from tests.measures import measures_real_runs
 
 # ``make test`` runs the kernel's tests a second time as on an install without the
 # ``[fast]`` extra: with PIPELINE_TEST_WITHOUT_NUMBA=1 importing numba fails, as it would
 # there, and every path falls back to plain Python (tests of the compiled paths skip).
 if os.environ.get("PIPELINE_TEST_WITHOUT_NUMBA") == "1":
     sys.modules["numba"] = None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``measures`` the cells of a notebook that measures (nbval's items)."""
+    found: dict[Path, bool] = {}
+    for item in items:
+        path = item.path
+        if path.suffix == ".ipynb":
+            if path not in found:
+                found[path] = measures_real_runs(path)
+            if found[path]:
+                item.add_marker(pytest.mark.measures)
+
 
 # The defaults of ``config()``: two workers, room for four waiting items, three
 # attempts and no backoff, so a retry costs no virtual time unless a test asks.

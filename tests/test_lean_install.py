@@ -331,12 +331,16 @@ def test_make_test_runs_the_kernels_tests_without_numba_too():
     recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", (ROOT / "Makefile").read_text(), re.M)
     assert recipe is not None
     steps = recipe.group(1).splitlines()
-    # The whole suite, with numba: on both cores, then what must run alone; the two
-    # selections are complements, so every test runs exactly once.
-    assert (
-        steps[-3].strip() == '$(BIN)/pytest -n 2 --dist loadfile -m "not browser and not service"'
+    # The whole suite, with numba: on both cores, the browser and server tests apart; then
+    # what measures, alone. The three selections partition the suite: every test runs once.
+    unit, served, measured = (step.strip() for step in steps[-4:-1])
+    assert unit == (
+        '$(BIN)/pytest -n 2 --dist loadfile -m "not browser and not service and not measures"'
     )
-    assert steps[-2].strip() == '$(BIN)/pytest -m "browser or service"'
+    assert (
+        served == '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures"'
+    )
+    assert measured == "$(BIN)/pytest -m measures"
     without = steps[-1].split()
     assert without[:2] == ["PIPELINE_TEST_WITHOUT_NUMBA=1", "$(BIN)/pytest"]
     assert "tests/sim/running/kernel" in without

@@ -1,8 +1,9 @@
 """The fast tier, defined once: ``make test-fast`` and ``make test-all-pythons`` run it.
 
 The fast tier is ``tests/`` without the notebooks (nbval off), the browser tests, the
-tests that start a real server (``service``), the wheel build (``install``) and the
-long checks (``slow``); the fault injection runs 1,000 examples instead of 10,000
+tests that start a real server (``service``), the wheel build (``install``), the
+long checks (``slow``) and the tests that time real runs against a twin, which must
+run alone (``measures``); the fault injection runs 1,000 examples instead of 10,000
 (``PIPELINE_FAULT_EXAMPLES``, unless set). It is spread over both cores (``-n 2``,
 pytest-xdist). ``make test`` runs all of it, and the rest.
 
@@ -20,7 +21,7 @@ from pathlib import Path
 __all__ = ["command", "environment", "main"]
 
 REPO = Path(__file__).resolve().parent.parent
-SELECTION = "not browser and not slow and not service and not install"
+SELECTION = "not browser and not slow and not service and not install and not measures"
 
 
 def command(python: str | os.PathLike[str]) -> list[str]:

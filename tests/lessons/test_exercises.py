@@ -2,13 +2,13 @@
 
 The committed student notebooks must be what a fresh build makes (they are what
 ``make lab`` opens, so they are committed; this test keeps anyone from editing
-their exercise cells by hand). nbval runs every notebook, so the solutions'
-test cells (the same code otter extracts) prove there that the worked answers
-pass, and the untouched student notebooks prove that their placeholders break
-no later cell. Here otter itself runs the checks: on the untouched answers (a
-hint for every test, never an error from the test's own code), on wrong answers
-(the hint that fits), and for a trainer, grading a solved and an untouched
-notebook with ``otter run``.
+their exercise cells by hand). Each solutions notebook runs whole in a kernel
+(``test_wrong_answers.py``), so its test cells (the same code otter extracts)
+prove there that the worked answers pass, and nbval runs the untouched student
+notebooks, which proves that their placeholders break no later cell. Here otter
+itself runs the checks: on the untouched answers (a hint for every test, never
+an error from the test's own code), on wrong answers (the hint that fits), and
+for a trainer, grading a solved and an untouched notebook with ``otter run``.
 """
 
 from __future__ import annotations

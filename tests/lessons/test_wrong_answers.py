@@ -25,6 +25,7 @@ from nbclient import NotebookClient
 
 from pipeline.lessons.exercises import masters, student_of
 from tests.lessons.wrong_answers import MARK
+from tests.measures import marks
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTERS = masters(ROOT)
@@ -172,7 +173,9 @@ def _report(master: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
 
 
 @pytest.mark.slow  # each case runs a solutions notebook in a kernel
-@pytest.mark.parametrize("master", MASTERS, ids=IDS)
+@pytest.mark.parametrize(
+    "master", [pytest.param(m, marks=marks(m), id=i) for m, i in zip(MASTERS, IDS, strict=True)]
+)
 def test_no_graded_test_credits_a_wrong_answer(master, monkeypatch):
     found = _report(master, monkeypatch)
     assert found["right"] == {}, f"right answers fail: {found['right']}"

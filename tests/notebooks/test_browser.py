@@ -56,6 +56,7 @@ from pathlib import Path
 import pytest
 
 from tests.jupyter_server import REPO, JupyterLab, start_lab
+from tests.measures import marks
 
 pytestmark = pytest.mark.browser
 
@@ -102,7 +103,7 @@ SOLUTION_NOTEBOOKS = _discover("solutions/*.ipynb")
 
 def _params(names: list[str], what: str) -> list:
     if names:
-        return names
+        return [pytest.param(n, marks=marks(notebooks_dir() / n), id=n) for n in names]
     return [pytest.param(None, marks=pytest.mark.skip(reason=f"no {what} in {notebooks_dir()}"))]
 
 

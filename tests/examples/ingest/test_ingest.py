@@ -51,6 +51,7 @@ def cli(*args: str, **kwargs) -> subprocess.Popen:
     )
 
 
+@pytest.mark.measures  # a prediction checked against a later real run
 def test_the_whole_loop_predicts_what_it_then_measures():
     result = asyncio.run(
         run_loop(400, WhatIf(concurrency=2), replications=10, repeats=1, tolerance=TOLERANCE)
@@ -69,6 +70,7 @@ def test_the_whole_loop_predicts_what_it_then_measures():
     assert all(a["balanced"] and a["total"] == 400 for a in accounts)
 
 
+@pytest.mark.measures  # a prediction checked against a later real run
 def test_halving_the_partner_latency_is_predicted_for_the_faster_partner():
     result = asyncio.run(
         run_loop(400, WhatIf(api_latency=0.5), replications=10, tolerance=TOLERANCE)

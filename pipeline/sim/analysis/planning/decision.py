@@ -65,11 +65,18 @@ class Decision:
     choice: Candidate | None = None
 
 
-def decide(examined: Sequence[Candidate], total: int, choice: Candidate | None = None) -> Decision:
+def decide(
+    examined: Sequence[Candidate],
+    total: int,
+    target: Candidate | None,
+    choice: Candidate | None = None,
+) -> Decision:
     """The outcome of a search that examined ``examined`` (a prefix of its ``total``
-    configurations, in cost order); ``choice``: the least total cost per hour, when a
-    wait cost was priced (it replaces the cheapest in workers when chosen)."""
-    target = cheapest = first_meeting(examined)
+    configurations, in cost order) and found ``target`` first to meet every SLO
+    (:func:`first_meeting` of ``examined``, as the walk keeps it: found once, not
+    again here); ``choice``: the least total cost per hour, when a wait cost was priced
+    (it replaces the cheapest in workers when chosen)."""
+    cheapest = target
     cheaper = examined[: target.rank] if target else examined
     open_ = tuple(open_below(examined, target))
     # Configurations the run budget left unrun (and, with no target, the search

@@ -117,6 +117,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +130,7 @@ from .candidate import Candidate, look_confidence, replication_schedule
 from .cheapest import least_total_cost
 from .check import verdict_of
 from .cost import Cost
-from .decision import Decision, decide, first_meeting, open_below
+from .decision import Decision, decide, open_below
 from .headroom import Headroom, find_headroom
 from .result import Plan
 from .rounds import Rounds, RunBar, Runner, pool_size
@@ -318,7 +319,7 @@ def _search(arguments: PlanArguments, executor: Executor | None, progress: bool)
         )
         walk.run(rounds)
         choice = _least_total_cost(walk, rounds, arguments, per_look)
-        decision = decide(walk.seen, len(walk.candidates), choice)
+        decision = decide(walk.seen, len(walk.candidates), walk.target, choice)
         found = _headroom(walk, rounds, arguments, decision) if arguments.headroom else None
 
     seen = walk.seen
@@ -353,13 +354,12 @@ def _least_total_cost(
     prices = arguments.prices
     if prices is None or not prices.wait_hour:
         return None
-    target = first_meeting(walk.seen)
-    if target is None or open_below(walk.seen, target):
+    if walk.target is None or open_below(walk.seen, walk.target):
         return None
     walk.examined, choice = least_total_cost(
         walk.candidates,
         walk.examined,
-        rounds.run,
+        functools.partial(walk.run_round, rounds),
         walk.examine,
         cost=prices,
         mix=arguments.mix,

@@ -30,7 +30,6 @@ from __future__ import annotations
 import decimal
 import math
 import numbers
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,12 +38,11 @@ import numpy as np
 
 from ...executors.pool import run_tasks
 from ...running.engine_choice import request_again
-from ...running.replications import POOL_WORTH_S, estimated_seconds
-from ...running.single import summary_once
 from ...stats.intervals import robust_mean_ci
 from .judgement import judge
 from .perturb import NotApplicable, inputs_of, perturbed
-from .slo import SLO, metric_counts, metric_value, summary_keys
+from .rounds import RunBar, measure, pool_size
+from .slo import SLO
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -277,15 +275,12 @@ def sensitivity(
     reps = target.replications
     engine = request_again(target.engines)
     tasks = [(end, r, engine, metrics) for _, ends in moved for end in ends for r in range(reps)]
-    workers = processes
-    if workers is None:
-        seconds = estimated_seconds(scenario, engine, len(tasks))
-        workers = (os.cpu_count() or 1) if seconds >= POOL_WORTH_S else 1
+    # The plan's own measurement, no progress bar (the plan's has closed).
     measured = run_tasks(
-        _measure_moved,
+        measure,
         tasks,
-        workers=workers,
-        bar=_NoBar(),
+        workers=pool_size(processes, None, scenario, engine, len(tasks)),
+        bar=RunBar(False),
         what="sensitivity",
         executor=executor,
         workers_asked=processes is not None,
@@ -317,20 +312,6 @@ def sensitivity(
         skipped=tuple(skipped),
         scenario=plan.binding_scenario,
     )
-
-
-def _measure_moved(
-    scenario: Any, replication: int, engine: str, metrics: tuple[str, ...]
-) -> tuple[tuple[float, ...], str, tuple[tuple[int, int] | None, ...], bool, int]:
-    # What the plan measures of each run (module level, so worker processes can
-    # unpickle it): the SLO metrics, the engine, the counts behind each fraction,
-    # and whether the drain timed out, leaving how many items unfinished.
-    # Only what those values need, each the whole summary's number (see rounds.measure).
-    summary = summary_once(scenario, replication, engine, summary_keys(metrics))
-    values = tuple(metric_value(summary, m) for m in metrics)
-    counts = tuple(metric_counts(summary, m) for m in metrics)
-    cut = bool(summary["drain_timed_out"])
-    return values, summary["engine"], counts, cut, int(summary["items_unfinished"])
 
 
 def _row(
@@ -378,10 +359,3 @@ def _half_width(diff: np.ndarray, confidence: float) -> float:
     if n < 2 or not np.all(np.isfinite(diff)):
         return math.nan
     return robust_mean_ci(diff, confidence).half_width
-
-
-class _NoBar:
-    """A progress bar that shows nothing (the plan's bar has closed)."""
-
-    def update(self, n: int = 1) -> None:
-        pass

@@ -3,7 +3,9 @@ configured when first met, and the rounds that run them until a verdict settles.
 
 Each round (the stopping rule of :func:`~.plan.plan`):
 
-1. the *target* is the cheapest examined configuration that meets (if any);
+1. the *target* is the cheapest examined configuration that meets (if any): found
+   again after every round that ran (:meth:`Walk.run_round`), so that the rest of the
+   plan (the wait-cost search, the decision) reads it and never looks again;
 2. every undecided configuration cheaper than the target (every one, with no
    target) that has fewer than ``max`` replications gets as many more as it
    has, capped at ``max``;
@@ -37,6 +39,8 @@ class Walk:
         fields: the searched fields in cost order (the plan's ``cost``).
         candidates: every configuration, cheapest first.
         examined: how many have been looked at: ``candidates[:examined]``.
+        target: the first configuration in cost order shown to meet every SLO after
+            the last round run, or None.
     """
 
     def __init__(self, arguments: PlanArguments) -> None:
@@ -50,6 +54,7 @@ class Walk:
             points.sort(key=lambda point: arguments.mix.workers_per_hour(prices, point))
         self.candidates = [Candidate(rank, point) for rank, point in enumerate(points)]
         self.examined = 0
+        self.target: Candidate | None = None
 
     @property
     def seen(self) -> list[Candidate]:
@@ -76,11 +81,21 @@ class Walk:
             return False
         return True
 
+    def run_round(self, rounds: Rounds, tasks: list[tuple[Candidate, int]]) -> int:
+        """Run a round of ``tasks`` on ``rounds`` and find the target again; returns
+        the runs made (0: the run budget allowed none, and nothing changed)."""
+        made = rounds.run(tasks)
+        if made:
+            # A verdict only changes with runs; one not yet examined is never "meets", so
+            # the search past ``examined`` (the wait-cost search's) is counted too.
+            self.target = first_meeting(self.candidates)
+        return made
+
     def run(self, rounds: Rounds) -> None:
         """Run rounds (see the module docstring) until one has nothing to run."""
         low, high = self.arguments.replications
         while True:
-            target = first_meeting(self.seen)
+            target = self.target
             cheaper = self.candidates[: target.rank if target else self.examined]
             tasks: list[tuple[Candidate, int]] = [
                 (c, r)
@@ -100,5 +115,5 @@ class Walk:
                     continue
                 tasks += [(candidate, r) for r in range(low)]
                 fresh += 1
-            if not tasks or not rounds.run(tasks):
+            if not tasks or not self.run_round(rounds, tasks):
                 break  # nothing left to run, or nothing the budget still allows

@@ -99,6 +99,43 @@ def test_the_first_meeting_and_what_is_open_below_it():
     assert first_meeting(_candidates("fails", "unstable")) is None
 
 
+def _calls(name: str) -> list[str]:
+    """Where the package calls ``name``: ``module.py:line`` for each call."""
+    return [
+        f"{path.relative_to(SIM)}:{node.lineno}"
+        for path in sorted(SIM.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == name
+    ]
+
+
+def test_the_target_is_found_in_one_place_the_walk_and_read_everywhere_else():
+    # The walk finds the first configuration meeting every SLO after each round it
+    # runs (its own and the wait-cost search's); the cost search and the decision read it.
+    assert _calls("first_meeting") == [_calls("first_meeting")[0]]
+    assert _calls("first_meeting")[0].startswith("analysis/planning/walk.py:")
+
+
+@pytest.mark.parametrize("wait_hour", [0.0, 40.0])
+def test_the_decision_rests_on_the_first_configuration_meeting_every_slo(wait_hour):
+    # With a wait cost the search goes on past the target, running more of the
+    # configurations that meet (the target among them): the target is found again.
+    base = Scenario(arrivals=Poisson(rate=2), service=Exponential(mean=1.0), n_items=300, seed=4)
+    p = plan(
+        base,
+        {"concurrency": range(1, 9)},
+        ["wait_mean_s<=2"],
+        cost={"worker_hour": 1.0, "wait_hour": wait_hour},
+        processes=1,
+        progress=False,
+    )
+    assert p.status == "chosen"
+    assert p.decision.cheapest is first_meeting(p.examined) is not None
+    assert p.decision == decide(
+        p.examined, p.total_candidates, first_meeting(p.examined), p.decision.choice
+    )
+
+
 @pytest.mark.parametrize(
     ("verdicts", "total", "status", "target"),
     [
@@ -112,7 +149,7 @@ def test_the_first_meeting_and_what_is_open_below_it():
 )
 def test_decide(verdicts, total, status, target):
     found = _candidates(*verdicts)
-    decision = decide(found, total)
+    decision = decide(found, total, first_meeting(found))
     assert decision.status == status
     assert decision.target is (None if target is None else found[target])
     assert decision.unrun == tuple(
@@ -124,21 +161,23 @@ def test_decide(verdicts, total, status, target):
 
 def test_a_choice_of_least_total_cost_replaces_the_target_only_when_chosen():
     chosen = _candidates("fails", "meets", "meets")
-    assert decide(chosen, 3, chosen[2]).target is chosen[2]
+    assert decide(chosen, 3, chosen[1], chosen[2]).target is chosen[2]
     open_ = _candidates("undecided", "meets", "meets")
-    assert decide(open_, 3, open_[2]).target is open_[1]  # the fallback, not the choice
+    assert decide(open_, 3, open_[1], open_[2]).target is open_[1]  # the fallback, not the choice
 
 
 def test_a_plan_is_a_frozen_record_of_the_decision_handed_in():
     base = Scenario(arrivals=Poisson(rate=1), service=Exponential(mean=1.0), n_items=300, seed=1)
     p = plan(base, {"concurrency": range(1, 6)}, ["wait_mean_s<=1"], processes=1, progress=False)
     assert p.status is p.decision.status and p.target is p.decision.target
-    assert p.decision == decide(p.examined, p.total_candidates)
+    assert p.decision == decide(p.examined, p.total_candidates, first_meeting(p.examined))
     assert p.chosen["concurrency"] == p.target.point["concurrency"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.status = "infeasible"  # type: ignore[misc]
     # The record says what it was handed, not what it would decide again.
-    other = dataclasses.replace(p, decision=decide(p.examined, p.total_candidates + 10))
+    other = dataclasses.replace(
+        p, decision=decide(p.examined, p.total_candidates + 10, p.decision.cheapest)
+    )
     assert p.status == "chosen" and other.status == "chosen"
     infeasible = dataclasses.replace(
         p, decision=dataclasses.replace(p.decision, status=PlanStatus.INFEASIBLE, target=None)

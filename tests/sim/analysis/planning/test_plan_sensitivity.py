@@ -256,6 +256,28 @@ def test_the_same_numbers_on_an_executor_and_on_both_engines():
             assert getattr(a, name) == pytest.approx(getattr(b, name), rel=1e-9, abs=1e-12)
 
 
+def test_each_move_is_measured_as_the_plan_measures_its_runs_without_a_bar(monkeypatch, capsys):
+    # One measurement for the plan's runs and the moved ones (the sensitivity's rows are
+    # differences against the plan's replications), and the plan's progress bar, unshown.
+    from pipeline.sim.analysis.planning import rounds
+    from pipeline.sim.analysis.planning import sensitivity as module
+
+    p = chosen_plan(mm(n=300), replications=3)
+    seen = []
+    real = module.run_tasks
+
+    def spy(function, tasks, **options):
+        seen.append((function, options["bar"]))
+        return real(function, tasks, **options)
+
+    monkeypatch.setattr(module, "run_tasks", spy)
+    sensitivity(p, inputs=["arrival_rate"])
+    ((function, bar),) = seen
+    assert function is rounds.measure
+    assert isinstance(bar, rounds.RunBar)
+    assert capsys.readouterr().err == ""
+
+
 def test_bad_arguments_are_refused():
     p = chosen_plan(mm())
     for change in (0, 1, -0.2, math.nan, True, "0.2", Decimal("Infinity"), np.float64(1.5)):

@@ -44,7 +44,8 @@ from pipeline.sim.workloads import telemetry
 from tests.prometheus_server import stop
 from tests.sim.workloads.telemetry import live_service
 
-pytestmark = [pytest.mark.slow, pytest.mark.service]  # a real service and load test, ~100 s
+# A real service and load test, ~100 s; its what-if's p95 is predicted from another load test.
+pytestmark = [pytest.mark.slow, pytest.mark.service, pytest.mark.measures]
 
 ROOT = Path(__file__).resolve().parents[4]
 LOCUSTFILE = Path(__file__).with_name("live_locustfile.py")

@@ -1,0 +1,47 @@
+"""The site is built once per checkout: a later pytest run copies a whole build kept before.
+
+``make test`` reads the site in two pytest runs (``test_site.py``, then
+``test_site_browser.py`` in its next step); these check which kept build counts
+as the same one, and that a build is kept whole or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tests.docs.conftest import KEPT, checkout_digest, copy_of_a_build, keep_build
+
+
+def _html(folder, page="the build"):
+    (folder / "html").mkdir(parents=True)
+    (folder / "html" / "index.html").write_text(page)
+    return folder / "html"
+
+
+def test_a_kept_build_of_the_same_checkout_is_copied_and_another_is_not(tmp_path):
+    builds = tmp_path / "builds"
+    keep_build(builds, "abc", _html(tmp_path / "built"), "what the build printed")
+    found, log = copy_of_a_build(builds, "abc", tmp_path / "mine" / "html")
+    assert found == tmp_path / "mine" / "html"  # a copy of its own: dropping the kept one
+    assert (found / "index.html").read_text() == "the build"  # cannot break the reader
+    assert log == "what the build printed"  # the no-warning check reads a kept build's too
+    assert copy_of_a_build(builds, "other", tmp_path / "theirs" / "html") is None
+    assert not (tmp_path / "theirs" / "html").exists()
+    assert copy_of_a_build(tmp_path / "none yet", "abc", tmp_path / "x" / "html") is None
+
+
+def test_a_build_is_kept_whole_once_and_the_oldest_are_dropped(tmp_path):
+    builds = tmp_path / "builds"
+    for n in range(KEPT + 2):
+        keep_build(builds, f"d{n}", _html(tmp_path / f"b{n}", f"build {n}"), "")
+        os.utime(builds / f"d{n}", (n, n))  # in order of use, whatever the clock's grain
+    keep_build(builds, "d5", _html(tmp_path / "again", "a second build of d5"), "")
+    kept = sorted(p.name for p in builds.iterdir())
+    assert kept == [f"d{n}" for n in range(2, KEPT + 2)]  # no half-placed folder left
+    assert (builds / "d5" / "html" / "index.html").read_text() == "build 5"
+
+
+def test_the_digest_names_this_checkout_and_is_stable():
+    first = checkout_digest()
+    assert first is not None and len(first) == 64
+    assert checkout_digest() == first
