@@ -85,6 +85,20 @@ _OUTSIDE = {
     TokenQuota: "provider models (TokenQuota failures)",
 }
 
+# PipelineConfig settings outside the kernel's domain when set (not None), in the order a
+# refusal names the first: the field, and the feature in a reader's words.
+_OUTSIDE_SETTINGS = (
+    ("priority", "priority keys"),
+    ("max_wait_s", "deadlines"),
+    ("rate_limit", "rate limits"),
+    ("attempt_timeout_s", "attempt timeouts"),
+    ("autoscale", "autoscaling"),
+    ("retry_budget", "retry budgets"),
+    ("breaker", "circuit breakers"),
+    ("concurrency_limit", "adaptive concurrency limits"),
+    ("codel", "CoDel queue shedding"),
+)
+
 T = TypeVar("T")
 
 
@@ -126,24 +140,9 @@ def unsupported(scenario: Scenario) -> str | None:
 
 def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | None:
     """The first feature of one pipeline (or stage) outside the kernel's domain, or None."""
-    if config.priority is not None:
-        return "priority keys (config.priority)"
-    if config.max_wait_s is not None:
-        return "deadlines (config.max_wait_s)"
-    if config.rate_limit is not None:
-        return "rate limits (config.rate_limit)"
-    if config.attempt_timeout_s is not None:
-        return "attempt timeouts (config.attempt_timeout_s)"
-    if config.autoscale is not None:
-        return "autoscaling (config.autoscale)"
-    if config.retry_budget is not None:
-        return "retry budgets (config.retry_budget)"
-    if config.breaker is not None:
-        return "circuit breakers (config.breaker)"
-    if config.concurrency_limit is not None:
-        return "adaptive concurrency limits (config.concurrency_limit)"
-    if config.codel is not None:
-        return "CoDel queue shedding (config.codel)"
+    for field, feature in _OUTSIDE_SETTINGS:
+        if getattr(config, field) is not None:
+            return f"{feature} (config.{field})"
     if type(config.backoff) is not Backoff:
         return f"a backoff of its own ({type(config.backoff).__name__})"
     if type(config.retry) is not RetryPolicy:

@@ -33,7 +33,7 @@ from pipeline.sim import (
     sweep,
 )
 from pipeline.sim.analysis import compare as compare_module
-from pipeline.sim.analysis.planning import sensitivity as sensitivity_module
+from pipeline.sim.analysis.planning import rounds as rounds_module
 from pipeline.sim.analysis.sweep import simulate_replication
 from pipeline.sim.running.engine_choice import (
     ENGINES,
@@ -212,9 +212,10 @@ def places(scenario: Scenario, engine: str, monkeypatch) -> dict[str, object]:
             ran.add(summary["engine"])
             return summary
 
-        summary_once = sensitivity_module.summary_once
+        # the sensitivity measures each move as the plan measures its runs (rounds.measure)
+        summary_once = rounds_module.summary_once
         with monkeypatch.context() as patch:
-            patch.setattr(sensitivity_module, "summary_once", spy)
+            patch.setattr(rounds_module, "summary_once", spy)
             p.sensitivity(inputs=["arrival_rate"], processes=1)
         return ran
 
