@@ -67,6 +67,7 @@ METRIC_LABELS: dict[str, tuple[str, str]] = {
     "latency_p95_s": ("p95 latency", "s"),
     "latency_p99_s": ("p99 latency", "s"),
     "throughput_per_s": ("throughput", "items/s"),
+    "goodput_per_s": ("goodput (completed)", "items/s"),
     "utilisation": ("utilisation", "fraction"),
     "queue_depth_mean": ("mean queue depth", "items"),
     "queue_depth_max": ("peak queue depth", "items"),

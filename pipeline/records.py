@@ -218,9 +218,6 @@ class RunReport:
             before their next attempt could start: ``len()`` is the exact
             count; the most recent ``keep_shed`` payloads are kept (a
             :class:`ShedLog`). An expired item has no result in ``results()``.
-        codel_shed: the items of ``shed`` that CoDel shed from the queue
-            after admitting them (no result in ``results()`` either); from
-            ``statistics``.
     """
 
     offered: int
@@ -241,7 +238,8 @@ class RunReport:
 
     @property
     def codel_shed(self) -> int:
-        """The items of ``shed`` that CoDel shed from the queue after admitting them."""
+        """The items of ``shed`` that CoDel shed from the queue after admitting them (no
+        result in ``results()`` either; from ``statistics``)."""
         return self.statistics.codel_shed
 
     @property

@@ -136,6 +136,13 @@ MACHINE_DEPENDENT: dict[str, dict[str, Tolerance]] = {
     "07": {
         "*": MEASURED,
         "f\"{closer.split(', ')[1]}\"": _ANY,  # which twin came closer
+        # whether the queue builds at all, live and in the 4-worker twin that replays the
+        # durations measured live, depends on how busy the machine was: a peak of 93 and
+        # 0.85 s blocked on a loaded machine, 7 and 0.00 s on a quiet one
+        "f\"{peak['live']:.0f}\"": _ANY,
+        "f\"{blocked['live']:.2f}\"": _ANY,
+        "f\"{peak['twin, 4 workers']:.0f}\"": _ANY,
+        "f\"{blocked['twin, 4 workers']:.2f}\"": _ANY,
         "f\"{', '.join(sorted({l.errors[-1].type for l in again.dead_letters}))}\"": _ANY,
     },
     # the whole notebook measures a real HTTP service and a real ingestion against it
