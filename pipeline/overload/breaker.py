@@ -245,7 +245,9 @@ class BreakerState:
 
     def _enter(self, state: str, at_s: float) -> None:
         if self.state == OPEN:
-            self._open_total_s += at_s - self._opened_s
+            # Open ends only by turning half-open at opened + open_s: the spell
+            # lasted open_s exactly (the difference of two loop times can round short).
+            self._open_total_s += self._open_s
         if state == OPEN:
             self._opened_s = at_s
         self._calls.clear()  # closed starts empty; half-open counts its probes alone
@@ -267,8 +269,7 @@ class BreakerState:
         """Seconds spent open from the start to ``now`` (open spells only), changing nothing."""
         if self.state != OPEN:
             return self._open_total_s
-        ends = min(now, self._opened_s + self._open_s)
-        return self._open_total_s + max(0.0, ends - self._opened_s)
+        return self._open_total_s + min(self._open_s, max(0.0, now - self._opened_s))
 
     def __repr__(self) -> str:
         return (

@@ -180,6 +180,19 @@ def test_open_time_counts_open_spells_only():
     assert [t for _, t in trace.changes] == [4.0, 14.0, 15.0, 25.0, 26.0]
 
 
+def test_open_time_is_open_s_per_spell_at_any_clock_reading():
+    # A loop clock far from zero: opened + open_s - opened can round below open_s (here
+    # 1000.1 + 0.02 - 1000.1 = 0.01999999999998181); a spell lasts open_s exactly.
+    trace = Trace(window=1, min_calls=1, failure_rate=0.5, open_s=0.02, half_open_calls=1)
+    trace.calls("f", start=999.1)  # open at 1000.1
+    assert trace.state.open_time_s(1000.1 + 0.01) == pytest.approx(0.01, abs=1e-9)
+    assert trace.state.open_time_s(1001.0) == 0.02
+    assert trace.call(1001.0, 1001.5, failed=True)  # half-open at 1000.12, open again
+    assert trace.state.open_time_s(1100.0) == 0.02 + 0.02
+    assert trace.call(1100.0, 1100.5)  # the probe closes it
+    assert trace.state.open_time_s(1200.0) == 0.02 + 0.02
+
+
 def test_an_outcome_from_an_earlier_state_is_not_recorded():
     # A call let through while closed (t=0) ends after the breaker opened (at 2, by two
     # others): it is not counted anywhere, and in half-open it is no probe.
