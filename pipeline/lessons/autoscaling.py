@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._validate import real
 from ..engine import Pipeline
 from ..sim.vloop import run_virtual
 
@@ -47,18 +48,24 @@ def watch_pool(result: SimulationResult, *, every_s: float = 1.0) -> pd.DataFram
         run's end.
 
     Raises:
-        ValueError: ``every_s`` is not a positive number, ``result`` is not such a run,
+        TypeError: ``every_s`` is not a real number.
+        ValueError: ``every_s`` is not positive and finite, ``result`` is not such a run,
             or the run again does not start every item when the simulated one did.
     """
     import pandas as pd
 
-    if not (isinstance(every_s, int | float) and math.isfinite(every_s) and every_s > 0):
-        raise ValueError(f"every_s must be a positive number of seconds, got {every_s!r}")
+    every_s = real("every_s", every_s, "seconds between two readings", above=0)
     items = result.items
     if result.engine != "asyncio" or result.scenario.stages is not None:
         raise ValueError(
             f"watch_pool needs a single-stage run on the asyncio engine, got engine "
             f"{result.engine!r}: simulate(scenario, engine='asyncio')"
+        )
+    scenario = result.scenario
+    if scenario.classes or scenario.downstream is not None:
+        raise ValueError(
+            "watch_pool runs again a scenario without item classes or a downstream: "
+            "their priorities, deadlines and servers are not replayed"
         )
     if (items["attempts"] != 1).any() or (items["outcome"] != "completed").any():
         raise ValueError("watch_pool needs a run whose every item completed at its first attempt")
