@@ -130,6 +130,7 @@ LESSONS = [
     "provider_widget",
     "retry_widget",
     "slider",
+    "watch_pool",
 ]
 
 STATS = [
