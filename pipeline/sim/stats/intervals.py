@@ -123,7 +123,7 @@ SKEW_ROBUST_MIN_VALUES = 6
 
 Below it the skew cannot be bounded usefully: with 3 values the lognormal
 bound's chi-square has 2 degrees of freedom and its upper end ran to 80 times
-the t half-width (49,478 s against t's 3.78 s on run means of 2.27, 1.01 and
+the t half-width (48,556 s against t's 3.78 s on run means of 2.27, 1.01 and
 4.04 s), and Hall's correction, whose sample skewness of 3 values is noise,
 still tripled it (median 3.3 times t on 2,000-item M/M/10 runs)."""
 

@@ -131,7 +131,7 @@ def test_three_replications_cover_the_true_mean_wait_and_stay_informative():
 
 
 def test_three_replications_are_not_wildly_wider_than_student_t():
-    # The run means the skew bound turned into 49,478 s where t gives 3.78 s.
+    # The run means the skew bound turned into 48,556 s where t gives 3.78 s.
     means = [2.27, 1.01, 4.04]
     assert robust_mean_ci(means).half_width == pytest.approx(3.7812, abs=1e-4)
     # On any three to five values: never wider than t (the lognormal bound made the
