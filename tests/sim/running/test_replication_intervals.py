@@ -69,6 +69,16 @@ def _mean_waits(seed: int, runs: int, workers: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+def _quotes_misses(pattern: str, misses: list[tuple[int, int]]) -> None:
+    """The statistics guide says ``pattern``, whose groups are, for each ``(missed, looks)``
+    of ``misses`` in turn, that count, the looks and the share in percent."""
+    said = quoted(GUIDE, pattern)
+    for index, (missed, looks) in enumerate(misses):
+        count, of, percent = said.groups()[3 * index : 3 * index + 3]
+        assert (int(count), of) == (missed, f"{looks:,}"), said[0]
+        assert shows(percent, f"{100 * missed / looks}"), said[0]
+
+
 def _holds(misses: int, trials: int) -> bool:
     return proportion_bound(misses, trials, 0.999, upper=False) <= 1 - LEVEL
 
@@ -94,22 +104,16 @@ def test_replication_interval_covers_the_true_mean_wait_on_short_skewed_runs():
         (sum(not mean_ci(row).contains(truth) for row in rows), len(rows))
         for rows in (waits.reshape(-1, k) for k in (3, 6, 12))
     ]
-    said = quoted(
-        GUIDE,
-        r"they missed (\d+) of ([\d,]+) looks at 3 replications, (\d+) of ([\d,]+) at 6 and"
-        r" (\d+) of ([\d,]+) at 12 \(([\d.]+)%, ([\d.]+)%, ([\d.]+)%;",
+    _quotes_misses(
+        r"they missed (\d+) of ([\d,]+) looks \(([\d.]+)%\) at 3 replications, (\d+) of"
+        r" ([\d,]+) \(([\d.]+)%\) at 6 and (\d+) of ([\d,]+) \(([\d.]+)%\) at 12;",
+        plain,
     )
-    for index, (missed, looks) in enumerate(plain):
-        assert (int(said[2 * index + 1]), said[2 * index + 2]) == (missed, f"{looks:,}"), said[0]
-        assert shows(said[7 + index], f"{100 * missed / looks}"), said[0]
-    said = quoted(
-        GUIDE,
+    _quotes_misses(
         r"the widened interval missed (\d+) of ([\d,]+) \(([\d.]+)%\) and, at 10, (\d+) of"
         r" ([\d,]+) \(([\d.]+)%\)",
+        widened,
     )
-    for index, (missed, looks) in enumerate(widened):
-        assert (int(said[3 * index + 1]), said[3 * index + 2]) == (missed, f"{looks:,}"), said[0]
-        assert shows(said[3 * index + 3], f"{100 * missed / looks}"), said[0]
     # what a skew bound would make of 3 of these values, which is why they get t
     lognormal, hall = [], []
     for row in waits.reshape(-1, 3):
@@ -218,5 +222,5 @@ def test_paired_difference_covers_the_true_difference():
     # Student t at 3 replications, as the statistics guide quotes it
     pairs = waits.reshape(-1, 3, 2)
     missed = sum(not mean_ci(p[:, 1] - p[:, 0], LEVEL).contains(truth) for p in pairs)
-    said = quoted(GUIDE, r"random numbers: (\d+) of ([\d,]+) at 3\)")
+    said = quoted(GUIDE, r"random numbers, (\d+) of ([\d,]+) at 3\.")
     assert (int(said[1]), said[2]) == (missed, f"{len(pairs):,}"), said[0]
