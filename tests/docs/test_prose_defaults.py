@@ -1,0 +1,101 @@
+"""The defaults and limits the guide's prose quotes, each held to the code that sets it.
+
+A page that says "262,144 by default" or "critical from 110%" quotes a constant of the
+code, not a result of a run: a changed default must fail here until the page follows.
+Each check finds the sentence in the page (:func:`~tests.docs.figures.quoted`), so a
+page that drops or rewords it fails too, and compares its figure with the constant.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tracemalloc
+
+from pipeline.cli.settings import MAX_SCENARIO_BYTES
+from pipeline.examples.ingest.chain import ingest
+from pipeline.examples.ingest.meter import QuantileSketch
+from pipeline.examples.ingest.twin import MAX_CONCURRENCY, run_loop
+from pipeline.sim.analysis.diagnostics.bottleneck import BUSY_WARN, QUEUE_PER_WORKER, StageLoad
+from pipeline.sim.analysis.diagnostics.findings import LOAD_CRITICAL
+from pipeline.sim.workloads.csvcolumn import MAX_LINE_CHARS
+from pipeline.sim.workloads.telemetry.prometheus import DEFAULT_STEP_S
+from pipeline.sim.workloads.traces.runtrace import TraceRecorder
+from tests.docs.figures import quoted
+from tests.docs.snippets import shows
+
+MIB = 2**20
+
+
+def default(function, name: str):
+    """The default of ``function``'s parameter ``name``."""
+    return inspect.signature(function).parameters[name].default
+
+
+def test_chains_guide_gives_the_bottleneck_finding_s_thresholds():
+    said = quoted(
+        "docs/guide/chains.md",
+        r"\(critical from (\d+)%, a warning from (\d+)%, info below\)",
+    )
+    assert (int(said[1]), int(said[2])) == (round(100 * LOAD_CRITICAL), round(100 * BUSY_WARN))
+    said = quoted("docs/guide/chains.md", r"enough for about (\d+)% busy")
+    assert int(said[1]) == round(100 * default(StageLoad.workers_for, "utilisation"))
+    said = quoted("docs/guide/chains.md", r"\(`queue_maxsize = (\d+) x concurrency`\)")
+    assert int(said[1]) == QUEUE_PER_WORKER
+
+
+def test_simulating_guide_gives_the_largest_files_read():
+    said = quoted(
+        "docs/guide/simulating.md",
+        r"nested hundreds of levels deep or over (\d+) MiB; a CSV file that is not UTF-8 CSV or"
+        r" has a line over (\d+) MiB\)",
+    )
+    assert (int(said[1]) * MIB, int(said[2]) * MIB) == (MAX_SCENARIO_BYTES, MAX_LINE_CHARS)
+
+
+def test_twin_guide_gives_the_measurement_s_bounds():
+    said = quoted(
+        "docs/guide/twin.md",
+        r"exact up to ([\d,]+) records, then within ([\d.]+)% of the value\)",
+    )
+    assert int(said[1].replace(",", "")) == default(QuantileSketch, "exact_up_to")
+    assert float(said[2]) / 100 == default(QuantileSketch, "relative_accuracy")
+    said = quoted("docs/guide/twin.md", r"live samples are thinned to at most ([\d,]+)")
+    assert int(said[1].replace(",", "")) == default(ingest, "max_samples")
+
+
+def test_twin_guide_gives_the_trace_recorder_s_bound_and_its_memory():
+    said = quoted(
+        "docs/guide/twin.md",
+        r"the first `max_events` events \(([\d,]+) by default, about ([\d.]+) MiB\)",
+    )
+    events = default(TraceRecorder, "max_events")
+    assert int(said[1].replace(",", "")) == events
+    # what keeping that many events takes, measured: the recorder's arrays over-allocate
+    # by up to a sixteenth and the page rounds to a tenth of a MiB, so within 10%
+    listen = TraceRecorder().listener("stage")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(events):
+            listen(0, float(n), None)
+        kept = (tracemalloc.get_traced_memory()[0] - before) / MIB
+    finally:
+        tracemalloc.stop()
+    shown = float(said[2])
+    assert shown / 1.1 <= kept <= shown * 1.1, (kept, said[0])
+
+
+def test_twin_guide_gives_the_what_if_s_defaults():
+    said = quoted(
+        "docs/guide/twin.md",
+        r"The what-if is simulated \(`--replications`, (\d+)\) and run for real",
+    )
+    assert int(said[1]) == default(run_loop, "replications")
+    said = quoted("docs/guide/twin.md", r"doubles the write workers \(at most ([\d,]+)\)")
+    assert int(said[1].replace(",", "")) == MAX_CONCURRENCY
+    said = quoted("docs/guide/twin.md", r"widened by `--tolerance` \((\d+)% of the")
+    assert int(said[1]) / 100 == default(run_loop, "tolerance")
+    said = quoted("docs/guide/twin.md", r"widened by the (\d+)% tolerance\) on every run")
+    assert int(said[1]) / 100 == default(run_loop, "tolerance")
+    said = quoted("docs/guide/twin.md", r"`--step`, (\d+) s by default\)")
+    assert shows(said[1], f"{DEFAULT_STEP_S}")
