@@ -308,6 +308,8 @@ def simulating(run: PageRun) -> None:
     agrees(run, "(999 s ± 34 s, 95%)", f"({drained} s ± {half_width} s, 95%)")
     assert 16 * 60 <= drained <= 18 * 60, "the prose says about 17 minutes"
     agrees(run, "(255 s above)", f"({backlog['backlog_cleared_s']} s above)")
+    # (N - c) / (c mu - lambda) for N = 5000, c = 20, mu = 1, lambda = 15: the drain's mean
+    agrees(run, "capacity (996 s above)", f"capacity ({(5000 - 20) / (20 * 1.0 - 15)} s above)")
     # "about 4,880 items waited upstream", to the nearest ten
     agrees(
         run, "about 4,880 items", f"about {round(backlog['upstream_backlog_max'], -1):,.0f} items"

@@ -11,17 +11,22 @@ from __future__ import annotations
 import inspect
 import tracemalloc
 
+from pipeline import AIMD, CircuitBreaker, CoDel, Gradient2, PipelineConfig, RetryBudget
 from pipeline.cli.settings import MAX_SCENARIO_BYTES
 from pipeline.examples.ingest.chain import ingest
 from pipeline.examples.ingest.meter import QuantileSketch
 from pipeline.examples.ingest.twin import MAX_CONCURRENCY, run_loop
 from pipeline.sim.analysis.diagnostics.bottleneck import BUSY_WARN, QUEUE_PER_WORKER, StageLoad
 from pipeline.sim.analysis.diagnostics.findings import LOAD_CRITICAL
+from pipeline.sim.analysis.planning.headroom import RELATIVE_WIDTH
+from pipeline.sim.analysis.planning.sensitivity import sensitivity
+from pipeline.sim.running.recovery import RECOVERY_TOLERANCE, RECOVERY_WINDOW_S
 from pipeline.sim.workloads.csvcolumn import MAX_LINE_CHARS
 from pipeline.sim.workloads.telemetry.prometheus import DEFAULT_STEP_S
 from pipeline.sim.workloads.traces.runtrace import TraceRecorder
 from tests.docs.figures import quoted
 from tests.docs.snippets import shows
+from tests.notebooks.after_the_run import CPU_FACTOR, MEMORY_FACTOR
 
 MIB = 2**20
 
@@ -99,3 +104,56 @@ def test_twin_guide_gives_the_what_if_s_defaults():
     assert int(said[1]) / 100 == default(run_loop, "tolerance")
     said = quoted("docs/guide/twin.md", r"`--step`, (\d+) s by default\)")
     assert shows(said[1], f"{DEFAULT_STEP_S}")
+
+
+def test_planning_guide_gives_the_headroom_s_and_the_sensitivity_s_steps():
+    said = quoted("docs/guide/planning.md", r"then narrows the bracket to (\d+)%, every factor")
+    assert int(said[1]) / 100 == RELATIVE_WIDTH
+    said = quoted("docs/guide/planning.md", r"Add `--sensitivity` \(±(\d+)%;")
+    assert int(said[1]) / 100 == default(sensitivity, "change")
+
+
+def test_the_drain_s_default_timeout_is_the_pages_one():
+    drain = PipelineConfig().drain_timeout_s
+    for page, pattern in (
+        ("docs/workshop.md", r"hit `drain_timeout_s` \((\d+) s by default\)"),
+        ("docs/guide/simulating.md", r"\(`--drain-timeout`, (\d+) s by default\)"),
+    ):
+        assert float(quoted(page, pattern)[1]) == drain, page
+
+
+def test_workshop_guide_gives_the_resource_checks_tolerances():
+    said = quoted(
+        "docs/workshop.md",
+        r"fails when a run is more than ([\d.]+)x off a figure here in memory, or ([\d.]+)x in"
+        r" CPU time",
+    )
+    assert (float(said[1]), float(said[2])) == (MEMORY_FACTOR, CPU_FACTOR)
+
+
+def _shown_defaults(page: str, name: str) -> dict[str, str]:
+    """The ``key=value`` pairs of the signature ``name(...)`` the page shows in prose."""
+    said = quoted(page, rf"\b{name}\(([^`()]+)\)")
+    return dict(pair.strip().split("=", 1) for pair in said[1].split(","))
+
+
+def test_overload_guide_gives_each_control_s_defaults():
+    page = "docs/guide/overload.md"
+    for control in (RetryBudget, CircuitBreaker, CoDel):
+        for key, shown in _shown_defaults(page, control.__name__).items():
+            assert shown == repr(default(control, key)), (control.__name__, key, shown)
+    said = quoted(
+        page,
+        r"multiplies by `backoff_ratio` \(([\d.]+)\) on a failed, timed-out or refused attempt,"
+        r" or one slower than `timeout_s` \(([\d.]+) s\); Gradient2 compares a long-term RTT"
+        r" average with each attempt's RTT \(smoothing ([\d.]+), queue size (\d+), long window"
+        r" (\d+), tolerance ([\d.]+)\)",
+    )
+    assert [float(value) for value in said.groups()] == [
+        default(AIMD, "backoff_ratio"),
+        default(AIMD, "timeout_s"),
+        *(default(Gradient2, key) for key in ("smoothing", "queue_size", "long_window")),
+        default(Gradient2, "rtt_tolerance"),
+    ]
+    said = quoted(page, r"`recovery_s`: (\d+) s windows after the last fault, each within (\d+)%")
+    assert (float(said[1]), int(said[2]) / 100) == (RECOVERY_WINDOW_S, RECOVERY_TOLERANCE)
