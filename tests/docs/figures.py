@@ -200,6 +200,19 @@ def benchmarks(run: PageRun) -> None:
     about(noop_ratio - 1, 0.05, 0.15, "the exporter's share of a no-op item")
     work_ratio = recorded(section, "a little work", 3)
     agrees(run, "and 5% beside 9 µs", f"and {(work_ratio - 1) * 100}% beside 9 µs")
+    # the [fast] extra's "10x+": the event path without numba against the compiled one
+    replay = "One replay in the kernel"
+    plain = float(
+        in_results(replay, r"without numba: event path, .*? row \| [\d.]+ s \| ([\d.]+) s")
+    )
+    compiled = float(
+        in_results(
+            replay,
+            r"event path, SimPy / auto, .*? \| [\d.]+x \([\d.]+ s\) \| [\d.]+x \(([\d.]+) s\) \|",
+        )
+    )
+    says(run, "its event path (failures, retries: 10x+ faster; plans)")
+    assert plain / compiled >= 10, f"without numba {plain} s, compiled {compiled} s"
 
 
 @checker("statistics.md")

@@ -12,6 +12,7 @@ import inspect
 import tracemalloc
 
 from pipeline import AIMD, CircuitBreaker, CoDel, Gradient2, PipelineConfig, RetryBudget
+from pipeline.autoscale import Autoscaler
 from pipeline.cli.settings import MAX_SCENARIO_BYTES
 from pipeline.examples.ingest.chain import ingest
 from pipeline.examples.ingest.meter import QuantileSketch
@@ -27,6 +28,7 @@ from pipeline.sim.workloads.traces.runtrace import TraceRecorder
 from tests.docs.figures import quoted
 from tests.docs.snippets import shows
 from tests.notebooks.after_the_run import CPU_FACTOR, MEMORY_FACTOR
+from tests.sim.running.kernel.test_kernel_equality import TOLERANCE_S
 
 MIB = 2**20
 
@@ -157,3 +159,16 @@ def test_overload_guide_gives_each_control_s_defaults():
     ]
     said = quoted(page, r"`recovery_s`: (\d+) s windows after the last fault, each within (\d+)%")
     assert (float(said[1]), int(said[2]) / 100) == (RECOVERY_WINDOW_S, RECOVERY_TOLERANCE)
+
+
+def test_autoscaling_guide_gives_the_autoscaler_s_defaults():
+    page = "docs/guide/autoscaling.md"
+    said = quoted(page, r"the pool grows by at most (\d+) workers or (\d+)% a sync")
+    assert (int(said[1]), int(said[2]) / 100) == default(Autoscaler, "max_scale_up")
+    said = quoted(page, r"`scale_down_stabilization_s` \((\d+) s by default\)")
+    assert float(said[1]) == default(Autoscaler, "scale_down_stabilization_s")
+
+
+def test_engine_guide_gives_the_equality_test_s_tolerance():
+    said = quoted("docs/guide/engine.md", r"times agree to (1e-\d+) s, counts exactly")
+    assert float(said[1]) == TOLERANCE_S
