@@ -12,8 +12,11 @@ import inspect
 import tracemalloc
 
 from pipeline import AIMD, CircuitBreaker, CoDel, Gradient2, PipelineConfig, RetryBudget
+from pipeline._validate import MAX_CONCURRENCY as MAX_CONCURRENCY_OF_A_POOL
 from pipeline.autoscale import Autoscaler
+from pipeline.cli.plan_settings import DEFAULT_BUDGET
 from pipeline.cli.settings import MAX_SCENARIO_BYTES
+from pipeline.cli.values import MAX_PROCESSES
 from pipeline.examples.ingest.chain import ingest
 from pipeline.examples.ingest.meter import QuantileSketch
 from pipeline.examples.ingest.twin import MAX_CONCURRENCY, run_loop
@@ -21,9 +24,12 @@ from pipeline.sim.analysis.diagnostics.bottleneck import BUSY_WARN, QUEUE_PER_WO
 from pipeline.sim.analysis.diagnostics.findings import LOAD_CRITICAL
 from pipeline.sim.analysis.planning.headroom import RELATIVE_WIDTH
 from pipeline.sim.analysis.planning.sensitivity import sensitivity
+from pipeline.sim.running.kernel.driver import LOAD_AFTER_ITEMS
+from pipeline.sim.running.openmetrics import MAX_STEPS
 from pipeline.sim.running.recovery import RECOVERY_TOLERANCE, RECOVERY_WINDOW_S
 from pipeline.sim.workloads.csvcolumn import MAX_LINE_CHARS
 from pipeline.sim.workloads.telemetry.prometheus import DEFAULT_STEP_S
+from pipeline.sim.workloads.telemetry.query_range import MAX_POINTS
 from pipeline.sim.workloads.traces.runtrace import TraceRecorder
 from tests.docs.figures import quoted
 from tests.docs.snippets import shows
@@ -172,3 +178,24 @@ def test_autoscaling_guide_gives_the_autoscaler_s_defaults():
 def test_engine_guide_gives_the_equality_test_s_tolerance():
     said = quoted("docs/guide/engine.md", r"times agree to (1e-\d+) s, counts exactly")
     assert float(said[1]) == TOLERANCE_S
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def test_the_guides_give_the_code_s_limits():
+    """Each guide's limit of a count, as the code sets it."""
+    for page, pattern, constant in (
+        ("docs/guide/planning.md", r"`plan\(budget=N\)`; ([\d,]+) by default", DEFAULT_BUDGET),
+        ("docs/guide/planning.md", r"is at most ([\d,]+) local worker processes", MAX_PROCESSES),
+        (
+            "docs/guide/simulating.md",
+            r"\(`1s`; `500ms`, `2m`...\), at most ([\d,]+) steps",
+            MAX_STEPS,
+        ),
+        ("docs/guide/semantics.md", r"\(an integer, 1 to ([\d,]+)\)", MAX_CONCURRENCY_OF_A_POOL),
+        ("docs/guide/engine.md", r"reach ([\d,]+) stage items, so a short run", LOAD_AFTER_ITEMS),
+        ("docs/guide/twin.md", r"A range past Prometheus's ([\d,]+) points", MAX_POINTS),
+    ):
+        assert _number(quoted(page, pattern)[1]) == constant, (page, pattern)
