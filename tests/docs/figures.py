@@ -416,6 +416,14 @@ def planning(run: PageRun) -> None:
 
 @checker("twin.md")
 def twin(run: PageRun) -> None:
+    # the levels of calibrate's tests, as the prose gives them and the command prints them
+    printed = "".join(out for _, out in run.commands)
+    says(run, "when one passes a KS test at 5% with Lilliefors' critical")
+    assert "(5% critical)" in printed, "calibrate no longer prints the KS test's level"
+    says(run, "Poisson dispersion test is consistent with one rate at 5%")
+    says(run, "Pearson's chi-square over the buckets passes at 5%")
+    assert re.search(r"consistent with one rate \(dispersion .*?>= 0\.05\)", printed)
+    assert re.search(r"chi-square [\d.]+ on \d+ df, p=[\d.]+ >= 0\.05", printed)
     what_if = json_in(printed_by(run, "--what-if api_latency=0.5 --json"))
     assert what_if["accounting"]["balanced"] and set(what_if["comparison"]) == {
         "throughput_per_s",

@@ -20,6 +20,7 @@ from pipeline.cli.values import MAX_PROCESSES
 from pipeline.examples.ingest.chain import ingest
 from pipeline.examples.ingest.meter import QuantileSketch
 from pipeline.examples.ingest.twin import MAX_CONCURRENCY, run_loop
+from pipeline.sim import LogNormal
 from pipeline.sim.analysis.diagnostics.bottleneck import BUSY_WARN, QUEUE_PER_WORKER, StageLoad
 from pipeline.sim.analysis.diagnostics.findings import LOAD_CRITICAL
 from pipeline.sim.analysis.planning.headroom import RELATIVE_WIDTH
@@ -199,3 +200,10 @@ def test_the_guides_give_the_code_s_limits():
         ("docs/guide/twin.md", r"A range past Prometheus's ([\d,]+) points", MAX_POINTS),
     ):
         assert _number(quoted(page, pattern)[1]) == constant, (page, pattern)
+
+
+def test_simulating_guide_gives_the_percentile_fit_s_tolerance():
+    said = quoted(
+        "docs/guide/simulating.md", r"number is checked against the fit \((\d+)% tolerance\)"
+    )
+    assert int(said[1]) / 100 == default(LogNormal.from_quantiles, "rtol")
