@@ -472,3 +472,19 @@ def twin(run: PageRun) -> None:
 def chains(run: PageRun) -> None:
     advice = re.search(r"concurrency (\d+) -> (\d+)", run.output("[CRITICAL] BOTTLENECK"))
     says(run, f"(`concurrency {advice[1]} -> {advice[2]}`, enough for about 80% busy")
+
+
+@checker("overload.md")
+def overload(run: PageRun) -> None:
+    # the retry budget's arithmetic, from the budget the page builds, and its run's attempts
+    budget = run.namespace["budget"]
+    first = 1000
+    allowed = budget.ratio * first + budget.min_retries_per_s * budget.window_s
+    attempts = int(run.output("retry_budget").split()[0])
+    agrees(
+        run,
+        "attempts allow 0.1 x 1000 + 0.05 x 100 = 105 retries",
+        f"attempts allow {budget.ratio} x {first} + {budget.min_retries_per_s} x"
+        f" {budget.window_s} = {attempts - first} retries",
+    )
+    assert attempts - first == allowed, (attempts, allowed)

@@ -207,3 +207,17 @@ def test_simulating_guide_gives_the_percentile_fit_s_tolerance():
         "docs/guide/simulating.md", r"number is checked against the fit \((\d+)% tolerance\)"
     )
     assert int(said[1]) / 100 == default(LogNormal.from_quantiles, "rtol")
+
+
+def test_overload_guide_s_aimd_steps_follow_its_backoff_ratio():
+    said = quoted(
+        "docs/guide/overload.md",
+        r"\((\d+) x ([\d.]+) floored: ([\d, ]+), then the minimum, (\d+)\)",
+    )
+    ratio = default(AIMD, "backoff_ratio")
+    assert float(said[2]) == ratio
+    limit, floor, steps = int(said[1]), int(said[4]), []
+    while int(limit * ratio) >= floor:
+        limit = int(limit * ratio)
+        steps.append(limit)
+    assert [int(step) for step in said[3].split(",")] == steps, said[0]
