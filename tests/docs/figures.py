@@ -18,6 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 
+from pipeline import PipelineConfig
+from pipeline.sim.analysis.planning.judgement import judge
+from pipeline.sim.analysis.planning.slo import SLO
+from pipeline.sim.analysis.theory import mmc
+from pipeline.sim.running.summary import BATCH_MEANS_MIN_ITEMS, BATCHES
+from pipeline.sim.stats.intervals import SKEW_ROBUST_MIN_VALUES, mean_bounds, mean_ci
+from pipeline.sim.stats.quantiles import quantile_ci
+from pipeline.sim.stats.runlength import DEFAULT_RELATIVE_PRECISION
 from tests.docs.conftest import REPO
 from tests.docs.snippets import shows
 
@@ -241,15 +249,6 @@ def statistics(run: PageRun) -> None:
 def statistics_definitions(run: PageRun) -> None:
     """The statistics guide's figures that follow from the code's rules and constants alone
     (the measured ones are held by the coverage tests that measure them)."""
-    from pipeline import PipelineConfig
-    from pipeline.sim.analysis.planning.judgement import judge
-    from pipeline.sim.analysis.planning.slo import SLO
-    from pipeline.sim.analysis.theory import mmc
-    from pipeline.sim.running.summary import BATCH_MEANS_MIN_ITEMS, BATCHES
-    from pipeline.sim.stats.intervals import SKEW_ROBUST_MIN_VALUES, mean_bounds, mean_ci
-    from pipeline.sim.stats.quantiles import quantile_ci
-    from pipeline.sim.stats.runlength import DEFAULT_RELATIVE_PRECISION
-
     agrees(
         run,
         f"by batch means ({BATCHES} batches of the items in arrival order",
