@@ -8,6 +8,13 @@ running a cell, waits until every markdown cell has rendered, and reads what a
 reader sees: no ``{eval}`` and no expression's source in any cell, and each saved
 value where its expression stands.
 
+That every inline expression of every notebook has its saved value, equal to a
+fresh run's, is checked without a browser after each notebook's run
+(``tests/notebooks/after_the_run.py``). What the browser adds is the rendering,
+which is jupyterlab-myst's and the same for every notebook; it is checked on the
+notebook a reader opens first, the one with the most expressions and the solution
+with the most (about 11 s a notebook: all 28 would cost five minutes of the suite).
+
 Needs Chromium and the JupyterLab of this venv, as ``test_browser.py`` (whose
 server, browser and page helpers these are).
 """
@@ -52,7 +59,20 @@ def shown_value(entry: dict) -> str:
     return value if isinstance(value, str) else plain
 
 
-@pytest.mark.parametrize("name", MAIN_NOTEBOOKS + SOLUTION_NOTEBOOKS)
+#: The first notebook a reader opens, the one with the most inline expressions, and
+#: the solution with the most.
+OPENED = (
+    "00-start-here.ipynb",
+    "06-rate-limits-and-llm-batches.ipynb",
+    "solutions/03-retries-and-dead-letters-solutions.ipynb",
+)
+
+
+def test_the_opened_notebooks_exist():
+    assert set(OPENED) <= set(MAIN_NOTEBOOKS + SOLUTION_NOTEBOOKS)
+
+
+@pytest.mark.parametrize("name", OPENED)
 def test_an_unrun_notebook_shows_its_numbers_not_their_expressions(request, name):
     browser_, lab_ = browser_and_lab(request)
     notebook = json.loads((notebooks_dir() / name).read_text(encoding="utf-8"))
