@@ -74,6 +74,21 @@ def test_simulate_json_carries_what_the_controls_did(scenario_file, capsys):
     assert out["attempts_total"] == want["attempts_total"]
 
 
+def test_the_metrics_file_carries_what_the_controls_did(scenario_file, capsys, tmp_path):
+    from pipeline.sim.running.scrape import openmetrics_series
+
+    path = tmp_path / "run.om"
+    argv = ["simulate", scenario_file(CONTROLS), "--json", "--metrics-out", str(path)]
+    assert main([*argv, "--metrics-start", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    found = openmetrics_series(path)
+    labels = (("pipeline", "sim"),)
+    assert found["pipeline_retries_denied_total", labels][-1][1] == out["retries_denied"] > 0
+    states = {dict(key)["state"] for name, key in found if name == "pipeline_breaker_state"}
+    assert states == {"closed", "open", "half_open"}
+    assert not any("codel" in name or "concurrency_limit" in name for name, _ in found)
+
+
 def test_empty_tables_take_the_defaults(scenario_file, capsys):
     assert main(["simulate", scenario_file(HEAD + "[retry_budget]\n[breaker]\n"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
