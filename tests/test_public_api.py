@@ -85,6 +85,7 @@ SIM = [
     "TraceRecorder",
     "calibrate",
     "compare",
+    "compare_controls",
     "detect_warmup",
     "diagnose",
     "load_trace",

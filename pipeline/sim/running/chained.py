@@ -47,6 +47,7 @@ from ..vloop import run_virtual, wake_unless_cancelled
 from ..workloads.classes import ClassDraws, class_codes, draw_classes
 from ..workloads.scenario import Scenario, Streams
 from .class_summary import class_summaries
+from .control_series import control_series
 from .openmetrics import write_openmetrics
 from .recorder import ItemColumns, Recorder, item_columns, step_series
 from .result import SimulationResult
@@ -485,7 +486,14 @@ def simulate_chain(
         )
         stage_codes = None if codes is None else np.repeat(codes, spread)
         results[spec.name] = SimulationResult(
-            stage_scenario, stage_report, columns, series, 0.0, engine, stage_codes
+            stage_scenario,
+            stage_report,
+            columns,
+            series,
+            0.0,
+            engine,
+            stage_codes,
+            controls=control_series(spec.config, recorder, report.finished_s),
         )
         spread *= spec.fan_out
         # The next stage's items arrive when this stage finishes them (or their parent).

@@ -26,6 +26,7 @@ from ..workloads.classes import ClassDraws, class_codes
 from ..workloads.failures import NoFailures
 from ..workloads.faults import CapacityDrop, SpeedProfile
 from ..workloads.scenario import Scenario
+from .control_series import control_series
 from .downstream import DownstreamRun, downstream_rng
 from .engine_choice import run_chosen
 from .recorder import Recorder, item_columns, step_series
@@ -237,6 +238,7 @@ def _engine_once(scenario: Scenario, replication: int) -> SimulationResult:
         "asyncio",
         codes,
         downstream=recorder.downstream,
+        controls=control_series(scenario.config, recorder, report.finished_s),
     )
 
 
