@@ -60,6 +60,12 @@ class EventKind(IntEnum):
     QUEUE_SHED = 17
     """CoDel shed the queued item (``PipelineConfig.codel``): it left the queue (queue
     depth -1) and its outcome is ``shed``, as an item rejected at admission is."""
+    SYNCED = 18
+    """The autoscaler synced (every ``sync_s``, after SCALED when the size changed):
+    ``statistics().workers_desired`` is this sync's desired count (item is None)."""
+    WORKER_LEFT = 19
+    """A busy worker the pool was shrunk by (an autoscaler's sync or ``resize``) finished
+    and left: ``statistics().workers`` fell by one (item is None)."""
 
 
 Listener = Callable[[EventKind, float, Any], None]

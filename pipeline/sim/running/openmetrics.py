@@ -32,7 +32,12 @@ approximation: a sample at time ``t`` is the value at ``t``.
   oldest admitted item not yet finished (0 when none is), at each sampling
   time; it grows between events, so only the sampled moments are exact.
 - ``pipeline_queue_capacity`` is the queue's ``maxsize`` (no sample for an
-  unbounded queue), ``pipeline_workers`` the configured workers.
+  unbounded queue), ``pipeline_workers`` the configured workers. With an
+  autoscaler, ``pipeline_workers`` is the pool's size over time and
+  ``pipeline_workers_desired`` the count the last sync's metric asked for (from
+  the first sync on), both step functions sampled as the gauges above (the run's
+  ``timeseries`` columns ``workers`` and ``workers_desired``); without one there is
+  no ``pipeline_workers_desired`` family, as the exporter serves none.
 - Histograms (:data:`BUCKETS_S`, seconds) observe each item's wait at its first
   start (``start - arrival``, as ``wait_mean_s``), each attempt's duration when
   it ends, and each completed item's latency at its finish (as ``latency_mean_s``).
@@ -75,6 +80,7 @@ __all__ = [
     "MAX_STEPS",
     "METRICS",
     "MIN_STEP_S",
+    "POOL_METRICS",
     "sampling_step",
     "write_openmetrics",
 ]
@@ -101,6 +107,15 @@ METRICS: dict[str, tuple[str, str, str]] = {
     for key, name in _FAMILIES.items()
 }
 """The metrics contract's families: key -> (family name, OpenMetrics type, help text)."""
+POOL_METRICS = {
+    "workers_desired": ("pipeline_workers_desired", "gauge", SPECS["pipeline_workers_desired"].help)
+}
+"""Families only an autoscaled run writes (after ``pipeline_workers_busy``), as :data:`METRICS`."""
+_WRITTEN = {
+    key: spec
+    for name, each in METRICS.items()
+    for key, spec in ((name, each), *(POOL_METRICS.items() if name == "workers_busy" else ()))
+}
 
 DEFAULT_STEP_S = 1.0
 """Sampling step when none is given, seconds."""
@@ -290,6 +305,7 @@ def _stage_samples(result: SimulationResult, grid: np.ndarray, end_s: float) -> 
     gauges: dict[str, Any] = {
         "queue_depth": [({}, gauge(s.queue_depth, True))],
         "workers": [({}, [(t, config.concurrency) for t in grid.tolist()])],
+        **_pool_gauges(result, gauge),
         "workers_busy": [({}, gauge(s.in_flight, True))],
         "oldest_item_age": [({}, _oldest_age(c, grid, end_s))],
         "queue_capacity": []
@@ -315,6 +331,16 @@ def _stage_samples(result: SimulationResult, grid: np.ndarray, end_s: float) -> 
         "attempt_duration": _histogram(ended, duration, grid),
         "latency": _histogram(c.finish_s[done], (c.finish_s - c.arrival_s)[done], grid),
     }
+
+
+def _pool_gauges(result: SimulationResult, gauge: Any) -> dict[str, Any]:
+    """An autoscaled run's ``workers`` and ``workers_desired`` series; none for a fixed pool."""
+    pool = getattr(result, "pool", None)
+    if pool is None:
+        return {}
+    workers, desired = pool.at(result.series.time_s)
+    synced = [(t, v) for t, v in gauge(desired, True) if v >= 0]  # none before the first sync
+    return {"workers": [({}, gauge(workers, True))], "workers_desired": [({}, synced)]}
 
 
 def _points(grid: np.ndarray, values: np.ndarray) -> list[tuple[float, float]]:
@@ -411,14 +437,16 @@ def _lines(
     start_ms: int,
 ) -> Iterator[str]:
     stamps = [_stamp(ms) for ms in grid_ms.tolist()]
-    for key, (name, kind, text) in METRICS.items():
+    for key, (name, kind, text) in _WRITTEN.items():
+        if not any(key in families for _, families in samples):
+            continue  # a family only some runs have (an autoscaler's desired count)
         yield f"# TYPE {name} {kind}\n"
         if name.endswith("_seconds"):
             yield f"# UNIT {name} seconds\n"
         yield f"# HELP {name} {text}\n"
         sample_name = f"{name}_total" if kind == "counter" else name
         for base, families in samples:
-            for extra, points in families[key]:
+            for extra, points in families.get(key, ()):
                 labels = _label_text({**base, **extra})
                 if kind == "histogram":
                     yield from _histogram_lines(name, labels, points, stamps)
