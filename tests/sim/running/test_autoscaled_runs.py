@@ -9,7 +9,16 @@ import pandas as pd
 import pytest
 
 from pipeline import Autoscaler, Backoff, Pipeline, PipelineConfig
-from pipeline.sim import Constant, Exponential, IndependentFailures, Poisson, Scenario, simulate
+from pipeline.sim import (
+    CapacityDrop,
+    Constant,
+    Downstream,
+    Exponential,
+    IndependentFailures,
+    Poisson,
+    Scenario,
+    simulate,
+)
 from pipeline.sim.running import single
 from pipeline.sim.running.openmetrics import METRICS
 from tests.sim.running.test_openmetrics import read
@@ -191,3 +200,52 @@ def test_a_fixed_pool_writes_no_desired_family(tmp_path):
     fixed = Scenario(arrivals=Poisson(rate=2.0), service=Exponential(mean=0.5), n_items=50, seed=1)
     simulate(fixed).to_openmetrics(tmp_path / "m.om", start_s=1_700_000_000)
     assert "pipeline_workers_desired" not in (tmp_path / "m.om").read_text()
+
+
+def retry_storm(autoscale: Autoscaler | None, seed: int) -> Scenario:
+    """100 requests/s to a downstream of 10 servers (125/s), cut to 20% for 8 s at 20 s; the
+    client waits 1 s and tries 4 times; a pool of 12, or one autoscaled from 12 to 200."""
+    return Scenario(
+        arrivals=Poisson(rate=100.0),
+        duration_s=90.0,
+        seed=seed,
+        downstream=Downstream(concurrency=10, service=Exponential(mean=0.08)),
+        faults=[CapacityDrop(at_s=20.0, for_s=8.0, factor=0.2)],
+        config=PipelineConfig(
+            concurrency=12,
+            queue_maxsize=None,
+            max_attempts=4,
+            attempt_timeout_s=1.0,
+            drain_timeout_s=None,
+            backoff=Backoff(kind="constant", base_s=0.1),
+            autoscale=autoscale,
+        ),
+    )
+
+
+STORM_SCALER = Autoscaler(
+    min_workers=12, max_workers=200, target=2.0, sync_s=5.0, scale_down_stabilization_s=30.0
+)
+
+
+def test_an_autoscaler_scaling_on_a_queue_of_retries_can_keep_a_downstream_stuck():
+    # The fixed pool caps the requests in flight at 12: the cut's backlog waits in the
+    # pipeline's queue, not past the client's timeout, and the run recovers.
+    for seed in (1, 2):
+        fixed = simulate(retry_storm(None, seed)).summary
+        assert fixed["recovered"] and fixed["items_dead_lettered"] == 0
+        assert fixed["downstream_orphaned"] < 50
+    # The autoscaler grows the pool on that backlog; after the cut, its requests wait
+    # behind each other at the 10 servers past the 1 s timeout, every attempt leaves an
+    # orphan and a retry, and the retries keep the queue the pool scales on.
+    stuck = simulate(retry_storm(STORM_SCALER, 1))
+    s = stuck.summary
+    assert not s["recovered"] and s["workers_max"] == 200
+    assert s["items_dead_lettered"] > 1000 and s["downstream_orphaned"] > 10_000
+    ts = stuck.timeseries
+    late = ts[(ts["time_s"] % 5 == 0) & (ts["time_s"] >= 45) & (ts["time_s"] <= 85)]
+    assert (late["workers"] == 200).all() and (late["retry_waiting"] > 0).all()
+    assert (late["workers_desired"] > 200).all()  # the metric asks for more than the max
+    # Not every run: with other traffic the same autoscaler gets out of it.
+    lucky = simulate(retry_storm(STORM_SCALER, 2)).summary
+    assert lucky["recovered"] and lucky["workers_max"] > 100
