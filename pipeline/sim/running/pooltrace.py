@@ -13,12 +13,14 @@ events are in the run's log too, so every change falls on a row of the run's
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...events import EventKind
+from ...statistics import Statistics
 
 __all__ = ["PoolSeries", "PoolTrace"]
 
@@ -49,7 +51,8 @@ class PoolTrace:
     """Listens to one pipeline's pool events and records its size and desired count.
 
     Args:
-        pipe: the pipeline (its ``statistics()`` is read at each pool event).
+        statistics: reads the pipeline's ``statistics()`` (at each pool event): its own
+            method, or a chain stage's reading.
         concurrency: its starting pool.
     """
 
@@ -57,8 +60,8 @@ class PoolTrace:
     """The events after which the size or the desired count may differ (SCALED is
     always followed by SYNCED at its instant)."""
 
-    def __init__(self, pipe: Any, concurrency: int) -> None:
-        self._pipe = pipe
+    def __init__(self, statistics: Callable[[], Statistics], concurrency: int) -> None:
+        self._statistics = statistics
         self._time_s = array("d", [0.0])
         self._workers = array("q", [concurrency])
         self._desired = array("q", [NO_DESIRED])
@@ -68,7 +71,7 @@ class PoolTrace:
         return dict.fromkeys(self.KINDS, self._note)
 
     def _note(self, kind: EventKind, now_s: float, item: Any) -> None:
-        stats = self._pipe.statistics()
+        stats = self._statistics()
         desired = stats.workers_desired
         self._time_s.append(now_s)
         self._workers.append(stats.workers)

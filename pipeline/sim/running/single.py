@@ -137,7 +137,7 @@ async def run_engine(
     pipe.add_listener(recorder.listeners())
     pool = None
     if scenario.config.autoscale is not None:
-        pool = PoolTrace(pipe, scenario.config.concurrency)
+        pool = PoolTrace(pipe.statistics, scenario.config.concurrency)
         pipe.add_listener(pool.listeners())
     report = await pipe.run(_ArrivalSource(arrivals.tolist(), loop))
     if scenario.downstream is not None:

@@ -17,6 +17,7 @@ from pipeline.sim import (
     IndependentFailures,
     Poisson,
     Scenario,
+    StageSpec,
     simulate,
 )
 from pipeline.sim.running import single
@@ -167,6 +168,31 @@ def test_a_fixed_pool_has_no_pool_columns():
     fixed = Scenario(arrivals=Poisson(rate=2.0), service=Exponential(mean=0.5), n_items=50, seed=1)
     result = simulate(fixed, engine="asyncio")
     assert "workers" not in result.timeseries and result.pool is None
+
+
+def test_a_chain_stage_that_autoscales_has_its_pool_columns():
+    scaled = PipelineConfig(
+        concurrency=2, queue_maxsize=None, autoscale=Autoscaler(max_workers=10, sync_s=5.0)
+    )
+    stages = [
+        StageSpec(name="fetch", service=Exponential(mean=0.3), config=scaled),
+        StageSpec(name="write", service=Exponential(mean=0.05), config=PipelineConfig()),
+    ]
+    chain = simulate(
+        Scenario(arrivals=Poisson(rate=20.0), stages=stages, n_items=800, seed=2), engine="asyncio"
+    )
+    fetch, write = chain.stages["fetch"], chain.stages["write"]
+    assert "workers" not in write.timeseries
+    ts = fetch.timeseries
+    assert ts["workers"].max() == fetch.summary["workers_max"] > 2
+    # The stage's workers were paid until the stage closed (the chain ends a little later).
+    closed = fetch.report.finished_s
+    start = np.minimum(ts["time_s"].to_numpy(), closed)
+    end = np.minimum(np.append(ts["time_s"].to_numpy()[1:], fetch.series.end_s), closed)
+    paid = float((ts["workers"].to_numpy() * (end - start)).sum())
+    assert paid == pytest.approx(fetch.summary["worker_seconds"], rel=1e-9)
+    synced = ts[ts["workers_desired"].notna()]
+    assert synced["time_s"].iloc[0] == 5.0  # the first sync
 
 
 def test_the_metrics_file_carries_the_pool_as_the_timeseries_does(tmp_path):
