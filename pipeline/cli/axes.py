@@ -9,16 +9,16 @@ class (``classes.standard.share=1,4``; fields ``share``, ``priority``,
 ``service``, ``patience``), or ``autoscale.KEY=VALUES`` for one setting of the
 autoscaler (``autoscale.target=1,2,5``; the keys of ``--autoscale``). ``NAME``
 is the flag's spelling or the Python field's (``maxsize`` or ``queue_maxsize``,
-``max-attempts`` or ``max_attempts``). :func:`parse_axis` checks each value as the option's own
-flag does (:data:`~pipeline.cli.values.OPTIONS`), or as the stage and class
-tables do (:mod:`pipeline.cli.stages`, :mod:`pipeline.cli.classes`);
+``max-attempts`` or ``max_attempts``). :func:`parse_axis` checks each value as
+the option's own flag does (:data:`~pipeline.cli.values.OPTIONS`), or as the
+stage and class tables do (:mod:`pipeline.cli.stages`, :mod:`pipeline.cli.classes`);
 :func:`gather_axes` reads a scenario file's table of axes (a sweep's
 ``[grid]``, a plan's ``search``) and the flags (``--grid``, ``--search``) the
 same way for both commands; :func:`check_axes` holds them against the
 scenario (a stage axis needs a chain with that stage, a class axis that
-class, an autoscaler axis a pipeline that autoscales, and a chain's per-stage
-settings need their stage), and says which
-axes that scenario has when a name is none of them; :func:`axis_change`
+class, an autoscaler axis a pipeline that autoscales with each value one its
+autoscaler takes, and a chain's per-stage settings need their stage), and says
+which axes that scenario has when a name is none of them; :func:`axis_change`
 turns one value into the ``Scenario.replace`` keyword it sets
 (:func:`axis_field`).
 """

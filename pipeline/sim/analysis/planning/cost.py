@@ -18,8 +18,8 @@ configuration is then Hillier and Lieberman's ``E(TC) = C_s c + C_w L``:
   (:func:`~pipeline.sim.stats.intervals.mean_bounds`).
 
 With a wait cost, or an autoscaled pool, :func:`~.plan.plan` picks, among the
-configurations shown to meet every SLO, the one of least total cost per hour; two configurations
-are told apart by the paired difference of their totals (replication *r* of
+configurations shown to meet every SLO, the one of least total cost per hour;
+two configurations are told apart by the paired difference of their totals (replication *r* of
 both ran on the same random numbers), at the plan's per-look level. When the
 budget runs out before a cheaper-looking rival is told apart, the choice is
 the lower mean and :attr:`CostEstimate.note` says which rival is within reach.
