@@ -72,7 +72,7 @@ class Attempts(PipelineFields):
             try:
                 while not cancelling():
                     if queue.retiring:
-                        queue.retiring -= 1  # resize() asked a worker to leave: this one
+                        queue.leave()  # resize() asked a worker to leave: this one
                         return
                     # get_nowait when something is queued: no coroutine for the common case
                     item = queue.get_nowait() if len(queue) else await queue.get()
@@ -89,7 +89,7 @@ class Attempts(PipelineFields):
                 await in_flight.acquire()
                 try:
                     if queue.retiring:
-                        queue.retiring -= 1  # resize() asked a worker to leave: this one
+                        queue.leave()  # resize() asked a worker to leave: this one
                         raise WorkerRetired
                     item = await queue.get()
                 except BaseException:

@@ -148,7 +148,7 @@ class Controls(PipelineFields):
     ) -> None:
         while not cancelling():
             if queue.retiring:
-                queue.retiring -= 1  # resize() asked a worker to leave: this one
+                queue.leave()  # resize() asked a worker to leave: this one
                 return
             if gate is None:
                 item = await queue.get()  # a CoDel queue's get: it may shed on the way

@@ -70,6 +70,12 @@ class EventKind(IntEnum):
     LIMIT_CHANGED = 20
     """The adaptive concurrency limit changed after an attempt's sample; ``item`` is the new
     limit, an int (``statistics().concurrency_limit``)."""
+    SYNCED = 21
+    """The autoscaler synced (every ``sync_s``, after SCALED when the size changed):
+    ``statistics().workers_desired`` is this sync's desired count (item is None)."""
+    WORKER_LEFT = 22
+    """A busy worker the pool was shrunk by (an autoscaler's sync or ``resize``) finished
+    and left: ``statistics().workers`` fell by one (item is None)."""
 
 
 Listener = Callable[[EventKind, float, Any], None]

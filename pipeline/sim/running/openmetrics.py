@@ -32,7 +32,12 @@ approximation: a sample at time ``t`` is the value at ``t``.
   oldest admitted item not yet finished (0 when none is), at each sampling
   time; it grows between events, so only the sampled moments are exact.
 - ``pipeline_queue_capacity`` is the queue's ``maxsize`` (no sample for an
-  unbounded queue), ``pipeline_workers`` the configured workers.
+  unbounded queue), ``pipeline_workers`` the configured workers. With an
+  autoscaler, ``pipeline_workers`` is the pool's size over time and
+  ``pipeline_workers_desired`` the count the last sync's metric asked for (from
+  the first sync on), both step functions sampled as the gauges above (the run's
+  ``timeseries`` columns ``workers`` and ``workers_desired``); without one there is
+  no ``pipeline_workers_desired`` family, as the exporter serves none.
 - The overload controls' families, each only when its control is on (a run
   without one writes none of them, as before they existed), with the values
   ``statistics()`` shows at each sampling time (``result.controls``):
@@ -81,11 +86,11 @@ if TYPE_CHECKING:
     from .result import SimulationResult
 
 __all__ = [
-    "CONTROL_METRICS",
     "DEFAULT_STEP_S",
     "MAX_STEPS",
     "METRICS",
     "MIN_STEP_S",
+    "OPTIONAL_METRICS",
     "sampling_step",
     "write_openmetrics",
 ]
@@ -127,12 +132,14 @@ def _table(families: dict[str, str]) -> dict[str, tuple[str, str, str]]:
 METRICS: dict[str, tuple[str, str, str]] = _table(_FAMILIES)
 """The metrics contract's families every file has: key -> (family name, OpenMetrics type, help
 text)."""
-CONTROL_METRICS: dict[str, tuple[str, str, str]] = _table(_CONTROL_FAMILIES)
-"""The overload controls' families, as :data:`METRICS`: in a file only with that control."""
+# The families only some runs write: an overload control's, an autoscaler's desired count.
+_OPTIONAL_FAMILIES = {**_CONTROL_FAMILIES, "workers_desired": "pipeline_workers_desired"}
+OPTIONAL_METRICS: dict[str, tuple[str, str, str]] = _table(_OPTIONAL_FAMILIES)
+"""As :data:`METRICS`, the families a file has only with their control or an autoscaler."""
 # The order a file lists them: the exporter's (pipeline._metric_names.METRICS).
 _WRITTEN = sorted(
-    {**METRICS, **CONTROL_METRICS}.items(),
-    key=lambda entry: list(SPECS).index({**_FAMILIES, **_CONTROL_FAMILIES}[entry[0]]),
+    {**METRICS, **OPTIONAL_METRICS}.items(),
+    key=lambda entry: list(SPECS).index({**_FAMILIES, **_OPTIONAL_FAMILIES}[entry[0]]),
 )
 
 DEFAULT_STEP_S = 1.0
@@ -323,6 +330,7 @@ def _stage_samples(result: SimulationResult, grid: np.ndarray, end_s: float) -> 
     gauges: dict[str, Any] = {
         "queue_depth": [({}, gauge(s.queue_depth, True))],
         "workers": [({}, [(t, config.concurrency) for t in grid.tolist()])],
+        **_pool_gauges(result, gauge),
         "workers_busy": [({}, gauge(s.in_flight, True))],
         "oldest_item_age": [({}, _oldest_age(c, grid, end_s))],
         "queue_capacity": []
@@ -366,6 +374,16 @@ def _control_samples(controls: ControlSeries | None, grid: np.ndarray) -> dict[s
         else:
             out[name] = [({}, _points(grid, values))]
     return out
+
+
+def _pool_gauges(result: SimulationResult, gauge: Any) -> dict[str, Any]:
+    """An autoscaled run's ``workers`` and ``workers_desired`` series; none for a fixed pool."""
+    pool = getattr(result, "pool", None)
+    if pool is None:
+        return {}
+    workers, desired = pool.at(result.series.time_s)
+    synced = [(t, v) for t, v in gauge(desired, True) if v >= 0]  # none before the first sync
+    return {"workers": [({}, gauge(workers, True))], "workers_desired": [({}, synced)]}
 
 
 def _points(grid: np.ndarray, values: np.ndarray) -> list[tuple[float, float]]:
@@ -464,7 +482,7 @@ def _lines(
     stamps = [_stamp(ms) for ms in grid_ms.tolist()]
     for key, (name, kind, text) in _WRITTEN:
         if not any(key in families for _, families in samples):
-            continue  # an overload control's family, and no stage has that control
+            continue  # an optional family no stage has (a control's, a desired count)
         yield f"# TYPE {name} {kind}\n"
         if name.endswith("_seconds"):
             yield f"# UNIT {name} seconds\n"

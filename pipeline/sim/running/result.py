@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from .control_series import ControlSeries
     from .downstream import DownstreamStats
+    from .pooltrace import PoolSeries
 
 __all__ = ["DrainTimeoutWarning", "SimulationResult"]
 
@@ -61,12 +62,17 @@ class SimulationResult:
             with item classes a categorical ``class`` column names each item's class.
         downstream: with a :class:`~pipeline.sim.Downstream`, what it served
             (:class:`~pipeline.sim.running.downstream.DownstreamStats`); else None.
+        pool: with an autoscaler, the pool's size and desired count over time
+            (:class:`~pipeline.sim.running.pooltrace.PoolSeries`); else None.
         item_class: with item classes, each item's class as its index in
             ``scenario.classes`` (by item id); else None.
         controls: with an overload control, what it did over time
             (:class:`~pipeline.sim.running.control_series.ControlSeries`); else None.
-        timeseries: the step functions as a DataFrame (built on first use); with
-            an overload control, also its columns (:attr:`controls`).
+        timeseries: the step functions as a DataFrame (built on first use); with an
+            autoscaler also ``workers`` (``statistics().workers``: the pool, cold-starting
+            and departing busy workers included) and ``workers_desired`` (the count the
+            last sync's metric asked for, ``<NA>`` before the first sync); with an
+            overload control, also its columns (:attr:`controls`).
     """
 
     def __init__(
@@ -81,10 +87,12 @@ class SimulationResult:
         *,
         downstream: DownstreamStats | None = None,
         controls: ControlSeries | None = None,
+        pool: PoolSeries | None = None,
     ) -> None:
         self.scenario = scenario
         self.downstream = downstream
         self.controls = controls
+        self.pool = pool
         self.item_class = item_class
         self.engine = engine
         self.report = report
@@ -181,6 +189,11 @@ class SimulationResult:
         frame["in_system"] = s.in_system
         frame["lag_items"] = s.lag_items
         frame["memory_bytes"] = s.memory_bytes(self.scenario.item_size_bytes)
+        if self.pool is not None:  # only then: other runs keep timeseries.csv's columns
+            workers, desired = self.pool.at(s.time_s)
+            frame["workers"] = workers
+            # Nullable integers: no desired count before the first sync.
+            frame["workers_desired"] = pd.arrays.IntegerArray(np.maximum(desired, 0), desired < 0)
         controls = self.controls
         if controls is None:
             return frame

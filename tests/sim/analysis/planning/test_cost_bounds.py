@@ -18,13 +18,14 @@ level fails a check with probability at most 0.1%.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from pipeline.sim import Exponential, Poisson, Scenario
 from pipeline.sim.analysis.planning import cost
 from pipeline.sim.analysis.planning.cost import (
-    WAIT_METRICS,
     Cost,
     Mix,
     difference_bounds,
@@ -44,8 +45,8 @@ MIX = Mix.single(BASE)
 
 
 def _rows(seed: int, runs: int, workers: tuple[int, ...]) -> list[list[tuple[float, ...]]]:
-    """Per worker count, one run's cost metrics (``WAIT_METRICS``) per run; the runs share
-    their random numbers."""
+    """Per worker count, one run's cost metrics (``COST.metrics(BASE)``; a fixed pool has no
+    ``workers_mean``) per run; the runs share their random numbers."""
     rng = np.random.default_rng(seed)
     n = ITEMS + WARM_ITEMS
     out: list[list[tuple[float, ...]]] = [[] for _ in workers]
@@ -56,7 +57,7 @@ def _rows(seed: int, runs: int, workers: tuple[int, ...]) -> list[list[tuple[flo
             wait = float((_starts(arrival, service, c) - arrival)[WARM_ITEMS:].mean())
             row = {"items_offered": ITEMS, "items_admitted": ITEMS, "items_completed": ITEMS,
                    "wait_mean_s": wait}  # fmt: skip
-            out[j].append(tuple(row[key] for key in WAIT_METRICS))
+            out[j].append(tuple(row.get(key, math.nan) for key in COST.metrics(BASE)))
     return out
 
 
