@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 
 from pipeline.lessons.exercises import masters, student_of
 from tests.lessons.wrong_answers import ROOT, SPEC, answer_names
@@ -20,6 +21,7 @@ from tests.lessons.wrong_answers import ROOT, SPEC, answer_names
 MASTERS = masters(ROOT)
 
 
+@pytest.mark.slow  # a pytest of its own collects the notebooks under nbval
 def test_every_master_gets_the_wrong_answers_after_its_cells():
     listed = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
