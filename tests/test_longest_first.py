@@ -24,20 +24,20 @@ def test_every_file_it_names_exists():
 
 def test_the_longest_go_first_then_the_most_tests_each_file_together_in_its_order():
     first, second = LONGEST[:2]
-    items = _items(("tests/a.py", 1), (second, 2), ("tests/b.py", 3), (first, 1), ("tests/c.py", 3))
+    items = _items(("short_a", 1), (second, 2), ("short_b", 3), (first, 1), ("short_c", 3))
     pytest_collection_modifyitems(_config(reorder=False), items)
     assert [item.nodeid for item in items] == [
         f"{first}::t0",
         f"{second}::t0",
         f"{second}::t1",
-        *(f"tests/b.py::t{i}" for i in range(3)),  # a tie keeps the collection's order
-        *(f"tests/c.py::t{i}" for i in range(3)),
-        "tests/a.py::t0",
+        *(f"short_b::t{i}" for i in range(3)),  # a tie keeps the collection's order
+        *(f"short_c::t{i}" for i in range(3)),
+        "short_a::t0",
     ]
 
 
 def test_a_run_that_lets_xdist_reorder_keeps_pytests_order():
-    items = _items(("tests/a.py", 1), (LONGEST[0], 1))
+    items = _items(("short_a", 1), (LONGEST[0], 1))
     before = list(items)
     pytest_collection_modifyitems(_config(reorder=True), items)
     assert items == before
