@@ -38,7 +38,8 @@ $(DOCS_STAMP): pyproject.toml | $(BIN)/python
 lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab notebooks/00-start-here.ipynb $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
-# The suite on both cores, a test file per process (a notebook's cells stay together);
+# The suite on both cores, a test file per process (a notebook's cells stay together), the
+# longest files first (tests/longest_first.py: xdist keeps that order);
 # then the tests that drive a browser or a real server, on both cores too, a test to
 # whichever core is free (apart from the CPU-bound statistics, which would starve a
 # browser); then, one at a time and beside nothing else, the tests that time a real run
@@ -49,7 +50,7 @@ lab: $(LAB_STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.services_setup
-	$(BIN)/pytest -n 2 --dist loadfile -m "not browser and not service and not measures"
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not browser and not service and not measures"
 	$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures"
 	$(BIN)/pytest -m measures
 	PIPELINE_TEST_WITHOUT_NUMBA=1 $(BIN)/pytest -q -n 2 tests/sim/running/kernel tests/cli/test_cli_golden.py

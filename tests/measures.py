@@ -6,8 +6,8 @@ the runs it compares see different machines (see ``pyproject.toml``'s markers
 and the Makefile's ``test``). A notebook measures when it runs the ingestion
 example (:mod:`pipeline.examples.ingest`) and checks its twin against it
 (notebook 09 and its solutions); every test that runs such a notebook is
-marked: its cells under nbval (``tests/conftest.py``), its run in JupyterLab,
-its solutions in a kernel.
+marked: its cells under nbval, with the checks after them (``tests/conftest.py``),
+and its run in JupyterLab.
 """
 
 from __future__ import annotations

@@ -335,7 +335,8 @@ def test_make_test_runs_the_kernels_tests_without_numba_too():
     # what measures, alone. The three selections partition the suite: every test runs once.
     unit, served, measured = (step.strip() for step in steps[-4:-1])
     assert unit == (
-        '$(BIN)/pytest -n 2 --dist loadfile -m "not browser and not service and not measures"'
+        "$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder"
+        ' -m "not browser and not service and not measures"'
     )
     assert (
         served == '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures"'

@@ -1,6 +1,6 @@
 """The figures a page's prose quotes, checked against that page's own run.
 
-An output block is compared with its run as a whole (``test_snippets.py``); the
+An output block is compared with its run as a whole (``page_runs.py``); the
 prose around it quotes some of its numbers again, in words or rounded ("72 runs",
 "999 s ± 34 s"). Each checker here finds the figure in the prose (so a page that
 drops or rewords it fails until the checker follows) and holds it to the run:

@@ -1,194 +1,41 @@
 """Every code block of the README and ``docs/`` runs as written, and shows what it prints.
 
-Each page runs in a fresh temporary folder, as a reader at the repository's root
-would follow it: ``data/`` is there (a copy), ``.venv/bin/python`` is this
-interpreter, a ``file:`` block is saved before the blocks after it. Shell blocks run
-through bash, Python blocks in one namespace per page, in order; an output block
-must match the run (``tests/docs/snippets.py`` says how), and the figures the prose
-quotes are checked against the run in ``tests/docs/figures.py``. A page leaves
-nothing behind in the repository. Blocks marked ``<!-- not run: WHY -->`` are only
-checked to name loopback or placeholder addresses.
+Each page runs in a fresh temporary folder as a reader would follow it
+(:mod:`tests.docs.page_runs` says how), and its output blocks and the figures its
+prose quotes must be the run's. The pages that take long run from files of their own
+(``test_snippets_<page>.py``, so that ``--dist loadfile`` shares them among the
+cores); here, every other page, and the rules of the runs. Blocks marked
+``<!-- not run: WHY -->`` are only checked to name loopback or placeholder addresses.
 """
 
 from __future__ import annotations
 
-import contextlib
-import doctest
-import io
-import os
 import re
-import shutil
-import subprocess
-import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
-from tests.docs import figures
 from tests.docs.conftest import REPO
-from tests.docs.snippets import Block, blocks, commands, first_difference, shows
+from tests.docs.page_runs import (
+    LONG,
+    PAGES,
+    check_page,
+    git,
+    page_id,
+    pages,
+    run_pycon,
+    run_python,
+)
+from tests.docs.snippets import blocks, commands, shows
 from tests.test_repository import addresses_off_loopback
 
-PAGES = [
-    REPO / "README.md",
-    REPO / "docs" / "index.md",
-    REPO / "docs" / "workshop.md",
-    *sorted((REPO / "docs" / "guide").glob("*.md")),
-]
-#: Pages whose runs take more than a few seconds (plans, calibration, a real ingestion).
-SLOW = {"planning.md", "twin.md", "simulating.md", "chains.md", "autoscaling.md"}
 #: Host names a block that does not run may name: loopback, or a placeholder.
 PLACEHOLDER_HOSTS = {"127.0.0.1", "localhost", "HOST", "SCHEDULER", "PROMETHEUS"}
-#: The exit status an output shows, ``Check: fails (exit 1)``.
-_EXIT = re.compile(r"\(exit (\d+)\)")
 
 
-def page_id(page: Path) -> str:
-    return page.relative_to(REPO).as_posix()
-
-
-def git(*args: str) -> str:
-    """What ``git ARGS`` prints in the repository."""
-    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True)
-    return done.stdout
-
-
-def untracked() -> set[str]:
-    """The repository's untracked, unignored files, as git lists them."""
-    listed = git("status", "--porcelain", "--untracked-files=all").splitlines()
-    return {line[3:] for line in listed if line.startswith("??")}
-
-
-def reader_folder(folder: Path) -> Path:
-    """``folder`` set up as a reader's checkout: ``data/`` and ``.venv/bin``."""
-    shutil.copytree(REPO / "data", folder / "data")
-    bin_ = folder / ".venv" / "bin"
-    bin_.mkdir(parents=True)
-    for name, tail in (("python", ""), ("pipeline-lab", " -m pipeline")):
-        script = bin_ / name
-        script.write_text(f'#!/bin/sh\nexec {sys.executable}{tail} "$@"\n', encoding="utf-8")
-        script.chmod(0o755)
-    return folder
-
-
-def run_shell(block: Block, folder: Path, shown: str = "") -> list[tuple[str, str]]:
-    """Run each command of ``block`` in ``folder``; each with its stdout and stderr.
-
-    A command exits 0 unless what the page shows of it (its comment lines, or
-    ``shown``, the output block after it) says ``(exit N)``.
-    """
-    env = dict(
-        os.environ,
-        PYTHONPATH=str(REPO),
-        PATH=f"{folder / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
-        MPLBACKEND="Agg",
-        OPENBLAS_NUM_THREADS="1",
-    )
-    out = []
-    for command, comments in commands(block):
-        expected = {int(m) for line in [*comments, shown] for m in _EXIT.findall(line)} or {0}
-        done = subprocess.run(
-            ["bash", "-o", "pipefail", "-c", command],
-            cwd=folder,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        printed = done.stdout + done.stderr
-        assert done.returncode in expected, (
-            f"{block.where}: `{command}` exited {done.returncode}:\n{printed[-3000:]}"
-        )
-        for line in comments:
-            assert shows(line, printed), (
-                f"{block.where}: `{command}` does not print what its comment shows:\n"
-                f"  shown: {line}\n  printed:\n{printed[-3000:]}"
-            )
-        out.append((command, printed))
-    return out
-
-
-def run_python(block: Block, namespace: dict) -> str:
-    """Run ``block`` in ``namespace``; what it printed, then the warnings it gave.
-
-    A warning is what a reader sees on stderr, so it joins the output (a page may say
-    that a call warns), except one that says the page's API is on its way out.
-    """
-    printed = io.StringIO()
-    code = compile(block.text, block.where, "exec")
-    with contextlib.redirect_stdout(printed), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        exec(code, namespace)
-    for warning in caught:
-        assert not issubclass(warning.category, (DeprecationWarning, FutureWarning)), (
-            f"{block.where}: {warning.category.__name__}: {warning.message}"
-        )
-        printed.write(f"{warning.category.__name__}: {warning.message}\n")
-    return printed.getvalue()
-
-
-def run_pycon(block: Block, namespace: dict) -> None:
-    """Run the session ``block`` as a doctest in ``namespace``; each output must match."""
-    test = doctest.DocTestParser().get_doctest(
-        block.text, namespace, block.where, str(block.page), block.line
-    )
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    report = io.StringIO()
-    runner.run(test, out=report.write, clear_globs=False)
-    assert runner.failures == 0, (
-        f"{block.where}: the session does not run as shown:\n{report.getvalue()}"
-    )
-
-
-def run_page(page: Path, folder: Path) -> figures.PageRun:
-    """Every block of ``page`` run in ``folder``, each output compared with its run."""
-    run = figures.PageRun(page=page, text=page.read_text(encoding="utf-8"), folder=folder)
-    namespace: dict = {"__name__": "__main__"}
-    last = ""
-    found = blocks(page)
-    for index, block in enumerate(found):
-        following = found[index + 1] if index + 1 < len(found) else None
-        if block.kind == "file":
-            (folder / block.file_name).write_text(block.text, encoding="utf-8")
-        elif block.kind == "shell":
-            shown = following.text if following and following.kind == "output" else ""
-            ran = run_shell(block, folder, shown)
-            run.commands += ran
-            last = run.outputs[block.line] = "".join(printed for _, printed in ran)
-        elif block.kind == "python":
-            last = run.outputs[block.line] = run_python(block, namespace)
-        elif block.kind == "pycon":
-            run_pycon(block, namespace)
-        elif block.kind == "output":
-            assert shows(block.text, last), (
-                f"{block.where}: the output shown is not what the block before it prints;"
-                f" first line that differs:\n  {first_difference(block.text, last)}\n"
-                f"printed:\n{last[-4000:]}"
-            )
-    run.namespace = namespace
-    return run
-
-
-@pytest.mark.parametrize(
-    "page",
-    [
-        pytest.param(page, marks=[pytest.mark.slow] if page.name in SLOW else [], id=page_id(page))
-        for page in PAGES
-    ],
-)
+@pytest.mark.parametrize("page", pages(None))
 def test_every_block_of_the_page_runs_as_written(page, tmp_path, monkeypatch):
-    before = untracked()
-    folder = reader_folder(tmp_path)
-    monkeypatch.chdir(folder)
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    try:
-        run = run_page(page, folder)
-        figures.check(run)
-    finally:
-        if "matplotlib.pyplot" in sys.modules:
-            sys.modules["matplotlib.pyplot"].close("all")
-    assert untracked() - before == set(), f"{page_id(page)} left files in the repository"
+    check_page(page, tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
@@ -211,6 +58,16 @@ def test_every_page_with_code_is_run():
     }
     assert with_code, "no page with code found: the listing is wrong"
     assert sorted(map(page_id, with_code - set(PAGES))) == []
+
+
+def test_each_long_page_is_run_from_its_own_file():
+    # pages(group) gives each page to exactly one group: it runs once, if its group's file
+    # asks for it.
+    here = Path(__file__).resolve().parent
+    assert sorted(p.name for p in PAGES if p.name in LONG) == sorted(LONG)
+    for group in sorted(set(LONG.values())):
+        asks = (here / f"test_snippets_{group}.py").read_text(encoding="utf-8")
+        assert f'pages("{group}")' in asks, f"test_snippets_{group}.py does not run its page"
 
 
 def test_the_comparison_rounds_as_the_page_does():

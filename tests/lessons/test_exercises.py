@@ -2,9 +2,10 @@
 
 The committed student notebooks must be what a fresh build makes (they are what
 ``make lab`` opens, so they are committed; this test keeps anyone from editing
-their exercise cells by hand). Each solutions notebook runs whole in a kernel
-(``test_wrong_answers.py``), so its test cells (the same code otter extracts)
-prove there that the worked answers pass, and nbval runs the untouched student
+their exercise cells by hand). nbval runs each solutions notebook whole, so its
+test cells (the same code otter extracts) prove there that the worked answers pass
+(and its wrong answers are tried after its last cell: ``tests/lessons/wrong_answers.py``),
+and nbval runs the untouched student
 notebooks, which proves that their placeholders break no later cell. Here otter
 itself runs the checks: on the untouched answers (a hint for every test, never
 an error from the test's own code), on wrong answers (the hint that fits), and

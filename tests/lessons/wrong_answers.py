@@ -14,7 +14,10 @@ student's answer cell would score:
 - whole wrong answers (each name of the exercise wrong at once, alone and with
   the caller's consistent slips for some): the exercise earns 0 points.
 
-It returns JSON; tests/lessons/test_wrong_answers.py runs the notebooks and judges.
+It returns JSON. :func:`probe` is that cell's code for one notebook, with the slips
+listed in :data:`SPEC`; the item ``tests/notebooks/after_the_run.py`` adds after a
+solutions notebook's cells under nbval runs it in nbval's kernel (the notebook is
+not run a second time for it), and :func:`problems` judges the report.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MARK = "WRONG-ANSWERS: "
 """What the report's line starts with in the cell's output."""
@@ -203,3 +208,148 @@ def report(env: dict[str, Any], student_path: str, spec: dict[str, Any]) -> str:
     finally:
         os.chdir(here)
     return MARK + json.dumps(out)
+
+
+# Per notebook: "wrong" {name: {label: expression}}, more wrong values in the notebook's terms;
+# "whole" {exercise: [{name: expression}]}, whole wrong answers (consistent slips); "skip"
+# [[name, label, why]], a generic value that is no wrong answer for that name; "ungraded"
+# {name: {test: why}}, a test that reads a name without grading it; "tolerance" {name: [rel,
+# abs]}, a check's own tolerance for a prediction from this machine's measurements.
+SPEC: dict[str, dict] = {
+    "00-start-here": {
+        "wrong": {
+            "edge_erlang_wait_s": {"at 3.2 per second": "at_80"},
+            "edge_simulated_wait_s": {"the first run's": "simulate(base).summary['wait_mean_s']"},
+            "constant_wait_share": {"the inverse": "1 / constant_wait_share"},
+        }
+    },
+    "01-backpressure": {
+        "wrong": {
+            "smaller_memory_peak_bytes": {"the 50-slot run's": "sb['memory_peak_bytes']"},
+            "smaller_upstream_peak": {"the 50-slot run's": "sb['upstream_backlog_max']"},
+            "five_workers_upstream_peak": {"4 workers'": "b.summary['upstream_backlog_max']"},
+            "five_workers_blocked_s": {"4 workers'": "b.summary['producer_blocked_s']"},
+        },
+        "whole": {
+            "exercise_2": [  # a queue one too small, and its own bound: the issue's example
+                {
+                    "smallest_shedding_queue": "smallest_shedding_queue - 1",
+                    "its_memory_bound_bytes": "(smallest_shedding_queue + 3) * 64 * 1024",
+                },
+                {
+                    "smallest_shedding_queue": "smallest_shedding_queue + 1",
+                    "its_memory_bound_bytes": "(smallest_shedding_queue + 5) * 64 * 1024",
+                },
+            ]
+        },
+    },
+    "02-workers-and-littles-law": {
+        "wrong": {"cv2_wait_factor": {"the inverse": "1 / cv2_wait_factor", "Erlang C": "1.0"}},
+        # A log-normal with cv = 2 has a heavy tail: six replications of 10,000 items estimate
+        # the factor 1.98 +- 0.59 (95%), single runs range from 1.4 to 3.3 (40 seeds), so the
+        # check accepts 1.2 to 4.5, and these lie inside what a right method can give.
+        "skip": [
+            ["cv2_wait_factor", label, "inside the estimate's own spread"]
+            for label in ("one more", "twice", "queue_L's answer", "queue_lambda_W's answer")
+        ],
+    },
+    "03-retries-and-dead-letters": {
+        # Any budget with which no item is dead-lettered answers the question (its cost is
+        # graded by worst_item_delay_s, for the choice made).
+        "skip": [
+            ["outage_max_attempts", "one more", "a longer budget dead-letters nothing too"],
+            ["outage_max_attempts", "twice", "a longer budget dead-letters nothing too"],
+        ],
+        # When a learner's coroutine does not deadlock as asked, these grade the numbers
+        # against the pool the exercise gives (pipeline.examples.naive): one slip, one point.
+        "ungraded": {
+            "your_naive": {
+                test: "falls back to naive_pool"
+                for test in (
+                    "test_naive_stops_at_s",
+                    "test_naive_handler_calls",
+                    "test_naive_tasks_waiting_on_put",
+                )
+            }
+        },
+    },
+    "04-drain-and-shutdown": {
+        "wrong": {
+            "full_drain_8_s": {"4 workers'": "full4", "from the start": "full8 + stop_s"},
+            "handed_back_8": {"4 workers'": "simulate(batch).summary['items_unfinished']"},
+        }
+    },
+    "05-capacity-planning": {
+        "wrong": {"twice_plan": {"today's plan": "p"}, "campaign_plan": {"today's": "priced"}},
+    },
+    "07-real-time": {
+        "whole": {
+            "exercise_2": [
+                {
+                    "never_blocking_maxsize": "never_blocking_maxsize + 1",
+                    "never_blocking_memory_kib": "(never_blocking_maxsize + 2) * 2",
+                }
+            ]
+        },
+        "wrong": {"one_worker_twin": {"four workers": "one_worker_twin.replace(concurrency=4)"}},
+    },
+    "06-rate-limits-and-llm-batches": {
+        "wrong": {"rpm_24_throughput_per_s": {"per minute": "240.0"}},
+    },
+    "08-where-is-the-bottleneck": {
+        "wrong": {"two_fetchers_s": {"one fetcher's": "times[1]"}},
+        # "About 100": where the two stages' rates cross, which a simulated sweep of pool sizes
+        # finds within a few connections; the check accepts 90 to 110.
+        "skip": [
+            ["connections_needed", "one less", "within what a sweep can tell"],
+            ["connections_needed", "one more", "within what a sweep can tell"],
+        ],
+    },
+    "09-from-a-real-run-to-its-twin": {
+        # The twins are calibrated from timings this machine measured: the checks compare with
+        # their own predictions within a stated tolerance, and on a loaded machine the right
+        # slowdown is near 0, where "twice" or "half" of it is still inside that tolerance.
+        "tolerance": {"flaky_slowdown": [0.05, 0.005], "more_writers_speedup": [0.02, 0.0]},
+    },
+    "11-who-waits": {
+        # The share a 300-s deadline loses is estimated from runs: about 0.00025, and a right
+        # method gives anything from 0 to well under 2% (the exponential patience's 4.3% fails).
+        "skip": [
+            ["deadline_expired_fraction", label, "inside the estimate's spread near 0"]
+            for label in ("twice", "half", "zero")
+        ],
+    },
+}
+
+
+PROBE = """\
+import sys
+sys.path.insert(0, {root!r})
+print(__import__("tests.lessons.wrong_answers", fromlist=["report"]).report(
+    globals(), {student!r}, {spec!r}
+))
+"""
+
+
+def probe(master: Path) -> str:
+    """The code that prints :func:`report` on ``master``'s exercises, in the kernel that has
+    just run ``master`` (a solutions notebook) from the top."""
+    from pipeline.lessons.exercises import student_of
+
+    name = master.name.removesuffix("-solutions.ipynb")
+    return PROBE.format(root=str(ROOT), student=str(student_of(master)), spec=SPEC.get(name, {}))
+
+
+def problems(found: dict[str, Any]) -> list[str]:
+    """What a :func:`report` (parsed) shows wrong: a worked answer that fails a test, no
+    wrong answer tried, a wrong answer that a test reading it credits, a whole wrong
+    answer that earns points. Empty when the exercises grade as they should."""
+    said = [f"right answers fail: {found['right']}"] if found["right"] else []
+    if found["tried"] == 0:
+        said.append("no answer was put to the tests")
+    said += [
+        f"{q} {name} = {shown} ({label}) passes {tests}"
+        for q, name, label, shown, tests in found["credited"]
+    ]
+    said += [f"{q} wholly wrong {values} earns {tests}" for q, values, tests in found["whole"]]
+    return said

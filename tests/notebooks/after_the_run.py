@@ -13,11 +13,18 @@ same kernel:
   (the kernel's, and its finished child processes') must be what the workshop
   guide's table of resources per user says for the notebook, within
   :data:`MEMORY_FACTOR` and :data:`CPU_FACTOR`.
+
+After a solutions notebook that is an otter master, one more (last, so that its work
+counts in no resource): **wrong answers**, the slips a student makes put to each
+exercise's graded tests (:mod:`tests.lessons.wrong_answers`), where the notebook's
+objects and worked answers are bound. It used to run each master a second time, in a
+kernel of its own.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -131,7 +138,41 @@ class RunResources(pytest.Item):
         return self.path, None, f"{self.path.name}::{self.name}"
 
 
+class WrongAnswers(pytest.Item):
+    """No graded test of the master's exercises credits a wrong answer of the kind a student
+    gives, and the worked answers pass every test (:mod:`tests.lessons.wrong_answers`)."""
+
+    def runtest(self) -> None:
+        from tests.lessons.wrong_answers import MARK, probe, problems
+
+        printed: list[str] = []
+        errors: list[str] = []
+
+        def output(message: dict) -> None:
+            content = message["content"]
+            if message["msg_type"] == "stream":
+                printed.append(content["text"])
+            elif message["msg_type"] == "error":
+                errors.append(f"{content['ename']}: {content['evalue']}")
+
+        # each exercise's tests run once per wrong value: minutes on a loaded machine
+        _kernel(self).kc.execute_interactive(
+            probe(self.path), store_history=False, timeout=900, output_hook=output
+        )
+        lines = [line for line in "".join(printed).splitlines() if line.startswith(MARK)]
+        if errors or not lines:
+            pytest.fail(f"the wrong answers' probe failed: {errors or printed}", pytrace=False)
+        found = problems(json.loads(lines[0].removeprefix(MARK)))
+        if found:
+            pytest.fail("\n".join(found), pytrace=False)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.path.name}::{self.name}"
+
+
+# In this order: the resources must count the notebook's run alone.
 AFTER_THE_RUN = {"prose values": ProseValues, "resources": RunResources}
+AFTER_A_MASTER = {**AFTER_THE_RUN, "wrong answers": WrongAnswers}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: the items follow their notebook's
@@ -144,7 +185,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for index, item in enumerate(items):
         if isinstance(item.parent, IPyNbFile):
             last[id(item.parent)] = index
+    graded: set[Path] = set()
+    if any(Path(items[index].path).parent.name == "solutions" for index in last.values()):
+        # only then: the module imports otter, seconds that a run without them need not pay
+        from pipeline.lessons.exercises import masters
+
+        graded = {path.resolve() for path in masters(REPO)}
     for index in sorted(last.values(), reverse=True):
         parent = items[index].parent
-        added = [kind.from_parent(parent, name=name) for name, kind in AFTER_THE_RUN.items()]
+        kinds = AFTER_A_MASTER if Path(parent.path).resolve() in graded else AFTER_THE_RUN
+        added = [kind.from_parent(parent, name=name) for name, kind in kinds.items()]
+        for item in added:
+            if isinstance(item, WrongAnswers):  # each exercise's tests, dozens of times
+                item.add_marker(pytest.mark.slow)
         items[index + 1 : index + 1] = added

@@ -1,0 +1,43 @@
+"""``make test`` hands the longest test files to its cores first (tests/longest_first.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from tests.longest_first import LONGEST, pytest_collection_modifyitems
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _config(reorder: bool) -> SimpleNamespace:
+    return SimpleNamespace(getoption=lambda name, default=None: reorder)
+
+
+def _items(*files: tuple[str, int]) -> list[SimpleNamespace]:
+    return [SimpleNamespace(nodeid=f"{path}::t{i}") for path, n in files for i in range(n)]
+
+
+def test_every_file_it_names_exists():
+    assert [path for path in LONGEST if not (REPO / path).is_file()] == []
+
+
+def test_the_longest_go_first_then_the_most_tests_each_file_together_in_its_order():
+    first, second = LONGEST[:2]
+    items = _items(("short_a", 1), (second, 2), ("short_b", 3), (first, 1), ("short_c", 3))
+    pytest_collection_modifyitems(_config(reorder=False), items)
+    assert [item.nodeid for item in items] == [
+        f"{first}::t0",
+        f"{second}::t0",
+        f"{second}::t1",
+        *(f"short_b::t{i}" for i in range(3)),  # a tie keeps the collection's order
+        *(f"short_c::t{i}" for i in range(3)),
+        "short_a::t0",
+    ]
+
+
+def test_a_run_that_lets_xdist_reorder_keeps_pytests_order():
+    items = _items(("short_a", 1), (LONGEST[0], 1))
+    before = list(items)
+    pytest_collection_modifyitems(_config(reorder=True), items)
+    assert items == before
