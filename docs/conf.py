@@ -28,7 +28,7 @@ from pipeline.kernelpoll import install  # noqa: E402 - this checkout's, by the 
 
 install()  # a kernel's reply is read even when its socket's wake-up was lost
 # Each notebook's kernel gets CurveZMQ keys for its channels: ipykernel would otherwise
-# warn, at each of the build's fourteen kernel starts, that it runs over TCP unencrypted.
+# warn, at each of the build's kernel starts (one a notebook), that it runs over TCP unencrypted.
 encrypt_by_default()
 
 # The notebooks and data/ are copied beside these pages (docs/notebooks, docs/data,

@@ -72,7 +72,7 @@ class Attempts(PipelineFields):
             try:
                 while not cancelling():
                     if queue.retiring:
-                        queue.retiring -= 1  # resize() asked a worker to leave: this one
+                        queue.leave()  # resize() asked a worker to leave: this one
                         return
                     # get_nowait when something is queued: no coroutine for the common case
                     item = queue.get_nowait() if len(queue) else await queue.get()
@@ -89,7 +89,7 @@ class Attempts(PipelineFields):
                 await in_flight.acquire()
                 try:
                     if queue.retiring:
-                        queue.retiring -= 1  # resize() asked a worker to leave: this one
+                        queue.leave()  # resize() asked a worker to leave: this one
                         raise WorkerRetired
                     item = await queue.get()
                 except BaseException:
@@ -298,7 +298,7 @@ class Attempts(PipelineFields):
         # A refused item's key or deadline would be as bad next time: no retry.
         retryable = item.refusal is None and config.retry.is_retryable(error)
         wants_retry = retryable and item.attempts < config.max_attempts
-        if wants_retry and (guard is None or guard.may_retry(now)):
+        if wants_retry and (guard is None or guard.may_retry(item, now)):
             delay = config.backoff.delay(item.attempts, self._rng)
             if not (isinstance(delay, int | float) and 0.0 <= delay < math.inf):
                 raise ValueError(

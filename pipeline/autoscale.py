@@ -28,14 +28,15 @@ lowered at one sync waits ``scale_down_stabilization_s`` before it shrinks the p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ._validate import MAX_CONCURRENCY, integer, real, show
 
-__all__ = ["METRICS", "Autoscaler", "Recommender"]
+__all__ = ["METRICS", "PARAMETERS", "Autoscaler", "Recommender"]
 
 METRICS = ("queue_per_worker", "oldest_age_s")
 """What an autoscaler may scale on."""
@@ -109,6 +110,33 @@ class Autoscaler:
         fraction = real("max_scale_up's fraction", up[1], "a fraction of the pool", at_least=0)
         fix(self, "max_scale_up", (pods, fraction))
 
+    def replace(self, **changes: Any) -> Autoscaler:
+        """A copy with some parameters changed, checked as at construction.
+
+        ``max_scale_up_pods`` and ``max_scale_up_fraction`` change one part of
+        ``max_scale_up`` (the command line's spelling), so a search can vary each.
+
+        Raises:
+            TypeError, ValueError: an unknown parameter (the message lists the allowed
+                ones), or a value the autoscaler refuses.
+        """
+        unknown = [name for name in changes if name not in PARAMETERS]
+        if unknown:
+            raise ValueError(
+                f"unknown autoscaler parameter {show(unknown[0])}; allowed: {', '.join(PARAMETERS)}"
+            )
+        pods, fraction = self.max_scale_up
+        if "max_scale_up_pods" in changes or "max_scale_up_fraction" in changes:
+            if "max_scale_up" in changes:
+                raise ValueError(
+                    "give max_scale_up or its parts (max_scale_up_pods, max_scale_up_fraction), "
+                    "not both"
+                )
+            pods = changes.pop("max_scale_up_pods", pods)
+            fraction = changes.pop("max_scale_up_fraction", fraction)
+            changes["max_scale_up"] = (pods, fraction)
+        return dataclasses.replace(self, **changes)
+
     def check_pool(self, concurrency: int) -> None:
         """Raise ValueError unless a pool starting at ``concurrency`` is within the bounds."""
         if not self.min_workers <= concurrency <= self.max_workers:
@@ -116,6 +144,15 @@ class Autoscaler:
                 f"concurrency must be within the autoscaler's min_workers..max_workers "
                 f"({self.min_workers}..{self.max_workers}), got {concurrency}"
             )
+
+
+PARAMETERS = (
+    *(f.name for f in dataclasses.fields(Autoscaler)),
+    "max_scale_up_pods",
+    "max_scale_up_fraction",
+)
+"""What :meth:`Autoscaler.replace` changes (a plan's ``autoscale.NAME`` axes): the
+parameters, and ``max_scale_up``'s two parts."""
 
 
 class Recommender:

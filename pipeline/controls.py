@@ -10,7 +10,8 @@ queue keeps every item and backpressure stays honest. Each attempt that ends
 gives the limit a sample (:mod:`pipeline.overload.limits`): its duration
 (from its start to the worker's return, which in a chain's stage includes
 handing a success on), the attempts in flight then, itself included, and
-whether it failed (a drop); an attempt the close cancels gives none. A
+whether it failed (a drop); an attempt the close cancels gives none. Each change
+of the limit is a ``LIMIT_CHANGED`` event carrying the new limit. A
 limit that falls never cuts an attempt short: the attempts in flight may
 exceed it until they end, as in the reference's semaphore.
 
@@ -147,7 +148,7 @@ class Controls(PipelineFields):
     ) -> None:
         while not cancelling():
             if queue.retiring:
-                queue.retiring -= 1  # resize() asked a worker to leave: this one
+                queue.leave()  # resize() asked a worker to leave: this one
                 return
             if gate is None:
                 item = await queue.get()  # a CoDel queue's get: it may shed on the way
@@ -169,8 +170,11 @@ class Controls(PipelineFields):
                 errors, attempts = len(item.errors), item.attempts
                 await self._attempt(item)
                 if item.attempts != attempts:  # an attempt ran (not expired, not cancelled)
-                    rtt_s = self._loop.time() - item.started_s
-                    gate.sample(rtt_s, self._busy + 1, len(item.errors) != errors)
+                    now = self._loop.time()
+                    limit = gate.state.limit
+                    gate.sample(now - item.started_s, self._busy + 1, len(item.errors) != errors)
+                    if gate.state.limit != limit:
+                        self._emit_at(EventKind.LIMIT_CHANGED, now, gate.state.limit)
             finally:
                 if held:
                     gate.release()

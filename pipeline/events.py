@@ -2,7 +2,8 @@
 
 A listener is any callable ``listener(kind, now_s, item)``; the engine calls it
 synchronously at every state change with the loop time and the
-:class:`~pipeline.items.WorkItem` concerned (None for producer events). With no
+:class:`~pipeline.items.WorkItem` concerned (None for producer and breaker events;
+the bare payload for ``SHED``; the new limit, an int, for ``LIMIT_CHANGED``). With no
 listener the engine skips the call entirely, so observing costs nothing when
 nobody listens. Listeners must be quick and must not raise.
 """
@@ -60,6 +61,21 @@ class EventKind(IntEnum):
     QUEUE_SHED = 17
     """CoDel shed the queued item (``PipelineConfig.codel``): it left the queue (queue
     depth -1) and its outcome is ``shed``, as an item rejected at admission is."""
+    RETRY_DENIED = 18
+    """The retry budget denied the failed item's retry (``statistics().retries_denied``);
+    the item's DEAD_LETTERED (reason ``retry_budget``) follows at the same instant."""
+    BREAKER_REFUSED = 19
+    """The open (or half-open, probes all out) breaker held the item's next attempt back
+    (``statistics().breaker_calls_refused``): once per attempt, however long it waits."""
+    LIMIT_CHANGED = 20
+    """The adaptive concurrency limit changed after an attempt's sample; ``item`` is the new
+    limit, an int (``statistics().concurrency_limit``)."""
+    SYNCED = 21
+    """The autoscaler synced (every ``sync_s``, after SCALED when the size changed):
+    ``statistics().workers_desired`` is this sync's desired count (item is None)."""
+    WORKER_LEFT = 22
+    """A busy worker the pool was shrunk by (an autoscaler's sync or ``resize``) finished
+    and left: ``statistics().workers`` fell by one (item is None)."""
 
 
 Listener = Callable[[EventKind, float, Any], None]

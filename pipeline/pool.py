@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from functools import partial
 
 from ._validate import MAX_CONCURRENCY, integer, show
 from .autoscale import Recommender
@@ -34,6 +35,8 @@ class WorkerPool(PipelineFields):
     def _start_pool(self) -> None:
         """Start ``concurrency`` workers, and the autoscaler's syncs if there is one."""
         self._add_workers(self.config.concurrency, 0.0)
+        # A busy worker a shrink asked to leave leaves on its own, later: an event says when.
+        self._queue.on_leave = partial(self._emit, EventKind.WORKER_LEFT, None)
         scaler = self.config.autoscale
         if scaler is not None:
             self._recommender = Recommender(scaler)
@@ -144,3 +147,4 @@ class WorkerPool(PipelineFields):
                 self._scale_events += 1
                 self._resize(size, scaler.cold_start_s)
                 self._emit(EventKind.SCALED, None)
+            self._emit(EventKind.SYNCED, None)

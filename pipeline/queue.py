@@ -39,6 +39,7 @@ import asyncio
 import contextlib
 import heapq
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from .errors import PipelineClosed, QueueFull
@@ -75,6 +76,8 @@ class WorkQueue(Generic[T]):
         self.retiring = 0
         """Workers due to leave (a pool shrunk while they were busy): the next callers to
         come for an item, or to wait in :meth:`get`, leave instead (the pool counts it)."""
+        self.on_leave: Callable[[], None] | None = None
+        """Called as each of those workers leaves (:meth:`leave`): the pool's event."""
         self.peak = 0
 
     def __repr__(self) -> str:
@@ -300,7 +303,7 @@ class WorkQueue(Generic[T]):
         """
         while not self._size:
             if self.retiring:
-                self.retiring -= 1
+                self.leave()
                 raise WorkerRetired
             getter = asyncio.get_running_loop().create_future()
             self._getters.append(getter)
@@ -326,6 +329,12 @@ class WorkQueue(Generic[T]):
         self._retries.appendleft(item)
         self._size += 1
         wake_first(self._getters)
+
+    def leave(self) -> None:
+        """Count out one of the :attr:`retiring` workers: the caller, which leaves now."""
+        self.retiring -= 1
+        if self.on_leave is not None:
+            self.on_leave()
 
     def retire_waiting(self, count: int) -> int:
         """Make up to ``count`` callers waiting in :meth:`get` raise :class:`WorkerRetired`.

@@ -85,6 +85,7 @@ SIM = [
     "TraceRecorder",
     "calibrate",
     "compare",
+    "compare_controls",
     "detect_warmup",
     "diagnose",
     "load_trace",
@@ -130,6 +131,7 @@ LESSONS = [
     "provider_widget",
     "retry_widget",
     "slider",
+    "watch_pool",
 ]
 
 STATS = [

@@ -6,17 +6,19 @@ One grammar for the command line and Python's ``sweep()``/``plan()``
 for one stage of a chain (``write.concurrency=10,20,40``,
 ``fetch.maxsize=5,unbounded``), or ``classes.CLASS.FIELD=VALUES`` for one item
 class (``classes.standard.share=1,4``; fields ``share``, ``priority``,
-``service``, ``patience``). ``NAME`` is the flag's spelling or the Python
-field's (``maxsize`` or ``queue_maxsize``, ``max-attempts`` or
-``max_attempts``). :func:`parse_axis` checks each value as the option's own
-flag does (:data:`~pipeline.cli.values.OPTIONS`), or as the stage and class
-tables do (:mod:`pipeline.cli.stages`, :mod:`pipeline.cli.classes`);
+``service``, ``patience``), or ``autoscale.KEY=VALUES`` for one setting of the
+autoscaler (``autoscale.target=1,2,5``; the keys of ``--autoscale``). ``NAME``
+is the flag's spelling or the Python field's (``maxsize`` or ``queue_maxsize``,
+``max-attempts`` or ``max_attempts``). :func:`parse_axis` checks each value as
+the option's own flag does (:data:`~pipeline.cli.values.OPTIONS`), or as the
+stage and class tables do (:mod:`pipeline.cli.stages`, :mod:`pipeline.cli.classes`);
 :func:`gather_axes` reads a scenario file's table of axes (a sweep's
 ``[grid]``, a plan's ``search``) and the flags (``--grid``, ``--search``) the
 same way for both commands; :func:`check_axes` holds them against the
 scenario (a stage axis needs a chain with that stage, a class axis that
-class, and a chain's per-stage settings need their stage), and says which
-axes that scenario has when a name is none of them; :func:`axis_change`
+class, an autoscaler axis a pipeline that autoscales with each value one its
+autoscaler takes, and a chain's per-stage settings need their stage), and says
+which axes that scenario has when a name is none of them; :func:`axis_change`
 turns one value into the ``Scenario.replace`` keyword it sets
 (:func:`axis_field`).
 """
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .classes import CLASS_KEYS
 from .stages import STAGE_SETTINGS, stage_value_parser
-from .values import CONFIG_FIELDS, OPTIONS, quoted
+from .values import AUTOSCALE_KEYS, CONFIG_FIELDS, OPTIONS, quoted
 
 if TYPE_CHECKING:
     from ..sim.workloads.scenario import Scenario
@@ -91,7 +93,8 @@ class UnknownAxis(ValueError):
     def __init__(self, name: str) -> None:
         super().__init__(
             f"cannot vary {name!r}; allowed: {_listed(AXIS_FIELDS)}, "
-            "STAGE.NAME for a stage of a chain, or classes.CLASS.FIELD for an item class"
+            "STAGE.NAME for a stage of a chain, classes.CLASS.FIELD for an item class, "
+            "or autoscale.KEY for the autoscaler"
         )
         self.name = name
 
@@ -115,6 +118,12 @@ def _class_axis(name: str) -> tuple[str, str] | None:
     if name.startswith("classes.") and dot and klass.strip() and field in CLASS_FIELDS:
         return klass, field
     return None
+
+
+def _autoscale_axis(name: str) -> str | None:
+    """The autoscaler's key of an ``autoscale.KEY`` axis (``target``), or None for any other."""
+    key = name.removeprefix("autoscale.")
+    return key if name.startswith("autoscale.") and key in AUTOSCALE_KEYS else None
 
 
 def _normalised(text: str) -> str:
@@ -180,6 +189,13 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
         )
     if _class_axis(name) is not None:
         parse = _class_value_parser(setting)
+    elif _autoscale_axis(name) is not None:
+        parse = AUTOSCALE_KEYS[setting]
+    elif stage == "autoscale" and setting not in _STAGE_FIELDS:
+        raise ValueError(
+            f"unknown autoscaler key {quoted(setting)} in {quoted(name)}; allowed: "
+            + ", ".join(f"autoscale.{key}" for key in AUTOSCALE_KEYS)
+        )
     elif dot:
         if setting not in _STAGE_FIELDS:
             raise UnknownAxis(name)
@@ -232,7 +248,7 @@ def axis_field(name: str) -> str:
     """The ``Scenario.replace`` keyword an axis sets: ``maxsize`` -> ``queue_maxsize``,
     ``write.maxsize`` -> ``write.queue_maxsize``, ``write.failure_rate`` -> ``write.failures``,
     ``classes.standard.share`` -> itself."""
-    if _class_axis(name) is not None:
+    if _class_axis(name) is not None or _autoscale_axis(name) is not None:
         return name
     stage, dot, setting = name.rpartition(".")
     return f"{stage}.{_STAGE_FIELDS[setting]}" if dot else AXIS_FIELDS[name]
@@ -394,6 +410,8 @@ def scenario_axes(scenario: Scenario) -> str:
         stages = ", ".join(stage.name for stage in scenario.stages)
         text = f"{_listed(_WHOLE_RUN)}, or STAGE.NAME (stages: {stages}; NAME: "
         text += f"{_listed(_STAGE_FIELDS)})"
+    if scenario.stages is None and scenario.config.autoscale is not None:
+        text += f", or autoscale.KEY (KEY: {', '.join(AUTOSCALE_KEYS)})"
     if scenario.classes:
         fields = [f for f in CLASS_FIELDS if not (scenario.stages and f == "service")]
         classes = ", ".join(c.name for c in scenario.classes)
@@ -426,6 +444,9 @@ def check_axes(axes: Axes, scenario: Scenario) -> None:
         if by_class is not None:
             _check_class_axis(origin, *by_class, scenario)
             continue
+        if _autoscale_axis(name) is not None:
+            _check_autoscale_axis(origin, name, axes[name], scenario)
+            continue
         stage, dot, setting = name.rpartition(".")
         if dot and stages is None:
             raise ValueError(
@@ -440,6 +461,26 @@ def check_axes(axes: Axes, scenario: Scenario) -> None:
                 f"{origin}: each stage of the chain has its own {_spelled(setting)}; "
                 f"name the stage: {qualified} (stages: {', '.join(stages)})"
             )
+
+
+def _check_autoscale_axis(origin: str, name: str, values: list[Any], scenario: Scenario) -> None:
+    """An ``autoscale.KEY`` axis needs a single pipeline that autoscales, and each value one
+    its autoscaler takes (with the scenario's other settings)."""
+    if scenario.stages is not None:
+        raise ValueError(
+            f"{origin}: varies a single pipeline's autoscaler; a chain's stages have none "
+            "to vary here"
+        )
+    if scenario.config.autoscale is None:
+        raise ValueError(
+            f"{origin}: the scenario does not autoscale; give it an [autoscale] table or "
+            "--autoscale KEY=VALUE,... and vary one of its settings"
+        )
+    for value in values:
+        try:
+            scenario.replace(**{name: value})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{origin}={axis_text(name, value)}: {exc}") from None
 
 
 def _check_class_axis(origin: str, klass: str, field: str, scenario: Scenario) -> None:

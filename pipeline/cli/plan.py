@@ -20,6 +20,10 @@ Flags, besides every scenario flag of ``simulate``:
   chain (``[[stages]]``), ``STAGE.NAME`` varies one stage
   (``write.concurrency=5..40``, ``fetch.maxsize=1,10``), as ``sweep``'s
   ``--grid`` does (:mod:`pipeline.cli.axes`), with the same one-line errors.
+  With an autoscaler (``[autoscale]``, ``--autoscale``), ``autoscale.KEY``
+  varies one of its settings (``autoscale.target=2,5,20``), and ``--cost
+  worker_hour=X`` charges its pool's ``worker_seconds`` (see
+  :mod:`~pipeline.sim.analysis.planning.cost`).
   Configurations are walked in cost order: fewest workers, then the smallest
   queue; on a chain, total workers over the stages searched, then total
   queue slots (unbounded counts as infinite), then each field in turn.
@@ -156,7 +160,8 @@ def add_command(subparsers: Any) -> None:
         metavar="NAME=VALUES",
         help=(
             "a field to vary: concurrency=1..64, maxsize=100,1000,unbounded; STAGE.NAME "
-            "for a chain's stage, write.concurrency=10..40 (repeatable)"
+            "for a chain's stage, write.concurrency=10..40; autoscale.KEY for the "
+            "autoscaler, autoscale.target=2,5,20 (repeatable)"
         ),
     )
     parser.add_argument(

@@ -250,17 +250,14 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
     from ..sim.workloads.failures import IndependentFailures, NoFailures
 
     file_tables = getattr(settings, "tables", {})
+    if "stages" in file_tables:
+        _refuse_one_pipeline_settings(settings)
     config = PipelineConfig(
         **{field: settings[name] for name, field in CONFIG_FIELDS.items() if name in settings},
         **parse_overload(file_tables, getattr(settings, "path", None)),
     )
     controls = parse_controls(getattr(settings, "tables", {}), settings.path)
     if controls:
-        if "stages" in settings.tables:
-            raise ValueError(
-                f"{settings.path}: [{'], ['.join(controls)}] apply to a single pipeline, "
-                "not to a chain of [[stages]]"
-            )
         try:
             config = dataclasses.replace(config, **controls)
         except (TypeError, ValueError) as exc:
@@ -309,6 +306,25 @@ def build_scenario(settings: dict[str, Any]) -> Scenario:
         ):
             raise ValueError(f"{settings.path}: {exc}") from None
         raise
+
+
+def _refuse_one_pipeline_settings(settings: Any) -> None:
+    """Refuse, in one line, what sets a single pipeline's behaviour in a file with ``[[stages]]``.
+
+    The overload controls' tables and the autoscaler configure the one pipeline of a
+    single-stage scenario; a chain's stages each run a pipeline of their own, set in its
+    ``[[stages]]`` table, so they would silently do nothing there. (From Python, each
+    ``StageSpec``'s ``config`` may carry them.)
+    """
+    given = [f"[{name}]" for name in (*OVERLOAD_TABLES, *CONTROL_TABLES) if name in settings.tables]
+    if "autoscale" in settings:
+        flag = _source(settings, "autoscale").startswith("--")  # else the file's table
+        given.append(flag_name("autoscale") if flag else "[autoscale]")
+    if given:
+        raise ValueError(
+            f"{settings.path}: {', '.join(given)} with [[stages]]: these set a single "
+            "pipeline, and a chain's stages each have their own; drop them (or the stages)"
+        )
 
 
 def _scenario(
@@ -379,12 +395,6 @@ def _chain_scenario(
         )
     if "arrivals" not in settings:
         raise ValueError(f"missing --arrivals (the chain's source: items arriving at {path})")
-    controls = [f"[{name}]" for name in OVERLOAD_TABLES if name in settings.tables]
-    if controls:
-        raise ValueError(
-            f"{path}: {' and '.join(controls)} with [[stages]]: a chain's stages have their "
-            "own pipelines, and these tables set one pipeline's; drop them (or the stages)"
-        )
     if not length:
         raise ValueError("give --items N or --duration S (how much traffic to simulate)")
     return Scenario(

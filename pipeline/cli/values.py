@@ -47,6 +47,7 @@ from ..autoscale import Autoscaler
 from ..retry import Backoff
 
 __all__ = [
+    "AUTOSCALE_KEYS",
     "CONFIG_FIELDS",
     "ENGINE_NAMES",
     "MAX_ATTEMPTS",
@@ -230,7 +231,7 @@ def _whole(text: str) -> int:
         raise ValueError(f"expected an integer, got {quoted(text)}") from None
 
 
-_AUTOSCALE_KEYS: dict[str, Callable[[str], Any]] = {
+AUTOSCALE_KEYS: dict[str, Callable[[str], Any]] = {
     "min_workers": _whole,
     "max_workers": _whole,
     "metric": str,
@@ -255,7 +256,7 @@ def parse_autoscale(text: str) -> Any:
     """
     if text.strip().lower() == "none":
         return None
-    values = parse_pairs(text, "autoscale", _AUTOSCALE_KEYS)
+    values = parse_pairs(text, "autoscale", AUTOSCALE_KEYS)
     pods = values.pop("max_scale_up_pods", 4)
     fraction = values.pop("max_scale_up_fraction", 1.0)
     try:

@@ -91,7 +91,10 @@ class Guard:
         if breaker is None:
             return
         clock = asyncio.get_running_loop().time
-        permit = breaker.acquire(clock())
+        now = clock()
+        permit = breaker.acquire(now)
+        if permit is None:
+            self._emit(EventKind.BREAKER_REFUSED, now, item)  # counted once, as `refused`
         while permit is None:
             await self._wake.wait()
             permit = breaker.acquire(clock(), count=False)
@@ -115,9 +118,15 @@ class Guard:
         if permit is not None:
             self.breaker.record(permit, now, failed=failed, duration_s=now - item.started_s)
 
-    def may_retry(self, now: float) -> bool:
-        """Whether the budget allows a retry at ``now`` (counted if so, denied if not)."""
-        return self.budget is None or self.budget.try_retry(now)
+    def may_retry(self, item: Any, now: float) -> bool:
+        """Whether the budget allows ``item``'s retry at ``now`` (counted if so, denied if not).
+
+        A denial is a ``RETRY_DENIED`` event; the caller dead-letters the item next.
+        """
+        if self.budget is None or self.budget.try_retry(now):
+            return True
+        self._emit(EventKind.RETRY_DENIED, now, item)
+        return False
 
     def _changed(self, state: str, at_s: float) -> None:
         if state == OPEN:

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from .analysis.compare import compare
     from .analysis.diagnostics.bottleneck import stage_loads
     from .analysis.diagnostics.diagnose import diagnose
+    from .analysis.mitigations import compare_controls
     from .analysis.planning.plan import plan
     from .analysis.planning.result import Plan
     from .analysis.planning.slo import SLO
@@ -79,7 +80,7 @@ del TYPE_CHECKING  # a switch for the block above, not a name of this package
 # What a notebook or a capacity study reaches for: run (Scenario ... run_virtual), build
 # the traffic (distributions, arrivals, failure models, traces), and read the results
 # (theory, sweeps, plans, diagnostics, warm-up, comparison, calibration), and overload
-# (a downstream, its faults, a recovery map). The rest has a
+# (a downstream, its faults, a recovery map, the controls compared). The rest has a
 # namespace of its own: pipeline.sim.calibration (telemetry read and fitted, a day's
 # curve, a window of a trace, a run as Prometheus would answer for it),
 # pipeline.sim.analysis (a sweep's table, findings as text, an SLO metric's value),
@@ -115,6 +116,7 @@ __all__ = [
     "TraceRecorder",
     "calibrate",
     "compare",
+    "compare_controls",
     "detect_warmup",
     "diagnose",
     "load_trace",
@@ -136,6 +138,7 @@ _LAZY = {
     "calibrate": ("calibration.recorded", "calibrate"),
     "TraceRecorder": ("workloads.traces.runtrace", "TraceRecorder"),
     "compare": ("analysis.compare", "compare"),
+    "compare_controls": ("analysis.mitigations", "compare_controls"),
     "detect_warmup": ("analysis.warmup", "detect_warmup"),
     "diagnose": ("analysis.diagnostics.diagnose", "diagnose"),
     "Plan": ("analysis.planning.result", "Plan"),

@@ -9,7 +9,9 @@ import pytest
 
 from pipeline import Autoscaler, PipelineConfig
 from pipeline.cli import main
-from pipeline.sim import Exponential, Poisson, Scenario, simulate
+from pipeline.sim import Exponential, Poisson, Scenario, plan, simulate
+from pipeline.sim.analysis.planning.cost import Cost
+from tests.sim.analysis.planning.test_plan_autoscale import BASE as PLANNED_BASE
 
 TABLE = """\
 arrivals = "poisson:rate=20"
@@ -117,3 +119,92 @@ def test_bad_tables_are_one_line_naming_the_file(table, words, scenario_file, ca
 def test_the_kernel_is_refused_for_an_autoscaled_scenario(scenario_file, capsys):
     assert main(["simulate", scenario_file(TABLE), "--engine", "kernel"]) == 2
     assert "--engine kernel does not support autoscaling" in capsys.readouterr().err
+
+
+PLANNED = """\
+arrivals = "poisson:rate=10"
+service = "exponential:mean=0.5"
+concurrency = 2
+maxsize = "unbounded"
+duration = 240
+drain_timeout = "none"
+seed = 5
+
+[autoscale]
+max_workers = 30
+target = 2
+sync_s = 15
+scale_down_stabilization_s = 60
+"""
+
+
+def test_plan_searches_autoscaler_settings_and_charges_the_pools_worker_seconds(
+    scenario_file, capsys
+):
+    path = scenario_file(PLANNED)
+    code = main(
+        [
+            "plan", path, "--search", "autoscale.target=1,20", "--slo", "latency_p95_s<=60",
+            "--cost", "worker_hour=0.75", "--replications", "3", "--processes", "1", "--json",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    out = _summary(capsys)
+    assert out["search"] == {"autoscale.target": [1.0, 20.0]}
+    assert out["chosen"]["autoscale.target"] == 20.0
+    # The Python plan over the same scenario (its Python spelling) charges the same.
+    found = plan(
+        PLANNED_BASE,
+        {"autoscale.target": [1.0, 20.0]},
+        ["latency_p95_s<=60"],
+        cost=Cost(worker_hour=0.75),
+        replications=3,
+        processes=1,
+        progress=False,
+    )
+    want = found.to_dict()["cost_breakdown"]
+    for key in ("workers_per_hour", "waiting_per_hour", "total_per_hour", "low", "high"):
+        assert out["cost_breakdown"][key] == pytest.approx(want[key], rel=1e-12), key
+    assert out["cost_breakdown"]["workers_per_hour"] > 0.75  # more than min_workers' one
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--search", "autoscale.target=2,nan"], "--search autoscale.target=nan: target must be"),
+        (["--search", "autoscale.target=-1"], "--search autoscale.target=-1.0: target must be > 0"),
+        (["--search", "autoscale.cold-start-s=inf"], "cold_start_s must be finite"),
+        (["--search", "autoscale.max-workers=30,0"], "max_workers must be >= 1"),
+        (["--search", "autoscale.min-workers=1.5"], "expected an integer, got '1.5'"),
+        (["--search", "autoscale.bogus=1"], "unknown autoscaler key 'bogus' in 'autoscale.bogus'"),
+        (
+            ["--search", "autoscale.target=1", "--cost", "worker_hour=nan"],
+            "--cost: cost worker_hour",
+        ),
+        (
+            ["--search", "autoscale.target=1", "--cost", "worker_hour=-1"],
+            "--cost: cost worker_hour",
+        ),
+        (["--search", "autoscale.target=1", "--cost", "cpu_hour=1"], "unknown cost key 'cpu_hour'"),
+    ],
+)
+def test_bad_autoscaler_plans_are_one_line_before_any_run(
+    flags, words, scenario_file, capsys, tmp_path, monkeypatch
+):
+    path = scenario_file(PLANNED)
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(["plan", path, *flags, "--slo", "latency_p95_s<=5", "--out", "out"])
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_autoscaler_search_needs_an_autoscaler(scenario_file, capsys):
+    fixed = scenario_file(PLANNED.split("[autoscale]")[0])
+    code = main(["plan", fixed, "--search", "autoscale.target=1,2", "--slo", "latency_p95_s<=5"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--search autoscale.target: the scenario does not autoscale" in err

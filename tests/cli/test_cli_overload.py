@@ -74,6 +74,21 @@ def test_simulate_json_carries_what_the_controls_did(scenario_file, capsys):
     assert out["attempts_total"] == want["attempts_total"]
 
 
+def test_the_metrics_file_carries_what_the_controls_did(scenario_file, capsys, tmp_path):
+    from pipeline.sim.running.scrape import openmetrics_series
+
+    path = tmp_path / "run.om"
+    argv = ["simulate", scenario_file(CONTROLS), "--json", "--metrics-out", str(path)]
+    assert main([*argv, "--metrics-start", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    found = openmetrics_series(path)
+    labels = (("pipeline", "sim"),)
+    assert found["pipeline_retries_denied_total", labels][-1][1] == out["retries_denied"] > 0
+    states = {dict(key)["state"] for name, key in found if name == "pipeline_breaker_state"}
+    assert states == {"closed", "open", "half_open"}
+    assert not any("codel" in name or "concurrency_limit" in name for name, _ in found)
+
+
 def test_empty_tables_take_the_defaults(scenario_file, capsys):
     assert main(["simulate", scenario_file(HEAD + "[retry_budget]\n[breaker]\n"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -120,17 +135,25 @@ def test_bad_tables_are_one_line_and_exit_2_before_any_run(
     table, message, command, scenario_file, tmp_path, capsys
 ):
     path = scenario_file(HEAD + table)
-    out_dir = tmp_path / "out"
+    err = refused_before_any_run(command, path, "concurrency", tmp_path / "out", capsys)
+    assert path in err and message in err, err
+
+
+def refused_before_any_run(command: str, path: str, axis: str, out_dir, capsys) -> str:
+    """Run ``command`` on scenario ``path`` (varying ``axis``): exit 2, nothing written.
+
+    Returns the one line of error."""
     argv = {
         "simulate": ["simulate", path, "--json", "--out", str(out_dir)],
-        "sweep": ["sweep", path, "--grid", "concurrency=1,2", "--out", str(out_dir)],
-        "plan": ["plan", path, "--search", "concurrency=1..3", "--slo", "wait_mean_s<=1"],
+        "sweep": ["sweep", path, "--grid", f"{axis}=1,2", "--out", str(out_dir)],
+        "plan": ["plan", path, "--search", f"{axis}=1..3", "--slo", "wait_mean_s<=1"],
     }[command]
     assert main(argv) == 2
     captured = capsys.readouterr()
     err = captured.err.strip()
-    assert err.count("\n") == 0 and path in err and message in err, err
+    assert err.count("\n") == 0, err
     assert captured.out == "" and not out_dir.exists()
+    return err
 
 
 def test_the_tables_do_not_go_with_stages(scenario_file, capsys):
@@ -147,3 +170,39 @@ def test_the_tables_do_not_go_with_stages(scenario_file, capsys):
     assert main(["simulate", scenario_file(text), "--json"]) == 2
     err = capsys.readouterr().err.strip()
     assert "[breaker] with [[stages]]" in err and "\n" not in err
+
+
+CHAIN = """\
+arrivals = "poisson:rate=1"
+items = 10
+
+[[stages]]
+name = "one"
+service = "constant:value=0.5"
+"""
+ONE_PIPELINE = {
+    "retry_budget": "[retry_budget]\nratio = 0.1\n",
+    "breaker": "[breaker]\n",
+    "concurrency_limit": '[concurrency_limit]\nkind = "aimd"\n',
+    "codel": "[codel]\n",
+    "autoscale": "[autoscale]\nmax_workers = 4\n",
+}
+
+
+@pytest.mark.parametrize("command", ["simulate", "sweep", "plan"])
+@pytest.mark.parametrize("table", list(ONE_PIPELINE))
+def test_what_sets_one_pipeline_is_refused_with_stages_before_any_run(
+    scenario_file, capsys, tmp_path, command, table
+):
+    # Each of these would be silently ignored by a chain, whose stages run pipelines of
+    # their own ([autoscale] was): one line and exit 2 instead, before anything runs.
+    path = scenario_file(CHAIN + ONE_PIPELINE[table])
+    err = refused_before_any_run(command, path, "one.concurrency", tmp_path / "out", capsys)
+    assert f"[{table}]" in err and "[[stages]]" in err and path in err, err
+
+
+def test_the_autoscale_flag_is_refused_with_stages(scenario_file, capsys):
+    path = scenario_file(CHAIN)
+    assert main(["simulate", path, "--autoscale", "max_workers=4", "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--autoscale with [[stages]]" in err and "\n" not in err

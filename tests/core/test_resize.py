@@ -21,7 +21,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from pipeline import Backoff, Pipeline, PipelineClosed, PipelineConfig
+from pipeline import Backoff, EventKind, Pipeline, PipelineClosed, PipelineConfig
 from pipeline.queue import WorkerRetired, WorkQueue
 from pipeline.sim.vloop import run_virtual
 from tests.accounting import assert_nothing_lost
@@ -347,3 +347,30 @@ def test_a_worker_woken_for_an_item_another_took_leaves_if_workers_are_due_to():
         assert queue.retiring == 0
 
     run_virtual(main())
+
+
+def test_a_busy_worker_leaving_is_an_event_with_the_new_count():
+    left: list[tuple[float, int]] = []
+    box: list[Pipeline] = []
+
+    def listen(kind: EventKind, now: float, item: object) -> None:
+        if kind is EventKind.WORKER_LEFT:
+            left.append((now, box[0].statistics().workers))
+
+    async def main():
+        pipe = Pipeline(sleeper(1.0), PipelineConfig(concurrency=4, queue_maxsize=10))
+        box.append(pipe)
+        pipe.add_listener(listen)
+        run = asyncio.ensure_future(pipe.run(range(40)))
+        await asyncio.sleep(0.5)
+        pipe.resize(1)  # every worker busy: three leave, each as its item ends at 1.0 s
+        assert not left and pipe.statistics().workers == 4
+        await asyncio.sleep(2.0)
+        pipe.resize(3)  # growing starts workers (busy until 3.5 s): no departure
+        await asyncio.sleep(0.25)
+        pipe.resize(2)  # one busy worker due to leave: the first whose item ends, at 3.0 s
+        return await run
+
+    report = run_virtual(main())
+    assert report.completed == 40
+    assert left == [(1.0, 3), (1.0, 2), (1.0, 1), (3.0, 2)]

@@ -18,6 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 
+from pipeline import PipelineConfig
+from pipeline.sim.analysis.planning.judgement import judge
+from pipeline.sim.analysis.planning.slo import SLO
+from pipeline.sim.analysis.theory import mmc
+from pipeline.sim.running.summary import BATCH_MEANS_MIN_ITEMS, BATCHES
+from pipeline.sim.stats.intervals import SKEW_ROBUST_MIN_VALUES, mean_bounds, mean_ci
+from pipeline.sim.stats.quantiles import quantile_ci
+from pipeline.sim.stats.runlength import DEFAULT_RELATIVE_PRECISION
 from tests.docs.conftest import REPO
 from tests.docs.snippets import shows
 
@@ -200,6 +208,19 @@ def benchmarks(run: PageRun) -> None:
     about(noop_ratio - 1, 0.05, 0.15, "the exporter's share of a no-op item")
     work_ratio = recorded(section, "a little work", 3)
     agrees(run, "and 5% beside 9 µs", f"and {(work_ratio - 1) * 100}% beside 9 µs")
+    # the [fast] extra's "10x+": the event path without numba against the compiled one
+    replay = "One replay in the kernel"
+    plain = float(
+        in_results(replay, r"without numba: event path, .*? row \| [\d.]+ s \| ([\d.]+) s")
+    )
+    compiled = float(
+        in_results(
+            replay,
+            r"event path, SimPy / auto, .*? \| [\d.]+x \([\d.]+ s\) \| [\d.]+x \(([\d.]+) s\) \|",
+        )
+    )
+    says(run, "its event path (failures, retries: 10x+ faster; plans)")
+    assert plain / compiled >= 10, f"without numba {plain} s, compiled {compiled} s"
 
 
 @checker("statistics.md")
@@ -222,6 +243,74 @@ def statistics(run: PageRun) -> None:
     theory = ns["theory"]
     erlang_c = theory.mmc(3.2, 1.0, 5).wait_mean_s - theory.mmc(3.2, 1.0, 4).wait_mean_s
     agrees(run, "Erlang C: -0.585 s)", f"Erlang C: {erlang_c} s)")
+    statistics_definitions(run)
+
+
+def statistics_definitions(run: PageRun) -> None:
+    """The statistics guide's figures that follow from the code's rules and constants alone
+    (the measured ones are held by the coverage tests that measure them)."""
+    agrees(
+        run,
+        f"by batch means ({BATCHES} batches of the items in arrival order",
+        f"by batch means ({BATCHES} batches of the items in arrival order",
+    )
+    agrees(run, "`null`, below 10,000 items)", f"`null`, below {BATCH_MEANS_MIN_ITEMS} items)")
+    agrees(
+        run,
+        "a run under 10,000 items gets none",
+        f"a run under {BATCH_MEANS_MIN_ITEMS} items gets none",
+    )
+    # the fewest values whose order-statistic interval for the median is finite
+    finite = next(n for n in range(2, 50) if math.isfinite(quantile_ci([1.0] * n, 0.5).high))
+    agrees(run, "(at least 6 replications", f"(at least {finite} replications")
+    agrees(
+        run,
+        "judges the half-width against 10% of the mean",
+        f"judges the half-width against {100 * DEFAULT_RELATIVE_PRECISION}% of the mean",
+    )
+    agrees(
+        run,
+        "is `robust_mean_ci`: from 6 replications",
+        f"is `robust_mean_ci`: from {SKEW_ROBUST_MIN_VALUES} replications",
+    )
+    # what the skew bounds would make of three values, which is why t keeps them
+    means = [2.27, 1.01, 4.04]
+    low, high = mean_bounds(means, 0.975)
+    mean = sum(means) / 3
+    agrees(
+        run,
+        "(48,556 s where t gave 3.78 s on run means of 2.27, 1.01 and 4.04 s)",
+        f"({max(high - mean, mean - low)} s where t gave {mean_ci(means).half_width} s on"
+        " run means of 2.27, 1.01 and 4.04 s)",
+    )
+    # c = 10 on the near-boundary case, and the fewest workers meeting it
+    wait = mmc(8.0, 1.0, 10).wait_mean_s
+    best = next(c for c in range(9, 30) if mmc(8.0, 1.0, c).wait_mean_s <= 0.195)
+    agrees(
+        run,
+        "`wait_mean_s<=0.195` (c = 10 truly 4.9% over, c* = 11)",
+        f"`wait_mean_s<=0.195` (c = 10 truly {100 * (wait / 0.195 - 1)}% over, c* = {best})",
+    )
+    # the rule of three, and the items it takes to meet shed_fraction<=0.01 with none shed
+    says(run, "`1 - (1 - level)**(1/N)`, about 3/N at 95%")
+    agrees(run, "about 3/N at 95%", f"about {-math.log(0.05)}/N at 95%")
+    agrees(
+        run,
+        "meets only once about 300 items were offered (at a 95% look; 460 at a plan's 99%",
+        f"meets only once about {round(-math.log(0.05) / 0.01, -1)} items were offered (at a"
+        f" 95% look; {round(-math.log(0.01) / 0.01, -1)} at a plan's 99%",
+    )
+    # the report's line and note for three runs that shed nothing of 38,468 items
+    shed = judge(
+        SLO.parse("shed_fraction<=0.01"),
+        [0.0, 0.0, 0.0],
+        confidence=0.99,
+        counts=[(0, 12_822), (0, 12_823), (0, 12_823)],
+    )
+    agrees(run, "`0 ≤ 0.0001197 (binomial)`", f"`0 ≤ {shed.bound} (binomial)`")
+    says(run, f'("{shed.note}")')
+    drain = PipelineConfig().drain_timeout_s
+    agrees(run, "`drain_timeout_s` (30 s by default)", f"`drain_timeout_s` ({drain} s by default)")
 
 
 @checker("simulating.md")
@@ -231,6 +320,8 @@ def simulating(run: PageRun) -> None:
     agrees(run, "(999 s ± 34 s, 95%)", f"({drained} s ± {half_width} s, 95%)")
     assert 16 * 60 <= drained <= 18 * 60, "the prose says about 17 minutes"
     agrees(run, "(255 s above)", f"({backlog['backlog_cleared_s']} s above)")
+    # (N - c) / (c mu - lambda) for N = 5000, c = 20, mu = 1, lambda = 15: the drain's mean
+    agrees(run, "capacity (996 s above)", f"capacity ({(5000 - 20) / (20 * 1.0 - 15)} s above)")
     # "about 4,880 items waited upstream", to the nearest ten
     agrees(
         run, "about 4,880 items", f"about {round(backlog['upstream_backlog_max'], -1):,.0f} items"
@@ -324,6 +415,14 @@ def planning(run: PageRun) -> None:
 
 @checker("twin.md")
 def twin(run: PageRun) -> None:
+    # the levels of calibrate's tests, as the prose gives them and the command prints them
+    printed = "".join(out for _, out in run.commands)
+    says(run, "when one passes a KS test at 5% with Lilliefors' critical")
+    assert "(5% critical)" in printed, "calibrate no longer prints the KS test's level"
+    says(run, "Poisson dispersion test is consistent with one rate at 5%")
+    says(run, "Pearson's chi-square over the buckets passes at 5%")
+    assert re.search(r"consistent with one rate \(dispersion .*?>= 0\.05\)", printed)
+    assert re.search(r"chi-square [\d.]+ on \d+ df, p=[\d.]+ >= 0\.05", printed)
     what_if = json_in(printed_by(run, "--what-if api_latency=0.5 --json"))
     assert what_if["accounting"]["balanced"] and set(what_if["comparison"]) == {
         "throughput_per_s",
@@ -372,3 +471,19 @@ def twin(run: PageRun) -> None:
 def chains(run: PageRun) -> None:
     advice = re.search(r"concurrency (\d+) -> (\d+)", run.output("[CRITICAL] BOTTLENECK"))
     says(run, f"(`concurrency {advice[1]} -> {advice[2]}`, enough for about 80% busy")
+
+
+@checker("overload.md")
+def overload(run: PageRun) -> None:
+    # the retry budget's arithmetic, from the budget the page builds, and its run's attempts
+    budget = run.namespace["budget"]
+    first = 1000
+    allowed = budget.ratio * first + budget.min_retries_per_s * budget.window_s
+    attempts = int(run.output("retry_budget").split()[0])
+    agrees(
+        run,
+        "attempts allow 0.1 x 1000 + 0.05 x 100 = 105 retries",
+        f"attempts allow {budget.ratio} x {first} + {budget.min_retries_per_s} x"
+        f" {budget.window_s} = {attempts - first} retries",
+    )
+    assert attempts - first == allowed, (attempts, allowed)

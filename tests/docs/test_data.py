@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 from tests.docs.conftest import REPO
-from tests.sim.workloads.telemetry.scraped import write_golden_input
+from tests.docs.figures import quoted
+from tests.sim.workloads.telemetry.scraped import STEP_S, golden_scenario, write_golden_input
 
 
 def test_the_shipped_traces_are_what_make_traces_writes(tmp_path):
@@ -26,3 +27,22 @@ def test_the_shipped_traces_are_what_make_traces_writes(tmp_path):
 def test_the_shipped_prometheus_answer_is_what_its_maker_writes(tmp_path):
     written = write_golden_input(tmp_path / "orders_range.json")
     assert written.read_bytes() == (REPO / "data" / "orders_range.json").read_bytes()
+
+
+def test_the_twin_guide_describes_the_prometheus_answer_s_truth():
+    truth = golden_scenario()
+    said = quoted(
+        "docs/guide/twin.md",
+        r"On (\w+) minutes of a known truth \(Poisson ([\d.]+)/s, log-normal service of mean"
+        r" ([\d.]+) s and cv ([\d.]+), (\d+)% of attempts failing, (\d+) workers\) saved as"
+        r" Prometheus answers it every (\d+) s",
+    )
+    words = ["zero", "ten", "twenty", "thirty", "forty", "fifty", "sixty"]
+    assert words.index(said[1]) * 10 * 60 == truth.duration_s
+    assert [float(said[i]) for i in (2, 3, 4)] == [
+        truth.arrivals.rate,
+        truth.service.mean,
+        truth.service.cv,
+    ]
+    assert int(said[5]) / 100 == truth.failures.p
+    assert (int(said[6]), float(said[7])) == (truth.config.concurrency, STEP_S)

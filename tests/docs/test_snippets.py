@@ -37,7 +37,7 @@ PAGES = [
     *sorted((REPO / "docs" / "guide").glob("*.md")),
 ]
 #: Pages whose runs take more than a few seconds (plans, calibration, a real ingestion).
-SLOW = {"planning.md", "twin.md", "simulating.md", "chains.md"}
+SLOW = {"planning.md", "twin.md", "simulating.md", "chains.md", "autoscaling.md"}
 #: Host names a block that does not run may name: loopback, or a placeholder.
 PLACEHOLDER_HOSTS = {"127.0.0.1", "localhost", "HOST", "SCHEDULER", "PROMETHEUS"}
 #: The exit status an output shows, ``Check: fails (exit 1)``.

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ from .sweep import run_task
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-__all__ = ["Comparison", "compare"]
+__all__ = ["Comparison", "compare", "paired_summaries"]
 
 
 @dataclass(frozen=True)
@@ -170,58 +171,30 @@ def compare(
         >>> compare(base, base.replace(concurrency=5), replications=10).significant
         True
     """
-    for name, scenario in (("a", a), ("b", b)):
-        if not isinstance(scenario, Scenario):
-            raise TypeError(f"{name} must be a Scenario, got {scenario!r}")
-    if isinstance(replications, bool) or not isinstance(replications, int) or replications < 2:
-        raise ValueError(
-            f"replications must be an integer >= 2 (an interval needs two pairs), "
-            f"got {replications!r}"
-        )
-    summarise_values([0.0], level)  # checks level, with the message the stats module gives
-    if processes is not None and (
-        isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
-    ):
-        raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
-    check_engine(engine)
-    for name, scenario in (("a", a), ("b", b)):  # refused before any run
-        choose_engine(scenario, engine, where=name)
     _check_derived(metric, a, b)
-    # Replication 0 of a first, here: a misspelt metric fails before the other runs start.
-    first = run_task(a, 0, engine)
-    if metric not in DERIVED_METRICS and (
-        metric not in first or isinstance(first[metric], bool | str)
-    ):
-        allowed = [k for k, v in first.items() if not isinstance(v, bool | str)]
-        raise ValueError(
-            f"metric must be a numeric summary key or one of {list(DERIVED_METRICS)}, "
-            f"got {metric!r}; allowed keys: {allowed}"
-        )
-    every_run = [(scenario, r, engine) for scenario in (a, b) for r in range(replications)]
-    tasks = every_run[1:]
-    workers = default_workers(processes, len(tasks))
-    if workers > 1 or executor is not None:
-        check_picklable([a, b], workers, "compare")
 
-    from tqdm.auto import tqdm
+    def check_metric(first: dict) -> None:
+        if metric not in DERIVED_METRICS and (
+            metric not in first or isinstance(first[metric], bool | str)
+        ):
+            allowed = [k for k, v in first.items() if not isinstance(v, bool | str)]
+            raise ValueError(
+                f"metric must be a numeric summary key or one of {list(DERIVED_METRICS)}, "
+                f"got {metric!r}; allowed keys: {allowed}"
+            )
 
-    with tqdm(total=len(tasks), desc="compare", unit="run", disable=not progress) as bar:
-        rest = run_tasks(
-            run_task, tasks, workers=workers, bar=bar, what="compare", executor=executor
-        )
-    summaries = [first, *rest]
-    warn_drain_timeouts(
-        [
-            (scenario, summary)
-            for (scenario, _, _), summary in zip(every_run, summaries, strict=True)
-        ],
-        what="compare runs",
+    runs = paired_summaries(
+        {"a": a, "b": b},
+        (replications, level, engine, processes, executor, progress),
+        what="compare",
+        check_first=check_metric,
         then=(
             f", so the difference in {metric} leaves them out too"
             if metric in DRAIN_CUT_METRICS
             else ""
         ),
     )
+    summaries = [*runs["a"], *runs["b"]]
     # One definition of each metric, the one plan() judges SLOs by.
     values = np.array([_value(s, metric) for s in summaries]).reshape(2, replications)
     missing = np.flatnonzero(~np.isfinite(values).all(axis=0))
@@ -243,6 +216,82 @@ def compare(
     )
 
 
+def paired_summaries(
+    scenarios: Mapping[str, Scenario],
+    options: tuple[int, float, str, int | None, Executor | None, bool],
+    *,
+    what: str = "compare",
+    check_first: Callable[[dict], None] | None = None,
+    then: str = "",
+) -> dict[str, list[dict]]:
+    """Replications ``0 .. replications - 1`` of each scenario: name -> their summaries.
+
+    The machinery of :func:`compare` for any number of scenarios: replication *r* of
+    each runs on the streams of ``(seed, r)`` (common random numbers, with one seed).
+    Everything is checked before any run (the scenarios' types, ``replications``,
+    ``level``, ``processes``, ``engine`` for each scenario, named by its key); the
+    first scenario's replication 0 runs first, here, and ``check_first`` may refuse its
+    summary (a misspelt metric) before the other runs start. Runs whose drain timed
+    out are warned once (``then`` ends the message). ``options`` are the caller's
+    ``(replications, level, engine, processes, executor, progress)``, as :func:`compare`
+    takes them.
+
+    Raises:
+        TypeError: a value of ``scenarios`` that is not a Scenario.
+        ValueError: no scenarios, ``replications`` < 2, a bad ``level``, ``engine``
+            or ``processes``, ``engine="kernel"`` for a scenario outside its domain,
+            or what ``check_first`` raises.
+    """
+    replications, level, engine, processes, executor, progress = options
+    if not scenarios:
+        raise ValueError(f"{what} needs at least one scenario, got none")
+    for name, scenario in scenarios.items():
+        if not isinstance(scenario, Scenario):
+            raise TypeError(f"{name} must be a Scenario, got {scenario!r}")
+    if isinstance(replications, bool) or not isinstance(replications, int) or replications < 2:
+        raise ValueError(
+            f"replications must be an integer >= 2 (an interval needs two pairs), "
+            f"got {replications!r}"
+        )
+    summarise_values([0.0], level)  # checks level, with the message the stats module gives
+    if processes is not None and (
+        isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
+    ):
+        raise ValueError(f"processes must be an integer >= 1 or None, got {processes!r}")
+    check_engine(engine)
+    for name, scenario in scenarios.items():  # refused before any run
+        choose_engine(scenario, engine, where=name)
+    every_run = [
+        (scenario, r, engine) for scenario in scenarios.values() for r in range(replications)
+    ]
+    # Replication 0 of the first first, here: a misspelt metric fails before the rest start.
+    first = run_task(*every_run[0])
+    if check_first is not None:
+        check_first(first)
+    tasks = every_run[1:]
+    workers = default_workers(processes, len(tasks))
+    if workers > 1 or executor is not None:
+        check_picklable(list(scenarios.values()), workers, what)
+
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(tasks), desc=what, unit="run", disable=not progress) as bar:
+        rest = run_tasks(run_task, tasks, workers=workers, bar=bar, what=what, executor=executor)
+    summaries = [first, *rest]
+    warn_drain_timeouts(
+        [
+            (scenario, summary)
+            for (scenario, _, _), summary in zip(every_run, summaries, strict=True)
+        ],
+        what=f"{what} runs",
+        then=then,
+    )
+    return {
+        name: summaries[index * replications : (index + 1) * replications]
+        for index, name in enumerate(scenarios)
+    }
+
+
 def _value(summary: dict, metric: str) -> float:
     """The metric in one run: a derived fraction as plan() computes it, else the summary key."""
     return metric_value(summary, metric) if metric in DERIVED_METRICS else float(summary[metric])
@@ -253,7 +302,8 @@ def _check_derived(metric: str, *scenarios: Scenario) -> None:
     if metric not in DERIVED_METRICS:
         return
     for scenario in scenarios:
-        if scenario.stages is not None and any(stage.fan_out != 1 for stage in scenario.stages):
+        stages = getattr(scenario, "stages", None)  # not a Scenario: refused with its type
+        if stages is not None and any(stage.fan_out != 1 for stage in stages):
             raise ValueError(
                 f"metric {metric!r}: a stage of this chain fans out, so its counts are of "
                 "different items (source items offered, their children completed); compare "

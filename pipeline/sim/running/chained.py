@@ -34,7 +34,7 @@ import math
 import os
 import time
 from collections.abc import AsyncIterator
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,11 +43,14 @@ from ...chain.chain import Chain
 from ...chain.report import ChainReport
 from ...chain.stage import Stage
 from ...config import PipelineConfig
+from ...statistics import Statistics
 from ..vloop import run_virtual, wake_unless_cancelled
 from ..workloads.classes import ClassDraws, class_codes, draw_classes
 from ..workloads.scenario import Scenario, Streams
 from .class_summary import class_summaries
+from .control_series import control_series
 from .openmetrics import write_openmetrics
+from .pooltrace import PoolTrace
 from .recorder import ItemColumns, Recorder, item_columns, step_series
 from .result import SimulationResult
 from .workload import StageWorkload, source_arrivals
@@ -157,8 +160,24 @@ async def _run_chain(
                 await wake
             yield item_id
 
-    report = await Chain(stages, name="sim").run(source())
+    chain = Chain(stages, name="sim")
+    pools = {
+        spec.name: PoolTrace(partial(_stage_statistics, chain, spec.name), spec.config.concurrency)
+        for spec in scenario.stages
+        if spec.config.autoscale is not None
+    }
+    if pools:
+        chain.add_listener(lambda name: pools[name].listeners() if name in pools else {})
+    report = await chain.run(source())
+    for spec, recorder in zip(scenario.stages, recorders, strict=True):
+        if spec.name in pools:
+            recorder.pool = pools[spec.name].series()
     return report, arrivals, recorders
+
+
+def _stage_statistics(chain: Chain, name: str) -> Statistics:
+    """The ``statistics()`` of the pipeline of ``chain``'s stage ``name``."""
+    return chain.statistics().stages[name].pipeline
 
 
 class ChainSimulationResult:
@@ -485,7 +504,15 @@ def simulate_chain(
         )
         stage_codes = None if codes is None else np.repeat(codes, spread)
         results[spec.name] = SimulationResult(
-            stage_scenario, stage_report, columns, series, 0.0, engine, stage_codes
+            stage_scenario,
+            stage_report,
+            columns,
+            series,
+            0.0,
+            engine,
+            stage_codes,
+            controls=control_series(spec.config, recorder, report.finished_s),
+            pool=recorder.pool,
         )
         spread *= spec.fan_out
         # The next stage's items arrive when this stage finishes them (or their parent).

@@ -32,7 +32,21 @@ approximation: a sample at time ``t`` is the value at ``t``.
   oldest admitted item not yet finished (0 when none is), at each sampling
   time; it grows between events, so only the sampled moments are exact.
 - ``pipeline_queue_capacity`` is the queue's ``maxsize`` (no sample for an
-  unbounded queue), ``pipeline_workers`` the configured workers.
+  unbounded queue), ``pipeline_workers`` the configured workers. With an
+  autoscaler, ``pipeline_workers`` is the pool's size over time and
+  ``pipeline_workers_desired`` the count the last sync's metric asked for (from
+  the first sync on), both step functions sampled as the gauges above (the run's
+  ``timeseries`` columns ``workers`` and ``workers_desired``); without one there is
+  no ``pipeline_workers_desired`` family, as the exporter serves none.
+- The overload controls' families, each only when its control is on (a run
+  without one writes none of them, as before they existed), with the values
+  ``statistics()`` shows at each sampling time (``result.controls``):
+  ``pipeline_retries_denied_total`` (``retry_budget``),
+  ``pipeline_breaker_calls_refused_total`` and ``pipeline_breaker_state{state}``
+  (``breaker``; 1 for the state at that time, 0 for the other two),
+  ``pipeline_concurrency_limit`` (``concurrency_limit``) and
+  ``pipeline_codel_shed_total`` (``codel``). They are sampled on the grid only:
+  a breaker spell or a limit held between two sampling times is not in the file.
 - Histograms (:data:`BUCKETS_S`, seconds) observe each item's wait at its first
   start (``start - arrival``, as ``wait_mean_s``), each attempt's duration when
   it ends, and each completed item's latency at its finish (as ``latency_mean_s``).
@@ -68,6 +82,7 @@ from ..._metric_names import BUCKETS_S, SPECS
 from .recorder import AttemptLog
 
 if TYPE_CHECKING:
+    from .control_series import ControlSeries
     from .result import SimulationResult
 
 __all__ = [
@@ -75,6 +90,7 @@ __all__ = [
     "MAX_STEPS",
     "METRICS",
     "MIN_STEP_S",
+    "OPTIONAL_METRICS",
     "sampling_step",
     "write_openmetrics",
 ]
@@ -96,11 +112,35 @@ _FAMILIES = {
     "attempt_duration": "pipeline_attempt_duration_seconds",
     "latency": "pipeline_latency_seconds",
 }
-METRICS: dict[str, tuple[str, str, str]] = {
-    key: (name.removesuffix("_total"), SPECS[name].kind, SPECS[name].help)
-    for key, name in _FAMILIES.items()
+# The overload controls' families: each written only by a run with that control.
+_CONTROL_FAMILIES = {
+    "retries_denied": "pipeline_retries_denied_total",
+    "breaker_calls_refused": "pipeline_breaker_calls_refused_total",
+    "breaker_state": "pipeline_breaker_state",
+    "concurrency_limit": "pipeline_concurrency_limit",
+    "codel_shed": "pipeline_codel_shed_total",
 }
-"""The metrics contract's families: key -> (family name, OpenMetrics type, help text)."""
+
+
+def _table(families: dict[str, str]) -> dict[str, tuple[str, str, str]]:
+    return {
+        key: (name.removesuffix("_total"), SPECS[name].kind, SPECS[name].help)
+        for key, name in families.items()
+    }
+
+
+METRICS: dict[str, tuple[str, str, str]] = _table(_FAMILIES)
+"""The metrics contract's families every file has: key -> (family name, OpenMetrics type, help
+text)."""
+# The families only some runs write: an overload control's, an autoscaler's desired count.
+_OPTIONAL_FAMILIES = {**_CONTROL_FAMILIES, "workers_desired": "pipeline_workers_desired"}
+OPTIONAL_METRICS: dict[str, tuple[str, str, str]] = _table(_OPTIONAL_FAMILIES)
+"""As :data:`METRICS`, the families a file has only with their control or an autoscaler."""
+# The order a file lists them: the exporter's (pipeline._metric_names.METRICS).
+_WRITTEN = sorted(
+    {**METRICS, **OPTIONAL_METRICS}.items(),
+    key=lambda entry: list(SPECS).index({**_FAMILIES, **_OPTIONAL_FAMILIES}[entry[0]]),
+)
 
 DEFAULT_STEP_S = 1.0
 """Sampling step when none is given, seconds."""
@@ -290,6 +330,7 @@ def _stage_samples(result: SimulationResult, grid: np.ndarray, end_s: float) -> 
     gauges: dict[str, Any] = {
         "queue_depth": [({}, gauge(s.queue_depth, True))],
         "workers": [({}, [(t, config.concurrency) for t in grid.tolist()])],
+        **_pool_gauges(result, gauge),
         "workers_busy": [({}, gauge(s.in_flight, True))],
         "oldest_item_age": [({}, _oldest_age(c, grid, end_s))],
         "queue_capacity": []
@@ -299,6 +340,7 @@ def _stage_samples(result: SimulationResult, grid: np.ndarray, end_s: float) -> 
     started = ~np.isnan(c.start_s)
     done = c.outcome == 0
     return {
+        **_control_samples(result.controls, grid),
         "items_offered": [({}, _points(grid, _counted(offered_at, grid)))],
         "items": [
             ({"outcome": name}, _points(grid, _counted(times, grid)))
@@ -315,6 +357,33 @@ def _stage_samples(result: SimulationResult, grid: np.ndarray, end_s: float) -> 
         "attempt_duration": _histogram(ended, duration, grid),
         "latency": _histogram(c.finish_s[done], (c.finish_s - c.arrival_s)[done], grid),
     }
+
+
+def _control_samples(controls: ControlSeries | None, grid: np.ndarray) -> dict[str, Any]:
+    """The overload controls' families at the grid times (none without a control)."""
+    if controls is None:
+        return {}
+    out: dict[str, Any] = {}
+    for name in controls.names:
+        values = controls.at(name, grid)
+        if name == "breaker_state":
+            out[name] = [
+                ({"state": state}, _points(grid, (values == code).astype(np.int64)))
+                for code, state in enumerate(controls.STATES)
+            ]
+        else:
+            out[name] = [({}, _points(grid, values))]
+    return out
+
+
+def _pool_gauges(result: SimulationResult, gauge: Any) -> dict[str, Any]:
+    """An autoscaled run's ``workers`` and ``workers_desired`` series; none for a fixed pool."""
+    pool = getattr(result, "pool", None)
+    if pool is None:
+        return {}
+    workers, desired = pool.at(result.series.time_s)
+    synced = [(t, v) for t, v in gauge(desired, True) if v >= 0]  # none before the first sync
+    return {"workers": [({}, gauge(workers, True))], "workers_desired": [({}, synced)]}
 
 
 def _points(grid: np.ndarray, values: np.ndarray) -> list[tuple[float, float]]:
@@ -411,14 +480,16 @@ def _lines(
     start_ms: int,
 ) -> Iterator[str]:
     stamps = [_stamp(ms) for ms in grid_ms.tolist()]
-    for key, (name, kind, text) in METRICS.items():
+    for key, (name, kind, text) in _WRITTEN:
+        if not any(key in families for _, families in samples):
+            continue  # an optional family no stage has (a control's, a desired count)
         yield f"# TYPE {name} {kind}\n"
         if name.endswith("_seconds"):
             yield f"# UNIT {name} seconds\n"
         yield f"# HELP {name} {text}\n"
         sample_name = f"{name}_total" if kind == "counter" else name
         for base, families in samples:
-            for extra, points in families[key]:
+            for extra, points in families.get(key, ()):
                 labels = _label_text({**base, **extra})
                 if kind == "histogram":
                     yield from _histogram_lines(name, labels, points, stamps)

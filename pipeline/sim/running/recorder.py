@@ -51,6 +51,8 @@ class Recorder:
         self.ids = array("q")
         # What the scenario's downstream counted (a DownstreamStats), when it has one.
         self.downstream: Any = None
+        # The pool's size and desired count over time (a PoolSeries), when it autoscales.
+        self.pool: Any = None
         kinds, times, ids = self.kinds.append, self.times.append, self.ids.append
         work_item = WorkItem
 

@@ -20,7 +20,9 @@ from .summary import summarise
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .control_series import ControlSeries
     from .downstream import DownstreamStats
+    from .pooltrace import PoolSeries
 
 __all__ = ["DrainTimeoutWarning", "SimulationResult"]
 
@@ -60,9 +62,17 @@ class SimulationResult:
             with item classes a categorical ``class`` column names each item's class.
         downstream: with a :class:`~pipeline.sim.Downstream`, what it served
             (:class:`~pipeline.sim.running.downstream.DownstreamStats`); else None.
+        pool: with an autoscaler, the pool's size and desired count over time
+            (:class:`~pipeline.sim.running.pooltrace.PoolSeries`); else None.
         item_class: with item classes, each item's class as its index in
             ``scenario.classes`` (by item id); else None.
-        timeseries: the step functions as a DataFrame (built on first use).
+        controls: with an overload control, what it did over time
+            (:class:`~pipeline.sim.running.control_series.ControlSeries`); else None.
+        timeseries: the step functions as a DataFrame (built on first use); with an
+            autoscaler also ``workers`` (``statistics().workers``: the pool, cold-starting
+            and departing busy workers included) and ``workers_desired`` (the count the
+            last sync's metric asked for, ``<NA>`` before the first sync); with an
+            overload control, also its columns (:attr:`controls`).
     """
 
     def __init__(
@@ -76,9 +86,13 @@ class SimulationResult:
         item_class: np.ndarray | None = None,
         *,
         downstream: DownstreamStats | None = None,
+        controls: ControlSeries | None = None,
+        pool: PoolSeries | None = None,
     ) -> None:
         self.scenario = scenario
         self.downstream = downstream
+        self.controls = controls
+        self.pool = pool
         self.item_class = item_class
         self.engine = engine
         self.report = report
@@ -159,7 +173,13 @@ class SimulationResult:
 
     @cached_property
     def timeseries(self) -> pd.DataFrame:
-        """Exact step functions over virtual time; each row holds until the next."""
+        """Exact step functions over virtual time; each row holds until the next.
+
+        With an overload control, its columns follow (``retries_denied``,
+        ``breaker_state``, ``breaker_calls_refused``, ``concurrency_limit``,
+        ``codel_shed``: those of the controls that are on, named and valued as
+        ``statistics()`` fields), and the rows are the moments either changed.
+        """
         import pandas as pd
 
         s = self.series
@@ -169,4 +189,21 @@ class SimulationResult:
         frame["in_system"] = s.in_system
         frame["lag_items"] = s.lag_items
         frame["memory_bytes"] = s.memory_bytes(self.scenario.item_size_bytes)
+        if self.pool is not None:  # only then: other runs keep timeseries.csv's columns
+            workers, desired = self.pool.at(s.time_s)
+            frame["workers"] = workers
+            # Nullable integers: no desired count before the first sync.
+            frame["workers_desired"] = pd.arrays.IntegerArray(np.maximum(desired, 0), desired < 0)
+        controls = self.controls
+        if controls is None:
+            return frame
+        time_s = np.union1d(s.time_s, controls.time_s)
+        rows = np.maximum(np.searchsorted(s.time_s, time_s, side="right") - 1, 0)
+        frame = frame.iloc[rows].reset_index(drop=True)
+        frame["time_s"] = time_s
+        for name in controls.names:
+            values = controls.at(name, time_s)
+            if name == "breaker_state":
+                values = pd.Categorical.from_codes(values, controls.STATES)
+            frame[name] = values
         return frame

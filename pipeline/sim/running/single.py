@@ -26,8 +26,10 @@ from ..workloads.classes import ClassDraws, class_codes
 from ..workloads.failures import NoFailures
 from ..workloads.faults import CapacityDrop, SpeedProfile
 from ..workloads.scenario import Scenario
+from .control_series import control_series
 from .downstream import DownstreamRun, downstream_rng
 from .engine_choice import run_chosen
+from .pooltrace import PoolTrace
 from .recorder import Recorder, item_columns, step_series
 from .result import SimulationResult
 from .summary import SERIES_KEYS, summary_of
@@ -134,9 +136,15 @@ async def run_engine(
         name="sim",
     )
     pipe.add_listener(recorder.listeners())
+    pool = None
+    if scenario.config.autoscale is not None:
+        pool = PoolTrace(pipe.statistics, scenario.config.concurrency)
+        pipe.add_listener(pool.listeners())
     report = await pipe.run(_ArrivalSource(arrivals.tolist(), loop))
     if scenario.downstream is not None:
         recorder.downstream = servers.stats(report.finished_s)
+    if pool is not None:
+        recorder.pool = pool.series()
     return report, arrivals, recorder
 
 
@@ -237,6 +245,8 @@ def _engine_once(scenario: Scenario, replication: int) -> SimulationResult:
         "asyncio",
         codes,
         downstream=recorder.downstream,
+        controls=control_series(scenario.config, recorder, report.finished_s),
+        pool=recorder.pool,
     )
 
 

@@ -144,7 +144,7 @@ BATCH_MEANS_MIN_ITEMS = 10_000
 
 Shorter batches of a queueing run are correlated, and their spread
 understates the mean's: on M/M/10 at rho = 0.8 the 95% half-width of the mean
-latency covered 92% at 2,000 items and 94.3% at 5,000 even with the
+latency covered 90.7% at 2,000 items and 92.7% at 5,000 even with the
 skew-robust bounds, 95% from 10,000 on
 (``tests/sim/running/test_summary_intervals.py``). A shorter run is too short
 to know its own precision: replications (one value per run) do, for any

@@ -122,8 +122,8 @@ SKEW_ROBUST_MIN_VALUES = 6
 """Fewest values from which :func:`robust_mean_ci` widens Student t for skew.
 
 Below it the skew cannot be bounded usefully: with 3 values the lognormal
-bound's chi-square has 2 degrees of freedom and its upper end ran to 80 times
-the t half-width (49,478 s against t's 3.78 s on run means of 2.27, 1.01 and
+bound's chi-square has 2 degrees of freedom and its upper end ran to a median 10.7 times
+the t half-width (48,556 s against t's 3.78 s on run means of 2.27, 1.01 and
 4.04 s), and Hall's correction, whose sample skewness of 3 values is noise,
 still tripled it (median 3.3 times t on 2,000-item M/M/10 runs)."""
 
@@ -147,8 +147,8 @@ def robust_mean_ci(samples: Sequence[float] | np.ndarray, level: float = 0.95) -
     times wider than t's, which says nothing. Student t holds its level when
     the runs are long enough for their means to be nearly symmetric: at 3
     replications of 20,000-item M/M/10 runs at rho = 0.7 (skewness 0.4) it
-    missed 4.6%, at rho = 0.8 (skewness 0.6) about 6%, and on 2,000-item runs
-    at rho = 0.8 7.3%. For short runs,
+    missed 6% of 600 looks, within its level's spread, and on 2,000-item runs
+    at rho = 0.8 7.1%. For short runs,
     run at least :data:`SKEW_ROBUST_MIN_VALUES` replications
     (``tests/sim/running/test_replication_intervals.py`` checks both).
 

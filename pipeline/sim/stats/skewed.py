@@ -152,13 +152,14 @@ def mean_bounds(samples: Sequence[float] | np.ndarray, level: float = 0.95) -> t
       its upper end is astronomically far whatever the values, and the
       bounds are Student t's (Hall's correction has no skew to see in two
       values). Two replications are too few for skewed values: a 97.5% t
-      upper bound over 2 of those runs missed 4.7%.
+      upper bound over 2 of those runs missed 4.2%.
 
     Taking the widest keeps each side's miss rate at most that of the best of
     the three. On those M/M/10 runs (Erlang C exact) a 99% upper bound missed
-    0.6%, 0.9%, 1.0% and 1.2% at 3, 6, 12 and 30 values, where t alone
-    missed 2.7-4.0% and t with the lognormal bound 0.9-1.75%
-    (``tests/sim/analysis/planning/test_skewed_bounds.py``).
+    0.7%, 0.93% and 1.07% at 3, 6 and 12 values, where t alone missed
+    2.7-3.7% and t with the lognormal bound 0.93-1.33%
+    (``tests/sim/analysis/planning/test_skewed_bounds.py``, which holds the
+    statistics guide's table of them to its run).
 
     Raises:
         ValueError: fewer than 2 samples, a non-finite one, or ``level`` not in (0, 1).

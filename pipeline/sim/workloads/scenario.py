@@ -363,6 +363,10 @@ class Scenario:
         ``"write.concurrency"`` is that config with 8 workers. So a sweep over
         ``{"stages": [a, b], "write.concurrency": [...]}`` varies both.
 
+        With an autoscaler, ``"autoscale.NAME"`` changes one of its parameters
+        (:meth:`~pipeline.Autoscaler.replace`: ``target``, ``max_workers``,
+        ``cold_start_s``, ...): ``replace(**{"autoscale.target": 2.0})``.
+
         With item classes, ``"classes.NAME.FIELD"`` changes one
         :class:`~pipeline.sim.ItemClass` field (``share``, ``priority``,
         ``service``, ``patience``) of the class named NAME:
@@ -387,8 +391,15 @@ class Scenario:
         }
         if by_class:
             changes["classes"] = replace_classes(changes.get("classes", self.classes), by_class)
+        by_scaler = {
+            k.removeprefix("autoscale."): changes.pop(k)
+            for k in list(changes)
+            if isinstance(k, str) and k.startswith("autoscale.")
+        }
         staged = {k: changes.pop(k) for k in list(changes) if isinstance(k, str) and "." in k}
         config_changes = {k: changes.pop(k) for k in list(changes) if k in config_fields}
+        if by_scaler:
+            config_changes["autoscale"] = self._replace_scaler(changes, config_changes, by_scaler)
         unknown = set(changes) - {f.name for f in dataclasses.fields(Scenario)}
         if unknown:
             raise ValueError(
@@ -413,6 +424,21 @@ class Scenario:
         if staged:
             changes["stages"] = self._replace_stages(stages, staged, config_fields)
         return dataclasses.replace(self, **changes)
+
+    def _replace_scaler(
+        self, changes: dict[str, Any], config_changes: dict[str, Any], by_scaler: dict[str, Any]
+    ) -> Any:
+        """The autoscaler (given in this call, else the config's) with ``autoscale.NAME``
+        changes applied."""
+        config = changes.get("config", self.config)
+        scaler = config_changes.get("autoscale", getattr(config, "autoscale", None))
+        if scaler is None:
+            raise ValueError(
+                f"'autoscale.{next(iter(by_scaler))}' changes the autoscaler, but this scenario "
+                "does not autoscale: give it one (PipelineConfig(autoscale=Autoscaler(...)), "
+                "an [autoscale] table or --autoscale)"
+            )
+        return scaler.replace(**by_scaler)
 
     @staticmethod
     def _replace_stages(

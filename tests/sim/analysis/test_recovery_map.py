@@ -82,3 +82,47 @@ def test_a_map_on_worker_processes_gives_the_numbers_of_one_process():
     there = recovery_map(base, fault=fault, factors=[0.5], durations=[1.0, 2.0],
                          replications=2, processes=2, seed=7)  # fmt: skip
     assert here.equals(there)
+
+
+def osdi_tuned() -> Scenario:
+    """The OSDI artefact's shape at a size a test can afford.
+
+    100 requests/s against 20 servers of 10/s each (50% busy, so only a deep cut builds a
+    backlog); the client cuts an attempt after 5 s, 50 mean service times, and tries 4
+    times. A drop at 30 s leaves a backlog the servers clear at 100/s once it ends; when
+    that backlog holds more than 5 s of work, every new attempt times out, each item
+    sends 4 (twice what the servers can take), and the system stays stuck. The boundary
+    is a backlog, so it is sharp in the drop's length and depth, and a 30% lighter load
+    (70/s) moves it. At 100/s a 10 s window holds about 1,000 completions (3% noise), so
+    the rule's 10% band judges a recovered run as recovered (at 50/s a window's 500
+    completions vary by 4.5%, and 2 of 10 runs of a cell that had recovered failed the
+    band by noise alone).
+    """
+    config = PipelineConfig(concurrency=10_000, queue_maxsize=None, max_attempts=4,
+                            attempt_timeout_s=5.0, drain_timeout_s=None,
+                            backoff=Backoff(kind="constant", base_s=0.1))  # fmt: skip
+    return Scenario(arrivals=Poisson(rate=100.0), config=config, duration_s=100.0, seed=3,
+                    downstream=Downstream(concurrency=20,
+                                          service=Exponential(mean=0.1)))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_osdi_shape_a_sharp_boundary_that_a_shallower_cut_or_less_load_moves():
+    # Each cell's stuck fraction over 10 replications, with its 95% Wilson interval: a
+    # cell "recovers" when the whole interval is below 1/2 (at most 1 stuck run of 10),
+    # "sticks" when it is above 1/2 (at least 9 of 10). Fixed seeds: the runs are the same
+    # on every machine.
+    fault = CapacityDrop(at_s=30.0, for_s=9.0, factor=0.2)
+    options = dict(replications=10, processes=2)
+    frame = recovery_map(osdi_tuned(), fault=fault, factors=[0.2, 0.4], durations=[9.0, 12.0],
+                         **options)  # fmt: skip
+    cells = {(row.factor, row.duration_s): row for row in frame.itertuples()}
+    assert all(row.judged == 10 for row in cells.values())
+    # An 80% cut: 9 s recovers, 12 s (the next duration of the map) sticks.
+    assert cells[0.2, 9.0].stuck_high < 0.5 < cells[0.2, 12.0].stuck_low
+    # A shallower cut (60%) for the same 12 s recovers.
+    assert cells[0.4, 12.0].stuck_high < 0.5
+    # The stuck cell with 30% less load recovers.
+    lighter = osdi_tuned().replace(arrivals=Poisson(rate=70.0))
+    moved = recovery_map(lighter, fault=fault, factors=[0.2], durations=[12.0], **options)
+    assert moved.stuck_high.iloc[0] < 0.5

@@ -68,7 +68,8 @@ def unstable_note(scenario: Scenario, slos: Sequence[SLO]) -> str | None:
     no attempt timeout (it would cut service short), ``on_full="block"`` or
     an unbounded queue, and at least one SLO ``<=`` on a wait or latency. At
     a load exactly equal to the workers the configuration is simulated (a
-    deterministic system can keep up).
+    deterministic system can keep up). The workers of an autoscaled pool are its
+    ``max_workers``: starting smaller, it may grow to keep up.
     """
     if not any(grows_when_unstable(slo) for slo in slos):
         return None
@@ -85,9 +86,13 @@ def unstable_note(scenario: Scenario, slos: Sequence[SLO]) -> str | None:
     if attempts is None:
         return None
     load = float(scenario.arrivals.rate) * float(scenario.service.mean) * attempts
-    if not (math.isfinite(load) and load > config.concurrency):
+    # An autoscaled pool may grow to max_workers: only a load beyond that cannot be kept up with.
+    scaler = config.autoscale
+    workers = config.concurrency if scaler is None else scaler.max_workers
+    if not (math.isfinite(load) and load > workers):
         return None
+    pool = "concurrency" if scaler is None else "the autoscaler's max_workers"
     return (
-        f"unstable: offered load {load:.4g} > concurrency {config.concurrency} "
+        f"unstable: offered load {load:.4g} > {pool} {workers} "
         "(queueing theory: waits grow without bound; not simulated)"
     )

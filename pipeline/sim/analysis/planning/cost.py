@@ -6,15 +6,20 @@ optionally, one item waiting an hour (``wait_hour``). The cost per hour of a
 configuration is then Hillier and Lieberman's ``E(TC) = C_s c + C_w L``:
 
 - workers: ``worker_hour * concurrency`` (summed over a chain's stages), exact;
+  for an autoscaled pool (``PipelineConfig(autoscale=...)``), what it was paid for:
+  ``worker_hour * workers_mean``, the run's ``worker_seconds`` over its length, one
+  value per replication, judged as the waiting cost is (below). Before any run, the
+  least such a pool can cost, ``worker_hour * min_workers``, orders the search and
+  bounds what is left to examine;
 - waiting: ``wait_hour * L``, where ``L = lambda W`` is the mean number of items
   waiting (Little's law): ``lambda`` the arrival rate times the share of items
   admitted, ``W`` the run's ``wait_mean_s``. Each replication gives one value,
   so the waiting cost has the skew-robust one-sided bounds of an SLO's metric
   (:func:`~pipeline.sim.stats.intervals.mean_bounds`).
 
-With a wait cost, :func:`~.plan.plan` picks, among the configurations shown
-to meet every SLO, the one of least total cost per hour; two configurations
-are told apart by the paired difference of their totals (replication *r* of
+With a wait cost, or an autoscaled pool, :func:`~.plan.plan` picks, among the
+configurations shown to meet every SLO, the one of least total cost per hour;
+two configurations are told apart by the paired difference of their totals (replication *r* of
 both ran on the same random numbers), at the plan's per-look level. When the
 budget runs out before a cheaper-looking rival is told apart, the choice is
 the lower mean and :attr:`CostEstimate.note` says which rival is within reach.
@@ -47,12 +52,15 @@ if TYPE_CHECKING:
 __all__ = [
     "COST_KEYS",
     "MAX_PRICE",
+    "POOL_METRIC",
     "WAIT_METRICS",
     "Cost",
     "CostEstimate",
     "Mix",
     "check_shares",
     "offered_rate",
+    "pool_scaler",
+    "pool_values",
 ]
 
 COST_KEYS = ("worker_hour", "wait_hour")
@@ -60,6 +68,9 @@ COST_KEYS = ("worker_hour", "wait_hour")
 
 WAIT_METRICS = ("wait_mean_s", "items_admitted", "items_offered", "items_completed")
 """Summary keys each run reports for the cost (the waiting cost and items per hour)."""
+
+POOL_METRIC = "workers_mean"
+"""The summary key an autoscaled pool's workers cost is measured by (NaN for a fixed pool)."""
 
 CHAIN_METRICS = ("items_offered", "items_completed")
 
@@ -172,10 +183,21 @@ class Cost:
         assert price is not None  # check() refused a stage without a price
         return price
 
-    def workers_per_hour(self, base: Scenario, point: Mapping[str, Any]) -> float:
-        """The workers' cost per hour of ``base`` with ``point`` (searched fields) applied."""
+    def workers_per_hour(
+        self, base: Scenario, point: Mapping[str, Any], *, measured: bool = False
+    ) -> float:
+        """The workers' cost per hour of ``base`` with ``point`` (searched fields) applied.
+
+        An autoscaled pool's is measured by its runs (:func:`pool_values`): here the least
+        it can cost, ``worker_hour * min_workers`` (it never shrinks below), or 0 with
+        ``measured`` (the part the runs give is left to them).
+        """
         if base.stages is None:
-            workers = point.get("concurrency", base.config.concurrency)
+            scaler = pool_scaler(base, point)
+            if scaler is None:
+                workers = point.get("concurrency", base.config.concurrency)
+            else:
+                workers = 0 if measured else scaler.min_workers
             return float(self.worker_hour or 0.0) * workers
         total = 0.0
         for stage in base.stages:
@@ -185,7 +207,7 @@ class Cost:
 
     def metrics(self, base: Scenario) -> tuple[str, ...]:
         """Summary keys every run must report for this cost."""
-        return CHAIN_METRICS if base.stages is not None else WAIT_METRICS
+        return CHAIN_METRICS if base.stages is not None else (*WAIT_METRICS, POOL_METRIC)
 
     def waiting_per_hour(self, rate: float, run: Mapping[str, float]) -> float:
         """One run's waiting cost per hour: ``wait_hour * lambda_admitted * wait_mean_s``,
@@ -210,12 +232,14 @@ class CostEstimate:
     """One configuration's cost per hour, from its replications.
 
     Attributes:
-        workers: the workers' cost per hour (exact).
+        workers: the workers' cost per hour: exact for a fixed pool; for an
+            autoscaled one the mean over the replications of ``worker_hour x
+            workers_mean`` (what the pool was paid for).
         waiting: the mean waiting cost per hour over the replications (0 without
             a wait cost; NaN when a run had no wait to measure).
         total: ``workers + waiting``: the cost per hour.
         low, high: the one-sided bounds of ``total`` at the level given (equal to
-            it without a wait cost).
+            it without a wait cost or an autoscaled pool).
         per_million_items: ``total`` per million items completed (items per
             hour: the arrival rate times the share completed, from the runs).
         replications: runs behind the estimate.
@@ -289,11 +313,22 @@ class Mix:
             (s, share, extra[s * m : s * m + m]) for s, share in enumerate(self.shares) if share > 0
         ]
 
-    def workers_per_hour(self, cost: Cost, point: Mapping[str, Any]) -> float:
+    def workers_per_hour(
+        self, cost: Cost, point: Mapping[str, Any], *, measured: bool = False
+    ) -> float:
         """The workers' cost per hour, over the hours (a chain's stages not searched may
-        run other numbers of workers in other scenarios)."""
+        run other numbers of workers in other scenarios); an autoscaled pool's as
+        :meth:`Cost.workers_per_hour` says (its least, or 0 with ``measured``)."""
         return sum(
-            share * cost.workers_per_hour(scenario, point)
+            share * cost.workers_per_hour(scenario, point, measured=measured)
+            for scenario, share in zip(self.scenarios, self.shares, strict=True)
+            if share > 0
+        )
+
+    def autoscales(self, point: Mapping[str, Any]) -> bool:
+        """Whether a scenario with a share of the hours runs an autoscaled pool at ``point``."""
+        return any(
+            pool_scaler(scenario, point) is not None
             for scenario, share in zip(self.scenarios, self.shares, strict=True)
             if share > 0
         )
@@ -363,6 +398,36 @@ def offered_rate(scenario: Scenario) -> float:
         raise ValueError(f"cost: the arrival rate is unknown, needed per hour: {exc}") from None
 
 
+def pool_scaler(base: Scenario, point: Mapping[str, Any]) -> Any:
+    """The autoscaler of ``base`` with ``point`` applied, or None (a fixed pool, a chain)."""
+    if base.stages is not None:
+        return None
+    if base.config.autoscale is None and "autoscale" not in point:
+        return None  # an "autoscale.NAME" field needs an autoscaler to change
+    return base.replace(**point).config.autoscale
+
+
+def pool_values(
+    cost: Cost, mix: Mix, point: Mapping[str, Any], extra: Sequence[Sequence[float]]
+) -> np.ndarray:
+    """Per replication, the autoscaled pools' workers cost per hour over the hours of
+    ``mix``: ``worker_hour x workers_mean`` (the run's worker-seconds over its
+    length); 0 where the pool is fixed (its cost is exact)."""
+    scaled = {s for s, part in enumerate(mix.scenarios) if pool_scaler(part, point) is not None}
+    price = float(cost.worker_hour or 0.0)
+    return np.array(
+        [
+            math.fsum(
+                share * price * _rows(cost, mix.scenarios[s], values)[POOL_METRIC]
+                for s, share, values in mix.split(row)
+                if s in scaled
+            )
+            for row in extra
+        ],
+        dtype=np.float64,
+    )
+
+
 def _rows(cost: Cost, part: Scenario, values: Sequence[float]) -> dict[str, float]:
     return dict(zip(cost.metrics(part), values, strict=True))
 
@@ -406,23 +471,29 @@ def estimate(
 ) -> CostEstimate:
     """The cost per hour of the configuration at ``point``, from its runs' cost metrics
     ``extra`` (one tuple per replication, every scenario's of ``mix`` in turn)."""
-    workers = mix.workers_per_hour(cost, point)
     waits = waiting_values(cost, mix, extra)
     n = waits.size
     if n == 0:
+        workers = mix.workers_per_hour(cost, point)
         return CostEstimate(workers, math.nan, math.nan, math.nan, math.nan, math.nan, 0)
+    # The exact part (fixed pools), and the part each replication measures: autoscaled
+    # pools' workers and the waiting.
+    exact = mix.workers_per_hour(cost, point, measured=True)
+    pools = pool_values(cost, mix, point, extra)
+    measured = pools + waits
+    workers = exact + float(pools.mean())
     waiting = float(waits.mean())
-    if not cost.wait_hour:
-        low, high = waiting, waiting
-    elif n == 1 or not np.isfinite(waits).all():
+    if not cost.wait_hour and not mix.autoscales(point):
+        low = high = float(measured.mean())
+    elif n == 1 or not np.isfinite(measured).all():
         low, high = -math.inf, math.inf
     else:
-        # Waiting costs are mean waits scaled: skewed on short runs, like an SLO's metric.
-        low, high = mean_bounds(waits, level)
+        # Mean waits and mean pools scaled: skewed on short runs, like an SLO's metric.
+        low, high = mean_bounds(measured, level)
     per_hour_items = _items_per_hour(cost, mix, extra)
     total = workers + waiting
     per_million = total / per_hour_items * 1e6 if per_hour_items > 0 else math.nan
-    return CostEstimate(workers, waiting, total, workers + low, workers + high, per_million, n)
+    return CostEstimate(workers, waiting, total, exact + low, exact + high, per_million, n)
 
 
 def difference_bounds(
@@ -436,10 +507,16 @@ def difference_bounds(
 ) -> tuple[float, float]:
     """One-sided bounds on ``total(b) - total(a)``, paired over the replications both ran."""
     n = min(len(extra_a), len(extra_b))
-    workers = mix.workers_per_hour(cost, point_b) - mix.workers_per_hour(cost, point_a)
+    workers = mix.workers_per_hour(cost, point_b, measured=True) - mix.workers_per_hour(
+        cost, point_a, measured=True
+    )
     if n == 0:
         return -math.inf, math.inf
-    diff = waiting_values(cost, mix, extra_b[:n]) - waiting_values(cost, mix, extra_a[:n])
+
+    def measured(extra: Sequence[Sequence[float]], point: Mapping[str, Any]) -> np.ndarray:
+        return pool_values(cost, mix, point, extra[:n]) + waiting_values(cost, mix, extra[:n])
+
+    diff = measured(extra_b, point_b) - measured(extra_a, point_a)
     if not np.isfinite(diff).all():
         return -math.inf, math.inf
     mean = workers + float(diff.mean())

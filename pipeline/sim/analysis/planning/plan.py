@@ -84,6 +84,15 @@ meeting every SLO in every scenario, the one of least mean total cost per
 hour. A scenario with share 0 must still meet every SLO (an incident the
 service must survive) but adds nothing to the cost.
 
+**Autoscaled pools.** With ``PipelineConfig(autoscale=...)``, ``search`` may vary
+the autoscaler's settings as ``"autoscale.NAME"`` fields (``autoscale.target``,
+``autoscale.max_workers``, ``autoscale.cold_start_s``, ...; see
+:meth:`~pipeline.Autoscaler.replace`), and ``"autoscale"`` itself (None for a
+fixed pool) to put fixed and autoscaled pools side by side. An autoscaled pool's
+workers cost is what its runs paid for, ``worker_hour * workers_mean`` per
+replication (:mod:`~.cost`), so a priced plan then picks the least total cost
+per hour among the configurations meeting every SLO, as with ``wait_hour``.
+
 So replications are only ever added to configurations whose verdict is
 still open and that could still be the answer; a configuration has
 ``min * 2**i`` replications, or ``max``.
@@ -185,7 +194,8 @@ def plan(
             every run: replication *r* uses the streams of ``(seed, r)``).
         search: field -> values to try; :class:`~pipeline.sim.Scenario` or
             :class:`~pipeline.PipelineConfig` field names (``concurrency``,
-            ``queue_maxsize`` with None for unbounded, ``on_full``, ``max_attempts``, ...).
+            ``queue_maxsize`` with None for unbounded, ``on_full``, ``max_attempts``, ...),
+            and an autoscaler's ``"autoscale.NAME"`` (see **Autoscaled pools**).
         slos: expressions like ``"latency_p95_s<=0.5"``, ``"memory_peak_bytes<=200e6"``,
             ``"shed_fraction<=0.01"``, ``"throughput_per_s>=49"``, or
             :class:`~pipeline.sim.analysis.planning.slo.SLO` objects; every one must hold.
@@ -201,8 +211,9 @@ def plan(
         cost: prices, ``{"worker_hour": X, "wait_hour": Y}`` (on a chain also
             ``"STAGE.worker_hour"``) or a :class:`~.cost.Cost`: each candidate's cost
             per hour in the tables and JSON, the search in money order, and with
-            ``wait_hour`` the least total cost per hour among the configurations
-            meeting every SLO (:mod:`~.cheapest`). A sequence of field names
+            ``wait_hour`` or an autoscaled pool (its ``worker_seconds`` charged)
+            the least total cost per hour among the configurations meeting every
+            SLO (:mod:`~.cheapest`). A sequence of field names
             instead is the field order (as ``order``, kept for earlier callers).
         scenarios: name -> scenario, judged together (see **Scenario sets**);
             None judges ``base`` alone.
@@ -348,11 +359,11 @@ def _search(arguments: PlanArguments, executor: Executor | None, progress: bool)
 def _least_total_cost(
     walk: Walk, rounds: Rounds, arguments: PlanArguments, per_look: float
 ) -> Candidate | None:
-    """With a wait cost priced and the cheapest configuration in workers settled (every
-    cheaper one shown to fail), search on for the least total cost per hour
-    (:mod:`~.cheapest`); else None."""
+    """With a wait cost priced, or an autoscaled pool (whose workers cost is measured),
+    and the cheapest configuration in workers settled (every cheaper one shown to fail),
+    search on for the least total cost per hour (:mod:`~.cheapest`); else None."""
     prices = arguments.prices
-    if prices is None or not prices.wait_hour:
+    if prices is None or not (prices.wait_hour or _autoscales(arguments)):
         return None
     if walk.target is None or open_below(walk.seen, walk.target):
         return None
@@ -368,6 +379,15 @@ def _least_total_cost(
         lookahead=arguments.lookahead,
     )
     return choice
+
+
+def _autoscales(arguments: PlanArguments) -> bool:
+    """Whether some configuration of the search runs an autoscaled pool (its workers
+    cost is then measured, as a wait cost is)."""
+    return any(
+        scenario.stages is None and scenario.config.autoscale is not None
+        for scenario in arguments.mix.scenarios
+    ) or any(value is not None for value in arguments.axes.get("autoscale", ()))
 
 
 def _headroom(

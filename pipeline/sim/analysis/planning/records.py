@@ -31,6 +31,7 @@ __all__ = [
     "point_text",
     "ranked_values",
     "value_rank",
+    "value_text",
 ]
 
 # Config fields a chosen configuration always reports (the ones a deployment sets).
@@ -81,11 +82,16 @@ def ranked_values(values: Sequence[Any]) -> list[Any]:
     return [values[i] for i in order]
 
 
-def point_text(point: Mapping[str, Any]) -> str:
-    def show(value: Any) -> str:
-        return "unbounded" if value is None else str(value)
+def value_text(name: str, value: Any) -> str:
+    """A searched field's value in a plan's text: None is an unbounded queue, or no
+    autoscaler (a fixed pool)."""
+    if value is None:
+        return "none" if name == "autoscale" else "unbounded"
+    return str(value)
 
-    return ", ".join(f"{name}={show(value)}" for name, value in point.items())
+
+def point_text(point: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name}={value_text(name, value)}" for name, value in point.items())
 
 
 class PlanStatus(StrEnum):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...._spelling import setting_value
 from ...running.drain_warning import drain_timeout_of
+from .records import point_text, value_text
 from .slo import DRAIN_CUT_METRICS
 
 if TYPE_CHECKING:
@@ -21,12 +22,8 @@ def _num(value: float) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.4g}"
 
 
-def _show(value: Any) -> str:
-    return "unbounded" if value is None else str(value)
-
-
 def _point(point: dict[str, Any]) -> str:
-    return ", ".join(f"{name}={_show(value)}" for name, value in point.items())
+    return point_text(point)
 
 
 def _per_look(plan: Plan) -> str:
@@ -206,7 +203,7 @@ def _table(plan: Plan) -> list[str]:
     headers += ["cost/hour"] if priced else []
     rows = []
     for c in plan.examined:
-        cells = [_show(c.point[f]) for f in fields] + [str(c.replications), c.verdict]
+        cells = [value_text(f, c.point[f]) for f in fields] + [str(c.replications), c.verdict]
         judgements = {j.slo: j for j in c.judgements}
         for slo in plan.slos:
             j = judgements.get(slo)

@@ -232,8 +232,9 @@ class Plan:
         """The chosen configuration's cost, naming any rival not told apart from it."""
         assert self.prices is not None
         found = self.cost_estimate(target)
-        if not self.prices.wait_hour:
-            return found
+        measured = any(self.mix.autoscales(c.point) for c in self.examined)
+        if not self.prices.wait_hour and not measured:
+            return found  # every cost exact: no rival within reach
         rivals = []
         for c in self.examined:
             if c is target or c.verdict != "meets":

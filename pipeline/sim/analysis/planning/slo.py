@@ -145,6 +145,10 @@ what the chain delivers end to end."""
 # Summary keys only a chain's summary has.
 _CHAIN_ONLY = tuple(m for m in CHAIN_METRICS if m not in SUMMARY_METRICS)
 
+POOL_METRICS: tuple[str, ...] = ("workers_mean", "workers_max", "worker_seconds", "scale_events")
+"""Summary keys of an autoscaled run (:func:`~pipeline.sim.running.summary.pool_keys`),
+read for a plan's cost: NaN for a run whose pool is fixed."""
+
 BACKLOG_METRICS: tuple[str, ...] = ("backlog_cleared_s", "backlog_drained_s")
 """Summary keys of a run with an initial backlog (:mod:`pipeline.sim.running.backlog`),
 single stage or chain: "drain 5,000 waiting items within 20 minutes" is
@@ -400,8 +404,8 @@ def metric_value(summary: Mapping[str, Any], metric: str) -> float:
         name, key = by_class
         value = summary.get("classes", {}).get(name, {}).get(key, math.nan)
         return math.nan if value is None else float(value)
-    if metric in BACKLOG_METRICS:
-        # A point of a search without a backlog has no drain to time.
+    if metric in BACKLOG_METRICS or metric in POOL_METRICS:
+        # A point of a search without a backlog has no drain to time; a fixed pool no mean.
         return float(summary.get(metric, math.nan))
     if metric not in SUMMARY_METRICS and metric not in _CHAIN_ONLY:
         raise ValueError(f"unknown metric {_quoted(metric)}; allowed: {', '.join(METRICS)}")
@@ -419,7 +423,9 @@ def summary_keys(metrics: Sequence[str]) -> frozenset[str] | None:
         if metric in DERIVED_METRICS:
             numerator, denominator, _ = DERIVED_METRICS[metric]
             keys.update((numerator, denominator))
-        elif metric in SUMMARY_METRICS and metric not in BACKLOG_METRICS:
+        elif (metric in SUMMARY_METRICS and metric not in BACKLOG_METRICS) or (
+            metric in POOL_METRICS
+        ):
             keys.add(metric)
         else:
             return None

@@ -24,22 +24,32 @@ def save(answer: Any, path: Path) -> Path:
 GOLDEN_INPUT = Path(__file__).resolve().parents[4] / "data" / "orders_range.json"
 
 
+STEP_S = 15.0
+"""The saved answer's query step, seconds."""
+
+
+def golden_scenario():
+    """The known truth :data:`GOLDEN_INPUT` is scraped from (the twin guide describes it)."""
+    from pipeline import PipelineConfig
+    from pipeline.sim import IndependentFailures, LogNormal, Poisson, Scenario
+
+    return Scenario(
+        arrivals=Poisson(rate=5.0), service=LogNormal(mean=0.2, cv=1.0),
+        config=PipelineConfig(concurrency=4, queue_maxsize=1000),
+        failures=IndependentFailures(0.05), duration_s=1200.0, seed=20261201,
+    )  # fmt: skip
+
+
 def write_golden_input(path: Path = GOLDEN_INPUT) -> Path:
     """Regenerate :data:`GOLDEN_INPUT` (deterministic).
 
     Run: ``python -m tests.sim.workloads.telemetry.scraped``.
     """
-    from pipeline import PipelineConfig
-    from pipeline.sim import IndependentFailures, LogNormal, Poisson, Scenario, simulate
+    from pipeline.sim import simulate
 
-    scenario = Scenario(
-        arrivals=Poisson(rate=5.0), service=LogNormal(mean=0.2, cv=1.0),
-        config=PipelineConfig(concurrency=4, queue_maxsize=1000),
-        failures=IndependentFailures(0.05), duration_s=1200.0, seed=20261201,
-    )  # fmt: skip
-    result = simulate(scenario, engine="kernel")
+    result = simulate(golden_scenario(), engine="kernel")
     answer = query_range_answer(
-        result, start_s=1_764_583_200.0, step_s=15.0, pipeline="orders", until_s=1200.0
+        result, start_s=1_764_583_200.0, step_s=STEP_S, pipeline="orders", until_s=1200.0
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(answer, separators=(",", ":")) + "\n")
