@@ -294,6 +294,28 @@ def test_a_trainer_grades_a_solved_and_an_untouched_notebook(tmp_path):
     assert rows[1]["exercise_3"] == "2.0"
 
 
+def test_notebook_12s_wrong_answers_get_the_hints_that_fit(monkeypatch):
+    # Its checks are the loop's arithmetic, with no lesson name bound: the likely slips (the
+    # budget's ratio without its floor, the margin without the floor, a storm that "drains",
+    # one attempt too many) each get their own hint.
+    student = ROOT / "notebooks" / "12-retry-storms.ipynb"
+    monkeypatch.chdir(student.parent)
+    grader = otter.Notebook(student.name)
+    env = {"default_budget_retries_per_s": 20.0, "default_budget_recovers": True}
+    hints = _hints(grader.check("exercise_1", global_env=env))
+    assert len(hints) == 2 and "the ratio's part alone" in hints[0]
+    assert "can its backlog drain?" in hints[1]
+    env = {"largest_ratio": 0.25, "drain_at_0_2_per_s": 5.0, "recovers_at_0_2": True}
+    hints = _hints(grader.check("exercise_2", global_env=env))
+    assert len(hints) == 3 and "takes its share of the margin" in hints[0]
+    assert "the floor's 1" in hints[1] and "drain by a few a second" in hints[2]
+    env = {"largest_max_attempts": 2, "attempts_per_item_with_one_more": 3.24}
+    hints = _hints(grader.check("exercise_3", global_env=env))
+    assert len(hints) == 2 and "it sticks" in hints[0] and "max_attempts=2" in hints[1]
+    env = {"default_budget_retries_per_s": 30.0, "default_budget_recovers": False}
+    assert _hints(grader.check("exercise_1", global_env=env)) == []
+
+
 @pytest.mark.slow
 def test_a_notebook_that_reads_the_data_folder_is_graded_with_it(tmp_path):
     # otter run copies a submission into a temporary folder of its own, where notebook 10's

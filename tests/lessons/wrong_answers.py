@@ -319,6 +319,13 @@ SPEC: dict[str, dict] = {
             for label in ("twice", "half", "zero")
         ],
     },
+    "12-retry-storms": {
+        "wrong": {
+            "default_budget_retries_per_s": {"the ratio's part alone": "0.2 * RATE"},
+            "largest_ratio": {"without the floor": "(CAPACITY - RATE) / RATE"},
+            "drain_at_0_2_per_s": {"without the floor": "CAPACITY - RATE - 0.2 * RATE"},
+        },
+    },
 }
 
 
