@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 
-from pipeline import PipelineConfig
+from pipeline import Backoff, CoDel, EventKind, Pipeline, PipelineConfig
+from pipeline.sim import run_virtual
 from pipeline.sim.analysis.planning.judgement import judge
 from pipeline.sim.analysis.planning.slo import SLO
 from pipeline.sim.analysis.theory import mmc
@@ -487,3 +488,99 @@ def overload(run: PageRun) -> None:
         f" {budget.window_s} = {attempts - first} retries",
     )
     assert attempts - first == allowed, (attempts, allowed)
+    # the same run without the budget: every attempt fails, so each item makes all of them
+    ns_config = PipelineConfig(
+        concurrency=first,
+        max_attempts=4,
+        drain_timeout_s=None,
+        backoff=Backoff(kind="constant", base_s=0.25, jitter=False),
+    )
+    unbudgeted = run_virtual(Pipeline(run.namespace["down"], ns_config).run(range(first)))
+    assert unbudgeted.completed == 0, "the downstream no longer fails every attempt"
+    agrees(
+        run,
+        "at 100% failure, `max_attempts=4` multiplies the load on a struggling downstream by"
+        " exactly 4.",
+        f"at {100 * (1 - unbudgeted.completed / first)}% failure, `max_attempts="
+        f"{ns_config.max_attempts}` multiplies the load on a struggling downstream by exactly"
+        f" {unbudgeted.attempts // first}.",
+    )
+    agrees(
+        run,
+        "Without the budget the same run makes 4000 attempts; with it, 1000 first",
+        f"Without the budget the same run makes {unbudgeted.attempts} attempts; with it,"
+        f" {first} first",
+    )
+    overload_breaker(run)
+    overload_codel(run)
+    overload_downstream(run)
+
+
+def overload_breaker(run: PageRun) -> None:
+    """The breaker's times: it opens when the fourth failed call ends, turns half-open
+    ``open_s`` later, and the fifth item's call starts then."""
+    calls, breaker = run.namespace["calls"], run.namespace["breaker"]
+    opened = calls[breaker.min_calls - 1] + 1.0  # each call takes 1 s
+    agrees(
+        run,
+        "Four failures open it at 4; the fifth item waits on its worker until the breaker turns"
+        " half-open at 14,",
+        f"Four failures open it at {opened}; the fifth item waits on its worker until the"
+        f" breaker turns half-open at {opened + breaker.open_s},",
+    )
+    assert calls[breaker.min_calls] == opened + breaker.open_s, calls
+
+
+def overload_codel(run: PageRun) -> None:
+    """CoDel's first shed: takes every 30 ms from time 0, the first above the target, and
+    the first take a full interval after it; the run shed the oldest item then."""
+    codel, service_s, items = CoDel(), 0.03, 10
+    says(run, "await asyncio.sleep(0.03)")
+    says(run, "codel=CoDel())")
+    says(run, ".run(range(10)))")
+    takes = [k * service_s for k in range(items)]
+    first_above = next(t for t in takes if t > codel.target_s)
+    shed_at = next(t for t in takes if t >= first_above + codel.interval_s - 1e-12)
+    served = run.namespace["served"]
+    oldest = min(set(range(items)) - set(served))
+    agrees(
+        run,
+        "One worker, 30 ms per item, ten items waiting at time 0: the queue stands from the"
+        " second take on, so the newest items are served first, and at 150 ms (a full interval"
+        " after the first take above the 5 ms target) CoDel sheds the oldest, item 1.",
+        f"One worker, {service_s * 1000} ms per item, ten items waiting at time {takes[0]}: the"
+        " queue stands from the second take on, so the newest items are served first, and at"
+        f" {shed_at * 1000} ms (a full interval after the first take above the"
+        f" {codel.target_s * 1000} ms target) CoDel sheds the oldest, item {oldest}.",
+    )
+    # the run's own shed, timed: the page's handler again, with a listener
+    shed = []
+
+    def listen(kind, now_s, item):
+        if kind in {EventKind.SHED, EventKind.QUEUE_SHED}:
+            shed.append((now_s, item))
+
+    config = PipelineConfig(concurrency=1, queue_maxsize=None, codel=codel)
+    served.clear()
+    run_virtual(Pipeline(run.namespace["work"], config, on_event=listen).run(range(items)))
+    assert len(shed) == 1 and shed[0][1].payload == oldest, shed
+    assert math.isclose(shed[0][0], shed_at, abs_tol=1e-9), shed
+
+
+def overload_downstream(run: PageRun) -> None:
+    """The downstream example's times: the server's 2 s, the second item's arrival plus
+    the client's timeout; the cut's share and the recovery map's interval."""
+    trace = run.namespace["trace"]
+    service_s = trace.downstream.service.value
+    second = float(trace.arrivals.arrival_times[1]) + trace.config.attempt_timeout_s
+    agrees(
+        run,
+        "The first item is served in 2 s; the second waits behind it and times out at 3.5 s",
+        f"The first item is served in {service_s} s; the second waits behind it and times out"
+        f" at {second} s",
+    )
+    # the capacity drop's factor, as the page's run sets it, as a cut
+    factor = float(
+        re.search(r"CapacityDrop\(at_s=[\d.]+, for_s=seconds, factor=([\d.]+)\)", run.text)[1]
+    )
+    agrees(run, "An 80% cut for one second", f"An {100 * (1 - factor)}% cut for one second")

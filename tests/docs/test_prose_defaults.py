@@ -17,6 +17,7 @@ from pipeline.autoscale import Autoscaler
 from pipeline.cli.plan_settings import DEFAULT_BUDGET
 from pipeline.cli.settings import MAX_SCENARIO_BYTES
 from pipeline.cli.values import MAX_PROCESSES
+from pipeline.examples.ingest import __main__ as ingest_command
 from pipeline.examples.ingest.chain import ingest
 from pipeline.examples.ingest.meter import QuantileSketch
 from pipeline.examples.ingest.twin import MAX_CONCURRENCY, run_loop
@@ -28,14 +29,18 @@ from pipeline.sim.analysis.planning.sensitivity import sensitivity
 from pipeline.sim.running.kernel.driver import LOAD_AFTER_ITEMS
 from pipeline.sim.running.openmetrics import MAX_STEPS
 from pipeline.sim.running.recovery import RECOVERY_TOLERANCE, RECOVERY_WINDOW_S
+from pipeline.sim.stats.proportions import proportion_ci
 from pipeline.sim.workloads.csvcolumn import MAX_LINE_CHARS
 from pipeline.sim.workloads.telemetry.prometheus import DEFAULT_STEP_S
 from pipeline.sim.workloads.telemetry.query_range import MAX_POINTS
 from pipeline.sim.workloads.traces.runtrace import TraceRecorder
+from tests.cli.test_cli_calibrate_twin import AGREEMENT, WHAT_IF_FACTOR
 from tests.docs.figures import quoted
 from tests.docs.snippets import shows
 from tests.notebooks.after_the_run import CPU_FACTOR, MEMORY_FACTOR
 from tests.sim.running.kernel.test_kernel_equality import TOLERANCE_S
+from tests.sim.workloads.telemetry import test_locust_live as locust_live
+from tests.sim.workloads.telemetry.live_service import WORKERS as LIVE_WORKERS
 
 MIB = 2**20
 
@@ -102,13 +107,16 @@ def test_twin_guide_gives_the_trace_recorder_s_bound_and_its_memory():
 def test_twin_guide_gives_the_what_if_s_defaults():
     said = quoted(
         "docs/guide/twin.md",
-        r"The what-if is simulated \(`--replications`, (\d+)\) and run for real",
+        r"The what-if is simulated \(`--replications`, (\d+)\) and run for real"
+        r" \(`--repeats`, (\d+)\)",
     )
-    assert int(said[1]) == default(run_loop, "replications")
+    replications = int(said[1])
+    assert replications == default(run_loop, "replications") == ingest_command.REPLICATIONS
+    assert int(said[2]) == ingest_command.REPEATS
     said = quoted("docs/guide/twin.md", r"doubles the write workers \(at most ([\d,]+)\)")
     assert int(said[1].replace(",", "")) == MAX_CONCURRENCY
     said = quoted("docs/guide/twin.md", r"widened by `--tolerance` \((\d+)% of the")
-    assert int(said[1]) / 100 == default(run_loop, "tolerance")
+    assert int(said[1]) / 100 == default(run_loop, "tolerance") == ingest_command.TOLERANCE
     said = quoted("docs/guide/twin.md", r"widened by the (\d+)% tolerance\) on every run")
     assert int(said[1]) / 100 == default(run_loop, "tolerance")
     said = quoted("docs/guide/twin.md", r"`--step`, (\d+) s by default\)")
@@ -166,6 +174,9 @@ def test_overload_guide_gives_each_control_s_defaults():
     ]
     said = quoted(page, r"`recovery_s`: (\d+) s windows after the last fault, each within (\d+)%")
     assert (float(said[1]), int(said[2]) / 100) == (RECOVERY_WINDOW_S, RECOVERY_TOLERANCE)
+    # recovery_map's cells: the Wilson interval at proportion_ci's level
+    said = quoted(page, r"gives each cell's stuck fraction with its (\d+)% Wilson interval")
+    assert int(said[1]) / 100 == default(proportion_ci, "level")
 
 
 def test_autoscaling_guide_gives_the_autoscaler_s_defaults():
@@ -221,3 +232,21 @@ def test_overload_guide_s_aimd_steps_follow_its_backoff_ratio():
         limit = int(limit * ratio)
         steps.append(limit)
     assert [int(step) for step in said[3].split(",")] == steps, said[0]
+
+
+def test_twin_guide_gives_the_calibrated_twin_tests_parameters():
+    said = quoted(
+        "docs/guide/twin.md",
+        r"the twin predicts the recorded service's p95 at its rate and at (\d+)% more within"
+        r" (\d+)%",
+    )
+    assert int(said[1]) == round(100 * (WHAT_IF_FACTOR - 1))
+    assert int(said[2]) / 100 == AGREEMENT
+    said = quoted(
+        "docs/guide/twin.md",
+        r"a small aiohttp service with (\d+) workers on loopback at (\d+)% busy, `calibrate"
+        r" --concurrency (\d+)` reads its CSV, and the twin's p95 at (\d+)% busy",
+    )
+    assert int(said[1]) == int(said[3]) == LIVE_WORKERS
+    assert int(said[2]) / 100 == locust_live.BASELINE_BUSY
+    assert int(said[4]) / 100 == locust_live.WHAT_IF_BUSY
