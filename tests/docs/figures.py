@@ -97,15 +97,19 @@ def recorded(section: str, label: str, column: int) -> float:
     """A figure of ``bench/RESULTS.md``: in the section whose heading starts with
     ``section``, the table row whose first cell starts with ``label``, its ``column``-th
     cell's first number (bold and units aside)."""
+    rows = [line.split("|")[1:-1] for line in in_section(section) if line.startswith("|")]
+    found = [row for row in rows if row[0].strip().startswith(label)]
+    assert len(found) == 1, f"bench/RESULTS.md, {section!r}: {len(found)} rows {label!r}"
+    return float(re.search(r"-?\d[\d,]*(?:\.\d+)?", found[0][column])[0].replace(",", ""))
+
+
+def in_section(section: str) -> list[str]:
+    """The lines of the section of ``bench/RESULTS.md`` whose heading starts with ``section``."""
     text = RESULTS.read_text(encoding="utf-8")
     start = re.search(rf"^#+ {re.escape(section)}", text, re.M)
     assert start, f"bench/RESULTS.md has no section {section!r}"
     body = text[start.end() :]
-    body = body[: m.start()] if (m := re.search(r"^#+ ", body, re.M)) else body
-    rows = [line.split("|")[1:-1] for line in body.splitlines() if line.startswith("|")]
-    found = [row for row in rows if row[0].strip().startswith(label)]
-    assert len(found) == 1, f"bench/RESULTS.md, {section!r}: {len(found)} rows {label!r}"
-    return float(re.search(r"-?\d[\d,]*(?:\.\d+)?", found[0][column])[0].replace(",", ""))
+    return (body[: m.start()] if (m := re.search(r"^#+ ", body, re.M)) else body).splitlines()
 
 
 def in_results(section: str, sentence: str) -> str:
@@ -201,6 +205,18 @@ def benchmarks(run: PageRun) -> None:
     agrees(run, "clock costs 1.39x SimPy's CPU", f"clock costs {engine}x SimPy's CPU")
     bare = in_results("Engine overhead in real time", r"Pipeline/bare = \*\*([\d.]+)\*\*")
     agrees(run, "keeps 0.69x the throughput", f"keeps {bare}x the throughput")
+    # the benchmarks' design, as bench/RESULTS.md records the runs behind those figures
+    load = in_results("The simulator against SimPy: M/M/4", r"^, rho ([\d.]+),")
+    items = in_results("The simulator against SimPy: M/M/4", r"^, rho [\d.]+, ([\d,]+) items")
+    agrees(
+        run,
+        "on M/M/4 at 80% load with 100,000 items",
+        f"on M/M/4 at {100 * float(load)}% load with {items} items",
+    )
+    failing = in_results("The kernel's event path", r"p = ([\d.]+) independent failures")
+    agrees(run, "with 10% of attempts failing", f"with {100 * float(failing)}% of attempts failing")
+    runs = in_results("The kernel's event path", r"processes=1\)`, (\d+) runs of 100,000 items")
+    agrees(run, "plan of 72 runs of 100,000 items", f"plan of {runs} runs of 100,000 items")
     section = "Issue 23's targets"
     plain, served = (recorded(section, "no-op", column) for column in (1, 2))
     agrees(run, "adds about 0.5 µs of CPU", f"adds about {served - plain} µs of CPU")
@@ -273,6 +289,18 @@ def statistics_definitions(run: PageRun) -> None:
         run,
         "is `robust_mean_ci`: from 6 replications",
         f"is `robust_mean_ci`: from {SKEW_ROBUST_MIN_VALUES} replications",
+    )
+    # below that, Student t from the fewest values with a spread
+    agrees(
+        run,
+        "with 2 to 5, Student t.",
+        f"with 2 to {SKEW_ROBUST_MIN_VALUES - 1}, Student t.",
+    )
+    # batch means' two-sided 95% interval, each side bounded at (1 + level) / 2
+    agrees(
+        run,
+        "are bounded on each side at 97.5% by the same skew-robust bounds",
+        f"are bounded on each side at {100 * (1 + 0.95) / 2}% by the same skew-robust bounds",
     )
     # what the skew bounds would make of three values, which is why t keeps them
     means = [2.27, 1.01, 4.04]
@@ -412,6 +440,21 @@ def planning(run: PageRun) -> None:
     equal = printed_by(run, "normal=normal.toml --scenario", "--cost")
     chosen_equal = int(re.search(r"chosen concurrency=(\d+)", equal)[1])
     says(run, f"and chooses {_spelled(chosen_equal)} workers, each at 1.20 an hour")
+    planning_check(run)
+
+
+def planning_check(run: PageRun) -> None:
+    """The check's terminal line, as the prose gives it, from the same check's JSON."""
+    printed = printed_by(run, "--check concurrency=10,maxsize=100 --json")
+    start = re.search(r"^\{", printed, re.M)
+    checked, _ = json.JSONDecoder().raw_decode(printed[start.start() :])
+    shown = checked["configuration"]["concurrency"]
+    agrees(
+        run,
+        "(`Check: meets (exit 0) after 3 replications: concurrency=10, ...`)",
+        f"(`Check: {checked['verdict']} (exit 0) after {checked['runs']} replications:"
+        f" concurrency={shown}, ...`)",
+    )
 
 
 @checker("twin.md")
@@ -456,6 +499,14 @@ def twin(run: PageRun) -> None:
         "k6 and Locust give 20.9/s, the 20/s items times their 1.05 attempts",
         f"k6 and Locust give {rate['k6']}/s, the {rate['otlp']}/s items times their"
         f" {rate['k6'] / rate['otlp']} attempts",
+    )
+    # calibrate's intervals are at the level its printout names
+    says(run, "each with its 95% `..._interval`")
+    assert "(311 of 6347; 95% Wilson interval" in printed, "calibrate's level is not 95%"
+    agrees(
+        run,
+        "give the items' own 20/s.",
+        f"give the items' own {rate['otlp']}/s.",
     )
     queued = printed_by(run, "queued_stats_history.csv")
     fitted_mean = float(re.search(r"log-normal \(mean ([\d.]+) s", queued)[1])
