@@ -190,16 +190,25 @@ def checked_spans(page: Path) -> list[tuple[int, int, str]]:
     return spans
 
 
+#: An inline code span of the prose: paired left to right, as Markdown pairs them.
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)([\s\S]+?)(?<!`)\1(?!`)")
+
+
 def registered_spans(page: Path, entries: tuple[Held, ...]) -> list[tuple[int, int, str]]:
     """The stretches of ``page`` that ``entries`` name: ``(start, end, by)``."""
     text = page.read_text(encoding="utf-8")
     name = page_name(page)
-    return [
-        (match.start(), match.end(), entry.by)
-        for entry in entries
-        if entry.page in (name, "*")
-        for match in phrase_pattern(entry.phrase).finditer(text)
-    ]
+    spans = list(CODE_SPAN.finditer(prose(page)))
+    found = []
+    for entry in entries:
+        if entry.page not in (name, "*"):
+            continue
+        pattern = phrase_pattern(entry.phrase)
+        if entry.in_code:
+            found += [(s.start(), s.end(), entry.by) for s in spans if pattern.fullmatch(s[0])]
+        else:
+            found += [(m.start(), m.end(), entry.by) for m in pattern.finditer(text)]
+    return found
 
 
 def unheld(page: Path) -> list[tuple[int, str]]:

@@ -23,11 +23,14 @@ class Held:
             them held; it must occur on the page.
         by: what holds them: ``tests/PATH.py::NAME`` (a test or a checker that holds
             the figure to its source), or, in :data:`NOT_FIGURES`, why they are not figures.
+        in_code: the phrase is a whole inline code span (`` `...` ``), matched against
+            each span of the prose's own (never from one span's end to the next's start).
     """
 
     page: str
     phrase: str
     by: str
+    in_code: bool = False
 
 
 #: The pages, from the repository's root, that the entries below name more than once.
@@ -110,7 +113,7 @@ NOT_FIGURES: tuple[Held, ...] = (
     Held("*", r"RFC \d+", "a standard's number"),
     Held("*", r"\(v\d+\.\d+\.\d+\)", "a version"),
     Held("*", r"--port=8899|HOST:8786", "a port: an example's address"),
-    Held("*", r"\b(?:429|503)s?\b|5xx|code=~\"5\.\.\"", "an HTTP status: a name"),
+    Held("*", r"`(?:429|503)`|\b(?:429|503)s\b|5xx|code=~\"5\.\.\"", "an HTTP status: a name"),
     Held("*", r"M/M/\d+", "a model's name (Kendall's notation)"),
     Held(
         "*",
@@ -119,13 +122,15 @@ NOT_FIGURES: tuple[Held, ...] = (
     ),
     Held(
         "*",
-        r"`[^`(]{0,200}?(?:<=|>=|=|\.\.|--)[^`(]{0,200}`",
+        r"`[^`(]*(?:<=|>=|=|\.\.|--)[^`(]*`",
         "an example's input (a flag, a setting, an SLO), typed in code",
+        in_code=True,
     ),
     Held(
         "*",
         r"`[^`\n]*(?:confidence|level|rho|n0|sync_s|payload\[)[^`\n]*`|`0 ± 0`",
         "a formula's or a syntax example's constant",
+        in_code=True,
     ),
     # zero and one as a definition's bounds, origins and flags: not a measure
     Held(GUIDE + "engine.md", r"timeout of 0 fires", "zero: a boundary case"),
