@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 
-from pipeline import PipelineConfig
+from pipeline import Backoff, CoDel, EventKind, Pipeline, PipelineConfig
+from pipeline.sim import run_virtual
 from pipeline.sim.analysis.planning.judgement import judge
 from pipeline.sim.analysis.planning.slo import SLO
 from pipeline.sim.analysis.theory import mmc
@@ -96,15 +97,19 @@ def recorded(section: str, label: str, column: int) -> float:
     """A figure of ``bench/RESULTS.md``: in the section whose heading starts with
     ``section``, the table row whose first cell starts with ``label``, its ``column``-th
     cell's first number (bold and units aside)."""
+    rows = [line.split("|")[1:-1] for line in in_section(section) if line.startswith("|")]
+    found = [row for row in rows if row[0].strip().startswith(label)]
+    assert len(found) == 1, f"bench/RESULTS.md, {section!r}: {len(found)} rows {label!r}"
+    return float(re.search(r"-?\d[\d,]*(?:\.\d+)?", found[0][column])[0].replace(",", ""))
+
+
+def in_section(section: str) -> list[str]:
+    """The lines of the section of ``bench/RESULTS.md`` whose heading starts with ``section``."""
     text = RESULTS.read_text(encoding="utf-8")
     start = re.search(rf"^#+ {re.escape(section)}", text, re.M)
     assert start, f"bench/RESULTS.md has no section {section!r}"
     body = text[start.end() :]
-    body = body[: m.start()] if (m := re.search(r"^#+ ", body, re.M)) else body
-    rows = [line.split("|")[1:-1] for line in body.splitlines() if line.startswith("|")]
-    found = [row for row in rows if row[0].strip().startswith(label)]
-    assert len(found) == 1, f"bench/RESULTS.md, {section!r}: {len(found)} rows {label!r}"
-    return float(re.search(r"-?\d[\d,]*(?:\.\d+)?", found[0][column])[0].replace(",", ""))
+    return (body[: m.start()] if (m := re.search(r"^#+ ", body, re.M)) else body).splitlines()
 
 
 def in_results(section: str, sentence: str) -> str:
@@ -200,6 +205,18 @@ def benchmarks(run: PageRun) -> None:
     agrees(run, "clock costs 1.39x SimPy's CPU", f"clock costs {engine}x SimPy's CPU")
     bare = in_results("Engine overhead in real time", r"Pipeline/bare = \*\*([\d.]+)\*\*")
     agrees(run, "keeps 0.69x the throughput", f"keeps {bare}x the throughput")
+    # the benchmarks' design, as bench/RESULTS.md records the runs behind those figures
+    load = in_results("The simulator against SimPy: M/M/4", r"^, rho ([\d.]+),")
+    items = in_results("The simulator against SimPy: M/M/4", r"^, rho [\d.]+, ([\d,]+) items")
+    agrees(
+        run,
+        "on M/M/4 at 80% load with 100,000 items",
+        f"on M/M/4 at {100 * float(load)}% load with {items} items",
+    )
+    failing = in_results("The kernel's event path", r"p = ([\d.]+) independent failures")
+    agrees(run, "with 10% of attempts failing", f"with {100 * float(failing)}% of attempts failing")
+    runs = in_results("The kernel's event path", r"processes=1\)`, (\d+) runs of 100,000 items")
+    agrees(run, "plan of 72 runs of 100,000 items", f"plan of {runs} runs of 100,000 items")
     section = "Issue 23's targets"
     plain, served = (recorded(section, "no-op", column) for column in (1, 2))
     agrees(run, "adds about 0.5 µs of CPU", f"adds about {served - plain} µs of CPU")
@@ -272,6 +289,18 @@ def statistics_definitions(run: PageRun) -> None:
         run,
         "is `robust_mean_ci`: from 6 replications",
         f"is `robust_mean_ci`: from {SKEW_ROBUST_MIN_VALUES} replications",
+    )
+    # below that, Student t from the fewest values with a spread
+    agrees(
+        run,
+        "with 2 to 5, Student t.",
+        f"with 2 to {SKEW_ROBUST_MIN_VALUES - 1}, Student t.",
+    )
+    # batch means' two-sided 95% interval, each side bounded at (1 + level) / 2
+    agrees(
+        run,
+        "are bounded on each side at 97.5% by the same skew-robust bounds",
+        f"are bounded on each side at {100 * (1 + 0.95) / 2}% by the same skew-robust bounds",
     )
     # what the skew bounds would make of three values, which is why t keeps them
     means = [2.27, 1.01, 4.04]
@@ -411,6 +440,21 @@ def planning(run: PageRun) -> None:
     equal = printed_by(run, "normal=normal.toml --scenario", "--cost")
     chosen_equal = int(re.search(r"chosen concurrency=(\d+)", equal)[1])
     says(run, f"and chooses {_spelled(chosen_equal)} workers, each at 1.20 an hour")
+    planning_check(run)
+
+
+def planning_check(run: PageRun) -> None:
+    """The check's terminal line, as the prose gives it, from the same check's JSON."""
+    printed = printed_by(run, "--check concurrency=10,maxsize=100 --json")
+    start = re.search(r"^\{", printed, re.M)
+    checked, _ = json.JSONDecoder().raw_decode(printed[start.start() :])
+    shown = checked["configuration"]["concurrency"]
+    agrees(
+        run,
+        "(`Check: meets (exit 0) after 3 replications: concurrency=10, ...`)",
+        f"(`Check: {checked['verdict']} (exit 0) after {checked['runs']} replications:"
+        f" concurrency={shown}, ...`)",
+    )
 
 
 @checker("twin.md")
@@ -456,6 +500,14 @@ def twin(run: PageRun) -> None:
         f"k6 and Locust give {rate['k6']}/s, the {rate['otlp']}/s items times their"
         f" {rate['k6'] / rate['otlp']} attempts",
     )
+    # calibrate's intervals are at the level its printout names
+    says(run, "each with its 95% `..._interval`")
+    assert "(311 of 6347; 95% Wilson interval" in printed, "calibrate's level is not 95%"
+    agrees(
+        run,
+        "give the items' own 20/s.",
+        f"give the items' own {rate['otlp']}/s.",
+    )
     queued = printed_by(run, "queued_stats_history.csv")
     fitted_mean = float(re.search(r"log-normal \(mean ([\d.]+) s", queued)[1])
     recorded_mean = float(re.search(r"gives back mean [\d.]+ s \(recorded ([\d.]+)\)", queued)[1])
@@ -487,3 +539,99 @@ def overload(run: PageRun) -> None:
         f" {budget.window_s} = {attempts - first} retries",
     )
     assert attempts - first == allowed, (attempts, allowed)
+    # the same run without the budget: every attempt fails, so each item makes all of them
+    ns_config = PipelineConfig(
+        concurrency=first,
+        max_attempts=4,
+        drain_timeout_s=None,
+        backoff=Backoff(kind="constant", base_s=0.25, jitter=False),
+    )
+    unbudgeted = run_virtual(Pipeline(run.namespace["down"], ns_config).run(range(first)))
+    assert unbudgeted.completed == 0, "the downstream no longer fails every attempt"
+    agrees(
+        run,
+        "at 100% failure, `max_attempts=4` multiplies the load on a struggling downstream by"
+        " exactly 4.",
+        f"at {100 * (1 - unbudgeted.completed / first)}% failure, `max_attempts="
+        f"{ns_config.max_attempts}` multiplies the load on a struggling downstream by exactly"
+        f" {unbudgeted.attempts // first}.",
+    )
+    agrees(
+        run,
+        "Without the budget the same run makes 4000 attempts; with it, 1000 first",
+        f"Without the budget the same run makes {unbudgeted.attempts} attempts; with it,"
+        f" {first} first",
+    )
+    overload_breaker(run)
+    overload_codel(run)
+    overload_downstream(run)
+
+
+def overload_breaker(run: PageRun) -> None:
+    """The breaker's times: it opens when the fourth failed call ends, turns half-open
+    ``open_s`` later, and the fifth item's call starts then."""
+    calls, breaker = run.namespace["calls"], run.namespace["breaker"]
+    opened = calls[breaker.min_calls - 1] + 1.0  # each call takes 1 s
+    agrees(
+        run,
+        "Four failures open it at 4; the fifth item waits on its worker until the breaker turns"
+        " half-open at 14,",
+        f"Four failures open it at {opened}; the fifth item waits on its worker until the"
+        f" breaker turns half-open at {opened + breaker.open_s},",
+    )
+    assert calls[breaker.min_calls] == opened + breaker.open_s, calls
+
+
+def overload_codel(run: PageRun) -> None:
+    """CoDel's first shed: takes every 30 ms from time 0, the first above the target, and
+    the first take a full interval after it; the run shed the oldest item then."""
+    codel, service_s, items = CoDel(), 0.03, 10
+    says(run, "await asyncio.sleep(0.03)")
+    says(run, "codel=CoDel())")
+    says(run, ".run(range(10)))")
+    takes = [k * service_s for k in range(items)]
+    first_above = next(t for t in takes if t > codel.target_s)
+    shed_at = next(t for t in takes if t >= first_above + codel.interval_s - 1e-12)
+    served = run.namespace["served"]
+    oldest = min(set(range(items)) - set(served))
+    agrees(
+        run,
+        "One worker, 30 ms per item, ten items waiting at time 0: the queue stands from the"
+        " second take on, so the newest items are served first, and at 150 ms (a full interval"
+        " after the first take above the 5 ms target) CoDel sheds the oldest, item 1.",
+        f"One worker, {service_s * 1000} ms per item, ten items waiting at time {takes[0]}: the"
+        " queue stands from the second take on, so the newest items are served first, and at"
+        f" {shed_at * 1000} ms (a full interval after the first take above the"
+        f" {codel.target_s * 1000} ms target) CoDel sheds the oldest, item {oldest}.",
+    )
+    # the run's own shed, timed: the page's handler again, with a listener
+    shed = []
+
+    def listen(kind, now_s, item):
+        if kind in {EventKind.SHED, EventKind.QUEUE_SHED}:
+            shed.append((now_s, item))
+
+    config = PipelineConfig(concurrency=1, queue_maxsize=None, codel=codel)
+    served.clear()
+    run_virtual(Pipeline(run.namespace["work"], config, on_event=listen).run(range(items)))
+    assert len(shed) == 1 and shed[0][1].payload == oldest, shed
+    assert math.isclose(shed[0][0], shed_at, abs_tol=1e-9), shed
+
+
+def overload_downstream(run: PageRun) -> None:
+    """The downstream example's times: the server's 2 s, the second item's arrival plus
+    the client's timeout; the cut's share and the recovery map's interval."""
+    trace = run.namespace["trace"]
+    service_s = trace.downstream.service.value
+    second = float(trace.arrivals.arrival_times[1]) + trace.config.attempt_timeout_s
+    agrees(
+        run,
+        "The first item is served in 2 s; the second waits behind it and times out at 3.5 s",
+        f"The first item is served in {service_s} s; the second waits behind it and times out"
+        f" at {second} s",
+    )
+    # the capacity drop's factor, as the page's run sets it, as a cut
+    factor = float(
+        re.search(r"CapacityDrop\(at_s=[\d.]+, for_s=seconds, factor=([\d.]+)\)", run.text)[1]
+    )
+    agrees(run, "An 80% cut for one second", f"An {100 * (1 - factor)}% cut for one second")

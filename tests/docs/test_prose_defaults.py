@@ -9,33 +9,52 @@ page that drops or rewords it fails too, and compares its figure with the consta
 from __future__ import annotations
 
 import inspect
+import re
 import tracemalloc
 
 from pipeline import AIMD, CircuitBreaker, CoDel, Gradient2, PipelineConfig, RetryBudget
 from pipeline._validate import MAX_CONCURRENCY as MAX_CONCURRENCY_OF_A_POOL
 from pipeline.autoscale import Autoscaler
-from pipeline.cli.plan_settings import DEFAULT_BUDGET
+from pipeline.cli.plan_settings import (
+    DEFAULT_BUDGET,
+    DEFAULT_MAX_REPLICATIONS,
+    DEFAULT_MIN_REPLICATIONS,
+)
 from pipeline.cli.settings import MAX_SCENARIO_BYTES
+from pipeline.cli.sweep import DEFAULT_REPLICATIONS as SWEEP_REPLICATIONS
 from pipeline.cli.values import MAX_PROCESSES
+from pipeline.examples.ingest import __main__ as ingest_command
 from pipeline.examples.ingest.chain import ingest
 from pipeline.examples.ingest.meter import QuantileSketch
+from pipeline.examples.ingest.server import PartnerConfig
 from pipeline.examples.ingest.twin import MAX_CONCURRENCY, run_loop
 from pipeline.sim import LogNormal
 from pipeline.sim.analysis.diagnostics.bottleneck import BUSY_WARN, QUEUE_PER_WORKER, StageLoad
+from pipeline.sim.analysis.diagnostics.diagnose import diagnose
 from pipeline.sim.analysis.diagnostics.findings import LOAD_CRITICAL
+from pipeline.sim.analysis.planning.headroom import MAX_POINTS as HEADROOM_FACTORS
 from pipeline.sim.analysis.planning.headroom import RELATIVE_WIDTH
 from pipeline.sim.analysis.planning.sensitivity import sensitivity
+from pipeline.sim.calibration.histogram import QUANTILE_POINTS
 from pipeline.sim.running.kernel.driver import LOAD_AFTER_ITEMS
 from pipeline.sim.running.openmetrics import MAX_STEPS
 from pipeline.sim.running.recovery import RECOVERY_TOLERANCE, RECOVERY_WINDOW_S
+from pipeline.sim.stats.proportions import proportion_ci
 from pipeline.sim.workloads.csvcolumn import MAX_LINE_CHARS
+from pipeline.sim.workloads.scenario import MAX_N_ITEMS
 from pipeline.sim.workloads.telemetry.prometheus import DEFAULT_STEP_S
 from pipeline.sim.workloads.telemetry.query_range import MAX_POINTS
 from pipeline.sim.workloads.traces.runtrace import TraceRecorder
-from tests.docs.figures import quoted
+from pipeline.tracing import DEFAULT_MAX_LINKS
+from tests import tiers
+from tests.cli.test_cli_calibrate_twin import AGREEMENT, WHAT_IF_FACTOR
+from tests.docs.conftest import REPO
+from tests.docs.figures import in_section, quoted
 from tests.docs.snippets import shows
 from tests.notebooks.after_the_run import CPU_FACTOR, MEMORY_FACTOR
 from tests.sim.running.kernel.test_kernel_equality import TOLERANCE_S
+from tests.sim.workloads.telemetry import test_locust_live as locust_live
+from tests.sim.workloads.telemetry.live_service import WORKERS as LIVE_WORKERS
 
 MIB = 2**20
 
@@ -102,13 +121,16 @@ def test_twin_guide_gives_the_trace_recorder_s_bound_and_its_memory():
 def test_twin_guide_gives_the_what_if_s_defaults():
     said = quoted(
         "docs/guide/twin.md",
-        r"The what-if is simulated \(`--replications`, (\d+)\) and run for real",
+        r"The what-if is simulated \(`--replications`, (\d+)\) and run for real"
+        r" \(`--repeats`, (\d+)\)",
     )
-    assert int(said[1]) == default(run_loop, "replications")
+    replications = int(said[1])
+    assert replications == default(run_loop, "replications") == ingest_command.REPLICATIONS
+    assert int(said[2]) == ingest_command.REPEATS
     said = quoted("docs/guide/twin.md", r"doubles the write workers \(at most ([\d,]+)\)")
     assert int(said[1].replace(",", "")) == MAX_CONCURRENCY
     said = quoted("docs/guide/twin.md", r"widened by `--tolerance` \((\d+)% of the")
-    assert int(said[1]) / 100 == default(run_loop, "tolerance")
+    assert int(said[1]) / 100 == default(run_loop, "tolerance") == ingest_command.TOLERANCE
     said = quoted("docs/guide/twin.md", r"widened by the (\d+)% tolerance\) on every run")
     assert int(said[1]) / 100 == default(run_loop, "tolerance")
     said = quoted("docs/guide/twin.md", r"`--step`, (\d+) s by default\)")
@@ -120,6 +142,13 @@ def test_planning_guide_gives_the_headroom_s_and_the_sensitivity_s_steps():
     assert int(said[1]) / 100 == RELATIVE_WIDTH
     said = quoted("docs/guide/planning.md", r"Add `--sensitivity` \(±(\d+)%;")
     assert int(said[1]) / 100 == default(sensitivity, "change")
+    said = quoted(
+        "docs/guide/planning.md",
+        r"so (\d+)% more traffic, a (\d+)% slower handler or a (\d+)% wider spread",
+    )
+    assert {int(share) / 100 for share in said.groups()} == {default(sensitivity, "change")}
+    said = quoted("docs/guide/planning.md", r"the at most (\d+) factors of a search")
+    assert int(said[1]) == HEADROOM_FACTORS
 
 
 def test_the_drain_s_default_timeout_is_the_pages_one():
@@ -166,6 +195,9 @@ def test_overload_guide_gives_each_control_s_defaults():
     ]
     said = quoted(page, r"`recovery_s`: (\d+) s windows after the last fault, each within (\d+)%")
     assert (float(said[1]), int(said[2]) / 100) == (RECOVERY_WINDOW_S, RECOVERY_TOLERANCE)
+    # recovery_map's cells: the Wilson interval at proportion_ci's level
+    said = quoted(page, r"gives each cell's stuck fraction with its (\d+)% Wilson interval")
+    assert int(said[1]) / 100 == default(proportion_ci, "level")
 
 
 def test_autoscaling_guide_gives_the_autoscaler_s_defaults():
@@ -174,6 +206,10 @@ def test_autoscaling_guide_gives_the_autoscaler_s_defaults():
     assert (int(said[1]), int(said[2]) / 100) == default(Autoscaler, "max_scale_up")
     said = quoted(page, r"`scale_down_stabilization_s` \((\d+) s by default\)")
     assert float(said[1]) == default(Autoscaler, "scale_down_stabilization_s")
+    # the README's row for notebook 13, which runs the autoscaler's defaults
+    said = quoted("README.md", r"the max\((\d+), (\d+)%\) scale-up policy.*?the (\d+) s scale-down")
+    assert (int(said[1]), int(said[2]) / 100) == default(Autoscaler, "max_scale_up")
+    assert float(said[3]) == default(Autoscaler, "scale_down_stabilization_s")
 
 
 def test_engine_guide_gives_the_equality_test_s_tolerance():
@@ -190,6 +226,9 @@ def test_the_guides_give_the_code_s_limits():
     for page, pattern, constant in (
         ("docs/guide/planning.md", r"`plan\(budget=N\)`; ([\d,]+) by default", DEFAULT_BUDGET),
         ("docs/guide/planning.md", r"is at most ([\d,]+) local worker processes", MAX_PROCESSES),
+        ("docs/guide/planning.md", r"replications \((\d+), 6, 12", DEFAULT_MIN_REPLICATIONS),
+        ("docs/guide/planning.md", r"12, \.\.\., (\d+) by default", DEFAULT_MAX_REPLICATIONS),
+        ("docs/guide/planning.md", r"`--replications` defaults to (\d+)\.", SWEEP_REPLICATIONS),
         (
             "docs/guide/simulating.md",
             r"\(`1s`; `500ms`, `2m`...\), at most ([\d,]+) steps",
@@ -198,6 +237,18 @@ def test_the_guides_give_the_code_s_limits():
         ("docs/guide/semantics.md", r"\(an integer, 1 to ([\d,]+)\)", MAX_CONCURRENCY_OF_A_POOL),
         ("docs/guide/engine.md", r"reach ([\d,]+) stage items, so a short run", LOAD_AFTER_ITEMS),
         ("docs/guide/twin.md", r"A range past Prometheus's ([\d,]+) points", MAX_POINTS),
+        ("docs/guide/twin.md", r"`_sum / _count` \(([\d,]+) quantile points", QUANTILE_POINTS),
+        ("docs/guide/twin.md", r"cursor pages of (\d+) records", PartnerConfig().page_size),
+        (
+            "docs/guide/metrics.md",
+            r"at most (\d+) links, the SDK's default limit",
+            DEFAULT_MAX_LINKS,
+        ),
+        (
+            "docs/guide/semantics.md",
+            r"the most recent `keep_shed` payloads \((\d+) by",
+            PipelineConfig().keep_shed,
+        ),
     ):
         assert _number(quoted(page, pattern)[1]) == constant, (page, pattern)
 
@@ -221,3 +272,65 @@ def test_overload_guide_s_aimd_steps_follow_its_backoff_ratio():
         limit = int(limit * ratio)
         steps.append(limit)
     assert [int(step) for step in said[3].split(",")] == steps, said[0]
+
+
+def test_twin_guide_gives_the_calibrated_twin_tests_parameters():
+    said = quoted(
+        "docs/guide/twin.md",
+        r"the twin predicts the recorded service's p95 at its rate and at (\d+)% more within"
+        r" (\d+)%",
+    )
+    assert int(said[1]) == round(100 * (WHAT_IF_FACTOR - 1))
+    assert int(said[2]) / 100 == AGREEMENT
+    said = quoted(
+        "docs/guide/twin.md",
+        r"a small aiohttp service with (\d+) workers on loopback at (\d+)% busy, `calibrate"
+        r" --concurrency (\d+)` reads its CSV, and the twin's p95 at (\d+)% busy",
+    )
+    assert int(said[1]) == int(said[3]) == LIVE_WORKERS
+    assert int(said[2]) / 100 == locust_live.BASELINE_BUSY
+    assert int(said[4]) / 100 == locust_live.WHAT_IF_BUSY
+
+
+def test_simulating_guide_gives_the_largest_run():
+    said = quoted("docs/guide/simulating.md", r"At most (10)\*\*(\d+) items in all")
+    assert int(said[1]) ** int(said[2]) == MAX_N_ITEMS
+
+
+def test_planning_guide_s_looks_double_from_the_fewest_replications():
+    said = quoted("docs/guide/planning.md", r"replications \(([\d, ]+), \.\.\., (\d+) by default")
+    looks = [DEFAULT_MIN_REPLICATIONS]
+    while looks[-1] < DEFAULT_MAX_REPLICATIONS:
+        looks.append(looks[-1] * 2)
+    assert [int(n) for n in said[1].split(",")] == looks[:3] and int(said[2]) == looks[-1]
+
+
+def test_statistics_guide_gives_the_run_length_precision():
+    for pattern in (r"a single run too short for ±(\d+)% as", r"only to worse than ±(\d+)%\."):
+        said = quoted("docs/guide/statistics.md", pattern)
+        assert int(said[1]) / 100 == default(diagnose, "precision")
+
+
+def test_the_readme_gives_the_fault_injection_s_examples(monkeypatch):
+    monkeypatch.delenv("PIPELINE_FAULT_EXAMPLES", raising=False)
+    said = quoted("README.md", r"the fault injection at ([\d,]+) examples")
+    assert _number(said[1]) == int(tiers.environment()["PIPELINE_FAULT_EXAMPLES"])
+
+
+def test_twin_guide_gives_the_ingest_memory_benchmark_s_range():
+    said = quoted("docs/guide/twin.md", r"flat from ([\d,]+) to ([\d,]+) records with `--no-twin`")
+    counts = [
+        _number(row.split("|")[1])
+        for row in in_section("The ingestion example's memory against the record count")
+        if re.match(r"\| [\d,]+ \|", row)
+    ]
+    assert (_number(said[1]), _number(said[2])) == (min(counts), max(counts))
+
+
+def test_workshop_guide_gives_notebook_09_s_partner():
+    said = quoted("docs/workshop.md", r"runs against a partner answering in about (\d+) ms")
+    source = (REPO / "notebooks" / "09-from-a-real-run-to-its-twin.ipynb").read_text(
+        encoding="utf-8"
+    )
+    median = float(re.search(r"latency_p50_s=([\d.]+)", source)[1])
+    assert int(said[1]) / 1000 == median

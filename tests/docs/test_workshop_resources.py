@@ -66,6 +66,10 @@ def test_the_memory_advice_follows_the_table():
         r" pair, (\w+) and its solutions, takes (\d+) MiB, with the server's (\d+) MiB",
     )
     assert (said[1], float(said[2]), int(said[3])) == (largest, pairs[largest], server_mib())
+    # the guarantee holds the largest single notebook (or its solutions) and the server
+    said = quoted("docs/workshop.md", r"a guarantee of (\d+) MiB and a limit of 1 GiB per user")
+    single = max(max(own[0], theirs[0]) for own, theirs in table.values())
+    assert single + server_mib() <= int(said[1]), (single, server_mib(), said[0])
     # with room left under the limit for 05b's two Dask workers
     assert pairs[largest] + server_mib() <= 0.8 * 1024
 

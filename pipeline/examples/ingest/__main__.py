@@ -28,9 +28,16 @@ import sys
 import time
 from typing import NoReturn
 
-__all__ = ["main"]
+__all__ = ["REPEATS", "REPLICATIONS", "TOLERANCE", "main"]
 
 PROG = "pipeline"
+REPLICATIONS = 20
+"""Simulated runs behind each prediction, by default (``--replications``)."""
+REPEATS = 2
+"""Real runs of the what-if, by default (``--repeats``): their mean is what is predicted."""
+TOLERANCE = 0.25
+"""The share of a prediction a measured mean may lie beyond its interval and still
+agree, by default (``--tolerance``)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -144,19 +151,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--replications",
         type=_positive_int("--replications", 10_000),
-        default=20,
+        default=REPLICATIONS,
         help="simulated runs per prediction (>= 2)",
     )
     parser.add_argument(
         "--repeats",
         type=_positive_int("--repeats", 100),
-        default=2,
+        default=REPEATS,
         help="real runs of the what-if",
     )
     parser.add_argument(
         "--tolerance",
         type=_share("--tolerance", below_one=False),
-        default=0.25,
+        default=TOLERANCE,
         help="share of the prediction allowed beyond its interval",
     )
     parser.add_argument(

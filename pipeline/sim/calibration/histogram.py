@@ -43,10 +43,11 @@ from .bucketed import BucketedShape
 from .families import FAMILIES, Family
 from .records import ServiceFit
 
-__all__ = ["HistogramServiceFit", "bucket_quantile", "fit_histogram"]
+__all__ = ["QUANTILE_POINTS", "HistogramServiceFit", "bucket_quantile", "fit_histogram"]
 
 _LEVEL = 0.05  # the goodness-of-fit test's level, as calibrate's KS tests
-_POINTS = 1000  # quantile points of the bucketed distribution
+QUANTILE_POINTS = 1000
+"""Quantile points of the bucketed distribution (``orders.service.csv``'s rows)."""
 _Z95 = NormalDist().inv_cdf(0.95)
 _Z975 = NormalDist().inv_cdf(0.975)
 _MIN_INTERVAL = 30  # observations below which the bucketed fit gives no interval
@@ -339,16 +340,16 @@ def _bucketed(
     )
     observed_mean = common["observed_mean_s"]
     if math.isfinite(observed_mean):
-        points, theta, matched = shape.matched(_POINTS, observed_mean)
+        points, theta, matched = shape.matched(QUANTILE_POINTS, observed_mean)
         if not matched and base is not None:
             # A family too narrow to tilt (all in one bucket, a spike inside it): an even
             # base reaches every mean the buckets allow.
             even = BucketedShape(lower, upper, counts, None)
-            tried = even.matched(_POINTS, observed_mean)
+            tried = even.matched(QUANTILE_POINTS, observed_mean)
             if tried[2]:
                 shape, (points, theta, matched), base = even, tried, None
     else:
-        points, theta, matched = shape.points(_POINTS), 0.0, False
+        points, theta, matched = shape.points(QUANTILE_POINTS), 0.0, False
     mean = observed_mean if matched else float(points.mean())
     p95 = float(shape.quantile(np.array([0.95]), theta)[0])
     mean_interval = p95_interval = None
