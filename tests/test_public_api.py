@@ -131,7 +131,6 @@ LESSONS = [
     "provider_widget",
     "retry_widget",
     "slider",
-    "watch_pool",
 ]
 
 STATS = [

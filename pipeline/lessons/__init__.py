@@ -12,7 +12,6 @@ require("pipeline.lessons", "viz")  # the lessons draw with matplotlib and ipywi
 del require  # a check, not a name of this package
 
 from ..viz.widgets.focused import FocusedWidget, slider
-from .autoscaling import watch_pool
 from .widgets import burst_widget, drain_widget, knee_widget, provider_widget, retry_widget
 
 # FocusedWidget and slider are here so that a notebook can build its own one-question
@@ -25,5 +24,4 @@ __all__ = [
     "provider_widget",
     "retry_widget",
     "slider",
-    "watch_pool",
 ]
