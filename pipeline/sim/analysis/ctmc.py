@@ -1,7 +1,7 @@
 """A finite CTMC's stationary distribution, and the rates a retry-loop chain is built from.
 
-Shared by :mod:`.retry_loop` (Metafor's reduced chain) and :mod:`.retry_chain`
-(the exact chain of a small loop).
+Shared by :mod:`.retry_loop` (Metafor's reduced chain), :mod:`.retry_chain` (the exact
+chain of a small loop) and :mod:`.setup_chain` (M/M/k/setup).
 """
 
 from __future__ import annotations
