@@ -13,12 +13,13 @@ project states it:
    inside, seconds. Within the tolerance (``|value / target - 1| <= tolerance``) the
    desired count is the current one; otherwise ``ceil(depth / target)`` (which is
    ``ceil(current x value / target)`` without its float overshoot) or
-   ``ceil(current x age / target)``, computed exactly in rational arithmetic.
+   ``ceil(current x age / target)``, in the float operations
+   :meth:`Recommender.desired_count` spells out.
 2. Stabilisation: the recommendation is the current count raised to the lowest desired
    count of the last ``scale_up_stabilization_s`` and lowered to the highest of the last
    ``scale_down_stabilization_s`` (this sync's included); this sync's desired count is
    then recorded.
-3. Rate and bounds: at most ``max(pods, ceil(current x (1 + fraction)))`` after
+3. Rate and bounds: at most ``current + max(pods, ceil(current x fraction))`` after
    ``max_scale_up = (pods, fraction)`` (by default 4 workers or 100%, whichever adds more),
    and within ``[min_workers, max_workers]``.
 
@@ -193,7 +194,8 @@ class Recommender:
         """The pool's size after the sync at ``now_s`` (seconds of loop time).
 
         Args:
-            now_s: the sync's time, seconds (non-decreasing from call to call).
+            now_s: the sync's time, seconds since the run's start (``k x sync_s`` at the
+                k-th sync; non-decreasing from call to call).
             current: the pool's size now (cold-starting workers included).
             depth: admitted items waiting to start.
             oldest_age_s: seconds since the oldest item inside was admitted.

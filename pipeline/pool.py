@@ -142,7 +142,11 @@ class WorkerPool(PipelineFields):
                 return
             current = self._worker_target
             now = loop.time()
-            size = self._recommender.decide(at, current, len(self._queue), self._oldest_age_s(now))
+            # The windows are judged on seconds since the start: on a loop clock far from
+            # zero, "window_s before this sync" can round onto either side of an older sync.
+            since_s = syncs * scaler.sync_s
+            depth = len(self._queue)
+            size = self._recommender.decide(since_s, current, depth, self._oldest_age_s(now))
             if size != current:
                 self._scale_events += 1
                 self._resize(size, scaler.cold_start_s)

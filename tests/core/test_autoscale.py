@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import random
 from collections import Counter
@@ -422,3 +423,42 @@ def test_on_the_real_clock_a_burst_scales_the_pool_and_nothing_is_lost():
     grown, report = asyncio.run(main())
     assert report.completed == 400
     assert grown.scale_events >= 1 and grown.worker_seconds > 0
+
+
+def _scaled_from(offset_s: float, burst_s: float) -> list[tuple[float, int]]:
+    """The (seconds after the start, workers) of each scale event of a run that starts
+    ``offset_s`` into the loop's clock: a burst of ``burst_s`` seconds, then quiet."""
+    scaled: list[tuple[float, int]] = []
+    box: list[Pipeline] = []
+
+    async def handle(item: float) -> float:
+        await asyncio.sleep(item)
+        return item
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(offset_s)
+        start = loop.time()
+        scaler = Autoscaler(max_workers=50, target=2.0, sync_s=15.0)
+        pipe = Pipeline(handle, PipelineConfig(concurrency=1, queue_maxsize=None, autoscale=scaler))
+        box.append(pipe)
+        pipe.add_listener(_recorder(scaled, box))
+        async with pipe:
+            while loop.time() - start < burst_s:
+                await pipe.put(4.0)
+                await asyncio.sleep(0.25)
+            await asyncio.sleep(900.0)
+            pipe.stop()
+        return [(round(t - start, 6), n) for t, n in scaled]
+
+    return run_virtual(main())
+
+
+@pytest.mark.parametrize("burst_s", [200.0, 230.0, 260.0, 300.0, 330.0, 600.0])
+def test_a_run_scales_the_same_wherever_the_loop_clock_starts(burst_s):
+    # The windows are judged on seconds since the run's start: loop-clock readings far
+    # from zero make "300 s before this sync" round onto either side of an older sync.
+    at_zero = _scaled_from(0.0, burst_s)
+    assert any(n < m for (_, m), (_, n) in itertools.pairwise(at_zero)), "no scale-down"
+    for offset_s in (0.1, 3.3, 1000.1):
+        assert _scaled_from(offset_s, burst_s) == at_zero, offset_s

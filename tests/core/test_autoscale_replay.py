@@ -130,6 +130,11 @@ def replay(scaler: Autoscaler, concurrency: int, timeline: list[tuple]) -> int:
             _, size, desired = expected
             assert stats.workers_desired == desired and stats.workers == size + pool.leaving
             expected = instant = None  # what follows at this instant follows the decision
+        elif kind == "synced":
+            # Every sync ends with SYNCED, after its SCALED: the desired count it computed.
+            assert expected is None, f"the sync at {expected[0]} s did not change the pool"
+            assert instant in (now, None) and stats.workers_desired == last_desired
+            instant = None
         else:
             # Nothing else happens at a sync instant (times are continuous): were it to,
             # whether the autoscaler read before or after it would not show.
@@ -172,6 +177,8 @@ async def _recorded_run(
     def listen(kind: EventKind, now: float, item: object) -> None:
         if kind is EventKind.SCALED:
             timeline.append(("scaled", now, pipe.statistics()))
+        elif kind is EventKind.SYNCED:
+            timeline.append(("synced", now, pipe.statistics()))
         else:
             timeline.append(("end" if kind in ATTEMPT_ENDS else "event", now, None))
 
