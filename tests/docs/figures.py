@@ -564,7 +564,9 @@ def overload(run: PageRun) -> None:
     )
     overload_breaker(run)
     overload_codel(run)
+    overload_codel_over_time(run)
     overload_downstream(run)
+    overload_mitigations(run)
 
 
 def overload_breaker(run: PageRun) -> None:
@@ -618,6 +620,49 @@ def overload_codel(run: PageRun) -> None:
     assert math.isclose(shed[0][0], shed_at, abs_tol=1e-9), shed
 
 
+def overload_codel_over_time(run: PageRun) -> None:
+    """The printed time series: the row of CoDel's first shed, and the queue's drop to it
+    from the row before (one take and one shed)."""
+    rows = [line.split() for line in run.output("codel_shed").splitlines()[1:]]
+    table = [(int(row[0]), float(row[1]), int(row[2]), int(row[3])) for row in rows]
+    shed = next(k for k, row in enumerate(table) if row[3] > 0)
+    (index, time_s, depth, _), (before, _, depth_before, _) = table[shed], table[shed - 1]
+    assert index == before + 1 and depth_before - depth == 2, table
+    agrees(
+        run,
+        "At 0.15 s the queue loses two items at once: one a worker took, one CoDel shed.",
+        f"At {time_s} s the queue loses two items at once: one a worker took, one CoDel shed.",
+    )
+
+
+def overload_mitigations(run: PageRun) -> None:
+    """The comparison's scenario as its block sets it, the storm it is stuck in without a
+    control, and the calm run's exact zeros where a control never acts."""
+    calm, stuck, table = run.namespace["calm"], run.namespace["stuck"], run.namespace["table"]
+    servers = calm.downstream.concurrency
+    busy = calm.arrivals.rate * calm.downstream.service.mean / servers
+    (cut,) = stuck.faults
+    recovered = table[(table.metric == "recovered") & (table.control == "none")]["mean"]
+    assert recovered.tolist() == [0.0], recovered  # stuck in every replication
+    agrees(
+        run,
+        "Here 40 client workers call 4 servers that are 70% busy, with a 1 s timeout and 4"
+        " attempts; an 80% capacity cut for 5 s leaves the system stuck",
+        f"Here {calm.config.concurrency} client workers call {servers} servers that are"
+        f" {100 * busy}% busy, with a {calm.config.attempt_timeout_s} s timeout and"
+        f" {calm.config.max_attempts} attempts; an {100 * (1 - cut.factor)}% capacity cut for"
+        f" {cut.for_s} s leaves the system stuck",
+    )
+    cost = run.namespace["cost"]
+    idle = cost[cost.control.isin(["budget", "breaker", "aimd", "codel"])]["difference"]
+    agrees(
+        run,
+        "the same runs as without them: a difference of exactly 0.",
+        f"the same runs as without them: a difference of exactly {idle.abs().max()}.",
+    )
+    assert (idle == 0.0).all(), idle
+
+
 def overload_downstream(run: PageRun) -> None:
     """The downstream example's times: the server's 2 s, the second item's arrival plus
     the client's timeout; the cut's share and the recovery map's interval."""
@@ -635,3 +680,113 @@ def overload_downstream(run: PageRun) -> None:
         re.search(r"CapacityDrop\(at_s=[\d.]+, for_s=seconds, factor=([\d.]+)\)", run.text)[1]
     )
     agrees(run, "An 80% cut for one second", f"An {100 * (1 - factor)}% cut for one second")
+
+
+@checker("autoscaling.md")
+def autoscaling(run: PageRun) -> None:
+    autoscaling_syncs(run)
+    autoscaling_storm(run)
+    autoscaling_plan(run)
+
+
+def autoscaling_syncs(run: PageRun) -> None:
+    """The pool at each sync of the printed run: the size that keeps up, the last sync that
+    asked for more, and the shrink the scale-down window holds until after it."""
+    syncs = run.namespace["syncs"]
+    scaler = run.namespace["scenario"].config.autoscale
+    times, queue = syncs["time_s"].tolist(), syncs["queue_depth"].tolist()
+    workers, desired = syncs["workers"].tolist(), syncs["workers_desired"].tolist()
+    empty = queue.index(0, 1)  # the first sync after the start with the queue empty
+    asked = max(k for k in range(1, empty) if desired[k] > workers[k])
+    shrunk = next(k for k in range(empty, len(times)) if workers[k] < workers[empty])
+    assert scaler.min_workers == 1 and workers[shrunk] >= scaler.min_workers, syncs
+    agrees(
+        run,
+        "Once 30 workers keep up, the queue is empty and the metric asks for none; the"
+        " scale-down window holds the pool for 300 s after the last sync that asked for more"
+        " (60 s), and at 360 s it shrinks to `min_workers`, one worker (the 10 shown",
+        f"Once {workers[empty]} workers keep up, the queue is empty and the metric asks for"
+        f" {'none' if desired[empty] == 0 else desired[empty]}; the scale-down window holds"
+        f" the pool for {scaler.scale_down_stabilization_s} s after the last sync that asked"
+        f" for more ({times[asked]} s), and at {times[shrunk]} s it shrinks to `min_workers`,"
+        f" one worker (the {workers[shrunk]} shown",
+    )
+    assert times[shrunk] == times[asked] + scaler.scale_down_stabilization_s, syncs
+
+
+def autoscaling_storm(run: PageRun) -> None:
+    """The retry storm's runs as the page's block set and printed them: the fixed pool's
+    bound on requests in flight, the autoscaled pool's growth to the cut's end and past,
+    the wait of that many requests at the servers, and each seed's outcome."""
+    storm, scaler, runs = run.namespace["storm"], run.namespace["scaler"], run.namespace["runs"]
+    fixed, servers = storm.config.concurrency, storm.downstream.concurrency
+    service_s = storm.downstream.service.mean
+    (cut,) = storm.faults
+    assert all(runs["fixed", seed].summary["recovered"] for seed in (1, 2))
+    agrees(
+        run,
+        "With 12 workers the cut's backlog waits in the pipeline's own queue, at most 12"
+        " requests reach the 10 servers",
+        f"With {fixed} workers the cut's backlog waits in the pipeline's own queue, at most"
+        f" {fixed} requests reach the {servers} servers",
+    )
+    ts = run.namespace["runs"]["autoscaled", 1].timeseries
+    at = ts[ts["time_s"] % 5 == 0].drop_duplicates("time_s", keep="last").set_index("time_s")
+    grown = int(at.loc[40.0, "workers"])
+    wait_s = grown * service_s / servers
+    assert wait_s > storm.config.attempt_timeout_s, wait_s
+    agrees(
+        run,
+        "still growing when the cut ends at 28 s (192 workers at 40 s). 192 requests in flight"
+        " at 10 servers of 80 ms wait about 1.5 s",
+        f"still growing when the cut ends at {cut.at_s + cut.for_s} s ({grown} workers at 40"
+        f" s). {grown} requests in flight at {servers} servers of {1000 * service_s} ms wait"
+        f" about {wait_s} s",
+    )
+    late = at[(at.index >= 20.0) & (at.index <= 60.0)]  # the rows the page prints
+    retrying = late.index[late["retry_waiting"] > 0][0]
+    after = late[late.index >= retrying]
+    assert (after["workers"] == scaler.max_workers).all(), after
+    assert (after["workers_desired"] > scaler.max_workers).all(), after
+    assert after["queue_depth"].is_monotonic_increasing, after
+    stuck, out = runs["autoscaled", 1].summary, runs["autoscaled", 2].summary
+    assert not stuck["recovered"] and out["recovered"]
+    agrees(
+        run,
+        "From 45 s on, the retries keep the queue growing, the metric asks for more than"
+        " `max_workers`, and the pool stays at 200 with the downstream serving orphans: a"
+        " goodput of 25 items/s where 100 arrive. In the other run the same autoscaler stopped"
+        " at 108 workers",
+        f"From {retrying} s on, the retries keep the queue growing, the metric asks for more"
+        f" than `max_workers`, and the pool stays at {scaler.max_workers} with the downstream"
+        f" serving orphans: a goodput of {stuck['goodput_per_s']} items/s where"
+        f" {storm.arrivals.rate} arrive. In the other run the same autoscaler stopped at"
+        f" {out['workers_max']} workers",
+    )
+
+
+def autoscaling_plan(run: PageRun) -> None:
+    """The plan's candidates as the command printed them: the larger target the cheaper,
+    and the cold start dearer in latency and cost at either target."""
+    printed = printed_by(run, "plan autoscaled.toml", "autoscale.target=2,20")
+    rows = [line.split() for line in printed.split("candidates", 1)[1].splitlines()]
+    cells = {
+        (float(row[0]), float(row[1])): (float(row[4]), float(row[-1]))
+        for row in rows
+        if row and re.fullmatch(r"[\d.]+", row[0])
+    }
+    (small, large), (warm, cold) = (sorted({key[k] for key in cells}) for k in (0, 1))
+    assert cells[large, warm][1] < cells[small, warm][1], cells
+    for target in (small, large):
+        assert cells[target, cold][0] > cells[target, warm][0], cells
+        assert cells[target, cold][1] > cells[target, warm][1], cells
+    agrees(
+        run,
+        "a target of 20 items per worker keeps a smaller pool than 2",
+        f"a target of {large} items per worker keeps a smaller pool than {small}",
+    )
+    agrees(
+        run,
+        "and a 10 s cold start costs both latency",
+        f"and a {cold} s cold start costs both latency",
+    )

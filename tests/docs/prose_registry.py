@@ -152,6 +152,11 @@ NOT_FIGURES: tuple[Held, ...] = (
     Held(SIMULATING, r"waiting at time 0|arrived at 0|a burst at time 0", "zero: the run's start"),
     Held(PLANNING, r"each a finite number >= 0|summing to 1|a share of 0", "a share's bounds"),
     Held(STATISTICS, r"no depth or time below 0, no fraction above 1", "a metric's range"),
+    Held(
+        GUIDE + "overload.md",
+        r"stays inside \[-1, 1\]",
+        "the range of a difference of two fractions",
+    ),
     Held(STATISTICS, r"shed fraction 0 for sure", "zero: a boundary case"),
     Held(STATISTICS, r"Near utilisation 1", "one: the boundary of stability"),
     Held(STATISTICS, r"the 95% half-widths", "the level the keys' names say (`ci95`)"),
@@ -177,6 +182,7 @@ NOT_FIGURES: tuple[Held, ...] = (
         "advice: the room's CPU settings, chosen",
     ),
     Held(WORKSHOP, r"6 / 8`", "an example line of the grading's output"),
+    Held(WORKSHOP, r"05b, 06 and 12 use two processes", "notebooks' numbers: their names"),
     Held(
         WORKSHOP,
         r"06 and 10 stop at their first data cell and score 0",

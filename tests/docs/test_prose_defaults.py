@@ -28,7 +28,7 @@ from pipeline.examples.ingest.chain import ingest
 from pipeline.examples.ingest.meter import QuantileSketch
 from pipeline.examples.ingest.server import PartnerConfig
 from pipeline.examples.ingest.twin import MAX_CONCURRENCY, run_loop
-from pipeline.sim import LogNormal
+from pipeline.sim import LogNormal, compare_controls
 from pipeline.sim.analysis.diagnostics.bottleneck import BUSY_WARN, QUEUE_PER_WORKER, StageLoad
 from pipeline.sim.analysis.diagnostics.diagnose import diagnose
 from pipeline.sim.analysis.diagnostics.findings import LOAD_CRITICAL
@@ -198,6 +198,9 @@ def test_overload_guide_gives_each_control_s_defaults():
     # recovery_map's cells: the Wilson interval at proportion_ci's level
     said = quoted(page, r"gives each cell's stuck fraction with its (\d+)% Wilson interval")
     assert int(said[1]) / 100 == default(proportion_ci, "level")
+    # compare_controls' paired intervals, at its own level
+    said = quoted(page, r"with its paired interval \(`low`, `high`, (\d+)% by default\)")
+    assert int(said[1]) / 100 == default(compare_controls, "level")
 
 
 def test_autoscaling_guide_gives_the_autoscaler_s_defaults():

@@ -4,7 +4,9 @@ drop recovers, a longer one at the same depth leaves the system stuck."""
 
 from __future__ import annotations
 
+import inspect
 import math
+from fractions import Fraction
 
 import pytest
 
@@ -19,6 +21,8 @@ from pipeline.sim import (
     recovery_map,
 )
 from pipeline.sim.analysis.recovery_map import MAP_COLUMNS
+from pipeline.sim.stats.proportions import proportion_ci
+from tests.docs.figures import quoted
 
 
 def osdi_like(duration_s: float = 50.0) -> Scenario:
@@ -106,23 +110,54 @@ def osdi_tuned() -> Scenario:
                                           service=Exponential(mean=0.1)))  # fmt: skip
 
 
+#: The tuned map's cells: an 80% cut (factor 0.2) for 9 s recovers and for 12 s sticks; a
+#: 60% cut (factor 0.4) for 12 s recovers; 30% less load (70/s) moves the stuck cell.
+CUT, SHALLOW_CUT, SHORT_S, LONG_S, LIGHTER_RATE = 0.2, 0.4, 9.0, 12.0, 70.0
+#: Runs per cell, and the side of which each cell's 95% Wilson interval must lie.
+MAP_REPLICATIONS, BOUNDARY = 10, 0.5
+
+
 @pytest.mark.slow
 def test_the_osdi_shape_a_sharp_boundary_that_a_shallower_cut_or_less_load_moves():
     # Each cell's stuck fraction over 10 replications, with its 95% Wilson interval: a
     # cell "recovers" when the whole interval is below 1/2 (at most 1 stuck run of 10),
     # "sticks" when it is above 1/2 (at least 9 of 10). Fixed seeds: the runs are the same
     # on every machine.
-    fault = CapacityDrop(at_s=30.0, for_s=9.0, factor=0.2)
-    options = dict(replications=10, processes=2)
-    frame = recovery_map(osdi_tuned(), fault=fault, factors=[0.2, 0.4], durations=[9.0, 12.0],
-                         **options)  # fmt: skip
+    fault = CapacityDrop(at_s=30.0, for_s=SHORT_S, factor=CUT)
+    options = dict(replications=MAP_REPLICATIONS, processes=2)
+    frame = recovery_map(osdi_tuned(), fault=fault, factors=[CUT, SHALLOW_CUT],
+                         durations=[SHORT_S, LONG_S], **options)  # fmt: skip
     cells = {(row.factor, row.duration_s): row for row in frame.itertuples()}
-    assert all(row.judged == 10 for row in cells.values())
+    assert all(row.judged == MAP_REPLICATIONS for row in cells.values())
     # An 80% cut: 9 s recovers, 12 s (the next duration of the map) sticks.
-    assert cells[0.2, 9.0].stuck_high < 0.5 < cells[0.2, 12.0].stuck_low
+    assert cells[CUT, SHORT_S].stuck_high < BOUNDARY < cells[CUT, LONG_S].stuck_low
     # A shallower cut (60%) for the same 12 s recovers.
-    assert cells[0.4, 12.0].stuck_high < 0.5
+    assert cells[SHALLOW_CUT, LONG_S].stuck_high < BOUNDARY
     # The stuck cell with 30% less load recovers.
-    lighter = osdi_tuned().replace(arrivals=Poisson(rate=70.0))
-    moved = recovery_map(lighter, fault=fault, factors=[0.2], durations=[12.0], **options)
-    assert moved.stuck_high.iloc[0] < 0.5
+    lighter = osdi_tuned().replace(arrivals=Poisson(rate=LIGHTER_RATE))
+    moved = recovery_map(lighter, fault=fault, factors=[CUT], durations=[LONG_S], **options)
+    assert moved.stuck_high.iloc[0] < BOUNDARY
+
+
+def test_the_overload_guide_quotes_the_map_the_slow_test_holds():
+    """The guide's sentence on the tuned map: its scenario as :func:`osdi_tuned` sets it,
+    and the cells, replications and boundary the test above holds it to."""
+    said = quoted(
+        "docs/guide/overload.md",
+        r"With (\d+) servers half busy and a (\d+) s timeout \((\d+) service times\), an (\d+)%"
+        r" cut for (\d+) s recovers and for (\d+) s sticks; a (\d+)% cut for (\d+) s recovers,"
+        r" and so does the (\d+) s cut with (\d+)% less traffic\. `[^`]+` holds that map to"
+        r" (\d+) replications a cell, each cell's (\d+)% Wilson interval on its side of (1/2)\.",
+    )
+    scenario = osdi_tuned()
+    servers, mean_s = scenario.downstream.concurrency, scenario.downstream.service.mean
+    timeout_s = scenario.config.attempt_timeout_s
+    assert scenario.arrivals.rate * mean_s / servers == pytest.approx(0.5)  # half busy
+    shown = [float(value) for value in said.groups()[:-1]]
+    assert shown == pytest.approx([
+        servers, timeout_s, timeout_s / mean_s, 100 * (1 - CUT), SHORT_S, LONG_S,
+        100 * (1 - SHALLOW_CUT), LONG_S, LONG_S,
+        100 * (1 - LIGHTER_RATE / scenario.arrivals.rate), MAP_REPLICATIONS,
+        100 * inspect.signature(proportion_ci).parameters["level"].default,
+    ]), said[0]  # fmt: skip
+    assert Fraction(said.groups()[-1]) == BOUNDARY, said[0]
