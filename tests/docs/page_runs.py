@@ -41,7 +41,8 @@ PAGES = [
     *sorted((REPO / "docs" / "guide").glob("*.md")),
 ]
 #: The pages whose runs take more than a few seconds (plans, calibration, a real
-#: ingestion, chains, autoscaled plans), each with the test file that runs it: ``test_snippets_<file>.py``.
+#: ingestion, chains, autoscaled plans), each with the test file that runs it:
+#: ``test_snippets_<file>.py``.
 LONG = {
     "planning.md": "planning",
     "twin.md": "twin",
