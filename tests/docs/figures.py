@@ -687,6 +687,21 @@ def autoscaling(run: PageRun) -> None:
     autoscaling_syncs(run)
     autoscaling_storm(run)
     autoscaling_plan(run)
+    autoscaling_setup(run)
+
+
+def autoscaling_setup(run: PageRun) -> None:
+    """M/M/k/setup against the pool that never sleeps: what a second of set-up costs."""
+    from pipeline.sim.analysis.setup_chain import setup_chain
+    from pipeline.sim.analysis.theory import mmc
+
+    always_s = mmc(5.0, 1.0, 8).latency_mean_s
+    second_s = setup_chain(arrival_rate=5.0, mu=1.0, setup_rate=1.0, k=8).response_time_s
+    agrees(
+        run,
+        "a second of cold start costs about 0.4 s of mean response",
+        f"a second of cold start costs about {second_s - always_s:.1f} s of mean response",
+    )
 
 
 def autoscaling_syncs(run: PageRun) -> None:

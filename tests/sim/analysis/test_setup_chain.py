@@ -31,6 +31,7 @@ from pipeline import EventKind, Pipeline, PipelineConfig
 from pipeline.sim import run_virtual
 from pipeline.sim.analysis import setup_chain as setup_chain_module
 from pipeline.sim.analysis.setup_chain import setup_chain
+from tests.docs.figures import quoted
 
 REPLICATIONS, WARMUP, COOLDOWN = 10, 2_000, 1_000
 T_995_9 = 3.250  # Student t, 99.5% quantile, 9 degrees of freedom
@@ -191,3 +192,13 @@ def test_the_engine_with_set_up_servers_matches_the_chain(lam, mu, alpha, k, ite
     setting_up = [run["setting_up"] for run in runs]
     spread = T_995_9 * statistics.stdev(setting_up) / math.sqrt(REPLICATIONS)
     assert abs(statistics.fmean(setting_up) - chain.setting_up_mean) <= spread
+
+
+def test_the_autoscaling_guide_quotes_this_check():
+    found = quoted(
+        "docs/guide/autoscaling.md",
+        r"within the engine's (\d+)% interval over (\w+) replications, an interval narrower than"
+        r" (\d+)% of it",
+    )
+    # The 99% interval is T_995_9's (Student's t, 9 = REPLICATIONS - 1 degrees of freedom).
+    assert found.groups() == ("99", "ten", "1") and REPLICATIONS == 10
