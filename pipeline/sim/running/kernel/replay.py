@@ -64,8 +64,7 @@ TOP, _SLOT, _ARRIVED = 0, 1, 2
 _DRAIN, _WOKEN = 0, 1
 # What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
 _GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
-# Failure model parts; what a failed attempt raised.
-F_INDEPENDENT, F_PERMANENT, F_SCRIPTED = 1, 2, 3
+# What a failed attempt raised.
 E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
@@ -381,24 +380,16 @@ def _outcome(si, iv, D, s, item, attempt):
     Every part sees every attempt (an independent part draws its uniform each
     time); the first part that fails it wins, as CombinedFailures does.
     """
-    fdata, fperm, kinds, offsets = D[2], D[3], D[7], D[8]
     failure, part = E_NONE, 0
     first = si[s * SI + PARTOFF]
     for k in range(first, first + si[s * SI + NPARTS]):
-        kind = kinds[k]
         verdict = E_NONE
-        if kind == F_INDEPENDENT:
-            if _draw(D, D[9][k]) > 0.5:  # the part's pool holds 1.0 for a failure
+        if D[8][k]:  # an independent part: its pool row holds 1.0 for a failure
+            if _draw(D, D[8][k]) > 0.5:
                 verdict = E_SIMULATED
-        elif kind == F_PERMANENT:
-            if fdata[offsets[k] + item]:
-                verdict = E_PERMANENT
-        else:
-            fails = fdata[offsets[k] + item]
-            if attempt <= fails:
-                verdict = E_SIMULATED
-                if attempt == fails and fperm[offsets[k] + item]:
-                    verdict = E_PERMANENT
+        elif attempt <= D[2][D[7][k] + item]:  # an item-wise part (see driver._itemwise)
+            permanent = D[3][D[7][k] + item]
+            verdict = E_PERMANENT if 0 < permanent <= attempt else E_SIMULATED
         if verdict != E_NONE and failure == E_NONE:
             failure = verdict
             part = k - first
@@ -559,7 +550,7 @@ def _short(si, iv, T, L, W, D, kind, arg):
     if kind == K_WORKER:
         b = W[0][arg] * SI
         for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
-            if D[6][row] == D[10][row + 1]:
+            if D[6][row] == D[9][row + 1]:
                 return REFILL + row
     return -1
 
