@@ -159,7 +159,7 @@ def _itemwise(part: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     return last, first
 
 
-def _stage_rows(stages: list[StageInput], reaching: list[int], block: int | None):
+def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, block: int | None):
     """Each stage's int row, the rings' sizes, the failure parts' tables and the pools' rows.
 
     A stage that can fail has pool rows (refilled by the driver): its retry service
@@ -170,17 +170,23 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], block: int | None
     """
     conc = [spec.config.concurrency for spec in stages]
     fails = [bool(_parts(spec.failures)) for spec in stages]
+    # The lanes, queued retries and held ones are never more than the queue's bound plus the
+    # items in service (an item is admitted below the bound; one that fails waits its retry).
+    lanes = [min(r, (spec.config.queue_maxsize or r) + c) + 1
+             for r, spec, c in zip(reaching, stages, conc, strict=True)]  # fmt: skip
     rings = {
-        R.IOFF: reaching,
-        R.QOFF: [r + 1 if f else 1 for r, f in zip(reaching, fails, strict=True)],
-        R.AOFF: [r if f else 0 for r, f in zip(reaching, fails, strict=True)],
+        R.IOFF: reaching,  # where a stage's items start in its per-item columns (no ring)
+        R.MOFF: lanes,
+        R.QOFF: [lane if f else 1 for lane, f in zip(lanes, fails, strict=True)],
+        R.AOFF: [r if f or single else 0 for r, f in zip(reaching, fails, strict=True)],
         R.GOFF: conc,
         R.WOFF: [1 + (1 if s == 0 else conc[s - 1]) for s in range(len(stages))],
     }
     si = np.zeros((len(stages), R.SI), np.int64)
     for column, counts in rings.items():
         si[:, column] = np.cumsum([0, *counts])[:-1]
-    si[:, R.QCAP], si[:, R.GCAP], si[:, R.WCAP] = rings[R.QOFF], conc, rings[R.WOFF]
+    si[:, R.MCAP], si[:, R.QCAP], si[:, R.GCAP] = lanes, rings[R.QOFF], conc
+    si[:, R.WCAP] = rings[R.WOFF]
     pool_of: list[tuple[int, Any]] = []  # pool row -> (stage, what refills it)
     sizes, read = [0], []  # each row's size after a 0 (their sums: where rows start), is it read
     koff, krow, last, first = [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
@@ -235,7 +241,7 @@ class _State:
         reaching = [len(arrival)]
         for spec in stages[:-1]:
             reaching.append(reaching[-1] * spec.fan_out)
-        si, totals, self.pool_of, tables = _stage_rows(stages, reaching, sizes.block)
+        si, totals, self.pool_of, tables = _stage_rows(stages, reaching, single, sizes.block)
         conc = [spec.config.concurrency for spec in stages]
         workers = sum(conc)
         margin = max(spec.fan_out for spec in stages) + workers + 2
@@ -267,14 +273,15 @@ class _State:
         lcap = sizes.log or max(1024, 4 * sum(reaching) * log + 2 * margin + 64)
         n = len(arrival) if single else 1  # a pipeline's item columns (see replay._log)
         self.L = [np.zeros(lcap, np.int8), np.zeros(lcap), np.zeros(lcap, np.int64),
-                  np.zeros(lcap, np.int8), np.zeros(lcap, np.int8), *np.full((3, n), np.nan),
-                  np.zeros(n, np.int64), np.full(n, 4, np.int8)]  # fmt: skip
+                  np.zeros(lcap, np.int8), np.zeros(lcap, np.int8),
+                  *(np.full(n, np.nan) for _ in range(3)), np.full(n, 4, np.int8)]  # fmt: skip
         self.Q = [np.zeros(max(1, totals[column]), np.int64)
-                  for column in (R.IOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
+                  for column in (R.MOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
         ints = [np.zeros(workers, np.int64) for _ in range(5)]
         stage_of = np.repeat(np.arange(nst, dtype=np.int64), conc)
         self.W = [stage_of, *ints[:3], np.zeros(workers), *ints[3:]]
-        first = np.concatenate([np.asarray(spec.first_attempt_s, np.float64) for spec in stages])
+        first = [np.asarray(spec.first_attempt_s, np.float64) for spec in stages]
+        first = first[0] if single else np.concatenate(first)  # one stage: no copy
         self.D = [np.asarray(arrival, np.float64), first, *tables]
 
 
@@ -407,7 +414,9 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
             part = np.asarray(state.L[4][:ln], np.int8)[at]
             run["dead_letters"] = _dead_letters(spec, k, t, i, part, row)
         if single:  # admitted, first start, finish (s), attempts, outcome
-            run["columns"] = [np.asarray(x, c) for x, c in zip(state.L[5:], "dddqb", strict=True)]
+            n = len(state.D[0])
+            columns = [*state.L[5:8], state.Q[4][:n], state.L[8]]
+            run["columns"] = [np.asarray(x, c) for x, c in zip(columns, "dddqb", strict=True)]
         out.append(run)
         settled = float(sf[s, R.LASTSETTLE])
         last_settle.append(None if math.isnan(settled) else settled)
