@@ -331,7 +331,7 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
             refills.setdefault(row, [spec.rng.getstate(), 0])[1] += 1
             values = np.array([spec.rng.random() for _ in range(size)])
         else:
-            values = what.failing(size).astype(np.float64)
+            values = what.failing(size)  # bools: the pool holds 1.0 where the attempt fails
         fast = isinstance(D[5], np.ndarray)
         D[5][D[9][row] : D[9][row + 1]] = values if fast else values.tolist()
         D[6][row] = D[9][row]
