@@ -127,9 +127,6 @@ def _parts(failures: AttemptFailures | None) -> list:
     return list(parts) if parts is not None else [failures]
 
 
-_PART_KINDS = {"independent": R.F_INDEPENDENT, "permanent": R.F_PERMANENT, "scripted": R.F_SCRIPTED}
-
-
 def _delays(config: PipelineConfig) -> np.ndarray:
     """Backoff delay after failed attempt *a* (index a - 1), before jitter."""
     plain = dataclasses.replace(config.backoff, jitter=False)
@@ -145,112 +142,106 @@ def _delays(config: PipelineConfig) -> np.ndarray:
     return table
 
 
-def _failure_tables(stages: list[StageInput], reaching: list[int], si: np.ndarray, block: int):
-    """The failure parts' tables, the pools' rows and what refills each of them.
+def _itemwise(part: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A permanent or scripted part per item: its last failing attempt, the first permanent one.
 
-    A stage that can fail has pool rows: its retry service times, its jitter, and one per
-    independent part (failure outcomes, 1.0 when the attempt fails; a row of what the
-    stage's first attempts and a block more need, unless ``block`` is set).
+    A poisoned item fails every attempt, each permanently; a scripted item fails its
+    first ``fails`` attempts, the last permanently if it is marked (0: none is).
     """
-    pool_of: list[tuple[int, Any]] = []  # pool row -> (stage, what refills it)
-    used: list[int] = []  # where each row is read next (its end: refill before reading)
-    sizes = [0]  # each row's size, after a 0: their sums are where the rows start and end
-    kinds, koff, krow, data, perm = [], [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int8)]
-    at = 1
-    for s, spec in enumerate(stages):
-        parts = _parts(spec.failures)
-        row = si[s]
-        row[R.PARTOFF], row[R.NPARTS] = len(kinds), len(parts)
-        if not parts:
-            continue
-        row[R.POFF] = len(pool_of)
-        pool_of += [(s, "retry"), (s, "jitter")]
-        size = block or BLOCK  # a row used up to its end is refilled before it is read
-        sizes += [size, size]
-        used += [0 if spec.traced else sum(sizes[:-1]), sum(sizes) if row[R.JITTER] else 0]
-        n = reaching[s]
-        for part in parts:
-            kinds.append(_PART_KINDS[part.model_kind])
-            if part.model_kind == "independent":
-                koff.append(0)
-                krow.append(len(pool_of))
-                pool_of.append((s, part))
-                sizes.append(block or n + BLOCK)
-                used.append(sum(sizes))
-                continue
-            krow.append(0)
-            koff.append(at)
-            fails = np.zeros(n, np.int64)
-            marks = np.zeros(n, np.int8)
-            if part.model_kind == "permanent":
-                fails[:] = part.poisoned(n)
-            else:
-                script = part.fails[:n]
-                fails[: len(script)] = script
-                marks[[item for item in part.permanent if item < n]] = 1
-            data.append(fails)
-            perm.append(marks)
-            at += n
-        row[R.NPOOLS] = len(pool_of) - row[R.POFF]
-    tables = [np.array([*column, 0], np.int64) for column in (kinds, koff, krow)]
-    return (
-        pool_of,
-        np.array([*used, 0], np.int64),
-        np.cumsum(sizes),
-        np.concatenate(data),
-        np.concatenate(perm),
-        tables,
-    )
+    if part.model_kind == "permanent":
+        poisoned = part.poisoned(n).astype(np.int64)
+        return poisoned * 2**62, poisoned
+    last = np.zeros(n, np.int64)
+    last[: len(part.fails[:n])] = part.fails[:n]
+    first = np.zeros(n, np.int64)
+    marked = [item for item in part.permanent if item < n]
+    first[marked] = last[marked]
+    return last, first
 
 
-def _stage_table(stages: list[StageInput], reaching: list[int]) -> tuple[np.ndarray, dict]:
-    """Each stage's int row (configuration and where its rings start) and the rings' sizes."""
-    nst = len(stages)
+def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, block: int | None):
+    """Each stage's int row, the rings' sizes, the failure parts' tables and the pools' rows.
+
+    A stage that can fail has pool rows (refilled by the driver): its retry service
+    times, its jitter, and one per independent part (failure outcomes, 1.0 when the
+    attempt fails: a row of what the stage's first attempts and a block more need,
+    unless ``block`` is set). A part's ``krow`` is its pool row, 0 for an item-wise part
+    (its columns in ``last`` and ``first`` from ``koff``).
+    """
     conc = [spec.config.concurrency for spec in stages]
     fails = [bool(_parts(spec.failures)) for spec in stages]
-    sizes = {
-        R.IOFF: reaching,
-        R.QOFF: [r + 1 if f else 1 for r, f in zip(reaching, fails, strict=True)],
-        R.AOFF: [r if f else 0 for r, f in zip(reaching, fails, strict=True)],
+    # The lanes, queued retries and held ones are never more than the queue's bound plus the
+    # items in service (an item is admitted below the bound; one that fails waits its retry).
+    lanes = [min(r, (spec.config.queue_maxsize or r) + c) + 1
+             for r, spec, c in zip(reaching, stages, conc, strict=True)]  # fmt: skip
+    rings = {
+        R.IOFF: reaching,  # where a stage's items start in its per-item columns (no ring)
+        R.MOFF: lanes,
+        R.QOFF: [lane if f else 1 for lane, f in zip(lanes, fails, strict=True)],
+        R.AOFF: [r if f or single else 0 for r, f in zip(reaching, fails, strict=True)],
         R.GOFF: conc,
-        R.WOFF: [1 + (1 if s == 0 else conc[s - 1]) for s in range(nst)],
+        R.WOFF: [1 + (1 if s == 0 else conc[s - 1]) for s in range(len(stages))],
     }
-    si = np.zeros((nst, R.SI), np.int64)
-    for column, counts in sizes.items():
+    si = np.zeros((len(stages), R.SI), np.int64)
+    for column, counts in rings.items():
         si[:, column] = np.cumsum([0, *counts])[:-1]
-    si[:, R.QCAP], si[:, R.GCAP], si[:, R.WCAP] = sizes[R.QOFF], conc, sizes[R.WOFF]
+    si[:, R.MCAP], si[:, R.QCAP], si[:, R.GCAP] = lanes, rings[R.QOFF], conc
+    si[:, R.WCAP] = rings[R.WOFF]
+    pool_of: list[tuple[int, Any]] = []  # pool row -> (stage, what refills it)
+    sizes, read = [0], []  # each row's size after a 0 (their sums: where rows start), is it read
+    koff, krow, last, first = [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
+    delays = np.zeros((len(stages), R.DELAYS))
     for s, spec in enumerate(stages):
-        config, row = spec.config, si[s]
+        config, row, parts = spec.config, si[s], _parts(spec.failures)
         row[R.REJECT] = config.on_full == "reject"
         row[R.BOUND] = 2**62 if config.queue_maxsize is None else config.queue_maxsize
         row[R.TURNS] = row[R.REJECT] or config.queue_maxsize is None
         row[R.FAN], row[R.CONC], row[R.MAXATT] = spec.fan_out, conc[s], config.max_attempts
         row[R.RSIM] = config.retry.is_retryable(SimulatedFailure("x"))
         row[R.RPERM] = config.retry.is_retryable(PermanentError("x"))
-        row[R.JITTER] = bool(config.backoff.jitter)
-        row[R.RTRACE] = spec.traced
-    return si, {column: sum(counts) for column, counts in sizes.items()}
+        row[R.JITTER], row[R.RTRACE] = bool(config.backoff.jitter), spec.traced
+        row[R.PARTOFF], row[R.NPARTS], row[R.POFF] = len(krow), len(parts), len(pool_of)
+        if not parts:
+            continue
+        delays[s] = _delays(config)
+        pool_of += [(s, "retry"), (s, "jitter")]
+        sizes += [block or BLOCK] * 2
+        read += [not spec.traced, bool(row[R.JITTER])]
+        for part in parts:
+            independent = part.model_kind == "independent"
+            koff.append(0 if independent else sum(map(len, last)))
+            krow.append(len(pool_of) if independent else 0)
+            if independent:
+                pool_of.append((s, part))
+                sizes.append(block or reaching[s] + BLOCK)
+                read.append(True)
+            else:
+                columns = _itemwise(part, reaching[s])
+                last.append(columns[0])
+                first.append(columns[1])
+        row[R.NPOOLS] = len(pool_of) - row[R.POFF]
+    rows = np.cumsum(sizes)
+    # a row read is first refilled (read from its end); one never read, never
+    used = np.array([rows[r + 1] if r_read else rows[r] for r, r_read in enumerate(read)] + [0])
+    pool = np.zeros(max(1, rows[-1]))
+    tables = [np.concatenate(last), np.concatenate(first), delays.ravel(), pool,
+              used.astype(np.int64), np.array([*koff, 0], np.int64), np.array([*krow, 0], np.int64),
+              rows]  # fmt: skip
+    return si, {column: sum(counts) for column, counts in rings.items()}, pool_of, tables
 
 
 class _State:
     """The replay's state for one run: the bundles :func:`.replay.play` takes, as numpy arrays."""
 
     def __init__(
-        self, arrival: np.ndarray, stages: list[StageInput], single: bool, log: bool
-    ) -> None:
-        sizes = current()
-        nst = len(stages)
+        self, arrival: np.ndarray, stages: list[StageInput], single: bool, log: bool,
+        drain_s: float | None, warmup_s: float,
+    ) -> None:  # fmt: skip
+        sizes, nst = current(), len(stages)
         reaching = [len(arrival)]
         for spec in stages[:-1]:
             reaching.append(reaching[-1] * spec.fan_out)
-        si, totals = _stage_table(stages, reaching)
-        self.pool_of, used, rows, fdata, fperm, (kinds, koff, krow) = _failure_tables(
-            stages, reaching, si, sizes.block
-        )
-        delays = np.zeros(nst * R.DELAYS)
-        for s, spec in enumerate(stages):
-            if si[s, R.NPOOLS]:
-                delays[s * R.DELAYS : (s + 1) * R.DELAYS] = _delays(spec.config)
+        si, totals, self.pool_of, tables = _stage_rows(stages, reaching, single, sizes.block)
         conc = [spec.config.concurrency for spec in stages]
         workers = sum(conc)
         margin = max(spec.fan_out for spec in stages) + workers + 2
@@ -261,8 +252,8 @@ class _State:
         self.iv[[R.N, R.SINGLE, R.MARGIN, R.ACCEPTING, R.LOG_ALL]] = (
             len(arrival), single, margin, 1, log,
         )  # fmt: skip
-        self.fv = np.zeros(5)
-        self.fv[R.CLOSED_S] = self.fv[R.DRAIN_S] = np.nan
+        drain_s = np.nan if drain_s is None else drain_s  # NOW, BLOCKED_SINCE, CLOSED_S, ...:
+        self.fv = np.array([0.0, 0.0, np.nan, drain_s, warmup_s])
         sf = np.zeros((nst, R.SF))
         sf[:, R.LASTSETTLE] = np.nan
         self.si, self.sf = si.ravel(), sf.ravel()
@@ -282,16 +273,16 @@ class _State:
         lcap = sizes.log or max(1024, 4 * sum(reaching) * log + 2 * margin + 64)
         n = len(arrival) if single else 1  # a pipeline's item columns (see replay._log)
         self.L = [np.zeros(lcap, np.int8), np.zeros(lcap), np.zeros(lcap, np.int64),
-                  np.zeros(lcap, np.int8), np.zeros(lcap, np.int8), *np.full((3, n), np.nan),
-                  np.zeros(n, np.int64), np.full(n, 4, np.int8)]  # fmt: skip
+                  np.zeros(lcap, np.int8), np.zeros(lcap, np.int8),
+                  *(np.full(n, np.nan) for _ in range(3)), np.full(n, 4, np.int8)]  # fmt: skip
         self.Q = [np.zeros(max(1, totals[column]), np.int64)
-                  for column in (R.IOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
+                  for column in (R.MOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
         ints = [np.zeros(workers, np.int64) for _ in range(5)]
         stage_of = np.repeat(np.arange(nst, dtype=np.int64), conc)
         self.W = [stage_of, *ints[:3], np.zeros(workers), *ints[3:]]
-        first = np.concatenate([np.asarray(spec.first_attempt_s, np.float64) for spec in stages])
-        self.D = [np.asarray(arrival, np.float64), first, fdata, fperm, delays,
-                  np.zeros(max(1, rows[-1])), used, kinds, koff, krow, rows]  # fmt: skip
+        first = [np.asarray(spec.first_attempt_s, np.float64) for spec in stages]
+        first = first[0] if single else np.concatenate(first)  # one stage: no copy
+        self.D = [np.asarray(arrival, np.float64), first, *tables]
 
 
 @dataclass
@@ -333,17 +324,17 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
     else:
         row = code - R.REFILL
         s, what = state.pool_of[row]
-        spec, size = stages[s], int(D[10][row + 1] - D[10][row])
+        spec, size = stages[s], int(D[9][row + 1] - D[9][row])
         if what == "retry":
             values = spec.retry_times(size)
         elif what == "jitter":
             refills.setdefault(row, [spec.rng.getstate(), 0])[1] += 1
             values = np.array([spec.rng.random() for _ in range(size)])
         else:
-            values = what.failing(size).astype(np.float64)
+            values = what.failing(size)  # bools: the pool holds 1.0 where the attempt fails
         fast = isinstance(D[5], np.ndarray)
-        D[5][D[10][row] : D[10][row + 1]] = values if fast else values.tolist()
-        D[6][row] = D[10][row]
+        D[5][D[9][row] : D[9][row + 1]] = values if fast else values.tolist()
+        D[6][row] = D[9][row]
 
 
 def replay(
@@ -365,10 +356,8 @@ def replay(
     Raises:
         RuntimeError: the replay stopped with work left (a bug; the engine would deadlock).
     """
-    state = _State(np.asarray(arrival_s, np.float64), stages, single, log or not single)
-    if drain_timeout_s is not None:
-        state.fv[R.DRAIN_S] = drain_timeout_s
-    state.fv[R.WARMUP_S] = warmup_s
+    arrival_s = np.asarray(arrival_s, np.float64)
+    state = _State(arrival_s, stages, single, log or not single, drain_timeout_s, warmup_s)
     module = compiled() if fast else R
     if not fast:  # lists: plain Python indexes them several times faster than numpy arrays
         for name in ("iv", "fv", "si", "sf"):
@@ -387,8 +376,8 @@ def replay(
     for row, (saved, count) in refills.items():  # leave each jitter stream where the engine does
         rng = stages[state.pool_of[row][0]].rng
         rng.setstate(saved)
-        size = int(state.D[10][row + 1] - state.D[10][row])
-        for _ in range((count - 1) * size + int(state.D[6][row] - state.D[10][row])):
+        size = int(state.D[9][row + 1] - state.D[9][row])
+        for _ in range((count - 1) * size + int(state.D[6][row] - state.D[9][row])):
             rng.random()
     si = np.asarray(state.si, np.int64).reshape(len(stages), R.SI)
     left = math.isnan(state.fv[R.CLOSED_S]) or si[:, R.UNSETTLED].any() or si[:, R.WLEN].any()
@@ -425,7 +414,9 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
             part = np.asarray(state.L[4][:ln], np.int8)[at]
             run["dead_letters"] = _dead_letters(spec, k, t, i, part, row)
         if single:  # admitted, first start, finish (s), attempts, outcome
-            run["columns"] = [np.asarray(x, c) for x, c in zip(state.L[5:], "dddqb", strict=True)]
+            n = len(state.D[0])
+            columns = [*state.L[5:8], state.Q[4][:n], state.L[8]]
+            run["columns"] = [np.asarray(x, c) for x, c in zip(columns, "dddqb", strict=True)]
         out.append(run)
         settled = float(sf[s, R.LASTSETTLE])
         last_settle.append(None if math.isnan(settled) else settled)
@@ -440,28 +431,27 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
 def _dead_letters(
     spec: StageInput, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray, part: np.ndarray, row
 ) -> list[DeadLetter]:
-    """The stage's dead letters, in order, with every failed attempt's error (from its log)."""
+    """The stage's dead letters, in order, with every failed attempt's error (from its log).
+
+    Every attempt of a dead letter failed: a retry scheduled, or the dead-lettering
+    itself, logged with the part of the failure model that failed it.
+    """
     parts = _parts(spec.failures)
-    dead = ids[kinds == R.DEAD_LETTERED]
-    failed = np.flatnonzero((kinds == R.RETRY_SCHEDULED) | (kinds == R.DEAD_LETTERED))
-    marked = np.zeros(int(ids[failed].max()) + 1, np.bool_)  # ids of failed attempts are >= 0
-    marked[dead] = True
-    wanted = failed[marked[ids[failed]]]
-    history: dict[int, list[tuple[int, BaseException, float]]] = {}
-    for item, at_s, k in zip(ids[wanted].tolist(), times[wanted].tolist(), part[wanted].tolist(),
+    history: dict[int, list] = {item: [] for item in ids[kinds == R.DEAD_LETTERED].tolist()}
+    failed = ((kinds == R.RETRY_SCHEDULED) | (kinds == R.DEAD_LETTERED)) & np.isin(
+        ids, list(history)
+    )
+    for item, at_s, k in zip(ids[failed].tolist(), times[failed].tolist(), part[failed].tolist(),
                              strict=True):  # fmt: skip
-        errors = history.setdefault(item, [])
-        attempt = len(errors) + 1
-        model = parts[k]
+        attempt, model = len(history[item]) + 1, parts[k]
         independent = model.model_kind == "independent"
         failure = model.failure(item, attempt) if independent else model.check(item, attempt, 0)
-        errors.append((attempt, failure.error, at_s))
+        history[item].append((attempt, failure.error, at_s))
     letters = []
-    for item in dead.tolist():
-        errors = history[item]
+    for item, errors in history.items():
         attempt, error, _ = errors[-1]
         retryable = row[R.RPERM] if isinstance(error, PermanentError) else row[R.RSIM]
-        reason = "max_attempts" if retryable else "not_retryable"
         each = tuple(AttemptError.from_exception(a, e, t) for a, e, t in errors)
+        reason = "max_attempts" if retryable else "not_retryable"
         letters.append(DeadLetter(payload=item, attempts=attempt, errors=each, reason=reason))
     return letters

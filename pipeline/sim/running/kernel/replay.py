@@ -64,8 +64,7 @@ TOP, _SLOT, _ARRIVED = 0, 1, 2
 _DRAIN, _WOKEN = 0, 1
 # What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
 _GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
-# Failure model parts; what a failed attempt raised.
-F_INDEPENDENT, F_PERMANENT, F_SCRIPTED = 1, 2, 3
+# What a failed attempt raised.
 E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
@@ -77,11 +76,11 @@ DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent 
  HELD_BEFORE, LOG_ALL) = range(21)  # fmt: skip
 NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S = range(5)
 # A stage's int row (si[stage * _SI + column]) and float row (sf[stage * _SF + column]).
-(REJECT, BOUND, TURNS, FAN, IOFF, IHEAD, ITAIL, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
+(REJECT, BOUND, TURNS, FAN, IOFF, MOFF, MCAP, MHEAD, MLEN, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
  GOFF, GCAP, GHEAD, GLEN, WOFF, WCAP, WHEAD, WLEN, UNSETTLED, INFLIGHT, OFFERED, ADMITS,
  COMPLETES, ATTEMPTS, RETRIED, PEAK, OUTPUTS, HANDED, DEAD, SHEDS, AOFF, RSIM, RPERM, MAXATT,
- JITTER, RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC) = range(44)  # fmt: skip
-SI = 44
+ JITTER, RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC) = range(46)  # fmt: skip
+SI = 46
 PBLOCKED, HBLOCKED, LASTSETTLE = range(3)
 SF = 3
 
@@ -143,18 +142,17 @@ def _log(L, iv, kind, now, item, stage):
     Without ``iv[LOG_ALL]`` (no series asked for) the log keeps only what the
     report reads back: sheds, retries and dead letters.
     """
-    if iv[SINGLE]:  # L[5:]: admitted, first start, finish, attempts, outcome
+    if iv[SINGLE]:  # L[5:]: admitted, first start, finish, outcome (Q[4]: attempts)
         if kind == ADMITTED:
             L[5][item] = now
         elif kind == STARTED:
-            if L[8][item] == 0:
+            if math.isnan(L[6][item]):
                 L[6][item] = now
-            L[8][item] += 1
         elif kind in (COMPLETED, DEAD_LETTERED):
             L[7][item] = now
-            L[9][item] = 0 if kind == COMPLETED else 1
+            L[8][item] = 0 if kind == COMPLETED else 1
         elif kind == SHED:
-            L[9][item] = 2
+            L[8][item] = 2
     if iv[LOG_ALL] or kind in (SHED, RETRY_SCHEDULED, DEAD_LETTERED):
         i = iv[LLEN]
         L[0][i] = kind
@@ -175,16 +173,14 @@ def _draw(D, row):
 @jit
 def _full(si, b):
     """Queue size + reserved slots + retries held >= the bound, for the stage at row ``b``."""
-    return (
-        si[b + ITAIL] - si[b + IHEAD] + si[b + QLEN] + si[b + RESERVED] + si[b + HELD]
-        >= si[b + BOUND]
-    )
+    return si[b + MLEN] + si[b + QLEN] + si[b + RESERVED] + si[b + HELD] >= si[b + BOUND]
 
 
 @jit
 def _put(si, r, ring, value):
     """Append ``value`` to a stage's ring, its OFF, CAP, HEAD and LEN columns from ``si[r]``."""
-    ring[si[r] + (si[r + 2] + si[r + 3]) % si[r + 1]] = value
+    at = si[r + 2] + si[r + 3]  # head + length, wrapped (no division: this runs per item)
+    ring[si[r] + (at - si[r + 1] if at >= si[r + 1] else at)] = value
     si[r + 3] += 1
 
 
@@ -192,7 +188,7 @@ def _put(si, r, ring, value):
 def _get(si, r, ring):
     """Take the first value of a stage's ring (see :func:`_put`)."""
     value = ring[si[r] + si[r + 2]]
-    si[r + 2] = (si[r + 2] + 1) % si[r + 1]
+    si[r + 2] = 0 if si[r + 2] + 1 == si[r + 1] else si[r + 2] + 1
     si[r + 3] -= 1
     return value
 
@@ -214,9 +210,8 @@ def _admit(si, iv, fv, T, L, Q, d, item):
     _log(L, iv, ADMITTED, now, item, d)
     si[b + UNSETTLED] += 1
     si[b + RESERVED] -= 1
-    Q[0][si[b + IOFF] + si[b + ITAIL]] = item
-    si[b + ITAIL] += 1
-    si[b + PEAK] = max(si[b + PEAK], si[b + ITAIL] - si[b + IHEAD] + si[b + QLEN])
+    _put(si, b + MOFF, Q[0], item)
+    si[b + PEAK] = max(si[b + PEAK], si[b + MLEN] + si[b + QLEN])
     _wake_getter(si, b, iv, T, Q[2])
 
 
@@ -381,24 +376,16 @@ def _outcome(si, iv, D, s, item, attempt):
     Every part sees every attempt (an independent part draws its uniform each
     time); the first part that fails it wins, as CombinedFailures does.
     """
-    fdata, fperm, kinds, offsets = D[2], D[3], D[7], D[8]
     failure, part = E_NONE, 0
     first = si[s * SI + PARTOFF]
     for k in range(first, first + si[s * SI + NPARTS]):
-        kind = kinds[k]
         verdict = E_NONE
-        if kind == F_INDEPENDENT:
-            if _draw(D, D[9][k]) > 0.5:  # the part's pool holds 1.0 for a failure
+        if D[8][k]:  # an independent part: its pool row holds 1.0 for a failure
+            if _draw(D, D[8][k]) > 0.5:
                 verdict = E_SIMULATED
-        elif kind == F_PERMANENT:
-            if fdata[offsets[k] + item]:
-                verdict = E_PERMANENT
-        else:
-            fails = fdata[offsets[k] + item]
-            if attempt <= fails:
-                verdict = E_SIMULATED
-                if attempt == fails and fperm[offsets[k] + item]:
-                    verdict = E_PERMANENT
+        elif attempt <= D[2][D[7][k] + item]:  # an item-wise part (see driver._itemwise)
+            permanent = D[3][D[7][k] + item]
+            verdict = E_PERMANENT if 0 < permanent <= attempt else E_SIMULATED
         if verdict != E_NONE and failure == E_NONE:
             failure = verdict
             part = k - first
@@ -410,15 +397,11 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
     """An idle worker takes the next item (retry lane first) and starts an attempt, or waits."""
     s = W[0][g]
     b = s * SI
-    if si[b + ITAIL] == si[b + IHEAD] and si[b + QLEN] == 0:
+    if si[b + MLEN] == 0 and si[b + QLEN] == 0:
         W[1][g] = _GETTING
         _put(si, b + GOFF, Q[2], g)
         return
-    if si[b + QLEN] > 0:
-        item = _get(si, b + QOFF, Q[1])
-    else:
-        item = Q[0][si[b + IOFF] + si[b + IHEAD]]
-        si[b + IHEAD] += 1
+    item = _get(si, b + QOFF, Q[1]) if si[b + QLEN] > 0 else _get(si, b + MOFF, Q[0])
     if si[b + WLEN] > 0:  # a slot opened: wake the first in line for it
         w = _get(si, b + WOFF, Q[3])  # -1: the producer
         _ready(T, iv, K_PRODUCER if w < 0 else K_WORKER, _SLOT if w < 0 else w)
@@ -428,13 +411,14 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
     si[b + INFLIGHT] += 1
     failure, part = E_NONE, 0
     seconds = D[1][si[b + IOFF] + item]
-    if si[b + NPOOLS]:  # the stage can fail: count attempts, draw what they need
+    if si[b + NPOOLS] or iv[SINGLE]:  # count attempts: a stage that can fail, a pipeline's
         a = si[b + AOFF] + item
         attempt = Q[4][a] + 1
         Q[4][a] = attempt
-        if attempt > 1 and si[b + RTRACE] == 0:
-            seconds = _draw(D, si[b + POFF])
-        failure, part = _outcome(si, iv, D, s, item, attempt)
+        if si[b + NPOOLS]:  # the stage can fail: draw what the attempt needs
+            if attempt > 1 and si[b + RTRACE] == 0:
+                seconds = _draw(D, si[b + POFF])
+            failure, part = _outcome(si, iv, D, s, item, attempt)
     W[1][g], W[2][g], W[5][g], W[6][g] = _SERVING, item, failure, part
     _push(T, iv, now + seconds, K_FIRED_WORKER, g)
 
@@ -468,7 +452,7 @@ def _readmit(si, iv, fv, T, L, Q, arg):
     b = s * SI
     si[b + HELD] -= 1
     _put(si, b + QOFF, Q[1], item)
-    si[b + PEAK] = max(si[b + PEAK], si[b + ITAIL] - si[b + IHEAD] + si[b + QLEN])
+    si[b + PEAK] = max(si[b + PEAK], si[b + MLEN] + si[b + QLEN])
     _wake_getter(si, b, iv, T, Q[2])
     _log(L, iv, READMITTED, fv[NOW], item, s)
 
@@ -559,7 +543,7 @@ def _short(si, iv, T, L, W, D, kind, arg):
     if kind == K_WORKER:
         b = W[0][arg] * SI
         for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
-            if D[6][row] == D[10][row + 1]:
+            if D[6][row] == D[9][row + 1]:
                 return REFILL + row
     return -1
 
