@@ -23,6 +23,7 @@ import ast
 import contextlib
 import math
 import re
+import subprocess
 import warnings
 from dataclasses import dataclass
 from functools import cache
@@ -46,8 +47,17 @@ _NOT_PROSE = re.compile(r"<!--.*?-->|\]\([^)]*\)|^\s*\d+\.\s|\{#[^}]*\}", re.S |
 
 
 def pages() -> list[Path]:
-    """The pages whose prose is inventoried: the README and every page under ``docs/``."""
-    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    """The pages whose prose is inventoried: the README and every page under ``docs/``
+    the repository holds (not what a build leaves there: ``docs/data/README.md``, a
+    copy, would otherwise take the README's checker)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", "docs/*.md"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [REPO / "README.md", *sorted(REPO / name for name in listed.split("\0") if name)]
 
 
 def page_name(page: Path) -> str:

@@ -21,7 +21,7 @@ class Held:
             every page (a name's pattern: a notebook's number, a version).
         phrase: the words as the page says them (whitespace aside), every number in
             them held; it must occur on the page.
-        by: what holds them: ``tests/PATH.py::NAME`` (a test or a checker that holds
+        by: what holds them: ``tests/<file>.py::<test>`` (a test or a checker that holds
             the figure to its source), or, in :data:`NOT_FIGURES`, why they are not figures.
         in_code: the phrase is a whole inline code span (`` `...` ``), matched against
             each span of the prose's own (never from one span's end to the next's start).

@@ -47,8 +47,8 @@ def test_every_number_in_the_prose_is_held(page: Path):
 
 
 def test_the_failure_names_the_page_the_line_and_the_number():
-    told = failure("docs/guide/x.md", [(12, "150")])
-    assert told.startswith("docs/guide/x.md:12: 150 is quoted in prose and nothing holds it")
+    told = failure("docs/guide/overload.md", [(12, "150")])
+    assert told.startswith("docs/guide/overload.md:12: 150 is quoted in prose and nothing holds it")
     assert "tests/docs/prose_registry.py" in told
 
 

@@ -14,7 +14,10 @@ Notation: arrival rate ``lambda`` (arrivals per second), mean service time
 - :func:`mmc_priority` -- non-preemptive priority classes on M/M/c
   (Cobham's formula): who waits how long when some items go first;
 - :func:`mmc_abandonment` -- M/M/c+M (Erlang A): impatient items that
-  abandon the queue, from the birth-death chain.
+  abandon the queue, from the birth-death chain;
+- :func:`setup_chain` -- M/M/k/setup: servers that start (after an exponential
+  set-up) for waiting items and stop when idle, from its truncated chain
+  (:mod:`~pipeline.sim.analysis.setup_chain`).
 
 References: Gross, Shortle, Thompson & Harris, *Fundamentals of Queueing
 Theory* (4th ed.), sections 2.3 (M/M/c), 2.5 (M/M/c/K), 1.4 (Little's law),
@@ -33,11 +36,14 @@ import numpy as np
 
 from pipeline._validate import integer, real
 
+from .setup_chain import SetupChain, setup_chain
+
 __all__ = [
     "ErlangAResult",
     "MMcKResult",
     "MMcResult",
     "PriorityResult",
+    "SetupChain",
     "dead_letter_rate",
     "erlang_b",
     "erlang_c",
@@ -48,6 +54,7 @@ __all__ = [
     "mmc_priority",
     "mmck",
     "retry_amplification",
+    "setup_chain",
 ]
 
 
