@@ -28,9 +28,11 @@ LONGEST = (
     "tests/sim/analysis/planning/test_plan_budget.py",  # 350: 240 plans of M/M/10
     "tests/viz/test_explorer.py",  # 207
     "tests/core/test_fault_injection.py",  # 183: one test of 10,000 examples
+    "tests/sim/analysis/test_recovery_map.py",  # 170: the OSDI-shaped map
     "tests/sim/running/test_replication_intervals.py",  # 167: four tests
     "tests/examples/ingest/test_ingest_edges.py",  # 148
     "tests/docs/test_snippets_planning.py",  # 140
+    "tests/sim/analysis/test_setup_chain.py",  # 120: the engine against M/M/k/setup
     "tests/lessons/test_exercises.py",  # 103: otter grades four notebooks
     "tests/cli/test_cli_calibrate_twin.py",  # 99
     "tests/viz/test_animate.py",  # 95

@@ -49,6 +49,7 @@ LONG = {
     "simulating.md": "simulating",
     "chains.md": "chains",
     "autoscaling.md": "autoscaling",
+    "overload.md": "overload",
 }
 #: The exit status an output shows, ``Check: fails (exit 1)``.
 _EXIT = re.compile(r"\(exit (\d+)\)")

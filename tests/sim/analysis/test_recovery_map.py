@@ -37,6 +37,7 @@ def osdi_like(duration_s: float = 50.0) -> Scenario:
                                           service=Exponential(mean=0.08)))  # fmt: skip
 
 
+@pytest.mark.slow  # replicated runs on both sides of the boundary, about 6 s
 def test_a_short_drop_recovers_and_a_longer_one_sticks():
     # An 80% cut (factor 0.2) at 20 s: for 1 s the backlog (about 90 requests) drains
     # before waits pass the timeout; for 3 s (about 270) every attempt times out, each

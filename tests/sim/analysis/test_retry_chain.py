@@ -61,6 +61,7 @@ async def _one_run(seed: int, k: int) -> tuple[float, float]:
     return stats.in_system_mean, report.completed / DURATION_S
 
 
+@pytest.mark.slow  # two long runs against the chain, about 12 s each
 @pytest.mark.parametrize("k", [1, 2])
 def test_the_simulator_matches_the_exact_chain(k):
     exact = retry_chain(arrival_rate=LAMBDA, mu=MU, timeout_s=TIMEOUT_S, attempts=ATTEMPTS,

@@ -331,6 +331,7 @@ def test_diagnose_and_the_plan_scalings_read_the_downstreams_service():
     assert perturbed(scenario, "service_mean", 1.5).downstream.service.mean == pytest.approx(0.15)
 
 
+@pytest.mark.slow  # a long run to count completions, about 8 s
 def test_completions_during_a_drop_are_poisson_at_the_reduced_rate():
     # Two exponential servers (10/s each) kept busy by 2,000 requests waiting at time 0;
     # a drop to a quarter on [10, 30). Exponential work is memoryless, so at speed 0.25
