@@ -36,7 +36,7 @@ driven through ``Pipeline.resize`` with the same policy against the chain.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,7 +49,8 @@ MAX_SETUP_STATES = 3_000
 """Most states :func:`setup_chain` builds (its dense solves of this size take about a second)."""
 
 
-class SetupChain(NamedTuple):
+@dataclass(frozen=True)
+class SetupChain:
     """Stationary means of M/M/k/setup, each within its ``*_error`` of the exact value
     (the truncation's error; the dense solves add rounding of about 1e-12 relative).
 
