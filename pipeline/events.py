@@ -2,8 +2,9 @@
 
 A listener is any callable ``listener(kind, now_s, item)``; the engine calls it
 synchronously at every state change with the loop time and the
-:class:`~pipeline.items.WorkItem` concerned (None for producer and breaker events;
-the bare payload for ``SHED``; the new limit, an int, for ``LIMIT_CHANGED``). With no
+:class:`~pipeline.items.WorkItem` concerned (None for producer, breaker, ``SCALED``,
+``SYNCED`` and ``WORKER_LEFT`` events; the bare payload for ``SHED``; the new limit, an
+int, for ``LIMIT_CHANGED``). With no
 listener the engine skips the call entirely, so observing costs nothing when
 nobody listens. Listeners must be quick and must not raise.
 """
