@@ -199,7 +199,9 @@ class ChainSimulationResult:
             its ``outputs`` in the report, not items. ``items_held_max`` is the
             peak of what the stages hold (queued, waiting for a retry, in an
             attempt, waiting to be handed on: what the stages' bounds bound);
-            ``memory_peak_bytes`` adds the dead letters the report keeps.
+            ``memory_peak_bytes`` adds the dead letters the report keeps. An
+            autoscaled stage adds ``STAGE.workers_mean``: its worker-seconds over
+            the chain's run (``sim_time_s``), what its pool was paid for.
         items: one row per item of the last stage, with its source item and
             end-to-end latency (built on first use).
         timeseries: items held by the whole chain over time, and their memory
@@ -307,6 +309,13 @@ class ChainSimulationResult:
             "engine": self.engine,
             "stages": len(self.stages),
         }
+        for spec in scenario.stages:
+            if spec.config.autoscale is not None:
+                # What the stage's pool was paid for over the chain's run, workers (as
+                # one stage's ``workers_mean``); a plan's cost prices it at the stage's rate.
+                seconds = self.stages[spec.name].summary["worker_seconds"]
+                mean = seconds / sim_time if sim_time > 0 else math.nan
+                summary[f"{spec.name}.workers_mean"] = mean
         if scenario.classes is not None and self.item_class is not None:
             summary["classes"] = self._class_summaries()
         if scenario.initial_backlog:

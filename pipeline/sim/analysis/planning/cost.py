@@ -6,8 +6,9 @@ optionally, one item waiting an hour (``wait_hour``). The cost per hour of a
 configuration is then Hillier and Lieberman's ``E(TC) = C_s c + C_w L``:
 
 - workers: ``worker_hour * concurrency`` (summed over a chain's stages), exact;
-  for an autoscaled pool (``PipelineConfig(autoscale=...)``), what it was paid for:
-  ``worker_hour * workers_mean``, the run's ``worker_seconds`` over its length, one
+  for an autoscaled pool (``PipelineConfig(autoscale=...)``, a chain's stage
+  included), what it was paid for: ``worker_hour * workers_mean``, the run's
+  ``worker_seconds`` over its length (a chain's ``STAGE.workers_mean``), one
   value per replication, judged as the waiting cost is (below). Before any run, the
   least such a pool can cost, ``worker_hour * min_workers``, orders the search and
   bounds what is left to examine;
@@ -201,13 +202,27 @@ class Cost:
             return float(self.worker_hour or 0.0) * workers
         total = 0.0
         for stage in base.stages:
-            workers = point.get(f"{stage.name}.concurrency", stage.config.concurrency)
+            scaler = stage.config.autoscale
+            if scaler is None:
+                workers = point.get(f"{stage.name}.concurrency", stage.config.concurrency)
+            else:
+                workers = 0 if measured else scaler.min_workers
             total += self.stage_price(stage.name) * workers
         return total
 
+    def pools(self, base: Scenario, point: Mapping[str, Any]) -> dict[str, float]:
+        """The autoscaled pools of ``base`` at ``point``: the summary key of each one's
+        ``workers_mean``, and its price per worker-hour (empty: every pool is fixed)."""
+        return {
+            key: float(self.worker_hour or 0.0) if stage is None else self.stage_price(stage)
+            for key, stage in _pool_keys(base, point).items()
+        }
+
     def metrics(self, base: Scenario) -> tuple[str, ...]:
-        """Summary keys every run must report for this cost."""
-        return CHAIN_METRICS if base.stages is not None else (*WAIT_METRICS, POOL_METRIC)
+        """Summary keys every run must report for this cost (whatever the prices)."""
+        if base.stages is None:
+            return (*WAIT_METRICS, POOL_METRIC)
+        return (*CHAIN_METRICS, *_pool_keys(base, {}))
 
     def waiting_per_hour(self, rate: float, run: Mapping[str, float]) -> float:
         """One run's waiting cost per hour: ``wait_hour * lambda_admitted * wait_mean_s``,
@@ -325,10 +340,10 @@ class Mix:
             if share > 0
         )
 
-    def autoscales(self, point: Mapping[str, Any]) -> bool:
+    def autoscales(self, cost: Cost, point: Mapping[str, Any]) -> bool:
         """Whether a scenario with a share of the hours runs an autoscaled pool at ``point``."""
         return any(
-            pool_scaler(scenario, point) is not None
+            cost.pools(scenario, point)
             for scenario, share in zip(self.scenarios, self.shares, strict=True)
             if share > 0
         )
@@ -407,20 +422,32 @@ def pool_scaler(base: Scenario, point: Mapping[str, Any]) -> Any:
     return base.replace(**point).config.autoscale
 
 
+def _pool_keys(base: Scenario, point: Mapping[str, Any]) -> dict[str, str | None]:
+    """The summary key of each autoscaled pool's ``workers_mean`` at ``point``, and its
+    chain stage's name (None: a single pipeline's pool)."""
+    if base.stages is None:
+        return {POOL_METRIC: None} if pool_scaler(base, point) is not None else {}
+    return {
+        f"{stage.name}.{POOL_METRIC}": stage.name
+        for stage in base.stages
+        if stage.config.autoscale is not None
+    }
+
+
 def pool_values(
     cost: Cost, mix: Mix, point: Mapping[str, Any], extra: Sequence[Sequence[float]]
 ) -> np.ndarray:
     """Per replication, the autoscaled pools' workers cost per hour over the hours of
     ``mix``: ``worker_hour x workers_mean`` (the run's worker-seconds over its
-    length); 0 where the pool is fixed (its cost is exact)."""
-    scaled = {s for s, part in enumerate(mix.scenarios) if pool_scaler(part, point) is not None}
-    price = float(cost.worker_hour or 0.0)
+    length; each autoscaled stage's at its price on a chain); 0 where every pool is
+    fixed (its cost is exact)."""
+    pools = [cost.pools(part, point) for part in mix.scenarios]
     return np.array(
         [
             math.fsum(
-                share * price * _rows(cost, mix.scenarios[s], values)[POOL_METRIC]
+                share * price * _rows(cost, mix.scenarios[s], values)[key]
                 for s, share, values in mix.split(row)
-                if s in scaled
+                for key, price in pools[s].items()
             )
             for row in extra
         ],
@@ -483,7 +510,7 @@ def estimate(
     measured = pools + waits
     workers = exact + float(pools.mean())
     waiting = float(waits.mean())
-    if not cost.wait_hour and not mix.autoscales(point):
+    if not cost.wait_hour and not mix.autoscales(cost, point):
         low = high = float(measured.mean())
     elif n == 1 or not np.isfinite(measured).all():
         low, high = -math.inf, math.inf

@@ -363,7 +363,7 @@ def _least_total_cost(
     and the cheapest configuration in workers settled (every cheaper one shown to fail),
     search on for the least total cost per hour (:mod:`~.cheapest`); else None."""
     prices = arguments.prices
-    if prices is None or not (prices.wait_hour or _autoscales(arguments)):
+    if prices is None or not (prices.wait_hour or _autoscales(arguments, prices)):
         return None
     if walk.target is None or open_below(walk.seen, walk.target):
         return None
@@ -381,13 +381,12 @@ def _least_total_cost(
     return choice
 
 
-def _autoscales(arguments: PlanArguments) -> bool:
+def _autoscales(arguments: PlanArguments, prices: Cost) -> bool:
     """Whether some configuration of the search runs an autoscaled pool (its workers
-    cost is then measured, as a wait cost is)."""
-    return any(
-        scenario.stages is None and scenario.config.autoscale is not None
-        for scenario in arguments.mix.scenarios
-    ) or any(value is not None for value in arguments.axes.get("autoscale", ()))
+    cost is then measured, as a wait cost is), a chain's stage included."""
+    return any(prices.pools(scenario, {}) for scenario in arguments.mix.scenarios) or any(
+        value is not None for value in arguments.axes.get("autoscale", ())
+    )
 
 
 def _headroom(

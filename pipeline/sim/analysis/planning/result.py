@@ -232,7 +232,7 @@ class Plan:
         """The chosen configuration's cost, naming any rival not told apart from it."""
         assert self.prices is not None
         found = self.cost_estimate(target)
-        measured = any(self.mix.autoscales(c.point) for c in self.examined)
+        measured = any(self.mix.autoscales(self.prices, c.point) for c in self.examined)
         if not self.prices.wait_hour and not measured:
             return found  # every cost exact: no rival within reach
         rivals = []

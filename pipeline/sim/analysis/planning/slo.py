@@ -404,12 +404,19 @@ def metric_value(summary: Mapping[str, Any], metric: str) -> float:
         name, key = by_class
         value = summary.get("classes", {}).get(name, {}).get(key, math.nan)
         return math.nan if value is None else float(value)
-    if metric in BACKLOG_METRICS or metric in POOL_METRICS:
+    if metric in BACKLOG_METRICS or metric in POOL_METRICS or _stage_pool(metric):
         # A point of a search without a backlog has no drain to time; a fixed pool no mean.
         return float(summary.get(metric, math.nan))
     if metric not in SUMMARY_METRICS and metric not in _CHAIN_ONLY:
         raise ValueError(f"unknown metric {_quoted(metric)}; allowed: {', '.join(METRICS)}")
     return float(summary[metric])
+
+
+def _stage_pool(metric: str) -> bool:
+    """Whether ``metric`` is a chain's autoscaled stage's pool, ``STAGE.workers_mean``
+    (a plan's cost reads it; an SLO does not bound one stage)."""
+    stage, dot, key = metric.rpartition(".")
+    return bool(dot and stage) and key == "workers_mean"
 
 
 def summary_keys(metrics: Sequence[str]) -> frozenset[str] | None:
