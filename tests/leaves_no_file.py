@@ -18,15 +18,16 @@ from pathlib import Path
 
 import pytest
 
-#: What tools keep in the directory they run from on purpose (each in ``.gitignore``).
-TOOLS_OWN = frozenset({".hypothesis", ".pytest_cache", ".ruff_cache", "__pycache__"})
+#: What is kept there on purpose (each in ``.gitignore``): the caches of the tools, and
+#: ``artifacts/``, the browser tests' screenshots for a person to look at (``make clean``).
+KEPT = frozenset({".hypothesis", ".pytest_cache", ".ruff_cache", "__pycache__", "artifacts"})
 
 _BEFORE = pytest.StashKey[frozenset[str]]()
 
 
 def entries(folder: Path) -> frozenset[str]:
-    """The names in ``folder`` (not below it), apart from :data:`TOOLS_OWN`."""
-    return frozenset(os.listdir(folder)) - TOOLS_OWN
+    """The names in ``folder`` (not below it), apart from :data:`KEPT`."""
+    return frozenset(os.listdir(folder)) - KEPT
 
 
 @pytest.hookimpl(tryfirst=True)
