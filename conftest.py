@@ -12,4 +12,11 @@ install()
 # After each notebook's cells, in nbval's kernel: its prose's saved values and the resources
 # the workshop guide quotes for it are held to that run (tests/notebooks/after_the_run.py).
 # Under `make test`'s --dist loadfile, the longest test files go first (tests/longest_first.py).
-pytest_plugins = ["tests.notebooks.after_the_run", "tests.longest_first"]
+# No test leaves a file in the directory pytest runs from (tests/leaves_no_file.py). Every test
+# of make test's later steps is in a file they collect (tests/marked_files.py).
+pytest_plugins = [
+    "tests.notebooks.after_the_run",
+    "tests.longest_first",
+    "tests.leaves_no_file",
+    "tests.marked_files",
+]

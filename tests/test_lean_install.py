@@ -332,16 +332,18 @@ def test_make_test_runs_the_kernels_tests_without_numba_too():
     assert recipe is not None
     steps = recipe.group(1).splitlines()
     # The whole suite, with numba: on both cores, the browser and server tests apart; then
-    # what measures, alone. The three selections partition the suite: every test runs once.
+    # what measures, alone. The three selections partition the suite: every test runs once
+    # (the later two collect the files that may hold their marks: tests/marked_files.py).
     unit, served, measured = (step.strip() for step in steps[-4:-1])
     assert unit == (
         "$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder"
         ' -m "not browser and not service and not measures"'
     )
-    assert (
-        served == '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures"'
+    assert served == (
+        '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures"'
+        " $$($(BIN)/python -m tests.marked_files browser service)"
     )
-    assert measured == "$(BIN)/pytest -m measures"
+    assert measured == "$(BIN)/pytest -m measures $$($(BIN)/python -m tests.marked_files measures)"
     without = steps[-1].split()
     assert without[:2] == ["PIPELINE_TEST_WITHOUT_NUMBA=1", "$(BIN)/pytest"]
     assert "tests/sim/running/kernel" in without

@@ -70,7 +70,7 @@ def test_out_is_a_scenario_that_simulate_sweep_and_plan_read(run_main, tmp_path)
     assert json.loads(plan)["chosen"]["concurrency"] >= 2  # the load is 1.05 workers busy
     status, _, err = run_main(
         "sweep", out, "--duration", "100", "--grid", "concurrency=2,4", "--replications", "1",
-        "--json",
+        "--out", tmp_path / "sweep", "--json",
     )  # fmt: skip
     assert status == 0, err
 

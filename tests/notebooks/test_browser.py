@@ -76,6 +76,9 @@ VIEWPORT = {"width": 1280, "height": 900}
 # Chromium cannot paint a page taller than its maximum texture size.
 MAX_SCREENSHOT_HEIGHT = 15_000
 EXPLORER = ".pipeline-explorer"
+#: The calls that show the explorer and the plan explorer: their tests run a notebook up to it.
+EXPLORE_CALL = "explore("
+PLAN_EXPLORE_CALL = "explore_plan("
 # Set to copy the explorer's screenshot over the README's docs/explorer.png (otherwise a
 # test run leaves the repository as it found it).
 UPDATE_IMAGES = "PIPELINE_UPDATE_DOCS_IMAGES"
@@ -340,8 +343,11 @@ def run_all_cells(page, name: str) -> None:
     pytest.fail(f"{name}: Run All Cells did not start any cell", pytrace=False)
 
 
-def wait_until_finished(page, name: str, timeout_s: float, stall_s: float = 15) -> Snapshot:
-    """Wait until every code cell has run; fail naming the first error or stuck cell.
+def wait_until_finished(
+    page, name: str, timeout_s: float, stall_s: float = 15, through: int | None = None
+) -> Snapshot:
+    """Wait until every code cell has run (up to cell ``through``, 1-based, if given); fail
+    naming the first error or stuck cell.
 
     Once an error shows, waiting stops as soon as the kernel is idle (an error
     aborts the cells queued behind it: they never get a count) or nothing has
@@ -349,10 +355,19 @@ def wait_until_finished(page, name: str, timeout_s: float, stall_s: float = 15) 
     (The status bar alone cannot tell a lost request from a running cell: while a
     top-level ``await`` runs, widget messages make it flip to ``Idle``.)
     """
+
+    def look() -> Snapshot:
+        snap = snapshot(page)
+        if through is None:
+            return snap
+        return Snapshot(
+            {**snap.raw, "cells": [c for c in snap.raw["cells"] if c["index"] <= through]}
+        )
+
     deadline = time.monotonic() + timeout_s
     progress, progress_at = None, time.monotonic()
     while True:
-        snap = snapshot(page)
+        snap = look()
         state = [(c["count"], c["running"], c["outputs"]) for c in snap.code_cells]
         if state != progress:
             progress, progress_at = state, time.monotonic()
@@ -366,7 +381,7 @@ def wait_until_finished(page, name: str, timeout_s: float, stall_s: float = 15) 
     if snap.finished and not snap.problems():
         # Outputs can still arrive just after the last count: look once more.
         page.wait_for_timeout(300)
-        snap = snapshot(page)
+        snap = look()
         looked_again = True
     message = []
     if snap.problems():
@@ -452,11 +467,33 @@ def open_notebook(browser, lab: JupyterLab, name: str) -> Iterator:
             lab.shutdown_kernels()
 
 
-def run_notebook(page, name: str) -> Snapshot:
-    """Run All on the open notebook and check it; return the final snapshot."""
+# Make the cell after the first code cell whose source holds the text the active one, and
+# return its place (1-based, as the snapshot counts cells); None when no cell but the last
+# holds the text. JupyterLab's "Run All Above Selected Cell" then runs up to the text's.
+ACTIVATE_AFTER_JS = """(text) => {
+  const notebook = window.jupyterapp.shell.currentWidget.content;
+  const at = notebook.widgets.findIndex(
+    cell => cell.model.type === 'code' && cell.model.sharedModel.getSource().includes(text));
+  if (at < 0 || at + 1 >= notebook.widgets.length) return null;
+  notebook.activeCellIndex = at + 1;
+  return at + 2;
+}"""
+
+
+def run_notebook(page, name: str, through: str | None = None) -> Snapshot:
+    """Run All on the open notebook and check it; return the final snapshot.
+
+    With ``through``, only the cells up to the first code cell whose source holds that
+    text run (all of them when none does): a test of one widget does not run what
+    follows it again (``test_notebook_runs_in_jupyterlab`` runs every cell).
+    """
     wait_for_kernel(page, name)
-    run_all_cells(page, name)
-    wait_until_finished(page, name, notebook_timeout_s())
+    last = page.evaluate(ACTIVATE_AFTER_JS, through) if through is not None else None
+    if last is None:
+        run_all_cells(page, name)
+    else:
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-above')")
+    wait_until_finished(page, name, notebook_timeout_s(), through=last)
     return wait_for_widgets(page, name)
 
 
@@ -699,7 +736,7 @@ def test_explorer_responds_to_sliders(request):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for name in _explorer_candidates():
         with open_notebook(browser, lab, name) as page:
-            run_notebook(page, name)
+            run_notebook(page, name, through=EXPLORE_CALL)
             explorer = page.locator(EXPLORER)
             if explorer.count() == 0:
                 continue
@@ -804,7 +841,7 @@ def _plan_explorer_state(page) -> dict:
 def test_plan_explorer_replans_when_an_slo_slider_moves(request):
     browser, lab = browser_and_lab(request)
     with open_notebook(browser, lab, PLANNING_NOTEBOOK) as page:
-        run_notebook(page, PLANNING_NOTEBOOK)
+        run_notebook(page, PLANNING_NOTEBOOK, through=PLAN_EXPLORE_CALL)
         panel = page.locator(PLAN_EXPLORER)
         assert panel.count() == 1, f"{PLANNING_NOTEBOOK} shows no {PLAN_EXPLORER[1:]!r} panel"
         panel.scroll_into_view_if_needed()

@@ -342,10 +342,8 @@ def test_the_command_line_reports_the_same_engine_and_refusal(
             want = refusal(feature)
     else:
         want = "asyncio" if engine == "asyncio" or feature is not None else "kernel"
-    for command in (
-        ["simulate"],
-        ["sweep", "--grid", "item-size=100", "--replications", "1", "--processes", "1"],
-    ):
+    sweep = ["sweep", "--grid", "item-size=100", "--replications", "1", "--processes", "1"]
+    for command in (["simulate"], [*sweep, "--out", str(tmp_path / "sweep")]):
         status = main([*command, str(tmp_path / "s.toml"), "--engine", engine, "--json"])
         out, err = capsys.readouterr()
         if want in ENGINES:
