@@ -48,8 +48,8 @@ _NOT_PROSE = re.compile(r"<!--.*?-->|\]\([^)]*\)|^\s*\d+\.\s|\{#[^}]*\}", re.S |
 
 def pages() -> list[Path]:
     """The pages whose prose is inventoried: the README and every page under ``docs/``
-    the repository holds (not what a build leaves there: ``docs/data/README.md``, a
-    copy, would otherwise take the README's checker)."""
+    the repository holds (not what a build leaves there: its copy of ``data/README.md``
+    under ``docs/`` would otherwise take the README's checker)."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--", "docs/*.md"],
         cwd=REPO,
