@@ -138,6 +138,16 @@ class Autoscaler:
             changes["max_scale_up"] = (pods, fraction)
         return dataclasses.replace(self, **changes)
 
+    def __repr__(self) -> str:
+        # Only what differs from the defaults, so a plan's or a sweep's table of
+        # autoscalers shows what tells them apart; the text still rebuilds the autoscaler.
+        changed = [
+            f"{field.name}={getattr(self, field.name)!r}"
+            for field in dataclasses.fields(self)
+            if getattr(self, field.name) != field.default
+        ]
+        return f"Autoscaler({', '.join(changed)})"
+
     def check_pool(self, concurrency: int) -> None:
         """Raise ValueError unless a pool starting at ``concurrency`` is within the bounds."""
         if not self.min_workers <= concurrency <= self.max_workers:

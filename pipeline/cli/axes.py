@@ -7,7 +7,11 @@ for one stage of a chain (``write.concurrency=10,20,40``,
 ``fetch.maxsize=5,unbounded``), or ``classes.CLASS.FIELD=VALUES`` for one item
 class (``classes.standard.share=1,4``; fields ``share``, ``priority``,
 ``service``, ``patience``), or ``autoscale.KEY=VALUES`` for one setting of the
-autoscaler (``autoscale.target=1,2,5``; the keys of ``--autoscale``). ``NAME``
+autoscaler (``autoscale.target=1,2,5``; the keys of ``--autoscale``). The
+``autoscale`` axis itself puts whole pools side by side: its values are what
+``--autoscale`` takes, ``none`` (a fixed pool of ``concurrency`` workers) or
+``KEY=VALUE,...``, separated by ``;`` as every axis whose values hold commas is
+(``autoscale=none;max_workers=30,target=2``). ``NAME``
 is the flag's spelling or the Python field's (``maxsize`` or ``queue_maxsize``,
 ``max-attempts`` or ``max_attempts``). :func:`parse_axis` checks each value as
 the option's own flag does (:data:`~pipeline.cli.values.OPTIONS`), or as the
@@ -16,8 +20,9 @@ stage and class tables do (:mod:`pipeline.cli.stages`, :mod:`pipeline.cli.classe
 ``[grid]``, a plan's ``search``) and the flags (``--grid``, ``--search``) the
 same way for both commands; :func:`check_axes` holds them against the
 scenario (a stage axis needs a chain with that stage, a class axis that
-class, an autoscaler axis a pipeline that autoscales with each value one its
-autoscaler takes, and a chain's per-stage settings need their stage), and says
+class, an ``autoscale.KEY`` axis an autoscaler to change, the scenario's or
+each of the ``autoscale`` axis's (so not ``none``), every value one the pool
+takes, and a chain's per-stage settings need their stage), and says
 which axes that scenario has when a name is none of them; :func:`axis_change`
 turns one value into the ``Scenario.replace`` keyword it sets
 (:func:`axis_field`).
@@ -26,13 +31,14 @@ turns one value into the ``Scenario.replace`` keyword it sets
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .classes import CLASS_KEYS
 from .stages import STAGE_SETTINGS, stage_value_parser
-from .values import AUTOSCALE_KEYS, CONFIG_FIELDS, OPTIONS, quoted
+from .values import AUTOSCALE_KEYS, CONFIG_FIELDS, OPTIONS, autoscale_text, quoted
 
 if TYPE_CHECKING:
     from ..sim.workloads.scenario import Scenario
@@ -55,9 +61,7 @@ __all__ = [
 
 # Options a grid or a search may vary -> the Scenario.replace field each sets.
 AXIS_FIELDS: dict[str, str] = {
-    # not the autoscaler as a whole: its KEY=VALUE,... spelling holds the commas a grid
-    # separates values with
-    **{option: field for option, field in CONFIG_FIELDS.items() if option != "autoscale"},
+    **CONFIG_FIELDS,
     "failure_rate": "failures",
     "item_size": "item_size_bytes",
     "backlog": "initial_backlog",
@@ -79,8 +83,15 @@ _ALIASES: dict[str, str] = {
 CLASS_FIELDS = CLASS_KEYS[1:]
 # Axes of the whole run, the same for every stage of a chain.
 _WHOLE_RUN = ("arrivals", "item_size", "backlog")
-_SPEC_SETTINGS = ("arrivals", "service", "backoff", "patience")
+# Settings whose values hold commas, so an axis separates them with ";" instead
+# (``autoscale=none;max_workers=30,target=2``: a fixed pool and an autoscaled one).
+_SPEC_SETTINGS = ("arrivals", "service", "backoff", "patience", "autoscale")
 _MAX_AXIS_VALUES = 10_000
+_MAX_CHECKED = 100_000  # a plan's candidates and a sweep's grid points: at most this many
+_AUTOSCALE_VALUES = (
+    " (an autoscale axis's values are none, a fixed pool, or --autoscale's KEY=VALUE,..., "
+    "separated by ';': autoscale=none;max_workers=30,target=2)"
+)
 
 
 class UnknownAxis(ValueError):
@@ -226,7 +237,8 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
         try:
             values.append(parse(part))
         except ValueError as exc:
-            raise ValueError(f"{name}={part.strip()}: {exc}") from None
+            hint = _AUTOSCALE_VALUES if name == "autoscale" else ""
+            raise ValueError(f"{name}={part.strip()}: {exc}{hint}") from None
     return name, values
 
 
@@ -264,7 +276,8 @@ def axis_change(name: str, value: Any) -> dict[str, Any]:
 
 
 def axis_value_label(name: str, value: Any) -> Any:
-    """A value as the CSV, JSON and plots show it: plain numbers and words, specs as text."""
+    """A value as the CSV, JSON and plots show it: plain numbers and words, specs as text
+    (their repr, as a plan's report and JSON show them: ``Autoscaler(target=2.0)``)."""
     if value is None:
         return None
     if axis_setting(name) in _SPEC_SETTINGS:
@@ -273,10 +286,11 @@ def axis_value_label(name: str, value: Any) -> Any:
 
 
 def axis_text(name: str, value: Any) -> Any:
-    """A value (or its label) with None spelled as the flags do: ``unbounded`` or ``none``."""
+    """A value (or its label) with None spelled as the flags do: ``unbounded`` or ``none``,
+    and an autoscaler as ``--autoscale`` spells it (``max_workers=30,target=2.0``)."""
     if value is None:
         return "unbounded" if axis_setting(name) == "maxsize" else "none"
-    return value
+    return autoscale_text(value) if name == "autoscale" and not isinstance(value, str) else value
 
 
 # -- a command's axes: the scenario file's table and the flags ---------------------------------
@@ -444,8 +458,8 @@ def check_axes(axes: Axes, scenario: Scenario) -> None:
         if by_class is not None:
             _check_class_axis(origin, *by_class, scenario)
             continue
-        if _autoscale_axis(name) is not None:
-            _check_autoscale_axis(origin, name, axes[name], scenario)
+        if name == "autoscale" or _autoscale_axis(name) is not None:
+            _check_autoscale_axis(origin, name, axes, scenario)
             continue
         stage, dot, setting = name.rpartition(".")
         if dot and stages is None:
@@ -463,24 +477,49 @@ def check_axes(axes: Axes, scenario: Scenario) -> None:
             )
 
 
-def _check_autoscale_axis(origin: str, name: str, values: list[Any], scenario: Scenario) -> None:
-    """An ``autoscale.KEY`` axis needs a single pipeline that autoscales, and each value one
-    its autoscaler takes (with the scenario's other settings)."""
+def _check_autoscale_axis(origin: str, name: str, axes: Axes, scenario: Scenario) -> None:
+    """The autoscaler's axes need a single pipeline. ``autoscale`` (whole autoscalers, or
+    ``none`` for a fixed pool) is checked value by value against the scenario; an
+    ``autoscale.KEY`` axis changes the autoscalers of the ``autoscale`` axis when there
+    is one (so it may not hold ``none``: a fixed pool has no setting to vary), else the
+    scenario's, which must autoscale. Every combination of these values and the
+    ``concurrency`` axis's is one the pipeline takes (the pool starts inside
+    ``min_workers..max_workers``)."""
     if scenario.stages is not None:
         raise ValueError(
             f"{origin}: varies a single pipeline's autoscaler; a chain's stages have none "
             "to vary here"
         )
-    if scenario.config.autoscale is None:
+    pools = axes.get("autoscale")
+    if name != "autoscale" and pools is not None and None in pools:
+        raise ValueError(
+            f"{origin}: varies the autoscaler, but {axes.origins['autoscale']} holds none "
+            "(a fixed pool, with no autoscaler to vary); spell each autoscaler whole in it "
+            "instead (autoscale=none;target=2,max_workers=30;target=5,max_workers=30)"
+        )
+    if name != "autoscale" and pools is None and scenario.config.autoscale is None:
         raise ValueError(
             f"{origin}: the scenario does not autoscale; give it an [autoscale] table or "
-            "--autoscale KEY=VALUE,... and vary one of its settings"
+            "--autoscale KEY=VALUE,... and vary one of its settings, or put whole "
+            "autoscalers side by side with autoscale=none;KEY=VALUE,..."
         )
-    for value in values:
+    together = [other for other in axes if other == "autoscale" or _autoscale_axis(other)]
+    if name != together[-1]:
+        return  # the combinations are checked once, with the last of these axes
+    if "concurrency" in axes:
+        together.append("concurrency")
+    if math.prod(len(axes[other]) for other in together) > _MAX_CHECKED:
+        return  # more configurations than a plan or a sweep runs: the command refuses them
+    for values in itertools.product(*(axes[other] for other in together)):
+        point = dict(zip(together, values, strict=True))
         try:
-            scenario.replace(**{name: value})
+            scenario.replace(**point)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{origin}={axis_text(name, value)}: {exc}") from None
+            where = ", ".join(
+                f"{axes.origins.get(other, other)}={axis_text(other, value)}"
+                for other, value in point.items()
+            )
+            raise ValueError(f"{where}: {exc}") from None
 
 
 def _check_class_axis(origin: str, klass: str, field: str, scenario: Scenario) -> None:

@@ -23,7 +23,9 @@ Flags, besides every scenario flag of ``simulate``:
   With an autoscaler (``[autoscale]``, ``--autoscale``), ``autoscale.KEY``
   varies one of its settings (``autoscale.target=2,5,20``), and ``--cost
   worker_hour=X`` charges its pool's ``worker_seconds`` (see
-  :mod:`~pipeline.sim.analysis.planning.cost`).
+  :mod:`~pipeline.sim.analysis.planning.cost`). ``autoscale`` puts a fixed pool
+  and autoscaled ones in one search: its values are ``--autoscale``'s,
+  separated by ``;`` (``'autoscale=none;max_workers=30,target=2'``).
   Configurations are walked in cost order: fewest workers, then the smallest
   queue; on a chain, total workers over the stages searched, then total
   queue slots (unbounded counts as infinite), then each field in turn.
@@ -161,7 +163,8 @@ def add_command(subparsers: Any) -> None:
         help=(
             "a field to vary: concurrency=1..64, maxsize=100,1000,unbounded; STAGE.NAME "
             "for a chain's stage, write.concurrency=10..40; autoscale.KEY for the "
-            "autoscaler, autoscale.target=2,5,20 (repeatable)"
+            "autoscaler, autoscale.target=2,5,20; whole pools side by side, "
+            "'autoscale=none;max_workers=30,target=2' (repeatable)"
         ),
     )
     parser.add_argument(

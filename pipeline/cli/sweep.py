@@ -16,7 +16,7 @@ then:
 - ``--grid NAME=VALUES`` (repeatable) is one axis of the grid: ``NAME`` is an
   option name (``concurrency``, ``maxsize``, ``max-attempts``, ``on-full``,
   ``failure-rate``, ``item-size``, ``backoff``, ``attempt-timeout``,
-  ``drain-timeout``, ``arrivals``, ``service``) and ``VALUES`` is
+  ``drain-timeout``, ``arrivals``, ``service``, ``autoscale``) and ``VALUES`` is
   ``LOW..HIGH`` (integers, both ends included) or ``V1,V2,...``, each checked
   as the flag's own value is (``maxsize=10,100,unbounded``; specs, which hold
   commas, are separated by ``;``). A scenario file may hold the grid as a
@@ -33,10 +33,14 @@ then:
   ``write.concurrency = [10, 20]`` in ``[grid]``. There ``arrivals`` and
   ``item-size`` stay unqualified (the whole run's); any other unqualified
   axis, a stage the chain lacks, or a stage axis on a single-stage scenario
-  is an error naming the stages. The output names the axes as given
-  (``write.concurrency``, ``write.maxsize``); the CSV equals
-  :func:`~pipeline.sim.sweep` of the ``Scenario.replace`` fields
-  (``write.queue_maxsize``). Axes are read by :mod:`pipeline.cli.axes`,
+  is an error naming the stages. A pipeline that autoscales varies one of
+  its autoscaler's settings as ``autoscale.KEY`` (``autoscale.target=2,5``),
+  and ``autoscale`` puts a fixed pool beside autoscaled ones, its values
+  ``--autoscale``'s: ``'autoscale=none;max_workers=30,target=2'`` (add
+  ``--metrics worker_seconds,...`` for what each pool paid for). The
+  output names the axes as given (``write.concurrency``, ``write.maxsize``);
+  the CSV equals :func:`~pipeline.sim.sweep` of the ``Scenario.replace``
+  fields (``write.queue_maxsize``). Axes are read by :mod:`pipeline.cli.axes`,
   as a plan's search is.
 
 - ``--replications R`` runs per grid point (default 3; replication *r* of every
@@ -210,7 +214,9 @@ def add_command(subparsers: Any) -> None:
         metavar="NAME=VALUES",
         help=(
             "one axis: concurrency=2..8 or maxsize=10,100,unbounded; STAGE.NAME for a "
-            "chain's stage, write.concurrency=10,20 (repeat for more axes)"
+            "chain's stage, write.concurrency=10,20; autoscale.KEY for the autoscaler, "
+            "autoscale.target=2,5; pools side by side, 'autoscale=none;max_workers=30,target=2' "
+            "(repeat for more axes)"
         ),
     )
     parser.add_argument(
@@ -323,6 +329,18 @@ def _summary_metrics(base: Scenario, backlog: bool = False) -> list[str]:
         # A chain's "stages" counts its stages: a number, not a measurement.
         if isinstance(value, int | float) and not isinstance(value, bool) and key != "stages"
     ]
+
+
+def _grid_metrics(base: Scenario, grid: Axes, backlog: bool) -> list[str]:
+    """The numeric summary keys of the grid's runs: the base's, and an autoscaled pool's
+    (``worker_seconds``, ...) when the grid's ``autoscale`` axis puts one beside it."""
+    allowed = _summary_metrics(base, backlog)
+    scaler = next((value for value in grid.get("autoscale", ()) if value is not None), None)
+    if scaler is not None and base.config.autoscale is None:
+        # a pool inside the autoscaler's bounds: the probe is for the keys, not the numbers
+        probe = base.replace(autoscale=scaler, concurrency=scaler.min_workers)
+        allowed += [key for key in _summary_metrics(probe, backlog) if key not in allowed]
+    return allowed
 
 
 def _check_metrics(metrics: list[str], allowed: list[str]) -> None:
@@ -514,7 +532,7 @@ def _run(args: argparse.Namespace) -> int:
     directory = out.path
     with out:  # a sweep that fails leaves no empty folder behind
         backlog = base.initial_backlog > 0 or any(grid.get("backlog", ()))
-        _check_metrics(metrics, _summary_metrics(base, backlog))
+        _check_metrics(metrics, _grid_metrics(base, grid, backlog))
         frame = _sweep_frame(base, grid, settings, args)
         _check_measured(frame, base.warmup_s, settings)
         with out.writing() as folder:

@@ -57,6 +57,7 @@ __all__ = [
     "MAX_REPLICATIONS",
     "OPTIONS",
     "anchor_file_key",
+    "autoscale_text",
     "flag_name",
     "parse_autoscale",
     "parse_backoff",
@@ -263,6 +264,26 @@ def parse_autoscale(text: str) -> Any:
         return Autoscaler(max_scale_up=(pods, fraction), **values)
     except (TypeError, ValueError) as exc:
         raise ValueError(str(exc)) from None
+
+
+def autoscale_text(scaler: Any) -> str:
+    """An autoscaler as ``--autoscale`` spells it, :func:`parse_autoscale`'s inverse: ``none``
+    for None (a fixed pool), else the parameters that differ from the defaults
+    (``max_workers=30,target=2.0``; ``max_scale_up`` as its two keys), or
+    ``min_workers=1`` for the defaults' (the flag takes no empty spelling)."""
+    if scaler is None:
+        return "none"
+    default = Autoscaler()
+    pairs = []
+    for key in AUTOSCALE_KEYS:
+        part = {"max_scale_up_pods": 0, "max_scale_up_fraction": 1}.get(key)
+        field = "max_scale_up" if part is not None else key
+        value, usual = getattr(scaler, field), getattr(default, field)
+        if part is not None:
+            value, usual = value[part], usual[part]
+        if value != usual:
+            pairs.append(f"{key}={value}")
+    return ",".join(pairs) or f"min_workers={scaler.min_workers}"
 
 
 def _arrivals(text: str) -> Any:

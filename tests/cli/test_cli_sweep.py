@@ -412,9 +412,9 @@ name = "gold"
          "'nobody'; classes: premium, standard", "STAGE"),
         ("who", "classes.standard.colour=1", "cannot vary 'classes.standard.colour'; this "
          "scenario's axes: concurrency, maxsize, on-full, max-attempts, backoff, "
-         "attempt-timeout, drain-timeout, failure-rate, item-size, backlog, arrivals, service, "
-         "or classes.CLASS.FIELD (classes: premium, standard; FIELD: share, priority, service, "
-         "patience)", "STAGE"),
+         "attempt-timeout, drain-timeout, autoscale, failure-rate, item-size, backlog, "
+         "arrivals, service, or classes.CLASS.FIELD (classes: premium, standard; FIELD: share, "
+         "priority, service, patience)", "STAGE"),
         ("who", "classes.standard.share=x", "classes.standard.share=x: expected a number", None),
         ("chain", "write.workers=1", "cannot vary 'write.workers'; this scenario's axes: "
          "arrivals, item-size, backlog, or STAGE.NAME (stages: fetch, write; NAME: service, "

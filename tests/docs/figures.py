@@ -687,6 +687,7 @@ def autoscaling(run: PageRun) -> None:
     autoscaling_syncs(run)
     autoscaling_storm(run)
     autoscaling_plan(run)
+    autoscaling_pools(run)
     autoscaling_setup(run)
 
 
@@ -804,4 +805,38 @@ def autoscaling_plan(run: PageRun) -> None:
         run,
         "and a 10 s cold start costs both latency",
         f"and a {cold} s cold start costs both latency",
+    )
+
+
+def autoscaling_pools(run: PageRun) -> None:
+    """The fixed pool beside the autoscaled ones, as the command printed them: the fixed
+    pool of ten the cheapest and the fastest, the fixed pool of two rejected unrun."""
+    printed = printed_by(run, "plan autoscaled.toml", "autoscale=none;")
+    table = printed.split("candidates", 1)[1].splitlines()[2:]
+    # columns: autoscale, concurrency, runs, verdict, latency (mean ± half-width), cost/hour
+    cells = {}
+    for line in table:
+        pool, workers, _, verdict, latency, cost = re.split(r"\s{2,}", line.strip())
+        cells["fixed" if pool == "none" else "scaled", int(workers)] = (verdict, latency, cost)
+    few, many = sorted({workers for _, workers in cells})
+    assert cells["fixed", few][0] == "unstable", cells
+    fixed, scaled, scaled_many = cells["fixed", many], cells["scaled", few], cells["scaled", many]
+    assert float(fixed[2]) < min(float(scaled[2]), float(scaled_many[2])), cells
+    assert float(fixed[1].split()[0]) < float(scaled[1].split()[0]), cells
+    says(run, f"each starting at {few} or {many} workers")
+    agrees(run, '"concurrency": [2, 10]}` is', f'"concurrency": [{few}, {many}]}}` is')
+    agrees(
+        run,
+        "the fixed pool of ten is cheaper (5 per hour against 6.612",
+        f"the fixed pool of ten is cheaper ({fixed[2]} per hour against {scaled[2]}",
+    )
+    agrees(
+        run,
+        "faster (p95 7.037 s against 16.15 s)",
+        f"faster (p95 {fixed[1].split()[0]} s against {scaled[1].split()[0]} s)",
+    )
+    agrees(
+        run,
+        "started at ten it costs 8.112 per hour",
+        f"started at ten it costs {scaled_many[2]} per hour",
     )

@@ -15,6 +15,7 @@ from pipeline.sim import (
     CapacityDrop,
     Downstream,
     Exponential,
+    Gamma,
     LoadSpike,
     Poisson,
     Scenario,
@@ -22,6 +23,7 @@ from pipeline.sim import (
 )
 from pipeline.sim.analysis.recovery_map import MAP_COLUMNS
 from pipeline.sim.stats.proportions import proportion_ci
+from pipeline.sim.workloads.arrivals import Deterministic
 from tests.docs.figures import quoted
 
 
@@ -92,28 +94,40 @@ def test_a_map_on_worker_processes_gives_the_numbers_of_one_process():
 def osdi_tuned() -> Scenario:
     """The OSDI artefact's shape at a size a test can afford.
 
-    100 requests/s against 20 servers of 10/s each (50% busy, so only a deep cut builds a
-    backlog); the client cuts an attempt after 5 s, 50 mean service times, and tries 4
-    times. A drop at 30 s leaves a backlog the servers clear at 100/s once it ends; when
-    that backlog holds more than 5 s of work, every new attempt times out, each item
-    sends 4 (twice what the servers can take), and the system stays stuck. The boundary
-    is a backlog, so it is sharp in the drop's length and depth, and a 30% lighter load
-    (70/s) moves it. At 100/s a 10 s window holds about 1,000 completions (3% noise), so
-    the rule's 10% band judges a recovered run as recovered (at 50/s a window's 500
-    completions vary by 4.5%, and 2 of 10 runs of a cell that had recovered failed the
-    band by noise alone).
+    A client sending 100 requests/s at a fixed rate (evenly spaced) to 20 servers of
+    10/s each (50% busy, so only a deep cut builds a backlog), whose service times vary
+    less than exponential ones (Gamma, cv 0.5); the client cuts an attempt after 4.3 s,
+    43 mean service times, and tries 4 times. A drop at 30 s builds a backlog; once it
+    holds more than 4.3 s of the cut servers' work, every attempt times out and its
+    retry joins the queue 4.3 s later behind its own orphan, so the backlog grows more
+    than twice as fast. When the drop ends with more than 4.3 s of the full servers'
+    work queued, every new attempt times out too, each item sends 4 (twice what the
+    servers can take), and the system stays stuck.
+
+    The boundary is a backlog, so it moves with the drop's length, its depth and the
+    load, and in proportion to the timeout (with Poisson arrivals, exponential services
+    and a 5 s timeout the 80% cut stuck in 0 of 10 runs at 10.5 s, 5 at 11 s, 8 at
+    11.5 s and 10 at 12 s; at 4.3 s, in 0 of 10 at 9 s and 9 of 10 at 10 s). Its width is
+    the noise of the arrivals and services in that backlog: with Poisson arrivals and
+    exponential services the artefact's 78% cut for 10 s stuck in 3 of 6 runs, on the
+    boundary. A fixed-rate client and steadier services narrow it to the artefact's
+    two points of depth. At 100/s a 10 s window holds about 1,000 completions, so the
+    rule's 10% band judges a recovered run as recovered (at 50/s a window's 500
+    Poisson completions vary by 4.5%, and 2 of 10 runs of a cell that had recovered
+    failed the band by noise alone).
     """
     config = PipelineConfig(concurrency=10_000, queue_maxsize=None, max_attempts=4,
-                            attempt_timeout_s=5.0, drain_timeout_s=None,
+                            attempt_timeout_s=4.3, drain_timeout_s=None,
                             backoff=Backoff(kind="constant", base_s=0.1))  # fmt: skip
-    return Scenario(arrivals=Poisson(rate=100.0), config=config, duration_s=100.0, seed=3,
-                    downstream=Downstream(concurrency=20,
-                                          service=Exponential(mean=0.1)))  # fmt: skip
+    return Scenario(arrivals=Deterministic(rate=100.0), config=config, duration_s=100.0,
+                    seed=3, downstream=Downstream(concurrency=20,
+                                                  service=Gamma(mean=0.1, cv=0.5)))  # fmt: skip
 
 
-#: The tuned map's cells: an 80% cut (factor 0.2) for 9 s recovers and for 12 s sticks; a
-#: 60% cut (factor 0.4) for 12 s recovers; 30% less load (70/s) moves the stuck cell.
-CUT, SHALLOW_CUT, SHORT_S, LONG_S, LIGHTER_RATE = 0.2, 0.4, 9.0, 12.0, 70.0
+#: The tuned map's cells, the artefact's: an 80% cut (factor 0.2) for 9 s recovers and for
+#: 10 s sticks; a 78% cut (factor 0.22) for 10 s recovers; 30% less load (70/s) moves the
+#: stuck cell.
+CUT, SHALLOW_CUT, SHORT_S, LONG_S, LIGHTER_RATE = 0.2, 0.22, 9.0, 10.0, 70.0
 #: Runs per cell, and the side of which each cell's 95% Wilson interval must lie.
 MAP_REPLICATIONS, BOUNDARY = 10, 0.5
 
@@ -130,12 +144,12 @@ def test_the_osdi_shape_a_sharp_boundary_that_a_shallower_cut_or_less_load_moves
                          durations=[SHORT_S, LONG_S], **options)  # fmt: skip
     cells = {(row.factor, row.duration_s): row for row in frame.itertuples()}
     assert all(row.judged == MAP_REPLICATIONS for row in cells.values())
-    # An 80% cut: 9 s recovers, 12 s (the next duration of the map) sticks.
+    # An 80% cut: 9 s recovers, 10 s (the next duration of the map) sticks.
     assert cells[CUT, SHORT_S].stuck_high < BOUNDARY < cells[CUT, LONG_S].stuck_low
-    # A shallower cut (60%) for the same 12 s recovers.
+    # A cut two points shallower (78%) for the same 10 s recovers.
     assert cells[SHALLOW_CUT, LONG_S].stuck_high < BOUNDARY
     # The stuck cell with 30% less load recovers.
-    lighter = osdi_tuned().replace(arrivals=Poisson(rate=LIGHTER_RATE))
+    lighter = osdi_tuned().replace(arrivals=Deterministic(rate=LIGHTER_RATE))
     moved = recovery_map(lighter, fault=fault, factors=[CUT], durations=[LONG_S], **options)
     assert moved.stuck_high.iloc[0] < BOUNDARY
 
@@ -145,8 +159,9 @@ def test_the_overload_guide_quotes_the_map_the_slow_test_holds():
     and the cells, replications and boundary the test above holds it to."""
     said = quoted(
         "docs/guide/overload.md",
-        r"With (\d+) servers half busy and a (\d+) s timeout \((\d+) service times\), an (\d+)%"
-        r" cut for (\d+) s recovers and for (\d+) s sticks; a (\d+)% cut for (\d+) s recovers,"
+        r"With (\d+) servers half busy \(service times of cv ([\d.]+)\), a client sending at a"
+        r" fixed rate and a ([\d.]+) s timeout \((\d+) service times\), an (\d+)% cut for"
+        r" (\d+) s recovers and for (\d+) s sticks; a (\d+)% cut for (\d+) s recovers,"
         r" and so does the (\d+) s cut with (\d+)% less traffic\. `[^`]+` holds that map to"
         r" (\d+) replications a cell, each cell's (\d+)% Wilson interval on its side of (1/2)\.",
     )
@@ -154,10 +169,11 @@ def test_the_overload_guide_quotes_the_map_the_slow_test_holds():
     servers, mean_s = scenario.downstream.concurrency, scenario.downstream.service.mean
     timeout_s = scenario.config.attempt_timeout_s
     assert scenario.arrivals.rate * mean_s / servers == pytest.approx(0.5)  # half busy
+    assert isinstance(scenario.arrivals, Deterministic)  # a fixed rate
     shown = [float(value) for value in said.groups()[:-1]]
     assert shown == pytest.approx([
-        servers, timeout_s, timeout_s / mean_s, 100 * (1 - CUT), SHORT_S, LONG_S,
-        100 * (1 - SHALLOW_CUT), LONG_S, LONG_S,
+        servers, scenario.downstream.service.cv, timeout_s, timeout_s / mean_s,
+        100 * (1 - CUT), SHORT_S, LONG_S, 100 * (1 - SHALLOW_CUT), LONG_S, LONG_S,
         100 * (1 - LIGHTER_RATE / scenario.arrivals.rate), MAP_REPLICATIONS,
         100 * inspect.signature(proportion_ci).parameters["level"].default,
     ]), said[0]  # fmt: skip
