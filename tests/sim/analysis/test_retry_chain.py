@@ -30,6 +30,7 @@ from pipeline import Backoff, Pipeline, PipelineConfig
 from pipeline.sim import Downstream, Exponential, run_virtual
 from pipeline.sim.analysis import theory
 from pipeline.sim.analysis.retry_chain import MAX_CHAIN_STATES, retry_chain
+from pipeline.sim.analysis.retry_loop import metafor_chain
 from pipeline.sim.running.downstream import DownstreamRun, downstream_rng
 from pipeline.sim.workloads.faults import SpeedProfile
 from tests.docs.figures import quoted
@@ -274,3 +275,31 @@ def test_the_overload_guide_quotes_these_checks():
     # a 3% gap is three of the 1% half-widths; the drain's interval is 1.96 standard errors.
     assert found.groups() == ("ten", "2,000", "99.9", "95", "1", "3", "400", "95")
     assert (REPLICATIONS, DURATION_S, DRAIN_RUNS) == (10, 2000.0, 400)
+
+
+def test_the_overload_guide_quotes_metafors_chain_against_the_exact_one():
+    exact = retry_chain(**METAFOR_SMALL, k=1)
+    # Metafor's (n, r) chain on the scaled example: n in 0 .. capacity, 4 attempts are
+    # 3 retries; with its Chebyshev bound, then with the exact tail.
+    scaled = {
+        tail: metafor_chain(arrival_rate=9.5, mu=10.0, timeout_s=0.12, retries=3,
+                            queue_size=METAFOR_SMALL["capacity"] + 1, tail=tail).queue_mean
+        for tail in ("chebyshev", "exact")
+    }  # fmt: skip
+    found = quoted(
+        "docs/guide/overload.md",
+        r"puts ([\d.]+) requests at the server \((\d+)% fewer than the exact ([\d.]+)\), and"
+        r" ([\d.]+) once its Chebyshev bound is replaced by the exact tail",
+    )
+    gap = 100 * (1 - scaled["chebyshev"] / exact.in_system_mean)
+    assert found.groups() == (f"{scaled['chebyshev']:.3f}", f"{gap:.0f}",
+                              f"{exact.in_system_mean:.3f}", f"{scaled['exact']:.3f}")  # fmt: skip
+    # Metafor's full example (its README: a queue of 100, an orbit of 20, 4 retries).
+    full = {tail: metafor_chain(arrival_rate=9.5, mu=10.0, timeout_s=3.0, retries=4, tail=tail)
+            for tail in ("chebyshev", "exact")}  # fmt: skip
+    found = quoted(
+        "docs/guide/overload.md",
+        r"the same with either \(([\d.]+) requests at the server, ([\d.]+) clients in the orbit\)",
+    )
+    for means in full.values():
+        assert found.groups() == (f"{means.queue_mean:.3f}", f"{means.orbit_mean:.3f}")
