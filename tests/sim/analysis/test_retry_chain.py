@@ -38,6 +38,8 @@ from tests.docs.figures import quoted
 # Student t quantiles at 9 degrees of freedom (ten replications).
 T_9995_9, T_975_9 = 4.781, 2.262
 REPLICATIONS, DURATION_S, DRAIN_RUNS = 10, 2000.0, 400
+# Workers: many more than items ever in flight (the harness checks), few enough to start fast.
+CLIENTS = 200
 
 # Metafor's example (mu = 10/s, lambda = 9.5/s, 4 attempts) scaled to a server that holds
 # 4 requests: the timeout keeps Metafor's ratio to a full server's drain, 3 s of 10.1 s.
@@ -60,7 +62,7 @@ async def _harness(
                    queue_maxsize=spec["capacity"] - 1),
         SpeedProfile([]), downstream_rng(seed, 0), loop,
     )  # fmt: skip
-    seen = {"orphaned_area": 0.0, "completed": 0, "empty_at": math.nan}
+    seen = {"orphaned_area": 0.0, "completed": 0, "empty_at": math.nan, "busy": 0, "peak": 0}
 
     def served(_: object) -> None:
         if math.isnan(seen["empty_at"]) and servers.served == servers.requests:
@@ -79,6 +81,14 @@ async def _harness(
         call().add_done_callback(lambda _: orphaned(0.0))
 
     async def handler(item: int) -> None:
+        seen["busy"] += 1
+        seen["peak"] = max(seen["peak"], seen["busy"])
+        try:
+            await attempt()
+        finally:
+            seen["busy"] -= 1
+
+    async def attempt() -> None:
         limit = float(rng.gamma(k, timeout_s / k))  # Erlang-k, mean timeout_s
         done = call()
         try:
@@ -105,12 +115,14 @@ async def _harness(
 
     snapshot = []
     loop.call_at(duration_s, lambda: snapshot.append(servers.stats(duration_s)))
-    config = PipelineConfig(concurrency=10_000, queue_maxsize=None,
+    config = PipelineConfig(concurrency=CLIENTS, queue_maxsize=None,
                             max_attempts=spec["attempts"],
                             backoff=Backoff(kind="constant", base_s=0.0),
                             drain_timeout_s=None)  # fmt: skip
     await Pipeline(handler, config, name="chain-check").run(source())
     stats = snapshot[0] if snapshot else servers.stats(duration_s)
+    # Every client had a worker at once: no item waited in the pipeline's own queue.
+    assert seen["peak"] < CLIENTS, seen
     return (stats.in_system_mean, seen["orphaned_area"] / duration_s,
             seen["completed"] / duration_s, seen["empty_at"])  # fmt: skip
 
@@ -230,7 +242,7 @@ def test_the_chain_refuses_a_size_beyond_a_dense_solve():
 # -- the simulator against it ------------------------------------------------------------
 
 
-@pytest.mark.slow  # two long runs against the chain, about 12 s each
+@pytest.mark.slow  # ten runs of 4,000 s per k
 @pytest.mark.parametrize("k", [1, 2])
 def test_the_simulator_matches_the_exact_chain(k):
     spec = {"arrival_rate": 0.8, "mu": 1.0, "timeout_s": 2.0, "attempts": 2, "capacity": 4}
@@ -243,7 +255,7 @@ def test_the_simulator_matches_the_exact_chain(k):
         assert abs(mean - want) <= T_9995_9 * error, (mean, error, want)
 
 
-@pytest.mark.slow  # ten runs of 2,000 s per k, about 40 s each
+@pytest.mark.slow  # ten runs of 2,000 s per k
 @pytest.mark.parametrize("k", [1, 2])
 def test_the_simulator_matches_the_chain_on_metafors_example_scaled(k):
     runs = _replications(METAFOR_SMALL, k, DURATION_S)
@@ -254,7 +266,7 @@ async def _drain(seed: int, spec: dict) -> float:
     return (await _harness(seed, spec, 1, 60.0, preload=spec["capacity"]))[3]
 
 
-@pytest.mark.slow  # 400 short runs
+@pytest.mark.slow  # 400 short runs, a few seconds of CPU
 def test_the_drain_time_is_inside_the_replications_interval():
     exact = retry_chain(**METAFOR_SMALL, k=1)
     times = np.array([run_virtual(_drain(seed, METAFOR_SMALL)) for seed in range(DRAIN_RUNS)])
