@@ -22,6 +22,7 @@ from pipeline import Backoff, CoDel, EventKind, Pipeline, PipelineConfig
 from pipeline.sim import run_virtual
 from pipeline.sim.analysis.planning.judgement import judge
 from pipeline.sim.analysis.planning.slo import SLO
+from pipeline.sim.analysis.retry_loop import chebyshev_bound, timeout_probability
 from pipeline.sim.analysis.theory import mmc
 from pipeline.sim.running.summary import BATCH_MEANS_MIN_ITEMS, BATCHES
 from pipeline.sim.stats.intervals import SKEW_ROBUST_MIN_VALUES, mean_bounds, mean_ci
@@ -567,6 +568,7 @@ def overload(run: PageRun) -> None:
     overload_codel_over_time(run)
     overload_downstream(run)
     overload_mitigations(run)
+    overload_chain(run)
 
 
 def overload_breaker(run: PageRun) -> None:
@@ -661,6 +663,77 @@ def overload_mitigations(run: PageRun) -> None:
         f"the same runs as without them: a difference of exactly {idle.abs().max()}.",
     )
     assert (idle == 0.0).all(), idle
+
+
+def overload_chain(run: PageRun) -> None:
+    """The exact chain's scaled example, as the page builds it and as its run printed it;
+    Metafor's chain and bound beside it; the simulated loop at Metafor's full size."""
+    chain = run.namespace["chain"]  # the last one printed, k = 2; k = 1 is quoted
+    assert (chain.capacity, chain.states) == (4, 4309), chain
+    one = run.output("1 589 ").split("\n")[0].split()
+    agrees(
+        run,
+        "scaled to a server that holds 4 requests",
+        f"scaled to a server that holds {chain.capacity} requests",
+    )
+    says(run, "with a timeout of 0.12 s: Metafor's 3 s timeout against the 10.1 s its full")
+    says(run, "server of 101 takes to drain.")
+    agrees(
+        run,
+        "Of the 2.799 requests at the server, 1.921 are work for nobody, and the server"
+        " completes 1.703 items a second of the 9.5 that arrive.",
+        f"Of the {one[2]} requests at the server, {one[3]} are work for nobody, and the server"
+        f" completes {one[4]} items a second of the {chain.lost_per_s + chain.goodput_per_s:.1f}"
+        " that arrive.",
+    )
+    rows = [line.split() for line in run.output("15 0.").splitlines()]
+    tails = {int(row[0]): (float(row[1]), float(row[2])) for row in rows}
+    agrees(
+        run,
+        "The bound is 72 times the exact tail at 15 requests and 9 times at 20, and 1 from 25 on.",
+        f"The bound is {tails[15][1] / tails[15][0]:.0f} times the exact tail at 15 requests and"
+        f" {tails[20][1] / tails[20][0]:.0f} times at 20, and {tails[25][1]:.0f} from 25 on.",
+    )
+    summary = run.namespace["s"]
+    metafor = run.namespace["metafor"]
+    agrees(
+        run,
+        "services at 10 a second outlast Metafor's 3 s:",
+        f"services at {1 / metafor.downstream.service.mean:.0f} a second outlast Metafor's"
+        f" {metafor.config.attempt_timeout_s:.0f} s:",
+    )
+    # The page's formulas are the ones Metafor's chain is built with here.
+    for n in range(1, 120):
+        assert run.namespace["bound"](n) == chebyshev_bound(n, mu=10.0, timeout_s=3.0), n
+        assert math.isclose(
+            run.namespace["tail"](n), timeout_probability(n, mu=10.0, timeout_s=3.0), rel_tol=1e-9
+        ), n
+    # Metafor's chain reads the tail at n = 0 .. 99; its full queue is n = 99.
+    full = {round(run.namespace[name](99)) for name in ("bound", "tail")}
+    assert len(full) == 1, full
+    agrees(
+        run,
+        "it sits at the full queue, where both are 1.",
+        f"it sits at the full queue, where both are {full.pop()}.",
+    )
+    places, kinds = metafor.downstream.queue_maxsize + 1, 1 + metafor.config.max_attempts
+    agrees(
+        run,
+        "each of the 101 requests has 5 states (orphaned, or live at one of 4 attempts), 5 to"
+        " the power of 101 sequences.",
+        f"each of the {places} requests has {kinds} states (orphaned, or live at one of"
+        f" {kinds - 1} attempts), {kinds} to the power of {places} sequences.",
+    )
+    agrees(
+        run,
+        "From an empty start, 97.0 requests are at the server on average over the 1,200 s,"
+        " and 0.24 items a second of the 9.5 are completed.",
+        f"From an empty start, {summary['downstream_in_system_mean']:.1f} requests are at the"
+        f" server on average over the {metafor.duration_s:,.0f} s, and"
+        f" {summary['goodput_per_s']:.2f} items a second of the {metafor.arrivals.rate} are"
+        " completed.",
+    )
+    assert metafor.downstream.queue_maxsize == 100 and metafor.config.max_attempts == 4
 
 
 def overload_downstream(run: PageRun) -> None:

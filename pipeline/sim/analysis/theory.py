@@ -17,7 +17,11 @@ Notation: arrival rate ``lambda`` (arrivals per second), mean service time
   abandon the queue, from the birth-death chain;
 - :func:`setup_chain` -- M/M/k/setup: servers that start (after an exponential
   set-up) for waiting items and stop when idle, from its truncated chain
-  (:mod:`~pipeline.sim.analysis.setup_chain`).
+  (:mod:`~pipeline.sim.analysis.setup_chain`);
+- :func:`retry_chain` -- one server behind clients that time out (Erlang-k) and retry
+  at once, its cut requests served to their end for nobody (orphaned work): the exact
+  chain of every request's state, for a server that holds a few requests
+  (:mod:`~pipeline.sim.analysis.retry_chain`).
 
 References: Gross, Shortle, Thompson & Harris, *Fundamentals of Queueing
 Theory* (4th ed.), sections 2.3 (M/M/c), 2.5 (M/M/c/K), 1.4 (Little's law),
@@ -36,6 +40,7 @@ import numpy as np
 
 from pipeline._validate import integer, real
 
+from .retry_chain import RetryChain, retry_chain
 from .setup_chain import SetupChain, setup_chain
 
 __all__ = [
@@ -43,6 +48,7 @@ __all__ = [
     "MMcKResult",
     "MMcResult",
     "PriorityResult",
+    "RetryChain",
     "SetupChain",
     "dead_letter_rate",
     "erlang_b",
@@ -54,6 +60,7 @@ __all__ = [
     "mmc_priority",
     "mmck",
     "retry_amplification",
+    "retry_chain",
     "setup_chain",
 ]
 
