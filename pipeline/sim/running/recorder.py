@@ -8,6 +8,7 @@ records and exact step functions.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,13 +45,10 @@ class Recorder:
     def __init__(self) -> None:
         # Event kinds are small integers (EventKind): a bytearray holds them as int8 does,
         # and its append is about twice as fast as array("b")'s (which parses its argument
-        # twice). Times and ids go into lists: array("d") and array("q") parse every
-        # appended number with a format string, five times a list append's instructions;
-        # arrays() turns the lists into numpy arrays once, when the run is over.
-        self.kinds: bytearray | Any = bytearray()
-        self.times: list[float] | Any = []
-        self.ids: list[int] | Any = []
-        self._converted: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
+        # twice).
+        self.kinds = bytearray()
+        self.times = array("d")
+        self.ids = array("q")
         # What the scenario's downstream counted (a DownstreamStats), when it has one.
         self.downstream: Any = None
         # The pool's size and desired count over time (a PoolSeries), when it autoscales.
@@ -88,30 +86,16 @@ class Recorder:
         return {kind: self._per_item if kind in hot else self.listener for kind in EventKind}
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(kinds, times, ids) as numpy arrays.
+        """(kinds, times, ids) as numpy arrays (views, no copy).
 
-        The columns are a bytearray and lists as the listener appends, or numpy
-        arrays or ``array.array`` of the three types (the kernel's event path hands
-        its log over so), which are viewed, not copied. The lists are converted
-        once for the events logged so far: later calls reuse the arrays until more
-        events come.
+        The columns are ``array.array`` as the listener appends, or numpy arrays
+        of those types (the kernel's compiled event path hands its log over so).
         """
-        times, ids = self.times, self.ids
-        if isinstance(times, list) or isinstance(ids, list):
-            sizes = (len(times), len(ids))
-            if self._converted is None or self._converted[0] != sizes:
-                self._converted = (sizes, _column(times, np.float64), _column(ids, np.int64))
-            _, times, ids = self._converted
-        return _column(self.kinds, np.int8), _column(times, np.float64), _column(ids, np.int64)
-
-
-def _column(values: Any, dtype: type) -> np.ndarray:
-    """``values`` (a list, a buffer of ``dtype``'s items, or an array) as a numpy array."""
-    if isinstance(values, np.ndarray):
-        return values
-    if isinstance(values, list):
-        return np.fromiter(values, dtype, len(values))  # a quarter faster than np.array
-    return np.frombuffer(values, dtype=dtype) if len(values) else np.empty(0, dtype)
+        return (
+            np.frombuffer(self.kinds, dtype=np.int8) if len(self.kinds) else np.empty(0, np.int8),
+            np.frombuffer(self.times, dtype=np.float64) if len(self.times) else np.empty(0),
+            np.frombuffer(self.ids, dtype=np.int64) if len(self.ids) else np.empty(0, np.int64),
+        )
 
 
 @dataclass(frozen=True)
