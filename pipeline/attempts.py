@@ -75,7 +75,7 @@ class Attempts(PipelineFields):
                         queue.leave()  # resize() asked a worker to leave: this one
                         return
                     # get_nowait when something is queued: no coroutine for the common case
-                    item = queue.get_nowait() if len(queue) else await queue.get()
+                    item = await queue.get() if queue.empty() else queue.get_nowait()
                     await self._attempt(item)  # which marks it taken at once: see _attempt
             except WorkerRetired:
                 return  # resize() retired this worker while it waited for an item

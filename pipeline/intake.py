@@ -57,6 +57,9 @@ class Intake(PipelineFields):
         else:
             iterator = iter(source)
             is_async = False
+        # What anext() and next() call, looked up once: called from Python, a Python
+        # __anext__ runs without the builtin's trip through C (once per item).
+        step = type(iterator).__anext__ if is_async else type(iterator).__next__
         reject = self.config.on_full == "reject"
         queue = self._queue
         # Admission that never waits needs a turn of the loop per item (see above).
@@ -71,7 +74,7 @@ class Intake(PipelineFields):
                     except PipelineClosed:
                         return
                 try:
-                    payload = await anext(iterator) if is_async else next(iterator)
+                    payload = await step(iterator) if is_async else step(iterator)
                 except (StopIteration, StopAsyncIteration):
                     exhausted = True
                     if not reject:

@@ -102,6 +102,14 @@ class WorkQueue(Generic[T]):
     def __len__(self) -> int:
         return self._size
 
+    def empty(self) -> bool:
+        """True when no item is queued (as ``asyncio.Queue.empty``).
+
+        ``not len(queue)`` says the same; this is a plain method call, which a worker
+        makes once per item without ``len()``'s trip through C.
+        """
+        return not self._size
+
     @property
     def held(self) -> int:
         """Items held outside the queue while they wait for a retry."""

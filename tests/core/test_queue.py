@@ -356,3 +356,17 @@ def test_peak_is_the_most_items_ever_queued_at_once():
     assert len(q) == 3 and q.peak == 3
     q.put_nowait(4)
     assert q.peak == 4
+
+
+def test_empty_says_whether_an_item_is_queued():
+    # Reserved and held slots count against maxsize but are not queued items.
+    queue: WorkQueue[int] = WorkQueue(3)
+    assert queue.empty()
+    queue.reserve_nowait()
+    queue.hold()
+    assert queue.empty() and len(queue) == 0
+    queue.put_reserved(1)
+    queue.readmit(2)
+    assert not queue.empty() and len(queue) == 2
+    assert [queue.get_nowait(), queue.get_nowait()] == [2, 1]  # the retry lane first
+    assert queue.empty()
