@@ -128,17 +128,15 @@ class DownstreamRun:
         self._loop = loop
         self._future = partial(asyncio.Future, loop=loop)
         self._pool: list[float] = []
-        self._waiting: deque[tuple[asyncio.Future[None], float]] = deque()
+        self._waiting: deque[tuple[asyncio.Future[None], float, int]] = deque()
         self._free = spec.concurrency
         self._maxsize = spec.queue_maxsize
         self.requests = self.served = self.orphaned = self.rejected = 0
-        # Each request's times (DownstreamLog), by its number; a pending call's number by
-        # its future, so that the caller giving up can be dated.
+        # Each request's times (DownstreamLog), by its number (``requests`` before its call).
         self._sent: list[float] = []
         self._start_s: list[float] = []
         self._end_s: list[float] = []
         self._abandoned: dict[int, float] = {}
-        self._number: dict[asyncio.Future[None], int] = {}
         # Areas under the queue and busy-server step functions, for the time-weighted means.
         self._since = 0.0
         self._queue_area = 0.0
@@ -175,28 +173,27 @@ class DownstreamRun:
         self.requests += 1
         self._account(now)
         done = self._future()
-        self._number[done] = len(self._sent)
+        number = len(self._sent)
         self._sent.append(now)
         self._start_s.append(math.nan)
         self._end_s.append(math.nan)
         work = self._draw()
         if self._free:
             self._free -= 1
-            self._start(done, work, now)
+            self._start(done, work, number, now)
         else:
-            self._waiting.append((done, work))
+            self._waiting.append((done, work, number))
         return done
 
-    def abandoned(self, done: asyncio.Future[None]) -> None:
-        """The caller of ``done`` gave up on it (its attempt was cut): note when, for the
-        log. A request already served is not orphaned, whatever its caller does next."""
-        number = self._number.get(done)
-        if number is not None and done.cancelled():
+    def abandoned(self, number: int, done: asyncio.Future[None]) -> None:
+        """The caller of request ``number`` (``requests`` before its :meth:`call`, whose
+        future is ``done``) gave up on it: note when, for the log. A request already
+        served is not orphaned, whatever its caller does next."""
+        if done.cancelled():
             self._abandoned[number] = self._loop.time()
 
-    def _start(self, done: asyncio.Future[None], work: float, now: float) -> None:
+    def _start(self, done: asyncio.Future[None], work: float, number: int, now: float) -> None:
         end = now + work if self._constant else self._profile.finish_s(now, work)
-        number = self._number[done]
         self._start_s[number] = now
         self._end_s[number] = end
         self._loop.call_at(end, self._finish, done)
@@ -205,14 +202,12 @@ class DownstreamRun:
         now = self._loop.time()
         self._account(now)
         self.served += 1
-        del self._number[done]
         if done.done():  # cancelled: the caller gave up on it
             self.orphaned += 1
         else:
             done.set_result(None)
         if self._waiting:
-            following, work = self._waiting.popleft()
-            self._start(following, work, now)
+            self._start(*self._waiting.popleft(), now)
         else:
             self._free += 1
 

@@ -124,11 +124,12 @@ async def run_engine(
             attempt = attempts[item_id] = attempts[item_id] + 1
             if first_attempt is not None:
                 await sleep(first_attempt[item_id] if attempt == 1 else retry_time(item_id))
+            number = servers.requests  # the number the call gives its request
             request = call()
             try:
                 await request
             except asyncio.CancelledError:
-                abandoned(request)  # dated in the downstream's log: orphaned from now on
+                abandoned(number, request)  # dated in the log: orphaned from now on
                 raise
 
         chosen = calls_downstream
