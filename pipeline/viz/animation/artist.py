@@ -251,7 +251,7 @@ class _Band:
             "upstream": ax.text(0.3, y0 + 0.8, "", fontsize=7, color="#777777", animated=True),
         }
         self.moving = [
-            self.pool,
+            *([self.pool] if self.pooled else []),  # no pool, nothing to draw each frame
             self.blocked,
             *self.items.values(),
             *(c for c, _, _ in self.bins.values()),
