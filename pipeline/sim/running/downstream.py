@@ -21,7 +21,6 @@ which its queue and its orphaned work can be read at any instant.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
@@ -128,11 +127,12 @@ class DownstreamRun:
         self._loop = loop
         self._future = partial(asyncio.Future, loop=loop)
         self._pool: list[float] = []
-        self._waiting: deque[tuple[asyncio.Future[None], float, int]] = deque()
+        self._waiting: deque[tuple[asyncio.Future[None], float]] = deque()
         self._free = spec.concurrency
         self._maxsize = spec.queue_maxsize
         self.requests = self.served = self.orphaned = self.rejected = 0
-        # Each request's times (DownstreamLog), by its number (``requests`` before its call).
+        # Each request's times (DownstreamLog), by its number (``requests`` before its call);
+        # first in, first out: the k-th service to start is request k's.
         self._sent: list[float] = []
         self._start_s: list[float] = []
         self._end_s: list[float] = []
@@ -173,16 +173,13 @@ class DownstreamRun:
         self.requests += 1
         self._account(now)
         done = self._future()
-        number = len(self._sent)
         self._sent.append(now)
-        self._start_s.append(math.nan)
-        self._end_s.append(math.nan)
         work = self._draw()
         if self._free:
             self._free -= 1
-            self._start(done, work, number, now)
+            self._start(done, work, now)
         else:
-            self._waiting.append((done, work, number))
+            self._waiting.append((done, work))
         return done
 
     def abandoned(self, number: int, done: asyncio.Future[None]) -> None:
@@ -192,10 +189,10 @@ class DownstreamRun:
         if done.cancelled():
             self._abandoned[number] = self._loop.time()
 
-    def _start(self, done: asyncio.Future[None], work: float, number: int, now: float) -> None:
+    def _start(self, done: asyncio.Future[None], work: float, now: float) -> None:
         end = now + work if self._constant else self._profile.finish_s(now, work)
-        self._start_s[number] = now
-        self._end_s[number] = end
+        self._start_s.append(now)
+        self._end_s.append(end)
         self._loop.call_at(end, self._finish, done)
 
     def _finish(self, done: asyncio.Future[None]) -> None:
@@ -207,7 +204,8 @@ class DownstreamRun:
         else:
             done.set_result(None)
         if self._waiting:
-            self._start(*self._waiting.popleft(), now)
+            following, work = self._waiting.popleft()
+            self._start(following, work, now)
         else:
             self._free += 1
 
@@ -220,10 +218,11 @@ class DownstreamRun:
         abandoned = np.full(len(self._sent), np.nan)
         if self._abandoned:
             abandoned[list(self._abandoned)] = list(self._abandoned.values())
+        unstarted = np.full(len(self._sent) - len(self._start_s), np.nan)  # still waiting
         log = DownstreamLog(
             sent_s=np.array(self._sent, dtype=float),
-            start_s=np.array(self._start_s, dtype=float),
-            end_s=np.array(self._end_s, dtype=float),
+            start_s=np.concatenate([self._start_s, unstarted]),
+            end_s=np.concatenate([self._end_s, unstarted]),
             abandoned_s=abandoned,
         )
         return DownstreamStats(
