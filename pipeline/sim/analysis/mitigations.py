@@ -25,6 +25,12 @@ The frame has one row per (arm, metric):
 - ``pairs``: how many pairs that difference is over (for ``"none"``: its runs
   with a value).
 
+A control's own counters (:data:`CONTROL_COUNTERS`: ``retries_denied``,
+``breaker_open_s``, ``codel_shed``) are summary keys only of the runs that have
+the control; in an arm without it each is 0 (no budget denies a retry, no
+breaker is open), so that what a control did is in the same table, and its
+difference from ``"none"`` is what it added.
+
 A run has no ``recovered`` when the rule cannot judge it (no faults, or no
 whole 10 s window after the last one) and no ``recovery_s`` when it did not
 recover, so ``recovery_s``'s difference is over the pairs where both arms
@@ -54,7 +60,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-__all__ = ["BASELINE", "COLUMNS", "compare_controls"]
+__all__ = ["BASELINE", "COLUMNS", "CONTROL_COUNTERS", "compare_controls"]
 
 BASELINE = "none"
 """The name of the arm that runs the scenario as given."""
@@ -71,6 +77,9 @@ COLUMNS = (
     "pairs",
 )
 """The columns of :func:`compare_controls`' frame, in order."""
+
+CONTROL_COUNTERS = ("retries_denied", "breaker_open_s", "codel_shed")
+"""Summary keys a run has only with a control; 0 in an arm without it."""
 
 # Each control's PipelineConfig field, by its class.
 _FIELD_OF = {
@@ -149,6 +158,8 @@ def _value(summary: dict, metric: str) -> float:
     """``metric`` in one run as a float: True/False as 1/0, no value (None) as NaN."""
     if metric in DERIVED_METRICS:
         return metric_value(summary, metric)
+    if metric in CONTROL_COUNTERS:
+        return float(summary.get(metric, 0))
     value = summary[metric]
     return math.nan if value is None else float(value)
 
@@ -177,7 +188,8 @@ def compare_controls(
             ``{"codel": CoDel(), "queue_maxsize": None}``). ``"none"`` is the
             scenario as given, always the first row.
         metrics: summary keys (``recovered`` as 1/0; a key that is None in a run
-            has no value there) or a plan's derived fractions
+            has no value there; a control's counter, :data:`CONTROL_COUNTERS`, is 0
+            in a run without the control) or a plan's derived fractions
             (``"dead_letter_fraction"``, ...).
         replications: runs per arm (>= 2); replication *r* of every arm on the
             streams of ``(seed, r)``.
@@ -207,7 +219,7 @@ def compare_controls(
 
     def check_first(first: dict) -> None:
         for metric in metrics:
-            if metric in DERIVED_METRICS:
+            if metric in DERIVED_METRICS or metric in CONTROL_COUNTERS:
                 continue
             value = first.get(metric, "missing")
             if value is not None and not isinstance(value, bool | int | float):

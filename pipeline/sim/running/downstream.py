@@ -13,14 +13,16 @@ known in advance. The caller awaits a future; if the caller is cancelled (its
 served to its end, counted as orphaned.
 
 Service times are drawn from their own stream, in the order requests arrive
-downstream. :class:`DownstreamStats` is what the run counted.
+downstream. :class:`DownstreamStats` is what the run counted, with each request's
+:class:`DownstreamLog` (when it was sent, started, ended and given up on), from
+which its queue and its orphaned work can be read at any instant.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
@@ -28,7 +30,7 @@ import numpy as np
 from ..workloads.downstream import Downstream, DownstreamFull
 from ..workloads.faults import SpeedProfile
 
-__all__ = ["DownstreamRun", "DownstreamStats", "downstream_rng"]
+__all__ = ["DownstreamLog", "DownstreamRun", "DownstreamStats", "downstream_rng"]
 
 _BLOCK = 4096  # service times drawn at a time
 
@@ -41,6 +43,27 @@ def downstream_rng(seed: int, replication: int) -> np.random.Generator:
     were, so a downstream changes no other draw of the run.
     """
     return np.random.default_rng(np.random.SeedSequence([seed, replication]).spawn(6)[5])
+
+
+@dataclass(frozen=True)
+class DownstreamLog:
+    """Every request the downstream took, in the order it took them (FIFO: the order
+    they start service too), seconds of virtual time.
+
+    Attributes:
+        sent_s: when the request reached the downstream.
+        start_s: when a server took it (NaN: still waiting at the run's end).
+        end_s: when its service ends (NaN: not started; may lie past the run's end).
+        abandoned_s: when its caller gave up on it (its ``attempt_timeout_s`` cut the
+            attempt) before the service ended; NaN when the caller got its answer or
+            was still waiting at the run's end. A request with a finite
+            ``abandoned_s`` is orphaned: work done for nobody.
+    """
+
+    sent_s: np.ndarray
+    start_s: np.ndarray
+    end_s: np.ndarray
+    abandoned_s: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -57,6 +80,8 @@ class DownstreamStats:
         in_system_mean: time-weighted mean of requests waiting or in service.
         busy_mean: time-weighted mean of busy servers.
         end_s: the end of the window the means are over, seconds.
+        log: each request's times (:class:`DownstreamLog`), or None when the run
+            kept none.
     """
 
     requests: int
@@ -67,6 +92,7 @@ class DownstreamStats:
     in_system_mean: float
     busy_mean: float
     end_s: float
+    log: DownstreamLog | None = field(default=None, repr=False, compare=False)
 
     def summary_keys(self) -> dict[str, int | float]:
         """The run summary's downstream keys: ``downstream_`` + the field, without ``end_s``
@@ -105,6 +131,12 @@ class DownstreamRun:
         self._free = spec.concurrency
         self._maxsize = spec.queue_maxsize
         self.requests = self.served = self.orphaned = self.rejected = 0
+        # Each request's times (DownstreamLog), by its number (``requests`` before its call);
+        # first in, first out: the k-th service to start is request k's.
+        self._sent: list[float] = []
+        self._start_s: list[float] = []
+        self._end_s: list[float] = []
+        self._abandoned: dict[int, float] = {}
         # Areas under the queue and busy-server step functions, for the time-weighted means.
         self._since = 0.0
         self._queue_area = 0.0
@@ -141,6 +173,7 @@ class DownstreamRun:
         self.requests += 1
         self._account(now)
         done = self._future()
+        self._sent.append(now)
         work = self._draw()
         if self._free:
             self._free -= 1
@@ -149,8 +182,17 @@ class DownstreamRun:
             self._waiting.append((done, work))
         return done
 
+    def abandoned(self, number: int, done: asyncio.Future[None]) -> None:
+        """The caller of request ``number`` (``requests`` before its :meth:`call`, whose
+        future is ``done``) gave up on it: note when, for the log. A request already
+        served is not orphaned, whatever its caller does next."""
+        if done.cancelled():
+            self._abandoned[number] = self._loop.time()
+
     def _start(self, done: asyncio.Future[None], work: float, now: float) -> None:
         end = now + work if self._constant else self._profile.finish_s(now, work)
+        self._start_s.append(now)
+        self._end_s.append(end)
         self._loop.call_at(end, self._finish, done)
 
     def _finish(self, done: asyncio.Future[None]) -> None:
@@ -173,6 +215,16 @@ class DownstreamRun:
         span = end_s if end_s > 0 else float("nan")
         queue_mean = self._queue_area / span
         busy_mean = self._busy_area / span
+        abandoned = np.full(len(self._sent), np.nan)
+        if self._abandoned:
+            abandoned[list(self._abandoned)] = list(self._abandoned.values())
+        unstarted = np.full(len(self._sent) - len(self._start_s), np.nan)  # still waiting
+        log = DownstreamLog(
+            sent_s=np.array(self._sent, dtype=float),
+            start_s=np.concatenate([self._start_s, unstarted]),
+            end_s=np.concatenate([self._end_s, unstarted]),
+            abandoned_s=abandoned,
+        )
         return DownstreamStats(
             requests=self.requests,
             served=self.served,
@@ -182,4 +234,5 @@ class DownstreamRun:
             in_system_mean=queue_mean + busy_mean,
             busy_mean=busy_mean,
             end_s=end_s,
+            log=log,
         )

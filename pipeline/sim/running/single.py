@@ -117,14 +117,20 @@ async def run_engine(
             downstream_rng(scenario.seed, replication),
             loop,
         )
-        call = servers.call
+        call, abandoned = servers.call, servers.abandoned
 
         async def calls_downstream(item_id: int) -> None:
             # Client-side time (if any), then the call; a timeout cancels the await, not the work.
             attempt = attempts[item_id] = attempts[item_id] + 1
             if first_attempt is not None:
                 await sleep(first_attempt[item_id] if attempt == 1 else retry_time(item_id))
-            await call()
+            number = servers.requests  # the number the call gives its request
+            request = call()
+            try:
+                await request
+            except asyncio.CancelledError:
+                abandoned(number, request)  # dated in the log: orphaned from now on
+                raise
 
         chosen = calls_downstream
 

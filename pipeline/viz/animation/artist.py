@@ -3,7 +3,12 @@
 One band per stage, left to right as an item travels: upstream (the source's
 backlog, or a chain's hand-off), the queue's slots (slot 0, the next to start,
 nearest the workers), the workers, the retry lane under the queue, and one
-bin per outcome on the right. Everything that moves is a scatter collection
+bin per outcome on the right. An autoscaled stage draws its pool: the boxes
+of the workers it has at the frame, among faint ones up to its largest. A run
+with a downstream has one more band under its stage: the downstream's queue
+and servers, each request blue while its client waits and red once the
+client has given up on it (work done for nobody), with the retries and the
+goodput. Everything that moves is a scatter collection
 per zone, made once: a frame only calls ``set_offsets`` and ``set_text`` and
 draws those moving artists over a kept background (blitting), so a frame
 costs the same however many frames are played.
@@ -15,6 +20,7 @@ and says how many it holds; the counts are always exact.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 from typing import Any
@@ -25,9 +31,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 from PIL import Image
 
+from .downstream import DownstreamFrame
 from .frames import FrameState, StageFrame, Timeline
 
-__all__ = ["BIN_COLOURS", "BLOCKED_COLOUR", "ZONE_COLOURS", "RunArtist"]
+__all__ = ["BIN_COLOURS", "BLOCKED_COLOUR", "ORPHAN_COLOUR", "ZONE_COLOURS", "RunArtist"]
 
 #: Fill colour of an item in each zone.
 ZONE_COLOURS = {
@@ -48,6 +55,9 @@ BIN_COLOURS = {
 _OTHER_BIN = "#b0b0b0"
 #: Fill of a worker's box while it is blocked after service (waiting to hand items on).
 BLOCKED_COLOUR = "#f3d0d0"
+#: A downstream request whose client has given up on it (an orphan), and one it waits for.
+ORPHAN_COLOUR = "#c44e52"
+_LIVE_COLOUR = "#4c72b0"
 _LABELS = {
     "completed": "completed",
     "handed_on": "handed on",
@@ -67,7 +77,7 @@ _RETRY = (2, 17)  # rows, columns of the retry lane
 _BIN = (1, 20)  # rows, columns of each bin's drawn items (its latest)
 _BIN_CELL = 0.22
 _MAX_BINS = 5  # bins per band with room of their own; more share the last row
-_MAX_WORKERS = 48
+_MAX_WORKERS = 64
 
 
 def _grid(n: int, x_head: float, y_top: float, rows: int, columns: int) -> np.ndarray:
@@ -86,6 +96,35 @@ def _row_grid(n: int, x_left: float, y_top: float, rows: int, columns: int) -> n
     return np.column_stack(
         [x_left + (index % columns) * _BIN_CELL, y_top - (index // columns) * _BIN_CELL]
     )
+
+
+def _boxes(ax: Any, positions: np.ndarray, size: float, face: str, edge: str, **more: Any) -> Any:
+    """Square boxes at ``positions`` (a queue's slots, workers, servers)."""
+    return ax.scatter(
+        positions[:, 0],
+        positions[:, 1],
+        s=size,
+        marker="s",
+        facecolors=face,
+        edgecolors=edge,
+        linewidths=0.8,
+        **more,
+    )
+
+
+def _box_positions(concurrency: int, y0: float) -> tuple[np.ndarray, float]:
+    """Worker boxes in columns of up to 8 (more past 48 workers), right of the queue's
+    head; and how much smaller than usual (a ratio of marker areas) their spacing
+    wants the items drawn: 1 up to 48 workers."""
+    shown = min(concurrency, _MAX_WORKERS)
+    per_column = min(max(8, math.ceil(shown / 6)), max(shown, 1))
+    step = min(0.42, 2.9 / per_column)
+    index = np.arange(max(concurrency, 1))
+    column = np.minimum(index, _MAX_WORKERS - 1) // per_column
+    row = np.minimum(index, _MAX_WORKERS - 1) % per_column
+    across = 0.42 if shown <= 48 else step  # past 48, columns as tight as rows
+    positions = np.column_stack([9.7 + column * across, y0 + _BAND - 0.85 - row * step])
+    return positions, min(1.0, step / 0.36) ** 2
 
 
 class _Band:
@@ -116,30 +155,23 @@ class _Band:
         capacity = stage.capacity
         if capacity is not None and capacity <= self.queue_rows * _QUEUE_COLUMNS:
             slots = _grid(capacity, self.queue_head, top, self.queue_rows, _QUEUE_COLUMNS)
-            ax.scatter(
-                slots[:, 0],
-                slots[:, 1],
-                s=marker_size * 1.6,
-                marker="s",
-                facecolors="none",
-                edgecolors="#cfd8e8",
-                linewidths=0.8,
-            )
+            _boxes(ax, slots, marker_size * 1.6, "none", "#cfd8e8")
         ax.add_patch(
             Rectangle(
                 (3.25, y0 + 0.15), 5.95, 0.75, facecolor="#fbefe6", edgecolor="none", zorder=0
             )
         )
-        self.workers = self._worker_positions(stage.concurrency, y0)
+        self.workers, shrink = _box_positions(stage.concurrency, y0)
+        marker_size *= shrink  # a crowded pool draws smaller items
         shown = self.workers[:_MAX_WORKERS]
-        ax.scatter(
-            shown[:, 0],
-            shown[:, 1],
-            s=marker_size * 2.6,
-            marker="s",
-            facecolors="#eef6ef",
-            edgecolors="#55a868",
-            linewidths=0.8,
+        self.pooled = stage.pool is not None
+        if self.pooled:
+            _boxes(ax, shown, marker_size * 2.6, "none", "#dddddd")
+        else:
+            _boxes(ax, shown, marker_size * 2.6, "#eef6ef", "#55a868")
+        # An autoscaled pool: the boxes of the workers it has now, over the faint ones.
+        self.pool = _boxes(
+            ax, shown[:0], marker_size * 2.6, "#eef6ef", "#55a868", zorder=2, animated=True
         )
         ax.add_patch(
             FancyArrowPatch(
@@ -206,12 +238,11 @@ class _Band:
         capacity = "unbounded" if stage.capacity is None else f"maxsize {stage.capacity:,}"
         text = dict(fontsize=7.5, va="bottom", animated=counters)
         shade = "" if stage.last else ", red: blocked"
+        workers = "the pool" if self.pooled else f"workers ({stage.concurrency}){shade}"
         self.texts = {
             "upstream": ax.text(0.3, y0 + _BAND - 0.55, self.upstream_label, **text),
             "queue": ax.text(3.3, y0 + _BAND - 0.55, f"queue ({capacity})", **text),
-            "running": ax.text(
-                9.55, y0 + _BAND - 0.55, f"workers ({stage.concurrency}){shade}", **text
-            ),
+            "running": ax.text(9.55, y0 + _BAND - 0.55, workers, **text),
             "retry": ax.text(3.3, y0 + 0.95, "retry lane (backoff)", **text),
         }
         # Shown only when a zone holds more than it draws (an empty text costs nothing).
@@ -220,6 +251,7 @@ class _Band:
             "upstream": ax.text(0.3, y0 + 0.8, "", fontsize=7, color="#777777", animated=True),
         }
         self.moving = [
+            *([self.pool] if self.pooled else []),  # no pool, nothing to draw each frame
             self.blocked,
             *self.items.values(),
             *(c for c, _, _ in self.bins.values()),
@@ -234,17 +266,6 @@ class _Band:
             return _ROWS
         return max(1, min(_ROWS, math.ceil(capacity / _QUEUE_COLUMNS)))
 
-    @staticmethod
-    def _worker_positions(concurrency: int, y0: float) -> np.ndarray:
-        """Worker boxes in columns of up to 8, right of the queue's head."""
-        shown = min(concurrency, _MAX_WORKERS)
-        per_column = min(8, max(shown, 1))
-        step = min(0.42, 2.9 / per_column)
-        index = np.arange(max(concurrency, 1))
-        column = np.minimum(index, _MAX_WORKERS - 1) // per_column
-        row = np.minimum(index, _MAX_WORKERS - 1) % per_column
-        return np.column_stack([9.7 + column * 0.42, y0 + _BAND - 0.85 - row * step])
-
     def update(self, stage: StageFrame) -> None:
         top, y0 = self.top, self.y0
         upstream = _grid(len(stage.upstream), 2.9, top, _ROWS, _UPSTREAM_COLUMNS)
@@ -253,6 +274,10 @@ class _Band:
         running = self.workers[: len(busy)][busy[: len(self.workers)]][:_MAX_WORKERS]
         idle = self.workers[: len(busy)][~busy[: len(self.workers)]][:_MAX_WORKERS]
         self.blocked.set_offsets(idle[: stage.blocked])
+        if stage.pool is not None:
+            # The pool's boxes: every busy worker's, then the first idle ones (a worker
+            # leaving finishes its item first, so the busy ones are all in the pool).
+            self.pool.set_offsets(np.concatenate([running, idle])[: stage.pool])
         retry = _grid(len(stage.retry), self.queue_head, y0 + 0.7, *_RETRY)
         for zone, offsets in (
             ("upstream", upstream),
@@ -279,8 +304,91 @@ class _Band:
             texts["upstream"].set_text(f"{self.upstream_label} {counts['upstream']:,}")
             texts["queue"].set_text(f"queue {counts['queue']:,} / {capacity}")
             blocked = f", {stage.blocked} blocked" if stage.blocked else ""
-            texts["running"].set_text(f"workers {counts['running']} / {stage.concurrency}{blocked}")
+            texts["running"].set_text(_workers_text(stage) + blocked)
             texts["retry"].set_text(f"retry lane {counts['retry']:,}")
+
+
+def _workers_text(stage: StageFrame) -> str:
+    """``"workers 3 / 4"`` busy; an autoscaled pool's size and last ask, ``"pool 14, asked
+    16"`` (its busy workers are the boxes with an item: the label has no room for more)."""
+    if stage.pool is None:
+        return f"workers {stage.counts['running']} / {stage.concurrency}"
+    asked = "" if stage.desired is None else f", asked {stage.desired}"
+    return f"pool {stage.pool}{asked}"
+
+
+class _DownstreamBand:
+    """The artists of a run's downstream: its queue (the head nearest the servers), its
+    servers, each request blue or red (an orphan), and its counters."""
+
+    def __init__(
+        self, ax: Any, downstream: DownstreamFrame, y0: float, marker_size: float, counters: bool
+    ) -> None:
+        self.counters = counters
+        self.top = y0 + _BAND - 0.75
+        self.queue_head = 9.0
+        ax.text(0.3, y0 + _BAND - 0.55, "downstream", fontsize=8.5, weight="bold", va="bottom")
+        ax.text(
+            0.3,
+            y0 + _BAND - 1.1,
+            "blue: its client waits\nred: its client gave up\n(served for nobody)",
+            fontsize=7,
+            va="top",
+            color="#555555",
+        )
+        self.servers, shrink = _box_positions(downstream.concurrency, y0)
+        marker_size *= shrink
+        _boxes(ax, self.servers[:_MAX_WORKERS], marker_size * 2.6, "#f4f4f4", "#777777")
+        text = dict(fontsize=7.5, va="bottom", animated=counters)
+        self.texts = {
+            "queue": ax.text(3.3, y0 + _BAND - 0.55, "queue (FIFO)", **text),
+            "servers": ax.text(
+                9.55, y0 + _BAND - 0.55, f"servers ({downstream.concurrency})", **text
+            ),
+        }
+        if counters:
+            self.texts |= {
+                name: ax.text(12.0, y0 + _BAND - 0.55 - row * 0.5, "", **text)
+                for row, name in enumerate(("sent", "orphaned", "retries", "goodput"))
+            }
+        self.more = ax.text(6.4, y0 + 0.5, "", fontsize=7, color=_LIVE_COLOUR, animated=True)
+
+        def scatter(colour: str) -> Any:
+            return ax.scatter(
+                [], [], s=marker_size, c=colour, linewidths=0, zorder=3, animated=True
+            )
+
+        self.items = {
+            "live": scatter(_LIVE_COLOUR),
+            "orphan": scatter(ORPHAN_COLOUR),
+        }
+        self.moving = [*self.items.values(), self.more]
+        if counters:
+            self.moving += list(self.texts.values())
+
+    def update(self, downstream: DownstreamFrame) -> None:
+        queue = _grid(len(downstream.queue), self.queue_head, self.top, _ROWS, _QUEUE_COLUMNS)
+        orphan_queued = downstream.queue[: len(queue)]
+        busy = downstream.servers >= 0
+        servers = self.servers[: len(busy)][busy[: len(self.servers)]]
+        orphan_serving = downstream.servers[busy][: len(servers)] == 1
+        self.items["live"].set_offsets(
+            np.concatenate([queue[~orphan_queued], servers[~orphan_serving]])
+        )
+        self.items["orphan"].set_offsets(
+            np.concatenate([queue[orphan_queued], servers[orphan_serving]])
+        )
+        counts = downstream.counts
+        hidden = counts["waiting"] - len(queue)
+        self.more.set_text(f"+{hidden:,} more queued" if hidden > 0 else "")
+        if self.counters:
+            texts = self.texts
+            texts["queue"].set_text(f"queue {counts['waiting']:,} ({counts['orphans']:,} orphans)")
+            texts["servers"].set_text(f"servers {counts['in_service']} / {len(busy)}")
+            texts["sent"].set_text(f"requests {counts['sent']:,}, served {counts['served']:,}")
+            texts["orphaned"].set_text(f"served for nobody {counts['orphaned']:,}")
+            texts["retries"].set_text(f"retries {counts['retries']:,}")
+            texts["goodput"].set_text(f"goodput {downstream.goodput_per_s:,.1f}/s (10 s)")
 
 
 class RunArtist:
@@ -310,9 +418,9 @@ class RunArtist:
     ) -> None:
         self.timeline = timeline
         first = timeline.frame(0)
-        stages = len(first.stages)
         last = timeline.frame(len(timeline) - 1) if len(timeline) > 1 else first
         stage_frames = [_with_bins(a, b) for a, b in zip(first.stages, last.stages, strict=True)]
+        stages = len(first.stages) + (first.downstream is not None)  # bands
         height_in = 0.45 + 1.75 * stages
         self.figure = Figure(figsize=(width_in, height_in), dpi=dpi, facecolor="white")
         FigureCanvasAgg(self.figure)
@@ -323,7 +431,7 @@ class RunArtist:
         # A marker a little smaller than its cell: cell width in points, squared.
         cell_pt = _CELL / _WIDTH * width_in * 72
         marker_size = (cell_pt * 0.72) ** 2
-        chain = stages > 1
+        chain = len(first.stages) > 1
         self._bands = [
             _Band(
                 ax,
@@ -336,11 +444,16 @@ class RunArtist:
             )
             for number, stage in enumerate(stage_frames)
         ]
+        self._downstream = None
+        if first.downstream is not None:  # the lowest band: where the stage's calls go
+            self._downstream = _DownstreamBand(ax, first.downstream, 0.0, marker_size, counters)
         self.figure.text(
             0.99, 0.985, timeline.note, fontsize=7.5, va="top", ha="right", color="#555555"
         )
         self._title = self.figure.text(0.01, 0.985, "", fontsize=9, va="top", animated=True)
         self._moving = [artist for band in self._bands for artist in band.moving]
+        if self._downstream is not None:
+            self._moving += self._downstream.moving
         self._background: Any = None
         self.state: FrameState | None = None
         self.update(first)
@@ -349,6 +462,8 @@ class RunArtist:
         """Move every zone's items to ``state`` (no artist is created or removed)."""
         for band, stage in zip(self._bands, state.stages, strict=True):
             band.update(stage)
+        if self._downstream is not None and state.downstream is not None:
+            self._downstream.update(state.downstream)
         self._title.set_text(
             f"t = {state.time_s:,.2f} s    frame {state.index + 1:,} of {len(self.timeline):,}"
         )
@@ -385,14 +500,4 @@ def _with_bins(first: StageFrame, last: StageFrame) -> StageFrame:
     for name, ids in last.bins.items():
         bins.setdefault(name, ids[:0])
     order = list(last.bins) + [name for name in first.bins if name not in last.bins]
-    return StageFrame(
-        name=first.name,
-        upstream=first.upstream,
-        queue=first.queue,
-        workers=first.workers,
-        retry=first.retry,
-        bins={name: bins[name] for name in order},
-        counts=first.counts,
-        capacity=first.capacity,
-        last=first.last,
-    )
+    return dataclasses.replace(first, bins={name: bins[name] for name in order})

@@ -33,6 +33,12 @@ Every item is in exactly one zone at every frame, and the zones' counts agree
 with the run's step series (queue depth, in flight, retry waiting, upstream
 backlog) at that time.
 
+What the run has besides its items is drawn too, from its own records: an
+autoscaled stage's pool (``result.pool``: the workers at each instant, busy
+or not, and the count the last sync asked for), and a run's downstream
+(:mod:`.downstream`: its queue, its servers, the orphaned requests served for
+clients who gave up, the retries, the goodput).
+
 Long runs are thinned to a *window*: the frames are the event times in
 ``[start_s, end_s]``, at most ``max_frames`` of them, the first ones. A
 window rather than a sample of frames: every frame is one step of the run,
@@ -45,6 +51,11 @@ the ones that left before it or arrive after it are counts. A frame's state
 is computed when asked for, never all of them at once, so memory is bounded
 by the window, not by the run times the number of frames.
 
+A storm or a burst lasts minutes, and a minute of a busy run is thousands of
+events: ``every_s`` samples the window at a fixed step instead (the frames
+``start_s``, ``start_s + every_s``, ...). Each frame is still the exact state
+at its instant; an item may move through several zones between two frames.
+
 This module uses numpy only (no matplotlib): the drawing is
 :mod:`pipeline.viz.animation.artist`.
 """
@@ -53,12 +64,14 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import math
 import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from .downstream import DownstreamFrame, DownstreamTrack
+from .window import Window
 
 __all__ = [
     "BIN_ORDER",
@@ -105,6 +118,10 @@ class StageFrame:
         blocked: idle-looking workers that are in fact blocked after service: in a
             chain, each parent of an item waiting in the next stage's hand-off holds
             its worker until the last of its children is admitted (0 at the last stage).
+        pool: with an autoscaler, the workers in the pool at this frame (busy, idle or
+            cold-starting; ``result.pool``), else None: then every slot is a worker.
+        desired: with an autoscaler, the count its last sync asked for (None before
+            the first sync, and without an autoscaler).
     """
 
     name: str
@@ -117,6 +134,8 @@ class StageFrame:
     capacity: int | None
     last: bool
     blocked: int = 0
+    pool: int | None = None
+    desired: int | None = None
 
     @property
     def concurrency(self) -> int:
@@ -139,11 +158,13 @@ class StageFrame:
 
 @dataclass(frozen=True)
 class FrameState:
-    """One frame: its number, its virtual time and every stage's :class:`StageFrame`."""
+    """One frame: its number, its virtual time, every stage's :class:`StageFrame`, and
+    the run's downstream (a :class:`~.downstream.DownstreamFrame`; None without one)."""
 
     index: int
     time_s: float
     stages: tuple[StageFrame, ...]
+    downstream: DownstreamFrame | None = None
 
 
 def _outcome_names(columns: Any) -> list[str]:
@@ -211,7 +232,18 @@ class _StageTrack:
         self.code = code[ids]
         del arrival, leaves, code
         self._attempts(columns, inside, ids, end_s)
-        self.concurrency = self._assign_workers(int(config.concurrency), w0, w1)
+        self.pool = getattr(result, "pool", None)
+        slots = int(config.concurrency)
+        if self.pool is not None and len(self.pool.workers):
+            slots = max(slots, int(self.pool.workers.max()))
+        self.concurrency = self._assign_workers(slots, w0, w1)
+
+    def pool_at(self, time_s: float) -> dict[str, int | None]:
+        """The frame's ``pool`` and ``desired`` (:class:`StageFrame`) at ``time_s``."""
+        if self.pool is None:
+            return {}
+        workers, desired = self.pool.at(np.array([time_s]))
+        return {"pool": int(workers[0]), "desired": int(desired[0]) if desired[0] >= 0 else None}
 
     def _attempts(self, columns: Any, inside: np.ndarray, ids: np.ndarray, end_s: float) -> None:
         """The kept items' attempts: owner (index into ``ids``), start, end, ending, when
@@ -332,6 +364,7 @@ class _StageTrack:
             counts=counts,
             capacity=self.capacity,
             last=self.last,
+            **self.pool_at(t),
         )
 
     def _binned(
@@ -389,6 +422,7 @@ class _StageTrack:
             counts=counts,
             capacity=self.capacity,
             last=self.last,
+            **self.pool_at(self._end_s),
         )
 
 
@@ -432,18 +466,22 @@ class Timeline:
             with more events ends at the last frame shown, or, when it runs to the
             run's end, shows its first ``max_frames - 1`` events and then the run's
             end (see :attr:`note`, :attr:`ends_at_run_end`).
+        every_s: None (one frame per event), or a step in seconds: the frames are
+            then ``start_s``, ``start_s + every_s``, ... (at most ``max_frames``).
 
     Attributes:
         times_s: each frame's virtual time, seconds (increasing).
         run_end_s: the run's end, seconds.
         events_in_window: event times in ``[start_s, end_s]`` before ``max_frames``.
-        thinned: whether the frames show less than the whole run.
+        thinned: whether the frames show less than the whole run (or sample it).
+        every_s: the step between frames, seconds (None: a frame per event).
         ends_at_run_end: whether the last frame is the run's end after a cut window.
 
     Raises:
         TypeError: ``result`` is not a simulated run, or ``max_frames`` is not an int.
         ValueError: a window bound is not a finite number >= 0, ``end_s`` is not
-            after ``start_s``, ``start_s`` is after the run's end, or ``max_frames`` < 1.
+            after ``start_s``, ``start_s`` is after the run's end, ``max_frames`` < 1,
+            or ``every_s`` is not a finite number of seconds > 0.
     """
 
     def __init__(
@@ -453,25 +491,23 @@ class Timeline:
         start_s: float = 0.0,
         end_s: float | None = None,
         max_frames: int = DEFAULT_MAX_FRAMES,
+        every_s: float | None = None,
     ) -> None:
         stages = _stages_of(result)
-        if isinstance(max_frames, bool) or not isinstance(max_frames, numbers.Integral):
-            raise TypeError(f"max_frames must be an int >= 1, got {max_frames!r}")
-        if max_frames < 1:
-            raise ValueError(f"max_frames must be an int >= 1, got {max_frames!r}")
-        start = _window_bound("start_s", start_s)
+        downstream = _downstream_of(result)
         run_end = max(float(stage.series.end_s) for _, stage in stages)
-        end = run_end if end_s is None else _window_bound("end_s", end_s)
-        if start > run_end:
-            raise ValueError(
-                f"start_s must be at most the run's end ({run_end:g} s), got {start_s!r}"
-            )
-        if not end > start and not (end_s is None and end == start):
-            raise ValueError(f"end_s must be after start_s ({start:g} s), got {end_s!r}")
-        events = np.unique(np.concatenate([stage.series.time_s for _, stage in stages]))
-        inside = events[(events >= start) & (events <= end)]
-        if not len(inside) or inside[0] > start:
-            inside = np.concatenate([[start], inside])  # the state holding at start_s
+        window = Window(start_s, end_s, max_frames, every_s, run_end)
+        start, end, step = window.start_s, window.end_s, window.every_s
+        if step is None:
+            events = [stage.series.time_s for _, stage in stages]
+            pools = [getattr(stage, "pool", None) for _, stage in stages]
+            events += [pool.time_s for pool in pools if pool is not None]
+            if downstream is not None:
+                events.append(downstream.event_times(start, end))
+            inside = window.events(np.concatenate(events))
+        else:
+            inside = window.steps()
+        max_frames = window.max_frames
         self.events_in_window = len(inside)
         cut = len(inside) > max_frames
         # A window to the run's end with more events than frames shows its first events,
@@ -482,16 +518,18 @@ class Timeline:
         else:
             self.times_s = inside[: int(max_frames)]
         self.run_end_s = run_end
+        self.every_s = step
         self.start_s, self.end_s = float(self.times_s[0]), float(self.times_s[-1])
-        self.thinned = cut or start > 0 or end < run_end
+        self.thinned = cut or start > 0 or end < run_end or step is not None
         stepped = self.times_s[:-1] if self.ends_at_run_end else self.times_s
-        window = (self.start_s, float(stepped[-1]))
+        kept = (self.start_s, float(stepped[-1]))
         self.stage_names = [name for name, _ in stages]
         specs = getattr(result.scenario, "stages", None) or ()
         self._fan_out = [int(getattr(spec, "fan_out", 1)) for spec in specs]
         self._tracks = []
         for number, (name, stage) in enumerate(stages):
-            self._tracks.append(_StageTrack(name, stage, window, number == len(stages) - 1))
+            self._tracks.append(_StageTrack(name, stage, kept, number == len(stages) - 1))
+        self._downstream = downstream
 
     def __len__(self) -> int:
         return len(self.times_s)
@@ -506,6 +544,11 @@ class Timeline:
             return f"all {len(self):,} events, {_seconds(self.start_s)}-{_seconds(self.end_s)} s"
         stepped = len(self) - 1 if self.ends_at_run_end else len(self)
         span = f"{_seconds(self.start_s)}-{_seconds(float(self.times_s[stepped - 1]))} s"
+        if self.every_s is not None:
+            return (
+                f"every {_seconds(self.every_s)} s, {span} of {_seconds(self.run_end_s)} s "
+                f"({len(self):,} frames)"
+            )
         note = (
             f"showing {span} of {_seconds(self.run_end_s)} s "
             f"({stepped:,} of {self.events_in_window:,} events in the window)"
@@ -529,9 +572,10 @@ class Timeline:
         if not 0 <= index < len(self.times_s):
             raise IndexError(f"frame index must be in 0..{len(self.times_s) - 1}, got {index}")
         time_s = float(self.times_s[int(index)])
+        downstream = None if self._downstream is None else self._downstream.frame(time_s)
         if self.ends_at_run_end and index == len(self.times_s) - 1:
             ended = tuple(track.end_frame() for track in self._tracks)
-            return FrameState(index=int(index), time_s=time_s, stages=ended)
+            return FrameState(index=int(index), time_s=time_s, stages=ended, downstream=downstream)
         stages = [track.frame(time_s) for track in self._tracks]
         for number in range(len(stages) - 1):
             stage, after = stages[number], stages[number + 1]
@@ -540,13 +584,14 @@ class Timeline:
                 parents = len(np.unique(after.upstream // max(fan_out, 1)))
                 idle = stage.concurrency - stage.counts["running"]
                 stages[number] = dataclasses.replace(stage, blocked=min(parents, idle))
-        return FrameState(index=int(index), time_s=time_s, stages=tuple(stages))
+        return FrameState(
+            index=int(index), time_s=time_s, stages=tuple(stages), downstream=downstream
+        )
 
 
-def _window_bound(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number of seconds >= 0, got {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-    return value
+def _downstream_of(result: Any) -> DownstreamTrack | None:
+    """The run's downstream, when it has one and kept its requests' log."""
+    stats = getattr(result, "downstream", None)
+    if stats is None or getattr(stats, "log", None) is None:
+        return None
+    return DownstreamTrack(result)

@@ -97,6 +97,7 @@ class AnimationWidget(ShowsWidget):
         start_s: float = 0.0,
         end_s: float | None = None,
         max_frames: int = DEFAULT_MAX_FRAMES,
+        every_s: float | None = None,
         interval_ms: int = 150,
         width_in: float = 8.2,
         dpi: int = 100,
@@ -113,7 +114,9 @@ class AnimationWidget(ShowsWidget):
             raise ValueError(f"width_in must be a number of inches from 2 to 40, got {width_in!r}")
         if isinstance(dpi, bool) or not isinstance(dpi, numbers.Integral) or not 10 <= dpi <= 600:
             raise ValueError(f"dpi must be an int from 10 to 600, got {dpi!r}")
-        self.timeline = Timeline(result, start_s=start_s, end_s=end_s, max_frames=max_frames)
+        self.timeline = Timeline(
+            result, start_s=start_s, end_s=end_s, max_frames=max_frames, every_s=every_s
+        )
         # The canvas denser than displayed, shown at its nominal size: sharp on a retina
         # screen at 1.5x (2x would double the PNG's encoding, the frame's largest cost).
         self.artist = RunArtist(
@@ -290,7 +293,11 @@ def _counters_html(state: FrameState, timeline: Timeline) -> str:
             rows.append(f"<b>{html.escape(stage.name)}</b>")
         rows.append(f"queue depth {counts['queue']:,} / {capacity}")
         blocked = f", {stage.blocked} blocked" if stage.blocked else ""
-        rows.append(f"workers busy {counts['running']} / {stage.concurrency}{blocked}")
+        pool = stage.concurrency if stage.pool is None else stage.pool
+        rows.append(f"workers busy {counts['running']} / {pool}{blocked}")
+        if stage.pool is not None:
+            asked = "none yet" if stage.desired is None else f"{stage.desired}"
+            rows.append(f"pool {stage.pool}, last sync asked {asked}")
         rows.append(f"retry lane {counts['retry']:,}")
         rows.append(
             f"{'upstream' if stage is state.stages[0] else 'hand-off'} {counts['upstream']:,}"
@@ -298,6 +305,19 @@ def _counters_html(state: FrameState, timeline: Timeline) -> str:
         for name, ids in stage.bins.items():
             del ids
             rows.append(f"{html.escape(name.replace('_', ' '))} {counts[name]:,}")
+    if state.downstream is not None:
+        down = state.downstream
+        counts = down.counts
+        rows += [
+            "<b>downstream</b>",
+            f"queue {counts['waiting']:,}, servers busy {counts['in_service']} / "
+            f"{down.concurrency}",
+            f"<span style='color:#c44e52'>orphans now {counts['orphans']:,}</span>",
+            f"requests {counts['sent']:,}, served {counts['served']:,}",
+            f"<span style='color:#c44e52'>served for nobody {counts['orphaned']:,}</span>",
+            f"retries {counts['retries']:,}",
+            f"goodput {down.goodput_per_s:,.1f}/s (last 10 s)",
+        ]
     body = "<br>".join(rows)
     return f"<div class='pipeline-animation-counters' style='font-size:12px'>{body}</div>"
 
@@ -308,6 +328,7 @@ def animate(
     start_s: float = 0.0,
     end_s: float | None = None,
     max_frames: int = DEFAULT_MAX_FRAMES,
+    every_s: float | None = None,
     interval_ms: int = 150,
 ) -> AnimationWidget:
     """Watch a simulated run move: items arrive, queue, run, retry, and land in their bins.
@@ -320,13 +341,22 @@ def animate(
     make items teleport; pick the stretch worth watching with ``start_s``.
     A window that runs to the run's end (``end_s`` not given) but has more
     events than frames ends with one frame at the run's end, so the last frame
-    always holds the run's outcome ("..., then the run's end").
+    always holds the run's outcome ("..., then the run's end"). A storm or a burst
+    lasts minutes: ``every_s`` shows one frame every so many seconds instead, each
+    the exact state at its instant (items then move several zones at a time).
+
+    What the run has besides its items is drawn from its own records: an
+    autoscaled pool (its workers at each frame among faint boxes up to its
+    largest, and what the last sync asked for), and a downstream in a band of its
+    own (its queue and servers, each request red once its client has given up
+    on it, and the requests served for nobody, the retries and the goodput).
 
     Args:
         result: what :func:`~pipeline.simulate` returned (one stage or a chain).
         start_s: the window's start, seconds of virtual time.
         end_s: the window's end, seconds (default: the run's end).
         max_frames: at most this many frames (default 400).
+        every_s: None (a frame per event), or seconds between frames.
         interval_ms: milliseconds between frames while playing.
 
     Returns:
@@ -347,5 +377,10 @@ def animate(
         player.save("run.gif")
     """
     return AnimationWidget(
-        result, start_s=start_s, end_s=end_s, max_frames=max_frames, interval_ms=interval_ms
+        result,
+        start_s=start_s,
+        end_s=end_s,
+        max_frames=max_frames,
+        every_s=every_s,
+        interval_ms=interval_ms,
     )

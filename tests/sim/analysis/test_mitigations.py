@@ -127,6 +127,22 @@ def test_a_limit_gets_a_stuck_system_out_and_the_table_says_so():
     assert rows["aimd", "recovery_s"].pairs == 0 and np.isnan(rows["aimd", "recovery_s"].low)
 
 
+def test_a_control_s_own_counters_are_zero_in_the_arms_without_it():
+    table = compare_controls(
+        stuck().replace(duration_s=40.0),
+        {"budget": RetryBudget(ratio=0.1, min_retries_per_s=1.0), "codel": CoDel()},
+        metrics=["retries_denied", "breaker_open_s", "codel_shed"],
+        replications=2,
+    )
+    rows = {(row.control, row.metric): row for row in table.itertuples()}
+    for metric in ("retries_denied", "breaker_open_s", "codel_shed"):
+        assert rows["none", metric].mean == 0.0
+    assert rows["codel", "retries_denied"].mean == rows["budget", "codel_shed"].mean == 0.0
+    denied = rows["budget", "retries_denied"]
+    assert denied.mean > 0 and denied.difference == denied.mean and denied.pairs == 2
+    assert rows["codel", "codel_shed"].difference == rows["codel", "codel_shed"].mean
+
+
 @pytest.mark.parametrize(
     "controls, error, message",
     [

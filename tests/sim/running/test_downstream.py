@@ -162,6 +162,15 @@ def test_the_kernel_refuses_a_downstream_and_faults_in_one_line():
 # -- a hand-computed trace ----------------------------------------------------------------
 
 
+def hand_computed_trace() -> Scenario:
+    """One server, 2 s of work per request, client timeout 3 s, 2 attempts, retries after
+    0.25 s; arrivals at 0, 0.5 and 1.25 s."""
+    config = PipelineConfig(concurrency=100, max_attempts=2, attempt_timeout_s=3.0,
+                            backoff=Backoff(kind="constant", base_s=0.25))  # fmt: skip
+    return Scenario(arrivals=Trace([0.0, 0.5, 1.25]), config=config, n_items=3,
+                    downstream=Downstream(concurrency=1, service=Constant(2.0)))  # fmt: skip
+
+
 def test_orphaned_work_on_a_hand_computed_trace():
     # One server, 2 s of work per request, client timeout 3 s, 2 attempts, retries after
     # 0.25 s. Arrivals 0, 0.5, 1.25:
@@ -177,11 +186,7 @@ def test_orphaned_work_on_a_hand_computed_trace():
     # Requests 5; served by 7.5: 3, of them orphaned 2; the server is busy throughout.
     # Waiting requests: 1 on [0.5,1.25), 2 on [1.25,2), 1 on [2,3.75), 2 on [3.75,4),
     # 1 on [4,4.5), 2 on [4.5,6), 1 on [6,7.5): area 9.5 over 7.5 s.
-    config = PipelineConfig(concurrency=100, max_attempts=2, attempt_timeout_s=3.0,
-                            backoff=Backoff(kind="constant", base_s=0.25))  # fmt: skip
-    scenario = Scenario(arrivals=Trace([0.0, 0.5, 1.25]), config=config, n_items=3,
-                        downstream=Downstream(concurrency=1, service=Constant(2.0)))  # fmt: skip
-    result = simulate(scenario)
+    result = simulate(hand_computed_trace())
     items = result.items
     assert items.outcome.tolist() == ["completed", "dead_lettered", "dead_lettered"]
     assert items.finish_s.tolist()[0] == 2.0
@@ -194,6 +199,39 @@ def test_orphaned_work_on_a_hand_computed_trace():
     assert s["downstream_in_system_mean"] == pytest.approx(9.5 / 7.5 + 1.0, rel=1e-12)
     letters = {letter.payload: letter for letter in result.dead_letters}
     assert [e.type for e in letters[1].errors] == ["TimeoutError", "TimeoutError"]
+
+
+def test_the_log_dates_every_request_of_the_hand_computed_trace():
+    # The trace above, request by request (in the order they reached the downstream):
+    # sent, taken by the server, service end, and when the client gave up on it.
+    log = simulate(hand_computed_trace()).downstream.log
+    nan = math.nan
+    np.testing.assert_array_equal(log.sent_s, [0.0, 0.5, 1.25, 3.75, 4.5])
+    np.testing.assert_array_equal(log.start_s, [0.0, 2.0, 4.0, 6.0, nan])
+    np.testing.assert_array_equal(log.end_s, [2.0, 4.0, 6.0, 8.0, nan])
+    # The first got its answer; the others' clients timed out (the last at the run's end).
+    np.testing.assert_array_equal(log.abandoned_s, [nan, 3.5, 4.25, 6.75, 7.5])
+
+
+def test_the_log_agrees_with_the_counts_and_the_time_weighted_queue():
+    config = PipelineConfig(concurrency=40, queue_maxsize=None, max_attempts=4,
+                            attempt_timeout_s=1.0, drain_timeout_s=None,
+                            backoff=Backoff(kind="constant", base_s=0.1))  # fmt: skip
+    scenario = Scenario(arrivals=Poisson(rate=25.0), config=config, duration_s=30.0, seed=1,
+                        downstream=Downstream(concurrency=3, service=Exponential(mean=0.1)),
+                        faults=[CapacityDrop(at_s=10.0, for_s=4.0, factor=0.2)])  # fmt: skip
+    stats = simulate(scenario).downstream
+    log, end = stats.log, stats.end_s
+    assert len(log.sent_s) == stats.requests
+    served = log.end_s <= end
+    assert served.sum() == stats.served
+    assert (served & (log.abandoned_s < log.end_s)).sum() == stats.orphaned > 0
+    # Waiting requests as a step function of the log's own instants, over [0, end].
+    times = np.unique(np.concatenate([[0.0, end], log.sent_s, log.start_s]))
+    times = times[times <= end]
+    waiting = [np.sum((log.sent_s <= t) & ~(log.start_s <= t)) for t in times]
+    area = np.sum(np.array(waiting[:-1]) * np.diff(times))
+    assert area / end == pytest.approx(stats.queue_mean, rel=1e-9)
 
 
 def test_client_side_time_comes_before_the_call():
