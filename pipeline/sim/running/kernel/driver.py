@@ -248,12 +248,12 @@ class _State:
         head = stages[0].config
         if head.on_full == "block" and head.queue_maxsize:
             margin = max(margin, head.queue_maxsize + workers + 2)
-        self.iv = np.zeros(21, np.int64)
+        self.iv = np.zeros(R.NIV, np.int64)
         self.iv[[R.N, R.SINGLE, R.MARGIN, R.ACCEPTING, R.LOG_ALL]] = (
             len(arrival), single, margin, 1, log,
         )  # fmt: skip
         drain_s = np.nan if drain_s is None else drain_s  # NOW, BLOCKED_SINCE, CLOSED_S, ...:
-        self.fv = np.array([0.0, 0.0, np.nan, drain_s, warmup_s])
+        self.fv = np.array([0.0, 0.0, np.nan, drain_s, warmup_s, np.inf])
         sf = np.zeros((nst, R.SF))
         sf[:, R.LASTSETTLE] = np.nan
         self.si, self.sf = si.ravel(), sf.ravel()

@@ -73,8 +73,9 @@ DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent 
 # Global ints (iv) and floats (fv).
 (SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, SETTLED,
  RUN_WAITING, RUN_WOKEN, FIRED, CANCELLED, CLOSED, TIMED_OUT, HELD_PEAK,
- HELD_BEFORE, LOG_ALL) = range(21)  # fmt: skip
-NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S = range(5)
+ HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE) = range(23)  # fmt: skip
+NIV = POOL_SAFE + 1  # ARRIVAL(_SEQ): the producer's timer, (when, seq) out of the heap (0: none)
+NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL = range(6)
 # A stage's int row (si[stage * _SI + column]) and float row (sf[stage * _SF + column]).
 (REJECT, BOUND, TURNS, FAN, IOFF, MOFF, MCAP, MHEAD, MLEN, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
  GOFF, GCAP, GHEAD, GLEN, WOFF, WCAP, WHEAD, WLEN, UNSETTLED, INFLIGHT, OFFERED, ADMITS,
@@ -128,10 +129,8 @@ def _pop(T, iv):
 @jit
 def _ready(T, iv, kind, arg):
     """Schedule a step for this iteration's end (the ring's tail)."""
-    rk = T[0]
-    slot = (iv[RHEAD] + iv[RLEN]) & (len(rk) - 1)
-    rk[slot] = kind
-    T[1][slot] = arg
+    slot = (iv[RHEAD] + iv[RLEN]) & (len(T[0]) - 1)
+    T[0][slot], T[1][slot] = kind, arg
     iv[RLEN] += 1
 
 
@@ -145,9 +144,8 @@ def _log(L, iv, kind, now, item, stage):
     if iv[SINGLE]:  # L[5:]: admitted, first start, finish, outcome (Q[4]: attempts)
         if kind == ADMITTED:
             L[5][item] = now
-        elif kind == STARTED:
-            if math.isnan(L[6][item]):
-                L[6][item] = now
+        elif kind == STARTED and math.isnan(L[6][item]):
+            L[6][item] = now
         elif kind in (COMPLETED, DEAD_LETTERED):
             L[7][item] = now
             L[8][item] = 0 if kind == COMPLETED else 1
@@ -155,19 +153,15 @@ def _log(L, iv, kind, now, item, stage):
             L[8][item] = 2
     if iv[LOG_ALL] or kind in (SHED, RETRY_SCHEDULED, DEAD_LETTERED):
         i = iv[LLEN]
-        L[0][i] = kind
-        L[1][i] = now
-        L[2][i] = item
-        L[3][i] = stage
+        L[0][i], L[1][i], L[2][i], L[3][i] = kind, now, item, stage
         iv[LLEN] = i + 1
 
 
 @jit
 def _draw(D, row):
     """The next value of the pool's row ``row`` (:func:`_short` saw one left)."""
-    at = D[6][row]
-    D[6][row] = at + 1
-    return D[5][at]
+    D[6][row] += 1
+    return D[5][D[6][row] - 1]
 
 
 @jit
@@ -264,8 +258,9 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
                     fv[CLOSED_S] = now
                 return
             when = arrival[iv[NEXT]]
-            if when > now:
-                _push(T, iv, when, K_FIRED_PRODUCER, _ARRIVED)
+            if when > now:  # a timer as _push sets one, kept out of the heap
+                iv[SEQ] = iv[ARRIVAL_SEQ] = iv[SEQ] + 1
+                fv[ARRIVAL] = when
                 return
         item = iv[NEXT]
         iv[NEXT] = item + 1
@@ -504,28 +499,42 @@ def _iteration(si, iv, fv, T):
 
     Returns a code (DONE, STUCK, GROW_READY) or -1 to go on.
     """
-    rk, hw, hk = T[0], T[2], T[4]
+    rk, hw, hs, hk = T[0], T[2], T[3], T[4]
     if iv[CLOSED]:
         return DONE
-    if iv[RLEN] + iv[HSIZE] > len(rk):
+    if iv[RLEN] + iv[HSIZE] >= len(rk):
         return GROW_READY
-    if iv[RLEN] == 0:
+    woken = iv[RLEN] == 0  # only timers that wake a task are ready so far
+    if woken:
         while iv[HSIZE] > 0 and hk[0] == K_TIMEOUT and iv[CANCELLED]:
             _pop(T, iv)
-        if iv[HSIZE] == 0:
+        if iv[HSIZE] == 0 and iv[ARRIVAL_SEQ] == 0:
             return STUCK if iv[SINGLE] else DONE
-        if hw[0] > fv[NOW]:
-            if iv[SINGLE]:  # the instant is over: its items held are a row of the series
-                held = si[ADMITS] - si[COMPLETES]
-                if fv[NOW] >= fv[WARMUP_S]:
-                    iv[HELD_PEAK] = max(iv[HELD_PEAK], held)
-                else:
-                    iv[HELD_BEFORE] = held
-            fv[NOW] = hw[0]
-    while iv[HSIZE] > 0 and hw[0] <= fv[NOW]:
-        kind, arg = hk[0], T[5][0]
-        _pop(T, iv)
-        _ready(T, iv, kind, arg)
+        due = fv[ARRIVAL] if iv[HSIZE] == 0 else min(hw[0], fv[ARRIVAL])
+        if due > fv[NOW]:
+            # the instant is over: a pipeline's items held are a row of its series
+            if iv[SINGLE] and fv[NOW] >= fv[WARMUP_S]:
+                iv[HELD_PEAK] = max(iv[HELD_PEAK], si[ADMITS] - si[COMPLETES])
+            elif iv[SINGLE]:
+                iv[HELD_BEFORE] = si[ADMITS] - si[COMPLETES]
+            fv[NOW] = due
+    now = fv[NOW]
+    while True:  # the due timers in (when, seq) order, the arrival's among the heap's
+        heap, at = iv[HSIZE] > 0 and hw[0] <= now, fv[ARRIVAL]
+        first = not heap or at < hw[0] or (at == hw[0] and iv[ARRIVAL_SEQ] < hs[0])
+        if iv[ARRIVAL_SEQ] > 0 and at <= now and first:
+            iv[ARRIVAL_SEQ], fv[ARRIVAL] = 0, math.inf
+            _ready(T, iv, K_FIRED_PRODUCER, _ARRIVED)
+        elif heap:
+            kind, arg = hk[0], T[5][0]
+            _pop(T, iv)
+            _ready(T, iv, kind, arg)
+            woken = woken and K_FIRED_PRODUCER <= kind <= K_FIRED_WORKER
+        else:
+            break
+    if woken:  # this iteration would only ready their tasks' steps: skip to the next one
+        for i in range(iv[RHEAD], iv[RHEAD] + iv[RLEN]):
+            rk[i & (len(rk) - 1)] -= FIRED_AFTER
     iv[LEFT] = iv[RLEN]
     return -1
 
@@ -540,11 +549,15 @@ def _short(si, iv, T, L, W, D, kind, arg):
         return GROW_LOG
     if len(T[2]) - iv[HSIZE] < 2:
         return GROW_HEAP
-    if kind == K_WORKER:
+    if kind == K_WORKER and iv[POOL_SAFE] == 0:  # a row may be dry: look
         b = W[0][arg] * SI
         for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
             if D[6][row] == D[9][row + 1]:
                 return REFILL + row
+        iv[POOL_SAFE] = D[9][-1]  # a worker's step draws one value a row at most: the steps
+        for row in range(len(D[9]) - 1):  # that cannot find a row dry are the fewest left
+            iv[POOL_SAFE] = min(iv[POOL_SAFE], D[9][row + 1] - D[6][row])
+    iv[POOL_SAFE] = max(iv[POOL_SAFE] - (kind == K_WORKER), 0)
     return -1
 
 
