@@ -207,8 +207,8 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "pipeline.sim.running.kernel.driver",
     ): KERNEL_PATH,
     (
-        "pipeline.sim.running.kernel.report",
-        "chain_report",
+        "pipeline.sim.running.kernel.run",
+        "run_chain_kernel",
         "pipeline.chain.report",
     ): CHAIN_ONLY,
     (

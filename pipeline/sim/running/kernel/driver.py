@@ -159,8 +159,15 @@ def _itemwise(part: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     return last, first
 
 
+_RINGS = [R.IOFF, R.MOFF, R.QOFF, R.AOFF, R.GOFF, R.WOFF]
+
+
 def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, block: int | None):
     """Each stage's int row, the rings' sizes, the failure parts' tables and the pools' rows.
+
+    The lanes, queued retries and held ones are never more than the queue's bound plus the
+    items in service (an item is admitted below the bound; one that fails waits its retry).
+    A stage's items start at IOFF in the per-item columns (no ring), its attempts at AOFF.
 
     A stage that can fail has pool rows (refilled by the driver): its retry service
     times, its jitter, and one per independent part (failure outcomes, 1.0 when the
@@ -168,35 +175,26 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
     unless ``block`` is set). A part's ``krow`` is its pool row, 0 for an item-wise part
     (its columns in ``last`` and ``first`` from ``koff``).
     """
-    conc = [spec.config.concurrency for spec in stages]
-    fails = [bool(_parts(spec.failures)) for spec in stages]
-    # The lanes, queued retries and held ones are never more than the queue's bound plus the
-    # items in service (an item is admitted below the bound; one that fails waits its retry).
-    lanes = [min(r, (spec.config.queue_maxsize or r) + c) + 1
-             for r, spec, c in zip(reaching, stages, conc, strict=True)]  # fmt: skip
-    rings = {
-        R.IOFF: reaching,  # where a stage's items start in its per-item columns (no ring)
-        R.MOFF: lanes,
-        R.QOFF: [lane if f else 1 for lane, f in zip(lanes, fails, strict=True)],
-        R.AOFF: [r if f or single else 0 for r, f in zip(reaching, fails, strict=True)],
-        R.GOFF: conc,
-        R.WOFF: [1 + (1 if s == 0 else conc[s - 1]) for s in range(len(stages))],
-    }
     si = np.zeros((len(stages), R.SI), np.int64)
-    for column, counts in rings.items():
-        si[:, column] = np.cumsum([0, *counts])[:-1]
-    si[:, R.MCAP], si[:, R.QCAP], si[:, R.GCAP] = lanes, rings[R.QOFF], conc
-    si[:, R.WCAP] = rings[R.WOFF]
     pool_of: list[tuple[int, Any]] = []  # pool row -> (stage, what refills it)
     sizes, read = [0], []  # each row's size after a 0 (their sums: where rows start), is it read
     koff, krow, last, first = [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
     delays = np.zeros((len(stages), R.DELAYS))
-    for s, spec in enumerate(stages):
-        config, row, parts = spec.config, si[s], _parts(spec.failures)
+    for s, (spec, r) in enumerate(zip(stages, reaching, strict=True)):
+        config, row, parts, conc = (
+            spec.config,
+            si[s],
+            _parts(spec.failures),
+            spec.config.concurrency,
+        )
+        lane = min(r, (config.queue_maxsize or r) + conc) + 1
+        waiters = 1 + (1 if s == 0 else stages[s - 1].config.concurrency)  # upstream's tasks
+        row[_RINGS] = r, lane, lane if parts else 1, r if parts or single else 0, conc, waiters
+        row[[R.MCAP, R.QCAP, R.GCAP, R.WCAP]] = row[[R.MOFF, R.QOFF, R.GOFF, R.WOFF]]
         row[R.REJECT] = config.on_full == "reject"
         row[R.BOUND] = 2**62 if config.queue_maxsize is None else config.queue_maxsize
         row[R.TURNS] = row[R.REJECT] or config.queue_maxsize is None
-        row[R.FAN], row[R.CONC], row[R.MAXATT] = spec.fan_out, conc[s], config.max_attempts
+        row[R.FAN], row[R.CONC], row[R.MAXATT] = spec.fan_out, conc, config.max_attempts
         row[R.RSIM] = config.retry.is_retryable(SimulatedFailure("x"))
         row[R.RPERM] = config.retry.is_retryable(PermanentError("x"))
         row[R.JITTER], row[R.RTRACE] = bool(config.backoff.jitter), spec.traced
@@ -213,13 +211,15 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
             krow.append(len(pool_of) if independent else 0)
             if independent:
                 pool_of.append((s, part))
-                sizes.append(block or reaching[s] + BLOCK)
+                sizes.append(block or r + BLOCK)
                 read.append(True)
             else:
-                columns = _itemwise(part, reaching[s])
+                columns = _itemwise(part, r)
                 last.append(columns[0])
                 first.append(columns[1])
         row[R.NPOOLS] = len(pool_of) - row[R.POFF]
+    totals = dict(zip(_RINGS, si[:, _RINGS].sum(axis=0).tolist(), strict=True))
+    si[:, _RINGS] = np.cumsum(si[:, _RINGS], axis=0) - si[:, _RINGS]
     rows = np.cumsum(sizes)
     # a row read is first refilled (read from its end); one never read, never
     used = np.array([rows[r + 1] if r_read else rows[r] for r, r_read in enumerate(read)] + [0])
@@ -227,7 +227,7 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
     tables = [np.concatenate(last), np.concatenate(first), delays.ravel(), pool,
               used.astype(np.int64), np.array([*koff, 0], np.int64), np.array([*krow, 0], np.int64),
               rows]  # fmt: skip
-    return si, {column: sum(counts) for column, counts in rings.items()}, pool_of, tables
+    return si, totals, pool_of, tables
 
 
 class _State:
@@ -242,8 +242,8 @@ class _State:
         for spec in stages[:-1]:
             reaching.append(reaching[-1] * spec.fan_out)
         si, totals, self.pool_of, tables = _stage_rows(stages, reaching, single, sizes.block)
-        conc = [spec.config.concurrency for spec in stages]
-        workers = sum(conc)
+        conc = si[:, R.CONC]
+        workers = int(conc.sum())
         margin = max(spec.fan_out for spec in stages) + workers + 2
         head = stages[0].config
         if head.on_full == "block" and head.queue_maxsize:
@@ -386,6 +386,12 @@ def replay(
     return _read_back(state, stages, si, single)
 
 
+_COUNTERS = {"offered": R.OFFERED, "admitted": R.ADMITS, "completed": R.COMPLETES,
+             "attempts": R.ATTEMPTS, "retried": R.RETRIED, "queue_peak": R.PEAK,
+             "outputs": R.OUTPUTS, "handed_on": R.HANDED}  # fmt: skip
+"""A stage's counters in its :class:`Replayed` account, and their columns of its int row."""
+
+
 def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: bool) -> Replayed:
     """Each stage's log, counters, shed log and dead letters, out of the replay's arrays."""
     ln = int(state.iv[R.LLEN])
@@ -398,18 +404,12 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
         at = slice(None) if single else np.flatnonzero(np.asarray(state.L[3][:ln], np.int8) == s)
         k, t, i = kinds[at], times[at], ids[at]
         row = si[s]
-        run: dict[str, Any] = {
-            "kinds": k, "times": t, "ids": i,
-            "offered": int(row[R.OFFERED]), "admitted": int(row[R.ADMITS]),
-            "completed": int(row[R.COMPLETES]), "attempts": int(row[R.ATTEMPTS]),
-            "retried": int(row[R.RETRIED]), "queue_peak": int(row[R.PEAK]),
-            "producer_blocked_s": float(sf[s, R.PBLOCKED]), "outputs": int(row[R.OUTPUTS]),
-            "handed_on": int(row[R.HANDED]), "hand_off_blocked_s": float(sf[s, R.HBLOCKED]),
-            "shed": ShedLog(spec.config.keep_shed), "dead_letters": [],
-        }  # fmt: skip
-        if row[R.SHEDS]:
-            for item in i[k == R.SHED].tolist():
-                run["shed"].append(item)
+        run: dict[str, Any] = {name: int(row[column]) for name, column in _COUNTERS.items()}
+        run.update(kinds=k, times=t, ids=i, shed=ShedLog(spec.config.keep_shed), dead_letters=[],
+                   producer_blocked_s=float(sf[s, R.PBLOCKED]),
+                   hand_off_blocked_s=float(sf[s, R.HBLOCKED]))  # fmt: skip
+        for item in i[k == R.SHED].tolist() if row[R.SHEDS] else ():
+            run["shed"].append(item)
         if row[R.DEAD]:
             part = np.asarray(state.L[4][:ln], np.int8)[at]
             run["dead_letters"] = _dead_letters(spec, k, t, i, part, row)
@@ -422,10 +422,9 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
         last_settle.append(None if math.isnan(settled) else settled)
     iv, fv = state.iv, state.fv
     now = float(fv[R.NOW])
-    held = 0
-    if now >= fv[R.WARMUP_S]:  # the last instant's row holds the dead letters alone
-        held = max(int(iv[R.HELD_PEAK]), int(si[0, R.DEAD]), int(iv[R.HELD_BEFORE]))
-    return Replayed(out, last_settle, float(fv[R.CLOSED_S]), now, bool(iv[R.TIMED_OUT]), held)
+    # the last instant's row holds the dead letters alone
+    held = max(iv[R.HELD_PEAK], si[0, R.DEAD], iv[R.HELD_BEFORE]) if now >= fv[R.WARMUP_S] else 0
+    return Replayed(out, last_settle, float(fv[R.CLOSED_S]), now, bool(iv[R.TIMED_OUT]), int(held))
 
 
 def _dead_letters(

@@ -198,6 +198,6 @@ def run_fcfs(
     peak = max(int(series.queue_depth.max()), 1, _burst_peak(burst, c, m)) if n else 0
     tried = int(np.count_nonzero(started)) if timed_out else n
     counts = dict(zip(COUNTS, (n, n, len(finished_at), tried, 0, peak, blocked_s), strict=True))
-    shed = ShedLog(config.keep_shed)
-    report = make_report(config, counts, [], shed, unfinished, timed_out, finished_s)
+    counts.update(dead_letters=[], shed=ShedLog(config.keep_shed))
+    report = make_report(config, counts, unfinished, timed_out, finished_s)
     return report, arrival, columns, series

@@ -217,6 +217,41 @@ def _shed(si, iv, fv, L, d, item):
 
 
 @jit
+def _offer(si, iv, fv, L, Q, d, item, waiter):
+    """Reserve a slot at stage ``d`` for ``item`` (Queue.reserve, or a rejecting queue's offer).
+
+    Returns 1 when reserved, 0 when a rejecting queue shed the item, -1 when a blocking
+    one is full: task ``waiter`` (-1: the producer, else a worker handing on) waits in line.
+    """
+    b = d * SI
+    if not _full(si, b):
+        si[b + RESERVED] += 1
+        return 1
+    if si[b + REJECT]:
+        _shed(si, iv, fv, L, d, item)
+        return 0
+    _log(L, iv, PRODUCER_BLOCKED, fv[NOW], -1, d)
+    _put(si, b + WOFF, Q[3], waiter)
+    return -1
+
+
+@jit
+def _woken(si, sf, iv, fv, L, Q, d, waiter, since):
+    """Task ``waiter``, blocked at stage ``d`` since ``since``, is woken in queue.reserve().
+
+    True when it got the slot; else it waits in line again (the queue refilled first).
+    """
+    b = d * SI
+    if _full(si, b):
+        _put(si, b + WOFF, Q[3], waiter)
+        return False
+    si[b + RESERVED] += 1
+    _log(L, iv, PRODUCER_UNBLOCKED, fv[NOW], -1, d)
+    sf[d * SF + PBLOCKED] += fv[NOW] - since
+    return True
+
+
+@jit
 def _settle(si, sf, iv, fv, T, s):
     """An item of stage ``s`` is done there; a pipeline that stopped intake may now be settled."""
     si[s * SI + UNSETTLED] -= 1
@@ -234,21 +269,13 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
     now = fv[NOW]
     reject = si[REJECT]
     while True:
-        if resume != _ARRIVED:
-            if resume == _SLOT:  # woken in queue.reserve(): look again, it may have refilled
-                if _full(si, 0):
-                    _put(si, WOFF, Q[3], -1)  # the producer waits in line for a slot
+        if resume != _ARRIVED:  # a blocking queue: a slot first, then the next item
+            if resume == _SLOT:
+                if not _woken(si, sf, iv, fv, L, Q, 0, -1, fv[BLOCKED_SINCE]):
                     return
-                si[RESERVED] += 1
-                _log(L, iv, PRODUCER_UNBLOCKED, now, -1, 0)
-                sf[PBLOCKED] += now - fv[BLOCKED_SINCE]
-            elif reject == 0:
-                if _full(si, 0):
-                    fv[BLOCKED_SINCE] = now
-                    _log(L, iv, PRODUCER_BLOCKED, now, -1, 0)
-                    _put(si, WOFF, Q[3], -1)  # the producer waits in line for a slot
-                    return
-                si[RESERVED] += 1
+            elif reject == 0 and _offer(si, iv, fv, L, Q, 0, -1, -1) < 0:
+                fv[BLOCKED_SINCE] = now
+                return
             if iv[NEXT] == iv[N]:  # the source is exhausted: intake stops at this instant
                 if reject == 0:
                     si[RESERVED] -= 1
@@ -264,12 +291,9 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
                 return
         item = iv[NEXT]
         iv[NEXT] = item + 1
-        if reject:
-            if _full(si, 0):
-                _shed(si, iv, fv, L, 0, item)
-                _ready(T, iv, K_PRODUCER, TOP)
-                return
-            si[RESERVED] += 1
+        if reject and _offer(si, iv, fv, L, Q, 0, item, -1) == 0:
+            _ready(T, iv, K_PRODUCER, TOP)
+            return
         _admit(si, iv, fv, T, L, Q, 0, item)
         if si[TURNS]:
             _ready(T, iv, K_PRODUCER, TOP)  # asyncio.sleep(0): one turn of the loop
@@ -321,23 +345,12 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, pending):
     d, fan = s + 1, si[s * SI + FAN]
     b, base = d * SI, W[2][g] * fan
     while j < fan:
-        admit = True
-        if pending:
-            pending = False
-        elif si[b + REJECT]:
-            if _full(si, b):
-                _shed(si, iv, fv, L, d, base + j)
-                admit = False
-            else:
-                si[b + RESERVED] += 1
-        elif _full(si, b):
+        got = 1 if pending else _offer(si, iv, fv, L, Q, d, base + j, g)
+        pending = False
+        if got < 0:
             W[1][g], W[3][g], W[4][g] = _HANDING, j, now
-            _log(L, iv, PRODUCER_BLOCKED, now, -1, d)
-            _put(si, b + WOFF, Q[3], g)
             return False
-        else:
-            si[b + RESERVED] += 1
-        if admit:
+        if got:
             _admit(si, iv, fv, T, L, Q, d, base + j)
         si[s * SI + HANDED] += 1
         j += 1
@@ -345,22 +358,6 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, pending):
             W[1][g], W[3][g] = _TURN, j
             _ready(T, iv, K_WORKER, g)
             return False
-    return True
-
-
-@jit
-def _unblocked(si, sf, iv, fv, L, Q, W, g):
-    """A blocked hand-off woken in the next stage's queue.reserve(): True if it got the slot."""
-    s = W[0][g]
-    b = (s + 1) * SI
-    if _full(si, b):
-        _put(si, b + WOFF, Q[3], g)
-        return False
-    si[b + RESERVED] += 1
-    waited = fv[NOW] - W[4][g]
-    _log(L, iv, PRODUCER_UNBLOCKED, fv[NOW], -1, s + 1)
-    sf[(s + 1) * SF + PBLOCKED] += waited
-    sf[s * SF + HBLOCKED] += waited
     return True
 
 
@@ -427,9 +424,11 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     hand = pending = False
     if status == _SERVING:
         hand = _finish(si, sf, iv, fv, T, L, Q, W, D, g)
-    elif status == _HANDING:
-        if not _unblocked(si, sf, iv, fv, L, Q, W, g):
+    elif status == _HANDING:  # woken in the next stage's queue.reserve()
+        s, since = W[0][g], W[4][g]
+        if not _woken(si, sf, iv, fv, L, Q, s + 1, g, since):
             return
+        sf[s * SF + HBLOCKED] += fv[NOW] - since
         hand = pending = True
     elif status == _TURN:
         hand = True  # the turn after an output is over: the next child, or settle

@@ -17,7 +17,6 @@ declined (:class:`KernelDeclined`).
 from __future__ import annotations
 
 import dataclasses
-from array import array
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,7 +48,7 @@ from ..recorder import (
 )
 from ..summary import HeldPeak
 from ..workload import StageWorkload, Workload, source_arrivals
-from .report import chain_report, make_report
+from .report import make_report
 
 if TYPE_CHECKING:
     from pipeline.chain.report import ChainReport
@@ -115,8 +114,7 @@ def run_kernel(
             steps = _merged_series(arrivals, log.kinds, log.times, end_s)
         else:  # numpy's vectorised passes beat a loop in plain Python
             steps = step_series(arrivals, log, end_s)
-    report = make_report(config, played, played["dead_letters"], played["shed"], left.tolist(),
-                         run.drain_timed_out, end_s)  # fmt: skip
+    report = make_report(config, played, left.tolist(), run.drain_timed_out, end_s)
     return report, arrivals, columns, steps
 
 
@@ -159,6 +157,8 @@ def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport,
     Raises:
         KernelDeclined: a drain runs into its timeout (outside the chain path's domain).
     """
+    from pipeline.chain.report import ChainReport, StageReport
+
     from .driver import StageInput, replay, take_compiled
 
     arrivals = source_arrivals(scenario, Streams.from_seed(scenario.seed, replication).arrivals)
@@ -174,17 +174,16 @@ def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport,
     run = replay(arrivals, inputs, single=False, fast=take_compiled(total))
     drain = scenario.stages[0].config.drain_timeout_s
     finished = _close(inputs, run.last_settle, run.stages, run.closed_s, drain)
-    reports, recorders = [], []
+    reports, recorders = {}, []
     for spec, played, finished_s in zip(scenario.stages, run.stages, finished, strict=True):
-        report = make_report(spec.config, played, played["dead_letters"], played["shed"], [],
-                             False, finished_s)  # fmt: skip
-        reports.append((spec.name, report, played))
-        log = Recorder()
-        log.kinds = array("b", played["kinds"].tobytes())
-        log.times = array("d", played["times"].tobytes())
-        log.ids = array("q", played["ids"].tobytes())
-        recorders.append(log)
-    return chain_report(reports, finished[-1]), arrivals, recorders
+        joint = {key: played[key] for key in ("outputs", "handed_on", "hand_off_blocked_s")}
+        reports[spec.name] = make_report(spec.config, played, [], False, finished_s,
+                                         kind=StageReport, name=spec.name, **joint)  # fmt: skip
+        recorders.append(log := Recorder())
+        log.kinds, log.times, log.ids = played["kinds"], played["times"], played["ids"]
+    head, tail = reports[scenario.stages[0].name], reports[spec.name]
+    report = ChainReport(reports, head.offered, tail.completed, False, 0.0, finished[-1])
+    return report, arrivals, recorders
 
 
 def _close(
