@@ -616,11 +616,13 @@ def series_rows(arrival, kinds, times, deltas, arrival_code, time_s, columns):
     while i < arrived or j < logged:
         at = arrival[i] if j == logged or (i < arrived and arrival[i] <= times[j]) else times[j]
         while i < arrived and arrival[i] == at:
-            q, f, r, d, c, b, u = q + a[0], f + a[1], r + a[2], d + a[3], c + a[4], b + a[5], u + a[6]
+            q, f, r, d = q + a[0], f + a[1], r + a[2], d + a[3]
+            c, b, u = c + a[4], b + a[5], u + a[6]
             i += 1
         while j < logged and times[j] == at:
             e = deltas[kinds[j]]
-            q, f, r, d, c, b, u = q + e[0], f + e[1], r + e[2], d + e[3], c + e[4], b + e[5], u + e[6]
+            q, f, r, d = q + e[0], f + e[1], r + e[2], d + e[3]
+            c, b, u = c + e[4], b + e[5], u + e[6]
             j += 1
         time_s[rows] = at
         columns[0, rows], columns[1, rows], columns[2, rows], columns[3, rows] = q, f, r, d
