@@ -153,6 +153,8 @@ _ENDING_OF[K.COMPLETED] = 0
 _ENDING_OF[K.RETRY_SCHEDULED] = 1
 _ENDING_OF[K.DEAD_LETTERED] = 2
 _ENDING_OF[K.UNFINISHED] = 3
+_PAIRED = _ENDING_OF >= 0  # the events attempt_log pairs: a start and what closed it
+_PAIRED[K.STARTED] = True
 
 
 def attempt_log(recorder: Recorder) -> AttemptLog:
@@ -163,11 +165,11 @@ def attempt_log(recorder: Recorder) -> AttemptLog:
     or by nothing when the run ended inside the attempt.
     """
     kinds, times, ids = recorder.arrays()
-    keep = (kinds == K.STARTED) | (_ENDING_OF.take(kinds.astype(np.intp)) >= 0)
-    kinds, times, ids = kinds[keep], times[keep], ids[keep]
-    order = np.argsort(ids, kind="stable")
+    # One gather per column: the paired events' positions, in item order (then time).
+    kept = np.flatnonzero(_PAIRED.take(kinds))
+    order = kept.take(np.argsort(ids.take(kept), kind="stable"))
     kinds, times, ids = kinds.take(order), times.take(order), ids.take(order)
-    del order
+    del order, kept
     starts = np.flatnonzero(kinds == K.STARTED)
     after = starts + 1
     closed = after < len(kinds)
@@ -175,7 +177,7 @@ def attempt_log(recorder: Recorder) -> AttemptLog:
     ending = np.full(len(starts), 3, dtype=np.int8)
     end = np.full(len(starts), np.nan)
     closing = np.where(closed, after, 0)
-    code = np.where(closed, _ENDING_OF.take(kinds.take(closing).astype(np.intp)), -1)
+    code = np.where(closed, _ENDING_OF.take(kinds.take(closing)), -1)
     closed &= code >= 0
     ending[closed] = code[closed]
     end[closed] = times.take(closing)[closed]
