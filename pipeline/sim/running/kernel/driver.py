@@ -436,12 +436,14 @@ def _dead_letters(
     itself, logged with the part of the failure model that failed it.
     """
     parts = _parts(spec.failures)
-    history: dict[int, list] = {item: [] for item in ids[kinds == R.DEAD_LETTERED].tolist()}
-    failed = ((kinds == R.RETRY_SCHEDULED) | (kinds == R.DEAD_LETTERED)) & np.isin(
-        ids, list(history)
-    )
-    for item, at_s, k in zip(ids[failed].tolist(), times[failed].tolist(), part[failed].tolist(),
-                             strict=True):  # fmt: skip
+    dead = ids[kinds == R.DEAD_LETTERED]
+    history: dict[int, list] = {item: [] for item in dead.tolist()}
+    lettered = np.zeros(int(ids.max(initial=-1)) + 1, bool)  # by item id (np.isin sorts)
+    lettered[dead] = True
+    failed = np.flatnonzero((kinds == R.RETRY_SCHEDULED) | (kinds == R.DEAD_LETTERED))
+    failed = failed[lettered.take(ids.take(failed))]
+    for item, at_s, k in zip(ids.take(failed).tolist(), times.take(failed).tolist(),
+                             part.take(failed).tolist(), strict=True):  # fmt: skip
         attempt, model = len(history[item]) + 1, parts[k]
         independent = model.model_kind == "independent"
         failure = model.failure(item, attempt) if independent else model.check(item, attempt, 0)
