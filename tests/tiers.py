@@ -31,7 +31,7 @@ SELECTION = "not browser and not slow and not service and not install and not me
 
 
 def examples(full: int) -> int:
-    """Hypothesis examples for a randomized check of ``full`` examples in this run.
+    """Examples (Hypothesis's, or seeds) for a randomized check of ``full`` in this run.
 
     A fifth (at least 20) in the fast tier, ``full`` everywhere else: ``make test`` keeps
     the full count. A derandomized check draws the same first examples either way: the
