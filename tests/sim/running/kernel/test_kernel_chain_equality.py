@@ -569,7 +569,7 @@ def tiny_sizes():
         yield
 
 
-@settings(max_examples=60, **SETTINGS)
+@settings(max_examples=examples(60), **SETTINGS)
 @given(scenario=chains(), replication=st.integers(0, 3))
 def test_the_array_replay_refills_and_grows_its_arrays_as_it_goes(scenario, replication):
     # Every block of draws runs out after three values and every array starts too small, so
