@@ -36,6 +36,7 @@ import pytest
 
 from pipeline import Autoscaler, Backoff, EventKind, Pipeline, PipelineConfig
 from pipeline.sim.vloop import run_virtual
+from tests.tiers import examples
 
 ATTEMPT_ENDS = {EventKind.COMPLETED, EventKind.RETRY_SCHEDULED, EventKind.DEAD_LETTERED}
 
@@ -220,7 +221,7 @@ async def _recorded_run(
     return scaler, concurrency, timeline, report
 
 
-@pytest.mark.parametrize("seed", range(120))
+@pytest.mark.parametrize("seed", range(examples(120)))  # 24 seeds in the fast tier
 def test_the_hpa_replayed_on_the_recorded_metric_gives_the_same_pool(seed):
     scaler, concurrency, timeline, report = run_virtual(_recorded_run(seed))
     syncs = replay(scaler, concurrency, timeline)

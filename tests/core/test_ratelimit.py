@@ -16,6 +16,7 @@ from pipeline import Backoff, Pipeline, PipelineConfig, RateLimit
 from pipeline.ratelimit import RateLimiter, SlidingWindow
 from pipeline.sim import Exponential, Poisson, Scenario, TokenQuota, simulate
 from pipeline.sim.vloop import VirtualEventLoop, run_virtual
+from tests.tiers import examples
 
 
 def now() -> float:
@@ -202,7 +203,7 @@ def test_an_attempt_starts_the_moment_the_one_blocking_it_is_60_s_old():
     assert starts == [0.0, 10.0, 60.0, 70.0, 120.0]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     rpm=st.one_of(st.none(), st.integers(1, 40), st.floats(1.0, 40.0)),
     tpm=st.one_of(st.none(), st.floats(1.0, 5000.0)),

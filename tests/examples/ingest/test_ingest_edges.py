@@ -330,6 +330,7 @@ def _peak_bytes(url: str, database: Path, records: int, **options) -> int:
     return asyncio.run(main())
 
 
+@pytest.mark.slow  # 13,000 records through the partner under tracemalloc, twice: 12 s of a core
 @pytest.mark.parametrize(
     "options", [{"trace": False}, {"max_events": 2_000}], ids=["measure-only", "bounded-trace"]
 )

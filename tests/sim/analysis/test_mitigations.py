@@ -56,6 +56,7 @@ def failing(seed: int) -> Scenario:
 NO_RETRIES = RetryBudget(ratio=0.0, min_retries_per_s=0.0)
 
 
+@pytest.mark.slow  # a coverage rate over many seeds
 def test_the_paired_interval_covers_the_exact_difference_at_its_level():
     truth = P - P**2  # dead-lettered with no retry allowed, minus with one retry
     misses = 0

@@ -202,6 +202,7 @@ def ciw_reneging(
     return out
 
 
+@pytest.mark.slow  # Ciw's runs, many seeds
 def test_ciw_priority_classes_wait_as_cobham_says():
     rates, c = (0.5, 0.9), 2
     truth = mmc_priority(rates, 1.0, c).wait_mean_s
@@ -211,6 +212,7 @@ def test_ciw_priority_classes_wait_as_cobham_says():
         assert ok, f"class {k}: {text}"
 
 
+@pytest.mark.slow  # Ciw's runs, many seeds
 def test_ciw_reneging_abandons_and_waits_as_erlang_a_says():
     lam, c, patience = 2.0, 2, 2.0
     truth = mmc_abandonment(lam, 1.0, c, patience)

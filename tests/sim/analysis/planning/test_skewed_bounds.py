@@ -65,6 +65,7 @@ def _not_above(misses: int, trials: int, allowed: float) -> bool:
     return proportion_bound(misses, trials, 0.999, upper=False) <= allowed
 
 
+@pytest.mark.slow  # a miss rate over many trials
 def test_judged_bounds_hold_their_level_on_lognormal_values():
     rng = np.random.default_rng(20261201)
     experiments, level, sigma = 2000, 0.95, 0.8

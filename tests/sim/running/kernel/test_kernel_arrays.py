@@ -39,6 +39,7 @@ from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.running.workload import StageWorkload, Workload
 from pipeline.sim.workloads.traces.service import ServiceTrace
+from tests.tiers import examples
 
 from .test_kernel_equality import (
     SETTINGS,
@@ -52,6 +53,7 @@ HAS_NUMBA = driver.compiled() is not None
 NEEDS_NUMBA = pytest.mark.skipif(
     not HAS_NUMBA, reason="needs numba: pip install 'pipeline-lab[fast]'"
 )
+
 PATHS = ["plain", pytest.param("compiled", marks=NEEDS_NUMBA)]
 
 
@@ -61,7 +63,7 @@ def path(name: str):
 
 @pytest.mark.parametrize("name", PATHS)
 def test_the_array_path_equals_the_engine_on_random_scenarios(name):
-    @settings(max_examples=500, **SETTINGS)
+    @settings(max_examples=examples(500), **SETTINGS)
     @given(scenario=scenarios(), replication=st.integers(0, 3))
     def check(scenario, replication):
         with path(name):
@@ -72,24 +74,24 @@ def test_the_array_path_equals_the_engine_on_random_scenarios(name):
 
 @pytest.mark.parametrize("name", PATHS)
 def test_the_array_path_equals_the_engine_with_an_initial_backlog(name):
-    @settings(max_examples=200, **SETTINGS)
+    @settings(max_examples=examples(200), **SETTINGS)
     @given(scenario=backlogged(), replication=st.integers(0, 3))
     def check(scenario, replication):
         with path(name):
             assert_kernel_agrees(scenario, replication)
+
+    check()
 
 
 @pytest.mark.parametrize("name", PATHS)
 def test_the_replay_refills_and_grows_its_arrays_as_it_goes(name):
     # Every pool of draws runs out after three values and every array starts at one entry:
     # the replay stops and resumes many times in a run, and the run is still the engine's.
-    @settings(max_examples=150, **SETTINGS)
+    @settings(max_examples=examples(150), **SETTINGS)
     @given(scenario=scenarios(), replication=st.integers(0, 3))
     def check(scenario, replication):
         with path(name), kernel_path(block=3, log=1, heap=1, ready=1):
             assert_kernel_agrees(scenario, replication)
-
-    check()
 
     check()
 

@@ -59,6 +59,7 @@ from pipeline.sim.workloads.arrivals import Deterministic
 from pipeline.sim.workloads.distributions import Uniform
 from pipeline.sim.workloads.failures import Hangs
 from pipeline.sim.workloads.traces.service import ServiceTrace
+from tests.tiers import examples
 
 TOLERANCE_S = 1e-9
 ROUND_S = [0.0, 0.25, 0.5, 1.0, 2.0]  # service times that tie with arrivals and each other
@@ -323,7 +324,7 @@ def test_kernel_equals_engine_on_random_chains(scenario, replication):
     assert_kernel_agrees(scenario, replication)
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=examples(100), **SETTINGS)
 @given(
     rate=st.floats(0.5, 6.0),
     means=st.lists(st.floats(0.1, 2.0), min_size=3, max_size=3),
@@ -552,7 +553,7 @@ def backlogged_chains(draw):
     return scenario.replace(stages=stages, initial_backlog=backlog)
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=examples(150), **SETTINGS)
 @given(scenario=backlogged_chains(), replication=st.integers(0, 3))
 def test_kernel_equals_engine_on_random_chains_with_an_initial_backlog(scenario, replication):
     assert_kernel_agrees(scenario, replication)
@@ -568,7 +569,7 @@ def tiny_sizes():
         yield
 
 
-@settings(max_examples=60, **SETTINGS)
+@settings(max_examples=examples(60), **SETTINGS)
 @given(scenario=chains(), replication=st.integers(0, 3))
 def test_the_array_replay_refills_and_grows_its_arrays_as_it_goes(scenario, replication):
     # Every block of draws runs out after three values and every array starts too small, so

@@ -57,6 +57,7 @@ from pipeline.sim.workloads.arrivals import Deterministic, MarkovModulated
 from pipeline.sim.workloads.distributions import Uniform
 from pipeline.sim.workloads.failures import CombinedFailures, Hangs
 from pipeline.sim.workloads.traces.service import ServiceTrace
+from tests.tiers import examples
 
 TOLERANCE_S = 1e-9
 
@@ -295,7 +296,7 @@ def test_kernel_equals_engine_without_failures(scenario, replication):
     assert_kernel_agrees(scenario, replication)
 
 
-@settings(max_examples=400, **SETTINGS)
+@settings(max_examples=examples(400), **SETTINGS)
 @given(
     rate=st.floats(0.5, 8.0),
     mean=st.floats(0.1, 2.0),
@@ -623,7 +624,7 @@ def test_kernel_equals_engine_with_an_initial_backlog(scenario, replication):
     event(f"backlog beyond the queue: {scenario.initial_backlog > slots}")
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(200), **SETTINGS)
 @given(scenario=backlogged(quiet=True), replication=st.integers(0, 3))
 def test_kernel_equals_engine_with_an_initial_backlog_and_no_failures(scenario, replication):
     assert_kernel_agrees(scenario, replication)

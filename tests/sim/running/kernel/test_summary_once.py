@@ -26,6 +26,7 @@ from pipeline.sim.running.kernel import driver, replay
 from pipeline.sim.running.kernel import run as kernel_run
 from pipeline.sim.running.single import simulate_once, summary_once
 from pipeline.sim.running.summary import SERIES_KEYS, HeldPeak, summary_of
+from tests.tiers import examples
 
 from .test_kernel_arrays import HAS_NUMBA, PATHS, path
 from .test_kernel_equality import SETTINGS, scenarios
@@ -73,7 +74,7 @@ def assert_same_numbers(scenario: Scenario, replication: int, keys: frozenset[st
 
 @pytest.mark.parametrize("name", PATHS)
 def test_a_summary_of_some_keys_holds_the_whole_summarys_numbers(name):
-    @settings(max_examples=300, **SETTINGS)
+    @settings(max_examples=examples(300), **SETTINGS)
     @given(
         scenario=scenarios(),
         replication=st.integers(0, 3),
@@ -93,7 +94,7 @@ def test_a_summary_of_some_keys_holds_the_whole_summarys_numbers(name):
 def test_the_run_without_its_series_is_the_same_run(name):
     # series=False hands back the peak of items held instead of the step series: the
     # report and the item columns are those of the run with it.
-    @settings(max_examples=200, **SETTINGS)
+    @settings(max_examples=examples(200), **SETTINGS)
     @given(scenario=scenarios(), replication=st.integers(0, 3))
     def check(scenario, replication):
         with path(name):
