@@ -19,6 +19,11 @@ LAB_ARGS ?=
 
 .PHONY: lab test test-fast docs exercises prose test-all-pythons lint bench clean
 
+# Python writes its bytecode caches (__pycache__, ignored by git) even where the environment
+# says not to: otherwise every test worker, notebook kernel and command-line run compiles
+# the package and pytest rewrites every test file anew (about 0.2 s of CPU per process).
+unexport PYTHONDONTWRITEBYTECODE
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
