@@ -19,7 +19,10 @@ That family is then judged by Pearson's chi-square over the buckets (cells
 merged until each expects 5 observations, one or two fitted parameters,
 :func:`~pipeline.sim.stats.chisquare.chi2_goodness_of_fit`). When the test
 passes at 5% the family is the service. When it fails, or cannot be run (too
-few buckets hold data), the service is the **bucketed distribution**
+few buckets hold data), or the fitted cv lies at an end of the range the family
+searches (no maximum of the likelihood: nearly every observation in the first
+bucket drives a log-normal's cv to 100, a tail the data never showed), the
+service is the **bucketed distribution**
 (:class:`~pipeline.sim.calibration.bucketed.BucketedShape`): each bucket's mass
 the data's, the shape within a bucket the family's, tilted so that the mean
 is the data's, as an :class:`~pipeline.sim.Empirical` of 1,000 quantile
@@ -46,6 +49,8 @@ from .records import ServiceFit
 __all__ = ["QUANTILE_POINTS", "HistogramServiceFit", "bucket_quantile", "fit_histogram"]
 
 _LEVEL = 0.05  # the goodness-of-fit test's level, as calibrate's KS tests
+_EDGE = 1e-6
+"""How near an end of a family's cv range (in log cv) a fit counts as at that end."""
 QUANTILE_POINTS = 1000
 """Quantile points of the bucketed distribution (``orders.service.csv``'s rows)."""
 _Z95 = NormalDist().inv_cdf(0.95)
@@ -76,6 +81,8 @@ class HistogramServiceFit(ServiceFit):
         mean_matched: True when the service's mean is ``observed_mean_s``.
         even: True when the bucketed distribution's base within a bucket is
             even (no family, or none that its tilt could bring to the mean).
+        bounded: True when the best family's cv lies at an end of the range it
+            searched, so that it was not chosen whatever its test said.
     """
 
     chi2: ChiSquareTest = _UNTESTED
@@ -90,6 +97,7 @@ class HistogramServiceFit(ServiceFit):
     log_likelihoods: dict[str, float] = field(default_factory=dict)
     mean_matched: bool = False
     even: bool = False
+    bounded: bool = False
 
     @property
     def fits(self) -> bool:
@@ -104,6 +112,12 @@ class _Fitted:
     cv: float
     nll: float
     mean_given: bool
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the cv lies at an end of the family's range (no interior maximum)."""
+        low, high = (math.log(v) for v in self.family.cv_range)
+        return not low + _EDGE < math.log(self.cv) < high - _EDGE
 
 
 def _cells(hist: ServiceHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -318,8 +332,8 @@ def fit_histogram(hist: ServiceHistogram, *, family: str = "auto") -> HistogramS
     test = chi2_goodness_of_fit(counts, expected, fitted_parameters=1 if best.mean_given else 2)
     mean_se, p95_se = _standard_errors(best, cells, n)
     distribution = best.family.distribution(best.mean, best.cv)
-    common.update(best=distribution, mean_se_s=mean_se, p95_se_s=p95_se)
-    if family == "auto" and test.df > 0 and test.p_value >= _LEVEL:
+    common.update(best=distribution, mean_se_s=mean_se, p95_se_s=p95_se, bounded=best.bounded)
+    if family == "auto" and not best.bounded and test.df > 0 and test.p_value >= _LEVEL:
         p95 = best.family.quantile(0.95, best.mean, best.cv)
         return HistogramServiceFit(
             best.family.name, distribution, round(n), best.mean, math.nan, math.nan, {},

@@ -305,6 +305,11 @@ def _histogram_how(fit: HistogramServiceFit, buckets: int) -> str:
         )
     if fit.best is None:
         within = "spread evenly within each bucket (no family fits at all)"
+    elif fit.bounded:
+        within = (
+            f"shaped within each bucket as the best family, {_short(fit.best)}, whose cv "
+            f"reached the end of the range searched, so it is no fit whatever its test ({test})"
+        )
     elif fit.even:
         within = (
             f"spread evenly within each bucket: the best family, {_short(fit.best)}, does not "
