@@ -16,7 +16,6 @@ declined (:class:`KernelDeclined`).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,9 +39,9 @@ from ..recorder import (
     DELTAS,
     SERIES,
     ItemColumns,
+    LoggedAttempts,
     Recorder,
     StepSeries,
-    attempt_log,
     finish_series,
     step_series,
 )
@@ -100,8 +99,8 @@ def run_kernel(
     admitted, start, finish, tries, outcome = played["columns"]
     outcome[~np.isnan(admitted) & (outcome == 4)] = 3  # admitted, never settled: unfinished
     left = np.flatnonzero(outcome == 3)
-    columns = ItemColumns(arrivals, admitted, start, finish, tries, outcome)
     steps: StepSeries | HeldPeak = HeldPeak(end_s=end_s, held=run.held_peak)
+    attempts = None
     if series:  # the series and the attempt log read the close's UNFINISHED events too
         log = Recorder()
         log.kinds = np.concatenate(
@@ -109,12 +108,13 @@ def run_kernel(
         )
         log.times = np.concatenate([played["times"], np.full(len(left), end_s)])
         log.ids = np.concatenate([played["ids"], left])
-        columns = dataclasses.replace(columns, attempt_log=attempt_log(log))
+        attempts = LoggedAttempts(log.kinds, log.times, log.ids)  # paired if a caller reads it
         if compiled:
             steps = _merged_series(arrivals, log.kinds, log.times, end_s)
         else:  # numpy's vectorised passes beat a loop in plain Python
             steps = step_series(arrivals, log, end_s)
     report = make_report(config, played, left.tolist(), run.drain_timed_out, end_s)
+    columns = ItemColumns(arrivals, admitted, start, finish, tries, outcome, attempts)
     return report, arrivals, columns, steps
 
 
