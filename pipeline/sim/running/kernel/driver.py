@@ -328,7 +328,7 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
         if what == "retry":
             values = spec.retry_times(size)
         elif what == "jitter":
-            refills.setdefault(row, [spec.rng.getstate(), 0])[1] += 1
+            refills[row] = spec.rng.getstate()
             values = np.array([spec.rng.random() for _ in range(size)])
         else:
             values = what.failing(size)  # bools: the pool holds 1.0 where the attempt fails
@@ -364,7 +364,7 @@ def replay(
             setattr(state, name, getattr(state, name).tolist())
         for name in "TLQWD":
             setattr(state, name, [x.tolist() for x in getattr(state, name)])
-    refills: dict[int, list] = {}
+    refills: dict[int, tuple] = {}  # jitter row -> its stream's state before its last refill
     while True:
         code = module.play(
             state.iv, state.fv, state.si, state.sf,
@@ -373,11 +373,10 @@ def replay(
         if code in (R.DONE, R.STUCK):
             break
         _resume(state, code, stages, refills)
-    for row, (saved, count) in refills.items():  # leave each jitter stream where the engine does
+    for row, saved in refills.items():  # leave each jitter stream where the engine does
         rng = stages[state.pool_of[row][0]].rng
         rng.setstate(saved)
-        size = int(state.D[9][row + 1] - state.D[9][row])
-        for _ in range((count - 1) * size + int(state.D[6][row] - state.D[9][row])):
+        for _ in range(int(state.D[6][row] - state.D[9][row])):  # the last block's draws used
             rng.random()
     si = np.asarray(state.si, np.int64).reshape(len(stages), R.SI)
     left = math.isnan(state.fv[R.CLOSED_S]) or si[:, R.UNSETTLED].any() or si[:, R.WLEN].any()

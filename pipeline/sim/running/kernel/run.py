@@ -103,11 +103,11 @@ def run_kernel(
     attempts = None
     if series:  # the series and the attempt log read the close's UNFINISHED events too
         log = Recorder()
-        log.kinds = np.concatenate(
-            [played["kinds"], np.full(len(left), EventKind.UNFINISHED, np.int8)]
-        )
-        log.times = np.concatenate([played["times"], np.full(len(left), end_s)])
-        log.ids = np.concatenate([played["ids"], left])
+        log.kinds, log.times, log.ids = played["kinds"], played["times"], played["ids"]
+        if len(left):  # (no copy of the log when the drain finished every item)
+            log.kinds = np.append(log.kinds, np.full(len(left), EventKind.UNFINISHED, np.int8))
+            log.times = np.append(log.times, np.full(len(left), end_s))
+            log.ids = np.append(log.ids, left)
         attempts = LoggedAttempts(log.kinds, log.times, log.ids)  # paired if a caller reads it
         if compiled:
             steps = _merged_series(arrivals, log.kinds, log.times, end_s)
