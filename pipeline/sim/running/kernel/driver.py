@@ -272,8 +272,9 @@ class _State:
         self.T = [rk, ra, np.zeros(hcap), *(np.zeros(hcap, np.int64) for _ in range(3))]
         lcap = sizes.log or max(1024, 4 * sum(reaching) * log + 2 * margin + 64)
         n = len(arrival) if single else 1  # a pipeline's item columns (see replay._log)
-        self.L = [np.zeros(lcap, np.int8), np.zeros(lcap), np.zeros(lcap, np.int64),
-                  np.zeros(lcap, np.int8), np.zeros(lcap, np.int8),
+        # the log's kinds, times, ids and stages are written before read (below LLEN): not zeroed
+        self.L = [np.empty(lcap, np.int8), np.empty(lcap), np.empty(lcap, np.int64),
+                  np.empty(lcap, np.int8), np.zeros(lcap, np.int8),
                   *(np.full(n, np.nan) for _ in range(3)), np.full(n, 4, np.int8)]  # fmt: skip
         self.Q = [np.zeros(max(1, totals[column]), np.int64)
                   for column in (R.MOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
@@ -437,9 +438,9 @@ def _dead_letters(
     parts = _parts(spec.failures)
     dead = ids[kinds == R.DEAD_LETTERED]
     history: dict[int, list] = {item: [] for item in dead.tolist()}
-    lettered = np.zeros(int(ids.max(initial=-1)) + 1, bool)  # by item id (np.isin sorts)
-    lettered[dead] = True
     failed = np.flatnonzero((kinds == R.RETRY_SCHEDULED) | (kinds == R.DEAD_LETTERED))
+    lettered = np.zeros(int(ids.take(failed).max(initial=-1)) + 1, bool)  # by id (np.isin sorts)
+    lettered[dead] = True
     failed = failed[lettered.take(ids.take(failed))]
     for item, at_s, k in zip(ids.take(failed).tolist(), times.take(failed).tolist(),
                              part.take(failed).tolist(), strict=True):  # fmt: skip
