@@ -135,13 +135,16 @@ class LoggedAttempts(AttemptLog):
     @cached_property
     def _paired(self) -> AttemptLog:
         log = Recorder()
-        log.kinds, log.times, log.ids = self.__dict__.pop("_events")
-        return attempt_log(log)
+        log.kinds, log.times, log.ids = self._events
+        paired = attempt_log(log)
+        del self.__dict__["_events"]  # the log is let go once paired
+        return paired
 
     start_s = property(lambda self: self._paired.start_s)
     end_s = property(lambda self: self._paired.end_s)
     ending = property(lambda self: self._paired.ending)
     readmitted_s = property(lambda self: self._paired.readmitted_s)
+
 
 @dataclass(frozen=True)
 class ItemColumns:
