@@ -165,10 +165,12 @@ class VirtualEventLoop(RealWork, asyncio.SelectorEventLoop):
     def set_debug(self, enabled: bool) -> None:
         """Like :meth:`asyncio.loop.set_debug`; :meth:`get_debug` then says ``enabled``."""
         super().set_debug(enabled)
+        # Never through self.__dict__: reading it turns the loop's attributes into a plain
+        # dict, and every attribute read of the loop (several an item) gets slower.
         if enabled:
             self.get_debug = functools.partial(getattr, self, "_debug")
-        else:
-            self.__dict__.pop("get_debug", None)
+        elif self.get_debug is not bool:
+            del self.get_debug
 
     # -- the clock -----------------------------------------------------------
 
