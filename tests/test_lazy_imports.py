@@ -32,6 +32,8 @@ HEAVY = [
     "pipeline.chain.chain",  # a single-stage run needs no chain of stages
     "pipeline.chain.report",
     "pipeline.sim.running.chained",
+    "pipeline.sim.running.downstream",  # the run of a scenario's downstream
+    "pipeline.sim.running.pooltrace",  # an autoscaled pool's series
     "distributed",
     "aiohttp",
     "numpy.ma",  # np.percentile and np.unique import it: 6 ms of start-up
