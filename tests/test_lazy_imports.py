@@ -32,6 +32,8 @@ HEAVY = [
     "pipeline.chain.chain",  # a single-stage run needs no chain of stages
     "pipeline.chain.report",
     "pipeline.sim.running.chained",
+    "pipeline.sim.running.downstream",  # the run of a scenario's downstream
+    "pipeline.sim.running.pooltrace",  # an autoscaled pool's series
     "distributed",
     "aiohttp",
     "numpy.ma",  # np.percentile and np.unique import it: 6 ms of start-up
@@ -58,6 +60,22 @@ assert json.loads(out.getvalue())["items_completed"] == 50
 print(json.dumps(sorted(set({HEAVY!r}) & set(sys.modules))))
 """
     assert json.loads(run_python(code)) == []
+
+
+def test_a_summary_with_batch_means_imports_no_numpy_ma():
+    # From 10,000 items on, the summary bounds the mean wait and latency by batch means,
+    # whose lognormal bound takes two quantiles: np.quantile would import numpy.ma there.
+    code = """
+import contextlib, io, json, sys
+from pipeline.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    main(["simulate", "--arrivals", "poisson:rate=3.2", "--service", "exponential:mean=1.0",
+          "--items", "10000", "--seed", "1", "--json"])
+assert json.loads(out.getvalue())["wait_mean_ci95_s"] > 0
+print(json.dumps("numpy.ma" in sys.modules))
+"""
+    assert json.loads(run_python(code)) is False
 
 
 def test_every_public_name_resolves_and_is_listed():

@@ -562,6 +562,41 @@ def test_debug_mode_makes_plain_handles_with_tracebacks():
     assert (kind, traced, soon_kind, end) == (events.TimerHandle, True, events.Handle, 1.0)
 
 
+def test_a_future_is_made_without_python_code_and_debug_mode_still_shows():
+    # asyncio's C future asks its loop get_debug() as it is made (every sleep, every
+    # wait for an item); the loop answers without running any Python.
+    import sys
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        called = []
+
+        def profile(frame, event, arg):
+            if event == "call":  # a Python function starts
+                called.append(frame.f_code.co_name)
+
+        sys.setprofile(profile)
+        try:
+            future = loop.create_future()
+            asyncio.Future(loop=loop)
+        finally:
+            sys.setprofile(None)
+        return [name for name in called if name != "create_future"], future
+
+    called, future = run_virtual(main())
+    assert called == [] and future._source_traceback is None
+    loop = VirtualEventLoop()
+    try:
+        assert loop.get_debug() is False
+        loop.set_debug(True)
+        assert loop.get_debug() is True
+        assert loop.create_future()._source_traceback  # asyncio's debug mode, as ever
+        loop.set_debug(False)
+        assert loop.get_debug() is False and loop.create_future()._source_traceback is None
+    finally:
+        loop.close()
+
+
 def test_threads_still_freeze_time_around_sleeps():
     async def main():
         loop = asyncio.get_running_loop()

@@ -251,31 +251,42 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
     """Build per-item columns from the event log."""
     kinds, times, ids = recorder.arrays()
     n = len(arrival_s)
-    nan = np.full(n, np.nan)
+    # The log grouped by kind, in log order within each (a stable sort of small integers is
+    # a radix sort): each kind's events are then one slice, not a mask over the whole log.
+    order = np.argsort(kinds, kind="stable")
+    ends = np.cumsum(np.bincount(kinds, minlength=len(EventKind))).tolist()
+    ids, times = ids.take(order), times.take(order)
+    del order
 
-    def time_of(kind: EventKind, first: bool = False) -> np.ndarray:
-        mask = kinds == kind
-        if first:
-            # The earliest of each item's events (ufunc.at: no sort, unlike np.unique).
-            out = np.full(n, np.inf)
-            np.minimum.at(out, ids[mask], times[mask])
-            out[out == np.inf] = np.nan
-        else:
-            out = nan.copy()
-            out[ids[mask]] = times[mask]
+    def of(kind: EventKind) -> tuple[np.ndarray, np.ndarray]:
+        """The ids and times of ``kind``'s events, in log order."""
+        low = ends[kind - 1] if kind else 0
+        return ids[low : ends[kind]], times[low : ends[kind]]
+
+    def time_of(kind: EventKind) -> np.ndarray:
+        out = np.full(n, np.nan)
+        which, when = of(kind)
+        out[which] = when
         return out
 
     admitted = time_of(K.ADMITTED)
-    start = time_of(K.STARTED, first=True)
+    started, started_s = of(K.STARTED)
+    attempts = np.bincount(started, minlength=n)[:n].astype(np.int64)
+    if len(started) and attempts.max() > 1:
+        # The earliest of each item's starts (ufunc.at: no sort, unlike np.unique).
+        start = np.full(n, np.inf)
+        np.minimum.at(start, started, started_s)
+        start[start == np.inf] = np.nan
+    else:  # at most one start an item: it is the earliest
+        start = time_of(K.STARTED)
     completed = time_of(K.COMPLETED)
     dead = time_of(K.DEAD_LETTERED)
     finish = np.where(np.isnan(completed), dead, completed)
-    attempts = np.bincount(ids[kinds == K.STARTED], minlength=n)[:n].astype(np.int64)
     outcome = np.full(n, 4, dtype=np.int8)  # not_offered unless an event says otherwise
-    outcome[ids[kinds == K.UNFINISHED]] = 3
-    outcome[ids[kinds == K.EXPIRED]] = 5  # its deadline came first (max_wait_s)
-    outcome[ids[kinds == K.SHED]] = 2
-    outcome[ids[kinds == K.QUEUE_SHED]] = 2  # CoDel shed it from the queue
+    outcome[of(K.UNFINISHED)[0]] = 3
+    outcome[of(K.EXPIRED)[0]] = 5  # its deadline came first (max_wait_s)
+    outcome[of(K.SHED)[0]] = 2
+    outcome[of(K.QUEUE_SHED)[0]] = 2  # CoDel shed it from the queue
     outcome[~np.isnan(dead)] = 1
     outcome[~np.isnan(completed)] = 0
     expired = time_of(K.EXPIRED)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from functools import partial
 
 import numpy as np
 
@@ -27,9 +26,7 @@ from ..workloads.failures import NoFailures
 from ..workloads.faults import CapacityDrop, SpeedProfile
 from ..workloads.scenario import Scenario
 from .control_series import control_series
-from .downstream import DownstreamRun, downstream_rng
 from .engine_choice import run_chosen
-from .pooltrace import PoolTrace
 from .recorder import Recorder, item_columns, step_series
 from .result import SimulationResult
 from .summary import SERIES_KEYS, summary_of
@@ -69,9 +66,10 @@ async def run_engine(
     n = len(arrivals)
     attempts = [0] * n
     loop = asyncio.get_running_loop()
-    # loop.create_future() is asyncio.Future(loop=loop) on the virtual loop, and this
-    # partial makes it without a Python frame (twice an item).
-    create_future, call_later = partial(asyncio.Future, loop=loop), loop.call_later
+    # loop.create_future() is asyncio.Future(loop=loop) on the virtual loop; asyncio.Future()
+    # makes the same in a task of the running loop, without a Python frame or a keyword
+    # argument to parse (twice an item).
+    create_future, call_later = asyncio.Future, loop.call_later
 
     def sleep(seconds: float) -> asyncio.Future[None]:
         # asyncio.sleep minus its per-call overhead (this is the hot path). The
@@ -111,6 +109,9 @@ async def run_engine(
 
     chosen = cannot_fail if isinstance(scenario.failures, NoFailures) else handler
     if scenario.downstream is not None:
+        # Here, not at the top: a run without a downstream need not load it (start-up).
+        from .downstream import DownstreamRun, downstream_rng
+
         servers = DownstreamRun(
             scenario.downstream,
             SpeedProfile([f for f in scenario.faults if isinstance(f, CapacityDrop)]),
@@ -144,6 +145,8 @@ async def run_engine(
     pipe.add_listener(recorder.listeners())
     pool = None
     if scenario.config.autoscale is not None:
+        from .pooltrace import PoolTrace  # here, not at the top: only an autoscaled run needs it
+
         pool = PoolTrace(pipe.statistics, scenario.config.concurrency)
         pipe.add_listener(pool.listeners())
     report = await pipe.run(_ArrivalSource(arrivals.tolist(), loop))
@@ -176,7 +179,8 @@ class _ArrivalSource:
 
         self._arrival_s = arrival_s
         self._loop = loop
-        self._future = partial(asyncio.Future, loop=loop)  # loop.create_future, no frame
+        # loop.create_future, as the producer (a task of the running loop) calls it: see run_engine
+        self._future = asyncio.Future
         self._next = 0
         self._resolve = resolve_unless_cancelled
 

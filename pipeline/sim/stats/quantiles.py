@@ -3,7 +3,8 @@
 - :func:`quantile_ci` -- distribution-free order-statistic interval for a
   quantile of independent values (e.g. one p95 per replication, or measured
   service times);
-- :func:`percentiles` -- ``np.percentile`` without its start-up cost.
+- :func:`percentiles` and :func:`quantiles` -- ``np.percentile`` and ``np.quantile``
+  without their start-up cost.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from pipeline._validate import real
 from pipeline.sim.stats.samples import confidence_level, sample_array
 
-__all__ = ["QuantileCI", "percentiles", "quantile_ci"]
+__all__ = ["QuantileCI", "percentiles", "quantile_ci", "quantiles"]
 
 
 class QuantileCI(NamedTuple):
@@ -103,10 +104,20 @@ def percentiles(values: np.ndarray, qs: Sequence[float], *, overwrite: bool = Fa
     Returns:
         One value per entry of ``qs``: NaN if ``values`` is empty or holds a NaN.
     """
+    return quantiles(
+        values, np.true_divide(np.asarray(qs, dtype=np.float64), 100), overwrite=overwrite
+    )
+
+
+def quantiles(values: np.ndarray, qs: Sequence[float], *, overwrite: bool = False) -> list[float]:
+    """``np.quantile(values, qs)`` (its default, linear method), bit for bit, as floats.
+
+    As :func:`percentiles` (without ``numpy.ma``), with each of ``qs`` a fraction in [0, 1].
+    """
     n = len(values)
     if n == 0:
         return [math.nan] * len(qs)
-    q = np.true_divide(np.asarray(qs, dtype=np.float64), 100)
+    q = np.asarray(qs, dtype=np.float64)
     virtual = (n - 1) * q
     below = np.floor(virtual)
     above = below + 1

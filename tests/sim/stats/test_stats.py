@@ -16,7 +16,7 @@ from pipeline.sim.stats.intervals import (
     summarise_values,
     t_quantile,
 )
-from pipeline.sim.stats.quantiles import percentiles
+from pipeline.sim.stats.quantiles import percentiles, quantiles
 from pipeline.sim.stats.stepstats import time_weighted_mean, time_weighted_quantile
 
 
@@ -278,6 +278,18 @@ def test_percentiles_equal_numpy_bit_for_bit(n):
         assert percentiles(values, qs) == np.percentile(values, qs).tolist()
         assert percentiles(values, (95,)) == [float(np.percentile(values, 95))]
         assert np.array_equal(values, original)  # the input is left alone
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 1000, 20_000])
+def test_quantiles_equal_numpy_bit_for_bit(n):
+    rng = np.random.default_rng(n)
+    for level in (0.5, 0.9, 0.95, 0.975, 0.99, 0.999):
+        qs = [1.0 - level, level]
+        for values in (rng.standard_normal(n) * 3.0, np.round(rng.exponential(1.0, n), 1)):
+            original = values.copy()
+            assert quantiles(values, qs) == np.quantile(values, qs).tolist()
+            assert np.array_equal(values, original)  # the input is left alone
+            assert quantiles(values.copy(), qs, overwrite=True) == np.quantile(values, qs).tolist()
 
 
 def test_percentiles_of_nothing_or_of_nan_are_nan():
