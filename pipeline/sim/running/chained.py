@@ -480,9 +480,9 @@ def simulate_chain(
         from .kernel.run import run_chain_kernel
 
         engine = "kernel"
-        report, arrivals, recorders = run_chain_kernel(scenario, replication)
+        report, arrivals, recorders, series_of = run_chain_kernel(scenario, replication)
     else:
-        engine = "asyncio"
+        engine, series_of = "asyncio", step_series
         report, arrivals, recorders = run_virtual(_run_chain(scenario, replication))
     results: dict[str, SimulationResult] = {}
     arrival = arrivals
@@ -496,7 +496,7 @@ def simulate_chain(
         # An item that reached the stage but was never taken (stranded) is unfinished.
         stranded = ~np.isnan(arrival) & (columns.outcome == 4)
         columns.outcome[stranded] = 3
-        series = step_series(arrival[~np.isnan(arrival)], recorder, report.finished_s)
+        series = series_of(arrival[~np.isnan(arrival)], recorder, report.finished_s)
         stage_scenario = Scenario(
             arrivals=scenario.arrivals,
             service=spec.service,
