@@ -444,6 +444,7 @@ def _items_held(stages: list[SimulationResult]) -> tuple[np.ndarray, np.ndarray,
     # Each stage's steps as changes, merged in time order and summed: the stable sort
     # merges the stages' sorted runs (timsort), cheaper than np.unique and a search.
     times, held_steps, kept_steps = [], [], []
+    kept_any = any(stage.series.dead_letters[-1] for stage in stages)  # the counts only rise
     for number, stage in enumerate(stages):
         series = stage.series
         held = series.in_system.astype(np.int64)
@@ -451,15 +452,19 @@ def _items_held(stages: list[SimulationResult]) -> tuple[np.ndarray, np.ndarray,
             held = held + series.upstream_backlog
         times.append(series.time_s)
         held_steps.append(np.diff(held, prepend=0))
-        kept_steps.append(np.diff(series.dead_letters.astype(np.int64), prepend=0))
+        if kept_any:
+            kept_steps.append(np.diff(series.dead_letters.astype(np.int64), prepend=0))
     time_s = np.concatenate(times)
     order = np.argsort(time_s, kind="stable")
-    time_s = time_s[order]
-    total = np.cumsum(np.concatenate(held_steps)[order])
-    kept = np.cumsum(np.concatenate(kept_steps)[order])
+    time_s = time_s.take(order)
+    total = np.cumsum(np.concatenate(held_steps).take(order))
     last = np.ones(len(time_s), dtype=bool)  # the last change at each time holds from it on
     last[:-1] = time_s[1:] != time_s[:-1]
-    return time_s[last], total[last], kept[last]
+    rows = np.flatnonzero(last)
+    if not kept_any:
+        return time_s.take(rows), total.take(rows), np.zeros(len(rows), np.int64)
+    kept = np.cumsum(np.concatenate(kept_steps).take(order))
+    return time_s.take(rows), total.take(rows), kept.take(rows)
 
 
 def simulate_chain(
@@ -480,9 +485,9 @@ def simulate_chain(
         from .kernel.run import run_chain_kernel
 
         engine = "kernel"
-        report, arrivals, recorders = run_chain_kernel(scenario, replication)
+        report, arrivals, recorders, series_of = run_chain_kernel(scenario, replication)
     else:
-        engine = "asyncio"
+        engine, series_of = "asyncio", step_series
         report, arrivals, recorders = run_virtual(_run_chain(scenario, replication))
     results: dict[str, SimulationResult] = {}
     arrival = arrivals
@@ -496,7 +501,7 @@ def simulate_chain(
         # An item that reached the stage but was never taken (stranded) is unfinished.
         stranded = ~np.isnan(arrival) & (columns.outcome == 4)
         columns.outcome[stranded] = 3
-        series = step_series(arrival[~np.isnan(arrival)], recorder, report.finished_s)
+        series = series_of(arrival[~np.isnan(arrival)], recorder, report.finished_s)
         stage_scenario = Scenario(
             arrivals=scenario.arrivals,
             service=spec.service,

@@ -290,9 +290,8 @@ def item_columns(arrival_s: np.ndarray, recorder: Recorder) -> ItemColumns:
     outcome[~np.isnan(dead)] = 1
     outcome[~np.isnan(completed)] = 0
     expired = time_of(K.EXPIRED)
-    return ItemColumns(
-        arrival_s, admitted, start, finish, attempts, outcome, attempt_log(recorder), expired
-    )
+    attempts_log = LoggedAttempts(*recorder.arrays())  # paired if a caller reads it
+    return ItemColumns(arrival_s, admitted, start, finish, attempts, outcome, attempts_log, expired)
 
 
 # How each event moves each series. The extra last row is an item's arrival at

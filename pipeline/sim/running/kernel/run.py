@@ -16,6 +16,7 @@ declined (:class:`KernelDeclined`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -110,7 +111,7 @@ def run_kernel(
             log.ids = np.append(log.ids, left)
         attempts = LoggedAttempts(log.kinds, log.times, log.ids)  # paired if a caller reads it
         if compiled:
-            steps = _merged_series(arrivals, log.kinds, log.times, end_s)
+            steps = _merged_series(arrivals, log, end_s)
         else:  # numpy's vectorised passes beat a loop in plain Python
             steps = step_series(arrivals, log, end_s)
     report = make_report(config, played, left.tolist(), run.drain_timed_out, end_s)
@@ -118,12 +119,11 @@ def run_kernel(
     return report, arrivals, columns, steps
 
 
-def _merged_series(
-    arrivals: np.ndarray, kinds: np.ndarray, times: np.ndarray, end_s: float
-) -> StepSeries:
-    """:func:`~pipeline.sim.running.recorder.step_series` of a log, by a compiled merge."""
+def _merged_series(arrivals: np.ndarray, log: Recorder, end_s: float) -> StepSeries:
+    """:func:`~pipeline.sim.running.recorder.step_series`, by a compiled merge (both sorted)."""
     from .driver import compiled
 
+    kinds, times = log.kinds, log.times
     rows = len(arrivals) + len(times) + 1
     time_s = np.empty(rows)
     table = np.empty((len(SERIES), rows), np.int32)
@@ -147,12 +147,16 @@ class KernelDeclined(Exception):
         self.feature = feature
 
 
-def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport, np.ndarray, list]:
-    """Run one replication of a chain in the kernel: (chain report, arrival times, recorders).
+def run_chain_kernel(
+    scenario: Scenario, replication: int
+) -> tuple[ChainReport, np.ndarray, list, Callable[..., StepSeries]]:
+    """Run one replication of a chain in the kernel: (chain report, arrival times, recorders,
+    series).
 
-    The same triple the engine's run gives (one :class:`Recorder` per stage),
-    from the same streams: the source's arrivals from the scenario's, each
-    stage's service times, retries, failures and jitter from its own.
+    The same triple the engine's run gives (one :class:`Recorder` per stage, its log in
+    time order), from the same streams: the source's arrivals from the scenario's, each
+    stage's service times, retries, failures and jitter from its own; and the
+    :func:`step_series` of a stage for this path (compiled: a merge).
 
     Raises:
         KernelDeclined: a drain runs into its timeout (outside the chain path's domain).
@@ -171,7 +175,8 @@ def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport,
                                  work.retry_times, traced, failures, work.jitter))  # fmt: skip
         total += reaching
         reaching *= spec.fan_out
-    run = replay(arrivals, inputs, single=False, fast=take_compiled(total))
+    fast = take_compiled(total)
+    run = replay(arrivals, inputs, single=False, fast=fast)
     drain = scenario.stages[0].config.drain_timeout_s
     finished = _close(inputs, run.last_settle, run.stages, run.closed_s, drain)
     reports, recorders = {}, []
@@ -183,7 +188,9 @@ def run_chain_kernel(scenario: Scenario, replication: int) -> tuple[ChainReport,
         log.kinds, log.times, log.ids = played["kinds"], played["times"], played["ids"]
     head, tail = reports[scenario.stages[0].name], reports[spec.name]
     report = ChainReport(reports, head.offered, tail.completed, False, 0.0, finished[-1])
-    return report, arrivals, recorders
+    # numpy's vectorised passes beat a loop in plain Python; a stage's arrivals are in item order
+    merged = lambda at, log, end_s: _merged_series(np.sort(at), log, end_s)  # noqa: E731
+    return report, arrivals, recorders, merged if fast else step_series
 
 
 def _close(
@@ -193,7 +200,9 @@ def _close(
     closed_s: float,
     drain_timeout_s: float | None,
 ) -> list[float]:
-    """Each stage's close time; its log gets the intake-closed event. Declines a drain timeout.
+    """Each stage's close time; its log gets the intake-closed event, in time order.
+
+    Declines a drain timeout.
 
     The head stops taking items at ``closed_s``; stage *k* is told to stop when stage
     *k - 1* has closed, and closes once it has settled its last item. A timeout gives
@@ -219,9 +228,10 @@ def _close(
                     f"a chain whose drain reaches {timeout} "
                     f"(stage {spec.name!r} is still busy at its deadline)"
                 )
-        run["kinds"] = np.append(run["kinds"], np.int8(EventKind.INTAKE_CLOSED))
-        run["times"] = np.append(run["times"], before)
-        run["ids"] = np.append(run["ids"], np.int64(-1))
+        at = int(np.searchsorted(run["times"], before, side="right"))  # the head works on
+        run["kinds"] = np.insert(run["kinds"], at, np.int8(EventKind.INTAKE_CLOSED))
+        run["times"] = np.insert(run["times"], at, before)
+        run["ids"] = np.insert(run["ids"], at, np.int64(-1))
         if busy:
             before = last
         finished.append(before)

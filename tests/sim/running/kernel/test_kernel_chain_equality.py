@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from pipeline import Backoff, PipelineConfig, RateLimit, RetryPolicy
+from pipeline.events import EventKind
 from pipeline.sim import (
     Constant,
     Empirical,
@@ -616,6 +617,20 @@ def test_a_long_retrying_chain_is_the_same_on_every_path():
     # blocks of 512 draws: several of failures, more than one of retry times and jitter
     assert record["retries_total"] > 512 and kernel.report.stages["record"].attempts > 3 * 512
     assert kernel.stages["write"].summary["items_dead_lettered"] > 0
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_every_stage_log_of_a_kernel_chain_is_in_time_order(path):
+    # The compiled path merges each stage's log with its arrivals (no sort): the log must be
+    # in time order, the intake-closed event too (the head closes while it still works).
+    from pipeline.sim.running.kernel.run import run_chain_kernel
+
+    with kernel_path(path):
+        _, _, recorders, _ = run_chain_kernel(tandem().replace(n_items=200), 0)
+    for recorder in recorders:
+        kinds, times, _ = recorder.arrays()
+        assert (np.diff(times) >= 0).all()
+        assert (kinds == EventKind.INTAKE_CLOSED).sum() == 1
 
 
 @pytest.mark.parametrize("path", PATHS)
