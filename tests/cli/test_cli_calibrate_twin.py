@@ -153,7 +153,11 @@ def _batch_se(values: np.ndarray, batches: int = 30) -> float:
     return float(means.std(ddof=1) / math.sqrt(batches))
 
 
-@pytest.mark.parametrize(("format", "writer", "extra"), CLIENTS, ids=[c[0] for c in CLIENTS])
+@pytest.mark.parametrize(
+    ("format", "writer", "extra"),
+    # Each format's recording and fit: 1-2 s of a core; the others run in make test only.
+    [pytest.param(*c, id=c[0], marks=() if c[0] == "k6" else pytest.mark.slow) for c in CLIENTS],
+)
 def test_queueing_in_response_times_is_not_counted_twice(run_main, tmp_path, format, writer, extra):
     run = requests(_truth(n_items=10_000, seed=3))
     fitted, out = _calibrate(run_main, tmp_path, format, writer(tmp_path, run), extra,

@@ -113,6 +113,7 @@ def test_a_guarded_script_uses_worker_processes(tmp_path):
     assert "Warning" not in done.stderr
 
 
+@pytest.mark.slow  # worker pools from a script, twice: 2.5 s
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 def test_a_script_without_source_still_gets_the_hint_and_no_hang(tmp_path, method):
     # The parent cannot read a script run from its .pyc alone; the workers' own
