@@ -61,7 +61,8 @@ def write(tmp_path: Path, body: str, method: str = "forkserver") -> Path:
 
 
 @pytest.mark.parametrize("call", [SWEEP, SIMULATE, PLAN], ids=["sweep", "simulate", "plan"])
-@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+# A script as a process each (0.7 s of CPU); "spawn"'s three run in make test only.
+@pytest.mark.parametrize("method", ["forkserver", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_an_unguarded_call_stops_at_once_with_one_line(tmp_path, call, method):
     done = run_script(write(tmp_path, call + "\nprint('finished')\n", method))
     assert done.returncode == 1
