@@ -113,7 +113,6 @@ def samples():
     return ours, theirs
 
 
-@pytest.mark.slow  # Welch intervals against Ciw: 2 s of a core
 @pytest.mark.parametrize("metric", ["wait_first_s", "blocked_per_item_s", "latency_s"])
 def test_blocking_after_service_agrees_with_ciw(samples, metric):
     ours, theirs = samples
