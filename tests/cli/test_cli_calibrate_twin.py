@@ -209,6 +209,7 @@ def test_response_times_of_zero_are_one_line_naming_the_file(run_main, tmp_path)
     assert not (tmp_path / "twin.toml").exists()
 
 
+@pytest.mark.slow  # a fit and its runs: 2 s of a core
 def test_response_times_the_twin_cannot_reproduce_are_warned_about():
     """Hours-long responses to requests 0.1 s apart: no service on 4 workers gives them."""
     n = 200
