@@ -153,7 +153,11 @@ def _batch_se(values: np.ndarray, batches: int = 30) -> float:
     return float(means.std(ddof=1) / math.sqrt(batches))
 
 
-@pytest.mark.parametrize(("format", "writer", "extra"), CLIENTS, ids=[c[0] for c in CLIENTS])
+@pytest.mark.parametrize(
+    ("format", "writer", "extra"),
+    # Each format's recording and fit: 1-2 s of a core; the others run in make test only.
+    [pytest.param(*c, id=c[0], marks=() if c[0] == "k6" else pytest.mark.slow) for c in CLIENTS],
+)
 def test_queueing_in_response_times_is_not_counted_twice(run_main, tmp_path, format, writer, extra):
     run = requests(_truth(n_items=10_000, seed=3))
     fitted, out = _calibrate(run_main, tmp_path, format, writer(tmp_path, run), extra,
@@ -205,6 +209,7 @@ def test_response_times_of_zero_are_one_line_naming_the_file(run_main, tmp_path)
     assert not (tmp_path / "twin.toml").exists()
 
 
+@pytest.mark.slow  # a fit and its runs: 2 s of a core
 def test_response_times_the_twin_cannot_reproduce_are_warned_about():
     """Hours-long responses to requests 0.1 s apart: no service on 4 workers gives them."""
     n = 200

@@ -73,7 +73,15 @@ def _run(argv, tmp):
     return json.loads(done.stdout)
 
 
-@pytest.mark.parametrize("name", _cases())
+# A sweep's and a plan's runs: 1.5 s of CPU each, in make test only (the other commands'
+# golden files keep the fast tier's check of the pinned JSON).
+LONG_CASES = {"sweep_grid", "plan_slos"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in LONG_CASES else n for n in _cases()],
+)
 def test_json_is_unchanged(name, tmp_path):
     case = json.loads((GOLDEN / f"{name}.json").read_text())
     got = _strip(_run(case["argv"], tmp_path))

@@ -131,6 +131,7 @@ def _page_faults(env_extra: dict[str, str]) -> tuple[int, str]:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before, done.stdout
 
 
+@pytest.mark.slow  # two plans as processes: 4 s of CPU
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_a_plan_keeps_freed_memory_for_its_next_run():
     # glibc's defaults (what a MALLOC_ variable the user sets leaves in force) hand freed

@@ -306,6 +306,7 @@ def test_a_bad_flag_as_a_process_has_no_traceback(tmp_path):
     assert len(done.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow  # starts a Dask local cluster: 2 s of CPU
 def test_on_a_local_cluster_the_csv_is_the_same(run_main, tmp_path):
     grid = ["--grid", "concurrency=4,5", "--metrics", "wait_mean_s"]
     args = [*MM, "--items", "300", "--seed", "3", "--replications", "2", *grid]

@@ -185,6 +185,7 @@ def test_every_pytest_run_waits_in_slices() -> None:
     assert ZMQSocketChannel.get_msg is kernelpoll.get_msg_blocking
 
 
+@pytest.mark.slow  # runs pytest on a notebook: 2.5 s of CPU
 def test_a_pytest_run_of_one_notebook_waits_in_slices(tmp_path: Path) -> None:
     # `pytest notebooks/NN-name.ipynb` from the root, as the workshop guide runs one notebook:
     # a plugin of this test reports what the channels are in that process.

@@ -126,7 +126,9 @@ def test_the_clock_is_time_monotonic_on_asyncio_s_loop_and_the_loop_s_own_otherw
     assert virtual == loop.time  # the virtual clock, never the machine's
 
 
-@pytest.mark.parametrize("seed", range(3))
+# Seeds 0 and 1 (a served and scraped run each, about 1 s of a core): in make test only;
+# seed 2 keeps the tier's check, at the most workers (7).
+@pytest.mark.parametrize("seed", [*(pytest.param(s, marks=pytest.mark.slow) for s in (0, 1)), 2])
 def test_histograms_equal_the_run_s_own_times_mid_run_and_at_the_end(seed):
     clocked = Clocked(seed)
     items = pipeline.metrics.FOLD_AT * 2 + 37

@@ -41,7 +41,10 @@ def test_overload_with_shedding_retries_and_a_slow_consumer_keeps_exact_counts(s
     assert run.calls > run.consumed > 0, "some attempts were refused and retried"
 
 
-@pytest.mark.parametrize("scenario", ["pipeline", "chain"])
+@pytest.mark.parametrize(
+    "scenario",
+    ["pipeline", pytest.param("chain", marks=pytest.mark.slow)],  # the chain: 2 s of a core
+)
 def test_a_five_times_longer_overload_holds_the_same_memory(scenario):
     small_run, small = soak(scenario, 2_000)
     large_run, large = soak(scenario, 10_000)

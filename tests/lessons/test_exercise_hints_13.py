@@ -75,6 +75,7 @@ def test_the_window_s_slips_get_their_hints(grader):
     assert "When does the scale-down window act" in hints[1]
 
 
+@pytest.mark.slow  # each slip's runs graded: 2 s of a core
 def test_the_fixed_pool_s_slips_get_their_hints(grader):
     fewest = next(
         c for c in range(17, 25) if _burst(_fixed(c), 8).interval("wait_p95_s").mean <= 5.0

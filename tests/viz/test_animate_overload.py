@@ -130,6 +130,7 @@ def test_a_run_without_an_autoscaler_or_a_downstream_draws_no_pool_and_no_downst
 # -- the downstream ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # every frame of a storm: 3 s
 def test_every_frame_of_a_storm_shows_the_downstream_its_log_holds():
     result = stormy()
     assert not result.summary["recovered"]

@@ -261,6 +261,7 @@ def test_a_change_after_many_keeps_memory_bounded():
     assert all(len(kept) <= textcache._MAX_ENTRIES for kept in caches.values())
 
 
+@pytest.mark.slow  # two explorers' runs and drawings: 2 s
 def test_the_explorer_draws_the_same_figure_on_either_event_path(monkeypatch):
     # An explorer anticipates its runs: with numba installed, its first run on the replay
     # loads the compiled path. The figures are those of the plain replay.

@@ -300,6 +300,7 @@ def test_samples_are_bounded_by_default_and_none_keeps_every_one():
             LiveMonitor(small_pipeline(), max_samples=bad)
 
 
+@pytest.mark.slow  # two runs under tracemalloc: 3 s of a core
 def test_the_monitors_memory_does_not_grow_with_the_run():
     import tracemalloc
 

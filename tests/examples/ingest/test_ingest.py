@@ -168,6 +168,7 @@ def test_an_error_mid_run_stops_the_partner_and_leaves_no_socket(monkeypatch):
             assert probe.connect_ex(("127.0.0.1", port)) != 0, "nothing may listen any more"
 
 
+@pytest.mark.slow  # two ingestions as processes: 3 s
 def test_sigterm_drains_and_a_rerun_completes_without_duplicates(tmp_path):
     database = tmp_path / "records.sqlite"
     args = ("--records", "3000", "--no-twin", "--json", "--db", str(database))
@@ -208,10 +209,16 @@ def test_sigterm_drains_and_a_rerun_completes_without_duplicates(tmp_path):
     [
         (("--records", "0"), "--records must be from 1"),
         (("--records", "10", "--what-if", "workers=3"), "--what-if must be concurrency=N"),
-        (("--records", "10", "--what-if", "concurrency=x"), "concurrency must be an integer"),
-        (("--records", "10", "--what-if", "api_latency=0"), "api_latency must be a factor"),
-        (("--records", "10", "--error-rate", "nan"), "--error-rate must be in [0, 1)"),
-        (("--records", "10", "--replications", "1"), "--replications must be >= 2"),
+        # Each case a process (0.6 s of CPU); these four run in make test only.
+        *(
+            pytest.param(("--records", "10", *flags), message, marks=pytest.mark.slow)
+            for flags, message in [
+                (("--what-if", "concurrency=x"), "concurrency must be an integer"),
+                (("--what-if", "api_latency=0"), "api_latency must be a factor"),
+                (("--error-rate", "nan"), "--error-rate must be in [0, 1)"),
+                (("--replications", "1"), "--replications must be >= 2"),
+            ]
+        ),
         (("--records", "10", "--db", "/nonexistent/folder/r.sqlite"), "folder does not exist"),
         (
             ("--records", "10", "--db", "postgresql://who:secret@127.0.0.1:1/none"),

@@ -104,7 +104,8 @@ def _rows(folder: Path) -> int:
     return -1  # no folder yet
 
 
-@pytest.mark.parametrize("phase", ["starting", "fitting"])
+# Each phase a process (1 s of CPU); "fitting" (the twin's) runs in make test only.
+@pytest.mark.parametrize("phase", ["starting", pytest.param("fitting", marks=pytest.mark.slow)])
 def test_sigterm_at_any_phase_reports_and_removes_the_temporary_folder(tmp_path, phase):
     # 3,000 replications keep the twin busy for far longer than the test waits; no poison
     # and no 503s, so every record is written and "fitting" is reached for sure.
@@ -138,18 +139,26 @@ def test_sigterm_at_any_phase_reports_and_removes_the_temporary_folder(tmp_path,
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ("CREATE TABLE records (x INTEGER, y TEXT)", "lacks column(s) id, name"),
-        (
+        pytest.param(
+            "CREATE TABLE records (x INTEGER, y TEXT)",
+            "lacks column(s) id, name",
+            id="other-columns",
+        ),
+        # Each case a process (0.6 s of CPU); these two run in make test only.
+        pytest.param(
             "CREATE TABLE records (id INTEGER, name TEXT, amount_cents INTEGER, updated_at TEXT)",
             "ON CONFLICT clause does not match",
+            id="no-primary-key",
+            marks=pytest.mark.slow,
         ),
-        (
+        pytest.param(
             "CREATE TABLE records (id INTEGER PRIMARY KEY, name TEXT, amount_cents INTEGER, "
             "updated_at TEXT, owner TEXT NOT NULL)",
             "NOT NULL constraint failed: records.owner",
+            id="a-required-column-of-its-own",
+            marks=pytest.mark.slow,
         ),
     ],
-    ids=["other-columns", "no-primary-key", "a-required-column-of-its-own"],
 )
 def test_a_table_the_upsert_cannot_write_is_one_line_before_any_work(tmp_path, table, message):
     database = tmp_path / "theirs.sqlite"

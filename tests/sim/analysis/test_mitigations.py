@@ -116,6 +116,7 @@ def stuck() -> Scenario:
     )
 
 
+@pytest.mark.slow  # a stuck system's replications: 2 s
 def test_a_limit_gets_a_stuck_system_out_and_the_table_says_so():
     table = compare_controls(stuck(), {"aimd": AIMD(timeout_s=1.0)}, replications=4)
     rows = {(row.control, row.metric): row for row in table.itertuples()}

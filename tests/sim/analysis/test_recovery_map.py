@@ -80,6 +80,7 @@ def test_recovery_map_validates_before_any_run():
                      factors=[0.2], durations=[1.0])  # fmt: skip
 
 
+@pytest.mark.slow  # a map twice, once on worker processes: 4 s
 def test_a_map_on_worker_processes_gives_the_numbers_of_one_process():
     # The scenario, its downstream and the faults travel to worker processes (pickled).
     base = osdi_like(duration_s=25.0).replace(arrivals=Poisson(rate=20.0))

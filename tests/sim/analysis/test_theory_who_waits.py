@@ -61,7 +61,15 @@ def priority_chain(rates: tuple[float, float], mu: float, c: int, most: int) -> 
     return pi @ queued
 
 
-@pytest.mark.parametrize(("rates", "c"), [((0.3, 0.4), 1), ((0.5, 0.9), 2), ((1.2, 0.9), 3)])
+@pytest.mark.parametrize(
+    ("rates", "c"),
+    [
+        ((0.3, 0.4), 1),
+        # Larger chains to solve (1 s of a core each): in make test only.
+        pytest.param((0.5, 0.9), 2, marks=pytest.mark.slow),
+        pytest.param((1.2, 0.9), 3, marks=pytest.mark.slow),
+    ],
+)
 def test_cobham_equals_the_priority_chain(rates, c):
     # Truncated at 60 waiting per class the chain's tail is below 1e-8 of the waits
     # (at 45 it was 1e-6: the gap shrinks with the truncation, the formula is exact).

@@ -81,6 +81,7 @@ def test_the_bucketed_distribution_keeps_the_mean_and_covers_the_p95(make):
     assert abs(e.mean()) <= 3 * e.std(ddof=1) / math.sqrt(e.size) + 0.02
 
 
+@pytest.mark.slow  # 200 recordings of 6,000 draws fitted: 4 s of a core
 def test_the_issue_s_recording_is_no_longer_overshot():
     # A log-normal recording that the chi-square test refuses (about 1 in 20 are): the
     # fallback used to spread each bucket evenly, p95 +43% and its mean 8% off _sum/_count.

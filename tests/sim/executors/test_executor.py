@@ -121,6 +121,7 @@ def test_an_executor_needs_replications():
         simulate(BASE, executor=threads)
 
 
+@pytest.mark.slow  # starts a Dask local cluster: 4 s of CPU
 def test_a_local_cluster_starts_while_the_dashboard_port_is_taken():
     # Another cluster (a notebook's, a colleague's) on Dask's default dashboard port must not
     # stop this one: under pytest its "port in use" warning is an error, as is anyone's -W error.

@@ -61,7 +61,8 @@ def write(tmp_path: Path, body: str, method: str = "forkserver") -> Path:
 
 
 @pytest.mark.parametrize("call", [SWEEP, SIMULATE, PLAN], ids=["sweep", "simulate", "plan"])
-@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+# A script as a process each (0.7 s of CPU); "spawn"'s three run in make test only.
+@pytest.mark.parametrize("method", ["forkserver", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_an_unguarded_call_stops_at_once_with_one_line(tmp_path, call, method):
     done = run_script(write(tmp_path, call + "\nprint('finished')\n", method))
     assert done.returncode == 1
@@ -113,6 +114,7 @@ def test_a_guarded_script_uses_worker_processes(tmp_path):
     assert "Warning" not in done.stderr
 
 
+@pytest.mark.slow  # worker pools from a script, twice: 2.5 s
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 def test_a_script_without_source_still_gets_the_hint_and_no_hang(tmp_path, method):
     # The parent cannot read a script run from its .pyc alone; the workers' own

@@ -254,6 +254,7 @@ STORM_SCALER = Autoscaler(
 )
 
 
+@pytest.mark.slow  # three retry storms: 3 s
 def test_an_autoscaler_scaling_on_a_queue_of_retries_can_keep_a_downstream_stuck():
     # The fixed pool caps the requests in flight at 12: the cut's backlog waits in the
     # pipeline's queue, not past the client's timeout, and the run recovers.

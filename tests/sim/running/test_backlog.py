@@ -220,6 +220,7 @@ def test_a_backlog_within_the_workers_drains_at_once_and_clears_with_the_slowest
     assert s["backlog_cleared_s"] == pytest.approx(result.columns.finish_s.max())
 
 
+@pytest.mark.slow  # coverage of 400 experiments: 3.5 s
 def test_the_clearing_time_interval_covers_its_exact_mean_at_its_stated_level():
     # N = 40 waiting, no arrivals, c = 4 exponential workers: E = 36 / 4 + H_4 (mu = 1).
     n, c, replications, experiments = 40, 4, 8, 400
@@ -340,6 +341,7 @@ def test_a_chain_holds_the_backlog_at_its_first_stage_on_both_engines():
     assert kernel.summary["backlog_drained_s"] == fetch.summary["backlog_drained_s"]
 
 
+@pytest.mark.slow  # runs under tracemalloc: 3 s
 def test_a_large_backlog_takes_the_memory_per_item_that_as_many_arrivals_take():
     # The backlog is items like any others: one row each, produced lazily, none held twice;
     # on the kernel it takes the FCFS path, as Poisson arrivals do. Bytes per item are the

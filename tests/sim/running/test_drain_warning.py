@@ -146,6 +146,7 @@ def everything_cut(tmp_path):
     ]  # fmt: skip
 
 
+@pytest.mark.slow  # two sweeps as processes: 4 s of CPU
 def test_the_cli_sweep_prints_one_warning_line_with_the_count(everything_cut):
     done = subprocess.run([*everything_cut, "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

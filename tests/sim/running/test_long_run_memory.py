@@ -196,6 +196,7 @@ print(json.dumps({"status": status, "before_kib": before, "after_kib": after}))
 """
 
 
+@pytest.mark.slow  # a million items in a process
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss in KiB on Linux")
 def test_a_million_items_peak_far_below_what_they_did():
     # 10,000,000 items peak at 867 MiB (bench/bench_memory.py; 1,544 MiB before), about

@@ -36,6 +36,7 @@ def _exact_order_statistic_coverage(n: int, q: float, level: float) -> float:
     return float(sum(pmf[j:k]))
 
 
+@pytest.mark.slow  # coverage of 1,000 experiments
 def test_t_interval_of_per_replication_p95_covers_the_true_p95():
     # 1000 experiments of R=10 replications, each replication's p95 from 2000 values.
     rng = np.random.default_rng(20261110)

@@ -332,6 +332,7 @@ def test_trace_replay_matches_simpy_item_for_item():
     assert (theirs > 0).mean() > 0.3  # a real queue formed
 
 
+@pytest.mark.slow  # Welch interval against SimPy: 2 s
 def test_mean_wait_agrees_with_simpy_on_independent_samples():
     # Two independent sets of replications (our streams; numpy seeds for SimPy),
     # compared by Welch's t interval (99.9%) for the difference of the means.

@@ -587,6 +587,7 @@ def test_a_thread_pool_gives_the_same_plan(in_process) -> None:
     assert pooled.to_dict() == in_process
 
 
+@pytest.mark.slow  # starts a Dask local cluster: 3 s of CPU
 def test_a_dask_local_cluster_gives_the_same_plan(in_process) -> None:
     from pipeline.sim.executors.cluster import scheduler_executor
 

@@ -214,6 +214,7 @@ def test_a_scenario_set_counts_one_run_per_scenario_against_the_budget():
     assert p.runs_total % 6 == 0
 
 
+@pytest.mark.slow  # a plan and its headroom: 2 s of a core
 def test_headroom_stops_where_the_budget_ends_and_says_so():
     base = _scenario(6, items=1000)
     slos = ["wait_mean_s<=0.5"]

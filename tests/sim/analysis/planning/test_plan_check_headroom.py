@@ -73,6 +73,7 @@ def test_an_undecided_factor_does_not_stop_the_bracket(meets_below, fails_from):
     assert "stayed undecided" in h.note
 
 
+@pytest.mark.slow  # a plan of 5,000 items and its headroom: 3 s
 def test_the_headroom_headline_states_the_factor_shown_to_meet(tmp_path, capsys):
     status = main(
         _command(

@@ -62,6 +62,7 @@ def test_the_simulation_layer_reaches_pipeline_viz_only_through_the_drawing_meth
     }
 
 
+@pytest.mark.slow  # a plan in a process: 1.5 s of CPU
 def test_importing_and_running_a_plan_loads_no_matplotlib():
     code = """
 import json, sys

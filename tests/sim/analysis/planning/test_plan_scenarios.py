@@ -60,6 +60,7 @@ def test_the_peak_binds_and_the_choice_is_the_erlang_c_smallest_at_the_peak():
     assert set(runs["scenario"]) == {"normal", "peak"}
 
 
+@pytest.mark.slow  # a plan, its headroom and sensitivity: 3 s
 def test_headroom_and_sensitivity_follow_the_binding_scenario():
     normal, peak = _scenario(4.0, n_items=2_000), _scenario(8.0, n_items=2_000, seed=2)
     p = plan(

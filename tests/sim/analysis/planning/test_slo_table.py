@@ -140,6 +140,7 @@ def test_slo_table_gives_judges_verdict_and_bound_at_every_grid_point() -> None:
         assert (row["verdict"], row["upper"], row["basis"]) == (j.verdict, j.bound, j.basis)
 
 
+@pytest.mark.slow  # 2,000 grid points
 def test_slo_table_meets_a_limit_the_share_sits_at_no_more_often_than_its_level() -> None:
     # The true shed share equals the limit, 0.2%, so "meets" is a false claim: at 95% it
     # may be made in at most 5% of grid points. With 3 replications of 100 items, 55% of

@@ -112,6 +112,7 @@ def test_the_run_without_its_series_is_the_same_run(name):
     check()
 
 
+@pytest.mark.slow  # a run per instant of the run: 1.5 s
 def test_the_held_peak_is_the_series_peak_at_every_warm_up():
     # One scenario with retries, dead letters and a drain cut short, its warm-up moved
     # over every instant of the run: the peak the run tracks is the series' peak.
