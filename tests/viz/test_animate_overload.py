@@ -4,6 +4,7 @@ downstream in a retry storm, each frame against the run's own records; frames ev
 
 from __future__ import annotations
 
+import functools
 import math
 
 import matplotlib
@@ -30,9 +31,11 @@ from pipeline.viz.animation.frames import Timeline
 from tests.sim.running.test_downstream import hand_computed_trace
 
 
+@functools.cache
 def autoscaled(engine: str = "auto"):
     """A pool of 2 to 60 workers under a burst: 1.5 arrivals a second, 18 from 15 s to 30 s
-    (a trace, so that the kernel runs it too)."""
+    (a trace, so that the kernel runs it too). Run once per engine for the module: the
+    tests only read the result."""
     scaler = Autoscaler(min_workers=2, max_workers=60, sync_s=5.0, cold_start_s=4.0,
                         scale_down_stabilization_s=20.0)  # fmt: skip
     config = PipelineConfig(concurrency=2, queue_maxsize=None, drain_timeout_s=None,
@@ -47,9 +50,10 @@ def autoscaled(engine: str = "auto"):
     )  # fmt: skip
 
 
+@functools.cache
 def stormy():
     """A retry storm: a capacity drop leaves the downstream's queue longer than the
-    clients' timeout, and it stays so."""
+    clients' timeout, and it stays so. Run once for the module: the tests only read it."""
     config = PipelineConfig(concurrency=40, queue_maxsize=None, max_attempts=4,
                             attempt_timeout_s=1.0, drain_timeout_s=None,
                             backoff=Backoff(kind="constant", base_s=0.1))  # fmt: skip
