@@ -57,6 +57,10 @@ lab: $(LAB_STAMP)
 # without numba (what `auto` picks, what falls back), not that equality again. The second and
 # third steps collect only the files that hold their marks (tests/marked_files.py), not the
 # whole suite again.
+# numpy's BLAS (OpenBLAS) starts a thread per core in every process that imports it, and
+# those threads spin after each call: with two test workers on two cores they only take the
+# other worker's CPU (a calibration test file cost 78 s of CPU with them, 20 s without).
+test: export OPENBLAS_NUM_THREADS ?= 1
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.services_setup
