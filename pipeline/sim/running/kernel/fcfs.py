@@ -1,24 +1,19 @@
 """The kernel's FCFS path: the Kiefer-Wolfowitz recursion, the rest vectorised.
 
 When no attempt can fail and the queue blocks (or is unbounded), item *i* is
-admitted when it has arrived and its slot is free, starts when a worker is free
-too, and finishes its service later. With ``m = maxsize`` the producer reserves
-item *i*'s slot once item ``i - m`` has started, so::
+admitted when it has arrived and its slot is free (``m = maxsize``: once item
+``i - m`` has started), starts when a worker is free too, and finishes later::
 
     admitted[i] = max(arrival[i], start[i - m])
     start[i]    = max(admitted[i], earliest worker-free time)   # a heap of c times
     finish[i]   = start[i] + service[i]
 
-and ``start`` does not depend on ``m`` (``start`` is non-decreasing, so the
-admission term never binds: DESIGN.md's "waits do not depend on maxsize").
-Only that recursion is a loop; the rest is numpy.
-
-This path does not order events that fall on one instant as the engine does, so
-it hands the run back (``None``) to the replay when two coincide (arrivals, a
-worker freed at an arrival or with another, anything at the drain's deadline).
-The one tie it orders itself is an initial backlog, items arriving together at
-0.0: only the queue's peak in that instant needs the engine's rule
-(:func:`_burst_peak`), so a backlog of millions takes this path.
+``start`` does not depend on ``m`` (it is non-decreasing, so the admission term
+never binds: DESIGN.md's "waits do not depend on maxsize"). Only that recursion
+is a loop. This path does not order events that fall on one instant as the
+engine does, so it hands such a run back (``None``) to the replay, but for an
+initial backlog (items arriving together at 0.0), whose queue peak alone needs
+the engine's rule (:func:`_burst_peak`).
 """
 
 from __future__ import annotations
@@ -29,7 +24,7 @@ import math
 import numpy as np
 
 from pipeline.config import PipelineConfig
-from pipeline.events import EventKind
+from pipeline.events import EventKind as K
 from pipeline.records import RunReport, ShedLog
 
 from ..recorder import ARRIVAL, ItemColumns, StepSeries, stream_series
@@ -37,11 +32,7 @@ from .report import COUNTS, make_report
 
 __all__ = ["run_fcfs"]
 
-K = EventKind
-
-
-_CHUNK = 1 << 18
-"""Items converted to Python floats at a time by :func:`_starts` (bounds its memory)."""
+_CHUNK = 1 << 18  # items converted to Python floats at a time by _starts (bounds its memory)
 
 
 def _starts(arrival: np.ndarray, service: np.ndarray, c: int) -> np.ndarray:
@@ -77,20 +68,16 @@ def _item_streams(
     a mask of a sorted column that :func:`stream_series` applies a window at a time.
     ``started``: which items started (None: all).
     """
-    a, once = admitted == arrival, start == admitted
-    if started is not None:
-        once &= started
-
-    def waited(low: int, high: int) -> np.ndarray:
-        return ~once[low:high] if started is None else started[low:high] & ~once[low:high]
-
+    if started is None:  # a read-only view: no n-long array
+        started = np.broadcast_to(np.True_, start.shape)
+    a, once = admitted == arrival, (start == admitted) & started
     return [
         ((ARRIVAL, K.ADMITTED, K.STARTED), arrival, lambda lo, hi: a[lo:hi] & once[lo:hi]),
         ((ARRIVAL, K.ADMITTED), arrival, lambda lo, hi: a[lo:hi] & ~once[lo:hi]),
         (ARRIVAL, arrival, lambda lo, hi: ~a[lo:hi]),
         ((K.ADMITTED, K.STARTED), admitted, lambda lo, hi: once[lo:hi] & ~a[lo:hi]),
         (K.ADMITTED, admitted, lambda lo, hi: ~(a[lo:hi] | once[lo:hi])),
-        (K.STARTED, start, waited),
+        (K.STARTED, start, lambda lo, hi: started[lo:hi] & ~once[lo:hi]),
     ]
 
 

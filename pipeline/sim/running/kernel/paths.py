@@ -70,8 +70,7 @@ def kernel_path(path: str | None = None, **sizes: int | None) -> Iterator[Kernel
             isinstance(value, bool) or not hasattr(value, "__index__") or operator.index(value) < 1
         ):
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    before = current()
-    token = _CURRENT.set(replace(before, path=before.path if path is None else path, **sizes))
+    token = _CURRENT.set(replace(current(), path=path or current().path, **sizes))
     try:
         yield current()
     finally:
