@@ -29,9 +29,8 @@ class KernelPath:
         path: one of :data:`PATHS`.
         block: random values drawn per refill of a stream (None: 4096, and for a
             failure part's stream what the run is expected to need).
-        log: the event log's first capacity, entries (None: what the run is expected to need).
-        heap: the timer heap's first capacity, entries (None: likewise).
-        ready: the ready ring's first capacity, entries (None: likewise).
+        log, heap, ready: the first capacity, entries, of the event log, the timer heap
+            and the ready ring (None: what the run is expected to need).
     """
 
     path: str = "auto"

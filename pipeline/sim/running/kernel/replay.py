@@ -1,21 +1,18 @@
 """The kernel's one replay of the engine: its tasks' steps over flat arrays.
 
-A :class:`~pipeline.Pipeline` on the virtual loop is a producer, ``concurrency``
-workers, its run's task and its close; a :class:`~pipeline.Chain` is a producer
-and each stage's workers (a pipeline is its one-stage case). This module plays
-them as the loop's ``_run_once`` does: a heap of timers ordered by ``(when, seq)``
-and a ring of ready steps run in iterations (due timers join the ready steps in
-deadline order; a step readied during an iteration runs in the next). Each task
-is a state machine whose steps do, in the same order, what its coroutine does
-between two suspensions, drawing every random value at the same point, so every
-event, counter and dead letter is the engine's, ties included (README, "Ties at
-equal times").
+A :class:`~pipeline.Chain` on the virtual loop (a pipeline is its one-stage case,
+plus its run's task and close) is a producer and each stage's workers. This
+module plays them as the loop's ``_run_once`` does: a heap of timers by ``(when,
+seq)`` and a ring of ready steps run in iterations. Each task is a state machine
+whose steps do what its coroutine does between two suspensions, drawing every
+random value at the same point, so every event, counter and dead letter is the
+engine's, ties included (README, "Ties at equal times").
 
-State lives in arrays only: globals in ``iv``/``fv``, a row per stage in
-``si``/``sf`` (``stage * SI + column``), queues as rings, random values in pools
-the caller fills. When a pool runs dry or an array is full, :func:`play` returns
-a code; the caller refills or grows and calls again. The source runs as plain
-Python over lists, or under numba over numpy arrays (:mod:`.driver` loads it twice).
+State lives in arrays: globals in ``iv``/``fv``, a row per stage in ``si``/``sf``
+(``stage * SI + column``), queues as rings, random values in pools the caller
+fills. When a pool runs dry or an array is full, :func:`play` returns a code; the
+caller refills or grows and calls again. :mod:`.driver` runs this source as plain
+Python over lists, or loads it a second time under numba, over numpy arrays.
 """
 
 from __future__ import annotations
@@ -35,8 +32,8 @@ PRODUCER_UNBLOCKED = int(K.PRODUCER_UNBLOCKED)
 def _jit(inline: str, nrt: bool = False):
     """numba.njit in the compiled copy of this module, else nothing.
 
-    The steps allocate nothing, so they run without reference counting (``_nrt``):
-    with it, every array taken out of a bundle was counted, and the replay ran 15x slower.
+    The steps allocate nothing, so they run without reference counting (``_nrt``): with it,
+    every array taken out of a bundle was counted, and the replay ran 15 times slower.
     """
     if __name__.endswith("_compiled"):
         import numba
@@ -49,26 +46,23 @@ jit = _jit("always")
 entry = _jit("never")
 merge = _jit("never", nrt=True)
 
-# Steps in the ready ring and the timer heap (kind, arg). A K_FIRED_* step (a timer that
-# fired, or gather()'s callback) readies its task's step, FIRED_AFTER kinds lower, for the
-# next iteration.
+# Steps in the ready ring and the timer heap (kind, arg). A K_FIRED_* step (a timer fired,
+# or gather()'s callback) readies its task's step (FIRED_AFTER kinds lower) a turn later.
 K_PRODUCER, K_WORKER, K_RUN, K_FIRED_PRODUCER, K_FIRED_WORKER, K_GATHERED = 0, 1, 2, 3, 4, 5
 FIRED_AFTER, K_READMIT, K_TIMEOUT, K_CLOSE = 3, 6, 7, 8
-# Where the producer resumes; where the run's task resumes.
-TOP, _SLOT, _ARRIVED = 0, 1, 2
-_DRAIN, _WOKEN = 0, 1
+TOP, _SLOT, _ARRIVED = 0, 1, 2  # where the producer resumes: the top, a slot, an arrival
+_DRAIN, _WOKEN = 0, 1  # where the run's task resumes
 # What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
 _GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
-# What a failed attempt raised.
-E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2
+E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2  # what a failed attempt raised
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
 DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent at 1023
 
 # Global ints (iv) and floats (fv).
-(SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, SETTLED, RUN_WOKEN,
- CANCELLED, CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE,
- NIV) = range(22)  # fmt: skip
+(SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, RUN_WOKEN, CANCELLED,
+ CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE,
+ NIV) = range(21)  # fmt: skip
 NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL = range(6)
 # ARRIVAL(_SEQ): the producer's timer, (when, seq), kept out of the heap (seq 0: none).
 # A stage's int row (si[stage * SI + column]) and float row (sf[stage * SF + column]).
@@ -83,10 +77,8 @@ PBLOCKED, HBLOCKED, LASTSETTLE, SF = range(4)
 def _push(T, iv, when, kind, arg):
     """Set a timer: (when, the next seq) onto the heap."""
     hw, hs, hk, ha = T[2], T[3], T[4], T[5]
-    seq = iv[SEQ] + 1
-    iv[SEQ] = seq
-    i = iv[HSIZE]
-    iv[HSIZE] = i + 1
+    seq, i = iv[SEQ] + 1, iv[HSIZE]
+    iv[SEQ], iv[HSIZE] = seq, i + 1
     while i > 0:
         up = (i - 1) >> 1
         if hw[up] < when or (hw[up] == when and hs[up] < seq):
@@ -100,8 +92,7 @@ def _push(T, iv, when, kind, arg):
 def _pop(T, iv):
     """Drop the heap's root (the caller has read it)."""
     hw, hs, hk, ha = T[2], T[3], T[4], T[5]
-    last = iv[HSIZE] - 1
-    iv[HSIZE] = last
+    iv[HSIZE] = last = iv[HSIZE] - 1
     when, seq, kind, arg = hw[last], hs[last], hk[last], ha[last]
     i = 0
     while True:
@@ -129,10 +120,9 @@ def _ready(T, iv, kind, arg):
 
 @jit
 def _log(L, iv, kind, now, item, stage):
-    """Log one event; a pipeline's item columns take it in as well.
+    """Log one event and take it into a pipeline's item columns.
 
-    Without ``iv[LOG_ALL]`` (no series asked for) the log keeps only what the
-    report reads back: sheds, retries and dead letters.
+    Without ``iv[LOG_ALL]`` (no series asked for) only sheds, retries and dead letters are logged.
     """
     if iv[SINGLE]:  # L[5:]: admitted, first start, finish, outcome (Q[4]: attempts)
         if kind == ADMITTED:
@@ -176,10 +166,7 @@ def _get(si, r, ring):
 
 @jit
 def _enqueue(si, iv, T, Q, b, lane, item):
-    """Put ``item`` in a lane (MOFF, or QOFF for retries) of the stage at row ``b``.
-
-    The longest-waiting idle worker wakes, if any (not once the run closed).
-    """
+    """Queue ``item`` in a lane (MOFF, QOFF: retries) of stage row ``b``; wake an idle worker."""
     _put(si, b + lane, Q[0] if lane == MOFF else Q[1], item)
     si[b + PEAK] = max(si[b + PEAK], si[b + MLEN] + si[b + QLEN])
     if si[b + GLEN] > 0 and iv[CLOSED] == 0:
@@ -231,11 +218,9 @@ def _settle(si, sf, iv, fv, T, s):
     """An item of stage ``s`` is done there; a pipeline that stopped intake may now be settled."""
     si[s * SI + UNSETTLED] -= 1
     sf[s * SF + LASTSETTLE] = fv[NOW]
-    if iv[ACCEPTING] == 0 and si[UNSETTLED] == 0 and iv[SETTLED] == 0:  # (a chain accepts)
-        iv[SETTLED] = 1
-        if iv[RUN_WOKEN] == 0:
-            iv[RUN_WOKEN] = 1
-            _ready(T, iv, K_RUN, _WOKEN)
+    if iv[ACCEPTING] == 0 and si[UNSETTLED] == 0 and iv[RUN_WOKEN] == 0:  # a chain accepts
+        iv[RUN_WOKEN] = 1
+        _ready(T, iv, K_RUN, _WOKEN)
 
 
 @jit
@@ -251,10 +236,9 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
                 return
             if iv[NEXT] == iv[N]:  # the source is exhausted: intake stops at this instant
                 si[RESERVED] -= 1 - reject  # the slot no item takes
+                fv[CLOSED_S] = now
                 if iv[SINGLE]:
                     _ready(T, iv, K_GATHERED, _DRAIN)
-                else:
-                    fv[CLOSED_S] = now
                 return
             when = arrival[iv[NEXT]]
             if when > now:  # a timer as _push sets one, kept out of the heap
@@ -263,46 +247,12 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
                 return
         item = iv[NEXT]
         iv[NEXT] = item + 1
-        if reject and _reserve(si, sf, iv, fv, L, Q, 0, item, -1, -1.0) == 0:
+        if reject == 0 or _reserve(si, sf, iv, fv, L, Q, 0, item, -1, -1.0) > 0:  # not shed
+            _admit(si, iv, fv, T, L, Q, 0, item)
+        if si[TURNS]:  # asyncio.sleep(0): one turn of the loop (a rejecting queue's too)
             _ready(T, iv, K_PRODUCER, TOP)
             return
-        _admit(si, iv, fv, T, L, Q, 0, item)
-        if si[TURNS]:
-            _ready(T, iv, K_PRODUCER, TOP)  # asyncio.sleep(0): one turn of the loop
-            return
         resume = TOP
-
-
-@jit
-def _finish(si, sf, iv, fv, T, L, Q, W, D, g):
-    """A worker's attempt ended: complete (True: hand its outputs on), retry or dead-letter."""
-    s, item, failure, now = W[0][g], W[2][g], W[5][g], fv[NOW]
-    b = s * SI
-    if failure == E_NONE:
-        si[b + COMPLETES] += 1
-        _log(L, iv, COMPLETED, now, item, s)
-        si[b + OUTPUTS] += si[b + FAN]
-        if s + 1 < len(si) // SI:
-            W[3][g] = 0
-            return True
-        _settle(si, sf, iv, fv, T, s)
-        return False
-    attempt = Q[4][si[b + AOFF] + item]
-    can_retry = si[b + RSIM] if failure == E_SIMULATED else si[b + RPERM]
-    if can_retry and attempt < si[b + MAXATT]:
-        delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
-        if si[b + JITTER] and delay > 0.0:
-            delay = 0.0 + delay * _draw(D, si[b + POFF] + 1)  # Random.uniform(0, delay)
-        si[b + RETRIED] += 1
-        si[b + HELD] += 1
-        _push(T, iv, now + delay, K_READMIT, item * (len(si) // SI) + s)
-        _log(L, iv, RETRY_SCHEDULED, now, item, s)
-    else:
-        si[b + DEAD] += 1
-        _log(L, iv, DEAD_LETTERED, now, item, s)
-        _settle(si, sf, iv, fv, T, s)
-    L[4][iv[LLEN] - 1] = W[6][g]  # which part of the failure model failed it
-    return False
 
 
 @jit
@@ -312,7 +262,7 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, since):
     ``since``: when its hand-off blocked, seconds, if it is woken in line (else -1.0).
     """
     s, j = W[0][g], W[3][g]
-    d, fan = s + 1, si[s * SI + FAN]
+    d, fan = s + 1, si[s * SI + FAN] if s + 1 < len(si) // SI else 0  # the last hands none on
     while j < fan:
         got = _reserve(si, sf, iv, fv, L, Q, d, W[2][g] * fan + j, g, since)
         if got < 0:
@@ -332,12 +282,7 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, since):
 
 @jit
 def _take(si, iv, fv, T, L, Q, W, D, g):
-    """An idle worker takes the next item (retry lane first) and starts an attempt, or waits.
-
-    Every part of a stage's failure model sees every attempt (an independent part
-    draws its uniform each time); the first part that fails it wins, as
-    CombinedFailures does.
-    """
+    """An idle worker takes the next item (retry lane first) and starts an attempt, or waits."""
     s = W[0][g]
     b = s * SI
     if si[b + MLEN] == 0 and si[b + QLEN] == 0:
@@ -360,34 +305,51 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
         if si[b + NPOOLS]:  # the stage can fail: draw what the attempt needs
             if attempt > 1 and si[b + RTRACE] == 0:
                 seconds = _draw(D, si[b + POFF])
-            first = si[b + PARTOFF]
+            first = si[b + PARTOFF]  # every part sees the attempt; the first to fail it wins
             for k in range(first, first + si[b + NPARTS]):
-                verdict = E_NONE
                 if D[8][k]:  # an independent part: its pool row holds 1.0 for a failure
-                    if _draw(D, D[8][k]) > 0.5:
-                        verdict = E_SIMULATED
-                elif attempt <= D[2][D[7][k] + item]:  # an item-wise part (driver._itemwise)
-                    permanent = D[3][D[7][k] + item]
-                    verdict = E_PERMANENT if 0 < permanent <= attempt else E_SIMULATED
+                    verdict = E_SIMULATED if _draw(D, D[8][k]) > 0.5 else E_NONE
+                elif attempt > D[2][D[7][k] + item]:  # an item-wise part (driver._itemwise)
+                    verdict = E_NONE
+                else:
+                    verdict = E_PERMANENT if 0 < D[3][D[7][k] + item] <= attempt else E_SIMULATED
                 if verdict != E_NONE and failure == E_NONE:
                     failure, part = verdict, k - first
-    W[1][g], W[2][g], W[5][g], W[6][g] = _SERVING, item, failure, part
+    W[1][g], W[2][g], W[3][g], W[5][g], W[6][g] = _SERVING, item, 0, failure, part
     _push(T, iv, now + seconds, K_FIRED_WORKER, g)
 
 
 @jit
 def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """One step of worker ``g``: whatever woke it, then the next item if it is free."""
-    status = W[1][g]
+    s, status, item, now = W[0][g], W[1][g], W[2][g], fv[NOW]
+    b = s * SI
     if status == _CANCELLED:
         return
-    # an attempt ended; or woken in the next stage's queue.reserve(), or a turn after an
-    # output: the next child, or settle
-    hand = _finish(si, sf, iv, fv, T, L, Q, W, D, g) if status == _SERVING else status != _GETTING
-    if hand:
+    if status == _SERVING and W[5][g] != E_NONE:  # the attempt failed: retry or dead-letter
+        attempt = Q[4][si[b + AOFF] + item]
+        can_retry = si[b + RSIM] if W[5][g] == E_SIMULATED else si[b + RPERM]
+        if can_retry and attempt < si[b + MAXATT]:
+            delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
+            if si[b + JITTER] and delay > 0.0:
+                delay = 0.0 + delay * _draw(D, si[b + POFF] + 1)  # Random.uniform(0, delay)
+            si[b + RETRIED] += 1
+            si[b + HELD] += 1
+            _push(T, iv, now + delay, K_READMIT, item * (len(si) // SI) + s)
+            _log(L, iv, RETRY_SCHEDULED, now, item, s)
+        else:
+            si[b + DEAD] += 1
+            _log(L, iv, DEAD_LETTERED, now, item, s)
+            _settle(si, sf, iv, fv, T, s)
+        L[4][iv[LLEN] - 1] = W[6][g]  # which part of the failure model failed it
+    elif status != _GETTING:  # completed, or woken in line downstream or a turn after an output
+        if status == _SERVING:
+            si[b + COMPLETES] += 1
+            _log(L, iv, COMPLETED, now, item, s)
+            si[b + OUTPUTS] += si[b + FAN]
         if not _hand_on(si, sf, iv, fv, T, L, Q, W, g, W[4][g] if status == _HANDING else -1.0):
             return
-        _settle(si, sf, iv, fv, T, W[0][g])
+        _settle(si, sf, iv, fv, T, s)
     _take(si, iv, fv, T, L, Q, W, D, g)
 
 
@@ -409,7 +371,6 @@ def _run_task(si, iv, fv, T, L, W, kind, arg):
         iv[ACCEPTING] = 0
         _log(L, iv, INTAKE_CLOSED, now, -1, 0)
         if si[UNSETTLED] == 0:
-            iv[SETTLED] = 1
             _ready(T, iv, K_CLOSE, 0)
         elif not math.isnan(fv[DRAIN_S]):
             deadline = now + fv[DRAIN_S]
@@ -427,10 +388,7 @@ def _run_task(si, iv, fv, T, L, W, kind, arg):
 
 @jit
 def _iteration(si, iv, fv, T):
-    """Start one iteration of the loop: jump the clock if nothing is ready, fire due timers.
-
-    Returns a code (DONE, STUCK, GROW_READY) or -1 to go on.
-    """
+    """Start an iteration: jump the clock if nothing is ready, fire due timers; -1 or a code."""
     rk, hw, hs, hk = T[0], T[2], T[3], T[4]
     if iv[CLOSED]:
         return DONE
@@ -438,8 +396,6 @@ def _iteration(si, iv, fv, T):
         return GROW_READY
     woken = iv[RLEN] == 0  # only timers that wake a task are ready so far
     if woken:
-        while iv[HSIZE] > 0 and hk[0] == K_TIMEOUT and iv[CANCELLED]:
-            _pop(T, iv)
         if iv[HSIZE] == 0 and iv[ARRIVAL_SEQ] == 0:
             return STUCK if iv[SINGLE] else DONE
         due = fv[ARRIVAL] if iv[HSIZE] == 0 else min(hw[0], fv[ARRIVAL])
