@@ -1,8 +1,7 @@
 """Which path the kernel's replay runs on, as a context the caller enters.
 
-Both paths give the same run, item by item; they differ only in speed. ``auto``
-picks one per run (:func:`~.driver.take_compiled`); a test or a benchmark that
-must run one enters :func:`kernel_path`, which holds for the block only (a
+Both paths give the same run, item by item, at different speeds. ``auto`` picks one per
+run (:func:`~.driver.take_compiled`); :func:`kernel_path` sets one for its block only (a
 :class:`~contextvars.ContextVar`: threads and tasks see their own).
 """
 

@@ -257,10 +257,7 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
 
 @jit
 def _hand_on(si, sf, iv, fv, T, L, Q, W, g, since):
-    """HandOff.send from the worker's current child on; False when it waits (a slot, a turn).
-
-    ``since``: when its hand-off blocked, seconds, if it is woken in line (else -1.0).
-    """
+    """HandOff.send from the current child on; False when it waits (``since``: see _reserve)."""
     s, j = W[0][g], W[3][g]
     d, fan = s + 1, si[s * SI + FAN] if s + 1 < len(si) // SI else 0  # the last hands none on
     while j < fan:
