@@ -51,15 +51,19 @@ lab: $(LAB_STAMP)
 # as it goes and check a twin calibrated from it (marked `measures`: beside another test
 # what they time is partly the neighbour's); then the kernel's tests and the
 # pinned command lines once more as on an install without the [fast] extra (numba
-# cannot be imported: the plain-Python paths alone). The second and third steps collect
-# only the files that hold their marks (tests/marked_files.py), not the whole suite again.
+# cannot be imported: the plain-Python paths alone), with the fast tier's fifth of the
+# randomized checks' examples: the plain replay's item-by-item equality with the engine ran
+# at full size in the first step (its `plain` cases), and this step checks the install
+# without numba (what `auto` picks, what falls back), not that equality again. The second and
+# third steps collect only the files that hold their marks (tests/marked_files.py), not the
+# whole suite again.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.services_setup
 	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not browser and not service and not measures"
 	$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures" $$($(BIN)/python -m tests.marked_files browser service)
 	$(BIN)/pytest -m measures $$($(BIN)/python -m tests.marked_files measures)
-	PIPELINE_TEST_WITHOUT_NUMBA=1 $(BIN)/pytest -q -n 2 tests/sim/running/kernel tests/cli/test_cli_golden.py
+	PIPELINE_TEST_WITHOUT_NUMBA=1 PIPELINE_TEST_TIER=fast $(BIN)/pytest -q -n 2 tests/sim/running/kernel tests/cli/test_cli_golden.py
 
 # The fast tier, for every change: ruff, then the tests on both cores without notebooks, the
 # browser, real servers, the install test or the long checks (tests/tiers.py says which).

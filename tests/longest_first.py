@@ -13,7 +13,9 @@ So the files of :data:`LONGEST` (measured) go first, longest first (the LPT rule
 the rest follow with the most tests first, as xdist orders them; the shortest come
 last. The items are put in this order only
 when xdist is told to keep the collection's order (``--no-loadscope-reorder``, which
-the Makefile passes with ``--dist loadfile``); any other run keeps pytest's order.
+the Makefile passes with ``--dist loadfile``). A run that hands out single tests
+(``--dist worksteal``, the browser-and-server step) puts the tests of
+:data:`LONGEST_TESTS` first instead; any other run keeps pytest's order.
 """
 
 from __future__ import annotations
@@ -56,8 +58,40 @@ LONGEST = (
 )
 
 
-@pytest.hookimpl(trylast=True)  # after -m and -k deselect: the files as they will run
+#: The browser-and-server step's longest tests (node ids), the longest first: the seconds each
+#: took there at load 12 (about 2.5 times a quiet machine's). That step hands out single tests
+#: (``--dist worksteal``: each core takes half the list in order, and steals from the end of
+#: the other's half when its own runs out), so these go first and the short ones balance the
+#: end; the rest keep their order. Notebook 12 came 14th of 50 and ran 2.5 minutes.
+LONGEST_TESTS = tuple(
+    f"tests/notebooks/test_browser.py::test_{kind}_runs_in_jupyterlab[{name}.ipynb]"
+    for kind, name in (
+        ("notebook", "12-retry-storms"),  # 152
+        ("notebook", "05b-confidence-and-comparison"),  # 89
+        ("notebook", "05-capacity-planning"),  # 57
+        ("notebook", "08-where-is-the-bottleneck"),  # 53
+        ("notebook", "06-rate-limits-and-llm-batches"),  # 53
+        ("notebook", "03-retries-and-dead-letters"),  # 49
+        ("notebook", "07-real-time"),  # 47
+        ("notebook", "10-from-your-dashboard-to-a-plan"),  # 44
+        ("notebook", "11-who-waits"),  # 43
+        ("notebook", "04-drain-and-shutdown"),  # 40
+        ("notebook", "01-backpressure"),  # 39
+        ("notebook", "00-start-here"),  # 39
+        ("notebook", "02-workers-and-littles-law"),  # 36
+        ("solution_notebook", "solutions/00-start-here-solutions"),  # 34
+        ("notebook", "13-autoscaling"),  # 32
+        ("solution_notebook", "solutions/01-backpressure-solutions"),  # 31
+    )
+)
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k deselect: the tests as they will run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("dist", default="no") == "worksteal":
+        rank = {nodeid: place for place, nodeid in enumerate(LONGEST_TESTS)}
+        items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))  # stable: the rest in order
+        return
     if config.getoption("loadscopereorder", default=True):
         return
     files: dict[str, list[pytest.Item]] = {}

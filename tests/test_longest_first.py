@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.longest_first import LONGEST, pytest_collection_modifyitems
+from tests.longest_first import LONGEST, LONGEST_TESTS, pytest_collection_modifyitems
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _config(reorder: bool) -> SimpleNamespace:
-    return SimpleNamespace(getoption=lambda name, default=None: reorder)
+def _config(reorder: bool, dist: str = "loadfile") -> SimpleNamespace:
+    return SimpleNamespace(getoption=lambda name, default=None: dist if name == "dist" else reorder)
 
 
 def _items(*files: tuple[str, int]) -> list[SimpleNamespace]:
@@ -41,3 +41,19 @@ def test_a_run_that_lets_xdist_reorder_keeps_pytests_order():
     before = list(items)
     pytest_collection_modifyitems(_config(reorder=True), items)
     assert items == before
+
+
+def test_every_test_it_names_exists():
+    # a renamed notebook or test would silently lose its place
+    files = {nodeid.split("::")[0] for nodeid in LONGEST_TESTS}
+    assert [path for path in files if not (REPO / path).is_file()] == []
+    notebooks = REPO / "notebooks"
+    named = [nodeid.rsplit("[", 1)[1].rstrip("]") for nodeid in LONGEST_TESTS]
+    assert [name for name in named if not (notebooks / name).is_file()] == []
+
+
+def test_single_tests_handed_out_go_longest_first_then_in_their_order():
+    first, second = LONGEST_TESTS[:2]
+    items = [SimpleNamespace(nodeid=n) for n in ("a::t0", second, "b::t1", first, "a::t2")]
+    pytest_collection_modifyitems(_config(reorder=True, dist="worksteal"), items)
+    assert [item.nodeid for item in items] == [first, second, "a::t0", "b::t1", "a::t2"]

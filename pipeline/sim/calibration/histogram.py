@@ -19,9 +19,11 @@ That family is then judged by Pearson's chi-square over the buckets (cells
 merged until each expects 5 observations, one or two fitted parameters,
 :func:`~pipeline.sim.stats.chisquare.chi2_goodness_of_fit`). When the test
 passes at 5% the family is the service. When it fails, or cannot be run (too
-few buckets hold data), or the fitted cv lies at an end of the range the family
-searches (no maximum of the likelihood: nearly every observation in the first
-bucket drives a log-normal's cv to 100, a tail the data never showed), the
+few buckets hold data), or the data do not bound the family's cv within the range it
+searches (the profile likelihood at an end of the range is within the 95% limit
+of its maximum, 1.92 below it: nearly every observation in the first bucket and
+a few far out gave a log-normal of cv 94 or 100, a tail the data never showed,
+as likely as any cv between), the
 service is the **bucketed distribution**
 (:class:`~pipeline.sim.calibration.bucketed.BucketedShape`): each bucket's mass
 the data's, the shape within a bucket the family's, tilted so that the mean
@@ -49,8 +51,9 @@ from .records import ServiceFit
 __all__ = ["QUANTILE_POINTS", "HistogramServiceFit", "bucket_quantile", "fit_histogram"]
 
 _LEVEL = 0.05  # the goodness-of-fit test's level, as calibrate's KS tests
-_EDGE = 1e-6
-"""How near an end of a family's cv range (in log cv) a fit counts as at that end."""
+_PROFILE_95 = 1.920729410347062
+"""Half the chi-square (1 df) 95% point: a cv whose profile log-likelihood is within this
+of the maximum is inside the cv's 95% likelihood-ratio interval."""
 QUANTILE_POINTS = 1000
 """Quantile points of the bucketed distribution (``orders.service.csv``'s rows)."""
 _Z95 = NormalDist().inv_cdf(0.95)
@@ -81,8 +84,9 @@ class HistogramServiceFit(ServiceFit):
         mean_matched: True when the service's mean is ``observed_mean_s``.
         even: True when the bucketed distribution's base within a bucket is
             even (no family, or none that its tilt could bring to the mean).
-        bounded: True when the best family's cv lies at an end of the range it
-            searched, so that it was not chosen whatever its test said.
+        bounded: True when the data do not bound the best family's cv inside the range
+            it searched (an end of the range lies in the cv's 95% likelihood-ratio
+            interval), so that it was not chosen whatever its test said.
     """
 
     chi2: ChiSquareTest = _UNTESTED
@@ -112,12 +116,7 @@ class _Fitted:
     cv: float
     nll: float
     mean_given: bool
-
-    @property
-    def bounded(self) -> bool:
-        """Whether the cv lies at an end of the family's range (no interior maximum)."""
-        low, high = (math.log(v) for v in self.family.cv_range)
-        return not low + _EDGE < math.log(self.cv) < high - _EDGE
+    bounded: bool  # an end of the cv range is in the cv's 95% likelihood-ratio interval
 
 
 def _cells(hist: ServiceHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -225,7 +224,7 @@ def _fit(
         best = _golden(
             lambda c: _negative_log_likelihood(family, mean, math.exp(c), cells), low, high
         )
-        fitted = _Fitted(family, mean, math.exp(best), 0.0, True)
+        fitted = _Fitted(family, mean, math.exp(best), 0.0, True, False)
     else:
         start_mean, start_cv = _start(*cells)
         start_cv = min(max(start_cv, family.cv_range[0] * 2), family.cv_range[1] / 2)
@@ -234,11 +233,26 @@ def _fit(
             np.array([math.log(start_mean), math.log(start_cv)]),
             np.array([0.3, 0.3]),
         )
-        fitted = _Fitted(family, math.exp(point[0]), math.exp(point[1]), 0.0, False)
+        fitted = _Fitted(family, math.exp(point[0]), math.exp(point[1]), 0.0, False, False)
     nll = _negative_log_likelihood(family, fitted.mean, fitted.cv, cells)
     if not math.isfinite(nll):
         return None
-    return _Fitted(family, fitted.mean, fitted.cv, nll, fitted.mean_given)
+    ends = (_profile(family, cells, fitted, end) for end in family.cv_range)
+    open_end = min(ends) - nll <= _PROFILE_95
+    return _Fitted(family, fitted.mean, fitted.cv, nll, fitted.mean_given, open_end)
+
+
+def _profile(
+    family: Family, cells: tuple[np.ndarray, np.ndarray, np.ndarray], fitted: _Fitted, cv: float
+) -> float:
+    """The profile negative log-likelihood at ``cv``: the mean the data's, or the best one."""
+    if fitted.mean_given:
+        return _negative_log_likelihood(family, fitted.mean, cv, cells)
+    centre = math.log(fitted.mean)
+    best = _golden(
+        lambda m: _negative_log_likelihood(family, math.exp(m), cv, cells), centre - 10, centre + 10
+    )
+    return _negative_log_likelihood(family, math.exp(best), cv, cells)
 
 
 def _standard_errors(

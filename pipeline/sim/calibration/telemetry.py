@@ -307,8 +307,9 @@ def _histogram_how(fit: HistogramServiceFit, buckets: int) -> str:
         within = "spread evenly within each bucket (no family fits at all)"
     elif fit.bounded:
         within = (
-            f"shaped within each bucket as the best family, {_short(fit.best)}, whose cv "
-            f"reached the end of the range searched, so it is no fit whatever its test ({test})"
+            f"shaped within each bucket as the best family, {_short(fit.best)}, whose cv the "
+            f"data do not bound (an end of the range searched is in its 95% likelihood "
+            f"interval), so it is no fit whatever its test ({test})"
         )
     elif fit.even:
         within = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ __all__ = [
     "SERIES",
     "AttemptLog",
     "ItemColumns",
+    "LoggedAttempts",
     "Recorder",
     "StepSeries",
     "attempt_log",
@@ -117,6 +119,31 @@ class AttemptLog:
     readmitted_s: np.ndarray | None = None
 
     ENDINGS = ("completed", "retried", "dead_lettered", "cut")
+
+
+class LoggedAttempts(AttemptLog):
+    """The :func:`attempt_log` of an event log, paired when a column is first read.
+
+    For a run whose caller may read only its summary (the kernel's event path):
+    the pairing sorts every event, about a sixth of such a run's CPU. Holds the
+    log's three columns until then (picklable, unlike a :class:`Recorder`).
+    """
+
+    def __init__(self, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray) -> None:
+        object.__setattr__(self, "_events", (kinds, times, ids))
+
+    @cached_property
+    def _paired(self) -> AttemptLog:
+        log = Recorder()
+        log.kinds, log.times, log.ids = self._events
+        paired = attempt_log(log)
+        del self.__dict__["_events"]  # the log is let go once paired
+        return paired
+
+    start_s = property(lambda self: self._paired.start_s)
+    end_s = property(lambda self: self._paired.end_s)
+    ending = property(lambda self: self._paired.ending)
+    readmitted_s = property(lambda self: self._paired.readmitted_s)
 
 
 @dataclass(frozen=True)

@@ -272,8 +272,9 @@ class _State:
         self.T = [rk, ra, np.zeros(hcap), *(np.zeros(hcap, np.int64) for _ in range(3))]
         lcap = sizes.log or max(1024, 4 * sum(reaching) * log + 2 * margin + 64)
         n = len(arrival) if single else 1  # a pipeline's item columns (see replay._log)
-        self.L = [np.zeros(lcap, np.int8), np.zeros(lcap), np.zeros(lcap, np.int64),
-                  np.zeros(lcap, np.int8), np.zeros(lcap, np.int8),
+        # the log's kinds, times, ids and stages are written before read (below LLEN): not zeroed
+        self.L = [np.empty(lcap, np.int8), np.empty(lcap), np.empty(lcap, np.int64),
+                  np.empty(lcap, np.int8), np.zeros(lcap, np.int8),
                   *(np.full(n, np.nan) for _ in range(3)), np.full(n, 4, np.int8)]  # fmt: skip
         self.Q = [np.zeros(max(1, totals[column]), np.int64)
                   for column in (R.MOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
@@ -328,7 +329,7 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
         if what == "retry":
             values = spec.retry_times(size)
         elif what == "jitter":
-            refills.setdefault(row, [spec.rng.getstate(), 0])[1] += 1
+            refills[row] = spec.rng.getstate()
             values = np.array([spec.rng.random() for _ in range(size)])
         else:
             values = what.failing(size)  # bools: the pool holds 1.0 where the attempt fails
@@ -364,7 +365,7 @@ def replay(
             setattr(state, name, getattr(state, name).tolist())
         for name in "TLQWD":
             setattr(state, name, [x.tolist() for x in getattr(state, name)])
-    refills: dict[int, list] = {}
+    refills: dict[int, tuple] = {}  # jitter row -> its stream's state before its last refill
     while True:
         code = module.play(
             state.iv, state.fv, state.si, state.sf,
@@ -373,11 +374,10 @@ def replay(
         if code in (R.DONE, R.STUCK):
             break
         _resume(state, code, stages, refills)
-    for row, (saved, count) in refills.items():  # leave each jitter stream where the engine does
+    for row, saved in refills.items():  # leave each jitter stream where the engine does
         rng = stages[state.pool_of[row][0]].rng
         rng.setstate(saved)
-        size = int(state.D[9][row + 1] - state.D[9][row])
-        for _ in range((count - 1) * size + int(state.D[6][row] - state.D[9][row])):
+        for _ in range(int(state.D[6][row] - state.D[9][row])):  # the last block's draws used
             rng.random()
     si = np.asarray(state.si, np.int64).reshape(len(stages), R.SI)
     left = math.isnan(state.fv[R.CLOSED_S]) or si[:, R.UNSETTLED].any() or si[:, R.WLEN].any()
@@ -438,9 +438,9 @@ def _dead_letters(
     parts = _parts(spec.failures)
     dead = ids[kinds == R.DEAD_LETTERED]
     history: dict[int, list] = {item: [] for item in dead.tolist()}
-    lettered = np.zeros(int(ids.max(initial=-1)) + 1, bool)  # by item id (np.isin sorts)
-    lettered[dead] = True
     failed = np.flatnonzero((kinds == R.RETRY_SCHEDULED) | (kinds == R.DEAD_LETTERED))
+    lettered = np.zeros(int(ids.take(failed).max(initial=-1)) + 1, bool)  # by id (np.isin sorts)
+    lettered[dead] = True
     failed = failed[lettered.take(ids.take(failed))]
     for item, at_s, k in zip(ids.take(failed).tolist(), times.take(failed).tolist(),
                              part.take(failed).tolist(), strict=True):  # fmt: skip

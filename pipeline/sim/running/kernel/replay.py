@@ -484,7 +484,8 @@ def series_rows(arrival, kinds, times, deltas, arrival_code, time_s, columns):
     Row 0 is the state at 0.0 s. Returns the number of rows filled.
 
     The seven columns of :data:`~pipeline.sim.running.recorder.SERIES` are seven
-    locals, not an array: kept in registers, the pass takes half the time.
+    locals, not an array: kept in registers, the pass takes half the time (and
+    ``deltas`` read element by element, not a row at a time: a row is an array view).
     """
     q, f, r, d, c, b, u = 0, 0, 0, 0, 0, 0, 0
     columns[:, 0] = 0
@@ -492,17 +493,17 @@ def series_rows(arrival, kinds, times, deltas, arrival_code, time_s, columns):
     rows = 1
     i = j = 0
     arrived, logged = len(arrival), len(times)
-    a = deltas[arrival_code]
     while i < arrived or j < logged:
         at = arrival[i] if j == logged or (i < arrived and arrival[i] <= times[j]) else times[j]
+        e = arrival_code
         while i < arrived and arrival[i] == at:
-            q, f, r, d = q + a[0], f + a[1], r + a[2], d + a[3]
-            c, b, u = c + a[4], b + a[5], u + a[6]
+            q, f, r, d = q + deltas[e, 0], f + deltas[e, 1], r + deltas[e, 2], d + deltas[e, 3]
+            c, b, u = c + deltas[e, 4], b + deltas[e, 5], u + deltas[e, 6]
             i += 1
         while j < logged and times[j] == at:
-            e = deltas[kinds[j]]
-            q, f, r, d = q + e[0], f + e[1], r + e[2], d + e[3]
-            c, b, u = c + e[4], b + e[5], u + e[6]
+            e = kinds[j]
+            q, f, r, d = q + deltas[e, 0], f + deltas[e, 1], r + deltas[e, 2], d + deltas[e, 3]
+            c, b, u = c + deltas[e, 4], b + deltas[e, 5], u + deltas[e, 6]
             j += 1
         time_s[rows] = at
         columns[0, rows], columns[1, rows], columns[2, rows], columns[3, rows] = q, f, r, d

@@ -16,7 +16,6 @@ declined (:class:`KernelDeclined`).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,9 +39,9 @@ from ..recorder import (
     DELTAS,
     SERIES,
     ItemColumns,
+    LoggedAttempts,
     Recorder,
     StepSeries,
-    attempt_log,
     finish_series,
     step_series,
 )
@@ -100,21 +99,22 @@ def run_kernel(
     admitted, start, finish, tries, outcome = played["columns"]
     outcome[~np.isnan(admitted) & (outcome == 4)] = 3  # admitted, never settled: unfinished
     left = np.flatnonzero(outcome == 3)
-    columns = ItemColumns(arrivals, admitted, start, finish, tries, outcome)
     steps: StepSeries | HeldPeak = HeldPeak(end_s=end_s, held=run.held_peak)
+    attempts = None
     if series:  # the series and the attempt log read the close's UNFINISHED events too
         log = Recorder()
-        log.kinds = np.concatenate(
-            [played["kinds"], np.full(len(left), EventKind.UNFINISHED, np.int8)]
-        )
-        log.times = np.concatenate([played["times"], np.full(len(left), end_s)])
-        log.ids = np.concatenate([played["ids"], left])
-        columns = dataclasses.replace(columns, attempt_log=attempt_log(log))
+        log.kinds, log.times, log.ids = played["kinds"], played["times"], played["ids"]
+        if len(left):  # (no copy of the log when the drain finished every item)
+            log.kinds = np.append(log.kinds, np.full(len(left), EventKind.UNFINISHED, np.int8))
+            log.times = np.append(log.times, np.full(len(left), end_s))
+            log.ids = np.append(log.ids, left)
+        attempts = LoggedAttempts(log.kinds, log.times, log.ids)  # paired if a caller reads it
         if compiled:
             steps = _merged_series(arrivals, log.kinds, log.times, end_s)
         else:  # numpy's vectorised passes beat a loop in plain Python
             steps = step_series(arrivals, log, end_s)
     report = make_report(config, played, left.tolist(), run.drain_timed_out, end_s)
+    columns = ItemColumns(arrivals, admitted, start, finish, tries, outcome, attempts)
     return report, arrivals, columns, steps
 
 

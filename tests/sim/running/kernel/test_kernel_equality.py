@@ -84,6 +84,8 @@ def assert_same_run(engine, kernel) -> None:
         engine.timeseries, kernel.timeseries, check_exact=False, rtol=0, atol=TOLERANCE_S
     )
     assert _close(engine.series.end_s, kernel.series.end_s)
+    if kernel.columns.attempt_log is not None:  # the FCFS path keeps none (one attempt each)
+        _same_attempts(engine.columns.attempt_log, kernel.columns.attempt_log)
     assert list(engine.summary) == list(kernel.summary)
     for key, value in engine.summary.items():
         if key in ("wall_time_s", "engine"):
@@ -107,6 +109,17 @@ def assert_same_run(engine, kernel) -> None:
             field.name
         )
     assert k.balanced
+
+
+def _same_attempts(engine, kernel) -> None:
+    """Two runs' attempt logs agree, attempt by attempt (the kernel's is paired when read)."""
+    np.testing.assert_array_equal(engine.ending, kernel.ending)
+    for name in ("start_s", "end_s"):
+        np.testing.assert_allclose(getattr(engine, name), getattr(kernel, name), 0, TOLERANCE_S)
+    if engine.readmitted_s is None or kernel.readmitted_s is None:
+        assert engine.readmitted_s is kernel.readmitted_s
+    else:
+        np.testing.assert_allclose(engine.readmitted_s, kernel.readmitted_s, 0, TOLERANCE_S)
 
 
 def assert_kernel_agrees(scenario: Scenario, replication: int = 0) -> None:
