@@ -1,24 +1,16 @@
 """The kernel's FCFS path: the Kiefer-Wolfowitz recursion, the rest vectorised.
 
-When no attempt can fail and the queue blocks (or is unbounded), item *i* is
-admitted when it has arrived and its slot is free, starts when a worker is free
-too, and finishes its service later. With ``m = maxsize`` the producer reserves
-item *i*'s slot once item ``i - m`` has started, so::
+When no attempt can fail and the queue blocks (or is unbounded), with ``m = maxsize``::
 
-    admitted[i] = max(arrival[i], start[i - m])
+    admitted[i] = max(arrival[i], start[i - m])   # its slot is free once item i - m started
     start[i]    = max(admitted[i], earliest worker-free time)   # a heap of c times
     finish[i]   = start[i] + service[i]
 
-and ``start`` does not depend on ``m`` (``start`` is non-decreasing, so the
-admission term never binds: DESIGN.md's "waits do not depend on maxsize").
-Only that recursion is a loop; the rest is numpy.
-
-This path does not order events that fall on one instant as the engine does, so
-it hands the run back (``None``) to the replay when two coincide (arrivals, a
-worker freed at an arrival or with another, anything at the drain's deadline).
-The one tie it orders itself is an initial backlog, items arriving together at
-0.0: only the queue's peak in that instant needs the engine's rule
-(:func:`_burst_peak`), so a backlog of millions takes this path.
+``start`` does not depend on ``m`` (it is non-decreasing, so the admission term never
+binds: DESIGN.md's "waits do not depend on maxsize"). Only that recursion is a loop. A
+run with events at one instant goes back (``None``) to the replay, which orders them as
+the engine does, but for an initial backlog at 0.0: only its queue peak needs the
+engine's rule (:func:`_burst_peak`).
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ import math
 import numpy as np
 
 from pipeline.config import PipelineConfig
-from pipeline.events import EventKind
+from pipeline.events import EventKind as K
 from pipeline.records import RunReport, ShedLog
 
 from ..recorder import ARRIVAL, ItemColumns, StepSeries, stream_series
@@ -37,11 +29,7 @@ from .report import COUNTS, make_report
 
 __all__ = ["run_fcfs"]
 
-K = EventKind
-
-
-_CHUNK = 1 << 18
-"""Items converted to Python floats at a time by :func:`_starts` (bounds its memory)."""
+_CHUNK = 1 << 18  # items converted to Python floats at a time by _starts (bounds its memory)
 
 
 def _starts(arrival: np.ndarray, service: np.ndarray, c: int) -> np.ndarray:
@@ -68,53 +56,16 @@ def _starts(arrival: np.ndarray, service: np.ndarray, c: int) -> np.ndarray:
     return start
 
 
-def _item_streams(
-    arrival: np.ndarray, admitted: np.ndarray, start: np.ndarray, started: np.ndarray | None
-) -> list[tuple]:
-    """Each item's arrival, admission and first start, as streams for the step series.
-
-    Events at one instant form one stream of their combined kind (fewer to sort), each
-    a mask of a sorted column that :func:`stream_series` applies a window at a time.
-    ``started``: which items started (None: all).
-    """
-    a, once = admitted == arrival, start == admitted
-    if started is not None:
-        once &= started
-
-    def waited(low: int, high: int) -> np.ndarray:
-        return ~once[low:high] if started is None else started[low:high] & ~once[low:high]
-
-    return [
-        ((ARRIVAL, K.ADMITTED, K.STARTED), arrival, lambda lo, hi: a[lo:hi] & once[lo:hi]),
-        ((ARRIVAL, K.ADMITTED), arrival, lambda lo, hi: a[lo:hi] & ~once[lo:hi]),
-        (ARRIVAL, arrival, lambda lo, hi: ~a[lo:hi]),
-        ((K.ADMITTED, K.STARTED), admitted, lambda lo, hi: once[lo:hi] & ~a[lo:hi]),
-        (K.ADMITTED, admitted, lambda lo, hi: ~(a[lo:hi] | once[lo:hi])),
-        (K.STARTED, start, waited),
-    ]
-
-
 def _burst_peak(burst: int, c: int, m: int | None) -> int:
     """The engine's peak queue length while it admits ``burst`` items arriving at 0.0.
 
-    Into a bounded queue the producer puts items until it is full before any
-    worker runs: ``min(m, burst)``. Into an unbounded one each item is taken by an
-    idle worker before the next is put, until the workers are busy: ``burst - c``
-    (at least 1 when an item was put at all). The series, which shows the state
-    after the instant, cannot tell either; the equality tests check both rules.
+    A bounded queue fills before any worker runs: ``min(m, burst)``. In an unbounded
+    one an idle worker takes each item before the next is put, until the workers are
+    busy: ``burst - c``, at least 1 (the series, the state after the instant, shows neither).
     """
     if burst < 2:
         return 0
     return min(m, burst) if m is not None else max(burst - c, 1)
-
-
-def _any_equal(sorted_values: np.ndarray, probes: np.ndarray) -> bool:
-    """True when some value of ``probes`` occurs in ``sorted_values``."""
-    if not len(sorted_values) or not len(probes):
-        return False
-    index = np.searchsorted(sorted_values, probes)
-    np.minimum(index, len(sorted_values) - 1, out=index)
-    return bool(np.any(sorted_values[index] == probes))
 
 
 def _admissions(arrival: np.ndarray, start: np.ndarray, m: int | None) -> tuple:
@@ -152,7 +103,8 @@ def run_fcfs(
     start = _starts(arrival, service, c)
     finish = start + service
     by_finish = np.sort(finish)
-    if (n > 1 and np.any(by_finish[1:] == by_finish[:-1])) or _any_equal(arrival, by_finish):
+    near = np.minimum(np.searchsorted(arrival, by_finish), max(n - 1, 0))  # an arrival not before
+    if n and (np.any(by_finish[1:] == by_finish[:-1]) or np.any(arrival[near] == by_finish)):
         return None  # two workers free at one instant, or one just as an item arrives
     admitted, blocked_at, unblocked_at, closed_s = _admissions(arrival, start, m)
     blocked_s = float(np.cumsum(unblocked_at - blocked_at)[-1]) if len(blocked_at) else 0.0
@@ -162,11 +114,11 @@ def run_fcfs(
     if deadline <= closed_s:
         return None  # the timeout fires at once: the replay orders it
     timed_out = last_s >= deadline
-    at = np.array([deadline])
-    if timed_out and (_any_equal(by_finish, at) or _any_equal(start, at)):
+    if timed_out and (deadline in by_finish or deadline in start):
         return None  # something happens at the very deadline
     finished_s = deadline if timed_out else max(closed_s, last_s)
-    started = start < deadline if timed_out else None  # None: every item
+    # every item started: a read-only view, no n-long array
+    started = start < deadline if timed_out else np.broadcast_to(np.True_, (n,))
     completed = finish < deadline if timed_out else None
     unfinished = np.flatnonzero(~completed).tolist() if timed_out else []
     finished_at = by_finish[by_finish < deadline] if timed_out else by_finish
@@ -180,10 +132,21 @@ def run_fcfs(
         attempts=started.astype(np.int64) if timed_out else np.broadcast_to(np.int64(1), (n,)),
         outcome=np.where(completed, 0, 3).astype(np.int8) if timed_out else np.zeros(n, np.int8),
     )
-    ends = [(K.DRAIN_TIMEOUT, at), (K.UNFINISHED, np.full(len(unfinished), deadline))]
+    # Events at one instant form one stream of their combined kind (fewer to sort), each a
+    # mask of a sorted column that stream_series applies a window at a time.
+    a, once = admitted == arrival, start == admitted
+    if timed_out:
+        once &= started
+    at = np.full(len(unfinished) + 1, deadline)  # the drain's timeout, each item unfinished
+    ends = [(K.DRAIN_TIMEOUT, at[:1]), (K.UNFINISHED, at[1:])]
     series = stream_series(
         [
-            *_item_streams(arrival, admitted, start, started),
+            ((ARRIVAL, K.ADMITTED, K.STARTED), arrival, lambda lo, hi: a[lo:hi] & once[lo:hi]),
+            ((ARRIVAL, K.ADMITTED), arrival, lambda lo, hi: a[lo:hi] & ~once[lo:hi]),
+            (ARRIVAL, arrival, lambda lo, hi: ~a[lo:hi]),
+            ((K.ADMITTED, K.STARTED), admitted, lambda lo, hi: once[lo:hi] & ~a[lo:hi]),
+            (K.ADMITTED, admitted, lambda lo, hi: ~(a[lo:hi] | once[lo:hi])),
+            (K.STARTED, start, lambda lo, hi: started[lo:hi] & ~once[lo:hi]),
             (K.COMPLETED, finished_at),
             (K.PRODUCER_BLOCKED, blocked_at),
             (K.PRODUCER_UNBLOCKED, unblocked_at),

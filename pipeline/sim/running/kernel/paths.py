@@ -1,8 +1,7 @@
 """Which path the kernel's replay runs on, as a context the caller enters.
 
-Both paths give the same run, item by item; they differ only in speed. ``auto``
-picks one per run (:func:`~.driver.take_compiled`); a test or a benchmark that
-must run one enters :func:`kernel_path`, which holds for the block only (a
+Both paths give the same run, item by item, at different speeds. ``auto`` picks one per
+run (:func:`~.driver.take_compiled`); :func:`kernel_path` sets one for its block only (a
 :class:`~contextvars.ContextVar`: threads and tasks see their own).
 """
 
@@ -29,9 +28,8 @@ class KernelPath:
         path: one of :data:`PATHS`.
         block: random values drawn per refill of a stream (None: 4096, and for a
             failure part's stream what the run is expected to need).
-        log: the event log's first capacity, entries (None: what the run is expected to need).
-        heap: the timer heap's first capacity, entries (None: likewise).
-        ready: the ready ring's first capacity, entries (None: likewise).
+        log, heap, ready: the first capacity, entries, of the event log, the timer heap
+            and the ready ring (None: what the run is expected to need).
     """
 
     path: str = "auto"
@@ -70,8 +68,7 @@ def kernel_path(path: str | None = None, **sizes: int | None) -> Iterator[Kernel
             isinstance(value, bool) or not hasattr(value, "__index__") or operator.index(value) < 1
         ):
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    before = current()
-    token = _CURRENT.set(replace(before, path=before.path if path is None else path, **sizes))
+    token = _CURRENT.set(replace(current(), path=path or current().path, **sizes))
     try:
         yield current()
     finally:

@@ -1,25 +1,18 @@
 """The kernel's one replay of the engine: its tasks' steps over flat arrays.
 
-A :class:`~pipeline.Pipeline` (or :class:`~pipeline.Chain`) on the virtual loop
-is a producer and, per stage, ``concurrency`` workers (a pipeline adds its run's
-task and its close) waking each other through futures and timers. This module
-plays that program as the loop's ``_run_once`` does: a heap of timers ordered by
-``(when, seq)`` and a ring of ready steps run in iterations (due timers join the
-ready steps in deadline order; a step woken during an iteration runs in the
-next). Each task is a small state machine whose steps do, in the same order,
-what its coroutine does between two suspensions, and every random value is
-drawn at the same point of that order, so every event, counter and dead letter
-is the engine's, ties included (README, "Ties at equal times"). A pipeline is
-the one-stage case of a chain.
+A :class:`~pipeline.Chain` on the virtual loop (a pipeline is its one-stage case,
+plus its run's task and close) is a producer and each stage's workers. This
+module plays them as the loop's ``_run_once`` does: a heap of timers by ``(when,
+seq)`` and a ring of ready steps run in iterations. Each task is a state machine
+whose steps do what its coroutine does between two suspensions, drawing every
+random value at the same point, so every event, counter and dead letter is the
+engine's, ties included (README, "Ties at equal times").
 
-State lives in arrays only: globals in ``iv``/``fv``, a row per stage in
-``si``/``sf`` (``stage * SI + column``), queues as rings, random values the
-engine draws on demand in pools the caller fills. When a pool runs dry or an
-array is full, :func:`play` returns a code; the caller refills or grows and
-calls again, and the replay resumes. One source, two ways to run it: plain
-Python over lists, or numba (the ``[fast]`` extra) over numpy arrays, when
-:mod:`.driver` loads this file a second time with every function under
-``numba.njit``.
+State lives in arrays: globals in ``iv``/``fv``, a row per stage in ``si``/``sf``
+(``stage * SI + column``), queues as rings, random values in pools the caller
+fills. When a pool runs dry or an array is full, :func:`play` returns a code; the
+caller refills or grows and calls again. :mod:`.driver` runs this source as plain
+Python over lists, or loads it a second time under numba, over numpy arrays.
 """
 
 from __future__ import annotations
@@ -37,11 +30,10 @@ PRODUCER_UNBLOCKED = int(K.PRODUCER_UNBLOCKED)
 
 
 def _jit(inline: str, nrt: bool = False):
-    """numba.njit for the compiled copy of this module, else nothing.
+    """numba.njit in the compiled copy of this module, else nothing.
 
-    The steps are inlined into :func:`play` and allocate nothing, so they run
-    without numba's reference counting (``_nrt=False``): with it, every array taken
-    out of a bundle was counted in and out, and the replay ran 15 times slower.
+    The steps allocate nothing, so they run without reference counting (``_nrt``): with it,
+    every array taken out of a bundle was counted, and the replay ran 15 times slower.
     """
     if __name__.endswith("_compiled"):
         import numba
@@ -54,46 +46,39 @@ jit = _jit("always")
 entry = _jit("never")
 merge = _jit("never", nrt=True)
 
-# Steps in the ready ring and the timer heap (kind, arg). A fired timer that wakes a task
-# enters the ring as K_FIRED_* and runs as the task's step one iteration later.
-K_PRODUCER, K_WORKER, K_READMIT, K_FIRED_PRODUCER, K_FIRED_WORKER = 0, 1, 2, 3, 4
-FIRED_AFTER = K_FIRED_PRODUCER - K_PRODUCER  # = K_FIRED_WORKER - K_WORKER
-K_GATHERED, K_RUN, K_TIMEOUT, K_CLOSE = 5, 6, 7, 8
-# Where the producer resumes; where the run's task resumes.
-TOP, _SLOT, _ARRIVED = 0, 1, 2
-_DRAIN, _WOKEN = 0, 1
+# Steps in the ready ring and the timer heap (kind, arg). A K_FIRED_* step (a timer fired,
+# or gather()'s callback) readies its task's step (FIRED_AFTER kinds lower) a turn later.
+K_PRODUCER, K_WORKER, K_RUN, K_FIRED_PRODUCER, K_FIRED_WORKER, K_GATHERED = 0, 1, 2, 3, 4, 5
+FIRED_AFTER, K_READMIT, K_TIMEOUT, K_CLOSE = 3, 6, 7, 8
+TOP, _SLOT, _ARRIVED = 0, 1, 2  # where the producer resumes: the top, a slot, an arrival
+_DRAIN, _WOKEN = 0, 1  # where the run's task resumes
 # What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
 _GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
-# What a failed attempt raised.
-E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2
+E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2  # what a failed attempt raised
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
 DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent at 1023
 
 # Global ints (iv) and floats (fv).
-(SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, SETTLED,
- RUN_WAITING, RUN_WOKEN, FIRED, CANCELLED, CLOSED, TIMED_OUT, HELD_PEAK,
- HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE) = range(23)  # fmt: skip
-NIV = POOL_SAFE + 1  # ARRIVAL(_SEQ): the producer's timer, (when, seq) out of the heap (0: none)
+(SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, RUN_WOKEN, CANCELLED,
+ CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE,
+ NIV) = range(21)  # fmt: skip
 NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL = range(6)
-# A stage's int row (si[stage * _SI + column]) and float row (sf[stage * _SF + column]).
+# ARRIVAL(_SEQ): the producer's timer, (when, seq), kept out of the heap (seq 0: none).
+# A stage's int row (si[stage * SI + column]) and float row (sf[stage * SF + column]).
 (REJECT, BOUND, TURNS, FAN, IOFF, MOFF, MCAP, MHEAD, MLEN, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
- GOFF, GCAP, GHEAD, GLEN, WOFF, WCAP, WHEAD, WLEN, UNSETTLED, INFLIGHT, OFFERED, ADMITS,
- COMPLETES, ATTEMPTS, RETRIED, PEAK, OUTPUTS, HANDED, DEAD, SHEDS, AOFF, RSIM, RPERM, MAXATT,
- JITTER, RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC) = range(46)  # fmt: skip
-SI = 46
-PBLOCKED, HBLOCKED, LASTSETTLE = range(3)
-SF = 3
+ GOFF, GCAP, GHEAD, GLEN, WOFF, WCAP, WHEAD, WLEN, UNSETTLED, OFFERED, ADMITS, COMPLETES,
+ ATTEMPTS, RETRIED, PEAK, OUTPUTS, HANDED, DEAD, SHEDS, AOFF, RSIM, RPERM, MAXATT, JITTER,
+ RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC, SI) = range(46)  # fmt: skip
+PBLOCKED, HBLOCKED, LASTSETTLE, SF = range(4)
 
 
 @jit
 def _push(T, iv, when, kind, arg):
     """Set a timer: (when, the next seq) onto the heap."""
     hw, hs, hk, ha = T[2], T[3], T[4], T[5]
-    seq = iv[SEQ] + 1
-    iv[SEQ] = seq
-    i = iv[HSIZE]
-    iv[HSIZE] = i + 1
+    seq, i = iv[SEQ] + 1, iv[HSIZE]
+    iv[SEQ], iv[HSIZE] = seq, i + 1
     while i > 0:
         up = (i - 1) >> 1
         if hw[up] < when or (hw[up] == when and hs[up] < seq):
@@ -107,8 +92,7 @@ def _push(T, iv, when, kind, arg):
 def _pop(T, iv):
     """Drop the heap's root (the caller has read it)."""
     hw, hs, hk, ha = T[2], T[3], T[4], T[5]
-    last = iv[HSIZE] - 1
-    iv[HSIZE] = last
+    iv[HSIZE] = last = iv[HSIZE] - 1
     when, seq, kind, arg = hw[last], hs[last], hk[last], ha[last]
     i = 0
     while True:
@@ -136,10 +120,9 @@ def _ready(T, iv, kind, arg):
 
 @jit
 def _log(L, iv, kind, now, item, stage):
-    """Log one event; a pipeline's item columns take it in as well.
+    """Log one event and take it into a pipeline's item columns.
 
-    Without ``iv[LOG_ALL]`` (no series asked for) the log keeps only what the
-    report reads back: sheds, retries and dead letters.
+    Without ``iv[LOG_ALL]`` (no series asked for) only sheds, retries and dead letters are logged.
     """
     if iv[SINGLE]:  # L[5:]: admitted, first start, finish, outcome (Q[4]: attempts)
         if kind == ADMITTED:
@@ -159,15 +142,9 @@ def _log(L, iv, kind, now, item, stage):
 
 @jit
 def _draw(D, row):
-    """The next value of the pool's row ``row`` (:func:`_short` saw one left)."""
+    """The next value of the pool's row ``row`` (play() saw one left)."""
     D[6][row] += 1
     return D[5][D[6][row] - 1]
-
-
-@jit
-def _full(si, b):
-    """Queue size + reserved slots + retries held >= the bound, for the stage at row ``b``."""
-    return si[b + MLEN] + si[b + QLEN] + si[b + RESERVED] + si[b + HELD] >= si[b + BOUND]
 
 
 @jit
@@ -188,67 +165,52 @@ def _get(si, r, ring):
 
 
 @jit
-def _wake_getter(si, b, iv, T, getters):
-    """Wake the longest-waiting idle worker of the stage, if any (not once the run closed)."""
+def _enqueue(si, iv, T, Q, b, lane, item):
+    """Queue ``item`` in a lane (MOFF, QOFF: retries) of stage row ``b``; wake an idle worker."""
+    _put(si, b + lane, Q[0] if lane == MOFF else Q[1], item)
+    si[b + PEAK] = max(si[b + PEAK], si[b + MLEN] + si[b + QLEN])
     if si[b + GLEN] > 0 and iv[CLOSED] == 0:
-        _ready(T, iv, K_WORKER, _get(si, b + GOFF, getters))
+        _ready(T, iv, K_WORKER, _get(si, b + GOFF, Q[2]))
 
 
 @jit
 def _admit(si, iv, fv, T, L, Q, d, item):
     """Pipeline._admit at stage ``d`` with its slot reserved: queue, count, wake a worker."""
     b = d * SI
-    now = fv[NOW]
     si[b + OFFERED] += 1
     si[b + ADMITS] += 1
-    _log(L, iv, ADMITTED, now, item, d)
+    _log(L, iv, ADMITTED, fv[NOW], item, d)
     si[b + UNSETTLED] += 1
     si[b + RESERVED] -= 1
-    _put(si, b + MOFF, Q[0], item)
-    si[b + PEAK] = max(si[b + PEAK], si[b + MLEN] + si[b + QLEN])
-    _wake_getter(si, b, iv, T, Q[2])
+    _enqueue(si, iv, T, Q, b, MOFF, item)
 
 
 @jit
-def _shed(si, iv, fv, L, d, item):
-    si[d * SI + OFFERED] += 1
-    si[d * SI + SHEDS] += 1
-    _log(L, iv, SHED, fv[NOW], item, d)
+def _reserve(si, sf, iv, fv, L, Q, d, item, waiter, since):
+    """Queue.reserve at stage ``d`` for ``item`` (or a rejecting queue's offer) by ``waiter``.
 
-
-@jit
-def _offer(si, iv, fv, L, Q, d, item, waiter):
-    """Reserve a slot at stage ``d`` for ``item`` (Queue.reserve, or a rejecting queue's offer).
-
-    Returns 1 when reserved, 0 when a rejecting queue shed the item, -1 when a blocking
-    one is full: task ``waiter`` (-1: the producer, else a worker handing on) waits in line.
+    ``waiter`` is the task (-1: the producer, else a worker handing on); ``since``: when
+    it blocked, seconds, if it is woken in line (else -1.0). Returns 1 when reserved, 0
+    when a rejecting queue shed the item, -1 when the queue is full: it waits in line.
     """
     b = d * SI
-    if not _full(si, b):
-        si[b + RESERVED] += 1
-        return 1
-    if si[b + REJECT]:
-        _shed(si, iv, fv, L, d, item)
-        return 0
-    _log(L, iv, PRODUCER_BLOCKED, fv[NOW], -1, d)
-    _put(si, b + WOFF, Q[3], waiter)
-    return -1
-
-
-@jit
-def _woken(si, sf, iv, fv, L, Q, d, waiter, since):
-    """Task ``waiter``, blocked at stage ``d`` since ``since``, is woken in queue.reserve().
-
-    True when it got the slot; else it waits in line again (the queue refilled first).
-    """
-    b = d * SI
-    if _full(si, b):
+    if si[b + MLEN] + si[b + QLEN] + si[b + RESERVED] + si[b + HELD] >= si[b + BOUND]:
+        if si[b + REJECT]:
+            si[b + OFFERED] += 1
+            si[b + SHEDS] += 1
+            _log(L, iv, SHED, fv[NOW], item, d)
+            return 0
+        if since < 0:
+            _log(L, iv, PRODUCER_BLOCKED, fv[NOW], -1, d)
         _put(si, b + WOFF, Q[3], waiter)
-        return False
+        return -1
     si[b + RESERVED] += 1
-    _log(L, iv, PRODUCER_UNBLOCKED, fv[NOW], -1, d)
-    sf[d * SF + PBLOCKED] += fv[NOW] - since
-    return True
+    if since >= 0:
+        _log(L, iv, PRODUCER_UNBLOCKED, fv[NOW], -1, d)
+        sf[d * SF + PBLOCKED] += fv[NOW] - since
+        if waiter >= 0:
+            sf[(d - 1) * SF + HBLOCKED] += fv[NOW] - since
+    return 1
 
 
 @jit
@@ -256,11 +218,9 @@ def _settle(si, sf, iv, fv, T, s):
     """An item of stage ``s`` is done there; a pipeline that stopped intake may now be settled."""
     si[s * SI + UNSETTLED] -= 1
     sf[s * SF + LASTSETTLE] = fv[NOW]
-    if iv[SINGLE] and si[UNSETTLED] == 0 and iv[ACCEPTING] == 0 and iv[SETTLED] == 0:
-        iv[SETTLED] = 1
-        if iv[RUN_WAITING] and iv[RUN_WOKEN] == 0:
-            iv[RUN_WOKEN] = 1
-            _ready(T, iv, K_RUN, _WOKEN)
+    if iv[ACCEPTING] == 0 and si[UNSETTLED] == 0 and iv[RUN_WOKEN] == 0:  # a chain accepts
+        iv[RUN_WOKEN] = 1
+        _ready(T, iv, K_RUN, _WOKEN)
 
 
 @jit
@@ -270,19 +230,15 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
     reject = si[REJECT]
     while True:
         if resume != _ARRIVED:  # a blocking queue: a slot first, then the next item
-            if resume == _SLOT:
-                if not _woken(si, sf, iv, fv, L, Q, 0, -1, fv[BLOCKED_SINCE]):
-                    return
-            elif reject == 0 and _offer(si, iv, fv, L, Q, 0, -1, -1) < 0:
-                fv[BLOCKED_SINCE] = now
+            since = fv[BLOCKED_SINCE] if resume == _SLOT else -1.0
+            if reject == 0 and _reserve(si, sf, iv, fv, L, Q, 0, -1, -1, since) < 0:
+                fv[BLOCKED_SINCE] = now if since < 0 else since
                 return
             if iv[NEXT] == iv[N]:  # the source is exhausted: intake stops at this instant
-                if reject == 0:
-                    si[RESERVED] -= 1
+                si[RESERVED] -= 1 - reject  # the slot no item takes
+                fv[CLOSED_S] = now
                 if iv[SINGLE]:
-                    _ready(T, iv, K_GATHERED, 0)
-                else:
-                    fv[CLOSED_S] = now
+                    _ready(T, iv, K_GATHERED, _DRAIN)
                 return
             when = arrival[iv[NEXT]]
             if when > now:  # a timer as _push sets one, kept out of the heap
@@ -291,97 +247,34 @@ def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
                 return
         item = iv[NEXT]
         iv[NEXT] = item + 1
-        if reject and _offer(si, iv, fv, L, Q, 0, item, -1) == 0:
+        if reject == 0 or _reserve(si, sf, iv, fv, L, Q, 0, item, -1, -1.0) > 0:  # not shed
+            _admit(si, iv, fv, T, L, Q, 0, item)
+        if si[TURNS]:  # asyncio.sleep(0): one turn of the loop (a rejecting queue's too)
             _ready(T, iv, K_PRODUCER, TOP)
-            return
-        _admit(si, iv, fv, T, L, Q, 0, item)
-        if si[TURNS]:
-            _ready(T, iv, K_PRODUCER, TOP)  # asyncio.sleep(0): one turn of the loop
             return
         resume = TOP
 
 
 @jit
-def _finish(si, sf, iv, fv, T, L, Q, W, D, g):
-    """A worker's attempt ended: complete (True: hand its outputs on), retry or dead-letter."""
-    s, item, failure, now = W[0][g], W[2][g], W[5][g], fv[NOW]
-    b = s * SI
-    si[b + INFLIGHT] -= 1
-    if failure == E_NONE:
-        si[b + COMPLETES] += 1
-        _log(L, iv, COMPLETED, now, item, s)
-        si[b + OUTPUTS] += si[b + FAN]
-        if s + 1 < len(si) // SI:
-            W[3][g] = 0
-            return True
-        _settle(si, sf, iv, fv, T, s)
-        return False
-    attempt = Q[4][si[b + AOFF] + item]
-    can_retry = si[b + RSIM] if failure == E_SIMULATED else si[b + RPERM]
-    if can_retry and attempt < si[b + MAXATT]:
-        delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
-        if si[b + JITTER] and delay > 0.0:
-            delay = 0.0 + delay * _draw(D, si[b + POFF] + 1)  # Random.uniform(0, delay)
-        si[b + RETRIED] += 1
-        si[b + HELD] += 1
-        _push(T, iv, now + delay, K_READMIT, item * (len(si) // SI) + s)
-        _log(L, iv, RETRY_SCHEDULED, now, item, s)
-    else:
-        si[b + DEAD] += 1
-        _log(L, iv, DEAD_LETTERED, now, item, s)
-        _settle(si, sf, iv, fv, T, s)
-    L[4][iv[LLEN] - 1] = W[6][g]  # which part of the failure model failed it
-    return False
-
-
-@jit
-def _hand_on(si, sf, iv, fv, T, L, Q, W, g, pending):
-    """HandOff.send from the worker's current child on; False when it waits (a slot, a turn).
-
-    ``pending``: the current child's slot downstream is already reserved (a blocked
-    hand-off that got it).
-    """
-    s, j, now = W[0][g], W[3][g], fv[NOW]
-    d, fan = s + 1, si[s * SI + FAN]
-    b, base = d * SI, W[2][g] * fan
+def _hand_on(si, sf, iv, fv, T, L, Q, W, g, since):
+    """HandOff.send from the current child on; False when it waits (``since``: see _reserve)."""
+    s, j = W[0][g], W[3][g]
+    d, fan = s + 1, si[s * SI + FAN] if s + 1 < len(si) // SI else 0  # the last hands none on
     while j < fan:
-        got = 1 if pending else _offer(si, iv, fv, L, Q, d, base + j, g)
-        pending = False
+        got = _reserve(si, sf, iv, fv, L, Q, d, W[2][g] * fan + j, g, since)
         if got < 0:
-            W[1][g], W[3][g], W[4][g] = _HANDING, j, now
+            W[1][g], W[3][g], W[4][g] = _HANDING, j, fv[NOW] if since < 0 else since
             return False
+        since = -1.0
         if got:
-            _admit(si, iv, fv, T, L, Q, d, base + j)
+            _admit(si, iv, fv, T, L, Q, d, W[2][g] * fan + j)
         si[s * SI + HANDED] += 1
         j += 1
-        if si[b + TURNS]:  # asyncio.sleep(0) in HandOff.send: the next child a turn later
+        if si[d * SI + TURNS]:  # asyncio.sleep(0) in HandOff.send: the next child a turn later
             W[1][g], W[3][g] = _TURN, j
             _ready(T, iv, K_WORKER, g)
             return False
     return True
-
-
-@jit
-def _outcome(si, iv, D, s, item, attempt):
-    """What the stage's failure model does to this attempt (E_*), and which part decided it.
-
-    Every part sees every attempt (an independent part draws its uniform each
-    time); the first part that fails it wins, as CombinedFailures does.
-    """
-    failure, part = E_NONE, 0
-    first = si[s * SI + PARTOFF]
-    for k in range(first, first + si[s * SI + NPARTS]):
-        verdict = E_NONE
-        if D[8][k]:  # an independent part: its pool row holds 1.0 for a failure
-            if _draw(D, D[8][k]) > 0.5:
-                verdict = E_SIMULATED
-        elif attempt <= D[2][D[7][k] + item]:  # an item-wise part (see driver._itemwise)
-            permanent = D[3][D[7][k] + item]
-            verdict = E_PERMANENT if 0 < permanent <= attempt else E_SIMULATED
-        if verdict != E_NONE and failure == E_NONE:
-            failure = verdict
-            part = k - first
-    return failure, part
 
 
 @jit
@@ -400,7 +293,6 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
     now = fv[NOW]
     si[b + ATTEMPTS] += 1
     _log(L, iv, STARTED, now, item, s)
-    si[b + INFLIGHT] += 1
     failure, part = E_NONE, 0
     seconds = D[1][si[b + IOFF] + item]
     if si[b + NPOOLS] or iv[SINGLE]:  # count attempts: a stage that can fail, a pipeline's
@@ -410,94 +302,90 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
         if si[b + NPOOLS]:  # the stage can fail: draw what the attempt needs
             if attempt > 1 and si[b + RTRACE] == 0:
                 seconds = _draw(D, si[b + POFF])
-            failure, part = _outcome(si, iv, D, s, item, attempt)
-    W[1][g], W[2][g], W[5][g], W[6][g] = _SERVING, item, failure, part
+            first = si[b + PARTOFF]  # every part sees the attempt; the first to fail it wins
+            for k in range(first, first + si[b + NPARTS]):
+                if D[8][k]:  # an independent part: its pool row holds 1.0 for a failure
+                    verdict = E_SIMULATED if _draw(D, D[8][k]) > 0.5 else E_NONE
+                elif attempt > D[2][D[7][k] + item]:  # an item-wise part (driver._itemwise)
+                    verdict = E_NONE
+                else:
+                    verdict = E_PERMANENT if 0 < D[3][D[7][k] + item] <= attempt else E_SIMULATED
+                if verdict != E_NONE and failure == E_NONE:
+                    failure, part = verdict, k - first
+    W[1][g], W[2][g], W[3][g], W[5][g], W[6][g] = _SERVING, item, 0, failure, part
     _push(T, iv, now + seconds, K_FIRED_WORKER, g)
 
 
 @jit
 def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """One step of worker ``g``: whatever woke it, then the next item if it is free."""
-    status = W[1][g]
+    s, status, item, now = W[0][g], W[1][g], W[2][g], fv[NOW]
+    b = s * SI
     if status == _CANCELLED:
         return
-    hand = pending = False
-    if status == _SERVING:
-        hand = _finish(si, sf, iv, fv, T, L, Q, W, D, g)
-    elif status == _HANDING:  # woken in the next stage's queue.reserve()
-        s, since = W[0][g], W[4][g]
-        if not _woken(si, sf, iv, fv, L, Q, s + 1, g, since):
+    if status == _SERVING and W[5][g] != E_NONE:  # the attempt failed: retry or dead-letter
+        attempt = Q[4][si[b + AOFF] + item]
+        can_retry = si[b + RSIM] if W[5][g] == E_SIMULATED else si[b + RPERM]
+        if can_retry and attempt < si[b + MAXATT]:
+            delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
+            if si[b + JITTER] and delay > 0.0:
+                delay = 0.0 + delay * _draw(D, si[b + POFF] + 1)  # Random.uniform(0, delay)
+            si[b + RETRIED] += 1
+            si[b + HELD] += 1
+            _push(T, iv, now + delay, K_READMIT, item * (len(si) // SI) + s)
+            _log(L, iv, RETRY_SCHEDULED, now, item, s)
+        else:
+            si[b + DEAD] += 1
+            _log(L, iv, DEAD_LETTERED, now, item, s)
+            _settle(si, sf, iv, fv, T, s)
+        L[4][iv[LLEN] - 1] = W[6][g]  # which part of the failure model failed it
+    elif status != _GETTING:  # completed, or woken in line downstream or a turn after an output
+        if status == _SERVING:
+            si[b + COMPLETES] += 1
+            _log(L, iv, COMPLETED, now, item, s)
+            si[b + OUTPUTS] += si[b + FAN]
+        if not _hand_on(si, sf, iv, fv, T, L, Q, W, g, W[4][g] if status == _HANDING else -1.0):
             return
-        sf[s * SF + HBLOCKED] += fv[NOW] - since
-        hand = pending = True
-    elif status == _TURN:
-        hand = True  # the turn after an output is over: the next child, or settle
-    if hand:
-        if not _hand_on(si, sf, iv, fv, T, L, Q, W, g, pending):
-            return
-        _settle(si, sf, iv, fv, T, W[0][g])
+        _settle(si, sf, iv, fv, T, s)
     _take(si, iv, fv, T, L, Q, W, D, g)
 
 
 @jit
-def _readmit(si, iv, fv, T, L, Q, arg):
-    """A retry's backoff is over: it joins the retry lane and wakes an idle worker."""
-    item, s = divmod(arg, len(si) // SI)
-    b = s * SI
-    si[b + HELD] -= 1
-    _put(si, b + QOFF, Q[1], item)
-    si[b + PEAK] = max(si[b + PEAK], si[b + MLEN] + si[b + QLEN])
-    _wake_getter(si, b, iv, T, Q[2])
-    _log(L, iv, READMITTED, fv[NOW], item, s)
-
-
-@jit
 def _run_task(si, iv, fv, T, L, W, kind, arg):
-    """A pipeline's end: gather's callback, the run's task (drain, timeout), its close."""
+    """A pipeline's end: the run's task (drain, timeout), its close."""
     now = fv[NOW]
-    if kind == K_GATHERED:  # gather()'s callback; the run's task wakes a turn later
-        _ready(T, iv, K_RUN, _DRAIN)
-    elif kind == K_RUN:
-        if arg == _DRAIN:
-            iv[ACCEPTING] = 0
-            _log(L, iv, INTAKE_CLOSED, now, -1, 0)
-            if si[UNSETTLED] == 0:
-                iv[SETTLED] = 1
-            else:
-                if not math.isnan(fv[DRAIN_S]):
-                    deadline = now + fv[DRAIN_S]
-                    if deadline <= now:
-                        _ready(T, iv, K_TIMEOUT, 0)
-                    else:
-                        _push(T, iv, deadline, K_TIMEOUT, 0)
-                iv[RUN_WAITING] = 1
-                return
-        else:
-            iv[RUN_WAITING] = 0
-            if iv[FIRED]:
-                iv[TIMED_OUT] = 1
-                _log(L, iv, DRAIN_TIMEOUT, now, -1, 0)
-            else:
-                iv[CANCELLED] = 1
-        _ready(T, iv, K_CLOSE, 0)
-    elif kind == K_TIMEOUT:
+    if kind == K_TIMEOUT:
         if iv[CANCELLED] == 0:
-            iv[FIRED] = 1
+            iv[TIMED_OUT] = 1
             if iv[RUN_WOKEN] == 0:
                 iv[RUN_WOKEN] = 1
                 _ready(T, iv, K_RUN, _WOKEN)
-    else:  # K_CLOSE: the workers are cancelled; the loop stops after this iteration
+    elif kind == K_CLOSE:  # the workers are cancelled; the loop stops after this iteration
         iv[CLOSED] = 1
         for g in range(len(W[1])):
             W[1][g] = _CANCELLED
+    elif arg == _DRAIN:  # intake stops; the run waits until settled, or the drain's deadline
+        iv[ACCEPTING] = 0
+        _log(L, iv, INTAKE_CLOSED, now, -1, 0)
+        if si[UNSETTLED] == 0:
+            _ready(T, iv, K_CLOSE, 0)
+        elif not math.isnan(fv[DRAIN_S]):
+            deadline = now + fv[DRAIN_S]
+            if deadline <= now:
+                _ready(T, iv, K_TIMEOUT, 0)
+            else:
+                _push(T, iv, deadline, K_TIMEOUT, 0)
+    else:  # woken: settled, or timed out
+        if iv[TIMED_OUT]:
+            _log(L, iv, DRAIN_TIMEOUT, now, -1, 0)
+        else:
+            iv[CANCELLED] = 1
+        _ready(T, iv, K_CLOSE, 0)
 
 
 @jit
 def _iteration(si, iv, fv, T):
-    """Start one iteration of the loop: jump the clock if nothing is ready, fire due timers.
-
-    Returns a code (DONE, STUCK, GROW_READY) or -1 to go on.
-    """
+    """Start an iteration: jump the clock if nothing is ready, fire due timers; -1 or a code."""
     rk, hw, hs, hk = T[0], T[2], T[3], T[4]
     if iv[CLOSED]:
         return DONE
@@ -505,17 +393,16 @@ def _iteration(si, iv, fv, T):
         return GROW_READY
     woken = iv[RLEN] == 0  # only timers that wake a task are ready so far
     if woken:
-        while iv[HSIZE] > 0 and hk[0] == K_TIMEOUT and iv[CANCELLED]:
-            _pop(T, iv)
         if iv[HSIZE] == 0 and iv[ARRIVAL_SEQ] == 0:
             return STUCK if iv[SINGLE] else DONE
         due = fv[ARRIVAL] if iv[HSIZE] == 0 else min(hw[0], fv[ARRIVAL])
         if due > fv[NOW]:
-            # the instant is over: a pipeline's items held are a row of its series
-            if iv[SINGLE] and fv[NOW] >= fv[WARMUP_S]:
-                iv[HELD_PEAK] = max(iv[HELD_PEAK], si[ADMITS] - si[COMPLETES])
-            elif iv[SINGLE]:
-                iv[HELD_BEFORE] = si[ADMITS] - si[COMPLETES]
+            if iv[SINGLE]:  # the instant is over: a pipeline's items held are a row of its series
+                held = si[ADMITS] - si[COMPLETES]
+                if fv[NOW] >= fv[WARMUP_S]:
+                    iv[HELD_PEAK] = max(iv[HELD_PEAK], held)
+                else:
+                    iv[HELD_BEFORE] = held
             fv[NOW] = due
     now = fv[NOW]
     while True:  # the due timers in (when, seq) order, the arrival's among the heap's
@@ -538,32 +425,9 @@ def _iteration(si, iv, fv, T):
     return -1
 
 
-@jit
-def _short(si, iv, T, L, W, D, kind, arg):
-    """The code that stops the next step for room or draws, or -1 when it can run."""
-    room = 16 + iv[MARGIN]
-    if len(T[0]) - iv[RLEN] < room:
-        return GROW_READY
-    if len(L[0]) - iv[LLEN] < room:
-        return GROW_LOG
-    if len(T[2]) - iv[HSIZE] < 2:
-        return GROW_HEAP
-    if kind == K_WORKER and iv[POOL_SAFE] == 0:  # a row may be dry: look
-        b = W[0][arg] * SI
-        for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
-            if D[6][row] == D[9][row + 1]:
-                return REFILL + row
-        iv[POOL_SAFE] = D[9][-1]  # a worker's step draws one value a row at most: the steps
-        for row in range(len(D[9]) - 1):  # that cannot find a row dry are the fewest left
-            iv[POOL_SAFE] = min(iv[POOL_SAFE], D[9][row + 1] - D[6][row])
-    iv[POOL_SAFE] = max(iv[POOL_SAFE] - (kind == K_WORKER), 0)
-    return -1
-
-
 @entry
 def play(iv, fv, si, sf, T, L, Q, W, D):
     """Run the replay until it ends or needs something (see the module docstring)."""
-    arrival = D[0]
     rk, ra = T[0], T[1]
     while True:
         if iv[LEFT] == 0:
@@ -574,20 +438,36 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
                 continue
         head = iv[RHEAD]
         kind, arg = rk[head], ra[head]
-        code = _short(si, iv, T, L, W, D, kind, arg)
-        if code >= 0:
-            return code
+        room = 16 + iv[MARGIN]  # what one step may add, at most, to the ring and to the log
+        if len(rk) - iv[RLEN] < room:
+            return GROW_READY
+        if len(L[0]) - iv[LLEN] < room:
+            return GROW_LOG
+        if len(T[2]) - iv[HSIZE] < 2:
+            return GROW_HEAP
+        if kind == K_WORKER and iv[POOL_SAFE] == 0:  # a pool row may be dry: look
+            b = W[0][arg] * SI
+            for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
+                if D[6][row] == D[9][row + 1]:
+                    return REFILL + row
+            iv[POOL_SAFE] = D[9][-1]  # a worker's step draws one value a row at most: the steps
+            for row in range(len(D[9]) - 1):  # that cannot find a row dry are the fewest left
+                iv[POOL_SAFE] = min(iv[POOL_SAFE], D[9][row + 1] - D[6][row])
+        iv[POOL_SAFE] = max(iv[POOL_SAFE] - (kind == K_WORKER), 0)
         iv[RHEAD] = (head + 1) & (len(rk) - 1)
         iv[RLEN] -= 1
         iv[LEFT] -= 1
         if kind == K_WORKER:
             _worker(si, sf, iv, fv, T, L, Q, W, D, arg)
         elif kind == K_PRODUCER:
-            _producer(si, sf, iv, fv, T, L, Q, arrival, arg)
-        elif kind == K_READMIT:
-            _readmit(si, iv, fv, T, L, Q, arg)
-        elif kind <= K_FIRED_WORKER:  # a timer fired: its task runs in the next iteration
+            _producer(si, sf, iv, fv, T, L, Q, D[0], arg)
+        elif K_FIRED_PRODUCER <= kind <= K_GATHERED:  # its task's step runs next iteration
             _ready(T, iv, kind - FIRED_AFTER, arg)
+        elif kind == K_READMIT:  # a retry's backoff is over: it joins the retry lane
+            item, s = divmod(arg, len(si) // SI)
+            si[s * SI + HELD] -= 1
+            _enqueue(si, iv, T, Q, s * SI, QOFF, item)
+            _log(L, iv, READMITTED, fv[NOW], item, s)
         else:
             _run_task(si, iv, fv, T, L, W, kind, arg)
 
