@@ -82,8 +82,13 @@ ENGINE_ONLY = (
     "the virtual loop and the OpenMetrics writer load only for a run on the engine or an "
     "export: the kernel's simulate starts without them (start-up)"
 )
+FEATURE_ONLY = (
+    "a run's downstream and its autoscaled pool's trace load only for a scenario with a "
+    "downstream or an autoscaler: a plain engine run pays neither import"
+)
 REASONS = (
     ENGINE_ONLY,
+    FEATURE_ONLY,
     CLI_FIRST,
     INGEST_FIRST,
     OPTIONAL,
@@ -233,6 +238,8 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ),
     ("pipeline.sim.running.single", "__init__", "pipeline.sim.vloop"): ENGINE_ONLY,
     ("pipeline.sim.running.single", "run_engine", "pipeline.sim.vloop"): ENGINE_ONLY,
+    ("pipeline.sim.running.single", "run_engine", "pipeline.sim.running.downstream"): FEATURE_ONLY,
+    ("pipeline.sim.running.single", "run_engine", "pipeline.sim.running.pooltrace"): FEATURE_ONLY,
     ("pipeline.sim.running.single", "_engine_once", "pipeline.sim.vloop"): ENGINE_ONLY,
     ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.running.chained"): CHAIN_ONLY,
     (
