@@ -28,6 +28,7 @@ import pytest
 LONGEST = (
     "tests/docs/test_site.py",  # 406: the site's build runs every notebook
     "tests/sim/analysis/planning/test_plan_budget.py",  # 350: 240 plans of M/M/10
+    "tests/sim/analysis/test_retry_chain.py",  # 85 quiet: the engine against the exact chain
     "tests/viz/test_explorer.py",  # 207
     "tests/core/test_fault_injection.py",  # 183: one test of 10,000 examples
     "tests/sim/analysis/test_recovery_map.py",  # 170: the OSDI-shaped map
@@ -43,6 +44,7 @@ LONGEST = (
     "tests/docs/test_snippets_twin.py",  # 85
     "tests/docs/test_snippets_simulating.py",  # 80
     "tests/viz/test_viz.py",  # 78
+    "notebooks/12-retry-storms.ipynb",  # 31 quiet: the storm's map and its controls compared
     "tests/cli/test_cli_sweep.py",  # 74
     "tests/core/test_soak.py",  # 73
     "tests/sim/calibration/test_histogram.py",  # 73
