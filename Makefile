@@ -44,10 +44,10 @@ lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab notebooks/00-start-here.ipynb $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
 # The suite on both cores, a test file per process (a notebook's cells stay together), the
-# longest files first (tests/longest_first.py: xdist keeps that order);
-# then the tests that drive a browser or a real server, on both cores too, a test to
-# whichever core is free (apart from the CPU-bound statistics, which would starve a
-# browser); then, one at a time and beside nothing else, the tests that time a real run
+# longest files first (tests/longest_first.py: xdist keeps that order); at the same time
+# (tests/together.py) the tests that drive a browser or a real server, on both cores too, a
+# test to whichever core is free: they mostly wait on their browser and servers, and take
+# the cores' idle share; then, one at a time and beside nothing else, the tests that time a real run
 # as it goes and check a twin calibrated from it (marked `measures`: beside another test
 # what they time is partly the neighbour's); then the kernel's tests and the
 # pinned command lines once more as on an install without the [fast] extra (numba
@@ -64,8 +64,9 @@ test: export OPENBLAS_NUM_THREADS ?= 1
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.services_setup
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not browser and not service and not measures"
-	$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures" $$($(BIN)/python -m tests.marked_files browser service)
+	$(BIN)/python -m tests.together \
+	  '$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not browser and not service and not measures"' \
+	  '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures" $$($(BIN)/python -m tests.marked_files browser service)'
 	$(BIN)/pytest -m measures $$($(BIN)/python -m tests.marked_files measures)
 	PIPELINE_TEST_WITHOUT_NUMBA=1 PIPELINE_TEST_TIER=fast $(BIN)/pytest -q -n 2 tests/sim/running/kernel tests/cli/test_cli_golden.py
 

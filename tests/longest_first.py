@@ -23,40 +23,47 @@ from __future__ import annotations
 import pytest
 
 #: Test files (paths from the repository's root) whose run takes a core the longest, the
-#: longest first: the seconds each took, run one directory at a time on a loaded machine
-#: (about 2.5 times a quiet machine's). Files not listed took less than about 35 s there.
+#: longest first: the seconds each took in one run of ``make test``'s first step at load 2-4
+#: (2026-12-07). Files not listed took less than about 10 s there.
 LONGEST = (
-    "tests/docs/test_site.py",  # 406: the site's build runs every notebook
-    "tests/sim/analysis/planning/test_plan_budget.py",  # 350: 240 plans of M/M/10
-    "tests/sim/analysis/test_retry_chain.py",  # 85 quiet: the engine against the exact chain
-    "tests/viz/test_explorer.py",  # 207
-    "tests/core/test_fault_injection.py",  # 183: one test of 10,000 examples
-    "tests/sim/analysis/test_recovery_map.py",  # 170: the OSDI-shaped map
-    "tests/sim/running/test_replication_intervals.py",  # 167: four tests
-    "tests/examples/ingest/test_ingest_edges.py",  # 148
-    "tests/docs/test_snippets_planning.py",  # 140
-    "tests/sim/analysis/test_setup_chain.py",  # 120: the engine against M/M/k/setup
-    "tests/lessons/test_exercises.py",  # 103: otter grades four notebooks
-    "tests/cli/test_cli_calibrate_twin.py",  # 99
-    "tests/viz/test_animate.py",  # 95
-    "tests/test_lean_install.py",  # 90: a wheel and a bare virtualenv
-    "tests/cli/test_cli_golden.py",  # 88
-    "tests/docs/test_snippets_twin.py",  # 85
-    "tests/docs/test_snippets_simulating.py",  # 80
-    "tests/viz/test_viz.py",  # 78
-    "notebooks/12-retry-storms.ipynb",  # 31 quiet: the storm's map and its controls compared
-    "tests/cli/test_cli_sweep.py",  # 74
-    "tests/core/test_soak.py",  # 73
-    "tests/sim/calibration/test_histogram.py",  # 73
-    "tests/examples/ingest/test_ingest.py",  # 66
-    "tests/core/test_kernelpoll.py",  # 60
-    "tests/docs/test_snippets_chains.py",  # 57
-    "tests/sim/running/test_summary_intervals.py",  # 48
-    "tests/viz/test_live.py",  # 44
-    "tests/viz/test_plan_explorer.py",  # 44
-    "tests/sim/analysis/planning/test_plan.py",  # 41
-    "tests/sim/running/test_class_sim.py",  # 39
-    "tests/sim/analysis/planning/test_cost_bounds.py",  # 37: one test
+    "tests/docs/test_site.py",  # about 160 when it builds (a kept build of the checkout: 3)
+    "tests/sim/analysis/planning/test_plan_cost.py",  # 121: headroom over 30 seeds
+    "tests/sim/analysis/test_retry_chain.py",  # 78: the engine against the exact chain
+    "tests/sim/running/kernel/test_kernel_equality.py",  # 74
+    "tests/sim/analysis/test_recovery_map.py",  # 49: the OSDI-shaped map
+    "tests/sim/running/kernel/test_kernel_arrays.py",  # 43
+    "tests/sim/running/kernel/test_kernel_chain_equality.py",  # 42
+    "tests/sim/analysis/planning/test_skewed_bounds.py",  # 39
+    "tests/sim/analysis/test_setup_chain.py",  # 38: the engine against M/M/k/setup
+    "tests/docs/test_snippets_planning.py",  # 38
+    "tests/sim/running/test_replication_intervals.py",  # 38
+    "tests/docs/test_snippets_chains.py",  # 38
+    "tests/test_lean_install.py",  # about 36 when it builds its wheel (a kept one: 7)
+    "tests/lessons/test_exercises.py",  # 35: otter grades four notebooks
+    "tests/sim/calibration/test_histogram.py",  # 35
+    "tests/core/test_fault_injection.py",  # 31: one test of 10,000 examples
+    "notebooks/12-retry-storms.ipynb",  # 31
+    "tests/viz/test_explorer.py",  # 27
+    "tests/docs/test_snippets_twin.py",  # 25
+    "tests/sim/running/test_summary_intervals.py",  # 22
+    "tests/examples/ingest/test_ingest_edges.py",  # 21
+    "tests/examples/ingest/test_ingest.py",  # 20
+    "tests/sim/running/test_class_sim.py",  # 19
+    "tests/docs/test_snippets_simulating.py",  # 19
+    "notebooks/solutions/13-autoscaling-solutions.ipynb",  # 19
+    "tests/sim/analysis/planning/test_plan_budget.py",  # 19
+    "notebooks/solutions/07-real-time-solutions.ipynb",  # 18
+    "tests/core/test_kernelpoll.py",  # 17
+    "tests/docs/test_snippets_overload.py",  # 15
+    "tests/viz/test_viz.py",  # 14
+    "tests/docs/test_snippets_autoscaling.py",  # 14
+    "notebooks/05b-confidence-and-comparison.ipynb",  # 13
+    "tests/core/test_metrics.py",  # 12
+    "tests/cli/test_cli_sweep.py",  # 11
+    "tests/sim/analysis/planning/test_plan_scenario_cost.py",  # 11
+    "notebooks/07-real-time.ipynb",  # 10
+    "tests/viz/test_animate.py",  # 10
+    "tests/cli/test_cli_calibrate_twin.py",  # 10
 )
 
 

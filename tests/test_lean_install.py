@@ -15,6 +15,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -330,11 +331,15 @@ def test_make_lab_installs_the_notebooks_needs_and_no_more(tmp_path):
 def test_make_test_runs_the_kernels_tests_without_numba_too():
     recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", (ROOT / "Makefile").read_text(), re.M)
     assert recipe is not None
-    steps = recipe.group(1).splitlines()
-    # The whole suite, with numba: on both cores, the browser and server tests apart; then
-    # what measures, alone. The three selections partition the suite: every test runs once
-    # (the later two collect the files that may hold their marks: tests/marked_files.py).
-    unit, served, measured = (step.strip() for step in steps[-4:-1])
+    steps = recipe.group(1).replace("\\\n", "").splitlines()  # a continued line is one step
+    # The whole suite, with numba, on both cores, and the browser and server tests at the
+    # same time (tests/together.py); then what measures, alone. The three selections
+    # partition the suite: every test runs once (the later two collect the files that may
+    # hold their marks: tests/marked_files.py).
+    together, measured = (step.strip() for step in steps[-3:-1])
+    runner = "$(BIN)/python -m tests.together "
+    assert together.startswith(runner)
+    unit, served = shlex.split(together[len(runner) :])
     assert unit == (
         "$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder"
         ' -m "not browser and not service and not measures"'

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 from pathlib import Path
 
 from tests.measures import marks, measures_real_runs
@@ -63,8 +64,12 @@ def test_every_test_that_checks_a_prediction_against_real_runs_is_marked():
 def test_make_test_runs_what_measures_alone_and_nowhere_else():
     recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", (REPO / "Makefile").read_text(), re.M)
     assert recipe is not None
-    pytests = [s.strip() for s in recipe.group(1).splitlines() if "$(BIN)/pytest" in s]
+    steps = [s.strip() for s in recipe.group(1).replace("\\\n", "").splitlines()]
+    together = "$(BIN)/python -m tests.together "  # its commands run at the same time
+    beside = [c for s in steps if s.startswith(together) for c in shlex.split(s[len(together) :])]
+    pytests = [s for s in steps if s.startswith("$(BIN)/pytest")]
     alone = [s for s in pytests if "-m measures" in s]
-    # no -n: one test at a time; the files that may hold them (tests/marked_files.py)
+    # a step of its own, no -n: one test at a time; the files that may hold them
+    # (tests/marked_files.py)
     assert alone == ["$(BIN)/pytest -m measures $$($(BIN)/python -m tests.marked_files measures)"]
-    assert all("not measures" in s for s in pytests[:-1] if s not in alone)
+    assert beside and all("not measures" in s for s in beside)

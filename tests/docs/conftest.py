@@ -1,15 +1,18 @@
 """The documentation site, built once for the tests that read it, as ``make docs`` builds it.
 
-Once: ``make test`` reads the site in two pytest runs (``test_site.py`` with the
-unit tests, ``test_site_browser.py`` with the browser tests), and a build runs
-every notebook (minutes on a loaded machine). A whole build that passed is kept
-in :func:`builds_folder` under the digest of the checkout it was built from
-(:func:`checkout_digest`); a later run of the same checkout copies it instead of
-building again. The folder keeps the last :data:`KEPT` builds.
+Once: ``make test`` reads the site in two pytest runs at the same time
+(``test_site.py`` with the unit tests, ``test_site_browser.py`` with the browser
+tests), and a build runs every notebook (minutes on a loaded machine). A whole build
+that passed is kept in :func:`builds_folder` under the digest of the checkout it was
+built from (:func:`checkout_digest`); a later run of the same checkout copies it
+instead of building again, and a run that comes while another builds waits for it.
+The folder keeps the last :data:`KEPT` builds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import getpass
 import hashlib
 import importlib.metadata
@@ -19,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -110,10 +114,28 @@ def site_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     copy of a kept build of the same checkout: see the module docstring), and what the
     build printed (stdout, then stderr: kernels' logs included)."""
     digest, builds = checkout_digest(), builds_folder()
-    if digest is not None:
+    if digest is None:
+        return _build(tmp_path_factory, None, builds)
+    # A run that comes while another builds (make test runs the suite and the browser tests
+    # at once) waits, then copies the build if it is of its checkout.
+    with one_build_at_a_time(builds):
         found = copy_of_a_build(builds, digest, tmp_path_factory.mktemp("site") / "html")
-        if found is not None:
-            return found
+        return found if found is not None else _build(tmp_path_factory, digest, builds)
+
+
+@contextlib.contextmanager
+def one_build_at_a_time(builds: Path) -> Iterator[None]:
+    """Hold ``builds``' lock (a file lock, shared by every process) for the block."""
+    builds.mkdir(parents=True, exist_ok=True)
+    with open(builds / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+def _build(
+    tmp_path_factory: pytest.TempPathFactory, digest: str | None, builds: Path
+) -> tuple[Path, str]:
+    """Build the site into a temporary folder; keep it under ``digest`` if it passed."""
     env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1")
     # A build once waited out a cell's whole timeout for a reply its socket already held
     # (the wake-up was lost: pipeline/kernelpoll.py, which the build now installs, reads it).

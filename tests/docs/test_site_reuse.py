@@ -8,8 +8,16 @@ as the same one, and that a build is kept whole or not at all.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
-from tests.docs.conftest import KEPT, checkout_digest, copy_of_a_build, keep_build
+from tests.docs.conftest import (
+    KEPT,
+    checkout_digest,
+    copy_of_a_build,
+    keep_build,
+    one_build_at_a_time,
+)
 
 
 def _html(folder, page="the build"):
@@ -45,3 +53,17 @@ def test_the_digest_names_this_checkout_and_is_stable():
     first = checkout_digest()
     assert first is not None and len(first) == 64
     assert checkout_digest() == first
+
+
+def test_a_second_build_waits_while_one_is_under_way(tmp_path):
+    builds = tmp_path / "builds"
+    take = (
+        "import fcntl, sys; f = open(sys.argv[1], 'w')\n"
+        "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "except BlockingIOError:\n    sys.exit(3)"
+    )
+    with one_build_at_a_time(builds):  # another process cannot take it meanwhile
+        held = subprocess.run([sys.executable, "-c", take, str(builds / ".lock")])
+        assert held.returncode == 3
+    after = subprocess.run([sys.executable, "-c", take, str(builds / ".lock")])
+    assert after.returncode == 0  # and can once the block has ended
