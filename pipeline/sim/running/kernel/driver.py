@@ -25,6 +25,7 @@ from pipeline.errors import PermanentError
 from pipeline.records import AttemptError, DeadLetter, ShedLog
 
 from ...workloads.failures import AttemptFailures, SimulatedFailure
+from ...workloads.failures.uniforms import randoms
 from . import replay as R
 from .paths import current
 
@@ -330,7 +331,7 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
             values = spec.retry_times(size)
         elif what == "jitter":
             refills[row] = spec.rng.getstate()
-            values = np.array([spec.rng.random() for _ in range(size)])
+            values = randoms(spec.rng, size)
         else:
             values = what.failing(size)  # bools: the pool holds 1.0 where the attempt fails
         fast = isinstance(D[5], np.ndarray)
@@ -377,8 +378,7 @@ def replay(
     for row, saved in refills.items():  # leave each jitter stream where the engine does
         rng = stages[state.pool_of[row][0]].rng
         rng.setstate(saved)
-        for _ in range(int(state.D[6][row] - state.D[9][row])):  # the last block's draws used
-            rng.random()
+        randoms(rng, int(state.D[6][row] - state.D[9][row]))  # the last block's draws used
     si = np.asarray(state.si, np.int64).reshape(len(stages), R.SI)
     left = math.isnan(state.fv[R.CLOSED_S]) or si[:, R.UNSETTLED].any() or si[:, R.WLEN].any()
     if code == R.STUCK or (left and not single):
