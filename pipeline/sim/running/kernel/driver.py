@@ -182,12 +182,8 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
     koff, krow, last, first = [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
     delays = np.zeros((len(stages), R.DELAYS))
     for s, (spec, r) in enumerate(zip(stages, reaching, strict=True)):
-        config, row, parts, conc = (
-            spec.config,
-            si[s],
-            _parts(spec.failures),
-            spec.config.concurrency,
-        )
+        config, row, parts = spec.config, si[s], _parts(spec.failures)
+        conc = config.concurrency
         lane = min(r, (config.queue_maxsize or r) + conc) + 1
         waiters = 1 + (1 if s == 0 else stages[s - 1].config.concurrency)  # upstream's tasks
         row[_RINGS] = r, lane, lane if parts else 1, r if parts or single else 0, conc, waiters
