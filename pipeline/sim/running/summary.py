@@ -83,6 +83,7 @@ class _Window:
         self._clip = max(self._start_s, float(times[0]))
         self.empty = not end > self._clip
         self._blocks = [(low, min(low + _ROWS, len(times))) for low in range(0, len(times), _ROWS)]
+        self._live = (-1, None)  # the last block max() read, and which of its rows count
 
     def _durations(self, low: int, high: int) -> np.ndarray:
         """Rows ``low:high``'s durations, as :func:`step_durations` gives them for all rows."""
@@ -111,8 +112,9 @@ class _Window:
         for low, high in self._blocks:
             durations = self._durations(low, high)
             total += durations.sum()
+            values = np.empty(high - low)  # every column's floats in turn: one array's pages
             for index, rows in enumerate(columns):
-                values = np.asarray(rows(low, high), dtype=np.float64)
+                values[:] = rows(low, high)
                 sums[index] += weighted_sum(values, durations)
         return [float(value / total) for value in sums]  # plain floats: a summary is plain data
 
@@ -121,10 +123,13 @@ class _Window:
         times, start, end = self._series.time_s, self._start_s, self._series.end_s
         best = None
         for low, high in self._blocks:
-            if high == len(times):
-                live = np.append(times[low + 1 :] >= start, end >= start)
-            else:
-                live = times[low + 1 : high + 1] >= start
+            if self._live[0] != low:  # (every max of a short series reads one block)
+                if high == len(times):
+                    live = np.append(times[low + 1 :] >= start, end >= start)
+                else:
+                    live = times[low + 1 : high + 1] >= start
+                self._live = (low, live)
+            live = self._live[1]
             if live.any():
                 values = rows(low, high)
                 peak = values.max() if live.all() else values[live].max()
@@ -463,9 +468,13 @@ def _series_statistics(scenario: Scenario, s: StepSeries, want) -> dict[str, Any
     window = _Window(s, warm)
     queue, running, retrying = s.queue_depth, s.in_flight, s.retry_waiting
 
+    last = [-1, None]  # the last block's, read again by the means (one block: the whole series)
+
     def in_system(low: int, high: int) -> np.ndarray:
         # StepSeries.in_system, a block at a time
-        return queue[low:high] + running[low:high] + retrying[low:high]
+        if last[0] != low:
+            last[:] = low, queue[low:high] + running[low:high] + retrying[low:high]
+        return last[1]
 
     found: dict[str, Any] = {}
     if want("memory_peak_bytes"):

@@ -277,9 +277,17 @@ class StageWorkload:
 
 
 def _take(pool: list[float], count: int, service: Any, rng: np.random.Generator) -> np.ndarray:
-    """The next ``count`` values of a retry ``pool`` (``pop()`` order), refilled by ``service``."""
-    while len(pool) < count:  # a fresh block goes under what is left, as pop() takes it
-        pool[:0] = service.sample(rng, _RETRY_BLOCK).tolist()[::-1]
-    taken = pool[len(pool) - count :]
-    del pool[len(pool) - count :]
-    return np.array(taken[::-1], dtype=np.float64)
+    """The next ``count`` values of a retry ``pool`` (``pop()`` order), refilled by ``service``.
+
+    Fresh blocks come after what the pool holds, as ``pop()`` would reach them; what the
+    last one leaves goes back into the pool (as arrays: a list per block cost ten times more).
+    """
+    need = count - len(pool)
+    if need <= 0:
+        taken = pool[len(pool) - count :]
+        del pool[len(pool) - count :]
+        return np.array(taken[::-1], dtype=np.float64)
+    blocks = [service.sample(rng, _RETRY_BLOCK) for _ in range(-(-need // _RETRY_BLOCK))]
+    fresh = np.concatenate([np.array(pool[::-1], dtype=np.float64), *blocks])
+    pool[:] = fresh[count:][::-1].tolist()
+    return fresh[:count]

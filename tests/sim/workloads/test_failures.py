@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import pickle
+import random
 
 import numpy as np
 import pytest
@@ -27,6 +28,7 @@ from pipeline.sim.workloads.failures import (
     SimulatedHang,
     TokenQuota,
 )
+from pipeline.sim.workloads.failures.uniforms import randoms
 
 # Frequencies are checked against a 99.99% Wilson interval (about 3.9 standard
 # errors): with fixed seeds the tests are deterministic, and a correct model
@@ -58,6 +60,19 @@ def test_independent_failure_frequency(p):
         assert f.hang_s is None and "simulated failure" in str(f.error)
     # a fresh exception per attempt: raising one must not chain into another
     assert len({id(f.error) for f in failed[:10]}) == len(failed[:10])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**63 + 5])
+def test_randoms_are_the_streams_own_draws_bit_for_bit(seed):
+    # The kernel draws the backoff jitter a block at a time: every value, and the stream
+    # left behind, must be what as many calls of random() give, whatever the count.
+    one, bulk = random.Random(seed), random.Random(seed)
+    for count in (0, 1, 2, 7, 4096, 10_001, 0, 3):
+        drawn = randoms(bulk, count)
+        assert drawn.dtype == np.float64 and drawn.shape == (count,)
+        assert drawn.tolist() == [one.random() for _ in range(count)]
+        assert bulk.getstate() == one.getstate()
+    assert bulk.random() == one.random() and bulk.uniform(0, 3.5) == one.uniform(0, 3.5)
 
 
 def test_independent_failures_are_reproducible_and_cross_blocks():

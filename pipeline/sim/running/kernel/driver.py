@@ -25,6 +25,7 @@ from pipeline.errors import PermanentError
 from pipeline.records import AttemptError, DeadLetter, ShedLog
 
 from ...workloads.failures import AttemptFailures, SimulatedFailure
+from ...workloads.failures.uniforms import randoms
 from . import replay as R
 from .paths import current
 
@@ -181,12 +182,8 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
     koff, krow, last, first = [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
     delays = np.zeros((len(stages), R.DELAYS))
     for s, (spec, r) in enumerate(zip(stages, reaching, strict=True)):
-        config, row, parts, conc = (
-            spec.config,
-            si[s],
-            _parts(spec.failures),
-            spec.config.concurrency,
-        )
+        config, row, parts = spec.config, si[s], _parts(spec.failures)
+        conc = config.concurrency
         lane = min(r, (config.queue_maxsize or r) + conc) + 1
         waiters = 1 + (1 if s == 0 else stages[s - 1].config.concurrency)  # upstream's tasks
         row[_RINGS] = r, lane, lane if parts else 1, r if parts or single else 0, conc, waiters
@@ -330,7 +327,7 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
             values = spec.retry_times(size)
         elif what == "jitter":
             refills[row] = spec.rng.getstate()
-            values = np.array([spec.rng.random() for _ in range(size)])
+            values = randoms(spec.rng, size)
         else:
             values = what.failing(size)  # bools: the pool holds 1.0 where the attempt fails
         fast = isinstance(D[5], np.ndarray)
@@ -377,8 +374,7 @@ def replay(
     for row, saved in refills.items():  # leave each jitter stream where the engine does
         rng = stages[state.pool_of[row][0]].rng
         rng.setstate(saved)
-        for _ in range(int(state.D[6][row] - state.D[9][row])):  # the last block's draws used
-            rng.random()
+        randoms(rng, int(state.D[6][row] - state.D[9][row]))  # the last block's draws used
     si = np.asarray(state.si, np.int64).reshape(len(stages), R.SI)
     left = math.isnan(state.fv[R.CLOSED_S]) or si[:, R.UNSETTLED].any() or si[:, R.WLEN].any()
     if code == R.STUCK or (left and not single):

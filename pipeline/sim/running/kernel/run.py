@@ -110,10 +110,8 @@ def run_kernel(
             log.times = np.append(log.times, np.full(len(left), end_s))
             log.ids = np.append(log.ids, left)
         attempts = LoggedAttempts(log.kinds, log.times, log.ids)  # paired if a caller reads it
-        if compiled:
-            steps = _merged_series(arrivals, log, end_s)
-        else:  # numpy's vectorised passes beat a loop in plain Python
-            steps = step_series(arrivals, log, end_s)
+        # plain Python: numpy's vectorised passes beat a loop
+        steps = (_merged_series if compiled else step_series)(arrivals, log, end_s)
     report = make_report(config, played, left.tolist(), run.drain_timed_out, end_s)
     columns = ItemColumns(arrivals, admitted, start, finish, tries, outcome, attempts)
     return report, arrivals, columns, steps

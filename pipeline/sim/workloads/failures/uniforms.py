@@ -2,14 +2,17 @@
 
 ``check`` is on the hot path (100,000+ calls per run): random models pre-draw
 uniforms in blocks of :data:`BLOCK` and keep them as a Python list, so a call
-costs a list index and a comparison, not a numpy call.
+costs a list index and a comparison, not a numpy call. :func:`randoms` draws a
+block of a :class:`random.Random` stream's (the backoff jitter's) at once.
 """
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 
-__all__ = ["BLOCK", "Uniforms"]
+__all__ = ["BLOCK", "Uniforms", "randoms"]
 
 BLOCK = 4096
 """Uniforms (or per-item decisions) drawn per numpy call by bound models."""
@@ -49,3 +52,14 @@ class Uniforms:
             if rest
             else fresh[:used]
         )
+
+
+def randoms(rng: random.Random, count: int) -> np.ndarray:
+    """The next ``count`` values of ``rng.random()``, bit for bit; ``rng`` left as they leave it.
+
+    ``random()`` builds a value from two 32-bit outputs of the Mersenne Twister, the first's
+    top 27 bits above the second's top 26; ``getrandbits(64 * count)`` returns those outputs
+    in one int, the first in the lowest bits: a numpy pass instead of ``count`` calls.
+    """
+    words = np.frombuffer(rng.getrandbits(64 * count).to_bytes(8 * count, "little"), "<u4")
+    return ((words[0::2] >> 5) * 67108864.0 + (words[1::2] >> 6)) / 9007199254740992.0
