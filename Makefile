@@ -47,7 +47,9 @@ lab: $(LAB_STAMP)
 # longest files first (tests/longest_first.py: xdist keeps that order); at the same time
 # (tests/together.py) the tests that drive a browser or a real server, on both cores too, a
 # test to whichever core is free: they mostly wait on their browser and servers, and take
-# the cores' idle share; then, one at a time and beside nothing else, the tests that time a real run
+# the cores' idle share; and the documentation site's build (tests/docs/site_builds.py),
+# which runs every notebook one after another: the site's tests come last in both and copy
+# it; then, one at a time and beside nothing else, the tests that time a real run
 # as it goes and check a twin calibrated from it (marked `measures`: beside another test
 # what they time is partly the neighbour's); then the kernel's tests and the
 # pinned command lines once more as on an install without the [fast] extra (numba
@@ -66,7 +68,8 @@ test: $(STAMP)
 	$(BIN)/python -m tests.services_setup
 	$(BIN)/python -m tests.together \
 	  '$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not browser and not service and not measures"' \
-	  '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures" $$($(BIN)/python -m tests.marked_files browser service)'
+	  '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures" $$($(BIN)/python -m tests.marked_files browser service)' \
+	  '$(BIN)/python -m tests.docs.site_builds'
 	$(BIN)/pytest -m measures $$($(BIN)/python -m tests.marked_files measures)
 	PIPELINE_TEST_WITHOUT_NUMBA=1 PIPELINE_TEST_TIER=fast $(BIN)/pytest -q -n 2 tests/sim/running/kernel tests/cli/test_cli_golden.py
 

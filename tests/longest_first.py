@@ -16,6 +16,10 @@ when xdist is told to keep the collection's order (``--no-loadscope-reorder``, w
 the Makefile passes with ``--dist loadfile``). A run that hands out single tests
 (``--dist worksteal``, the browser-and-server step) puts the tests of
 :data:`LONGEST_TESTS` first instead; any other run keeps pytest's order.
+
+In both, the files of :data:`AFTER_THE_SITE` go last: ``make test`` builds the site beside
+the two steps (``tests/docs/site_builds.py``), and these tests copy that build, so they
+come when it is done instead of building it themselves on one of the cores.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ import pytest
 #: longest first: the seconds each took in one run of ``make test``'s first step at load 2-4
 #: (2026-12-07). Files not listed took less than about 10 s there.
 LONGEST = (
-    "tests/docs/test_site.py",  # about 160 when it builds (a kept build of the checkout: 3)
     "tests/sim/analysis/planning/test_plan_cost.py",  # 121: headroom over 30 seeds
     "tests/sim/analysis/test_retry_chain.py",  # 78: the engine against the exact chain
     "tests/sim/running/kernel/test_kernel_equality.py",  # 74
@@ -67,6 +70,10 @@ LONGEST = (
 )
 
 
+#: Test files that read the documentation site (tests/docs/conftest.py): last in both steps.
+AFTER_THE_SITE = ("tests/docs/test_site.py", "tests/docs/test_site_browser.py")
+
+
 #: The browser-and-server step's longest tests (node ids), the longest first: the seconds each
 #: took there at load 12 (about 2.5 times a quiet machine's). That step hands out single tests
 #: (``--dist worksteal``: each core takes half the list in order, and steals from the end of
@@ -97,9 +104,13 @@ LONGEST_TESTS = tuple(
 
 @pytest.hookimpl(trylast=True)  # after -m and -k deselect: the tests as they will run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def last(nodeid: str) -> bool:
+        return nodeid.split("::", 1)[0] in AFTER_THE_SITE
+
     if config.getoption("dist", default="no") == "worksteal":
         rank = {nodeid: place for place, nodeid in enumerate(LONGEST_TESTS)}
-        items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))  # stable: the rest in order
+        # stable: the rest in their order
+        items.sort(key=lambda item: (last(item.nodeid), rank.get(item.nodeid, len(rank))))
         return
     if config.getoption("loadscopereorder", default=True):
         return
@@ -107,5 +118,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
     rank = {path: place for place, path in enumerate(LONGEST)}
-    order = sorted(files, key=lambda path: (rank.get(path, len(rank)), -len(files[path])))
+    order = sorted(
+        files, key=lambda path: (last(path), rank.get(path, len(rank)), -len(files[path]))
+    )
     items[:] = [item for path in order for item in files[path]]

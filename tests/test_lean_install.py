@@ -339,7 +339,8 @@ def test_make_test_runs_the_kernels_tests_without_numba_too():
     together, measured = (step.strip() for step in steps[-3:-1])
     runner = "$(BIN)/python -m tests.together "
     assert together.startswith(runner)
-    unit, served = shlex.split(together[len(runner) :])
+    unit, served, site = shlex.split(together[len(runner) :])
+    assert site == "$(BIN)/python -m tests.docs.site_builds"  # the site the two then copy
     assert unit == (
         "$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder"
         ' -m "not browser and not service and not measures"'

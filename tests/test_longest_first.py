@@ -5,7 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.longest_first import LONGEST, LONGEST_TESTS, pytest_collection_modifyitems
+from tests.longest_first import (
+    AFTER_THE_SITE,
+    LONGEST,
+    LONGEST_TESTS,
+    pytest_collection_modifyitems,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -19,7 +24,8 @@ def _items(*files: tuple[str, int]) -> list[SimpleNamespace]:
 
 
 def test_every_file_it_names_exists():
-    assert [path for path in LONGEST if not (REPO / path).is_file()] == []
+    named = LONGEST + AFTER_THE_SITE
+    assert [path for path in named if not (REPO / path).is_file()] == []
 
 
 def test_the_longest_go_first_then_the_most_tests_each_file_together_in_its_order():
@@ -57,3 +63,15 @@ def test_single_tests_handed_out_go_longest_first_then_in_their_order():
     items = [SimpleNamespace(nodeid=n) for n in ("a::t0", second, "b::t1", first, "a::t2")]
     pytest_collection_modifyitems(_config(reorder=True, dist="worksteal"), items)
     assert [item.nodeid for item in items] == [first, second, "a::t0", "b::t1", "a::t2"]
+
+
+def test_the_site_s_readers_go_last_in_both_steps():
+    site, browser_site = AFTER_THE_SITE
+    items = _items((site, 2), ("short_a", 1), (LONGEST[0], 1))
+    pytest_collection_modifyitems(_config(reorder=False), items)
+    assert [item.nodeid for item in items] == [f"{LONGEST[0]}::t0", "short_a::t0", *(
+        f"{site}::t{i}" for i in range(2))]  # fmt: skip
+    first = LONGEST_TESTS[0]
+    items = [SimpleNamespace(nodeid=n) for n in (f"{browser_site}::t0", "a::t0", first)]
+    pytest_collection_modifyitems(_config(reorder=True, dist="worksteal"), items)
+    assert [item.nodeid for item in items] == [first, "a::t0", f"{browser_site}::t0"]

@@ -1,172 +1,25 @@
-"""The documentation site, built once for the tests that read it, as ``make docs`` builds it.
-
-Once: ``make test`` reads the site in two pytest runs at the same time
-(``test_site.py`` with the unit tests, ``test_site_browser.py`` with the browser
-tests), and a build runs every notebook (minutes on a loaded machine). A whole build
-that passed is kept in :func:`builds_folder` under the digest of the checkout it was
-built from (:func:`checkout_digest`); a later run of the same checkout copies it
-instead of building again, and a run that comes while another builds waits for it.
-The folder keeps the last :data:`KEPT` builds.
-"""
+"""The documentation site for the tests that read it: built once per checkout
+(:mod:`tests.docs.site_builds`)."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import getpass
-import hashlib
-import importlib.metadata
-import os
-import shlex
-import shutil
-import subprocess
-import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-#: What ``make docs`` runs after ``$(BIN)/python``; the Makefile test checks they agree.
-SPHINX = ["-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "docs"]
-#: How many builds :func:`builds_folder` keeps (the newest): one per checkout in use.
-KEPT = 4
-
-
-def checkout_digest() -> str | None:
-    """A digest of every file of the checkout (tracked, or untracked and not ignored, as
-    git lists them: the build's copies under ``docs/`` are ignored), the checkout's
-    path, the interpreter and every installed distribution's version; None without git."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=REPO, capture_output=True, check=True, timeout=60,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    digest = hashlib.sha256(f"{REPO}\0{sys.executable}\0{sys.version}\0{SPHINX}".encode())
-    installed = {(d.metadata["Name"] or "", d.version) for d in importlib.metadata.distributions()}
-    digest.update(repr(sorted(installed)).encode())
-    for name in sorted(set(listed.decode().split("\0")) - {""}):
-        path = REPO / name
-        if path.is_file():  # a file deleted but still tracked is skipped, as the build does
-            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def builds_folder() -> Path:
-    """Where whole builds are kept, one folder per digest: this user's, in the temporary
-    folder (``PIPELINE_TEST_SITE_BUILDS`` names another)."""
-    named = os.environ.get("PIPELINE_TEST_SITE_BUILDS")
-    return (
-        Path(named)
-        if named
-        else Path(tempfile.gettempdir()) / f"pipeline-lab-site-{getpass.getuser()}"
-    )
-
-
-def copy_of_a_build(builds: Path, digest: str, into: Path) -> tuple[Path, str] | None:
-    """A copy into ``into`` of the whole build kept under ``digest``, and what that build
-    printed; or None (none kept, or it was dropped while being copied)."""
-    try:
-        shutil.copytree(builds / digest / "html", into)
-        log = (builds / digest / "build.log").read_text()
-        os.utime(builds / digest)  # used: the last to be dropped
-    except OSError:
-        shutil.rmtree(into, ignore_errors=True)
-        return None
-    return into, log
-
-
-def keep_build(builds: Path, digest: str, html: Path, log: str) -> None:
-    """Keep a copy of ``html``, a whole build that passed, and what it printed (``log``),
-    under ``digest``; drop all but
-    the newest :data:`KEPT`. Placed whole or not at all (a rename), so that a reader never
-    finds half a build."""
-    builds.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=builds))
-    try:
-        shutil.copytree(html, partial / "html")
-        (partial / "build.log").write_text(log)
-        partial.rename(builds / digest)
-    except OSError:  # another run kept the same build first
-        shutil.rmtree(partial, ignore_errors=True)
-    for old in sorted(_ages(builds), reverse=True)[KEPT:]:
-        shutil.rmtree(old[1], ignore_errors=True)
-
-
-def _ages(builds: Path) -> list[tuple[float, Path]]:
-    """``(last used, folder)`` of each build kept (another run may drop one meanwhile)."""
-    found = []
-    for folder in builds.iterdir():
-        try:
-            if not folder.name.startswith("."):  # not one being placed
-                found.append((folder.stat().st_mtime, folder))
-        except OSError:
-            continue
-    return found
+from tests.docs.site_builds import REPO as REPO  # the docs tests take the root from here
+from tests.docs.site_builds import BuildFailed, site_of_this_checkout
 
 
 @pytest.fixture(scope="session")
 def site_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The built site's folder (its ``index.html``), built into a temporary folder (or a
-    copy of a kept build of the same checkout: see the module docstring), and what the
-    build printed (stdout, then stderr: kernels' logs included)."""
-    digest, builds = checkout_digest(), builds_folder()
-    if digest is None:
-        return _build(tmp_path_factory, None, builds)
-    # A run that comes while another builds (make test runs the suite and the browser tests
-    # at once) waits, then copies the build if it is of its checkout.
-    with one_build_at_a_time(builds):
-        found = copy_of_a_build(builds, digest, tmp_path_factory.mktemp("site") / "html")
-        return found if found is not None else _build(tmp_path_factory, digest, builds)
-
-
-@contextlib.contextmanager
-def one_build_at_a_time(builds: Path) -> Iterator[None]:
-    """Hold ``builds``' lock (a file lock, shared by every process) for the block."""
-    builds.mkdir(parents=True, exist_ok=True)
-    with open(builds / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        yield
-
-
-def _build(
-    tmp_path_factory: pytest.TempPathFactory, digest: str | None, builds: Path
-) -> tuple[Path, str]:
-    """Build the site into a temporary folder; keep it under ``digest`` if it passed."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1")
-    # A build once waited out a cell's whole timeout for a reply its socket already held
-    # (the wake-up was lost: pipeline/kernelpoll.py, which the build now installs, reads it).
-    # Should a build still fail on a cell timeout, it is built again, once, in a fresh
-    # folder; a cell that raises fails at once.
-    for attempt in range(2):
-        out = tmp_path_factory.mktemp("site") / "html"
-        command = [sys.executable, *SPHINX, str(out), "-d", str(out.parent / "doctrees")]
-        try:
-            done = subprocess.run(
-                command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500
-            )
-        except subprocess.TimeoutExpired as expired:
-            done = subprocess.CompletedProcess(command, -9, "", f"Timeout: {expired}")
-        timed_out = "Timeout" in done.stderr or "timed out" in done.stderr
-        lost_reply = done.returncode != 0 and timed_out
-        if not lost_reply or attempt == 1:
-            break
-    if done.returncode != 0:
-        warnings = [
-            line for line in done.stderr.splitlines() if "WARNING" in line or "ERROR" in line
-        ]
-        pytest.fail(
-            f"{shlex.join(['python', *SPHINX, str(out)])} failed ({done.returncode}):\n"
-            + "\n".join(warnings[:40] or done.stderr.splitlines()[-40:]),
-            pytrace=False,
-        )
-    log = done.stdout + done.stderr
-    if digest is not None:  # only a whole build that passed is kept
-        keep_build(builds, digest, out, log)
-    return out, log
+    """The built site's folder (its ``index.html``), a copy of the kept build of this
+    checkout or a new build in a temporary folder, and what the build printed (stdout,
+    then stderr: kernels' logs included)."""
+    try:
+        return site_of_this_checkout(lambda: tmp_path_factory.mktemp("site") / "html")
+    except BuildFailed as failed:
+        pytest.fail(str(failed), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.conftest import REPO, SPHINX
+from tests.docs.conftest import REPO
+from tests.docs.site_builds import SPHINX
 
 # One build of the whole site (about 100 s): not in make test-fast.
 pytestmark = pytest.mark.slow

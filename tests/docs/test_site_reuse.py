@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.docs.conftest import (
+from tests.docs import site_builds
+from tests.docs.site_builds import (
     KEPT,
     checkout_digest,
     copy_of_a_build,
@@ -67,3 +69,37 @@ def test_a_second_build_waits_while_one_is_under_way(tmp_path):
         assert held.returncode == 3
     after = subprocess.run([sys.executable, "-c", take, str(builds / ".lock")])
     assert after.returncode == 0  # and can once the block has ended
+
+
+def _fake_sphinx(monkeypatch, tmp_path, code: str) -> Path:
+    """Make the build a small script (``code``, given the output folder as ``out``) that
+    counts its runs in the file returned; keep builds under ``tmp_path``."""
+    runs = tmp_path / "runs"
+    script = (
+        "import pathlib, sys; out = pathlib.Path(sys.argv[1])\n"
+        f"with open({str(runs)!r}, 'a') as f: f.write('run\\n')\n" + code
+    )
+    monkeypatch.setattr(site_builds, "SPHINX", ["-c", script])
+    monkeypatch.setenv("PIPELINE_TEST_SITE_BUILDS", str(tmp_path / "builds"))
+    return runs
+
+
+def test_the_command_builds_and_keeps_the_site_once_per_checkout(monkeypatch, tmp_path, capsys):
+    runs = _fake_sphinx(
+        monkeypatch, tmp_path, "out.mkdir(parents=True); (out / 'index.html').write_text('x')"
+    )
+    assert site_builds.main() == 0
+    assert site_builds.main() == 0  # kept: copied, not built again
+    assert runs.read_text() == "run\n"
+    found, _ = site_builds.site_of_this_checkout(lambda: tmp_path / "mine" / "html")
+    assert (found / "index.html").read_text() == "x"
+    assert capsys.readouterr().out.count("is kept in") == 2
+
+
+def test_the_command_says_why_a_build_failed_and_keeps_nothing(monkeypatch, tmp_path, capsys):
+    runs = _fake_sphinx(monkeypatch, tmp_path, "print('WARNING: a broken page', file=sys.stderr)"
+                        "; sys.exit(3)")  # fmt: skip
+    assert site_builds.main() == 1
+    assert "failed (3):\nWARNING: a broken page" in capsys.readouterr().err
+    assert runs.read_text() == "run\n"  # a failure is not a lost reply: not built again
+    assert [p.name for p in (tmp_path / "builds").iterdir()] == [".lock"]
