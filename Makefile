@@ -43,22 +43,24 @@ $(DOCS_STAMP): pyproject.toml | $(BIN)/python
 lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab notebooks/00-start-here.ipynb $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
-# The suite on both cores, a test file per process (a notebook's cells stay together), the
-# longest files first (tests/longest_first.py: xdist keeps that order); at the same time
-# (tests/together.py) the tests that drive a browser or a real server, on both cores too, a
-# test to whichever core is free: they mostly wait on their browser and servers, and take
-# the cores' idle share; and the documentation site's build (tests/docs/site_builds.py),
-# which runs every notebook one after another: the site's tests come last in both and copy
-# it; then, one at a time and beside nothing else, the tests that time a real run
-# as it goes and check a twin calibrated from it (marked `measures`: beside another test
-# what they time is partly the neighbour's); then the kernel's tests and the
-# pinned command lines once more as on an install without the [fast] extra (numba
-# cannot be imported: the plain-Python paths alone), with the fast tier's fifth of the
-# randomized checks' examples: the plain replay's item-by-item equality with the engine ran
-# at full size in the first step (its `plain` cases), and this step checks the install
-# without numba (what `auto` picks, what falls back), not that equality again. The second and
-# third steps collect only the files that hold their marks (tests/marked_files.py), not the
-# whole suite again.
+# Four runs at the same time (tests/together.py), so that what one waits on the others fill:
+# - the suite in three processes on the two cores (its tests wait on sockets, subprocesses
+#   and sleeps part of the time), a test file per process (a notebook's cells stay
+#   together), the longest files first (tests/longest_first.py: xdist keeps that order);
+# - the tests that drive a browser or a real server, a test to whichever of two processes is
+#   free: they mostly wait on their browser and servers;
+# - the documentation site's build (tests/docs/site_builds.py), every notebook one after
+#   another: the site's tests come last in both runs above and copy it;
+# - the kernel's tests and the pinned command lines once more as on an install without the
+#   [fast] extra (numba cannot be imported: the plain-Python paths alone), with the fast
+#   tier's fifth of the randomized checks' examples: the plain replay's item-by-item
+#   equality with the engine runs at full size in the suite (its `plain` cases), and this
+#   checks the install without numba (what `auto` picks, what falls back), not that
+#   equality again.
+# Then, one at a time and beside nothing else, the tests that time a real run as it goes and
+# check a twin calibrated from it (marked `measures`: beside another test what they time is
+# partly the neighbour's). The browser-and-server and the measuring runs collect only the
+# files that hold their marks (tests/marked_files.py), not the whole suite again.
 # numpy's BLAS (OpenBLAS) starts a thread per core in every process that imports it, and
 # those threads spin after each call: with two test workers on two cores they only take the
 # other worker's CPU (a calibration test file cost 78 s of CPU with them, 20 s without).
@@ -67,11 +69,11 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.services_setup
 	$(BIN)/python -m tests.together \
-	  '$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not browser and not service and not measures"' \
+	  '$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not browser and not service and not measures"' \
 	  '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures" $$($(BIN)/python -m tests.marked_files browser service)' \
-	  '$(BIN)/python -m tests.docs.site_builds'
+	  '$(BIN)/python -m tests.docs.site_builds' \
+	  'PIPELINE_TEST_WITHOUT_NUMBA=1 PIPELINE_TEST_TIER=fast $(BIN)/pytest -q -n 2 tests/sim/running/kernel tests/cli/test_cli_golden.py'
 	$(BIN)/pytest -m measures $$($(BIN)/python -m tests.marked_files measures)
-	PIPELINE_TEST_WITHOUT_NUMBA=1 PIPELINE_TEST_TIER=fast $(BIN)/pytest -q -n 2 tests/sim/running/kernel tests/cli/test_cli_golden.py
 
 # The fast tier, for every change: ruff, then the tests on both cores without notebooks, the
 # browser, real servers, the install test or the long checks (tests/tiers.py says which).

@@ -1,8 +1,8 @@
 """The order in which ``make test`` hands test files to its two cores: the longest first.
 
-``pytest -n 2 --dist loadfile`` keeps each file's tests on one core and hands the files
-out in turn, the next one to whichever core is about to run out of work. The longer
-the files that come last, the longer one core works alone at the end. By its own rule
+``pytest -n 3 --dist loadfile`` keeps each file's tests in one process and hands the files
+out in turn, the next one to whichever process is about to run out of work. The longer
+the files that come last, the longer one process works alone at the end. By its own rule
 xdist hands out the files with the most tests first, a poor guide to their time here:
 the fault injection (one test of 10,000 examples, over a minute of a core) came fifth
 from last, and the replication intervals (four tests, about a minute) 24th from last;

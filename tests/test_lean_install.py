@@ -332,32 +332,31 @@ def test_make_test_runs_the_kernels_tests_without_numba_too():
     recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", (ROOT / "Makefile").read_text(), re.M)
     assert recipe is not None
     steps = recipe.group(1).replace("\\\n", "").splitlines()  # a continued line is one step
-    # The whole suite, with numba, on both cores, and the browser and server tests at the
-    # same time (tests/together.py); then what measures, alone. The three selections
-    # partition the suite: every test runs once (the later two collect the files that may
-    # hold their marks: tests/marked_files.py).
-    together, measured = (step.strip() for step in steps[-3:-1])
+    # The whole suite with numba, the browser and server tests, the site's build and the
+    # kernel's tests without numba at the same time (tests/together.py); then what
+    # measures, alone. The three selections partition the suite: every test runs once (the
+    # later two collect the files that may hold their marks: tests/marked_files.py).
+    together, measured = (step.strip() for step in steps[-2:])
     runner = "$(BIN)/python -m tests.together "
     assert together.startswith(runner)
-    unit, served, site = shlex.split(together[len(runner) :])
-    assert site == "$(BIN)/python -m tests.docs.site_builds"  # the site the two then copy
+    unit, served, site, without = shlex.split(together[len(runner) :])
     assert unit == (
-        "$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder"
+        "$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder"
         ' -m "not browser and not service and not measures"'
     )
     assert served == (
         '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures"'
         " $$($(BIN)/python -m tests.marked_files browser service)"
     )
+    assert site == "$(BIN)/python -m tests.docs.site_builds"  # the site the two then copy
     assert measured == "$(BIN)/pytest -m measures $$($(BIN)/python -m tests.marked_files measures)"
-    without = steps[-1].split()
     # numba cannot be imported; the randomized checks run the fast tier's share of examples
-    assert without[:3] == [
+    assert without.split()[:3] == [
         "PIPELINE_TEST_WITHOUT_NUMBA=1",
         "PIPELINE_TEST_TIER=fast",
         "$(BIN)/pytest",
     ]
-    assert "tests/sim/running/kernel" in without
+    assert "tests/sim/running/kernel" in without.split()
 
 
 def test_without_numba_the_suite_cannot_import_it():

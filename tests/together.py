@@ -1,14 +1,14 @@
-"""Run ``make test``'s suite and its browser-and-server step at the same time.
+"""Run ``make test``'s runs at the same time, each one's output whole.
 
-The browser-and-server step spends most of its time waiting (for JupyterLab, a page, a
-kernel's reply, a server): measured alone on two quiet cores it kept 0.8 of a core busy
-for 7 minutes. Beside the suite, which keeps both cores busy, it takes their idle share
-instead of a turn of its own. The two share one build of the documentation site
-(``tests/docs/conftest.py`` builds it once and the other run waits for it).
+The browser-and-server tests spend most of their time waiting (for JupyterLab, a page, a
+kernel's reply, a server): measured alone on two quiet cores they kept 0.8 of a core busy
+for 7 minutes. The documentation site's build runs every notebook one after another, at
+most a core. Beside the suite they take the cores' idle share instead of a turn of their
+own (the suite then copies the site: ``tests/docs/site_builds.py``).
 
 Usage: ``python -m tests.together COMMAND [COMMAND ...]``, each a shell command. The
 first prints as it runs; each other prints its output whole once it has ended, so that
-the two never interleave. The exit status is the first command's if that failed, else
+none interleave. The exit status is the first command's if that failed, else
 the first failed other's; 0 when all passed. An interrupt (``SIGINT``) or ``SIGTERM``
 stops them all.
 """
