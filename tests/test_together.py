@@ -48,8 +48,10 @@ def test_stopping_a_command_stops_what_its_shell_started():
     try:
         _stop(process)
         assert process.returncode is not None
-        with pytest.raises(ProcessLookupError):
-            os.killpg(process.pid, 0)  # no process of its group is left
+        with pytest.raises(ProcessLookupError):  # no process of its group is left, once the
+            for _ in range(200):  # stopped children are reaped (by init, their shell gone)
+                os.killpg(process.pid, 0)
+                time.sleep(0.05)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, 9)
