@@ -21,11 +21,13 @@ import fcntl
 import getpass
 import hashlib
 import importlib.metadata
+import itertools
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -62,7 +64,8 @@ def site_of_this_checkout(folder: Callable[[], Path]) -> tuple[Path, str]:
 def checkout_digest() -> str | None:
     """A digest of every file of the checkout (tracked, or untracked and not ignored, as
     git lists them: the build's copies under ``docs/`` are ignored), the checkout's
-    path, the interpreter and every installed distribution's version; None without git."""
+    path, the environment (its prefix and Python's version) and every distribution
+    installed in it, with its version; None without git."""
     try:
         listed = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -70,8 +73,14 @@ def checkout_digest() -> str | None:
         ).stdout  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
-    digest = hashlib.sha256(f"{REPO}\0{sys.executable}\0{sys.version}\0{SPHINX}".encode())
-    installed = {(d.metadata["Name"] or "", d.version) for d in importlib.metadata.distributions()}
+    # The environment by its prefix and its site-packages, not by the path the interpreter
+    # was started as (``python`` or ``pytest``'s ``python3``) or what else is on sys.path.
+    digest = hashlib.sha256(f"{REPO}\0{sys.prefix}\0{sys.version}\0{SPHINX}".encode())
+    packages = sorted({sysconfig.get_paths()[kind] for kind in ("purelib", "platlib")})
+    installed = {
+        (d.metadata["Name"] or "", d.version)
+        for d in importlib.metadata.distributions(path=packages)
+    }
     digest.update(repr(sorted(installed)).encode())
     for name in sorted(set(listed.decode().split("\0")) - {""}):
         path = REPO / name
@@ -178,8 +187,11 @@ def _build(folder: Callable[[], Path], digest: str | None, builds: Path) -> tupl
 
 def main() -> int:
     """Build and keep this checkout's site unless a build of it is kept; 1 if it failed."""
+    if checkout_digest() is None:  # nothing to keep it under: each test run builds its own
+        print("not a git checkout: the site's tests build the site themselves")
+        return 0
     with tempfile.TemporaryDirectory(prefix="pipeline-lab-site-") as scratch:
-        made = iter(range(1, 1_000))
+        made = itertools.count(1)
         try:
             site_of_this_checkout(lambda: Path(scratch) / str(next(made)) / "html")
         except BuildFailed as failed:

@@ -103,3 +103,25 @@ def test_the_command_says_why_a_build_failed_and_keeps_nothing(monkeypatch, tmp_
     assert "failed (3):\nWARNING: a broken page" in capsys.readouterr().err
     assert runs.read_text() == "run\n"  # a failure is not a lost reply: not built again
     assert [p.name for p in (tmp_path / "builds").iterdir()] == [".lock"]
+
+
+def test_the_digest_is_the_same_from_python_and_from_pytest_s_python3(tmp_path):
+    # make test builds the site in a `python -m` run and reads it in pytest's runs, whose
+    # interpreter is the same environment's `python3`, with other paths on sys.path
+    code = "from tests.docs.site_builds import checkout_digest; print(checkout_digest())"
+    digests = set()
+    for name in ("python", "python3"):
+        interpreter = Path(sys.prefix) / "bin" / name
+        if not interpreter.exists():
+            continue
+        for where in (site_builds.REPO, tmp_path):  # with the checkout on sys.path, and not
+            done = subprocess.run(
+                [str(interpreter), "-c", code],
+                cwd=where,
+                env={**os.environ, "PYTHONPATH": str(site_builds.REPO)},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            digests.add(done.stdout.strip())
+    assert len(digests) == 1 and None not in digests, digests
