@@ -15,7 +15,6 @@ import importlib.metadata
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from pipeline._extras import EXTRAS, MissingExtra, installed, missing, require
+from tests.together import make_test_steps
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -329,17 +329,12 @@ def test_make_lab_installs_the_notebooks_needs_and_no_more(tmp_path):
 
 
 def test_make_test_runs_the_kernels_tests_without_numba_too():
-    recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", (ROOT / "Makefile").read_text(), re.M)
-    assert recipe is not None
-    steps = recipe.group(1).replace("\\\n", "").splitlines()  # a continued line is one step
     # The whole suite with numba, the browser and server tests, the site's build and the
     # kernel's tests without numba at the same time (tests/together.py); then what
     # measures, alone. The three selections partition the suite: every test runs once (the
     # later two collect the files that may hold their marks: tests/marked_files.py).
-    together, measured = (step.strip() for step in steps[-2:])
-    runner = "$(BIN)/python -m tests.together "
-    assert together.startswith(runner)
-    unit, served, site, without = shlex.split(together[len(runner) :])
+    together, [measured] = make_test_steps()[-2:]
+    unit, served, site, without = together
     assert unit == (
         "$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder"
         ' -m "not browser and not service and not measures"'

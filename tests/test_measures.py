@@ -8,12 +8,11 @@ test, the live Locust test's what-if p95 came out 34% above its twin's, where
 from __future__ import annotations
 
 import ast
-import re
-import shlex
 from pathlib import Path
 
 from tests import marked_files
 from tests.measures import marks, measures_real_runs
+from tests.together import make_test_steps
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").rglob("*.ipynb"))
@@ -63,12 +62,9 @@ def test_every_test_that_checks_a_prediction_against_real_runs_is_marked():
 
 
 def test_make_test_runs_what_measures_alone_and_nowhere_else():
-    recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", (REPO / "Makefile").read_text(), re.M)
-    assert recipe is not None
-    steps = [s.strip() for s in recipe.group(1).replace("\\\n", "").splitlines()]
-    together = "$(BIN)/python -m tests.together "  # its commands run at the same time
-    beside = [c for s in steps if s.startswith(together) for c in shlex.split(s[len(together) :])]
-    pytests = [s for s in steps if s.startswith("$(BIN)/pytest")]
+    steps = make_test_steps()
+    beside = [c for step in steps if len(step) > 1 for c in step]  # run at the same time
+    pytests = [c for [c] in (step for step in steps if len(step) == 1) if "$(BIN)/pytest" in c]
     alone = [s for s in pytests if "-m measures" in s]
     # a step of its own, no -n: one test at a time; the files that may hold them
     # (tests/marked_files.py)

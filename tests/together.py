@@ -17,10 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+#: How the Makefile calls this module, before the commands it gives it.
+RUNNER = "$(BIN)/python -m tests.together "
 
 
 def run(commands: list[str]) -> int:
@@ -46,6 +53,16 @@ def run(commands: list[str]) -> int:
             sys.stdout.buffer.write(log.read())
             sys.stdout.flush()
     return next((status for status in statuses if status != 0), 0)
+
+
+def make_test_steps(makefile: Path = REPO / "Makefile") -> list[list[str]]:
+    """The steps of ``make test``'s recipe in order, each the commands it runs at the same
+    time: a step run by this module gives its commands, any other step itself alone."""
+    recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", makefile.read_text(), re.M)
+    if recipe is None:
+        raise ValueError(f"{makefile} has no test target")
+    steps = [s.strip() for s in recipe.group(1).replace("\\\n", "").splitlines()]
+    return [shlex.split(s[len(RUNNER) :]) if s.startswith(RUNNER) else [s] for s in steps]
 
 
 def _stop(process: subprocess.Popen) -> None:
