@@ -74,6 +74,7 @@ def recovery_map(
     durations: Sequence[float],
     replications: int = 20,
     seed: int | None = None,
+    engine: str = "auto",
     processes: int | None = None,
     executor: Executor | None = None,
     progress: bool = False,
@@ -89,7 +90,8 @@ def recovery_map(
         durations: its lengths to try, seconds (each > 0).
         replications: runs per cell (>= 1).
         seed: the runs' seed (default: the scenario's).
-        processes, executor, progress: as for :func:`~pipeline.sim.sweep`.
+        engine, processes, executor, progress: as for :func:`~pipeline.sim.sweep`
+            (``engine``: ``"auto"``, ``"asyncio"`` or ``"kernel"``).
 
     Returns:
         One row per (factor, duration), factors outermost, with the columns
@@ -104,7 +106,7 @@ def recovery_map(
     Raises:
         TypeError: ``scenario`` or ``fault`` of the wrong type, or a bad sequence.
         ValueError: a scenario with faults of its own, a bad factor, duration,
-            ``replications`` or ``seed``, or what :func:`sweep` refuses.
+            ``replications``, ``seed`` or ``engine``, or what :func:`sweep` refuses.
 
     Example:
         >>> recovery_map(base, fault=CapacityDrop(at_s=60, for_s=10, factor=0.2),
@@ -135,6 +137,7 @@ def recovery_map(
         scenario,
         {"faults": [(cell,) for _, _, cell in cells]},
         replications=replications,
+        engine=engine,
         processes=processes,
         executor=executor,
         progress=progress,

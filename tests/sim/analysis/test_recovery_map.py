@@ -78,6 +78,17 @@ def test_recovery_map_validates_before_any_run():
     with pytest.raises(ValueError, match=r"^scenario has faults of its own"):
         recovery_map(base.replace(faults=[LoadSpike(at_s=1, for_s=1, factor=2)]), fault=fault,
                      factors=[0.2], durations=[1.0])  # fmt: skip
+    with pytest.raises(ValueError, match=r"^engine must be 'auto', 'asyncio' or 'kernel', got"):
+        recovery_map(base, fault=fault, factors=[0.2], durations=[1.0], engine="fast")
+
+
+def test_the_map_runs_on_the_engine_it_is_asked_for():
+    # "asyncio" runs the reference engine; "auto" the kernel inside its domain: the same map.
+    base = osdi_like(duration_s=25.0).replace(arrivals=Poisson(rate=20.0))
+    fault = CapacityDrop(at_s=5.0, for_s=1.0, factor=0.5)
+    maps = [recovery_map(base, fault=fault, factors=[0.5], durations=[1.0], replications=2,
+                         engine=engine) for engine in ("asyncio", "auto")]  # fmt: skip
+    assert maps[0].equals(maps[1])
 
 
 @pytest.mark.slow  # a map twice, once on worker processes: 4 s
