@@ -9,7 +9,7 @@ records and exact step functions.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any
 
@@ -127,6 +127,7 @@ class LoggedAttempts(AttemptLog):
     For a run whose caller may read only its summary (the kernel's event path):
     the pairing sorts every event, about a sixth of such a run's CPU. Holds the
     log's three columns until then (picklable, unlike a :class:`Recorder`).
+    Every field of :class:`AttemptLog` reads the paired log (set below the class).
     """
 
     def __init__(self, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray) -> None:
@@ -134,16 +135,17 @@ class LoggedAttempts(AttemptLog):
 
     @cached_property
     def _paired(self) -> AttemptLog:
-        log = Recorder()
-        log.kinds, log.times, log.ids = self._events
-        paired = attempt_log(log)
+        paired = _paired_attempts(*self._events)
         del self.__dict__["_events"]  # the log is let go once paired
         return paired
 
-    start_s = property(lambda self: self._paired.start_s)
-    end_s = property(lambda self: self._paired.end_s)
-    ending = property(lambda self: self._paired.ending)
-    readmitted_s = property(lambda self: self._paired.readmitted_s)
+
+def _when_paired(name: str) -> property:
+    return property(lambda self: getattr(self._paired, name), doc=f"AttemptLog.{name}, paired.")
+
+
+for _column in fields(AttemptLog):
+    setattr(LoggedAttempts, _column.name, _when_paired(_column.name))
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,13 @@ def attempt_log(recorder: Recorder) -> AttemptLog:
     log is in time order) each STARTED is followed by its own closing event,
     or by nothing when the run ended inside the attempt.
     """
-    kinds, times, ids = recorder.arrays()
+    return _paired_attempts(*recorder.arrays())
+
+
+def _paired_attempts(logged_kinds: np.ndarray, logged_times: np.ndarray,
+                    logged_ids: np.ndarray) -> AttemptLog:  # fmt: skip
+    """:func:`attempt_log` of an event log's three columns (kinds, times, ids, in time order)."""
+    kinds, times, ids = logged_kinds, logged_times, logged_ids
     # One gather per column: the paired events' positions, in item order (then time).
     kept = np.flatnonzero(_PAIRED.take(kinds))
     order = kept.take(np.argsort(ids.take(kept), kind="stable"))
@@ -210,7 +218,7 @@ def attempt_log(recorder: Recorder) -> AttemptLog:
     end[closed] = times.take(closing)[closed]
     start = times.take(starts)
     attempts = np.bincount(ids.take(starts))
-    readmitted = readmissions(*recorder.arrays(), ending, attempts)
+    readmitted = readmissions(logged_kinds, logged_times, logged_ids, ending, attempts)
     return AttemptLog(start_s=start, end_s=end, ending=ending, readmitted_s=readmitted)
 
 

@@ -6,18 +6,20 @@ and the result must pickle (replications travel between processes).
 """
 
 import pickle
+from dataclasses import fields
 
 import numpy as np
 
 from pipeline.sim import simulate
-from pipeline.sim.running.recorder import LoggedAttempts, Recorder, attempt_log
+from pipeline.sim.running.recorder import AttemptLog, LoggedAttempts, Recorder, attempt_log
 from tests.sim.running.test_long_run_memory import SCENARIOS
 
 SCENARIO = SCENARIOS["events: failures, dead letters, retries"]
 
 
 def _same(a, b) -> None:
-    for name in ("start_s", "end_s", "ending", "readmitted_s"):
+    # Every field, so that a field added to AttemptLog is read through the pairing too.
+    for name in [column.name for column in fields(AttemptLog)]:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), name)
 
 
