@@ -68,6 +68,7 @@ test: export OPENBLAS_NUM_THREADS ?= 1
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m tests.services_setup
+	$(BIN)/python -m tests.warm_kernel
 	$(BIN)/python -m tests.together \
 	  '$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not browser and not service and not measures"' \
 	  '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures" $$($(BIN)/python -m tests.marked_files browser service)' \

@@ -333,7 +333,8 @@ def test_make_test_runs_the_kernels_tests_without_numba_too():
     # kernel's tests without numba at the same time (tests/together.py); then what
     # measures, alone. The three selections partition the suite: every test runs once (the
     # later two collect the files that may hold their marks: tests/marked_files.py).
-    together, [measured] = make_test_steps()[-2:]
+    [warm], together, [measured] = make_test_steps()[-3:]
+    assert warm == "$(BIN)/python -m tests.warm_kernel"  # numba compiles the replay once, first
     unit, served, site, without = together
     assert unit == (
         "$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder"
