@@ -79,16 +79,17 @@ def scenarios(draw) -> Scenario:
         retry=draw(st.sampled_from([RetryPolicy(), RetryPolicy(give_up_on=())])),
         autoscale=draw(scalers(concurrency)),
     )
+    # a shedding queue holds no backlog beyond its bound
+    backlog = draw(st.sampled_from([0, 0, 0, 12])) if config.on_full == "block" else 0
     return Scenario(
         arrivals=process,
-        service=draw(service(n)),
+        service=draw(service(n + backlog)),
         config=config,
-        failures=draw(failures(n)),
+        failures=draw(failures(n + backlog)),
         seed=draw(st.integers(0, 2**32 - 1)),
         n_items=n,
         warmup_s=draw(st.sampled_from([0.0, 1.0])),
-        # a shedding queue holds no backlog beyond its bound
-        initial_backlog=draw(st.sampled_from([0, 0, 0, 12])) if config.on_full == "block" else 0,
+        initial_backlog=backlog,
     )
 
 
@@ -196,3 +197,32 @@ def test_an_autoscaled_chain_stage_and_an_endless_window_stay_with_the_engine():
     long = PipelineConfig(autoscale=Autoscaler(sync_s=1e-4, scale_down_stabilization_s=300.0))
     single = Scenario(arrivals=Trace([0.0]), service=Constant(1.0), n_items=1, config=long)
     assert "1,000,000 syncs" in unsupported(single)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_idle_worker_retired_as_an_item_arrives_passes_it_on(path):
+    # A sync shrinks the pool at the instant an item arrives (the sync first): the item
+    # wakes the first idle worker, and each retired one, leaving get() with an item
+    # queued, wakes the next idle one too (which finds the queue empty and waits again).
+    if path == "compiled":
+        pytest.importorskip("numba")
+    times = np.concatenate([np.zeros(20), 1.0 + np.arange(14)])
+    scenario = Scenario(
+        arrivals=Trace(times),
+        service=Constant(0.25),
+        n_items=len(times),
+        seed=1,
+        config=PipelineConfig(
+            concurrency=3,
+            queue_maxsize=None,
+            autoscale=Autoscaler(
+                min_workers=3,
+                max_workers=12,
+                target=1.0,
+                sync_s=1.0,
+                tolerance=0.0,
+                scale_down_stabilization_s=0.0,
+            ),
+        ),
+    )
+    assert_pools_agree(scenario, 0, path)
