@@ -26,8 +26,9 @@ The domain: any arrival process or trace, any service distribution or
 :class:`ScriptedFailures` and their combinations, ``max_attempts``,
 :class:`~pipeline.Backoff` (constant or exponential, capped, with or without full
 jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up, an initial
-backlog and item size, an :class:`~pipeline.Autoscaler` on a single pipeline (whose
-stabilisation windows span at most :data:`MAX_WINDOW_SYNCS` syncs); a chain when every
+backlog and item size, an :class:`~pipeline.Autoscaler` on a single pipeline (up to
+:data:`MAX_SCALED_WORKERS` workers, its stabilisation windows spanning at most
+:data:`MAX_WINDOW_SYNCS` syncs); a chain when every
 stage is, none autoscaled. Outside: a downstream and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
 :class:`~pipeline.sim.LoadSpike`), item classes,
@@ -103,6 +104,9 @@ _OUTSIDE_SETTINGS = (
 MAX_WINDOW_SYNCS = 1_000_000
 """The most syncs an autoscaler's longer stabilisation window may span in the kernel, which
 keeps the desired counts its windows see in an array sized at the run's start."""
+MAX_SCALED_WORKERS = 100_000
+"""The largest ``max_workers`` of an autoscaler the kernel runs: its worker arrays (and its
+ring of ready steps) are sized for that many workers at the run's start."""
 
 T = TypeVar("T")
 
@@ -151,6 +155,8 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
         if getattr(config, field) is not None:
             return f"{feature} (config.{field})"
     scaler = config.autoscale
+    if scaler is not None and scaler.max_workers > MAX_SCALED_WORKERS:
+        return f"an autoscaler of more than {MAX_SCALED_WORKERS:,} workers (config.autoscale)"
     if scaler is not None:
         window_s = max(scaler.scale_up_stabilization_s, scaler.scale_down_stabilization_s)
         if window_s / scaler.sync_s > MAX_WINDOW_SYNCS:

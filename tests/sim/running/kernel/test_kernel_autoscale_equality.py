@@ -184,7 +184,7 @@ def test_a_shrink_cancels_cold_starts_and_retires_busy_workers(path):
     assert simulate_once(scenario, 0, "asyncio").summary["scale_events"] >= 2
 
 
-def test_an_autoscaled_chain_stage_and_an_endless_window_stay_with_the_engine():
+def test_an_autoscaled_chain_stage_an_endless_window_and_a_huge_pool_stay_with_the_engine():
     from pipeline.sim import StageSpec
 
     scaled = PipelineConfig(concurrency=2, autoscale=Autoscaler(max_workers=4))
@@ -197,6 +197,8 @@ def test_an_autoscaled_chain_stage_and_an_endless_window_stay_with_the_engine():
     long = PipelineConfig(autoscale=Autoscaler(sync_s=1e-4, scale_down_stabilization_s=300.0))
     single = Scenario(arrivals=Trace([0.0]), service=Constant(1.0), n_items=1, config=long)
     assert "1,000,000 syncs" in unsupported(single)
+    huge = single.replace(autoscale=Autoscaler(max_workers=100_001))
+    assert unsupported(huge) == "an autoscaler of more than 100,000 workers (config.autoscale)"
 
 
 @pytest.mark.parametrize("path", PATHS)
