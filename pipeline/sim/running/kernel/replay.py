@@ -594,7 +594,7 @@ def _scale_sync(si, iv, fv, T, L, Q, W, arg):
             iv[SCALES] += 1
             _scale_resize(si, iv, fv, T, Q, W, size)
             _log(L, iv, SCALED, now, iv[SIZE] + iv[RETIRING], 0)  # the pool's size, for run.py
-        _log(L, iv, SYNCED, now, int(min(desired, 2.0**62)), 0)  # the desired count, likewise
+        _log(L, iv, SYNCED, now, int(min(desired, 2.0**63 - 1024)), 0)  # its desired count, too
     iv[SYNCS] = max(iv[SYNCS] + 1, math.floor(now / fv[SYNC_S]))  # from the run's start, 0.0
     _push(T, iv, iv[SYNCS] * fv[SYNC_S], K_FIRED_SCALE, 1)
 

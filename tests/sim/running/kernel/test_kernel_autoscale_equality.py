@@ -228,3 +228,23 @@ def test_an_idle_worker_retired_as_an_item_arrives_passes_it_on(path):
         ),
     )
     assert_pools_agree(scenario, 0, path)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_desired_count_past_two_to_the_62_is_the_engines(path):
+    # A target of 1e-18 items a worker: 8 queued items ask for 8e18 workers, a count
+    # an int64 still holds (the pool stops at max_workers).
+    if path == "compiled":
+        pytest.importorskip("numba")
+    scenario = Scenario(
+        arrivals=Trace([*np.zeros(10), 1.0, 2.0]),
+        service=Constant(1.0),
+        n_items=12,
+        config=PipelineConfig(
+            concurrency=2,
+            queue_maxsize=None,
+            autoscale=Autoscaler(max_workers=5, target=1e-18, sync_s=0.5),
+        ),
+    )
+    assert_pools_agree(scenario, 0, path)
+    assert simulate_once(scenario, 0, "asyncio").pool.desired.max() > 2**62
