@@ -112,6 +112,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_sim.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_kernel.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_controls.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_autoscale.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_events.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_chain.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_ingest.py

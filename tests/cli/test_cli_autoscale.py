@@ -66,7 +66,7 @@ def test_the_table_and_the_flag_are_the_python_autoscaler(scenario_file, capsys)
             "latency_p95_s",
         ):
             assert out[key] == pytest.approx(want[key], rel=1e-12), key
-    assert from_file["engine"] == "asyncio"
+    assert from_file["engine"] == "kernel"
 
 
 def test_the_flag_overrides_the_table_and_none_turns_it_off(scenario_file, capsys):
@@ -116,9 +116,13 @@ def test_bad_tables_are_one_line_naming_the_file(table, words, scenario_file, ca
     assert words in err and len(err.strip().splitlines()) == 1
 
 
-def test_the_kernel_is_refused_for_an_autoscaled_scenario(scenario_file, capsys):
-    assert main(["simulate", scenario_file(TABLE), "--engine", "kernel"]) == 2
-    assert "--engine kernel does not support autoscaling" in capsys.readouterr().err
+def test_the_kernel_runs_an_autoscaled_scenario_as_the_engine_does(scenario_file, capsys):
+    runs = {}
+    for engine in ("kernel", "asyncio"):
+        assert main(["simulate", scenario_file(TABLE), "--engine", engine, "--json"]) == 0
+        runs[engine] = _summary(capsys)
+    for key in ("workers_mean", "workers_max", "worker_seconds", "scale_events", "latency_p95_s"):
+        assert runs["kernel"][key] == pytest.approx(runs["asyncio"][key], rel=1e-9), key
 
 
 PLANNED = """\

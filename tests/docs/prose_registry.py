@@ -134,6 +134,12 @@ NOT_FIGURES: tuple[Held, ...] = (
     ),
     # zero and one as a definition's bounds, origins and flags: not a measure
     Held(GUIDE + "engine.md", r"timeout of 0 fires", "zero: a boundary case"),
+    Held(
+        GUIDE + "engine.md",
+        r"an `Autoscaler` of up to 100,000 workers",
+        "tests/sim/running/kernel/test_kernel_autoscale_equality.py::"
+        "test_an_autoscaled_chain_stage_an_endless_window_and_a_huge_pool_stay_with_the_engine",
+    ),
     Held(METRICS, r"`port=`; 0", "zero: the port number that asks the OS for one"),
     Held(METRICS, r"`half_open`: 1 for the breaker's state now", "a gauge's flag value"),
     Held(METRICS, r"all 0 without a breaker", "a gauge's flag value"),

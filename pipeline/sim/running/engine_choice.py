@@ -26,17 +26,20 @@ The domain: any arrival process or trace, any service distribution or
 :class:`ScriptedFailures` and their combinations, ``max_attempts``,
 :class:`~pipeline.Backoff` (constant or exponential, capped, with or without full
 jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up, an initial
-backlog and item size; a chain when every stage is. Outside: a downstream and
+backlog and item size, an :class:`~pipeline.Autoscaler` on a single pipeline (up to
+:data:`MAX_SCALED_WORKERS` workers, its stabilisation windows spanning at most
+:data:`MAX_WINDOW_SYNCS` syncs); a chain when every
+stage is, none autoscaled. Outside: a downstream and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
 :class:`~pipeline.sim.LoadSpike`), item classes,
 priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
-timeouts, autoscaling, the overload controls (``retry_budget``, ``breaker``,
+timeouts, an autoscaled chain stage, the overload controls (``retry_budget``, ``breaker``,
 ``concurrency_limit``, ``codel``), hangs, provider models (:class:`Overload`,
 :class:`TokenQuota`) and failure models, backoffs or retry policies of your own
 (subclasses). Those either wait on machinery the kernel does not model (the rate
 limiter's buckets and windows, a timeout cancelling an attempt, the budget's window
-and the breaker's states, a limit or a queue reacting to delays, a pool that changes
-size, a quota reading the loop's clock) or run
+and the breaker's states, a limit or a queue reacting to delays, a quota reading the
+loop's clock) or run
 code of yours whose behaviour the kernel cannot know.
 """
 
@@ -92,12 +95,18 @@ _OUTSIDE_SETTINGS = (
     ("max_wait_s", "deadlines"),
     ("rate_limit", "rate limits"),
     ("attempt_timeout_s", "attempt timeouts"),
-    ("autoscale", "autoscaling"),
     ("retry_budget", "retry budgets"),
     ("breaker", "circuit breakers"),
     ("concurrency_limit", "adaptive concurrency limits"),
     ("codel", "CoDel queue shedding"),
 )
+
+MAX_WINDOW_SYNCS = 1_000_000
+"""The most syncs an autoscaler's longer stabilisation window may span in the kernel, which
+keeps the desired counts its windows see in an array sized at the run's start."""
+MAX_SCALED_WORKERS = 100_000
+"""The largest ``max_workers`` of an autoscaler the kernel runs: its worker arrays (and its
+ring of ready steps) are sized for that many workers at the run's start."""
 
 T = TypeVar("T")
 
@@ -132,6 +141,8 @@ def unsupported(scenario: Scenario) -> str | None:
     if scenario.stages is not None:
         for spec in scenario.stages:
             feature = _unsupported_stage(spec.config, spec.failures)
+            if feature is None and spec.config.autoscale is not None:
+                feature = "autoscaling in a chain (config.autoscale)"
             if feature is not None:
                 return f"stage {spec.name!r}: {feature}"
         return None
@@ -143,6 +154,16 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
     for field, feature in _OUTSIDE_SETTINGS:
         if getattr(config, field) is not None:
             return f"{feature} (config.{field})"
+    scaler = config.autoscale
+    if scaler is not None and scaler.max_workers > MAX_SCALED_WORKERS:
+        return f"an autoscaler of more than {MAX_SCALED_WORKERS:,} workers (config.autoscale)"
+    if scaler is not None:
+        window_s = max(scaler.scale_up_stabilization_s, scaler.scale_down_stabilization_s)
+        if window_s / scaler.sync_s > MAX_WINDOW_SYNCS:
+            return (
+                f"an autoscaler whose stabilisation windows span more than "
+                f"{MAX_WINDOW_SYNCS:,} syncs (config.autoscale)"
+            )
     if type(config.backoff) is not Backoff:
         return f"a backoff of its own ({type(config.backoff).__name__})"
     if type(config.retry) is not RetryPolicy:

@@ -229,9 +229,9 @@ def _kernel_once(scenario: Scenario, replication: int) -> SimulationResult:
     from .kernel.run import run_kernel
 
     began = time.perf_counter()
-    report, _, columns, series = run_kernel(scenario, replication)
+    report, _, columns, series, pool = run_kernel(scenario, replication)
     return SimulationResult(
-        scenario, report, columns, series, time.perf_counter() - began, "kernel"
+        scenario, report, columns, series, time.perf_counter() - began, "kernel", pool=pool
     )
 
 
@@ -298,7 +298,7 @@ def _kernel_summary(scenario: Scenario, replication: int, keys: frozenset[str]) 
 
     began = time.perf_counter()
     series = any(key in keys for key in SERIES_KEYS if key != "memory_peak_bytes")
-    report, _, columns, steps = run_kernel(scenario, replication, series=series)
+    report, _, columns, steps, _ = run_kernel(scenario, replication, series=series)
     return summary_of(
         scenario,
         report,

@@ -1,4 +1,4 @@
-"""A simulated pipeline that autoscales: the asyncio engine runs it, its summary says so."""
+"""A simulated pipeline that autoscales: the kernel runs it (``auto``), its summary says so."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def scenario(**scaler) -> Scenario:
 
 def test_the_summary_carries_the_pool_and_utilisation_divides_by_it():
     summary = simulate(scenario(scale_down_stabilization_s=30.0)).summary
-    assert summary["engine"] == "asyncio"
+    assert summary["engine"] == "kernel"  # auto: inside the kernel's domain
     assert summary["scale_events"] >= 2 and 2 < summary["workers_max"] <= 30
     assert summary["workers_mean"] == pytest.approx(
         summary["worker_seconds"] / summary["sim_time_s"], rel=1e-12
@@ -55,9 +55,13 @@ def test_a_fixed_pool_has_no_pool_keys():
     assert "workers_mean" not in simulate(fixed).summary
 
 
-def test_the_kernel_refuses_an_autoscaler_in_one_line():
-    with pytest.raises(ValueError, match=r"^engine='kernel' does not support autoscaling"):
-        simulate(scenario(), engine="kernel")
+def test_the_kernel_refuses_an_autoscaled_chain_stage_in_one_line():
+    stages = [StageSpec(name="fetch", service=Exponential(mean=0.3), config=scenario().config)]
+    chain = Scenario(arrivals=Poisson(rate=20.0), stages=stages, n_items=10, seed=2)
+    with pytest.raises(
+        ValueError, match=r"^engine='kernel' does not support stage 'fetch': autoscaling in a"
+    ):
+        simulate(chain, engine="kernel")
 
 
 def test_a_burst_ramps_the_pool_as_the_rules_say():

@@ -183,10 +183,10 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
     delays = np.zeros((len(stages), R.DELAYS))
     for s, (spec, r) in enumerate(zip(stages, reaching, strict=True)):
         config, row, parts = spec.config, si[s], _parts(spec.failures)
-        conc = config.concurrency
-        lane = min(r, (config.queue_maxsize or r) + conc) + 1
+        conc, slots = config.concurrency, _slots(config)  # an autoscaled pool's most workers
+        lane = min(r, (config.queue_maxsize or r) + slots) + 1
         waiters = 1 + (1 if s == 0 else stages[s - 1].config.concurrency)  # upstream's tasks
-        row[_RINGS] = r, lane, lane if parts else 1, r if parts or single else 0, conc, waiters
+        row[_RINGS] = r, lane, lane if parts else 1, r if parts or single else 0, slots, waiters
         row[[R.MCAP, R.QCAP, R.GCAP, R.WCAP]] = row[[R.MOFF, R.QOFF, R.GOFF, R.WOFF]]
         row[R.REJECT] = config.on_full == "reject"
         row[R.BOUND] = 2**62 if config.queue_maxsize is None else config.queue_maxsize
@@ -239,8 +239,8 @@ class _State:
         for spec in stages[:-1]:
             reaching.append(reaching[-1] * spec.fan_out)
         si, totals, self.pool_of, tables = _stage_rows(stages, reaching, single, sizes.block)
-        conc = si[:, R.CONC]
-        workers = int(conc.sum())
+        conc, slots = si[:, R.CONC], si[:, R.GCAP]  # workers at the start, worker slots
+        workers = int(slots.sum())
         margin = max(spec.fan_out for spec in stages) + workers + 2
         head = stages[0].config
         if head.on_full == "block" and head.queue_maxsize:
@@ -256,13 +256,18 @@ class _State:
         self.si, self.sf = si.ravel(), sf.ravel()
         # Chain._build starts every stage after the head first; then the head's workers, then
         # its producer (a pipeline: its workers, then its producer).
-        starts = np.cumsum([0, *conc])
-        order = [g for s in [*range(1, nst), 0] for g in range(starts[s], starts[s + 1])]
+        starts = np.cumsum([0, *slots])
+        order = [g for s in [*range(1, nst), 0] for g in range(starts[s], starts[s] + conc[s])]
+        scaler = head.autoscale
+        if scaler is not None:  # _start_pool: its workers, then the autoscaler's task
+            order.append(-1)
         rcap = 1
         while rcap < max(workers + 2, sizes.ready or 2 * (workers + 2 * margin + 64)):
             rcap *= 2
         rk, ra = np.zeros(rcap, np.int64), np.zeros(rcap, np.int64)
         rk[: len(order)], ra[: len(order)] = R.K_WORKER, order
+        if scaler is not None:
+            rk[len(order) - 1], ra[len(order) - 1] = R.K_SCALE, 0
         rk[len(order)], ra[len(order)] = R.K_PRODUCER, R.TOP
         self.iv[R.RLEN] = len(order) + 1
         hcap = sizes.heap or workers + 64
@@ -276,11 +281,45 @@ class _State:
         self.Q = [np.zeros(max(1, totals[column]), np.int64)
                   for column in (R.MOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
         ints = [np.zeros(workers, np.int64) for _ in range(5)]
-        stage_of = np.repeat(np.arange(nst, dtype=np.int64), conc)
-        self.W = [stage_of, *ints[:3], np.zeros(workers), *ints[3:]]
+        stage_of = np.repeat(np.arange(nst, dtype=np.int64), slots)
+        self.W = [stage_of, *ints[:3], np.zeros(workers), *ints[3:], *_scale_arrays(self, head)]
         first = [np.asarray(spec.first_attempt_s, np.float64) for spec in stages]
         first = first[0] if single else np.concatenate(first)  # one stage: no copy
         self.D = [np.asarray(arrival, np.float64), first, *tables]
+
+
+def _slots(config: PipelineConfig) -> int:
+    """The most workers a pool has at once: its ``concurrency``, or its autoscaler's most."""
+    return config.concurrency if config.autoscale is None else config.autoscale.max_workers
+
+
+def _scale_arrays(state: _State, config: PipelineConfig) -> list[np.ndarray]:
+    """An autoscaled pipeline's settings (into ``state.iv``, ``state.fv``) and its arrays.
+
+    Its workers' start times (NaN: the slot is free), the free slots (a stack), the
+    workers in their cold start (a ring) and the desired counts its windows still see
+    (times and counts, a ring). Without an autoscaler: arrays of one element.
+    """
+    scaler, iv, conc = config.autoscale, state.iv, config.concurrency
+    state.fv = np.concatenate([state.fv, np.zeros(R.COLD_S + 1 - len(state.fv))])
+    if scaler is None:
+        return [np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), np.zeros(1)]
+    cap = scaler.max_workers
+    keep = max(scaler.scale_up_stabilization_s, scaler.scale_down_stabilization_s)
+    kept = int(keep / scaler.sync_s) + 3  # the syncs a window sees, and the one it adds
+    iv[[R.SIZE, R.SIZE_PEAK, R.NFREE, R.METRIC, R.MIN_W, R.MAX_W, R.PODS]] = (
+        conc, conc, cap - conc, scaler.metric == "oldest_age_s", scaler.min_workers, cap,
+        scaler.max_scale_up[0],
+    )  # fmt: skip
+    iv[[R.CCAP, R.HCAP]] = cap, kept
+    state.fv[[R.DESIRED, R.TARGET, R.SYNC_S, R.TOLERANCE, R.UP_S, R.DOWN_S, R.FRACTION,
+              R.COLD_S]] = (np.nan, scaler.target, scaler.sync_s, scaler.tolerance,
+                            scaler.scale_up_stabilization_s, scaler.scale_down_stabilization_s,
+                            scaler.max_scale_up[1], scaler.cold_start_s)  # fmt: skip
+    born = np.full(cap, np.nan)
+    born[:conc] = 0.0
+    free = np.arange(cap - 1, -1, -1, dtype=np.int64)  # popped from its end: conc first
+    return [born, free, np.zeros(cap, np.int64), np.zeros(kept), np.zeros(kept)]
 
 
 @dataclass
@@ -298,6 +337,7 @@ class Replayed:
     finished_s: float
     drain_timed_out: bool
     held_peak: int
+    pool: dict[str, Any] | None = None
 
 
 def _grow(x: Any) -> Any:
@@ -420,7 +460,25 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
     now = float(fv[R.NOW])
     # the last instant's row holds the dead letters alone
     held = max(iv[R.HELD_PEAK], si[0, R.DEAD], iv[R.HELD_BEFORE]) if now >= fv[R.WARMUP_S] else 0
-    return Replayed(out, last_settle, float(fv[R.CLOSED_S]), now, bool(iv[R.TIMED_OUT]), int(held))
+    return Replayed(out, last_settle, float(fv[R.CLOSED_S]), now, bool(iv[R.TIMED_OUT]), int(held),
+                    _scale_read(state, stages[0].config, now))  # fmt: skip
+
+
+def _scale_read(state: _State, config: PipelineConfig, now: float) -> dict[str, Any] | None:
+    """An autoscaled pipeline's pool statistics at its close (None without an autoscaler)."""
+    if config.autoscale is None:
+        return None
+    iv, fv = state.iv, state.fv
+    born = np.asarray(state.W[7], np.float64)
+    alive = born[~np.isnan(born)]  # every worker still there stops at the close
+    desired = float(fv[R.DESIRED])
+    return {
+        "workers": int(iv[R.SIZE] + iv[R.RETIRING]),
+        "workers_peak": int(iv[R.SIZE_PEAK]),
+        "worker_seconds": float(fv[R.WORKER_S]) + float(np.sum(now - alive)),
+        "scale_events": int(iv[R.SCALES]),
+        "workers_desired": None if math.isnan(desired) else int(desired),
+    }
 
 
 def _dead_letters(

@@ -27,6 +27,7 @@ RETRY_SCHEDULED, READMITTED = int(K.RETRY_SCHEDULED), int(K.READMITTED)
 DEAD_LETTERED, DRAIN_TIMEOUT = int(K.DEAD_LETTERED), int(K.DRAIN_TIMEOUT)
 INTAKE_CLOSED, PRODUCER_BLOCKED = int(K.INTAKE_CLOSED), int(K.PRODUCER_BLOCKED)
 PRODUCER_UNBLOCKED = int(K.PRODUCER_UNBLOCKED)
+SCALED, SYNCED, WORKER_LEFT = int(K.SCALED), int(K.SYNCED), int(K.WORKER_LEFT)
 
 
 def _jit(inline: str, nrt: bool = False):
@@ -50,10 +51,14 @@ merge = _jit("never", nrt=True)
 # or gather()'s callback) readies its task's step (FIRED_AFTER kinds lower) a turn later.
 K_PRODUCER, K_WORKER, K_RUN, K_FIRED_PRODUCER, K_FIRED_WORKER, K_GATHERED = 0, 1, 2, 3, 4, 5
 FIRED_AFTER, K_READMIT, K_TIMEOUT, K_CLOSE = 3, 6, 7, 8
+# The autoscaler's task (arg 0: its start, 1: a sync), a timer it cancelled, its sync's timer.
+K_SCALE, K_NOOP, K_FIRED_SCALE = 9, 10, 12
 TOP, _SLOT, _ARRIVED = 0, 1, 2  # where the producer resumes: the top, a slot, an arrival
 _DRAIN, _WOKEN = 0, 1  # where the run's task resumes
 # What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
 _GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
+# An autoscaled pool's worker: new, in its cold start, retired while idle, gone.
+_FRESH, _COLD, _LEAVING, _GONE = 5, 6, 7, 8
 E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2  # what a failed attempt raised
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
@@ -62,8 +67,14 @@ DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent 
 # Global ints (iv) and floats (fv).
 (SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, RUN_WOKEN, CANCELLED,
  CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE,
- NIV) = range(21)  # fmt: skip
+ RETIRING, SIZE, SIZE_PEAK, SCALES, SYNCS, NFREE, OLDEST, METRIC, MIN_W, MAX_W, PODS,
+ COFF, CCAP, CHEAD, CLEN, HOFF, HCAP, HHEAD, HLEN, NIV) = range(40)  # fmt: skip
 NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL = range(6)
+WORKER_S, DESIRED, TARGET, SYNC_S, TOLERANCE, UP_S, DOWN_S, FRACTION, COLD_S = range(6, 15)
+# An autoscaled pool (see _scale_sync): RETIRING busy workers due to leave, SIZE the pool's
+# size, SIZE_PEAK (with those leaving), SCALES syncs that changed it, SYNCS the last sync's
+# number, NFREE free worker slots, OLDEST the oldest item that may be inside; its rings
+# (OFF, CAP, HEAD, LEN): C the workers in their cold start, H the desired counts kept.
 # ARRIVAL(_SEQ): the producer's timer, (when, seq), kept out of the heap (seq 0: none).
 # A stage's int row (si[stage * SI + column]) and float row (sf[stage * SF + column]).
 (REJECT, BOUND, TURNS, FAN, IOFF, MOFF, MCAP, MHEAD, MLEN, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
@@ -282,6 +293,9 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
     """An idle worker takes the next item (retry lane first) and starts an attempt, or waits."""
     s = W[0][g]
     b = s * SI
+    if iv[RETIRING] and (W[1][g] != _GETTING or si[b + MLEN] + si[b + QLEN] == 0):
+        _scale_leave(iv, fv, L, W, g)  # due to leave: _work's check, or get()'s before a wait
+        return
     if si[b + MLEN] == 0 and si[b + QLEN] == 0:
         W[1][g] = _GETTING
         _put(si, b + GOFF, Q[2], g)
@@ -321,7 +335,9 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """One step of worker ``g``: whatever woke it, then the next item if it is free."""
     s, status, item, now = W[0][g], W[1][g], W[2][g], fv[NOW]
     b = s * SI
-    if status == _CANCELLED:
+    if status >= _CANCELLED:  # cancelled by the close, or a step of an autoscaled pool's
+        if status > _CANCELLED:
+            _scale_worker(si, iv, fv, T, L, Q, W, D, g)
         return
     if status == _SERVING and W[5][g] != E_NONE:  # the attempt failed: retry or dead-letter
         attempt = Q[4][si[b + AOFF] + item]
@@ -468,8 +484,152 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             si[s * SI + HELD] -= 1
             _enqueue(si, iv, T, Q, s * SI, QOFF, item)
             _log(L, iv, READMITTED, fv[NOW], item, s)
+        elif kind >= K_SCALE:
+            if kind == K_FIRED_SCALE:  # the sync's timer set its future: the task runs next
+                _ready(T, iv, K_SCALE, arg)
+            elif kind == K_SCALE and (arg == 0 or iv[ACCEPTING]):  # no sync once draining
+                _scale_sync(si, iv, fv, T, L, Q, W, arg)
         else:
             _run_task(si, iv, fv, T, L, W, kind, arg)
+
+
+@jit
+def _scale_leave(iv, fv, L, W, g):
+    """Worker ``g``, a busy one a shrink asked to leave, leaves as it comes for an item."""
+    iv[RETIRING] -= 1
+    _log(L, iv, WORKER_LEFT, fv[NOW], -1, 0)
+    _scale_gone(iv, fv, W, g)
+
+
+@jit
+def _scale_gone(iv, fv, W, g):
+    """Worker ``g`` is done: its seconds are counted, its slot is free for a new worker."""
+    W[1][g] = _GONE
+    fv[WORKER_S] += fv[NOW] - W[7][g]
+    W[7][g] = math.nan
+    W[8][iv[NFREE]] = g
+    iv[NFREE] += 1
+
+
+@jit
+def _scale_pop_tail(si, r, ring):
+    """Take the last value of a ring (see :func:`_put`): the latest idle or starting worker."""
+    si[r + 3] -= 1
+    at = si[r + 2] + si[r + 3]
+    return ring[si[r] + (at - si[r + 1] if at >= si[r + 1] else at)]
+
+
+@jit
+def _scale_worker(si, iv, fv, T, L, Q, W, D, g):
+    """A step of a worker an autoscaler added (its start, its cold start's end) or retired."""
+    status = W[1][g]
+    if status == _FRESH and fv[COLD_S] > 0.0:  # _cold_start: asyncio.sleep(cold_start_s)
+        W[1][g] = _COLD
+        _push(T, iv, fv[NOW] + fv[COLD_S], K_FIRED_WORKER, g)
+    elif status == _LEAVING:  # retired while it waited: get() passes a queued item on
+        if si[MLEN] + si[QLEN] > 0 and si[GLEN] > 0:
+            _ready(T, iv, K_WORKER, _get(si, GOFF, Q[2]))
+        _scale_gone(iv, fv, W, g)
+    elif status != _GONE:  # its loop begins (a worker cancelled in its cold start is gone)
+        if status == _COLD:
+            _get(iv, COFF, W[9])  # no longer starting: the oldest that was
+        _take(si, iv, fv, T, L, Q, W, D, g)
+
+
+@jit
+def _scale_desired(si, iv, fv, L, current):
+    """Recommender.desired_count, in its float operations (a float: it may pass 2**63)."""
+    target = fv[TARGET]
+    if iv[METRIC] == 0:  # queue_per_worker
+        depth = si[MLEN] + si[QLEN]
+        ratio = depth / current / target
+        desired = depth / target
+    else:  # oldest_age_s: the oldest item inside is the first admitted one not settled
+        p = iv[OLDEST]
+        while p < iv[NEXT] and L[8][p] != 4:
+            p += 1
+        iv[OLDEST] = p
+        ratio = (0.0 if p == iv[NEXT] else max(0.0, fv[NOW] - L[5][p])) / target
+        desired = ratio * current
+    if abs(ratio - 1.0) <= fv[TOLERANCE]:
+        return float(current)
+    return _scale_ceil(desired)
+
+
+@jit
+def _scale_ceil(x):
+    """math.ceil of ``x`` >= 0, as a float (a float of 2**52 or more is an integer)."""
+    return x if x >= 4503599627370496.0 else float(math.ceil(x))
+
+
+@jit
+def _scale_sync(si, iv, fv, T, L, Q, W, arg):
+    """The autoscaler's task: its start (``arg`` 0) or a sync (1), then the next sync's timer.
+
+    A sync is Recommender.decide (windows judged on ``syncs x sync_s``), then the resize.
+    """
+    now, current = fv[NOW], iv[SIZE]
+    if arg:
+        since = iv[SYNCS] * fv[SYNC_S]
+        desired = _scale_desired(si, iv, fv, L, current)
+        fv[DESIRED] = desired
+        keep = max(fv[UP_S], fv[DOWN_S])
+        times, counts = W[10], W[11]
+        while iv[HLEN] and times[iv[HOFF] + iv[HHEAD]] <= since - keep:
+            _get(iv, HOFF, times)  # no window sees it any more
+        up = down = desired
+        for i in range(iv[HHEAD], iv[HHEAD] + iv[HLEN]):
+            at = i - iv[HCAP] if i >= iv[HCAP] else i
+            if times[at] > since - fv[UP_S]:
+                up = min(up, counts[at])
+            if times[at] > since - fv[DOWN_S]:
+                down = max(down, counts[at])
+        _put(iv, HOFF, counts, desired)
+        iv[HLEN] -= 1
+        _put(iv, HOFF, times, since)
+        most = current + max(float(iv[PODS]), _scale_ceil(current * fv[FRACTION]))
+        recommended = min(max(float(current), up), down)
+        size = int(max(float(iv[MIN_W]), min(recommended, most, float(iv[MAX_W]))))
+        if size != current:
+            iv[SCALES] += 1
+            _scale_resize(si, iv, fv, T, Q, W, size)
+            _log(L, iv, SCALED, now, iv[SIZE] + iv[RETIRING], 0)  # the pool's size, for run.py
+        _log(L, iv, SYNCED, now, int(min(desired, 2.0**63 - 1024)), 0)  # its desired count, too
+    iv[SYNCS] = max(iv[SYNCS] + 1, math.floor(now / fv[SYNC_S]))  # from the run's start, 0.0
+    _push(T, iv, iv[SYNCS] * fv[SYNC_S], K_FIRED_SCALE, 1)
+
+
+@jit
+def _scale_resize(si, iv, fv, T, Q, W, count):
+    """WorkerPool._resize to ``count`` workers at a sync (its cold start for the new ones)."""
+    current = iv[SIZE]
+    if count > current:
+        kept = min(iv[RETIRING], count - current)  # workers due to leave stay instead
+        iv[RETIRING] -= kept
+        for _ in range(count - current - kept):
+            iv[NFREE] -= 1
+            g = W[8][iv[NFREE]]
+            W[1][g], W[7][g] = _FRESH, fv[NOW]
+            if fv[COLD_S] > 0.0:
+                _put(iv, COFF, W[9], g)
+            _ready(T, iv, K_WORKER, g)
+    else:
+        surplus = current - count
+        while surplus and si[GLEN]:  # idle workers first, the latest idle first
+            g = _scale_pop_tail(si, GOFF, Q[2])
+            W[1][g] = _LEAVING
+            _ready(T, iv, K_WORKER, g)
+            surplus -= 1
+        while surplus and iv[CLEN]:  # then those starting, the latest first: cancelled
+            g = _scale_pop_tail(iv, COFF, W[9])
+            for i in range(iv[HSIZE]):  # its timer, if still set, fires as nothing
+                if T[4][i] == K_FIRED_WORKER and T[5][i] == g:
+                    T[4][i] = K_NOOP
+            _scale_gone(iv, fv, W, g)
+            surplus -= 1
+        iv[RETIRING] += surplus  # then busy ones, each after its item
+    iv[SIZE] = count
+    iv[SIZE_PEAK] = max(iv[SIZE_PEAK], count + iv[RETIRING])
 
 
 @merge

@@ -22,6 +22,7 @@ def make_report(
     drain_timed_out: bool,
     finished_s: float,
     kind: type[RunReport] = RunReport,
+    pool: dict[str, Any] | None = None,
     **stage: Any,
 ) -> RunReport:
     """The :class:`~pipeline.RunReport` the engine's close would have built.
@@ -29,7 +30,9 @@ def make_report(
     ``counts`` holds :data:`COUNTS`, ``dead_letters`` and ``shed``. A chain's stage
     passes ``kind=StageReport`` and, as ``stage``, its ``name`` and its hand-off's
     ``outputs``, ``handed_on`` and ``hand_off_blocked_s`` (nothing is stranded in a
-    chain whose drain finished).
+    chain whose drain finished). An autoscaled pipeline passes its ``pool``: the
+    statistics ``workers``, ``workers_peak``, ``worker_seconds``, ``scale_events`` and
+    ``workers_desired`` at its close; a fixed pool had every worker from 0 s to the close.
 
     At the close every worker has stopped and the queue, the retry timers and the
     producers' waits are empty, so those statistics are 0. Every failed attempt was
@@ -38,13 +41,13 @@ def make_report(
     """
     c = {name: counts[name] for name in COUNTS}
     dead_letters, shed = counts["dead_letters"], counts["shed"]
+    fixed = {"workers": config.concurrency, "workers_peak": config.concurrency,
+             "worker_seconds": config.concurrency * finished_s}  # fmt: skip
     statistics = Statistics(
-        state="closed", queue_size=0, queue_maxsize=config.queue_maxsize,
-        workers=config.concurrency, workers_busy=0, retry_waiting=0, tasks_waiting_put=0,
-        dead_lettered=len(dead_letters), shed=len(shed), unfinished=len(unfinished),
-        attempts_failed=c["retried"] + len(dead_letters), **c,
-        # a fixed pool (the kernel declines autoscaling), every worker from 0 s to the close
-        workers_peak=config.concurrency, worker_seconds=config.concurrency * finished_s,
+        state="closed", queue_size=0, queue_maxsize=config.queue_maxsize, workers_busy=0,
+        retry_waiting=0, tasks_waiting_put=0, dead_lettered=len(dead_letters), shed=len(shed),
+        unfinished=len(unfinished), attempts_failed=c["retried"] + len(dead_letters), **c,
+        **(pool or fixed),
     )  # fmt: skip
     return kind(
         offered=c["offered"], admitted=c["admitted"], completed=c["completed"],

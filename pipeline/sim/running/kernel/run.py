@@ -35,6 +35,7 @@ from ...workloads.failures import (
 )
 from ...workloads.scenario import Scenario, Streams
 from ...workloads.traces.service import ServiceTrace
+from ..pooltrace import NO_DESIRED, PoolSeries
 from ..recorder import (
     ARRIVAL,
     DELTAS,
@@ -70,8 +71,9 @@ def never_fails(failures: FailureModel, n: int) -> bool:
 
 def run_kernel(
     scenario: Scenario, replication: int, *, series: bool = True
-) -> tuple[RunReport, np.ndarray, ItemColumns, StepSeries | HeldPeak]:
-    """Run one replication in the kernel: (report, arrival times, item columns, step series).
+) -> tuple[RunReport, np.ndarray, ItemColumns, StepSeries | HeldPeak, PoolSeries | None]:
+    """Run one replication in the kernel: (report, arrival times, item columns, step series,
+    the pool's series: an autoscaled run's, with ``series``, else None).
 
     The caller checks the domain first. With ``series=False`` a replayed run writes
     no event log and gives a :class:`~pipeline.sim.running.summary.HeldPeak`
@@ -86,10 +88,10 @@ def run_kernel(
     config, arrivals = scenario.config, workload.arrival_s
     n = len(arrivals)
     quiet = never_fails(scenario.failures, n)
-    if quiet and config.on_full == "block":
+    if quiet and config.on_full == "block" and config.autoscale is None:
         fast = run_fcfs(arrivals, workload.first_attempt_s, config)
         if fast is not None:
-            return fast
+            return (*fast, None)
     failures = None if quiet else workload.failures
     stage = StageInput("pipeline", config, 1, workload.first_attempt_s, workload.retry_times,
                        workload.traced, failures, workload.streams.jitter)  # fmt: skip
@@ -101,8 +103,10 @@ def run_kernel(
     outcome[~np.isnan(admitted) & (outcome == 4)] = 3  # admitted, never settled: unfinished
     left = np.flatnonzero(outcome == 3)
     steps: StepSeries | HeldPeak = HeldPeak(end_s=end_s, held=run.held_peak)
-    attempts = None
+    attempts = pool = None
     if series:  # the series and the attempt log read the close's UNFINISHED events too
+        if config.autoscale is not None:
+            pool = _pool_series(played, config.concurrency)
         log = Recorder()
         log.kinds, log.times, log.ids = played["kinds"], played["times"], played["ids"]
         if len(left):  # (no copy of the log when the drain finished every item)
@@ -112,9 +116,37 @@ def run_kernel(
         attempts = LoggedAttempts(log.kinds, log.times, log.ids)  # paired if a caller reads it
         # plain Python: numpy's vectorised passes beat a loop
         steps = (_merged_series if compiled else step_series)(arrivals, log, end_s)
-    report = make_report(config, played, left.tolist(), run.drain_timed_out, end_s)
+    report = make_report(config, played, left.tolist(), run.drain_timed_out, end_s, pool=run.pool)
     columns = ItemColumns(arrivals, admitted, start, finish, tries, outcome, attempts)
-    return report, arrivals, columns, steps
+    return report, arrivals, columns, steps, pool
+
+
+def _pool_series(played: dict, concurrency: int) -> PoolSeries:
+    """The :class:`PoolSeries` a :class:`PoolTrace` records, from the replay's log.
+
+    The replay logs a SCALED event with the pool's new size as its id and a SYNCED one
+    with the desired count (a WORKER_LEFT one takes a worker off); here the rows are
+    read and those ids set back to -1, as the engine's log has them.
+    """
+    kinds, ids = played["kinds"], played["ids"]
+    at = np.flatnonzero(np.isin(kinds, _POOL_KINDS))
+    rows, workers, desired = [(0.0, concurrency, NO_DESIRED)], concurrency, NO_DESIRED
+    for kind, time_s, value in zip(kinds[at].tolist(), played["times"][at].tolist(),
+                                   ids[at].tolist(), strict=True):  # fmt: skip
+        if kind == EventKind.SCALED:
+            workers = value
+            continue
+        if kind == EventKind.SYNCED:
+            desired = value
+        else:
+            workers -= 1
+        rows.append((time_s, workers, desired))
+    ids[at] = -1
+    time_s, size, want = zip(*rows, strict=True)
+    return PoolSeries(np.array(time_s), np.array(size, np.int64), np.array(want, np.int64))
+
+
+_POOL_KINDS = [int(EventKind.SCALED), int(EventKind.SYNCED), int(EventKind.WORKER_LEFT)]
 
 
 def _merged_series(arrivals: np.ndarray, log: Recorder, end_s: float) -> StepSeries:

@@ -105,16 +105,26 @@ def test_a_bad_autoscaler_search_is_refused_before_any_run(no_runs, base, search
         plan(base, search, ["latency_p95_s<=5"], progress=False, processes=1)
 
 
-def test_the_kernel_is_refused_for_an_autoscaled_search_before_any_run(no_runs):
-    with pytest.raises(ValueError, match="engine='kernel' does not support autoscaling"):
-        plan(
+def test_the_kernel_plans_an_autoscaled_search_as_the_engine_does():
+    found = {
+        engine: plan(
             BASE,
             {"autoscale.target": [1.0, 2.0]},
             ["latency_p95_s<=5"],
-            engine="kernel",
+            cost={"worker_hour": 1.0},
+            replications=2,
+            engine=engine,
             progress=False,
             processes=1,
         )
+        for engine in ("kernel", "asyncio")
+    }
+    kernel, engine = found["kernel"], found["asyncio"]
+    assert kernel.status == engine.status and kernel.chosen == engine.chosen
+    for mine, theirs in zip(kernel.examined, engine.examined, strict=True):
+        assert mine.point == theirs.point
+        total = kernel.cost_estimate(mine).total
+        assert total == pytest.approx(engine.cost_estimate(theirs).total, rel=1e-9)
 
 
 def test_an_autoscaled_pool_is_unstable_only_beyond_its_max_workers():
