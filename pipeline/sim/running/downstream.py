@@ -33,7 +33,8 @@ from ..workloads.faults import SpeedProfile
 
 __all__ = ["DownstreamLog", "DownstreamRun", "DownstreamStats", "downstream_rng"]
 
-_BLOCK = 4096  # service times drawn at a time
+DRAW_BLOCK = 4096
+"""Service times drawn at a time (the kernel draws the very same blocks)."""
 
 
 def downstream_rng(seed: int, replication: int) -> np.random.Generator:
@@ -147,7 +148,7 @@ class DownstreamRun:
     def _draw(self) -> float:
         pool = self._pool
         if not pool:
-            pool.extend(self._spec.service.sample(self._rng, _BLOCK).tolist()[::-1])
+            pool.extend(self._spec.service.sample(self._rng, DRAW_BLOCK).tolist()[::-1])
         return pool.pop()
 
     def _account(self, now: float) -> None:

@@ -26,18 +26,18 @@ The domain: any arrival process or trace, any service distribution or
 :class:`ScriptedFailures` and their combinations, ``max_attempts``,
 :class:`~pipeline.Backoff` (constant or exponential, capped, with or without full
 jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up, an initial
-backlog and item size; a chain when every stage is. Outside: a downstream and
+backlog and item size, attempt timeouts, a downstream with its orphaned work and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
-:class:`~pipeline.sim.LoadSpike`), item classes,
-priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
-timeouts, autoscaling, the overload controls (``retry_budget``, ``breaker``,
-``concurrency_limit``, ``codel``), hangs, provider models (:class:`Overload`,
-:class:`TokenQuota`) and failure models, backoffs or retry policies of your own
-(subclasses). Those either wait on machinery the kernel does not model (the rate
-limiter's buckets and windows, a timeout cancelling an attempt, the budget's window
-and the breaker's states, a limit or a queue reacting to delays, a pool that changes
-size, a quota reading the loop's clock) or run
-code of yours whose behaviour the kernel cannot know.
+:class:`~pipeline.sim.LoadSpike`); a chain when every stage is, without attempt
+timeouts. Outside: item classes, priority keys and deadlines (``priority``,
+``max_wait_s``), rate limits, autoscaling, the overload controls (``retry_budget``,
+``breaker``, ``concurrency_limit``, ``codel``), hangs, provider models
+(:class:`Overload`, :class:`TokenQuota`) and failure models, backoffs or retry
+policies of your own (subclasses). Those either wait on machinery the kernel does
+not model (the rate limiter's buckets and windows, the budget's window and the
+breaker's states, a limit or a queue reacting to delays, a pool that changes size,
+a quota reading the loop's clock) or run code of yours whose behaviour the kernel
+cannot know.
 """
 
 from __future__ import annotations
@@ -91,7 +91,6 @@ _OUTSIDE_SETTINGS = (
     ("priority", "priority keys"),
     ("max_wait_s", "deadlines"),
     ("rate_limit", "rate limits"),
-    ("attempt_timeout_s", "attempt timeouts"),
     ("autoscale", "autoscaling"),
     ("retry_budget", "retry budgets"),
     ("breaker", "circuit breakers"),
@@ -121,17 +120,14 @@ def unsupported(scenario: Scenario) -> str | None:
     drain that runs into its timeout is only known by running it
     (:func:`run_chosen`).
     """
-    if scenario.downstream is not None:
-        # Its queue, servers and orphaned work are the engine's run (running/downstream.py).
-        return "a downstream (Scenario.downstream)"
-    if scenario.faults:
-        return "faults (Scenario.faults)"
     if scenario.classes is not None:
         # Their priority keys and deadlines are the engine's; the kernel has neither yet.
         return "item classes (Scenario.classes: priorities and patience)"
     if scenario.stages is not None:
         for spec in scenario.stages:
             feature = _unsupported_stage(spec.config, spec.failures)
+            if feature is None and spec.config.attempt_timeout_s is not None:
+                feature = "attempt timeouts (config.attempt_timeout_s)"  # a stage's: not yet
             if feature is not None:
                 return f"stage {spec.name!r}: {feature}"
         return None

@@ -226,13 +226,14 @@ def simulate_once(scenario: Scenario, replication: int, engine: str = "auto") ->
 
 def _kernel_once(scenario: Scenario, replication: int) -> SimulationResult:
     """One replication of a single-stage scenario inside the kernel's domain, on the kernel."""
-    from .kernel.run import run_kernel
+    from .kernel.run import run_kernel_downstream
 
     began = time.perf_counter()
-    report, _, columns, series = run_kernel(scenario, replication)
+    report, _, columns, series, downstream = run_kernel_downstream(scenario, replication)
     return SimulationResult(
-        scenario, report, columns, series, time.perf_counter() - began, "kernel"
-    )
+        scenario, report, columns, series, time.perf_counter() - began, "kernel",
+        downstream=downstream,
+    )  # fmt: skip
 
 
 def _engine_once(scenario: Scenario, replication: int) -> SimulationResult:
@@ -294,11 +295,13 @@ def summary_once(
 
 def _kernel_summary(scenario: Scenario, replication: int, keys: frozenset[str]) -> dict:
     """:func:`summary_once` on the kernel: only what ``keys`` need (see there)."""
-    from .kernel.run import run_kernel
+    from .kernel.run import run_kernel_downstream
 
     began = time.perf_counter()
     series = any(key in keys for key in SERIES_KEYS if key != "memory_peak_bytes")
-    report, _, columns, steps = run_kernel(scenario, replication, series=series)
+    report, _, columns, steps, downstream = run_kernel_downstream(
+        scenario, replication, series=series
+    )
     return summary_of(
         scenario,
         report,
@@ -307,4 +310,5 @@ def _kernel_summary(scenario: Scenario, replication: int, keys: frozenset[str]) 
         wall_time_s=time.perf_counter() - began,
         engine="kernel",
         keys=keys,
+        downstream=downstream,
     )

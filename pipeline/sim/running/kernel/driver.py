@@ -24,12 +24,16 @@ from pipeline.config import PipelineConfig
 from pipeline.errors import PermanentError
 from pipeline.records import AttemptError, DeadLetter, ShedLog
 
+from ...workloads.downstream import Downstream, DownstreamFull
 from ...workloads.failures import AttemptFailures, SimulatedFailure
 from ...workloads.failures.uniforms import randoms
+from ..downstream import DRAW_BLOCK
 from . import replay as R
 from .paths import current
 
-__all__ = ["LOAD_AFTER_ITEMS", "StageInput", "anticipate", "compiled", "replay", "take_compiled"]
+__all__ = [
+    "LOAD_AFTER_ITEMS", "Cuts", "StageInput", "anticipate", "compiled", "replay", "take_compiled",
+]  # fmt: skip
 
 LOAD_AFTER_ITEMS = 50_000
 """Stage items this process replays before ``auto`` loads numba (in one run or all so far):
@@ -39,6 +43,26 @@ BLOCK = 4096
 """Draws per refill of a pool row, unless :func:`~.paths.kernel_path` sets ``block``."""
 _SEEN = [0]  # stage items this process has replayed (or announced), while numba is not loaded
 _COMPILED: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class Cuts:
+    """A pipeline's attempt timeout and the downstream its attempts call (see :mod:`.replay`).
+
+    Attributes:
+        timeout_s: ``attempt_timeout_s``, or None.
+        downstream: the :class:`~pipeline.sim.Downstream`, or None.
+        rng: its service-time stream (``downstream_rng``).
+        starts, factors: its servers' speed profile, piece by piece (``SpeedProfile.segments``).
+        client: the attempt sleeps its service time before the call (``Scenario.service``).
+    """
+
+    timeout_s: float | None
+    downstream: Downstream | None = None
+    rng: np.random.Generator | None = None
+    starts: tuple[float, ...] = (0.0,)
+    factors: tuple[float, ...] = (1.0,)
+    client: bool = True
 
 
 @dataclass(frozen=True)
@@ -54,6 +78,7 @@ class StageInput:
         traced: the service is a trace (a retry repeats the item's own time).
         failures: the stage's bound failure model, or None when no attempt can fail.
         rng: the stage's jitter stream (what its backoff draws from).
+        cuts: its attempt timeout and downstream (one pipeline's), or None.
     """
 
     name: str
@@ -64,6 +89,7 @@ class StageInput:
     traced: bool
     failures: AttemptFailures | None
     rng: random.Random
+    cuts: Cuts | None = None
 
 
 def compiled() -> Any:
@@ -186,7 +212,8 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
         conc = config.concurrency
         lane = min(r, (config.queue_maxsize or r) + conc) + 1
         waiters = 1 + (1 if s == 0 else stages[s - 1].config.concurrency)  # upstream's tasks
-        row[_RINGS] = r, lane, lane if parts else 1, r if parts or single else 0, conc, waiters
+        retries = lane if parts or spec.cuts is not None else 1  # (a cut attempt fails too)
+        row[_RINGS] = r, lane, retries, r if parts or single else 0, conc, waiters
         row[[R.MCAP, R.QCAP, R.GCAP, R.WCAP]] = row[[R.MOFF, R.QOFF, R.GOFF, R.WOFF]]
         row[R.REJECT] = config.on_full == "reject"
         row[R.BOUND] = 2**62 if config.queue_maxsize is None else config.queue_maxsize
@@ -194,9 +221,11 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
         row[R.FAN], row[R.CONC], row[R.MAXATT] = spec.fan_out, conc, config.max_attempts
         row[R.RSIM] = config.retry.is_retryable(SimulatedFailure("x"))
         row[R.RPERM] = config.retry.is_retryable(PermanentError("x"))
+        row[R.RTMO] = config.retry.is_retryable(TimeoutError())
+        row[R.RFULL] = config.retry.is_retryable(DownstreamFull("x"))
         row[R.JITTER], row[R.RTRACE] = bool(config.backoff.jitter), spec.traced
         row[R.PARTOFF], row[R.NPARTS], row[R.POFF] = len(krow), len(parts), len(pool_of)
-        if not parts:
+        if not parts and spec.cuts is None:
             continue
         delays[s] = _delays(config)
         pool_of += [(s, "retry"), (s, "jitter")]
@@ -214,6 +243,10 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
                 columns = _itemwise(part, r)
                 last.append(columns[0])
                 first.append(columns[1])
+        if spec.cuts is not None and spec.cuts.downstream is not None:
+            pool_of.append((s, "downstream"))  # in the engine's blocks: the very same draws
+            sizes.append(DRAW_BLOCK)
+            read.append(True)
         row[R.NPOOLS] = len(pool_of) - row[R.POFF]
     totals = dict(zip(_RINGS, si[:, _RINGS].sum(axis=0).tolist(), strict=True))
     si[:, _RINGS] = np.cumsum(si[:, _RINGS], axis=0) - si[:, _RINGS]
@@ -275,12 +308,13 @@ class _State:
                   *(np.full(n, np.nan) for _ in range(3)), np.full(n, 4, np.int8)]  # fmt: skip
         self.Q = [np.zeros(max(1, totals[column]), np.int64)
                   for column in (R.MOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
-        ints = [np.zeros(workers, np.int64) for _ in range(5)]
+        ints = [np.zeros(workers, np.int64) for _ in range(8)]
         stage_of = np.repeat(np.arange(nst, dtype=np.int64), conc)
         self.W = [stage_of, *ints[:3], np.zeros(workers), *ints[3:]]
         first = [np.asarray(spec.first_attempt_s, np.float64) for spec in stages]
         first = first[0] if single else np.concatenate(first)  # one stage: no copy
         self.D = [np.asarray(arrival, np.float64), first, *tables]
+        _cut_state(self, stages[0], len(arrival))
 
 
 @dataclass
@@ -298,6 +332,31 @@ class Replayed:
     finished_s: float
     drain_timed_out: bool
     held_peak: int
+    downstream: dict[str, Any] | None = None
+
+
+def _cut_state(state: _State, spec: StageInput, n: int) -> None:
+    """The columns and arrays of a pipeline's attempt timeout and downstream (:class:`Cuts`):
+    ``D[10:16]`` its requests (sent, start, end, abandoned, work, caller), ``D[16:18]`` its
+    speed profile."""
+    cuts, iv = spec.cuts, state.iv
+    state.fv = np.concatenate([state.fv, [np.nan, 0.0, 0.0, 0.0]])  # TMO_S, DS_SINCE, areas
+    requests, profile = 2, [(0.0,), (1.0,)]
+    if cuts is not None:
+        ds = cuts.downstream
+        iv[[R.CUTS, R.TMO_ON, R.DS_ON, R.CLIENT]] = (
+            1, cuts.timeout_s is not None, ds is not None, cuts.client,
+        )  # fmt: skip
+        if cuts.timeout_s is not None:
+            state.fv[R.TMO_S] = cuts.timeout_s
+        if ds is not None:
+            iv[[R.DS_C, R.DS_FREE]] = ds.concurrency
+            iv[R.DS_QMAX] = -1 if ds.queue_maxsize is None else ds.queue_maxsize
+            iv[R.DS_ROW] = [what for _, what in state.pool_of].index("downstream")
+            iv[R.DS_CONST] = all(factor == 1.0 for factor in cuts.factors)
+            requests, profile = 2 * n + 64, [cuts.starts, cuts.factors]
+    state.D += [*(np.zeros(requests) for _ in range(5)), np.zeros(requests, np.int64),
+                *(np.array(x, np.float64) for x in profile)]  # fmt: skip
 
 
 def _grow(x: Any) -> Any:
@@ -309,6 +368,8 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
     T, L, D, iv = state.T, state.L, state.D, state.iv
     if code == R.GROW_LOG:
         state.L = [*(_grow(x) for x in L[:5]), *L[5:]]
+        if len(D[10]) - iv[R.DS_REQ] < 2:  # the downstream's requests
+            state.D = [*D[:10], *(_grow(x) for x in D[10:16]), *D[16:]]
     elif code == R.GROW_HEAP:
         state.T = [*T[:2], *(_grow(x) for x in T[2:])]
     elif code == R.GROW_READY:
@@ -325,6 +386,8 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
         spec, size = stages[s], int(D[9][row + 1] - D[9][row])
         if what == "retry":
             values = spec.retry_times(size)
+        elif what == "downstream":
+            values = spec.cuts.downstream.service.sample(spec.cuts.rng, size)
         elif what == "jitter":
             refills[row] = spec.rng.getstate()
             values = randoms(spec.rng, size)
@@ -384,7 +447,7 @@ def replay(
 
 _COUNTERS = {"offered": R.OFFERED, "admitted": R.ADMITS, "completed": R.COMPLETES,
              "attempts": R.ATTEMPTS, "retried": R.RETRIED, "queue_peak": R.PEAK,
-             "outputs": R.OUTPUTS, "handed_on": R.HANDED}  # fmt: skip
+             "outputs": R.OUTPUTS, "handed_on": R.HANDED, "timed_out": R.TIMEDOUT}  # fmt: skip
 """A stage's counters in its :class:`Replayed` account, and their columns of its int row."""
 
 
@@ -408,7 +471,7 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
             run["shed"].append(item)
         if row[R.DEAD]:
             part = np.asarray(state.L[4][:ln], np.int8)[at]
-            run["dead_letters"] = _dead_letters(spec, k, t, i, part, row)
+            run["dead_letters"] = _dead_letters(spec, k, t, i, part)
         if single:  # admitted, first start, finish (s), attempts, outcome
             n = len(state.D[0])
             columns = [*state.L[5:8], state.Q[4][:n], state.L[8]]
@@ -420,11 +483,28 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
     now = float(fv[R.NOW])
     # the last instant's row holds the dead letters alone
     held = max(iv[R.HELD_PEAK], si[0, R.DEAD], iv[R.HELD_BEFORE]) if now >= fv[R.WARMUP_S] else 0
-    return Replayed(out, last_settle, float(fv[R.CLOSED_S]), now, bool(iv[R.TIMED_OUT]), int(held))
+    downstream = _downstream_read_back(state) if iv[R.DS_ON] else None
+    return Replayed(out, last_settle, float(fv[R.CLOSED_S]), now, bool(iv[R.TIMED_OUT]), int(held),
+                    downstream)  # fmt: skip
+
+
+def _downstream_read_back(state: _State) -> dict[str, Any]:
+    """The downstream's counts, its areas up to now and each request's times (NaN: none yet)."""
+    iv, fv, D = state.iv, state.fv, state.D
+    sent, started = int(iv[R.DS_REQ]), int(iv[R.DS_STARTED])
+    columns = [np.array(D[k][:sent], np.float64) for k in (10, 11, 12, 13)]
+    for column in columns[1:3]:
+        column[started:] = np.nan
+    counts = {name: int(iv[k]) for name, k in (("requests", R.DS_REQ), ("served", R.DS_SERVED),
+              ("orphaned", R.DS_ORPH), ("rejected", R.DS_REJ), ("concurrency", R.DS_C),
+              ("free", R.DS_FREE))}  # fmt: skip
+    areas = {name: float(fv[k]) for name, k in (("since", R.DS_SINCE), ("queue_area", R.DS_QAREA),
+             ("busy_area", R.DS_BAREA))}  # fmt: skip
+    return {**counts, **areas, "waiting": sent - started, "log": columns}
 
 
 def _dead_letters(
-    spec: StageInput, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray, part: np.ndarray, row
+    spec: StageInput, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray, part: np.ndarray
 ) -> list[DeadLetter]:
     """The stage's dead letters, in order, with every failed attempt's error (from its log).
 
@@ -440,15 +520,28 @@ def _dead_letters(
     failed = failed[lettered.take(ids.take(failed))]
     for item, at_s, k in zip(ids.take(failed).tolist(), times.take(failed).tolist(),
                              part.take(failed).tolist(), strict=True):  # fmt: skip
-        attempt, model = len(history[item]) + 1, parts[k]
+        attempt = len(history[item]) + 1
+        if k < 0:  # the attempt was cut, or found the downstream full
+            history[item].append((attempt, _cut_error(k, spec), at_s))
+            continue
+        model = parts[k]
         independent = model.model_kind == "independent"
         failure = model.failure(item, attempt) if independent else model.check(item, attempt, 0)
         history[item].append((attempt, failure.error, at_s))
     letters = []
     for item, errors in history.items():
         attempt, error, _ = errors[-1]
-        retryable = row[R.RPERM] if isinstance(error, PermanentError) else row[R.RSIM]
+        retryable = spec.config.retry.is_retryable(error)
         each = tuple(AttemptError.from_exception(a, e, t) for a, e, t in errors)
         reason = "max_attempts" if retryable else "not_retryable"
         letters.append(DeadLetter(payload=item, attempts=attempt, errors=each, reason=reason))
     return letters
+
+
+def _cut_error(part: int, spec: StageInput) -> Exception:
+    """The error an attempt of ``spec`` failed with when it was cut or found the downstream full:
+    what ``asyncio.timeout`` and ``DownstreamRun.call`` raise."""
+    if part == R.PART_TIMEOUT:
+        return TimeoutError()
+    size = spec.cuts.downstream.queue_maxsize
+    return DownstreamFull(f"the downstream's queue is full ({size} requests waiting)")

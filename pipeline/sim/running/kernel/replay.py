@@ -50,11 +50,15 @@ merge = _jit("never", nrt=True)
 # or gather()'s callback) readies its task's step (FIRED_AFTER kinds lower) a turn later.
 K_PRODUCER, K_WORKER, K_RUN, K_FIRED_PRODUCER, K_FIRED_WORKER, K_GATHERED = 0, 1, 2, 3, 4, 5
 FIRED_AFTER, K_READMIT, K_TIMEOUT, K_CLOSE = 3, 6, 7, 8
+K_CUT, K_ANSWER = 9, 10  # an attempt's timeout fires (arg: worker + workers x seq); a request ends
 TOP, _SLOT, _ARRIVED = 0, 1, 2  # where the producer resumes: the top, a slot, an arrival
 _DRAIN, _WOKEN = 0, 1  # where the run's task resumes
 # What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
 _GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
-E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2  # what a failed attempt raised
+# ... the downstream's answer; or its step is due: answered, cut by its timeout, refused (full).
+_CALLING, _ANSWERED, _CUT, _REFUSED = 5, 6, 7, 8
+E_NONE, E_SIMULATED, E_PERMANENT, E_TIMEOUT, E_FULL = 0, 1, 2, 3, 4  # what a failed attempt raised
+PART_TIMEOUT, PART_FULL = -1, -2  # the log's part of a TimeoutError, of a DownstreamFull
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
 DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent at 1023
@@ -62,14 +66,20 @@ DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent 
 # Global ints (iv) and floats (fv).
 (SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, RUN_WOKEN, CANCELLED,
  CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE,
- NIV) = range(21)  # fmt: skip
-NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL = range(6)
+ CUTS, TMO_ON, DS_ON, CLIENT, DS_C, DS_FREE, DS_QMAX, DS_REQ, DS_STARTED, DS_SERVED, DS_ORPH,
+ DS_REJ, DS_ROW, DS_CONST, NIV) = range(35)  # fmt: skip
+NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL, TMO_S, DS_SINCE, DS_QAREA, DS_BAREA = (
+    range(10)
+)
+# CUTS: attempts can be cut (a timeout) or call a downstream, whose requests are D[10:16]:
+# sent, start, end, abandoned (s), work (s), caller (-1: none); its speed profile D[16:18].
+# A worker's W[7:10]: the request it awaits, the seq of its timeout's timer, of its sleep's.
 # ARRIVAL(_SEQ): the producer's timer, (when, seq), kept out of the heap (seq 0: none).
 # A stage's int row (si[stage * SI + column]) and float row (sf[stage * SF + column]).
 (REJECT, BOUND, TURNS, FAN, IOFF, MOFF, MCAP, MHEAD, MLEN, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
  GOFF, GCAP, GHEAD, GLEN, WOFF, WCAP, WHEAD, WLEN, UNSETTLED, OFFERED, ADMITS, COMPLETES,
  ATTEMPTS, RETRIED, PEAK, OUTPUTS, HANDED, DEAD, SHEDS, AOFF, RSIM, RPERM, MAXATT, JITTER,
- RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC, SI) = range(46)  # fmt: skip
+ RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC, RTMO, RFULL, TIMEDOUT, SI) = range(49)  # fmt: skip
 PBLOCKED, HBLOCKED, LASTSETTLE, SF = range(4)
 
 
@@ -278,6 +288,162 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, since):
 
 
 @jit
+def _ready_first(T, iv, kind, arg):
+    """Schedule a step to run next, ahead of the ring (the rest of the running step)."""
+    iv[RHEAD] = (iv[RHEAD] - 1) & (len(T[0]) - 1)
+    T[0][iv[RHEAD]], T[1][iv[RHEAD]] = kind, arg
+    iv[RLEN] += 1
+    iv[LEFT] += 1
+
+
+@jit
+def _downstream_account(iv, fv):
+    """DownstreamRun._account: the areas under its queue and its busy servers, up to now."""
+    span = fv[NOW] - fv[DS_SINCE]
+    if span > 0:
+        fv[DS_QAREA] += span * (iv[DS_REQ] - iv[DS_STARTED])
+        fv[DS_BAREA] += span * (iv[DS_C] - iv[DS_FREE])
+        fv[DS_SINCE] = fv[NOW]
+
+
+@jit
+def _downstream_start(iv, T, D, r, now):
+    """A server takes request ``r``; its end by the speed profile (as SpeedProfile.finish_s)."""
+    work, starts, factors = D[14][r], D[16], D[17]
+    end = now + work
+    if iv[DS_CONST] == 0:
+        index, last = 0, len(starts) - 1
+        while index < last and starts[index + 1] <= now:
+            index += 1
+        t, end = now, math.nan
+        while index < last:
+            room = (starts[index + 1] - t) * factors[index]
+            if work <= room:
+                end = t + work / factors[index]
+                break
+            work -= room
+            t = starts[index + 1]
+            index += 1
+        if math.isnan(end):
+            end = t + work / factors[last]
+    D[11][r], D[12][r] = now, end
+    iv[DS_STARTED] = r + 1
+    _push(T, iv, end, K_ANSWER, r)
+
+
+@jit
+def _downstream_full(iv):
+    """Whether a call now finds no server free and the downstream's queue full."""
+    return iv[DS_FREE] == 0 and 0 <= iv[DS_QMAX] <= iv[DS_REQ] - iv[DS_STARTED]
+
+
+@jit
+def _downstream_call(iv, fv, T, W, D, g):
+    """DownstreamRun.call by worker ``g``, which then waits for the answer (not full)."""
+    _downstream_account(iv, fv)
+    r = iv[DS_REQ]
+    iv[DS_REQ] = r + 1
+    D[10][r], D[13][r], D[14][r], D[15][r] = fv[NOW], math.nan, _draw(D, iv[DS_ROW]), g
+    W[1][g], W[7][g] = _CALLING, r
+    if iv[DS_FREE] > 0:
+        iv[DS_FREE] -= 1
+        _downstream_start(iv, T, D, r, fv[NOW])
+
+
+@jit
+def _downstream_answer(iv, fv, T, W, D, r):
+    """DownstreamRun._finish: request ``r``'s service ends; its caller wakes, if it still waits."""
+    _downstream_account(iv, fv)
+    iv[DS_SERVED] += 1
+    g = D[15][r]
+    if g < 0:  # orphaned: its caller gave up on it
+        iv[DS_ORPH] += 1
+    else:
+        W[1][g] = _ANSWERED
+        _ready(T, iv, K_WORKER, g)
+    if iv[DS_STARTED] < iv[DS_REQ]:
+        _downstream_start(iv, T, D, iv[DS_STARTED], fv[NOW])
+    else:
+        iv[DS_FREE] += 1
+
+
+@jit
+def _cut_begin(iv, fv, T, W, D, g, seconds):
+    """An attempt that can be cut starts: asyncio.timeout's timer, then its sleep or its call."""
+    calls = iv[DS_ON] and iv[CLIENT] == 0
+    if calls and _downstream_full(iv):
+        iv[SEQ] += iv[TMO_ON]  # the timeout's timer, set and cancelled at once
+        iv[DS_REJ] += 1
+        W[1][g], W[5][g], W[6][g] = _REFUSED, E_FULL, PART_FULL
+        _ready_first(T, iv, K_WORKER, g)  # the failure: what the engine's step does next
+        return
+    if iv[TMO_ON]:
+        W[8][g] = iv[SEQ] + 1
+        _push(T, iv, fv[NOW] + fv[TMO_S], K_CUT, g + len(W[0]) * W[8][g])
+    if calls:
+        _downstream_call(iv, fv, T, W, D, g)
+    elif seconds <= 0 and iv[TMO_ON]:  # asyncio.sleep(0): a turn of the loop, no timer
+        _ready(T, iv, K_WORKER, g)
+    else:
+        _push(T, iv, fv[NOW] + seconds, K_FIRED_WORKER, g)
+        W[9][g] = iv[SEQ]
+
+
+@jit
+def _cut_step(si, iv, fv, T, W, D, g, status):
+    """What woke worker ``g`` in an attempt that can be cut: the status its step goes on with."""
+    if status == _CUT:
+        W[5][g], W[6][g] = E_TIMEOUT, PART_TIMEOUT
+        si[W[0][g] * SI + TIMEDOUT] += 1
+        return _SERVING
+    if status == _SERVING and iv[DS_ON] and iv[CLIENT]:  # the client-side time is over: call
+        if not _downstream_full(iv):
+            _downstream_call(iv, fv, T, W, D, g)
+            return _CALLING
+        iv[DS_REJ] += 1
+        W[5][g], W[6][g] = E_FULL, PART_FULL
+    if status != _HANDING and status != _TURN:  # served, answered or refused
+        W[8][g] = 0  # the attempt is over: its timeout's timer is cancelled
+        return _SERVING
+    return status
+
+
+@jit
+def _cut(iv, fv, T, W, D, arg):
+    """Timeout._on_timeout: the worker's task is cancelled; the request it sent stays."""
+    g, seq = arg % len(W[0]), arg // len(W[0])
+    if W[8][g] != seq or W[1][g] == _CANCELLED:  # its attempt ended first: cancelled
+        return
+    W[8][g] = 0
+    if W[1][g] == _CALLING:  # the request's future is cancelled: orphaned from now on
+        D[15][W[7][g]], D[13][W[7][g]] = -1, fv[NOW]
+        _ready(T, iv, K_WORKER, g)
+    elif W[1][g] == _SERVING:  # the sleep's future is cancelled (its timer with it)
+        W[9][g] = 0
+        _ready(T, iv, K_WORKER, g)
+    W[1][g] = _CUT  # answered: its wake-up is due already, and throws the cancel in
+
+
+@jit
+def _cut_close(fv, W, D):
+    """The close cancels the workers: a request still awaited is given up on now."""
+    for g in range(len(W[1])):
+        if W[1][g] == _CALLING:
+            D[15][W[7][g]], D[13][W[7][g]] = -1, fv[NOW]
+
+
+@jit
+def _live(W, seq, kind, arg):
+    """Whether a timer is still set: a cut attempt's sleep and an ended attempt's timeout
+    were cancelled (the loop drops them unseen)."""
+    if kind == K_FIRED_WORKER:
+        return W[9][arg] == seq
+    if kind == K_CUT:
+        return W[8][arg % len(W[0])] == seq
+    return True
+
+
+@jit
 def _take(si, iv, fv, T, L, Q, W, D, g):
     """An idle worker takes the next item (retry lane first) and starts an attempt, or waits."""
     s = W[0][g]
@@ -313,7 +479,10 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
                 if verdict != E_NONE and failure == E_NONE:
                     failure, part = verdict, k - first
     W[1][g], W[2][g], W[3][g], W[5][g], W[6][g] = _SERVING, item, 0, failure, part
-    _push(T, iv, now + seconds, K_FIRED_WORKER, g)
+    if iv[CUTS]:
+        _cut_begin(iv, fv, T, W, D, g, seconds)
+    else:
+        _push(T, iv, now + seconds, K_FIRED_WORKER, g)
 
 
 @jit
@@ -323,9 +492,15 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     b = s * SI
     if status == _CANCELLED:
         return
+    if iv[CUTS] and status != _GETTING:
+        status = _cut_step(si, iv, fv, T, W, D, g, status)
+        if status == _CALLING:
+            return
     if status == _SERVING and W[5][g] != E_NONE:  # the attempt failed: retry or dead-letter
         attempt = Q[4][si[b + AOFF] + item]
         can_retry = si[b + RSIM] if W[5][g] == E_SIMULATED else si[b + RPERM]
+        if W[5][g] >= E_TIMEOUT:  # cut by its timeout, or the downstream was full
+            can_retry = si[b + (RTMO if W[5][g] == E_TIMEOUT else RFULL)]
         if can_retry and attempt < si[b + MAXATT]:
             delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
             if si[b + JITTER] and delay > 0.0:
@@ -384,11 +559,13 @@ def _run_task(si, iv, fv, T, L, W, kind, arg):
 
 
 @jit
-def _iteration(si, iv, fv, T):
+def _iteration(si, iv, fv, T, W):
     """Start an iteration: jump the clock if nothing is ready, fire due timers; -1 or a code."""
     rk, hw, hs, hk = T[0], T[2], T[3], T[4]
     if iv[CLOSED]:
         return DONE
+    while iv[CUTS] and iv[HSIZE] > 0 and not _live(W, hs[0], hk[0], T[5][0]):
+        _pop(T, iv)  # a cancelled timer at the heap's head (asyncio drops it so)
     if iv[RLEN] + iv[HSIZE] >= len(rk):
         return GROW_READY
     woken = iv[RLEN] == 0  # only timers that wake a task are ready so far
@@ -412,10 +589,11 @@ def _iteration(si, iv, fv, T):
             iv[ARRIVAL_SEQ], fv[ARRIVAL] = 0, math.inf
             _ready(T, iv, K_FIRED_PRODUCER, _ARRIVED)
         elif heap:
-            kind, arg = hk[0], T[5][0]
+            kind, arg, live = hk[0], T[5][0], iv[CUTS] == 0 or _live(W, hs[0], hk[0], T[5][0])
             _pop(T, iv)
-            _ready(T, iv, kind, arg)
-            woken = woken and K_FIRED_PRODUCER <= kind <= K_FIRED_WORKER
+            if live:
+                _ready(T, iv, kind, arg)
+                woken = woken and K_FIRED_PRODUCER <= kind <= K_FIRED_WORKER
         else:
             break
     if woken:  # this iteration would only ready their tasks' steps: skip to the next one
@@ -431,7 +609,7 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
     rk, ra = T[0], T[1]
     while True:
         if iv[LEFT] == 0:
-            code = _iteration(si, iv, fv, T)
+            code = _iteration(si, iv, fv, T, W)
             if code >= 0:
                 return code
             if iv[LEFT] == 0:
@@ -443,8 +621,10 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             return GROW_READY
         if len(L[0]) - iv[LLEN] < room:
             return GROW_LOG
-        if len(T[2]) - iv[HSIZE] < 2:
+        if len(T[2]) - iv[HSIZE] < 4:
             return GROW_HEAP
+        if len(D[10]) - iv[DS_REQ] < 2:  # the downstream's requests grow with the log
+            return GROW_LOG
         if kind == K_WORKER and iv[POOL_SAFE] == 0:  # a pool row may be dry: look
             b = W[0][arg] * SI
             for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
@@ -462,13 +642,20 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
         elif kind == K_PRODUCER:
             _producer(si, sf, iv, fv, T, L, Q, D[0], arg)
         elif K_FIRED_PRODUCER <= kind <= K_GATHERED:  # its task's step runs next iteration
-            _ready(T, iv, kind - FIRED_AFTER, arg)
+            if kind != K_FIRED_WORKER or iv[CUTS] == 0 or W[1][arg] != _CUT:  # (a cut sleep)
+                _ready(T, iv, kind - FIRED_AFTER, arg)
         elif kind == K_READMIT:  # a retry's backoff is over: it joins the retry lane
             item, s = divmod(arg, len(si) // SI)
             si[s * SI + HELD] -= 1
             _enqueue(si, iv, T, Q, s * SI, QOFF, item)
             _log(L, iv, READMITTED, fv[NOW], item, s)
+        elif kind == K_CUT:
+            _cut(iv, fv, T, W, D, arg)
+        elif kind == K_ANSWER:
+            _downstream_answer(iv, fv, T, W, D, arg)
         else:
+            if kind == K_CLOSE and iv[DS_ON]:
+                _cut_close(fv, W, D)
             _run_task(si, iv, fv, T, L, W, kind, arg)
 
 

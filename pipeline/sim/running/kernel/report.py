@@ -33,8 +33,8 @@ def make_report(
 
     At the close every worker has stopped and the queue, the retry timers and the
     producers' waits are empty, so those statistics are 0. Every failed attempt was
-    retried or dead-lettered, and none timed out: the kernel declines attempt
-    timeouts, and its failures are ``SimulatedFailure`` s.
+    retried or dead-lettered; ``counts`` may hold ``timed_out``, those of them that
+    their attempt timeout cut (the others failed).
     """
     c = {name: counts[name] for name in COUNTS}
     dead_letters, shed = counts["dead_letters"], counts["shed"]
@@ -42,7 +42,8 @@ def make_report(
         state="closed", queue_size=0, queue_maxsize=config.queue_maxsize,
         workers=config.concurrency, workers_busy=0, retry_waiting=0, tasks_waiting_put=0,
         dead_lettered=len(dead_letters), shed=len(shed), unfinished=len(unfinished),
-        attempts_failed=c["retried"] + len(dead_letters), **c,
+        attempts_failed=c["retried"] + len(dead_letters) - counts.get("timed_out", 0),
+        attempts_timed_out=counts.get("timed_out", 0), **c,
         # a fixed pool (the kernel declines autoscaling), every worker from 0 s to the close
         workers_peak=config.concurrency, worker_seconds=config.concurrency * finished_s,
     )  # fmt: skip

@@ -33,8 +33,10 @@ from ...workloads.failures import (
     PermanentFailures,
     ScriptedFailures,
 )
+from ...workloads.faults import CapacityDrop, SpeedProfile
 from ...workloads.scenario import Scenario, Streams
 from ...workloads.traces.service import ServiceTrace
+from ..downstream import DownstreamLog, DownstreamStats
 from ..recorder import (
     ARRIVAL,
     DELTAS,
@@ -53,7 +55,11 @@ from .report import make_report
 if TYPE_CHECKING:
     from pipeline.chain.report import ChainReport
 
-__all__ = ["KernelDeclined", "never_fails", "run_chain_kernel", "run_kernel"]
+    from .driver import Cuts
+
+__all__ = [
+    "KernelDeclined", "never_fails", "run_chain_kernel", "run_kernel", "run_kernel_downstream",
+]  # fmt: skip
 
 
 def never_fails(failures: FailureModel, n: int) -> bool:
@@ -73,6 +79,17 @@ def run_kernel(
 ) -> tuple[RunReport, np.ndarray, ItemColumns, StepSeries | HeldPeak]:
     """Run one replication in the kernel: (report, arrival times, item columns, step series).
 
+    See :func:`run_kernel_downstream`, which gives the downstream's account too.
+    """
+    return run_kernel_downstream(scenario, replication, series=series)[:4]
+
+
+def run_kernel_downstream(
+    scenario: Scenario, replication: int, *, series: bool = True
+) -> tuple[RunReport, np.ndarray, ItemColumns, StepSeries | HeldPeak, DownstreamStats | None]:
+    """Run one replication in the kernel: (report, arrival times, item columns, step series,
+    the downstream's :class:`DownstreamStats` or None without a downstream).
+
     The caller checks the domain first. With ``series=False`` a replayed run writes
     no event log and gives a :class:`~pipeline.sim.running.summary.HeldPeak`
     instead of the step series (what :func:`~pipeline.sim.running.single.summary_once`
@@ -86,13 +103,17 @@ def run_kernel(
     config, arrivals = scenario.config, workload.arrival_s
     n = len(arrivals)
     quiet = never_fails(scenario.failures, n)
-    if quiet and config.on_full == "block":
+    cuts = _cuts(scenario, replication)
+    if quiet and config.on_full == "block" and cuts is None:
         fast = run_fcfs(arrivals, workload.first_attempt_s, config)
         if fast is not None:
-            return fast
+            return (*fast, None)
     failures = None if quiet else workload.failures
-    stage = StageInput("pipeline", config, 1, workload.first_attempt_s, workload.retry_times,
-                       workload.traced, failures, workload.streams.jitter)  # fmt: skip
+    first, traced = workload.first_attempt_s, workload.traced
+    if first is None:  # a downstream's call and no client-side time: no sleep, ever
+        first, traced = np.zeros(n), True
+    stage = StageInput("pipeline", config, 1, first, workload.retry_times, traced, failures,
+                       workload.streams.jitter, cuts)  # fmt: skip
     compiled = take_compiled(n)
     run = replay(arrivals, [stage], single=True, drain_timeout_s=config.drain_timeout_s,
                  warmup_s=scenario.warmup_s, fast=compiled, log=series)  # fmt: skip
@@ -114,7 +135,38 @@ def run_kernel(
         steps = (_merged_series if compiled else step_series)(arrivals, log, end_s)
     report = make_report(config, played, left.tolist(), run.drain_timed_out, end_s)
     columns = ItemColumns(arrivals, admitted, start, finish, tries, outcome, attempts)
-    return report, arrivals, columns, steps
+    downstream = None if run.downstream is None else _downstream_stats(run.downstream, end_s)
+    return report, arrivals, columns, steps, downstream
+
+
+def _cuts(scenario: Scenario, replication: int) -> Cuts | None:
+    """The scenario's attempt timeout and downstream as the replay takes them (None: neither)."""
+    from ..downstream import downstream_rng
+    from .driver import Cuts
+
+    timeout_s, downstream = scenario.config.attempt_timeout_s, scenario.downstream
+    if downstream is None:
+        return None if timeout_s is None else Cuts(timeout_s)
+    profile = SpeedProfile([f for f in scenario.faults if isinstance(f, CapacityDrop)])
+    starts, _, factors = zip(*profile.segments(), strict=True)
+    rng = downstream_rng(scenario.seed, replication)
+    return Cuts(timeout_s, downstream, rng, starts, factors, scenario.service is not None)
+
+
+def _downstream_stats(played: dict, end_s: float) -> DownstreamStats:
+    """:meth:`DownstreamRun.stats` at ``end_s``, from the replay's account of it."""
+    queue_area, busy_area = played["queue_area"], played["busy_area"]
+    span = end_s - played["since"]
+    if span > 0:
+        queue_area += span * played["waiting"]
+        busy_area += span * (played["concurrency"] - played["free"])
+    span = end_s if end_s > 0 else float("nan")
+    queue_mean, busy_mean = queue_area / span, busy_area / span
+    return DownstreamStats(
+        requests=played["requests"], served=played["served"], orphaned=played["orphaned"],
+        rejected=played["rejected"], queue_mean=queue_mean, in_system_mean=queue_mean + busy_mean,
+        busy_mean=busy_mean, end_s=end_s, log=DownstreamLog(*played["log"]),
+    )  # fmt: skip
 
 
 def _merged_series(arrivals: np.ndarray, log: Recorder, end_s: float) -> StepSeries:
