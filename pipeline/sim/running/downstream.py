@@ -31,10 +31,15 @@ import numpy as np
 from ..workloads.downstream import Downstream, DownstreamFull
 from ..workloads.faults import SpeedProfile
 
-__all__ = ["DownstreamLog", "DownstreamRun", "DownstreamStats", "downstream_rng"]
+__all__ = ["DownstreamLog", "DownstreamRun", "DownstreamStats", "downstream_rng", "full_message"]
 
 DRAW_BLOCK = 4096
 """Service times drawn at a time (the kernel draws the very same blocks)."""
+
+
+def full_message(maxsize: int | None) -> str:
+    """What :class:`DownstreamFull` says when ``maxsize`` requests wait for a server."""
+    return f"the downstream's queue is full ({maxsize} requests waiting)"
 
 
 def downstream_rng(seed: int, replication: int) -> np.random.Generator:
@@ -170,9 +175,7 @@ class DownstreamRun:
         now = self._loop.time()
         if not self._free and self._maxsize is not None and len(self._waiting) >= self._maxsize:
             self.rejected += 1
-            raise DownstreamFull(
-                f"the downstream's queue is full ({self._maxsize} requests waiting)"
-            )
+            raise DownstreamFull(full_message(self._maxsize))
         self.requests += 1
         self._account(now)
         done = self._future()

@@ -55,8 +55,9 @@ TOP, _SLOT, _ARRIVED = 0, 1, 2  # where the producer resumes: the top, a slot, a
 _DRAIN, _WOKEN = 0, 1  # where the run's task resumes
 # What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
 _GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
-# ... the downstream's answer; or its step is due: answered, cut by its timeout, refused (full).
-_CALLING, _ANSWERED, _CUT, _REFUSED = 5, 6, 7, 8
+# An attempt that can be cut (all after _CANCELLED: one test tells them from the rest) waits
+# on its sleep or the downstream's answer; or its step is due: answered, cut, refused (full).
+_SLEEPING, _CALLING, _ANSWERED, _CUT, _REFUSED = 5, 6, 7, 8, 9
 E_NONE, E_SIMULATED, E_PERMANENT, E_TIMEOUT, E_FULL = 0, 1, 2, 3, 4  # what a failed attempt raised
 PART_TIMEOUT, PART_FULL = -1, -2  # the log's part of a TimeoutError, of a DownstreamFull
 # play()'s codes: done, stuck, or what the caller must do before calling again.
@@ -383,8 +384,10 @@ def _cut_begin(iv, fv, T, W, D, g, seconds):
     if calls:
         _downstream_call(iv, fv, T, W, D, g)
     elif seconds <= 0 and iv[TMO_ON]:  # asyncio.sleep(0): a turn of the loop, no timer
+        W[1][g] = _SLEEPING
         _ready(T, iv, K_WORKER, g)
     else:
+        W[1][g] = _SLEEPING
         _push(T, iv, fv[NOW] + seconds, K_FIRED_WORKER, g)
         W[9][g] = iv[SEQ]
 
@@ -396,16 +399,14 @@ def _cut_step(si, iv, fv, T, W, D, g, status):
         W[5][g], W[6][g] = E_TIMEOUT, PART_TIMEOUT
         si[W[0][g] * SI + TIMEDOUT] += 1
         return _SERVING
-    if status == _SERVING and iv[DS_ON] and iv[CLIENT]:  # the client-side time is over: call
+    if status == _SLEEPING and iv[DS_ON]:  # the client-side time is over: the call
         if not _downstream_full(iv):
             _downstream_call(iv, fv, T, W, D, g)
             return _CALLING
         iv[DS_REJ] += 1
         W[5][g], W[6][g] = E_FULL, PART_FULL
-    if status != _HANDING and status != _TURN:  # served, answered or refused
-        W[8][g] = 0  # the attempt is over: its timeout's timer is cancelled
-        return _SERVING
-    return status
+    W[8][g] = 0  # the attempt is over (slept, answered or refused): its timeout is cancelled
+    return _SERVING
 
 
 @jit
@@ -418,7 +419,7 @@ def _cut(iv, fv, T, W, D, arg):
     if W[1][g] == _CALLING:  # the request's future is cancelled: orphaned from now on
         D[15][W[7][g]], D[13][W[7][g]] = -1, fv[NOW]
         _ready(T, iv, K_WORKER, g)
-    elif W[1][g] == _SERVING:  # the sleep's future is cancelled (its timer with it)
+    elif W[1][g] == _SLEEPING:  # the sleep's future is cancelled (its timer with it)
         W[9][g] = 0
         _ready(T, iv, K_WORKER, g)
     W[1][g] = _CUT  # answered: its wake-up is due already, and throws the cancel in
@@ -490,9 +491,9 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """One step of worker ``g``: whatever woke it, then the next item if it is free."""
     s, status, item, now = W[0][g], W[1][g], W[2][g], fv[NOW]
     b = s * SI
-    if status == _CANCELLED:
-        return
-    if iv[CUTS] and status != _GETTING:
+    if status >= _CANCELLED:  # cancelled, or in an attempt that can be cut
+        if status == _CANCELLED:
+            return
         status = _cut_step(si, iv, fv, T, W, D, g, status)
         if status == _CALLING:
             return
@@ -561,10 +562,10 @@ def _run_task(si, iv, fv, T, L, W, kind, arg):
 @jit
 def _iteration(si, iv, fv, T, W):
     """Start an iteration: jump the clock if nothing is ready, fire due timers; -1 or a code."""
-    rk, hw, hs, hk = T[0], T[2], T[3], T[4]
+    rk, hw, hs, hk, cuts = T[0], T[2], T[3], T[4], iv[CUTS]
     if iv[CLOSED]:
         return DONE
-    while iv[CUTS] and iv[HSIZE] > 0 and not _live(W, hs[0], hk[0], T[5][0]):
+    while cuts and iv[HSIZE] > 0 and not _live(W, hs[0], hk[0], T[5][0]):
         _pop(T, iv)  # a cancelled timer at the heap's head (asyncio drops it so)
     if iv[RLEN] + iv[HSIZE] >= len(rk):
         return GROW_READY
@@ -589,11 +590,13 @@ def _iteration(si, iv, fv, T, W):
             iv[ARRIVAL_SEQ], fv[ARRIVAL] = 0, math.inf
             _ready(T, iv, K_FIRED_PRODUCER, _ARRIVED)
         elif heap:
-            kind, arg, live = hk[0], T[5][0], iv[CUTS] == 0 or _live(W, hs[0], hk[0], T[5][0])
+            kind, arg = hk[0], T[5][0]
+            if cuts and not _live(W, hs[0], kind, arg):
+                _pop(T, iv)
+                continue
             _pop(T, iv)
-            if live:
-                _ready(T, iv, kind, arg)
-                woken = woken and K_FIRED_PRODUCER <= kind <= K_FIRED_WORKER
+            _ready(T, iv, kind, arg)
+            woken = woken and K_FIRED_PRODUCER <= kind <= K_FIRED_WORKER
         else:
             break
     if woken:  # this iteration would only ready their tasks' steps: skip to the next one
@@ -606,7 +609,7 @@ def _iteration(si, iv, fv, T, W):
 @entry
 def play(iv, fv, si, sf, T, L, Q, W, D):
     """Run the replay until it ends or needs something (see the module docstring)."""
-    rk, ra = T[0], T[1]
+    rk, ra, cuts = T[0], T[1], iv[CUTS]
     while True:
         if iv[LEFT] == 0:
             code = _iteration(si, iv, fv, T, W)
@@ -623,8 +626,6 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             return GROW_LOG
         if len(T[2]) - iv[HSIZE] < 4:
             return GROW_HEAP
-        if len(D[10]) - iv[DS_REQ] < 2:  # the downstream's requests grow with the log
-            return GROW_LOG
         if kind == K_WORKER and iv[POOL_SAFE] == 0:  # a pool row may be dry: look
             b = W[0][arg] * SI
             for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
@@ -642,7 +643,7 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
         elif kind == K_PRODUCER:
             _producer(si, sf, iv, fv, T, L, Q, D[0], arg)
         elif K_FIRED_PRODUCER <= kind <= K_GATHERED:  # its task's step runs next iteration
-            if kind != K_FIRED_WORKER or iv[CUTS] == 0 or W[1][arg] != _CUT:  # (a cut sleep)
+            if not cuts or kind != K_FIRED_WORKER or W[1][arg] != _CUT:  # (a cut sleep)
                 _ready(T, iv, kind - FIRED_AFTER, arg)
         elif kind == K_READMIT:  # a retry's backoff is over: it joins the retry lane
             item, s = divmod(arg, len(si) // SI)

@@ -147,6 +147,17 @@ def test_kernel_equals_engine_with_a_downstream_timeouts_and_faults(scenario, re
     run_both(scenario, replication)
 
 
+@settings(max_examples=examples(100), **SETTINGS)
+@given(scenario=scenarios(), replication=st.integers(0, 2))
+def test_tiny_arrays_that_grow_and_refill_give_the_same_run(scenario, replication):
+    # The replay stops, grows its arrays and refills its draws many times in a run.
+    engine = simulate_once(scenario, replication, "asyncio")
+    with kernel_path("plain", block=1, log=1, heap=1, ready=1):
+        kernel = simulate_once(scenario, replication, "kernel")
+    assert_same_run(engine, kernel)
+    assert_same_downstream(engine, kernel)
+
+
 @settings(max_examples=examples(60), **SETTINGS)
 @given(
     rate=st.floats(5.0, 12.0),
@@ -264,3 +275,20 @@ def test_a_capacity_drop_over_work_in_progress_moves_its_end(factor, end_s):
         config=PipelineConfig(drain_timeout_s=None),
     ))  # fmt: skip
     assert run.downstream.log.end_s.tolist() == [end_s]
+
+
+def test_a_summary_of_a_few_keys_reads_the_downstreams_account_on_the_kernel():
+    from pipeline.sim.running.single import summary_once
+
+    scenario = Scenario(
+        arrivals=Poisson(rate=9.5), service=None, n_items=300, seed=3,
+        downstream=Downstream(concurrency=1, service=Exponential(mean=0.1), queue_maxsize=10),
+        faults=(CapacityDrop(at_s=5.0, for_s=5.0, factor=0.2),),
+        config=PipelineConfig(attempt_timeout_s=1.0, max_attempts=3, concurrency=50),
+    )  # fmt: skip
+    keys = frozenset({"goodput_per_s", "recovered", "downstream_orphaned", "downstream_queue_mean"})
+    engine = summary_once(scenario, 0, "asyncio", keys)
+    kernel = summary_once(scenario, 0, "auto", keys)
+    assert kernel["engine"] == "kernel"
+    for key in keys:
+        assert kernel[key] == pytest.approx(engine[key], rel=1e-9), key
