@@ -5,8 +5,11 @@ at 9.5/s, one downstream server (exponential service, mean 0.1 s) behind a FIFO
 queue of 100, a client that cuts each attempt after 3 s and makes 4 attempts,
 backing off 0.1 s with full jitter between them; a cut request stays in the queue
 or on the server and is served for nobody (orphaned work); an attempt that finds
-the queue full fails at once. A capacity drop (80% for 30 s, at 600 s) starts the
-storm: the servers then work mostly on requests their callers gave up on.
+the queue full fails at once, and a capacity drop cuts 80% for 30 s at 600 s. At
+9.5/s the system tips into the storm on its own within the first minute (a queue
+of 30 is 3 s of work: every attempt behind it is cut, and retried), and the servers
+then work almost only for callers who gave up (``--rate`` sets another load; at
+8/s the drop tips it over).
 
 - **kernel**: one ``simulate(scenario)`` call (draws, the replay, per-item columns,
   step series, summary and the downstream's account) with the default
@@ -21,7 +24,7 @@ storm: the servers then work mostly on requests their callers gave up on.
 Each is run interleaved in this process, ``time.process_time`` around it, a garbage
 collection (untimed) before each; ratios are medians of the ratios within a repeat.
 Usage: ``OPENBLAS_NUM_THREADS=1 python bench/bench_metastable.py [--items 100000]
-[--repeats 3]``. Target (issue): the kernel at most 0.5x SimPy's CPU.
+[--repeats 3] [--rate 9.5]``. Target (issue): the kernel at most 0.5x SimPy's CPU.
 """
 
 from __future__ import annotations
@@ -39,12 +42,12 @@ TIMEOUT_S, ATTEMPTS, BACKOFF_S = 3.0, 4, 0.1
 DROP_AT_S, DROP_FOR_S, DROP_FACTOR = 600.0, 30.0, 0.2
 
 
-def scenario(n: int):
+def scenario(n: int, rate: float = RATE):
     from pipeline import Backoff, PipelineConfig
     from pipeline.sim import CapacityDrop, Downstream, Exponential, Poisson, Scenario
 
     return Scenario(
-        arrivals=Poisson(rate=RATE),
+        arrivals=Poisson(rate=rate),
         service=None,
         n_items=n,
         seed=1,
@@ -62,7 +65,7 @@ def scenario(n: int):
     )
 
 
-def simpy_model(n: int, seed: int = 1) -> dict:
+def simpy_model(n: int, seed: int = 1, rate: float = RATE) -> dict:
     """The lean SimPy model of the same system; its counts."""
     import simpy
 
@@ -73,7 +76,7 @@ def simpy_model(n: int, seed: int = 1) -> dict:
         [CapacityDrop(at_s=DROP_AT_S, for_s=DROP_FOR_S, factor=DROP_FACTOR)]
     ).finish_s
     rng = np.random.default_rng(seed)
-    gaps = rng.exponential(1.0 / RATE, n).tolist()
+    gaps = rng.exponential(1.0 / rate, n).tolist()
     work = iter(rng.exponential(MEAN_SERVICE_S, n * ATTEMPTS).tolist())
     jitter = iter(rng.random(n * ATTEMPTS).tolist())
     env = simpy.Environment()
@@ -116,12 +119,12 @@ def simpy_model(n: int, seed: int = 1) -> dict:
     return counts
 
 
-def kernel_run(n: int, path: str) -> dict:
+def kernel_run(n: int, path: str, rate: float = RATE) -> dict:
     from pipeline.sim import simulate
     from pipeline.sim.running.kernel.paths import kernel_path
 
     with kernel_path(path):
-        return simulate(scenario(n)).summary
+        return simulate(scenario(n, rate)).summary
 
 
 def timed(call) -> tuple[float, object]:
@@ -135,20 +138,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=RATE, help="arrivals per second")
     args = parser.parse_args()
-    n = args.items
+    n, rate = args.items, args.rate
     kernel_run(2_000, "auto")  # numba's load and the caches, untimed
     kernel_run(2_000, "plain")
     rows = []
     for _ in range(args.repeats):
-        auto_s, summary = timed(lambda: kernel_run(n, "auto"))
-        plain_s, _ = timed(lambda: kernel_run(n, "plain"))
-        simpy_s, counts = timed(lambda: simpy_model(n))
+        auto_s, summary = timed(lambda: kernel_run(n, "auto", rate))
+        plain_s, _ = timed(lambda: kernel_run(n, "plain", rate))
+        simpy_s, counts = timed(lambda: simpy_model(n, rate=rate))
         rows.append((auto_s, plain_s, simpy_s))
     keys = ("items_completed", "items_dead_lettered", "downstream_requests",
             "downstream_orphaned", "downstream_rejected", "recovered", "engine")  # fmt: skip
     print(json.dumps({
         "items": n,
+        "rate": rate,
         "kernel_auto_cpu_s": [round(r[0], 3) for r in rows],
         "kernel_plain_cpu_s": [round(r[1], 3) for r in rows],
         "simpy_cpu_s": [round(r[2], 3) for r in rows],
