@@ -8,8 +8,8 @@ or on the server and is served for nobody (orphaned work); an attempt that finds
 the queue full fails at once, and a capacity drop cuts 80% for 30 s at 600 s. At
 9.5/s the system tips into the storm on its own within the first minute (a queue
 of 30 is 3 s of work: every attempt behind it is cut, and retried), and the servers
-then work almost only for callers who gave up (``--rate`` sets another load; at
-8/s the drop tips it over).
+then work almost only for callers who gave up (``--rate`` sets another load: at
+8/s it tips over on its own after about 430 s, at 7/s the drop tips it over).
 
 - **kernel**: one ``simulate(scenario)`` call (draws, the replay, per-item columns,
   step series, summary and the downstream's account) with the default
