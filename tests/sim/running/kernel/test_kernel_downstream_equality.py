@@ -30,14 +30,18 @@ from pipeline.sim import (
     Gamma,
     IndependentFailures,
     LoadSpike,
+    NoFailures,
+    PermanentFailures,
     Poisson,
     Scenario,
+    ScriptedFailures,
     Trace,
 )
 from pipeline.sim.running.engine_choice import unsupported
 from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.workloads.arrivals import Deterministic
+from pipeline.sim.workloads.traces.service import ServiceTrace
 from tests.sim.running.kernel.test_kernel_equality import SETTINGS, assert_same_run
 from tests.tiers import examples
 
@@ -133,12 +137,20 @@ def scenarios(draw):
             ))  # fmt: skip
     if kind == "poisson" and draw(st.booleans()):
         faults.append(LoadSpike(at_s=1.0, for_s=2.0, factor=2.0))
-    failures = {}
-    if downstream is None and draw(st.booleans()):
-        failures["failures"] = IndependentFailures(p=0.2)
-    return Scenario(arrivals=arrivals, service=service, n_items=n, downstream=downstream,
-                    faults=tuple(faults), config=config, seed=draw(st.integers(0, 999)),
-                    **failures)  # fmt: skip
+    more = {"initial_backlog": draw(st.sampled_from([0, 0, 3])),
+            "warmup_s": draw(st.sampled_from([0.0, 0.0, 0.5]))}  # fmt: skip
+    if downstream is None:  # a plain service sleep, cut, and failures of every kind
+        more["failures"] = draw(st.sampled_from([
+            NoFailures(), IndependentFailures(p=0.2), PermanentFailures(fraction=0.3),
+            ScriptedFailures(fails=(1, 2, 0, 3), permanent=(1,)),
+            IndependentFailures(p=0.2) | PermanentFailures(fraction=0.2),
+        ]))  # fmt: skip
+        if draw(st.booleans()):
+            times = draw(st.lists(st.sampled_from(ROUND_S), min_size=n + 3, max_size=n + 3))
+            more["service"] = ServiceTrace(tuple(times))
+    return Scenario(arrivals=arrivals, n_items=n, downstream=downstream, faults=tuple(faults),
+                    config=config, seed=draw(st.integers(0, 999)),
+                    **{"service": service, **more})  # fmt: skip
 
 
 @settings(max_examples=examples(800), **SETTINGS)
