@@ -38,6 +38,7 @@ from pipeline.sim import (
     Trace,
 )
 from pipeline.sim.running.engine_choice import unsupported
+from pipeline.sim.running.kernel import driver
 from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.workloads.arrivals import Deterministic
@@ -45,7 +46,8 @@ from pipeline.sim.workloads.traces.service import ServiceTrace
 from tests.sim.running.kernel.test_kernel_equality import SETTINGS, assert_same_run
 from tests.tiers import examples
 
-PATHS = ("plain", "compiled")
+PATHS = ("plain", *(("compiled",) if driver.compiled() is not None else ()))
+"""The kernel's paths (compiled with numba, the ``[fast]`` extra; skipped without it)."""
 
 
 def assert_same_downstream(engine, kernel) -> None:
