@@ -36,7 +36,7 @@ from ...workloads.failures import (
 from ...workloads.faults import CapacityDrop, SpeedProfile
 from ...workloads.scenario import Scenario, Streams
 from ...workloads.traces.service import ServiceTrace
-from ..downstream import DownstreamLog, DownstreamStats
+from ..downstream import DownstreamLog, DownstreamStats, stats_over
 from ..recorder import (
     ARRIVAL,
     DELTAS,
@@ -157,16 +157,11 @@ def _downstream_stats(played: dict, end_s: float) -> DownstreamStats:
     """:meth:`DownstreamRun.stats` at ``end_s``, from the replay's account of it."""
     queue_area, busy_area = played["queue_area"], played["busy_area"]
     span = end_s - played["since"]
-    if span > 0:
+    if span > 0:  # (DownstreamRun._account, to the end)
         queue_area += span * played["waiting"]
         busy_area += span * (played["concurrency"] - played["free"])
-    span = end_s if end_s > 0 else float("nan")
-    queue_mean, busy_mean = queue_area / span, busy_area / span
-    return DownstreamStats(
-        requests=played["requests"], served=played["served"], orphaned=played["orphaned"],
-        rejected=played["rejected"], queue_mean=queue_mean, in_system_mean=queue_mean + busy_mean,
-        busy_mean=busy_mean, end_s=end_s, log=DownstreamLog(*played["log"]),
-    )  # fmt: skip
+    counts = tuple(played[name] for name in ("requests", "served", "orphaned", "rejected"))
+    return stats_over(counts, queue_area, busy_area, end_s, DownstreamLog(*played["log"]))
 
 
 def _merged_series(arrivals: np.ndarray, log: Recorder, end_s: float) -> StepSeries:
