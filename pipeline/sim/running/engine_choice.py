@@ -28,12 +28,12 @@ The domain: any arrival process or trace, any service distribution or
 jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up, an initial
 backlog and item size, attempt timeouts, a downstream with its orphaned work and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
-:class:`~pipeline.sim.LoadSpike`); a chain when every stage is, without attempt
-timeouts. Outside: item classes, priority keys and deadlines (``priority``,
-``max_wait_s``), rate limits, autoscaling, the overload controls (``retry_budget``,
-``breaker``, ``concurrency_limit``, ``codel``), hangs, provider models
-(:class:`Overload`, :class:`TokenQuota`) and failure models, backoffs or retry
-policies of your own (subclasses). Those either wait on machinery the kernel does
+:class:`~pipeline.sim.LoadSpike`); a chain when every stage is. Outside: item
+classes, priority keys and deadlines (``priority``, ``max_wait_s``), rate limits,
+autoscaling, the overload controls (``retry_budget``, ``breaker``,
+``concurrency_limit``, ``codel``), hangs, provider models (:class:`Overload`,
+:class:`TokenQuota`) and failure models, backoffs or retry policies of your own
+(subclasses). Those either wait on machinery the kernel does
 not model (the rate limiter's buckets and windows, the budget's window and the
 breaker's states, a limit or a queue reacting to delays, a pool that changes size,
 a quota reading the loop's clock) or run code of yours whose behaviour the kernel
@@ -126,8 +126,6 @@ def unsupported(scenario: Scenario) -> str | None:
     if scenario.stages is not None:
         for spec in scenario.stages:
             feature = _unsupported_stage(spec.config, spec.failures)
-            if feature is None and spec.config.attempt_timeout_s is not None:
-                feature = "attempt timeouts (config.attempt_timeout_s)"  # a stage's: not yet
             if feature is not None:
                 return f"stage {spec.name!r}: {feature}"
         return None

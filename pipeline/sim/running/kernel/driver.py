@@ -213,8 +213,8 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
         conc = config.concurrency
         lane = min(r, (config.queue_maxsize or r) + conc) + 1
         waiters = 1 + (1 if s == 0 else stages[s - 1].config.concurrency)  # upstream's tasks
-        retries = lane if parts or spec.cuts is not None else 1  # (a cut attempt fails too)
-        row[_RINGS] = r, lane, retries, r if parts or single else 0, conc, waiters
+        fails = bool(parts) or spec.cuts is not None  # (a cut attempt fails too)
+        row[_RINGS] = r, lane, lane if fails else 1, r if fails or single else 0, conc, waiters
         row[[R.MCAP, R.QCAP, R.GCAP, R.WCAP]] = row[[R.MOFF, R.QOFF, R.GOFF, R.WOFF]]
         row[R.REJECT] = config.on_full == "reject"
         row[R.BOUND] = 2**62 if config.queue_maxsize is None else config.queue_maxsize
@@ -315,7 +315,7 @@ class _State:
         first = [np.asarray(spec.first_attempt_s, np.float64) for spec in stages]
         first = first[0] if single else np.concatenate(first)  # one stage: no copy
         self.D = [np.asarray(arrival, np.float64), first, *tables]
-        _cut_state(self, stages[0])
+        _cut_state(self, stages)
 
 
 @dataclass
@@ -336,28 +336,26 @@ class Replayed:
     downstream: dict[str, Any] | None = None
 
 
-def _cut_state(state: _State, spec: StageInput) -> None:
-    """The columns and arrays of a pipeline's attempt timeout and downstream (:class:`Cuts`):
-    ``D[10:16]`` its requests (sent, start, end, abandoned, work, caller), ``D[16:18]`` its
-    speed profile (the requests' arrays grow as the downstream's draws are refilled)."""
-    cuts, iv = spec.cuts, state.iv
-    state.fv = np.concatenate([state.fv, [np.nan, 0.0, 0.0, 0.0]])  # TMO_S, DS_SINCE, areas
+def _cut_state(state: _State, stages: list[StageInput]) -> None:
+    """The columns and arrays of the stages' attempt timeouts and a pipeline's downstream
+    (:class:`Cuts`): ``D[10:16]`` its requests (sent, start, end, abandoned, work, caller),
+    ``D[16:18]`` its speed profile, ``D[18]`` each stage's timeout (the requests' arrays
+    grow as the downstream's draws are refilled)."""
+    cuts, iv = stages[0].cuts, state.iv
+    state.fv = np.concatenate([state.fv, [0.0, 0.0, 0.0]])  # DS_SINCE, the areas
+    timeouts = [np.nan if s.cuts is None or s.cuts.timeout_s is None else s.cuts.timeout_s
+                for s in stages]  # fmt: skip
+    iv[R.CUTS] = any(spec.cuts is not None for spec in stages)
     profile = [(0.0,), (1.0,)]
-    if cuts is not None:
+    if cuts is not None and cuts.downstream is not None:
         ds = cuts.downstream
-        iv[[R.CUTS, R.TMO_ON, R.DS_ON, R.CLIENT]] = (
-            1, cuts.timeout_s is not None, ds is not None, cuts.client,
-        )  # fmt: skip
-        if cuts.timeout_s is not None:
-            state.fv[R.TMO_S] = cuts.timeout_s
-        if ds is not None:
-            iv[[R.DS_C, R.DS_FREE]] = ds.concurrency
-            iv[R.DS_QMAX] = -1 if ds.queue_maxsize is None else ds.queue_maxsize
-            iv[R.DS_ROW] = [what for _, what in state.pool_of].index("downstream")
-            iv[R.DS_CONST] = all(factor == 1.0 for factor in cuts.factors)
-            profile = [cuts.starts, cuts.factors]
+        iv[[R.DS_ON, R.CLIENT, R.DS_C, R.DS_FREE]] = 1, cuts.client, ds.concurrency, ds.concurrency
+        iv[R.DS_QMAX] = -1 if ds.queue_maxsize is None else ds.queue_maxsize
+        iv[R.DS_ROW] = [what for _, what in state.pool_of].index("downstream")
+        iv[R.DS_CONST] = all(factor == 1.0 for factor in cuts.factors)
+        profile = [cuts.starts, cuts.factors]
     state.D += [*(np.zeros(1) for _ in range(5)), np.zeros(1, np.int64),
-                *(np.array(x, np.float64) for x in profile)]  # fmt: skip
+                *(np.array(x, np.float64) for x in [*profile, timeouts])]  # fmt: skip
 
 
 def _grow(x: Any) -> Any:

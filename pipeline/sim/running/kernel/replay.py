@@ -67,13 +67,12 @@ DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent 
 # Global ints (iv) and floats (fv).
 (SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, RUN_WOKEN, CANCELLED,
  CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE,
- CUTS, TMO_ON, DS_ON, CLIENT, DS_C, DS_FREE, DS_QMAX, DS_REQ, DS_STARTED, DS_SERVED, DS_ORPH,
- DS_REJ, DS_ROW, DS_CONST, NIV) = range(35)  # fmt: skip
-NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL, TMO_S, DS_SINCE, DS_QAREA, DS_BAREA = (
-    range(10)
-)
+ CUTS, DS_ON, CLIENT, DS_C, DS_FREE, DS_QMAX, DS_REQ, DS_STARTED, DS_SERVED, DS_ORPH,
+ DS_REJ, DS_ROW, DS_CONST, NIV) = range(34)  # fmt: skip
+NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL, DS_SINCE, DS_QAREA, DS_BAREA = range(9)
 # CUTS: attempts can be cut (a timeout) or call a downstream, whose requests are D[10:16]:
-# sent, start, end, abandoned (s), work (s), caller (-1: none); its speed profile D[16:18].
+# sent, start, end, abandoned (s), work (s), caller (-1: none); its speed profile D[16:18];
+# each stage's attempt timeout D[18] (NaN: none).
 # A worker's W[7:10]: the request it awaits, the seq of its timeout's timer, of its sleep's.
 # ARRIVAL(_SEQ): the producer's timer, (when, seq), kept out of the heap (seq 0: none).
 # A stage's int row (si[stage * SI + column]) and float row (sf[stage * SF + column]).
@@ -371,19 +370,19 @@ def _downstream_answer(iv, fv, T, W, D, r):
 @jit
 def _cut_begin(iv, fv, T, W, D, g, seconds):
     """An attempt that can be cut starts: asyncio.timeout's timer, then its sleep or its call."""
-    calls = iv[DS_ON] and iv[CLIENT] == 0
+    calls, timeout_s = iv[DS_ON] and iv[CLIENT] == 0, D[18][W[0][g]]
     if calls and _downstream_full(iv):
-        iv[SEQ] += iv[TMO_ON]  # the timeout's timer, set and cancelled at once
+        iv[SEQ] += not math.isnan(timeout_s)  # the timeout's timer, set and cancelled at once
         iv[DS_REJ] += 1
         W[1][g], W[5][g], W[6][g] = _REFUSED, E_FULL, PART_FULL
         _ready_first(T, iv, K_WORKER, g)  # the failure: what the engine's step does next
         return
-    if iv[TMO_ON]:
+    if not math.isnan(timeout_s):
         W[8][g] = iv[SEQ] + 1
-        _push(T, iv, fv[NOW] + fv[TMO_S], K_CUT, g + len(W[0]) * W[8][g])
+        _push(T, iv, fv[NOW] + timeout_s, K_CUT, g + len(W[0]) * W[8][g])
     if calls:
         _downstream_call(iv, fv, T, W, D, g)
-    elif seconds <= 0 and iv[TMO_ON]:  # asyncio.sleep(0): a turn of the loop, no timer
+    elif seconds <= 0 and not math.isnan(timeout_s):  # asyncio.sleep(0): a turn, no timer
         W[1][g] = _SLEEPING
         _ready(T, iv, K_WORKER, g)
     else:

@@ -208,7 +208,7 @@ def run_chain_kernel(
     """
     from pipeline.chain.report import ChainReport, StageReport
 
-    from .driver import StageInput, replay, take_compiled
+    from .driver import Cuts, StageInput, replay, take_compiled
 
     arrivals = source_arrivals(scenario, Streams.from_seed(scenario.seed, replication).arrivals)
     inputs, reaching, total = [], len(arrivals), 0
@@ -216,8 +216,10 @@ def run_chain_kernel(
         work = StageWorkload(spec, reaching, scenario.seed, replication, number)
         failures = None if never_fails(spec.failures, reaching) else work.failures
         traced = isinstance(spec.service, ServiceTrace)
+        timeout_s = spec.config.attempt_timeout_s
+        cut = None if timeout_s is None else Cuts(timeout_s)
         inputs.append(StageInput(spec.name, spec.config, spec.fan_out, work.first_attempt_s,
-                                 work.retry_times, traced, failures, work.jitter))  # fmt: skip
+                                 work.retry_times, traced, failures, work.jitter, cut))  # fmt: skip
         total += reaching
         reaching *= spec.fan_out
     fast = take_compiled(total)

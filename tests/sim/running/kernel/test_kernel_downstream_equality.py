@@ -13,6 +13,7 @@ request. Both kernel paths (plain and compiled) run each scenario.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -43,6 +44,10 @@ from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.single import simulate_once
 from pipeline.sim.workloads.arrivals import Deterministic
 from pipeline.sim.workloads.traces.service import ServiceTrace
+from tests.sim.running.kernel.test_kernel_chain_equality import (
+    assert_kernel_agrees as assert_chain_agrees,
+)
+from tests.sim.running.kernel.test_kernel_chain_equality import chains
 from tests.sim.running.kernel.test_kernel_equality import SETTINGS, assert_same_run
 from tests.tiers import examples
 
@@ -306,3 +311,22 @@ def test_a_summary_of_a_few_keys_reads_the_downstreams_account_on_the_kernel():
     assert kernel["engine"] == "kernel"
     for key in keys:
         assert kernel[key] == pytest.approx(engine[key], rel=1e-9), key
+
+
+@st.composite
+def timed_chains(draw):
+    """A random chain of ``test_kernel_chain_equality.py`` with attempt timeouts at some stages."""
+    scenario = draw(chains())
+    stages = [
+        dataclasses.replace(spec, config=dataclasses.replace(
+            spec.config, attempt_timeout_s=draw(st.sampled_from([None, 0.25, 0.5, 1.0, 2.5]))
+        ))
+        for spec in scenario.stages
+    ]  # fmt: skip
+    return scenario.replace(stages=stages)
+
+
+@settings(max_examples=examples(200), **SETTINGS)
+@given(scenario=timed_chains(), replication=st.integers(0, 3))
+def test_kernel_equals_engine_on_random_chains_with_attempt_timeouts(scenario, replication):
+    assert_chain_agrees(scenario, replication)
