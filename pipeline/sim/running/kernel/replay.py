@@ -6,7 +6,10 @@ module plays them as the loop's ``_run_once`` does: a heap of timers by ``(when,
 seq)`` and a ring of ready steps run in iterations. Each task is a state machine
 whose steps do what its coroutine does between two suspensions, drawing every
 random value at the same point, so every event, counter and dead letter is the
-engine's, ties included (README, "Ties at equal times").
+engine's, ties included (README, "Ties at equal times"). An attempt timeout is
+asyncio.timeout's timer, a downstream's request ends by its server's; a timer cancelled
+before it fires (an ended attempt's timeout, a cut attempt's sleep) stays in the heap
+and is dropped unseen when it comes up, as the loop drops cancelled handles.
 
 State lives in arrays: globals in ``iv``/``fv``, a row per stage in ``si``/``sf``
 (``stage * SI + column``), queues as rings, random values in pools the caller
