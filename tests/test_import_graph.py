@@ -228,6 +228,11 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ): KERNEL_PATH,
     (
         "pipeline.sim.running.kernel.run",
+        "_cuts",
+        "pipeline.sim.running.kernel.driver",
+    ): KERNEL_PATH,
+    (
+        "pipeline.sim.running.kernel.run",
         "_merged_series",
         "pipeline.sim.running.kernel.driver",
     ): KERNEL_PATH,
@@ -240,6 +245,27 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("pipeline.sim.running.single", "run_engine", "pipeline.sim.vloop"): ENGINE_ONLY,
     ("pipeline.sim.running.single", "run_engine", "pipeline.sim.running.downstream"): FEATURE_ONLY,
     ("pipeline.sim.running.single", "run_engine", "pipeline.sim.running.pooltrace"): FEATURE_ONLY,
+    ("pipeline.sim.running.kernel.run", "_cuts", "pipeline.sim.running.downstream"): FEATURE_ONLY,
+    (
+        "pipeline.sim.running.kernel.driver",
+        "_stage_rows",
+        "pipeline.sim.running.downstream",
+    ): FEATURE_ONLY,
+    (
+        "pipeline.sim.running.kernel.driver",
+        "_cut_errors",
+        "pipeline.sim.running.downstream",
+    ): FEATURE_ONLY,
+    (
+        "pipeline.sim.running.kernel.run",
+        "_downstream_stats",
+        "pipeline.sim.running.downstream",
+    ): FEATURE_ONLY,
+    (
+        "pipeline.sim.running.kernel.run",
+        "_pool_series",
+        "pipeline.sim.running.pooltrace",
+    ): FEATURE_ONLY,
     ("pipeline.sim.running.single", "_engine_once", "pipeline.sim.vloop"): ENGINE_ONLY,
     ("pipeline.sim.running.single", "simulate_once", "pipeline.sim.running.chained"): CHAIN_ONLY,
     (

@@ -92,13 +92,8 @@ BAD_INPUT = [
     (["trace.toml"], "'trace' in trace.toml replays the arrival and service times"),
     (["trace.toml"], "drop 'arrivals' in trace.toml"),
     (["trace.toml", "--service", "constant:value=1"], "in trace.toml and --service"),
-    # the engine: a bad name, and the kernel asked for what it does not model
+    # the engine: a bad name (the kernel's refusals: tests/sim/running/test_engine_choice.py)
     ([*MM4, "--items", "5", "--engine", "fast"], "--engine: expected 'auto', 'asyncio' or"),
-    (
-        [*MM4, "--items", "5", "--engine", "kernel", "--attempt-timeout", "1"],
-        "--engine kernel does not support attempt timeouts (config.attempt_timeout_s); use "
-        "--engine auto (the asyncio engine runs it) or --engine asyncio",
-    ),
 ]
 
 
@@ -330,9 +325,9 @@ def test_engine_flag_names_the_engine_and_both_agree(capsys):
             assert kernel[key] is None, key
         elif key not in ("engine", "wall_time_s"):
             assert kernel[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
-    # outside the kernel's domain, auto runs the engine
-    slow = main_json(capsys, *args, "--attempt-timeout", "5")
-    assert slow["engine"] == "asyncio"
+    # attempt timeouts are inside the kernel's domain too
+    cut = main_json(capsys, *args, "--attempt-timeout", "5")
+    assert cut["engine"] == "kernel"
     # with replications, the engine is named once (not averaged)
     many = main_json(capsys, *args, "--replications", 2)
     assert many["engine"] == "kernel" and "engine" not in many["ci95"]
@@ -479,7 +474,7 @@ def test_the_kernels_refusal_and_the_drain_warning_speak_python_to_python():
     scenario = Scenario(
         arrivals=Poisson(rate=3.2),
         service=Exponential(mean=1.0),
-        config=PipelineConfig(attempt_timeout_s=1.0),
+        config=PipelineConfig(max_wait_s=1.0),
         n_items=5,
     )
     with pytest.raises(ValueError, match=r"^engine='kernel' does not support .* engine='auto'"):

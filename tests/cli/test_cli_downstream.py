@@ -69,7 +69,7 @@ def test_the_file_builds_the_same_run_and_prints_the_overload_keys(scenario_file
                 "downstream_served", "downstream_orphaned", "downstream_rejected",
                 "downstream_queue_mean"):  # fmt: skip
         assert out[key] == want[key], key
-    assert out["engine"] == "asyncio"
+    assert out["engine"] == "kernel"  # auto: the kernel runs a downstream
     assert out["recovered"] in (True, False)
 
 
@@ -87,11 +87,14 @@ def test_without_faults_the_recovery_keys_are_null(scenario_file, capsys):
     assert (out["recovered"], out["recovery_s"]) == (None, None)
 
 
-def test_the_kernel_refuses_a_downstream_in_one_line(scenario_file, capsys):
-    assert main(["simulate", scenario_file(OVERLOAD), "--engine", "kernel"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert "--engine kernel does not support a downstream" in err
+def test_the_kernel_and_the_engine_print_the_same_overload_keys(scenario_file, capsys):
+    outs = []
+    for engine in ("kernel", "asyncio"):
+        assert main(["simulate", scenario_file(OVERLOAD), "--engine", engine, "--json"]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    for key in ("items_completed", "goodput_per_s", "recovered", "recovery_s",
+                "downstream_served", "downstream_orphaned", "downstream_rejected"):  # fmt: skip
+        assert outs[0][key] == outs[1][key], key
 
 
 HEAD = 'arrivals = "poisson:rate=1"\nduration = 5\n'

@@ -31,9 +31,22 @@ import numpy as np
 from ..workloads.downstream import Downstream, DownstreamFull
 from ..workloads.faults import SpeedProfile
 
-__all__ = ["DownstreamLog", "DownstreamRun", "DownstreamStats", "downstream_rng"]
+__all__ = [
+    "DownstreamLog",
+    "DownstreamRun",
+    "DownstreamStats",
+    "downstream_rng",
+    "full_message",
+    "stats_over",
+]
 
-_BLOCK = 4096  # service times drawn at a time
+DRAW_BLOCK = 4096
+"""Service times drawn at a time (the kernel draws the very same blocks)."""
+
+
+def full_message(maxsize: int | None) -> str:
+    """What :class:`DownstreamFull` says when ``maxsize`` requests wait for a server."""
+    return f"the downstream's queue is full ({maxsize} requests waiting)"
 
 
 def downstream_rng(seed: int, replication: int) -> np.random.Generator:
@@ -147,7 +160,7 @@ class DownstreamRun:
     def _draw(self) -> float:
         pool = self._pool
         if not pool:
-            pool.extend(self._spec.service.sample(self._rng, _BLOCK).tolist()[::-1])
+            pool.extend(self._spec.service.sample(self._rng, DRAW_BLOCK).tolist()[::-1])
         return pool.pop()
 
     def _account(self, now: float) -> None:
@@ -169,9 +182,7 @@ class DownstreamRun:
         now = self._loop.time()
         if not self._free and self._maxsize is not None and len(self._waiting) >= self._maxsize:
             self.rejected += 1
-            raise DownstreamFull(
-                f"the downstream's queue is full ({self._maxsize} requests waiting)"
-            )
+            raise DownstreamFull(full_message(self._maxsize))
         self.requests += 1
         self._account(now)
         done = self._future()
@@ -214,9 +225,6 @@ class DownstreamRun:
     def stats(self, end_s: float) -> DownstreamStats:
         """What was counted, with the time-weighted means over ``[0, end_s]``."""
         self._account(end_s)
-        span = end_s if end_s > 0 else float("nan")
-        queue_mean = self._queue_area / span
-        busy_mean = self._busy_area / span
         abandoned = np.full(len(self._sent), np.nan)
         if self._abandoned:
             abandoned[list(self._abandoned)] = list(self._abandoned.values())
@@ -227,14 +235,26 @@ class DownstreamRun:
             end_s=np.concatenate([self._end_s, unstarted]),
             abandoned_s=abandoned,
         )
-        return DownstreamStats(
-            requests=self.requests,
-            served=self.served,
-            orphaned=self.orphaned,
-            rejected=self.rejected,
-            queue_mean=queue_mean,
-            in_system_mean=queue_mean + busy_mean,
-            busy_mean=busy_mean,
-            end_s=end_s,
-            log=log,
-        )
+        counts = (self.requests, self.served, self.orphaned, self.rejected)
+        return stats_over(counts, self._queue_area, self._busy_area, end_s, log)
+
+
+def stats_over(
+    counts: tuple[int, int, int, int],
+    queue_area: float,
+    busy_area: float,
+    end_s: float,
+    log: DownstreamLog,
+) -> DownstreamStats:
+    """:class:`DownstreamStats` from its ``counts`` (requests, served, orphaned, rejected) and
+    the areas under its queue and busy servers over ``[0, end_s]`` (request-seconds)."""
+    span = end_s if end_s > 0 else float("nan")
+    queue_mean, busy_mean = queue_area / span, busy_area / span
+    return DownstreamStats(
+        *counts,
+        queue_mean=queue_mean,
+        in_system_mean=queue_mean + busy_mean,
+        busy_mean=busy_mean,
+        end_s=end_s,
+        log=log,
+    )

@@ -26,21 +26,19 @@ The domain: any arrival process or trace, any service distribution or
 :class:`ScriptedFailures` and their combinations, ``max_attempts``,
 :class:`~pipeline.Backoff` (constant or exponential, capped, with or without full
 jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up, an initial
-backlog and item size, an :class:`~pipeline.Autoscaler` on a single pipeline (up to
-:data:`MAX_SCALED_WORKERS` workers, its stabilisation windows spanning at most
-:data:`MAX_WINDOW_SYNCS` syncs); a chain when every
-stage is, none autoscaled. Outside: a downstream and
+backlog and item size, attempt timeouts, a downstream with its orphaned work and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
-:class:`~pipeline.sim.LoadSpike`), item classes,
-priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
-timeouts, an autoscaled chain stage, the overload controls (``retry_budget``, ``breaker``,
+:class:`~pipeline.sim.LoadSpike`), an :class:`~pipeline.Autoscaler` on a single
+pipeline (up to :data:`MAX_SCALED_WORKERS` workers, its stabilisation windows spanning
+at most :data:`MAX_WINDOW_SYNCS` syncs); a chain when every stage is, none autoscaled.
+Outside: item classes, priority keys and deadlines (``priority``, ``max_wait_s``), rate
+limits, an autoscaled chain stage, the overload controls (``retry_budget``, ``breaker``,
 ``concurrency_limit``, ``codel``), hangs, provider models (:class:`Overload`,
 :class:`TokenQuota`) and failure models, backoffs or retry policies of your own
 (subclasses). Those either wait on machinery the kernel does not model (the rate
-limiter's buckets and windows, a timeout cancelling an attempt, the budget's window
-and the breaker's states, a limit or a queue reacting to delays, a quota reading the
-loop's clock) or run
-code of yours whose behaviour the kernel cannot know.
+limiter's buckets and windows, the budget's window and the breaker's states, a limit
+or a queue reacting to delays, a quota reading the loop's clock) or run code of yours
+whose behaviour the kernel cannot know.
 """
 
 from __future__ import annotations
@@ -94,7 +92,6 @@ _OUTSIDE_SETTINGS = (
     ("priority", "priority keys"),
     ("max_wait_s", "deadlines"),
     ("rate_limit", "rate limits"),
-    ("attempt_timeout_s", "attempt timeouts"),
     ("retry_budget", "retry budgets"),
     ("breaker", "circuit breakers"),
     ("concurrency_limit", "adaptive concurrency limits"),
@@ -130,11 +127,6 @@ def unsupported(scenario: Scenario) -> str | None:
     drain that runs into its timeout is only known by running it
     (:func:`run_chosen`).
     """
-    if scenario.downstream is not None:
-        # Its queue, servers and orphaned work are the engine's run (running/downstream.py).
-        return "a downstream (Scenario.downstream)"
-    if scenario.faults:
-        return "faults (Scenario.faults)"
     if scenario.classes is not None:
         # Their priority keys and deadlines are the engine's; the kernel has neither yet.
         return "item classes (Scenario.classes: priorities and patience)"

@@ -229,10 +229,11 @@ def _kernel_once(scenario: Scenario, replication: int) -> SimulationResult:
     from .kernel.run import run_kernel
 
     began = time.perf_counter()
-    report, _, columns, series, pool = run_kernel(scenario, replication)
+    run = run_kernel(scenario, replication)
     return SimulationResult(
-        scenario, report, columns, series, time.perf_counter() - began, "kernel", pool=pool
-    )
+        scenario, run.report, run.columns, run.series, time.perf_counter() - began, "kernel",
+        pool=run.pool, downstream=run.downstream,
+    )  # fmt: skip
 
 
 def _engine_once(scenario: Scenario, replication: int) -> SimulationResult:
@@ -298,7 +299,7 @@ def _kernel_summary(scenario: Scenario, replication: int, keys: frozenset[str]) 
 
     began = time.perf_counter()
     series = any(key in keys for key in SERIES_KEYS if key != "memory_peak_bytes")
-    report, _, columns, steps, _ = run_kernel(scenario, replication, series=series)
+    report, _, columns, steps, _, downstream = run_kernel(scenario, replication, series=series)
     return summary_of(
         scenario,
         report,
@@ -307,4 +308,5 @@ def _kernel_summary(scenario: Scenario, replication: int, keys: frozenset[str]) 
         wall_time_s=time.perf_counter() - began,
         engine="kernel",
         keys=keys,
+        downstream=downstream,
     )

@@ -199,8 +199,8 @@ def test_a_slow_last_stage_backs_up_into_the_first():
 
 
 def test_the_kernel_refuses_a_chain_stage_outside_its_domain_in_one_line():
-    scenario = tandem(n_items=5).replace(**{"fetch.attempt_timeout_s": 1.0})
-    with pytest.raises(ValueError, match="stage 'fetch': attempt timeouts") as caught:
+    scenario = tandem(n_items=5).replace(**{"fetch.max_wait_s": 1.0})
+    with pytest.raises(ValueError, match="stage 'fetch': deadlines") as caught:
         simulate(scenario, engine="kernel")
     assert "\n" not in str(caught.value)
     assert simulate(scenario, engine="auto").summary["engine"] == "asyncio"

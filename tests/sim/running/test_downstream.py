@@ -146,17 +146,15 @@ def test_a_downstream_refuses_failure_models_classes_and_stages():
         _scenario(downstream="db")
 
 
-def test_the_kernel_refuses_a_downstream_and_faults_in_one_line():
-    with pytest.raises(ValueError) as refused:
-        simulate(_scenario(), engine="kernel")
-    message = str(refused.value)
-    assert "\n" not in message
-    assert message.startswith("engine='kernel' does not support a downstream")
+def test_auto_runs_a_downstream_and_faults_on_the_kernel_with_the_engines_summary():
     spike = Scenario(arrivals=Poisson(rate=1.0), service=Constant(0.1), n_items=5,
                      faults=[LoadSpike(at_s=1, for_s=1, factor=2)])  # fmt: skip
-    with pytest.raises(ValueError, match=r"^engine='kernel' does not support faults"):
-        simulate(spike, engine="kernel")
-    assert simulate(spike).summary["engine"] == "asyncio"  # auto: the engine runs it
+    for scenario in (_scenario(), spike):
+        kernel, engine = simulate(scenario).summary, simulate(scenario, engine="asyncio").summary
+        assert (kernel["engine"], engine["engine"]) == ("kernel", "asyncio")
+        for key, value in engine.items():
+            if key not in ("wall_time_s", "engine"):
+                assert kernel[key] == pytest.approx(value, abs=1e-9, nan_ok=True), key
 
 
 # -- a hand-computed trace ----------------------------------------------------------------

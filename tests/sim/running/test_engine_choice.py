@@ -111,14 +111,15 @@ CASES = [
         BASE.replace(rate_limit=RateLimit(requests_per_minute=600)),
         "rate limits (config.rate_limit)",
     ),
-    ("attempt timeout", BASE.replace(attempt_timeout_s=5.0), "attempt timeouts"),
+    ("attempt timeout", BASE.replace(attempt_timeout_s=5.0), None),
+    ("deadline", BASE.replace(max_wait_s=5.0), "deadlines (config.max_wait_s)"),
     ("custom backoff", BASE.replace(backoff=MyBackoff()), "a backoff of its own (MyBackoff)"),
     ("hangs", BASE.replace(failures=Hangs(p=0.2, hang_s=2.0)), "hangs (Hangs failures)"),
     ("chain", tandem(), None),
     (
         "chain, one stage outside",
-        tandem({"attempt_timeout_s": 5.0}),
-        "stage 'write': attempt timeouts (config.attempt_timeout_s)",
+        tandem({"max_wait_s": 5.0}),
+        "stage 'write': deadlines (config.max_wait_s)",
     ),
 ]
 IDS = [case for case, _, _ in CASES]
@@ -282,7 +283,7 @@ def test_run_chosen_falls_back_only_when_the_kernel_declines():
     with pytest.raises(ValueError, match=r"^engine='kernel' does not support a drain that"):
         run_chosen(BASE, "kernel", declines, lambda: "asyncio")
     assert run_chosen(BASE, "kernel", lambda: "kernel", lambda: "asyncio") == "kernel"
-    outside = BASE.replace(attempt_timeout_s=1.0)
+    outside = BASE.replace(max_wait_s=1.0)
     assert run_chosen(outside, "auto", declines, lambda: "asyncio") == "asyncio"
 
 
@@ -300,10 +301,10 @@ def test_compare_refuses_before_any_run(monkeypatch):
         raise AssertionError("ran")
 
     monkeypatch.setattr(compare_module, "run_task", never)
-    with pytest.raises(ValueError, match=r"^b: engine='kernel' does not support attempt"):
+    with pytest.raises(ValueError, match=r"^b: engine='kernel' does not support deadlines"):
         compare(
             BASE,
-            BASE.replace(attempt_timeout_s=5.0),
+            BASE.replace(max_wait_s=5.0),
             metric="items_completed",
             replications=2,
             engine="kernel",
@@ -316,14 +317,14 @@ CLI_CASES = [
     ('arrivals = "poisson:rate=2"\nservice = "exponential:mean=1"\nitems = 30\n', None),
     (
         'arrivals = "poisson:rate=2"\nservice = "exponential:mean=1"\nitems = 30\n'
-        "attempt_timeout = 5\n",
-        "attempt timeouts (config.attempt_timeout_s)",
+        "[codel]\ntarget_s = 0.5\ninterval_s = 5.0\n",
+        "CoDel queue shedding (config.codel)",
     ),
     (
         'arrivals = "poisson:rate=2"\nitems = 30\n\n[[stages]]\nname = "fetch"\n'
         'service = "exponential:mean=0.4"\n\n[[stages]]\nname = "write"\n'
         'service = "exponential:mean=0.3"\nattempt_timeout = 5\n',
-        "stage 'write': attempt timeouts (config.attempt_timeout_s)",
+        None,  # a stage's attempt timeouts are inside the kernel's domain
     ),
 ]
 
@@ -426,17 +427,17 @@ def test_the_cost_guess_that_sizes_a_pool_is_for_the_engine_that_will_run():
 def test_a_plan_refuses_the_kernel_only_for_a_configuration_outside_its_domain():
     # The base is outside twice over, and the search takes both features away: every
     # configuration is inside, so "kernel" runs them all, as "auto" does.
-    base = BASE.replace(rate_limit=RateLimit(requests_per_minute=600), attempt_timeout_s=5.0)
-    search = {"rate_limit": [None], "attempt_timeout_s": [None]}
+    base = BASE.replace(rate_limit=RateLimit(requests_per_minute=600), max_wait_s=5.0)
+    search = {"rate_limit": [None], "max_wait_s": [None]}
     options = dict(replications=3, processes=1, progress=False)
     for engine in ("auto", "kernel"):
         p = plan(base, search, ["items_completed>=0"], engine=engine, **options)
         assert p.candidates["engine"].tolist() == ["kernel"]
     # One value keeps a feature: the configurations with it are outside, and named.
-    search = {"rate_limit": [None], "attempt_timeout_s": [None, 5.0]}
+    search = {"rate_limit": [None], "max_wait_s": [None, 5.0]}
     with pytest.raises(ValueError) as caught:
         plan(base, search, ["items_completed>=0"], engine="kernel", **options)
     assert str(caught.value) == (
-        "search point {'rate_limit': None, 'attempt_timeout_s': 5.0}: "
-        + refusal("attempt timeouts (config.attempt_timeout_s)")
+        "search point {'rate_limit': None, 'max_wait_s': 5.0}: "
+        + refusal("deadlines (config.max_wait_s)")
     )

@@ -9,6 +9,7 @@ pays its import, a long run or a sweep pays it once.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib.util
 import math
 import operator
@@ -22,14 +23,17 @@ import numpy as np
 
 from pipeline.config import PipelineConfig
 from pipeline.errors import PermanentError
-from pipeline.records import AttemptError, DeadLetter, ShedLog
+from pipeline.records import AttemptError, DeadLetter, ShedLog, describe_error
 
+from ...workloads.downstream import Downstream, DownstreamFull
 from ...workloads.failures import AttemptFailures, SimulatedFailure
 from ...workloads.failures.uniforms import randoms
 from . import replay as R
 from .paths import current
 
-__all__ = ["LOAD_AFTER_ITEMS", "StageInput", "anticipate", "compiled", "replay", "take_compiled"]
+__all__ = [
+    "LOAD_AFTER_ITEMS", "Cuts", "StageInput", "anticipate", "compiled", "replay", "take_compiled",
+]  # fmt: skip
 
 LOAD_AFTER_ITEMS = 50_000
 """Stage items this process replays before ``auto`` loads numba (in one run or all so far):
@@ -39,6 +43,26 @@ BLOCK = 4096
 """Draws per refill of a pool row, unless :func:`~.paths.kernel_path` sets ``block``."""
 _SEEN = [0]  # stage items this process has replayed (or announced), while numba is not loaded
 _COMPILED: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class Cuts:
+    """A pipeline's attempt timeout and the downstream its attempts call (see :mod:`.replay`).
+
+    Attributes:
+        timeout_s: ``attempt_timeout_s``, or None.
+        downstream: the :class:`~pipeline.sim.Downstream`, or None.
+        rng: its service-time stream (``downstream_rng``).
+        starts, factors: its servers' speed profile, piece by piece (``SpeedProfile.segments``).
+        client: the attempt sleeps its service time before the call (``Scenario.service``).
+    """
+
+    timeout_s: float | None
+    downstream: Downstream | None = None
+    rng: np.random.Generator | None = None
+    starts: tuple[float, ...] = (0.0,)
+    factors: tuple[float, ...] = (1.0,)
+    client: bool = True
 
 
 @dataclass(frozen=True)
@@ -54,6 +78,7 @@ class StageInput:
         traced: the service is a trace (a retry repeats the item's own time).
         failures: the stage's bound failure model, or None when no attempt can fail.
         rng: the stage's jitter stream (what its backoff draws from).
+        cuts: its attempt timeout and downstream (one pipeline's), or None.
     """
 
     name: str
@@ -64,6 +89,7 @@ class StageInput:
     traced: bool
     failures: AttemptFailures | None
     rng: random.Random
+    cuts: Cuts | None = None
 
 
 def compiled() -> Any:
@@ -186,7 +212,8 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
         conc, slots = config.concurrency, _slots(config)  # an autoscaled pool's most workers
         lane = min(r, (config.queue_maxsize or r) + slots) + 1
         waiters = 1 + (1 if s == 0 else stages[s - 1].config.concurrency)  # upstream's tasks
-        row[_RINGS] = r, lane, lane if parts else 1, r if parts or single else 0, slots, waiters
+        fails = bool(parts) or spec.cuts is not None  # (a cut attempt fails too)
+        row[_RINGS] = r, lane, lane if fails else 1, r if fails or single else 0, slots, waiters
         row[[R.MCAP, R.QCAP, R.GCAP, R.WCAP]] = row[[R.MOFF, R.QOFF, R.GOFF, R.WOFF]]
         row[R.REJECT] = config.on_full == "reject"
         row[R.BOUND] = 2**62 if config.queue_maxsize is None else config.queue_maxsize
@@ -194,9 +221,11 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
         row[R.FAN], row[R.CONC], row[R.MAXATT] = spec.fan_out, conc, config.max_attempts
         row[R.RSIM] = config.retry.is_retryable(SimulatedFailure("x"))
         row[R.RPERM] = config.retry.is_retryable(PermanentError("x"))
+        row[R.RTMO] = config.retry.is_retryable(TimeoutError())
+        row[R.RFULL] = config.retry.is_retryable(DownstreamFull("x"))
         row[R.JITTER], row[R.RTRACE] = bool(config.backoff.jitter), spec.traced
         row[R.PARTOFF], row[R.NPARTS], row[R.POFF] = len(krow), len(parts), len(pool_of)
-        if not parts:
+        if not parts and spec.cuts is None:
             continue
         delays[s] = _delays(config)
         pool_of += [(s, "retry"), (s, "jitter")]
@@ -214,6 +243,12 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
                 columns = _itemwise(part, r)
                 last.append(columns[0])
                 first.append(columns[1])
+        if spec.cuts is not None and spec.cuts.downstream is not None:
+            from ..downstream import DRAW_BLOCK
+
+            pool_of.append((s, "downstream"))  # in the engine's blocks: the very same draws
+            sizes.append(DRAW_BLOCK)
+            read.append(True)
         row[R.NPOOLS] = len(pool_of) - row[R.POFF]
     totals = dict(zip(_RINGS, si[:, _RINGS].sum(axis=0).tolist(), strict=True))
     si[:, _RINGS] = np.cumsum(si[:, _RINGS], axis=0) - si[:, _RINGS]
@@ -280,12 +315,13 @@ class _State:
                   *(np.full(n, np.nan) for _ in range(3)), np.full(n, 4, np.int8)]  # fmt: skip
         self.Q = [np.zeros(max(1, totals[column]), np.int64)
                   for column in (R.MOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
-        ints = [np.zeros(workers, np.int64) for _ in range(5)]
+        ints = [np.zeros(workers, np.int64) for _ in range(8)]
         stage_of = np.repeat(np.arange(nst, dtype=np.int64), slots)
         self.W = [stage_of, *ints[:3], np.zeros(workers), *ints[3:], *_scale_arrays(self, head)]
         first = [np.asarray(spec.first_attempt_s, np.float64) for spec in stages]
         first = first[0] if single else np.concatenate(first)  # one stage: no copy
         self.D = [np.asarray(arrival, np.float64), first, *tables]
+        _cut_state(self, stages)
 
 
 def _slots(config: PipelineConfig) -> int:
@@ -338,6 +374,29 @@ class Replayed:
     drain_timed_out: bool
     held_peak: int
     pool: dict[str, Any] | None = None
+    downstream: dict[str, Any] | None = None
+
+
+def _cut_state(state: _State, stages: list[StageInput]) -> None:
+    """The columns and arrays of the stages' attempt timeouts and a pipeline's downstream
+    (:class:`Cuts`): ``D[10:16]`` its requests (sent, start, end, abandoned, work, caller),
+    ``D[16:18]`` its speed profile, ``D[18]`` each stage's timeout (the requests' arrays
+    grow as the downstream's draws are refilled)."""
+    cuts, iv = stages[0].cuts, state.iv
+    state.fv = np.concatenate([state.fv, [0.0, 0.0, 0.0]])  # DS_SINCE, the areas
+    timeouts = [np.nan if s.cuts is None or s.cuts.timeout_s is None else s.cuts.timeout_s
+                for s in stages]  # fmt: skip
+    iv[R.CUTS] = any(spec.cuts is not None for spec in stages)
+    profile = [(0.0,), (1.0,)]
+    if cuts is not None and cuts.downstream is not None:
+        ds = cuts.downstream
+        iv[[R.DS_ON, R.CLIENT, R.DS_C, R.DS_FREE]] = 1, cuts.client, ds.concurrency, ds.concurrency
+        iv[R.DS_QMAX] = -1 if ds.queue_maxsize is None else ds.queue_maxsize
+        iv[R.DS_ROW] = [what for _, what in state.pool_of].index("downstream")
+        iv[R.DS_CONST] = all(factor == 1.0 for factor in cuts.factors)
+        profile = [cuts.starts, cuts.factors]
+    state.D += [*(np.zeros(1) for _ in range(5)), np.zeros(1, np.int64),
+                *(np.array(x, np.float64) for x in [*profile, timeouts])]  # fmt: skip
 
 
 def _grow(x: Any) -> Any:
@@ -365,6 +424,10 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
         spec, size = stages[s], int(D[9][row + 1] - D[9][row])
         if what == "retry":
             values = spec.retry_times(size)
+        elif what == "downstream":  # a request per draw: room for as many more requests
+            values = spec.cuts.downstream.service.sample(spec.cuts.rng, size)
+            while len(state.D[10]) < iv[R.DS_REQ] + size:
+                state.D = [*state.D[:10], *(_grow(x) for x in state.D[10:16]), *state.D[16:]]
         elif what == "jitter":
             refills[row] = spec.rng.getstate()
             values = randoms(spec.rng, size)
@@ -424,7 +487,7 @@ def replay(
 
 _COUNTERS = {"offered": R.OFFERED, "admitted": R.ADMITS, "completed": R.COMPLETES,
              "attempts": R.ATTEMPTS, "retried": R.RETRIED, "queue_peak": R.PEAK,
-             "outputs": R.OUTPUTS, "handed_on": R.HANDED}  # fmt: skip
+             "outputs": R.OUTPUTS, "handed_on": R.HANDED, "timed_out": R.TIMEDOUT}  # fmt: skip
 """A stage's counters in its :class:`Replayed` account, and their columns of its int row."""
 
 
@@ -448,7 +511,7 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
             run["shed"].append(item)
         if row[R.DEAD]:
             part = np.asarray(state.L[4][:ln], np.int8)[at]
-            run["dead_letters"] = _dead_letters(spec, k, t, i, part, row)
+            run["dead_letters"] = _dead_letters(spec, k, t, i, part)
         if single:  # admitted, first start, finish (s), attempts, outcome
             n = len(state.D[0])
             columns = [*state.L[5:8], state.Q[4][:n], state.L[8]]
@@ -460,8 +523,10 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
     now = float(fv[R.NOW])
     # the last instant's row holds the dead letters alone
     held = max(iv[R.HELD_PEAK], si[0, R.DEAD], iv[R.HELD_BEFORE]) if now >= fv[R.WARMUP_S] else 0
+    downstream = _downstream_read_back(state) if iv[R.DS_ON] else None
+    pool = _scale_read(state, stages[0].config, now)
     return Replayed(out, last_settle, float(fv[R.CLOSED_S]), now, bool(iv[R.TIMED_OUT]), int(held),
-                    _scale_read(state, stages[0].config, now))  # fmt: skip
+                    pool=pool, downstream=downstream)  # fmt: skip
 
 
 def _scale_read(state: _State, config: PipelineConfig, now: float) -> dict[str, Any] | None:
@@ -469,7 +534,7 @@ def _scale_read(state: _State, config: PipelineConfig, now: float) -> dict[str, 
     if config.autoscale is None:
         return None
     iv, fv = state.iv, state.fv
-    born = np.asarray(state.W[7], np.float64)
+    born = np.asarray(state.W[10], np.float64)
     alive = born[~np.isnan(born)]  # every worker still there stops at the close
     desired = float(fv[R.DESIRED])
     return {
@@ -481,32 +546,86 @@ def _scale_read(state: _State, config: PipelineConfig, now: float) -> dict[str, 
     }
 
 
+def _downstream_read_back(state: _State) -> dict[str, Any]:
+    """The downstream's counts, its areas up to now and each request's times (NaN: none yet)."""
+    iv, fv, D = state.iv, state.fv, state.D
+    sent, started = int(iv[R.DS_REQ]), int(iv[R.DS_STARTED])
+    columns = [np.array(D[k][:sent], np.float64) for k in (10, 11, 12, 13)]
+    for column in columns[1:3]:
+        column[started:] = np.nan
+    counts = {name: int(iv[k]) for name, k in (("requests", R.DS_REQ), ("served", R.DS_SERVED),
+              ("orphaned", R.DS_ORPH), ("rejected", R.DS_REJ), ("concurrency", R.DS_C),
+              ("free", R.DS_FREE))}  # fmt: skip
+    areas = {name: float(fv[k]) for name, k in (("since", R.DS_SINCE), ("queue_area", R.DS_QAREA),
+             ("busy_area", R.DS_BAREA))}  # fmt: skip
+    return {**counts, **areas, "waiting": sent - started, "log": columns}
+
+
 def _dead_letters(
-    spec: StageInput, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray, part: np.ndarray, row
+    spec: StageInput, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray, part: np.ndarray
 ) -> list[DeadLetter]:
     """The stage's dead letters, in order, with every failed attempt's error (from its log).
 
     Every attempt of a dead letter failed: a retry scheduled, or the dead-lettering
-    itself, logged with the part of the failure model that failed it.
+    itself, logged with the part of the failure model that failed it (or the
+    cut's: a storm dead-letters most items, so those errors are described once).
+    The garbage collector waits meanwhile: a storm's letters are millions of new
+    objects, none of them garbage, and its passes over them took 3/4 of the time.
     """
-    parts = _parts(spec.failures)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _letters(spec, kinds, times, ids, part)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _letters(
+    spec: StageInput, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray, part: np.ndarray
+) -> list[DeadLetter]:
+    """:func:`_dead_letters`, the garbage collector aside."""
+    parts, cut, retry = _parts(spec.failures), _cut_errors(spec), spec.config.retry
+    described = {k: (type(error).__name__, describe_error(error)) for k, error in cut.items()}
     dead = ids[kinds == R.DEAD_LETTERED]
     history: dict[int, list] = {item: [] for item in dead.tolist()}
+    last: dict[int, Any] = {}  # each one's last error
     failed = np.flatnonzero((kinds == R.RETRY_SCHEDULED) | (kinds == R.DEAD_LETTERED))
     lettered = np.zeros(int(ids.take(failed).max(initial=-1)) + 1, bool)  # by id (np.isin sorts)
     lettered[dead] = True
     failed = failed[lettered.take(ids.take(failed))]
     for item, at_s, k in zip(ids.take(failed).tolist(), times.take(failed).tolist(),
                              part.take(failed).tolist(), strict=True):  # fmt: skip
-        attempt, model = len(history[item]) + 1, parts[k]
+        errors = history[item]
+        attempt = len(errors) + 1
+        if k < 0:  # the attempt was cut, or found the downstream full
+            errors.append(AttemptError(attempt, *described[k], at_s))
+            last[item] = cut[k]
+            continue
+        model = parts[k]
         independent = model.model_kind == "independent"
         failure = model.failure(item, attempt) if independent else model.check(item, attempt, 0)
-        history[item].append((attempt, failure.error, at_s))
+        errors.append(AttemptError.from_exception(attempt, failure.error, at_s))
+        last[item] = failure.error
+    retryable = {id(error): retry.is_retryable(error) for error in cut.values()}
     letters = []
     for item, errors in history.items():
-        attempt, error, _ = errors[-1]
-        retryable = row[R.RPERM] if isinstance(error, PermanentError) else row[R.RSIM]
-        each = tuple(AttemptError.from_exception(a, e, t) for a, e, t in errors)
-        reason = "max_attempts" if retryable else "not_retryable"
-        letters.append(DeadLetter(payload=item, attempts=attempt, errors=each, reason=reason))
+        error = last[item]
+        again = retryable[id(error)] if id(error) in retryable else retry.is_retryable(error)
+        reason = "max_attempts" if again else "not_retryable"
+        letters.append(DeadLetter(payload=item, attempts=len(errors), errors=tuple(errors),
+                                  reason=reason))  # fmt: skip
     return letters
+
+
+def _cut_errors(spec: StageInput) -> dict[int, Exception]:
+    """The errors of a cut attempt and of a full downstream, by their parts in the log: what
+    ``asyncio.timeout`` and ``DownstreamRun.call`` raise."""
+    if spec.cuts is None:
+        return {}
+    errors: dict[int, Exception] = {R.PART_TIMEOUT: TimeoutError()}
+    if spec.cuts.downstream is not None:
+        from ..downstream import full_message
+
+        errors[R.PART_FULL] = DownstreamFull(full_message(spec.cuts.downstream.queue_maxsize))
+    return errors

@@ -6,7 +6,10 @@ module plays them as the loop's ``_run_once`` does: a heap of timers by ``(when,
 seq)`` and a ring of ready steps run in iterations. Each task is a state machine
 whose steps do what its coroutine does between two suspensions, drawing every
 random value at the same point, so every event, counter and dead letter is the
-engine's, ties included (README, "Ties at equal times").
+engine's, ties included (README, "Ties at equal times"). An attempt timeout is
+asyncio.timeout's timer, a downstream's request ends by its server's; a timer cancelled
+before it fires (an ended attempt's timeout, a cut attempt's sleep) stays in the heap
+and is dropped unseen when it comes up, as the loop drops cancelled handles.
 
 State lives in arrays: globals in ``iv``/``fv``, a row per stage in ``si``/``sf``
 (``stage * SI + column``), queues as rings, random values in pools the caller
@@ -51,15 +54,20 @@ merge = _jit("never", nrt=True)
 # or gather()'s callback) readies its task's step (FIRED_AFTER kinds lower) a turn later.
 K_PRODUCER, K_WORKER, K_RUN, K_FIRED_PRODUCER, K_FIRED_WORKER, K_GATHERED = 0, 1, 2, 3, 4, 5
 FIRED_AFTER, K_READMIT, K_TIMEOUT, K_CLOSE = 3, 6, 7, 8
-# The autoscaler's task (arg 0: its start, 1: a sync), a timer it cancelled, its sync's timer.
-K_SCALE, K_NOOP, K_FIRED_SCALE = 9, 10, 12
+K_CUT, K_ANSWER = 9, 10  # an attempt's timeout fires (arg: worker + workers x seq); a request ends
+# The autoscaler's task (arg 0: its start, 1: a sync), its sync's timer.
+K_SCALE, K_FIRED_SCALE = 11, 11 + FIRED_AFTER
 TOP, _SLOT, _ARRIVED = 0, 1, 2  # where the producer resumes: the top, a slot, an arrival
 _DRAIN, _WOKEN = 0, 1  # where the run's task resumes
 # What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
 _GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
+# An attempt that can be cut (all after _CANCELLED: one test tells them from the rest) waits
+# on its sleep or the downstream's answer; or its step is due: answered, cut, refused (full).
+_SLEEPING, _CALLING, _ANSWERED, _CUT, _REFUSED = 5, 6, 7, 8, 9
+E_NONE, E_SIMULATED, E_PERMANENT, E_TIMEOUT, E_FULL = 0, 1, 2, 3, 4  # what a failed attempt raised
+PART_TIMEOUT, PART_FULL = -1, -2  # the log's part of a TimeoutError, of a DownstreamFull
 # An autoscaled pool's worker: new, in its cold start, retired while idle, gone.
-_FRESH, _COLD, _LEAVING, _GONE = 5, 6, 7, 8
-E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2  # what a failed attempt raised
+_FRESH, _COLD, _LEAVING, _GONE = 10, 11, 12, 13
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
 DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent at 1023
@@ -68,19 +76,27 @@ DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent 
 (SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, RUN_WOKEN, CANCELLED,
  CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE,
  RETIRING, SIZE, SIZE_PEAK, SCALES, SYNCS, NFREE, OLDEST, METRIC, MIN_W, MAX_W, PODS,
- COFF, CCAP, CHEAD, CLEN, HOFF, HCAP, HHEAD, HLEN, NIV) = range(40)  # fmt: skip
+ COFF, CCAP, CHEAD, CLEN, HOFF, HCAP, HHEAD, HLEN,
+ CUTS, DS_ON, CLIENT, DS_C, DS_FREE, DS_QMAX, DS_REQ, DS_STARTED, DS_SERVED, DS_ORPH,
+ DS_REJ, DS_ROW, DS_CONST, NIV) = range(53)  # fmt: skip
 NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL = range(6)
 WORKER_S, DESIRED, TARGET, SYNC_S, TOLERANCE, UP_S, DOWN_S, FRACTION, COLD_S = range(6, 15)
+DS_SINCE, DS_QAREA, DS_BAREA = range(15, 18)
 # An autoscaled pool (see _scale_sync): RETIRING busy workers due to leave, SIZE the pool's
 # size, SIZE_PEAK (with those leaving), SCALES syncs that changed it, SYNCS the last sync's
 # number, NFREE free worker slots, OLDEST the oldest item that may be inside; its rings
-# (OFF, CAP, HEAD, LEN): C the workers in their cold start, H the desired counts kept.
+# (OFF, CAP, HEAD, LEN): C the workers in their cold start, H the desired counts kept;
+# its workers' W[10:15] (see driver._scale_arrays).
+# CUTS: attempts can be cut (a timeout) or call a downstream, whose requests are D[10:16]:
+# sent, start, end, abandoned (s), work (s), caller (-1: none); its speed profile D[16:18];
+# each stage's attempt timeout D[18] (NaN: none).
+# A worker's W[7:10]: the request it awaits, the seq of its timeout's timer, of its sleep's.
 # ARRIVAL(_SEQ): the producer's timer, (when, seq), kept out of the heap (seq 0: none).
 # A stage's int row (si[stage * SI + column]) and float row (sf[stage * SF + column]).
 (REJECT, BOUND, TURNS, FAN, IOFF, MOFF, MCAP, MHEAD, MLEN, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
  GOFF, GCAP, GHEAD, GLEN, WOFF, WCAP, WHEAD, WLEN, UNSETTLED, OFFERED, ADMITS, COMPLETES,
  ATTEMPTS, RETRIED, PEAK, OUTPUTS, HANDED, DEAD, SHEDS, AOFF, RSIM, RPERM, MAXATT, JITTER,
- RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC, SI) = range(46)  # fmt: skip
+ RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC, RTMO, RFULL, TIMEDOUT, SI) = range(49)  # fmt: skip
 PBLOCKED, HBLOCKED, LASTSETTLE, SF = range(4)
 
 
@@ -289,6 +305,162 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, since):
 
 
 @jit
+def _ready_first(T, iv, kind, arg):
+    """Schedule a step to run next, ahead of the ring (the rest of the running step)."""
+    iv[RHEAD] = (iv[RHEAD] - 1) & (len(T[0]) - 1)
+    T[0][iv[RHEAD]], T[1][iv[RHEAD]] = kind, arg
+    iv[RLEN] += 1
+    iv[LEFT] += 1
+
+
+@jit
+def _downstream_account(iv, fv):
+    """DownstreamRun._account: the areas under its queue and its busy servers, up to now."""
+    span = fv[NOW] - fv[DS_SINCE]
+    if span > 0:
+        fv[DS_QAREA] += span * (iv[DS_REQ] - iv[DS_STARTED])
+        fv[DS_BAREA] += span * (iv[DS_C] - iv[DS_FREE])
+        fv[DS_SINCE] = fv[NOW]
+
+
+@jit
+def _downstream_start(iv, T, D, r, now):
+    """A server takes request ``r``; its end by the speed profile (as SpeedProfile.finish_s)."""
+    work, starts, factors = D[14][r], D[16], D[17]
+    end = now + work
+    if iv[DS_CONST] == 0:
+        index, last = 0, len(starts) - 1
+        while index < last and starts[index + 1] <= now:
+            index += 1
+        t, end = now, math.nan
+        while index < last:
+            room = (starts[index + 1] - t) * factors[index]
+            if work <= room:
+                end = t + work / factors[index]
+                break
+            work -= room
+            t = starts[index + 1]
+            index += 1
+        if math.isnan(end):
+            end = t + work / factors[last]
+    D[11][r], D[12][r] = now, end
+    iv[DS_STARTED] = r + 1
+    _push(T, iv, end, K_ANSWER, r)
+
+
+@jit
+def _downstream_full(iv):
+    """Whether a call now finds no server free and the downstream's queue full."""
+    return iv[DS_FREE] == 0 and 0 <= iv[DS_QMAX] <= iv[DS_REQ] - iv[DS_STARTED]
+
+
+@jit
+def _downstream_call(iv, fv, T, W, D, g):
+    """DownstreamRun.call by worker ``g``, which then waits for the answer (not full)."""
+    _downstream_account(iv, fv)
+    r = iv[DS_REQ]
+    iv[DS_REQ] = r + 1
+    D[10][r], D[13][r], D[14][r], D[15][r] = fv[NOW], math.nan, _draw(D, iv[DS_ROW]), g
+    W[1][g], W[7][g] = _CALLING, r
+    if iv[DS_FREE] > 0:
+        iv[DS_FREE] -= 1
+        _downstream_start(iv, T, D, r, fv[NOW])
+
+
+@jit
+def _downstream_answer(iv, fv, T, W, D, r):
+    """DownstreamRun._finish: request ``r``'s service ends; its caller wakes, if it still waits."""
+    _downstream_account(iv, fv)
+    iv[DS_SERVED] += 1
+    g = D[15][r]
+    if g < 0:  # orphaned: its caller gave up on it
+        iv[DS_ORPH] += 1
+    else:
+        W[1][g] = _ANSWERED
+        _ready(T, iv, K_WORKER, g)
+    if iv[DS_STARTED] < iv[DS_REQ]:
+        _downstream_start(iv, T, D, iv[DS_STARTED], fv[NOW])
+    else:
+        iv[DS_FREE] += 1
+
+
+@jit
+def _cut_begin(iv, fv, T, W, D, g, seconds):
+    """An attempt that can be cut starts: asyncio.timeout's timer, then its sleep or its call."""
+    calls, timeout_s = iv[DS_ON] and iv[CLIENT] == 0, D[18][W[0][g]]
+    if calls and _downstream_full(iv):
+        iv[SEQ] += not math.isnan(timeout_s)  # the timeout's timer, set and cancelled at once
+        iv[DS_REJ] += 1
+        W[1][g], W[5][g], W[6][g] = _REFUSED, E_FULL, PART_FULL
+        _ready_first(T, iv, K_WORKER, g)  # the failure: what the engine's step does next
+        return
+    if not math.isnan(timeout_s):
+        W[8][g] = iv[SEQ] + 1
+        _push(T, iv, fv[NOW] + timeout_s, K_CUT, g + len(W[0]) * W[8][g])
+    if calls:
+        _downstream_call(iv, fv, T, W, D, g)
+    elif seconds <= 0 and not math.isnan(timeout_s):  # asyncio.sleep(0): a turn, no timer
+        W[1][g] = _SLEEPING
+        _ready(T, iv, K_WORKER, g)
+    else:
+        W[1][g] = _SLEEPING
+        _push(T, iv, fv[NOW] + seconds, K_FIRED_WORKER, g)
+        W[9][g] = iv[SEQ]
+
+
+@jit
+def _cut_step(si, iv, fv, T, W, D, g, status):
+    """What woke worker ``g`` in an attempt that can be cut: the status its step goes on with."""
+    if status == _CUT:
+        W[5][g], W[6][g] = E_TIMEOUT, PART_TIMEOUT
+        si[W[0][g] * SI + TIMEDOUT] += 1
+        return _SERVING
+    if status == _SLEEPING and iv[DS_ON]:  # the client-side time is over: the call
+        if not _downstream_full(iv):
+            _downstream_call(iv, fv, T, W, D, g)
+            return _CALLING
+        iv[DS_REJ] += 1
+        W[5][g], W[6][g] = E_FULL, PART_FULL
+    W[8][g] = 0  # the attempt is over (slept, answered or refused): its timeout is cancelled
+    return _SERVING
+
+
+@jit
+def _cut(iv, fv, T, W, D, arg):
+    """Timeout._on_timeout: the worker's task is cancelled; the request it sent stays."""
+    g, seq = arg % len(W[0]), arg // len(W[0])
+    if W[8][g] != seq or W[1][g] == _CANCELLED:  # its attempt ended first: cancelled
+        return
+    W[8][g] = 0
+    if W[1][g] == _CALLING:  # the request's future is cancelled: orphaned from now on
+        D[15][W[7][g]], D[13][W[7][g]] = -1, fv[NOW]
+        _ready(T, iv, K_WORKER, g)
+    elif W[1][g] == _SLEEPING:  # the sleep's future is cancelled (its timer with it)
+        W[9][g] = 0
+        _ready(T, iv, K_WORKER, g)
+    W[1][g] = _CUT  # answered: its wake-up is due already, and throws the cancel in
+
+
+@jit
+def _cut_close(fv, W, D):
+    """The close cancels the workers: a request still awaited is given up on now."""
+    for g in range(len(W[1])):
+        if W[1][g] == _CALLING:
+            D[15][W[7][g]], D[13][W[7][g]] = -1, fv[NOW]
+
+
+@jit
+def _live(W, seq, kind, arg):
+    """Whether a timer is still set: a cut attempt's sleep, a cold start cut short by a shrink
+    and an ended attempt's timeout were cancelled (the loop drops them unseen)."""
+    if kind == K_FIRED_WORKER:
+        return W[9][arg] == seq
+    if kind == K_CUT:
+        return W[8][arg % len(W[0])] == seq
+    return True
+
+
+@jit
 def _take(si, iv, fv, T, L, Q, W, D, g):
     """An idle worker takes the next item (retry lane first) and starts an attempt, or waits."""
     s = W[0][g]
@@ -327,7 +499,11 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
                 if verdict != E_NONE and failure == E_NONE:
                     failure, part = verdict, k - first
     W[1][g], W[2][g], W[3][g], W[5][g], W[6][g] = _SERVING, item, 0, failure, part
-    _push(T, iv, now + seconds, K_FIRED_WORKER, g)
+    if iv[CUTS]:
+        _cut_begin(iv, fv, T, W, D, g, seconds)
+    else:
+        _push(T, iv, now + seconds, K_FIRED_WORKER, g)
+        W[9][g] = iv[SEQ]  # its timer (a cold start's, cancelled, is dropped by its seq)
 
 
 @jit
@@ -335,13 +511,20 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """One step of worker ``g``: whatever woke it, then the next item if it is free."""
     s, status, item, now = W[0][g], W[1][g], W[2][g], fv[NOW]
     b = s * SI
-    if status >= _CANCELLED:  # cancelled by the close, or a step of an autoscaled pool's
-        if status > _CANCELLED:
+    if status >= _CANCELLED:  # cancelled, in an attempt that can be cut, or an autoscaled pool's
+        if status == _CANCELLED:
+            return
+        if status >= _FRESH:
             _scale_worker(si, iv, fv, T, L, Q, W, D, g)
-        return
+            return
+        status = _cut_step(si, iv, fv, T, W, D, g, status)
+        if status == _CALLING:
+            return
     if status == _SERVING and W[5][g] != E_NONE:  # the attempt failed: retry or dead-letter
         attempt = Q[4][si[b + AOFF] + item]
         can_retry = si[b + RSIM] if W[5][g] == E_SIMULATED else si[b + RPERM]
+        if W[5][g] >= E_TIMEOUT:  # cut by its timeout, or the downstream was full
+            can_retry = si[b + (RTMO if W[5][g] == E_TIMEOUT else RFULL)]
         if can_retry and attempt < si[b + MAXATT]:
             delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
             if si[b + JITTER] and delay > 0.0:
@@ -400,11 +583,14 @@ def _run_task(si, iv, fv, T, L, W, kind, arg):
 
 
 @jit
-def _iteration(si, iv, fv, T):
+def _iteration(si, iv, fv, T, W):
     """Start an iteration: jump the clock if nothing is ready, fire due timers; -1 or a code."""
     rk, hw, hs, hk = T[0], T[2], T[3], T[4]
+    cuts = iv[CUTS] > 0 or iv[MAX_W] > 0  # timers may be cancelled: attempts cut, cold starts
     if iv[CLOSED]:
         return DONE
+    while cuts and iv[HSIZE] > 0 and not _live(W, hs[0], hk[0], T[5][0]):
+        _pop(T, iv)  # a cancelled timer at the heap's head (asyncio drops it so)
     if iv[RLEN] + iv[HSIZE] >= len(rk):
         return GROW_READY
     woken = iv[RLEN] == 0  # only timers that wake a task are ready so far
@@ -429,6 +615,9 @@ def _iteration(si, iv, fv, T):
             _ready(T, iv, K_FIRED_PRODUCER, _ARRIVED)
         elif heap:
             kind, arg = hk[0], T[5][0]
+            if cuts and not _live(W, hs[0], kind, arg):
+                _pop(T, iv)
+                continue
             _pop(T, iv)
             _ready(T, iv, kind, arg)
             woken = woken and K_FIRED_PRODUCER <= kind <= K_FIRED_WORKER
@@ -444,10 +633,10 @@ def _iteration(si, iv, fv, T):
 @entry
 def play(iv, fv, si, sf, T, L, Q, W, D):
     """Run the replay until it ends or needs something (see the module docstring)."""
-    rk, ra = T[0], T[1]
+    rk, ra, cuts = T[0], T[1], iv[CUTS]
     while True:
         if iv[LEFT] == 0:
-            code = _iteration(si, iv, fv, T)
+            code = _iteration(si, iv, fv, T, W)
             if code >= 0:
                 return code
             if iv[LEFT] == 0:
@@ -459,7 +648,7 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             return GROW_READY
         if len(L[0]) - iv[LLEN] < room:
             return GROW_LOG
-        if len(T[2]) - iv[HSIZE] < 2:
+        if len(T[2]) - iv[HSIZE] < 4:
             return GROW_HEAP
         if kind == K_WORKER and iv[POOL_SAFE] == 0:  # a pool row may be dry: look
             b = W[0][arg] * SI
@@ -478,18 +667,25 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
         elif kind == K_PRODUCER:
             _producer(si, sf, iv, fv, T, L, Q, D[0], arg)
         elif K_FIRED_PRODUCER <= kind <= K_GATHERED:  # its task's step runs next iteration
-            _ready(T, iv, kind - FIRED_AFTER, arg)
+            if not cuts or kind != K_FIRED_WORKER or W[1][arg] != _CUT:  # (a cut sleep)
+                _ready(T, iv, kind - FIRED_AFTER, arg)
         elif kind == K_READMIT:  # a retry's backoff is over: it joins the retry lane
             item, s = divmod(arg, len(si) // SI)
             si[s * SI + HELD] -= 1
             _enqueue(si, iv, T, Q, s * SI, QOFF, item)
             _log(L, iv, READMITTED, fv[NOW], item, s)
+        elif kind == K_CUT:
+            _cut(iv, fv, T, W, D, arg)
+        elif kind == K_ANSWER:
+            _downstream_answer(iv, fv, T, W, D, arg)
         elif kind >= K_SCALE:
             if kind == K_FIRED_SCALE:  # the sync's timer set its future: the task runs next
                 _ready(T, iv, K_SCALE, arg)
             elif kind == K_SCALE and (arg == 0 or iv[ACCEPTING]):  # no sync once draining
                 _scale_sync(si, iv, fv, T, L, Q, W, arg)
         else:
+            if kind == K_CLOSE and iv[DS_ON]:
+                _cut_close(fv, W, D)
             _run_task(si, iv, fv, T, L, W, kind, arg)
 
 
@@ -505,9 +701,9 @@ def _scale_leave(iv, fv, L, W, g):
 def _scale_gone(iv, fv, W, g):
     """Worker ``g`` is done: its seconds are counted, its slot is free for a new worker."""
     W[1][g] = _GONE
-    fv[WORKER_S] += fv[NOW] - W[7][g]
-    W[7][g] = math.nan
-    W[8][iv[NFREE]] = g
+    fv[WORKER_S] += fv[NOW] - W[10][g]
+    W[10][g] = math.nan
+    W[11][iv[NFREE]] = g
     iv[NFREE] += 1
 
 
@@ -526,13 +722,14 @@ def _scale_worker(si, iv, fv, T, L, Q, W, D, g):
     if status == _FRESH and fv[COLD_S] > 0.0:  # _cold_start: asyncio.sleep(cold_start_s)
         W[1][g] = _COLD
         _push(T, iv, fv[NOW] + fv[COLD_S], K_FIRED_WORKER, g)
+        W[9][g] = iv[SEQ]
     elif status == _LEAVING:  # retired while it waited: get() passes a queued item on
         if si[MLEN] + si[QLEN] > 0 and si[GLEN] > 0:
             _ready(T, iv, K_WORKER, _get(si, GOFF, Q[2]))
         _scale_gone(iv, fv, W, g)
     elif status != _GONE:  # its loop begins (a worker cancelled in its cold start is gone)
         if status == _COLD:
-            _get(iv, COFF, W[9])  # no longer starting: the oldest that was
+            _get(iv, COFF, W[12])  # no longer starting: the oldest that was
         _take(si, iv, fv, T, L, Q, W, D, g)
 
 
@@ -574,7 +771,7 @@ def _scale_sync(si, iv, fv, T, L, Q, W, arg):
         desired = _scale_desired(si, iv, fv, L, current)
         fv[DESIRED] = desired
         keep = max(fv[UP_S], fv[DOWN_S])
-        times, counts = W[10], W[11]
+        times, counts = W[13], W[14]
         while iv[HLEN] and times[iv[HOFF] + iv[HHEAD]] <= since - keep:
             _get(iv, HOFF, times)  # no window sees it any more
         up = down = desired
@@ -608,10 +805,10 @@ def _scale_resize(si, iv, fv, T, Q, W, count):
         iv[RETIRING] -= kept
         for _ in range(count - current - kept):
             iv[NFREE] -= 1
-            g = W[8][iv[NFREE]]
-            W[1][g], W[7][g] = _FRESH, fv[NOW]
+            g = W[11][iv[NFREE]]
+            W[1][g], W[10][g] = _FRESH, fv[NOW]
             if fv[COLD_S] > 0.0:
-                _put(iv, COFF, W[9], g)
+                _put(iv, COFF, W[12], g)
             _ready(T, iv, K_WORKER, g)
     else:
         surplus = current - count
@@ -621,10 +818,8 @@ def _scale_resize(si, iv, fv, T, Q, W, count):
             _ready(T, iv, K_WORKER, g)
             surplus -= 1
         while surplus and iv[CLEN]:  # then those starting, the latest first: cancelled
-            g = _scale_pop_tail(iv, COFF, W[9])
-            for i in range(iv[HSIZE]):  # its timer, if still set, fires as nothing
-                if T[4][i] == K_FIRED_WORKER and T[5][i] == g:
-                    T[4][i] = K_NOOP
+            g = _scale_pop_tail(iv, COFF, W[12])
+            W[9][g] = 0  # its timer, if still set, is cancelled: dropped unseen (_live)
             _scale_gone(iv, fv, W, g)
             surplus -= 1
         iv[RETIRING] += surplus  # then busy ones, each after its item

@@ -36,8 +36,8 @@ def make_report(
 
     At the close every worker has stopped and the queue, the retry timers and the
     producers' waits are empty, so those statistics are 0. Every failed attempt was
-    retried or dead-lettered, and none timed out: the kernel declines attempt
-    timeouts, and its failures are ``SimulatedFailure`` s.
+    retried or dead-lettered; ``counts`` may hold ``timed_out``, those of them that
+    their attempt timeout cut (the others failed).
     """
     c = {name: counts[name] for name in COUNTS}
     dead_letters, shed = counts["dead_letters"], counts["shed"]
@@ -46,8 +46,9 @@ def make_report(
     statistics = Statistics(
         state="closed", queue_size=0, queue_maxsize=config.queue_maxsize, workers_busy=0,
         retry_waiting=0, tasks_waiting_put=0, dead_lettered=len(dead_letters), shed=len(shed),
-        unfinished=len(unfinished), attempts_failed=c["retried"] + len(dead_letters), **c,
-        **(pool or fixed),
+        unfinished=len(unfinished),
+        attempts_failed=c["retried"] + len(dead_letters) - counts.get("timed_out", 0),
+        attempts_timed_out=counts.get("timed_out", 0), **c, **(pool or fixed),
     )  # fmt: skip
     return kind(
         offered=c["offered"], admitted=c["admitted"], completed=c["completed"],

@@ -17,7 +17,7 @@ declined (:class:`KernelDeclined`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -33,9 +33,9 @@ from ...workloads.failures import (
     PermanentFailures,
     ScriptedFailures,
 )
+from ...workloads.faults import CapacityDrop, SpeedProfile
 from ...workloads.scenario import Scenario, Streams
 from ...workloads.traces.service import ServiceTrace
-from ..pooltrace import NO_DESIRED, PoolSeries
 from ..recorder import (
     ARRIVAL,
     DELTAS,
@@ -54,7 +54,13 @@ from .report import make_report
 if TYPE_CHECKING:
     from pipeline.chain.report import ChainReport
 
-__all__ = ["KernelDeclined", "never_fails", "run_chain_kernel", "run_kernel"]
+    from ..downstream import DownstreamStats
+    from ..pooltrace import PoolSeries
+    from .driver import Cuts
+
+__all__ = [
+    "KernelDeclined", "KernelRun", "never_fails", "run_chain_kernel", "run_kernel",
+]  # fmt: skip
 
 
 def never_fails(failures: FailureModel, n: int) -> bool:
@@ -69,11 +75,22 @@ def never_fails(failures: FailureModel, n: int) -> bool:
     )
 
 
-def run_kernel(
-    scenario: Scenario, replication: int, *, series: bool = True
-) -> tuple[RunReport, np.ndarray, ItemColumns, StepSeries | HeldPeak, PoolSeries | None]:
-    """Run one replication in the kernel: (report, arrival times, item columns, step series,
-    the pool's series: an autoscaled run's, with ``series``, else None).
+class KernelRun(NamedTuple):
+    """One replication on the kernel: what :func:`run_kernel` returns."""
+
+    report: RunReport
+    arrivals: np.ndarray
+    """Arrival times, seconds."""
+    columns: ItemColumns
+    series: StepSeries | HeldPeak
+    pool: PoolSeries | None
+    """An autoscaled run's pool over time (with ``series``), else None."""
+    downstream: DownstreamStats | None
+    """The downstream's account, None without a downstream."""
+
+
+def run_kernel(scenario: Scenario, replication: int, *, series: bool = True) -> KernelRun:
+    """Run one replication in the kernel (see :class:`KernelRun`).
 
     The caller checks the domain first. With ``series=False`` a replayed run writes
     no event log and gives a :class:`~pipeline.sim.running.summary.HeldPeak`
@@ -88,13 +105,17 @@ def run_kernel(
     config, arrivals = scenario.config, workload.arrival_s
     n = len(arrivals)
     quiet = never_fails(scenario.failures, n)
-    if quiet and config.on_full == "block" and config.autoscale is None:
+    cuts = _cuts(scenario, replication)
+    if quiet and config.on_full == "block" and cuts is None and config.autoscale is None:
         fast = run_fcfs(arrivals, workload.first_attempt_s, config)
         if fast is not None:
-            return (*fast, None)
+            return KernelRun(*fast, None, None)
     failures = None if quiet else workload.failures
-    stage = StageInput("pipeline", config, 1, workload.first_attempt_s, workload.retry_times,
-                       workload.traced, failures, workload.streams.jitter)  # fmt: skip
+    first, traced = workload.first_attempt_s, workload.traced
+    if first is None:  # a downstream's call and no client-side time: no sleep, ever
+        first, traced = np.zeros(n), True
+    stage = StageInput("pipeline", config, 1, first, workload.retry_times, traced, failures,
+                       workload.streams.jitter, cuts)  # fmt: skip
     compiled = take_compiled(n)
     run = replay(arrivals, [stage], single=True, drain_timeout_s=config.drain_timeout_s,
                  warmup_s=scenario.warmup_s, fast=compiled, log=series)  # fmt: skip
@@ -118,7 +139,8 @@ def run_kernel(
         steps = (_merged_series if compiled else step_series)(arrivals, log, end_s)
     report = make_report(config, played, left.tolist(), run.drain_timed_out, end_s, pool=run.pool)
     columns = ItemColumns(arrivals, admitted, start, finish, tries, outcome, attempts)
-    return report, arrivals, columns, steps, pool
+    downstream = None if run.downstream is None else _downstream_stats(run.downstream, end_s)
+    return KernelRun(report, arrivals, columns, steps, pool, downstream)
 
 
 def _pool_series(played: dict, concurrency: int) -> PoolSeries:
@@ -128,6 +150,8 @@ def _pool_series(played: dict, concurrency: int) -> PoolSeries:
     with the desired count (a WORKER_LEFT one takes a worker off); here the rows are
     read and those ids set back to -1, as the engine's log has them.
     """
+    from ..pooltrace import NO_DESIRED, PoolSeries
+
     kinds, ids = played["kinds"], played["ids"]
     at = np.flatnonzero(np.isin(kinds, _POOL_KINDS))
     rows, workers, desired = [(0.0, concurrency, NO_DESIRED)], concurrency, NO_DESIRED
@@ -147,6 +171,36 @@ def _pool_series(played: dict, concurrency: int) -> PoolSeries:
 
 
 _POOL_KINDS = [int(EventKind.SCALED), int(EventKind.SYNCED), int(EventKind.WORKER_LEFT)]
+
+
+def _cuts(scenario: Scenario, replication: int) -> Cuts | None:
+    """The scenario's attempt timeout and downstream as the replay takes them (None: neither)."""
+    timeout_s, downstream = scenario.config.attempt_timeout_s, scenario.downstream
+    if downstream is None and timeout_s is None:
+        return None
+    from .driver import Cuts
+
+    if downstream is None:
+        return Cuts(timeout_s)
+    profile = SpeedProfile([f for f in scenario.faults if isinstance(f, CapacityDrop)])
+    starts, _, factors = zip(*profile.segments(), strict=True)
+    from ..downstream import downstream_rng
+
+    rng = downstream_rng(scenario.seed, replication)
+    return Cuts(timeout_s, downstream, rng, starts, factors, scenario.service is not None)
+
+
+def _downstream_stats(played: dict, end_s: float) -> DownstreamStats:
+    """:meth:`DownstreamRun.stats` at ``end_s``, from the replay's account of it."""
+    from ..downstream import DownstreamLog, stats_over
+
+    queue_area, busy_area = played["queue_area"], played["busy_area"]
+    span = end_s - played["since"]
+    if span > 0:  # (DownstreamRun._account, to the end)
+        queue_area += span * played["waiting"]
+        busy_area += span * (played["concurrency"] - played["free"])
+    counts = tuple(played[name] for name in ("requests", "served", "orphaned", "rejected"))
+    return stats_over(counts, queue_area, busy_area, end_s, DownstreamLog(*played["log"]))
 
 
 def _merged_series(arrivals: np.ndarray, log: Recorder, end_s: float) -> StepSeries:
@@ -193,7 +247,7 @@ def run_chain_kernel(
     """
     from pipeline.chain.report import ChainReport, StageReport
 
-    from .driver import StageInput, replay, take_compiled
+    from .driver import Cuts, StageInput, replay, take_compiled
 
     arrivals = source_arrivals(scenario, Streams.from_seed(scenario.seed, replication).arrivals)
     inputs, reaching, total = [], len(arrivals), 0
@@ -201,8 +255,10 @@ def run_chain_kernel(
         work = StageWorkload(spec, reaching, scenario.seed, replication, number)
         failures = None if never_fails(spec.failures, reaching) else work.failures
         traced = isinstance(spec.service, ServiceTrace)
+        timeout_s = spec.config.attempt_timeout_s
+        cut = None if timeout_s is None else Cuts(timeout_s)
         inputs.append(StageInput(spec.name, spec.config, spec.fan_out, work.first_attempt_s,
-                                 work.retry_times, traced, failures, work.jitter))  # fmt: skip
+                                 work.retry_times, traced, failures, work.jitter, cut))  # fmt: skip
         total += reaching
         reaching *= spec.fan_out
     fast = take_compiled(total)

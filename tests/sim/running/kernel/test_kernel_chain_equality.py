@@ -478,7 +478,7 @@ def tandem(**first):
 
 OUTSIDE = [
     (tandem(rate_limit=RateLimit(requests_per_minute=60)), "stage 'fetch': rate limits"),
-    (tandem(attempt_timeout_s=2.0), "stage 'fetch': attempt timeouts"),
+    (tandem(max_wait_s=2.0), "stage 'fetch': deadlines"),
     (
         tandem().replace(
             stages=[

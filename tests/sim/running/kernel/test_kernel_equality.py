@@ -464,7 +464,7 @@ class MyRetry(RetryPolicy):
 
 OUTSIDE = [
     (BASE.replace(rate_limit=RateLimit(requests_per_minute=60)), "rate limits"),
-    (BASE.replace(attempt_timeout_s=2.0), "attempt timeouts"),
+    (BASE.replace(max_wait_s=2.0), "deadlines"),
     (BASE.replace(failures=Hangs(p=0.1, hang_s=5.0)), "hangs"),
     (BASE.replace(failures=Overload(limit=1)), "provider models (Overload"),
     (BASE.replace(failures=TokenQuota(100.0, tuple([1.0] * 50))), "provider models (TokenQuota"),
@@ -544,8 +544,8 @@ def test_sweep_passes_the_engine_through_and_refuses_up_front():
                  engine="asyncio")  # fmt: skip
     assert slow["engine"].tolist() == ["asyncio"]
     assert slow["wait_mean_s"].iloc[0] == pytest.approx(frame["wait_mean_s"].iloc[0], abs=1e-9)
-    with pytest.raises(ValueError, match=r"grid point \{'attempt_timeout_s': 1.0\}: engine="):
-        sweep(BASE, {"attempt_timeout_s": [1.0]}, replications=1, processes=1, progress=False,
+    with pytest.raises(ValueError, match=r"grid point \{'max_wait_s': 1.0\}: engine="):
+        sweep(BASE, {"max_wait_s": [1.0]}, replications=1, processes=1, progress=False,
               engine="kernel")  # fmt: skip
     assert simulate_replication(BASE, 1, engine="asyncio").summary["engine"] == "asyncio"
 

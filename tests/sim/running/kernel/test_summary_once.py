@@ -100,7 +100,7 @@ def test_the_run_without_its_series_is_the_same_run(name):
         with path(name):
             full = kernel_run.run_kernel(scenario, replication, series=True)
             lean = kernel_run.run_kernel(scenario, replication, series=False)
-        (full_report, _, full_columns, steps, _), (lean_report, _, lean_columns, peak, _) = (
+        (full_report, _, full_columns, steps, *_), (lean_report, _, lean_columns, peak, *_) = (
             full,
             lean,
         )
