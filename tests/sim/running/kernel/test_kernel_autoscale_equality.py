@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from pipeline import Autoscaler, Backoff, PipelineConfig, RetryPolicy
 from pipeline.sim import Constant, IndependentFailures, NoFailures, Scenario, Trace
 from pipeline.sim.running.engine_choice import unsupported
+from pipeline.sim.running.kernel import driver
 from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.single import simulate_once
 from tests.sim.running.kernel.test_kernel_equality import (
@@ -33,6 +34,13 @@ from tests.sim.running.kernel.test_kernel_equality import (
 from tests.tiers import examples
 
 PATHS = ["plain", "compiled"]
+
+
+def skip_without_numba(path: str) -> None:
+    """Skip a check of the compiled path where numba is not installed (make test runs the
+    kernel's tests without it too)."""
+    if path == "compiled" and driver.compiled() is None:
+        pytest.skip("numba is not installed: pip install 'pipeline-lab[fast]'")
 
 
 def assert_pools_agree(scenario: Scenario, replication: int, path: str) -> None:
@@ -102,7 +110,7 @@ def test_the_plain_replay_equals_the_engine_on_autoscaled_runs(scenario, replica
 @settings(max_examples=examples(60), **SETTINGS)
 @given(scenario=scenarios(), replication=st.integers(0, 3))
 def test_the_compiled_replay_equals_the_engine_on_autoscaled_runs(scenario, replication):
-    pytest.importorskip("numba")
+    skip_without_numba("compiled")
     assert_pools_agree(scenario, replication, "compiled")
 
 
@@ -146,8 +154,7 @@ def tied(metric: str, cold_start_s: float, *, fails: bool) -> Scenario:
 def test_a_sync_tied_with_arrivals_service_ends_retries_and_cold_starts(
     metric, cold_start_s, fails, path
 ):
-    if path == "compiled":
-        pytest.importorskip("numba")
+    skip_without_numba(path)
     scenario = tied(metric, cold_start_s, fails=fails)
     assert_pools_agree(scenario, 0, path)
     # The ties happened: the pool changed at syncs on the instants of arrivals and ends.
@@ -158,8 +165,7 @@ def test_a_sync_tied_with_arrivals_service_ends_retries_and_cold_starts(
 def test_a_shrink_cancels_cold_starts_and_retires_busy_workers(path):
     # Cold starts of 2.5 s under syncs every 1 s: a shrink finds workers still starting
     # (cancelled, the latest first) and busy ones (they leave after their item).
-    if path == "compiled":
-        pytest.importorskip("numba")
+    skip_without_numba(path)
     times = np.concatenate([np.zeros(20), [3.0, 3.0, 7.0]])
     scenario = Scenario(
         arrivals=Trace(times),
@@ -206,8 +212,7 @@ def test_an_idle_worker_retired_as_an_item_arrives_passes_it_on(path):
     # A sync shrinks the pool at the instant an item arrives (the sync first): the item
     # wakes the first idle worker, and each retired one, leaving get() with an item
     # queued, wakes the next idle one too (which finds the queue empty and waits again).
-    if path == "compiled":
-        pytest.importorskip("numba")
+    skip_without_numba(path)
     times = np.concatenate([np.zeros(20), 1.0 + np.arange(14)])
     scenario = Scenario(
         arrivals=Trace(times),
@@ -234,8 +239,7 @@ def test_an_idle_worker_retired_as_an_item_arrives_passes_it_on(path):
 def test_a_desired_count_past_two_to_the_62_is_the_engines(path):
     # A target of 1e-18 items a worker: 8 queued items ask for 8e18 workers, a count
     # an int64 still holds (the pool stops at max_workers).
-    if path == "compiled":
-        pytest.importorskip("numba")
+    skip_without_numba(path)
     scenario = Scenario(
         arrivals=Trace([*np.zeros(10), 1.0, 2.0]),
         service=Constant(1.0),
