@@ -25,17 +25,20 @@ The domain: any arrival process or trace, any service distribution or
 :class:`NoFailures`, :class:`IndependentFailures`, :class:`PermanentFailures`,
 :class:`ScriptedFailures` and their combinations, ``max_attempts``,
 :class:`~pipeline.Backoff` (constant or exponential, capped, with or without full
-jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up, an initial
-backlog and item size; a chain when every stage is. Outside: a downstream and
+jitter) and :class:`~pipeline.RetryPolicy`, a :class:`~pipeline.RetryBudget` and a
+:class:`~pipeline.CircuitBreaker` (their rates of at most 9 significant digits, which the
+kernel compares exactly in 64-bit integers), drain timeout, warm-up, an initial
+backlog and item size; a chain when every stage is and none has a retry budget or a
+breaker. Outside: a downstream and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
 :class:`~pipeline.sim.LoadSpike`), item classes,
 priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
-timeouts, autoscaling, the overload controls (``retry_budget``, ``breaker``,
-``concurrency_limit``, ``codel``), hangs, provider models (:class:`Overload`,
+timeouts, autoscaling, the adaptive overload controls (``concurrency_limit``,
+``codel``), hangs, provider models (:class:`Overload`,
 :class:`TokenQuota`) and failure models, backoffs or retry policies of your own
 (subclasses). Those either wait on machinery the kernel does not model (the rate
-limiter's buckets and windows, a timeout cancelling an attempt, the budget's window
-and the breaker's states, a limit or a queue reacting to delays, a pool that changes
+limiter's buckets and windows, a timeout cancelling an attempt, a limit or a queue
+reacting to delays, a pool that changes
 size, a quota reading the loop's clock) or run
 code of yours whose behaviour the kernel cannot know.
 """
@@ -93,8 +96,6 @@ _OUTSIDE_SETTINGS = (
     ("rate_limit", "rate limits"),
     ("attempt_timeout_s", "attempt timeouts"),
     ("autoscale", "autoscaling"),
-    ("retry_budget", "retry budgets"),
-    ("breaker", "circuit breakers"),
     ("concurrency_limit", "adaptive concurrency limits"),
     ("codel", "CoDel queue shedding"),
 )
@@ -132,6 +133,8 @@ def unsupported(scenario: Scenario) -> str | None:
     if scenario.stages is not None:
         for spec in scenario.stages:
             feature = _unsupported_stage(spec.config, spec.failures)
+            if spec.config.retry_budget is not None or spec.config.breaker is not None:
+                feature = feature or "retry budgets and circuit breakers (in a chain)"
             if feature is not None:
                 return f"stage {spec.name!r}: {feature}"
         return None
@@ -143,6 +146,8 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
     for field, feature in _OUTSIDE_SETTINGS:
         if getattr(config, field) is not None:
             return f"{feature} (config.{field})"
+    if (config.retry_budget is not None or config.breaker is not None) and not _exact_fits(config):
+        return "a retry budget or breaker whose rates have more than 9 significant digits"
     if type(config.backoff) is not Backoff:
         return f"a backoff of its own ({type(config.backoff).__name__})"
     if type(config.retry) is not RetryPolicy:
@@ -153,6 +158,13 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
             continue
         return _OUTSIDE.get(type(model), f"the failure model {type(model).__name__}")
     return None
+
+
+def _exact_fits(config: PipelineConfig) -> bool:
+    """Whether the budget's and breaker's exact rates fit the kernel's 64-bit comparisons."""
+    from .kernel.driver import guard_terms  # the kernel loads only with a control
+
+    return all(term < 2**31 for term in guard_terms(config).values())
 
 
 def refusal(feature: str) -> str:

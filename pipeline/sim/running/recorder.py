@@ -132,11 +132,15 @@ class LoggedAttempts(AttemptLog):
     def __init__(self, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray) -> None:
         object.__setattr__(self, "_events", (kinds, times, ids))
 
-    @cached_property
-    def _paired(self) -> AttemptLog:
+    def events(self) -> Recorder:
+        """The event log as a :class:`Recorder` (read it before a column: pairing lets it go)."""
         log = Recorder()
         log.kinds, log.times, log.ids = self._events
-        paired = attempt_log(log)
+        return log
+
+    @cached_property
+    def _paired(self) -> AttemptLog:
+        paired = attempt_log(self.events())
         del self.__dict__["_events"]  # the log is let go once paired
         return paired
 

@@ -230,8 +230,15 @@ def _kernel_once(scenario: Scenario, replication: int) -> SimulationResult:
 
     began = time.perf_counter()
     report, _, columns, series = run_kernel(scenario, replication)
+    log = Recorder() if columns.attempt_log is None else columns.attempt_log.events()
     return SimulationResult(
-        scenario, report, columns, series, time.perf_counter() - began, "kernel"
+        scenario,
+        report,
+        columns,
+        series,
+        time.perf_counter() - began,
+        "kernel",
+        controls=control_series(scenario.config, log, report.finished_s),
     )
 
 

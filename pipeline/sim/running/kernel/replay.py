@@ -27,6 +27,8 @@ RETRY_SCHEDULED, READMITTED = int(K.RETRY_SCHEDULED), int(K.READMITTED)
 DEAD_LETTERED, DRAIN_TIMEOUT = int(K.DEAD_LETTERED), int(K.DRAIN_TIMEOUT)
 INTAKE_CLOSED, PRODUCER_BLOCKED = int(K.INTAKE_CLOSED), int(K.PRODUCER_BLOCKED)
 PRODUCER_UNBLOCKED = int(K.PRODUCER_UNBLOCKED)
+RETRY_DENIED, BREAKER_REFUSED = int(K.RETRY_DENIED), int(K.BREAKER_REFUSED)
+BREAKER_EVENTS = (int(K.BREAKER_CLOSED), int(K.BREAKER_OPEN), int(K.BREAKER_HALF_OPEN))
 
 
 def _jit(inline: str, nrt: bool = False):
@@ -49,28 +51,39 @@ merge = _jit("never", nrt=True)
 # Steps in the ready ring and the timer heap (kind, arg). A K_FIRED_* step (a timer fired,
 # or gather()'s callback) readies its task's step (FIRED_AFTER kinds lower) a turn later.
 K_PRODUCER, K_WORKER, K_RUN, K_FIRED_PRODUCER, K_FIRED_WORKER, K_GATHERED = 0, 1, 2, 3, 4, 5
-FIRED_AFTER, K_READMIT, K_TIMEOUT, K_CLOSE = 3, 6, 7, 8
+FIRED_AFTER, K_READMIT, K_TIMEOUT, K_CLOSE, K_HALF_OPEN = 3, 6, 7, 8, 9
 TOP, _SLOT, _ARRIVED = 0, 1, 2  # where the producer resumes: the top, a slot, an arrival
 _DRAIN, _WOKEN = 0, 1  # where the run's task resumes
 # What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
-_GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
+_GETTING, _SERVING, _HANDING, _TURN, _CANCELLED, _GATED = 0, 1, 2, 3, 4, 5  # _GATED: breaker
 E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2  # what a failed attempt raised
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
+GROW_BUDGET = -2  # a retry budget's window is full
 DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent at 1023
 
 # Global ints (iv) and floats (fv).
 (SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, RUN_WOKEN, CANCELLED,
- CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE,
- NIV) = range(21)  # fmt: skip
+ CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE, BUDGETED,
+ NIV) = range(22)  # fmt: skip
 NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL = range(6)
 # ARRIVAL(_SEQ): the producer's timer, (when, seq), kept out of the heap (seq 0: none).
 # A stage's int row (si[stage * SI + column]) and float row (sf[stage * SF + column]).
 (REJECT, BOUND, TURNS, FAN, IOFF, MOFF, MCAP, MHEAD, MLEN, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
  GOFF, GCAP, GHEAD, GLEN, WOFF, WCAP, WHEAD, WLEN, UNSETTLED, OFFERED, ADMITS, COMPLETES,
  ATTEMPTS, RETRIED, PEAK, OUTPUTS, HANDED, DEAD, SHEDS, AOFF, RSIM, RPERM, MAXATT, JITTER,
- RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC, SI) = range(46)  # fmt: skip
-PBLOCKED, HBLOCKED, LASTSETTLE, SF = range(4)
+ RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC,
+ # A retry budget (GUARD & 1): its first attempts' and retries' times, rings in D[GFIRSTS] and
+ # D[GRETRIES]; retries + 1 <= ratio * firsts + floor is (retries + 1) * BQB <= BPB * firsts + BAQ.
+ # A breaker (GUARD & 2): its window's outcomes (failed + 2 * slow) in D[GCALLS], the workers
+ # waiting for it in D[GWAITING]; a rate p/q is reached when count * q >= p * calls.
+ GUARD, BFOFF, BFCAP, BFHEAD, BFLEN, BROFF, BRCAP, BRHEAD, BRLEN, BQB, BPB, BAQ, DENIED,
+ KOFF, KCAP, KHEAD, KLEN, KWOFF, KWCAP, KWHEAD, KWLEN, KSTATE, KGEN, KPROBES, KFAILED, KSLOW,
+ KREFUSED, KWINDOW, KMIN, KHALF, KRNUM, KRDEN, KSNUM, KSDEN, SI) = range(80)  # fmt: skip
+PBLOCKED, HBLOCKED, LASTSETTLE, BWINDOW_S, KOPEN_S, KOPENED_S, KOPEN_TOTAL_S, KSLOW_S, SF = range(9)
+# The overload controls' arrays, at the end of the D bundle; a worker's permit and start (s).
+GFIRSTS, GRETRIES, GCALLS, GWAITING, GPERMIT, GSTART = range(10, 16)
+B_CLOSED, B_OPEN, B_HALF_OPEN = 0, 1, 2  # a breaker's state, its index in overload.breaker.STATES
 
 
 @jit
@@ -224,6 +237,118 @@ def _settle(si, sf, iv, fv, T, s):
 
 
 @jit
+def _trim(si, r, ring, edge):
+    """Drop the times at or before ``edge`` from the head of a ring of times (see :func:`_put`)."""
+    while si[r + 3] > 0 and ring[si[r] + si[r + 2]] <= edge:
+        _get(si, r, ring)
+
+
+@jit
+def _budget_count(si, sf, D, s, now, lane):
+    """BudgetState's trim to ``(now - window_s, now]``, then ``now`` counted in ``lane``
+    (BFOFF: a first attempt, as Guard.starting; BROFF: a retry) unless it is 0."""
+    b = s * SI
+    edge = now - sf[s * SF + BWINDOW_S]
+    _trim(si, b + BFOFF, D[GFIRSTS], edge)
+    _trim(si, b + BROFF, D[GRETRIES], edge)
+    if lane:
+        _put(si, b + lane, D[GFIRSTS] if lane == BFOFF else D[GRETRIES], now)
+
+
+@jit
+def _budget_ok(si, sf, iv, L, D, s, now, item):
+    """Guard.may_retry at stage ``s``: True (the retry counted) if it fits, else RETRY_DENIED."""
+    b = s * SI
+    if si[b + GUARD] & 1 == 0:
+        return True
+    _budget_count(si, sf, D, s, now, 0)
+    if (si[b + BRLEN] + 1) * si[b + BQB] <= si[b + BPB] * si[b + BFLEN] + si[b + BAQ]:
+        _put(si, b + BROFF, D[GRETRIES], now)
+        return True
+    si[b + DENIED] += 1
+    _log(L, iv, RETRY_DENIED, now, item, s)
+    return False
+
+
+@jit
+def _breaker_enter(si, sf, iv, T, L, D, s, state, at):
+    """BreakerState._enter and Guard._changed: the new state, its event and timer; waiters woken."""
+    b, f = s * SI, s * SF
+    if si[b + KSTATE] == B_OPEN:
+        sf[f + KOPEN_TOTAL_S] += sf[f + KOPEN_S]  # a spell lasts open_s exactly
+    for column in (KHEAD, KLEN, KFAILED, KSLOW, KPROBES):
+        si[b + column] = 0
+    si[b + KSTATE] = state
+    si[b + KGEN] += 1
+    if state == B_OPEN:  # the timer that turns it half-open (K_HALF_OPEN: its spell, its stage)
+        sf[f + KOPENED_S] = at
+        _push(T, iv, at + sf[f + KOPEN_S], K_HALF_OPEN, si[b + KGEN] * (len(si) // SI) + s)
+    _log(L, iv, BREAKER_EVENTS[state], at, -1, s)
+    while si[b + KWLEN] > 0:  # Event.set(): every worker waiting asks again, in order
+        _ready(T, iv, K_WORKER, _get(si, b + KWOFF, D[GWAITING]))
+
+
+@jit
+def _breaker_advance(si, sf, iv, T, L, D, s, now):
+    """BreakerState.advance: an open spell over by ``now`` turns half-open, at its end."""
+    until = sf[s * SF + KOPENED_S] + sf[s * SF + KOPEN_S]
+    if si[s * SI + KSTATE] == B_OPEN and now >= until:
+        _breaker_enter(si, sf, iv, T, L, D, s, B_HALF_OPEN, until)
+
+
+@jit
+def _breaker_timer(si, sf, iv, T, L, D, arg):
+    """Guard._half_open: the open spell's timer (a spell already over cancelled it)."""
+    spell, s = divmod(arg, len(si) // SI)
+    if si[s * SI + KGEN] == spell:  # still open: it turns half-open at the spell's end
+        _breaker_advance(si, sf, iv, T, L, D, s, math.inf)
+
+
+@jit
+def _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, first):
+    """Guard.admit's step for worker ``g``: True with a permit, else it waits (``first``:
+    the attempt's first refusal, BREAKER_REFUSED)."""
+    b, now = s * SI, fv[NOW]
+    _breaker_advance(si, sf, iv, T, L, D, s, now)
+    state = si[b + KSTATE]
+    if state == B_CLOSED or (state == B_HALF_OPEN and si[b + KPROBES] < si[b + KHALF]):
+        if state == B_HALF_OPEN:
+            si[b + KPROBES] += 1
+        D[GPERMIT][g], D[GSTART][g] = si[b + KGEN], now  # the attempt starts now
+        return True
+    if first:
+        si[b + KREFUSED] += 1
+        _log(L, iv, BREAKER_REFUSED, now, item, s)
+    _put(si, b + KWOFF, D[GWAITING], g)
+    return False
+
+
+@jit
+def _breaker_record(si, sf, iv, fv, T, L, D, g, s, failed):
+    """Guard.ended: worker ``g``'s call ended now (``failed``: 1); the breaker records it."""
+    b, now = s * SI, fv[NOW]
+    _breaker_advance(si, sf, iv, T, L, D, s, now)
+    if D[GPERMIT][g] != si[b + KGEN]:
+        return  # let through in a state (or spell) that has since ended
+    slow = 1 if now - D[GSTART][g] >= sf[s * SF + KSLOW_S] else 0
+    if si[b + KSTATE] == B_CLOSED and si[b + KLEN] == si[b + KWINDOW]:
+        old = _get(si, b + KOFF, D[GCALLS])
+        si[b + KFAILED] -= old & 1
+        si[b + KSLOW] -= old >> 1
+    _put(si, b + KOFF, D[GCALLS], failed + 2 * slow)
+    si[b + KFAILED] += failed
+    si[b + KSLOW] += slow
+    n = si[b + KLEN]
+    trips = si[b + KFAILED] * si[b + KRDEN] >= si[b + KRNUM] * n
+    trips = trips or si[b + KSLOW] * si[b + KSDEN] >= si[b + KSNUM] * n
+    if si[b + KSTATE] == B_CLOSED:
+        if n >= si[b + KMIN] and trips:
+            _breaker_enter(si, sf, iv, T, L, D, s, B_OPEN, now)
+    elif n == si[b + KHALF]:  # half-open: the probes' verdict
+        _breaker_enter(si, sf, iv, T, L, D, s, B_OPEN if trips else B_CLOSED, now)
+
+
+@jit
 def _producer(si, sf, iv, fv, T, L, Q, arrival, resume):
     """Pipeline._produce over the source, into stage 0, from ``resume`` to its next wait."""
     now = fv[NOW]
@@ -278,18 +403,26 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, since):
 
 
 @jit
-def _take(si, iv, fv, T, L, Q, W, D, g):
+def _take(si, sf, iv, fv, T, L, Q, W, D, g):
     """An idle worker takes the next item (retry lane first) and starts an attempt, or waits."""
     s = W[0][g]
     b = s * SI
-    if si[b + MLEN] == 0 and si[b + QLEN] == 0:
-        W[1][g] = _GETTING
-        _put(si, b + GOFF, Q[2], g)
-        return
-    item = _get(si, b + QOFF, Q[1]) if si[b + QLEN] > 0 else _get(si, b + MOFF, Q[0])
-    if si[b + WLEN] > 0:  # a slot opened: wake the first in line for it
-        w = _get(si, b + WOFF, Q[3])  # -1: the producer
-        _ready(T, iv, K_PRODUCER if w < 0 else K_WORKER, _SLOT if w < 0 else w)
+    if W[1][g] == _GATED:  # woken by the breaker: its item asks again
+        item = W[2][g]
+        if not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, False):
+            return
+    else:
+        if si[b + MLEN] == 0 and si[b + QLEN] == 0:
+            W[1][g] = _GETTING
+            _put(si, b + GOFF, Q[2], g)
+            return
+        item = _get(si, b + QOFF, Q[1]) if si[b + QLEN] > 0 else _get(si, b + MOFF, Q[0])
+        if si[b + WLEN] > 0:  # a slot opened: wake the first in line for it
+            w = _get(si, b + WOFF, Q[3])  # -1: the producer
+            _ready(T, iv, K_PRODUCER if w < 0 else K_WORKER, _SLOT if w < 0 else w)
+        if si[b + GUARD] & 2 and not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, True):
+            W[1][g], W[2][g] = _GATED, item
+            return
     now = fv[NOW]
     si[b + ATTEMPTS] += 1
     _log(L, iv, STARTED, now, item, s)
@@ -300,6 +433,8 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
         attempt = Q[4][a] + 1
         Q[4][a] = attempt
         if si[b + NPOOLS]:  # the stage can fail: draw what the attempt needs
+            if attempt == 1 and si[b + GUARD] & 1:
+                _budget_count(si, sf, D, s, now, BFOFF)  # Guard.starting
             if attempt > 1 and si[b + RTRACE] == 0:
                 seconds = _draw(D, si[b + POFF])
             first = si[b + PARTOFF]  # every part sees the attempt; the first to fail it wins
@@ -324,9 +459,11 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     if status == _CANCELLED:
         return
     if status == _SERVING and W[5][g] != E_NONE:  # the attempt failed: retry or dead-letter
+        if si[b + GUARD] & 2:
+            _breaker_record(si, sf, iv, fv, T, L, D, g, s, 1)
         attempt = Q[4][si[b + AOFF] + item]
         can_retry = si[b + RSIM] if W[5][g] == E_SIMULATED else si[b + RPERM]
-        if can_retry and attempt < si[b + MAXATT]:
+        if can_retry and attempt < si[b + MAXATT] and _budget_ok(si, sf, iv, L, D, s, now, item):
             delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
             if si[b + JITTER] and delay > 0.0:
                 delay = 0.0 + delay * _draw(D, si[b + POFF] + 1)  # Random.uniform(0, delay)
@@ -339,15 +476,17 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
             _log(L, iv, DEAD_LETTERED, now, item, s)
             _settle(si, sf, iv, fv, T, s)
         L[4][iv[LLEN] - 1] = W[6][g]  # which part of the failure model failed it
-    elif status != _GETTING:  # completed, or woken in line downstream or a turn after an output
+    elif status != _GETTING and status != _GATED:  # completed, or woken to hand on or a turn on
         if status == _SERVING:
+            if si[b + GUARD] & 2:
+                _breaker_record(si, sf, iv, fv, T, L, D, g, s, 0)
             si[b + COMPLETES] += 1
             _log(L, iv, COMPLETED, now, item, s)
             si[b + OUTPUTS] += si[b + FAN]
         if not _hand_on(si, sf, iv, fv, T, L, Q, W, g, W[4][g] if status == _HANDING else -1.0):
             return
         _settle(si, sf, iv, fv, T, s)
-    _take(si, iv, fv, T, L, Q, W, D, g)
+    _take(si, sf, iv, fv, T, L, Q, W, D, g)
 
 
 @jit
@@ -443,8 +582,13 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             return GROW_READY
         if len(L[0]) - iv[LLEN] < room:
             return GROW_LOG
-        if len(T[2]) - iv[HSIZE] < 2:
+        if len(T[2]) - iv[HSIZE] < 3:  # a step sets 3 timers at most (breaker, retry, attempt)
             return GROW_HEAP
+        if iv[BUDGETED] and kind == K_WORKER:  # a step counts a retry and a first attempt at most
+            b = W[0][arg] * SI
+            room = min(si[b + BFCAP] - si[b + BFLEN], si[b + BRCAP] - si[b + BRLEN])
+            if si[b + GUARD] & 1 and room < 1:
+                return GROW_BUDGET
         if kind == K_WORKER and iv[POOL_SAFE] == 0:  # a pool row may be dry: look
             b = W[0][arg] * SI
             for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
@@ -468,6 +612,8 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             si[s * SI + HELD] -= 1
             _enqueue(si, iv, T, Q, s * SI, QOFF, item)
             _log(L, iv, READMITTED, fv[NOW], item, s)
+        elif kind == K_HALF_OPEN:
+            _breaker_timer(si, sf, iv, T, L, D, arg)
         else:
             _run_task(si, iv, fv, T, L, W, kind, arg)
 

@@ -86,7 +86,7 @@ def run_kernel(
     config, arrivals = scenario.config, workload.arrival_s
     n = len(arrivals)
     quiet = never_fails(scenario.failures, n)
-    if quiet and config.on_full == "block":
+    if quiet and config.on_full == "block" and config.breaker is None:  # a breaker has timers
         fast = run_fcfs(arrivals, workload.first_attempt_s, config)
         if fast is not None:
             return fast
