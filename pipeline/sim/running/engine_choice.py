@@ -26,10 +26,10 @@ The domain: any arrival process or trace, any service distribution or
 :class:`ScriptedFailures` and their combinations, ``max_attempts``,
 :class:`~pipeline.Backoff` (constant or exponential, capped, with or without full
 jitter) and :class:`~pipeline.RetryPolicy`, a :class:`~pipeline.RetryBudget` and a
-:class:`~pipeline.CircuitBreaker` (their rates of at most 9 significant digits, which the
-kernel compares exactly in 64-bit integers), drain timeout, warm-up, an initial
-backlog and item size; a chain when every stage is and none has a retry budget or a
-breaker. Outside: a downstream and
+:class:`~pipeline.CircuitBreaker` (their rates of at most 9 significant digits and below
+2**31, which the kernel compares exactly in 64-bit integers), drain timeout, warm-up, an initial
+backlog and item size; a chain when every stage is and none has a breaker. Outside: a
+downstream and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
 :class:`~pipeline.sim.LoadSpike`), item classes,
 priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
@@ -133,8 +133,8 @@ def unsupported(scenario: Scenario) -> str | None:
     if scenario.stages is not None:
         for spec in scenario.stages:
             feature = _unsupported_stage(spec.config, spec.failures)
-            if spec.config.retry_budget is not None or spec.config.breaker is not None:
-                feature = feature or "retry budgets and circuit breakers (in a chain)"
+            if spec.config.breaker is not None:  # its timer would outlive the stage's close
+                feature = feature or "circuit breakers (in a chain)"
             if feature is not None:
                 return f"stage {spec.name!r}: {feature}"
         return None
@@ -147,7 +147,10 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
         if getattr(config, field) is not None:
             return f"{feature} (config.{field})"
     if (config.retry_budget is not None or config.breaker is not None) and not _exact_fits(config):
-        return "a retry budget or breaker whose rates have more than 9 significant digits"
+        return (
+            "a retry budget or breaker rate the kernel cannot compare exactly "
+            "(more than 9 significant digits, or 2**31 and above)"
+        )
     if type(config.backoff) is not Backoff:
         return f"a backoff of its own ({type(config.backoff).__name__})"
     if type(config.retry) is not RetryPolicy:

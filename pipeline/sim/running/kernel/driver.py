@@ -264,15 +264,16 @@ when full (GROW_BUDGET): it holds what its window holds, not the run."""
 
 
 def _guard_rows(
-    stages: list[StageInput], si: np.ndarray, sf: np.ndarray, ring: int | None
+    stages: list[StageInput], reaching: list[int], si: np.ndarray, sf: np.ndarray, ring: int | None
 ) -> list[np.ndarray]:
     """The retry budgets' and breakers' columns of the stage rows, and their arrays (D[GFIRSTS:]).
 
     A budget's rings start at ``ring`` times (None: :data:`_BUDGET_RING`); a breaker's ring
-    holds its window (or its probes, half-open), its waiters ring a worker each.
+    holds its window (or its probes, half-open), or every call the run can make if fewer;
+    its waiters' ring a worker each.
     """
     sizes = np.zeros((len(stages), 4), np.int64)  # firsts, retries, outcomes, waiting workers
-    for s, spec in enumerate(stages):
+    for s, (spec, r) in enumerate(zip(stages, reaching, strict=True)):
         config, row = spec.config, si[s]
         budget, breaker = config.retry_budget, config.breaker
         row[R.GUARD] = (budget is not None) + 2 * (breaker is not None)
@@ -282,7 +283,8 @@ def _guard_rows(
             sizes[s, :2] = ring or _BUDGET_RING
             sf[s, R.BWINDOW_S] = budget.window_s
         if breaker is not None:
-            sizes[s, 2:] = max(breaker.window, breaker.half_open_calls), config.concurrency
+            calls = min(max(breaker.window, breaker.half_open_calls), r * config.max_attempts)
+            sizes[s, 2:] = max(calls, 1), config.concurrency
             row[[R.KWINDOW, R.KMIN, R.KHALF]] = (
                 breaker.window, breaker.min_calls, breaker.half_open_calls,
             )  # fmt: skip
@@ -329,15 +331,14 @@ class _State:
         if head.on_full == "block" and head.queue_maxsize:
             margin = max(margin, head.queue_maxsize + workers + 2)
         self.iv = np.zeros(R.NIV, np.int64)
-        self.iv[[R.N, R.SINGLE, R.MARGIN, R.ACCEPTING, R.LOG_ALL, R.BUDGETED]] = (
+        self.iv[[R.N, R.SINGLE, R.MARGIN, R.ACCEPTING, R.LOG_ALL]] = (
             len(arrival), single, margin, 1, log,
-            any(spec.config.retry_budget is not None for spec in stages),
         )  # fmt: skip
         drain_s = np.nan if drain_s is None else drain_s  # NOW, BLOCKED_SINCE, CLOSED_S, ...:
         self.fv = np.array([0.0, 0.0, np.nan, drain_s, warmup_s, np.inf])
         sf = np.zeros((nst, R.SF))
         sf[:, R.LASTSETTLE] = np.nan
-        guard = _guard_rows(stages, si, sf, sizes.budget)
+        guard = _guard_rows(stages, reaching, si, sf, sizes.budget)
         self.si, self.sf = si.ravel(), sf.ravel()
         # Chain._build starts every stage after the head first; then the head's workers, then
         # its producer (a pipeline: its workers, then its producer).

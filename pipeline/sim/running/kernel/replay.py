@@ -64,8 +64,8 @@ DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent 
 
 # Global ints (iv) and floats (fv).
 (SEQ, RHEAD, RLEN, HSIZE, LLEN, LEFT, N, NEXT, SINGLE, MARGIN, ACCEPTING, RUN_WOKEN, CANCELLED,
- CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE, BUDGETED,
- NIV) = range(22)  # fmt: skip
+ CLOSED, TIMED_OUT, HELD_PEAK, HELD_BEFORE, LOG_ALL, ARRIVAL_SEQ, POOL_SAFE,
+ NIV) = range(21)  # fmt: skip
 NOW, BLOCKED_SINCE, CLOSED_S, DRAIN_S, WARMUP_S, ARRIVAL = range(6)
 # ARRIVAL(_SEQ): the producer's timer, (when, seq), kept out of the heap (seq 0: none).
 # A stage's int row (si[stage * SI + column]) and float row (sf[stage * SF + column]).
@@ -259,8 +259,6 @@ def _budget_count(si, sf, D, s, now, lane):
 def _budget_ok(si, sf, iv, L, D, s, now, item):
     """Guard.may_retry at stage ``s``: True (the retry counted) if it fits, else RETRY_DENIED."""
     b = s * SI
-    if si[b + GUARD] & 1 == 0:
-        return True
     _budget_count(si, sf, D, s, now, 0)
     if (si[b + BRLEN] + 1) * si[b + BQB] <= si[b + BPB] * si[b + BFLEN] + si[b + BAQ]:
         _put(si, b + BROFF, D[GRETRIES], now)
@@ -403,11 +401,15 @@ def _hand_on(si, sf, iv, fv, T, L, Q, W, g, since):
 
 
 @jit
-def _take(si, sf, iv, fv, T, L, Q, W, D, g):
-    """An idle worker takes the next item (retry lane first) and starts an attempt, or waits."""
+def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
+    """An idle worker takes the next item (retry lane first) and starts an attempt, or waits.
+
+    ``gated``: the worker holds an item the breaker refused, and asks again.
+    """
     s = W[0][g]
     b = s * SI
-    if W[1][g] == _GATED:  # woken by the breaker: its item asks again
+    guard = si[b + GUARD]
+    if gated:
         item = W[2][g]
         if not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, False):
             return
@@ -420,7 +422,7 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g):
         if si[b + WLEN] > 0:  # a slot opened: wake the first in line for it
             w = _get(si, b + WOFF, Q[3])  # -1: the producer
             _ready(T, iv, K_PRODUCER if w < 0 else K_WORKER, _SLOT if w < 0 else w)
-        if si[b + GUARD] & 2 and not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, True):
+        if guard & 2 and not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, True):
             W[1][g], W[2][g] = _GATED, item
             return
     now = fv[NOW]
@@ -433,7 +435,7 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g):
         attempt = Q[4][a] + 1
         Q[4][a] = attempt
         if si[b + NPOOLS]:  # the stage can fail: draw what the attempt needs
-            if attempt == 1 and si[b + GUARD] & 1:
+            if guard & 1 and attempt == 1:
                 _budget_count(si, sf, D, s, now, BFOFF)  # Guard.starting
             if attempt > 1 and si[b + RTRACE] == 0:
                 seconds = _draw(D, si[b + POFF])
@@ -456,14 +458,19 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """One step of worker ``g``: whatever woke it, then the next item if it is free."""
     s, status, item, now = W[0][g], W[1][g], W[2][g], fv[NOW]
     b = s * SI
-    if status == _CANCELLED:
+    if status >= _CANCELLED:  # cancelled, or woken by the breaker
+        if status == _GATED:
+            _take(si, sf, iv, fv, T, L, Q, W, D, g, 1)
         return
     if status == _SERVING and W[5][g] != E_NONE:  # the attempt failed: retry or dead-letter
         if si[b + GUARD] & 2:
             _breaker_record(si, sf, iv, fv, T, L, D, g, s, 1)
         attempt = Q[4][si[b + AOFF] + item]
         can_retry = si[b + RSIM] if W[5][g] == E_SIMULATED else si[b + RPERM]
-        if can_retry and attempt < si[b + MAXATT] and _budget_ok(si, sf, iv, L, D, s, now, item):
+        retry = can_retry != 0 and attempt < si[b + MAXATT]
+        if retry and si[b + GUARD] & 1:
+            retry = _budget_ok(si, sf, iv, L, D, s, now, item)
+        if retry:
             delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
             if si[b + JITTER] and delay > 0.0:
                 delay = 0.0 + delay * _draw(D, si[b + POFF] + 1)  # Random.uniform(0, delay)
@@ -476,7 +483,7 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
             _log(L, iv, DEAD_LETTERED, now, item, s)
             _settle(si, sf, iv, fv, T, s)
         L[4][iv[LLEN] - 1] = W[6][g]  # which part of the failure model failed it
-    elif status != _GETTING and status != _GATED:  # completed, or woken to hand on or a turn on
+    elif status != _GETTING:  # completed, or woken in line downstream or a turn after an output
         if status == _SERVING:
             if si[b + GUARD] & 2:
                 _breaker_record(si, sf, iv, fv, T, L, D, g, s, 0)
@@ -486,7 +493,7 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
         if not _hand_on(si, sf, iv, fv, T, L, Q, W, g, W[4][g] if status == _HANDING else -1.0):
             return
         _settle(si, sf, iv, fv, T, s)
-    _take(si, sf, iv, fv, T, L, Q, W, D, g)
+    _take(si, sf, iv, fv, T, L, Q, W, D, g, 0)
 
 
 @jit
@@ -584,11 +591,6 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             return GROW_LOG
         if len(T[2]) - iv[HSIZE] < 3:  # a step sets 3 timers at most (breaker, retry, attempt)
             return GROW_HEAP
-        if iv[BUDGETED] and kind == K_WORKER:  # a step counts a retry and a first attempt at most
-            b = W[0][arg] * SI
-            room = min(si[b + BFCAP] - si[b + BFLEN], si[b + BRCAP] - si[b + BRLEN])
-            if si[b + GUARD] & 1 and room < 1:
-                return GROW_BUDGET
         if kind == K_WORKER and iv[POOL_SAFE] == 0:  # a pool row may be dry: look
             b = W[0][arg] * SI
             for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
@@ -597,6 +599,13 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             iv[POOL_SAFE] = D[9][-1]  # a worker's step draws one value a row at most: the steps
             for row in range(len(D[9]) - 1):  # that cannot find a row dry are the fewest left
                 iv[POOL_SAFE] = min(iv[POOL_SAFE], D[9][row + 1] - D[6][row])
+            for b in range(0, len(si), SI):  # and a budget's rings: a step puts a time in each
+                room = min(si[b + BFCAP] - si[b + BFLEN], si[b + BRCAP] - si[b + BRLEN])
+                if si[b + GUARD] & 1:
+                    if room < 1:
+                        iv[POOL_SAFE] = 0  # look again once grown
+                        return GROW_BUDGET
+                    iv[POOL_SAFE] = min(iv[POOL_SAFE], room)
         iv[POOL_SAFE] = max(iv[POOL_SAFE] - (kind == K_WORKER), 0)
         iv[RHEAD] = (head + 1) & (len(rk) - 1)
         iv[RLEN] -= 1

@@ -12,6 +12,8 @@ drain's deadline; probes that end together; an attempt refused twice.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -31,6 +33,8 @@ from pipeline.sim import (
 from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.single import simulate_once, summary_once
 from pipeline.sim.workloads.traces.service import ServiceTrace
+from tests.sim.running.kernel.test_kernel_chain_equality import assert_kernel_agrees as chain_agrees
+from tests.sim.running.kernel.test_kernel_chain_equality import chains
 from tests.sim.running.kernel.test_kernel_equality import (
     SETTINGS,
     arrivals,
@@ -306,6 +310,7 @@ def test_a_budget_on_the_fcfs_path_has_its_series():
     [
         ({"retry_budget": RetryBudget(ratio=0.1234567891)}, "more than 9 significant digits"),
         ({"breaker": CircuitBreaker(failure_rate=1 / 3)}, "more than 9 significant digits"),
+        ({"retry_budget": RetryBudget(min_retries_per_s=2e9, window_s=2)}, "2\\*\\*31 and above"),
     ],
 )
 def test_the_kernel_refuses_rates_it_cannot_compare_exactly(change, feature):
@@ -317,8 +322,29 @@ def test_the_kernel_refuses_rates_it_cannot_compare_exactly(change, feature):
 def test_the_kernel_refuses_a_chain_with_a_breaker():
     flaky = StageSpec(name="flaky", service=Constant(0.5), config=GUARDED.config)
     chain = Scenario(arrivals=Poisson(rate=2.0), stages=[flaky], n_items=10, seed=1)
-    with pytest.raises(ValueError, match="stage 'flaky': retry budgets and circuit breakers"):
+    with pytest.raises(ValueError, match="stage 'flaky': circuit breakers"):
         simulate(chain, engine="kernel")
+    assert simulate(chain).summary["engine"] == "asyncio"
+
+
+@settings(max_examples=examples(150), **SETTINGS)
+@given(scenario=chains(), each=st.lists(st.one_of(st.none(), budgets()), min_size=4, max_size=4))
+def test_kernel_equals_engine_on_chains_with_retry_budgets(scenario, each):
+    # A stage with a budget fails half its attempts and makes up to 4.
+    stages = [
+        spec
+        if budget is None
+        else dataclasses.replace(
+            spec,
+            config=dataclasses.replace(spec.config, retry_budget=budget, max_attempts=4),
+            failures=IndependentFailures(0.5),
+        )
+        for spec, budget in zip(scenario.stages, each, strict=False)
+    ]
+    chain = scenario.replace(stages=stages)
+    chain_agrees(chain, 0)  # on every replay path
+    denied = simulate_once(chain, 0, "asyncio").report.stages
+    event(f"retries denied: {any(stage.retries_denied for stage in denied.values())}")
 
 
 def test_slow_calls_open_a_breaker_without_failures():
@@ -336,3 +362,10 @@ def test_a_summary_of_a_few_keys_is_the_whole_runs():
     for key in keys & set(whole):
         assert lean[key] == pytest.approx(whole[key], rel=1e-12, abs=1e-12), key
     assert lean["retries_denied"] > 0 and lean["breaker_open_s"] > 0
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_window_longer_than_the_run_holds_the_runs_calls(path):
+    # Ten million calls in the window, 100 items: the ring holds the run's calls, no more.
+    wide = CircuitBreaker(window=10_000_000, min_calls=20, open_s=1.0, half_open_calls=3)
+    both(GUARDED.replace(breaker=wide), path)
