@@ -28,8 +28,7 @@ The domain: any arrival process or trace, any service distribution or
 jitter) and :class:`~pipeline.RetryPolicy`, a :class:`~pipeline.RetryBudget` and a
 :class:`~pipeline.CircuitBreaker` (their rates of at most 9 significant digits and below
 2**31, which the kernel compares exactly in 64-bit integers), drain timeout, warm-up, an initial
-backlog and item size; a chain when every stage is and none has a breaker. Outside: a
-downstream and
+backlog and item size; a chain when every stage is. Outside: a downstream and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
 :class:`~pipeline.sim.LoadSpike`), item classes,
 priority keys and deadlines (``priority``, ``max_wait_s``), rate limits, attempt
@@ -133,8 +132,6 @@ def unsupported(scenario: Scenario) -> str | None:
     if scenario.stages is not None:
         for spec in scenario.stages:
             feature = _unsupported_stage(spec.config, spec.failures)
-            if spec.config.breaker is not None:  # its timer would outlive the stage's close
-                feature = feature or "circuit breakers (in a chain)"
             if feature is not None:
                 return f"stage {spec.name!r}: {feature}"
         return None

@@ -23,6 +23,7 @@ import numpy as np
 
 from pipeline._spelling import setting_value
 from pipeline.events import EventKind
+from pipeline.overload.breaker import OPEN, STATES
 from pipeline.records import RunReport
 
 from ...workloads.failures import (
@@ -179,6 +180,8 @@ def run_chain_kernel(
     finished = _close(inputs, run.last_settle, run.stages, run.closed_s, drain)
     reports, recorders = {}, []
     for spec, played, finished_s in zip(scenario.stages, run.stages, finished, strict=True):
+        if spec.config.breaker is not None:
+            _breaker_at_close(spec.config.breaker.open_s, played, finished_s)
         joint = {key: played[key] for key in ("outputs", "handed_on", "hand_off_blocked_s")}
         reports[spec.name] = make_report(spec.config, played, [], False, finished_s,
                                          kind=StageReport, name=spec.name, **joint)  # fmt: skip
@@ -189,6 +192,20 @@ def run_chain_kernel(
     # numpy's vectorised passes beat a loop in plain Python; a stage's arrivals are in item order
     merged = lambda at, log, end_s: _merged_series(np.sort(at), log, end_s)  # noqa: E731
     return report, arrivals, recorders, merged if fast else step_series
+
+
+def _breaker_at_close(open_s: float, played: dict, close_s: float) -> None:
+    """A chain stage's breaker as its close left it: the close cancels the half-open timer,
+    which the replay ran on (after a stage's last item, nothing else changes the breaker).
+
+    A timer due at the close instant ran before it (it was due in the instant's first turn).
+    """
+    late = (played["kinds"] == EventKind.BREAKER_HALF_OPEN) & (played["times"] > close_s)
+    if late.any():
+        for key in ("kinds", "times", "ids"):
+            played[key] = played[key][~late]
+        denied, refused, _, opened_s, open_total_s = played["guard"]
+        played["guard"] = (denied, refused, STATES.index(OPEN), opened_s, open_total_s - open_s)
 
 
 def _close(

@@ -35,6 +35,7 @@ from pipeline.sim.running.single import simulate_once, summary_once
 from pipeline.sim.workloads.traces.service import ServiceTrace
 from tests.sim.running.kernel.test_kernel_chain_equality import assert_kernel_agrees as chain_agrees
 from tests.sim.running.kernel.test_kernel_chain_equality import chains
+from tests.sim.running.kernel.test_kernel_chain_equality import run_both as run_chain_both
 from tests.sim.running.kernel.test_kernel_equality import (
     SETTINGS,
     arrivals,
@@ -319,32 +320,33 @@ def test_the_kernel_refuses_rates_it_cannot_compare_exactly(change, feature):
     assert simulate(GUARDED.replace(**change)).summary["engine"] == "asyncio"
 
 
-def test_the_kernel_refuses_a_chain_with_a_breaker():
-    flaky = StageSpec(name="flaky", service=Constant(0.5), config=GUARDED.config)
-    chain = Scenario(arrivals=Poisson(rate=2.0), stages=[flaky], n_items=10, seed=1)
-    with pytest.raises(ValueError, match="stage 'flaky': circuit breakers"):
-        simulate(chain, engine="kernel")
-    assert simulate(chain).summary["engine"] == "asyncio"
-
-
 @settings(max_examples=examples(150), **SETTINGS)
-@given(scenario=chains(), each=st.lists(st.one_of(st.none(), budgets()), min_size=4, max_size=4))
-def test_kernel_equals_engine_on_chains_with_retry_budgets(scenario, each):
-    # A stage with a budget fails half its attempts and makes up to 4.
+@given(
+    scenario=chains(),
+    each=st.lists(st.tuples(st.one_of(st.none(), budgets()), st.one_of(st.none(), breakers())),
+                  min_size=4, max_size=4),
+)  # fmt: skip
+def test_kernel_equals_engine_on_chains_with_budgets_and_breakers(scenario, each):
+    # A stage with a control fails half its attempts and makes up to 4.
     stages = [
         spec
-        if budget is None
+        if budget is None and breaker is None
         else dataclasses.replace(
             spec,
-            config=dataclasses.replace(spec.config, retry_budget=budget, max_attempts=4),
+            config=dataclasses.replace(
+                spec.config, retry_budget=budget, breaker=breaker, max_attempts=4
+            ),
             failures=IndependentFailures(0.5),
         )
-        for spec, budget in zip(scenario.stages, each, strict=False)
+        for spec, (budget, breaker) in zip(scenario.stages, each, strict=False)
     ]
     chain = scenario.replace(stages=stages)
     chain_agrees(chain, 0)  # on every replay path
-    denied = simulate_once(chain, 0, "asyncio").report.stages
-    event(f"retries denied: {any(stage.retries_denied for stage in denied.values())}")
+    reports = simulate_once(chain, 0, "asyncio").report.stages.values()
+    event(f"retries denied: {any(stage.retries_denied for stage in reports)}")
+    states = {stage.statistics.breaker_state for stage in reports}
+    event(f"a breaker open at the end: {'open' in states}")
+    event(f"calls refused: {any(r.statistics.breaker_calls_refused for r in reports)}")
 
 
 def test_slow_calls_open_a_breaker_without_failures():
@@ -369,3 +371,26 @@ def test_a_window_longer_than_the_run_holds_the_runs_calls(path):
     # Ten million calls in the window, 100 items: the ring holds the run's calls, no more.
     wide = CircuitBreaker(window=10_000_000, min_calls=20, open_s=1.0, half_open_calls=3)
     both(GUARDED.replace(breaker=wide), path)
+
+
+def test_a_chain_stage_closing_as_its_breaker_turns_half_open():
+    # Stage a: item 0 fails at 1.0 (open until 2.0); item 1 runs 0.5-2.0 on the other
+    # worker, so the stage settles its last item, and closes, as the spell ends. Stage b's
+    # breaker opens at its first call's end and is still open when the chain ends.
+    a = StageSpec(
+        name="a",
+        service=ServiceTrace((1.0, 1.5)),
+        config=PipelineConfig(concurrency=2, max_attempts=1, breaker=opens_at_1(open_s=1.0)),
+        failures=ScriptedFailures((1, 0)),
+    )
+    b = StageSpec(
+        name="b",
+        service=Constant(0.5),
+        config=PipelineConfig(max_attempts=1, breaker=opens_at_1(open_s=5.0)),
+        failures=IndependentFailures(1.0),
+    )
+    chain = Scenario(arrivals=Trace([0.0, 0.5]), stages=[a, b], n_items=2)
+    stages = run_chain_both(chain).stages
+    assert stages["a"].report.statistics.breaker_state == "half_open"
+    assert stages["b"].report.statistics.breaker_state == "open"
+    assert stages["b"].summary["breaker_open_s"] == 0.0  # opened at the chain's last instant
