@@ -6,9 +6,9 @@ reference semantics; for the scenarios inside its domain (decided in
 item columns and step series, item by item, for the same seed
 (``tests/sim/running/kernel/`` checks it on thousands of random scenarios, with
 CPython 3.11 to 3.13's asyncio scheduling). A single pipeline takes the FCFS
-recursion (:mod:`.fcfs`) when nothing can fail, the queue blocks and no two
-events it would have to order coincide; every other run, chains included (hand-offs
-that block after service, fan-out), takes the replay of the engine's steps
+recursion (:mod:`.fcfs`) when nothing can fail, no circuit breaker waits, the queue
+blocks and no two events it would have to order coincide; every other run, chains
+included (hand-offs that block after service, fan-out), takes the replay of the engine's steps
 (:mod:`.replay`, run by :mod:`.driver`, compiled or plain as :mod:`.paths` says).
 A chain whose drain reaches its timeout is found only by running and is then
 declined (:class:`KernelDeclined`).

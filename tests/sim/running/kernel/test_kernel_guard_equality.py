@@ -152,6 +152,18 @@ def test_kernel_equals_engine_with_a_backlog_a_budget_and_a_breaker(
         agrees(scenario.replace(retry_budget=budget, breaker=breaker), replication)
 
 
+@pytest.mark.slow
+@settings(max_examples=800, **SETTINGS)
+@given(
+    scenario=guarded(budget=True, breaker=True),
+    path=st.sampled_from(PATHS),
+    replication=st.integers(0, 5),
+)
+def test_kernel_equals_engine_with_both_on_many_scenarios(scenario, path, replication):
+    with kernel_path(path, budget=1):
+        agrees(scenario, replication)
+
+
 # -- the ties, one by one --------------------------------------------------------------------
 
 
