@@ -12,7 +12,9 @@ State lives in arrays: globals in ``iv``/``fv``, a row per stage in ``si``/``sf`
 (``stage * SI + column``), queues as rings, random values in pools the caller
 fills. When a pool runs dry or an array is full, :func:`play` returns a code; the
 caller refills or grows and calls again. :mod:`.driver` runs this source as plain
-Python over lists, or loads it a second time under numba, over numpy arrays.
+Python over lists, or loads it a second time under numba, over numpy arrays. A stage's
+retry budget and circuit breaker (the engine's :class:`~pipeline.overload.guard.Guard`)
+are the ``_budget_*`` and ``_breaker_*`` steps at an attempt's gate and its end.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ _GETTING, _SERVING, _HANDING, _TURN, _CANCELLED, _GATED = 0, 1, 2, 3, 4, 5  # _G
 E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2  # what a failed attempt raised
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
-GROW_BUDGET = -2  # a retry budget's window is full
+GROW_BUDGET = -2  # a retry budget's ring of times is full
 DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent at 1023
 
 # Global ints (iv) and floats (fv).
@@ -244,22 +246,22 @@ def _trim(si, r, ring, edge):
 
 
 @jit
-def _budget_count(si, sf, D, s, now, lane):
-    """BudgetState's trim to ``(now - window_s, now]``, then ``now`` counted in ``lane``
-    (BFOFF: a first attempt, as Guard.starting; BROFF: a retry) unless it is 0."""
+def _budget_trim(si, sf, D, s, now, first):
+    """BudgetState's trim to ``(now - window_s, now]`` at stage ``s``; ``first``: then count
+    a first attempt starting at ``now`` (Guard.starting)."""
     b = s * SI
     edge = now - sf[s * SF + BWINDOW_S]
     _trim(si, b + BFOFF, D[GFIRSTS], edge)
     _trim(si, b + BROFF, D[GRETRIES], edge)
-    if lane:
-        _put(si, b + lane, D[GFIRSTS] if lane == BFOFF else D[GRETRIES], now)
+    if first:
+        _put(si, b + BFOFF, D[GFIRSTS], now)
 
 
 @jit
 def _budget_ok(si, sf, iv, L, D, s, now, item):
     """Guard.may_retry at stage ``s``: True (the retry counted) if it fits, else RETRY_DENIED."""
     b = s * SI
-    _budget_count(si, sf, D, s, now, 0)
+    _budget_trim(si, sf, D, s, now, False)
     if (si[b + BRLEN] + 1) * si[b + BQB] <= si[b + BPB] * si[b + BFLEN] + si[b + BAQ]:
         _put(si, b + BROFF, D[GRETRIES], now)
         return True
@@ -436,7 +438,7 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
         Q[4][a] = attempt
         if si[b + NPOOLS]:  # the stage can fail: draw what the attempt needs
             if guard & 1 and attempt == 1:
-                _budget_count(si, sf, D, s, now, BFOFF)  # Guard.starting
+                _budget_trim(si, sf, D, s, now, True)
             if attempt > 1 and si[b + RTRACE] == 0:
                 seconds = _draw(D, si[b + POFF])
             first = si[b + PARTOFF]  # every part sees the attempt; the first to fail it wins
