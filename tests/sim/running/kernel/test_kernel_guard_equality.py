@@ -33,8 +33,8 @@ from pipeline.sim import (
 from pipeline.sim.running.kernel.paths import kernel_path
 from pipeline.sim.running.single import simulate_once, summary_once
 from pipeline.sim.workloads.traces.service import ServiceTrace
+from tests.sim.running.kernel.test_kernel_chain_equality import PATHS, chains
 from tests.sim.running.kernel.test_kernel_chain_equality import assert_kernel_agrees as chain_agrees
-from tests.sim.running.kernel.test_kernel_chain_equality import chains
 from tests.sim.running.kernel.test_kernel_chain_equality import run_both as run_chain_both
 from tests.sim.running.kernel.test_kernel_equality import (
     SETTINGS,
@@ -47,8 +47,6 @@ from tests.sim.running.kernel.test_kernel_equality import (
     service,
 )
 from tests.tiers import examples
-
-pytest.importorskip("numba")
 
 
 @st.composite
@@ -103,9 +101,6 @@ def guarded(draw, *, budget: bool, breaker: bool):
         seed=draw(st.integers(0, 2**32 - 1)),
         warmup_s=draw(st.sampled_from([0.0, 1.0])),
     )
-
-
-PATHS = ["plain", "compiled"]
 
 
 def agrees(scenario: Scenario, replication: int) -> None:
