@@ -67,7 +67,7 @@ def test_simulate_json_carries_what_the_controls_did(scenario_file, capsys):
     assert main(["simulate", scenario_file(CONTROLS), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     want = simulate(SCENARIO).summary
-    assert out["engine"] == "asyncio"
+    assert out["engine"] == want["engine"] == "kernel"  # inside the kernel's domain
     assert out["retries_denied"] == want["retries_denied"] > 0
     assert out["breaker_open_s"] == pytest.approx(want["breaker_open_s"], rel=1e-12)
     assert want["breaker_open_s"] > 0
@@ -95,11 +95,14 @@ def test_empty_tables_take_the_defaults(scenario_file, capsys):
     assert "retries_denied" in out and "breaker_open_s" in out
 
 
-def test_the_kernel_refuses_a_scenario_with_a_control(scenario_file, capsys):
-    path = scenario_file(HEAD + "[breaker]\n")
-    assert main(["simulate", path, "--engine", "kernel", "--json"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "circuit breakers" in err and "\n" not in err
+def test_the_kernel_runs_a_scenario_with_a_budget_and_a_breaker(scenario_file, capsys):
+    path = scenario_file(CONTROLS)
+    assert main(["simulate", path, "--engine", "kernel", "--json"]) == 0
+    kernel = json.loads(capsys.readouterr().out)
+    assert main(["simulate", path, "--engine", "asyncio", "--json"]) == 0
+    engine = json.loads(capsys.readouterr().out)
+    for key in ("retries_denied", "breaker_open_s", "attempts_total", "items_dead_lettered"):
+        assert kernel[key] == engine[key], key
 
 
 def test_sweep_runs_with_the_controls(scenario_file, tmp_path, capsys):

@@ -25,19 +25,20 @@ The domain: any arrival process or trace, any service distribution or
 :class:`NoFailures`, :class:`IndependentFailures`, :class:`PermanentFailures`,
 :class:`ScriptedFailures` and their combinations, ``max_attempts``,
 :class:`~pipeline.Backoff` (constant or exponential, capped, with or without full
-jitter) and :class:`~pipeline.RetryPolicy`, drain timeout, warm-up, an initial
-backlog and item size, attempt timeouts, a downstream with its orphaned work and
+jitter) and :class:`~pipeline.RetryPolicy`, a :class:`~pipeline.RetryBudget` and a
+:class:`~pipeline.CircuitBreaker` (their rates of at most 9 significant digits and below
+2**31, which the kernel compares exactly in 64-bit integers), drain timeout, warm-up, an
+initial backlog and item size, attempt timeouts, a downstream with its orphaned work and
 faults (:class:`~pipeline.sim.Downstream`, :class:`~pipeline.sim.CapacityDrop`,
 :class:`~pipeline.sim.LoadSpike`), an :class:`~pipeline.Autoscaler` on a single
 pipeline (up to :data:`MAX_SCALED_WORKERS` workers, its stabilisation windows spanning
 at most :data:`MAX_WINDOW_SYNCS` syncs); a chain when every stage is, none autoscaled.
 Outside: item classes, priority keys and deadlines (``priority``, ``max_wait_s``), rate
-limits, an autoscaled chain stage, the overload controls (``retry_budget``, ``breaker``,
-``concurrency_limit``, ``codel``), hangs, provider models (:class:`Overload`,
-:class:`TokenQuota`) and failure models, backoffs or retry policies of your own
-(subclasses). Those either wait on machinery the kernel does not model (the rate
-limiter's buckets and windows, the budget's window and the breaker's states, a limit
-or a queue reacting to delays, a quota reading the loop's clock) or run code of yours
+limits, an autoscaled chain stage, the adaptive overload controls (``concurrency_limit``,
+``codel``), hangs, provider models (:class:`Overload`, :class:`TokenQuota`) and failure
+models, backoffs or retry policies of your own (subclasses). Those either wait on
+machinery the kernel does not model (the rate limiter's buckets and windows, a limit or
+a queue reacting to delays, a quota reading the loop's clock) or run code of yours
 whose behaviour the kernel cannot know.
 """
 
@@ -92,8 +93,6 @@ _OUTSIDE_SETTINGS = (
     ("priority", "priority keys"),
     ("max_wait_s", "deadlines"),
     ("rate_limit", "rate limits"),
-    ("retry_budget", "retry budgets"),
-    ("breaker", "circuit breakers"),
     ("concurrency_limit", "adaptive concurrency limits"),
     ("codel", "CoDel queue shedding"),
 )
@@ -156,6 +155,11 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
                 f"an autoscaler whose stabilisation windows span more than "
                 f"{MAX_WINDOW_SYNCS:,} syncs (config.autoscale)"
             )
+    if (config.retry_budget is not None or config.breaker is not None) and not _exact_fits(config):
+        return (
+            "a retry budget or breaker rate the kernel cannot compare exactly "
+            "(more than 9 significant digits, or 2**31 and above)"
+        )
     if type(config.backoff) is not Backoff:
         return f"a backoff of its own ({type(config.backoff).__name__})"
     if type(config.retry) is not RetryPolicy:
@@ -166,6 +170,13 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
             continue
         return _OUTSIDE.get(type(model), f"the failure model {type(model).__name__}")
     return None
+
+
+def _exact_fits(config: PipelineConfig) -> bool:
+    """Whether the budget's and breaker's exact rates fit the kernel's 64-bit comparisons."""
+    from .kernel.driver import guard_terms  # the kernel loads only with a control
+
+    return all(term < 2**31 for term in guard_terms(config).values())
 
 
 def refusal(feature: str) -> str:

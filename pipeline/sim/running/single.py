@@ -232,7 +232,7 @@ def _kernel_once(scenario: Scenario, replication: int) -> SimulationResult:
     run = run_kernel(scenario, replication)
     return SimulationResult(
         scenario, run.report, run.columns, run.series, time.perf_counter() - began, "kernel",
-        pool=run.pool, downstream=run.downstream,
+        pool=run.pool, downstream=run.downstream, controls=run.controls,
     )  # fmt: skip
 
 
@@ -299,14 +299,14 @@ def _kernel_summary(scenario: Scenario, replication: int, keys: frozenset[str]) 
 
     began = time.perf_counter()
     series = any(key in keys for key in SERIES_KEYS if key != "memory_peak_bytes")
-    report, _, columns, steps, _, downstream = run_kernel(scenario, replication, series=series)
+    run = run_kernel(scenario, replication, series=series)
     return summary_of(
         scenario,
-        report,
-        columns,
-        steps,
+        run.report,
+        run.columns,
+        run.series,
         wall_time_s=time.perf_counter() - began,
         engine="kernel",
         keys=keys,
-        downstream=downstream,
+        downstream=run.downstream,
     )

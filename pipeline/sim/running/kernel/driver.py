@@ -17,6 +17,7 @@ import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,8 @@ from . import replay as R
 from .paths import current
 
 __all__ = [
-    "LOAD_AFTER_ITEMS", "Cuts", "StageInput", "anticipate", "compiled", "replay", "take_compiled",
+    "LOAD_AFTER_ITEMS", "Cuts", "StageInput", "anticipate", "compiled", "guard_terms", "replay",
+    "take_compiled",
 ]  # fmt: skip
 
 LOAD_AFTER_ITEMS = 50_000
@@ -262,6 +264,82 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
     return si, totals, pool_of, tables
 
 
+def guard_terms(config: PipelineConfig) -> dict[int, int]:
+    """The retry budget's and breaker's exact rates as the integers the replay compares.
+
+    As :class:`~pipeline.overload.budget.BudgetState` and
+    :class:`~pipeline.overload.breaker.BreakerState` do, the rates are the decimal numbers
+    they print as: ``(retries + 1) * BQB <= BPB * firsts + BAQ`` and ``count * q >= p * calls``.
+    Keyed by the stage row's columns (:mod:`.replay`).
+    """
+    exact = lambda value: Fraction(repr(value))  # noqa: E731
+    terms = {}
+    budget, breaker = config.retry_budget, config.breaker
+    if budget is not None:
+        ratio, floor = exact(budget.ratio), exact(budget.min_retries_per_s) * exact(budget.window_s)
+        q, b = ratio.denominator, floor.denominator
+        terms.update({R.BQB: q * b, R.BPB: ratio.numerator * b, R.BAQ: floor.numerator * q})
+    if breaker is not None:
+        rate, slow = exact(breaker.failure_rate), exact(breaker.slow_call_rate)
+        terms.update({R.KRNUM: rate.numerator, R.KRDEN: rate.denominator,
+                      R.KSNUM: slow.numerator, R.KSDEN: slow.denominator})  # fmt: skip
+    return terms
+
+
+_BUDGET_RING = 64
+"""A retry budget's rings' first size (times of first attempts, of retries); each doubles
+when full (GROW_BUDGET): it holds what its window holds, not the run."""
+
+
+def _guard_rows(
+    stages: list[StageInput], reaching: list[int], si: np.ndarray, sf: np.ndarray, ring: int | None
+) -> list[np.ndarray]:
+    """The retry budgets' and breakers' columns of the stage rows, and their arrays (D[GFIRSTS:]).
+
+    A budget's rings start at ``ring`` times (None: :data:`_BUDGET_RING`); a breaker's ring
+    holds its window (or its probes, half-open), or every call the run can make if fewer;
+    its waiters' ring a worker each.
+    """
+    sizes = np.zeros((len(stages), 4), np.int64)  # firsts, retries, outcomes, waiting workers
+    for s, (spec, r) in enumerate(zip(stages, reaching, strict=True)):
+        config, row = spec.config, si[s]
+        budget, breaker = config.retry_budget, config.breaker
+        row[R.GUARD] = (budget is not None) + 2 * (breaker is not None)
+        for column, value in guard_terms(config).items():
+            row[column] = value
+        if budget is not None:
+            sizes[s, :2] = ring or _BUDGET_RING
+            sf[s, R.BWINDOW_S] = budget.window_s
+        if breaker is not None:
+            calls = min(max(breaker.window, breaker.half_open_calls), r * config.max_attempts)
+            sizes[s, 2:] = max(calls, 1), config.concurrency
+            row[[R.KWINDOW, R.KMIN, R.KHALF]] = (
+                breaker.window, breaker.min_calls, breaker.half_open_calls,
+            )  # fmt: skip
+            slow_s = math.inf if breaker.slow_call_s is None else breaker.slow_call_s
+            sf[s, [R.KOPEN_S, R.KSLOW_S]] = breaker.open_s, slow_s
+    for k, column in enumerate((R.BFOFF, R.BROFF, R.KOFF, R.KWOFF)):
+        si[:, column] = np.cumsum(sizes[:, k]) - sizes[:, k]
+        si[:, column + 1] = sizes[:, k]
+    workers = int(si[:, R.CONC].sum())
+    totals = [max(1, int(total)) for total in sizes.sum(axis=0)]
+    ints = [np.zeros(size, np.int64) for size in (totals[2], totals[3], workers)]
+    return [np.zeros(totals[0]), np.zeros(totals[1]), *ints, np.zeros(workers)]
+
+
+def _grow_budgets(state: _State) -> None:
+    """Double every retry budget's rings (GROW_BUDGET), each stage's times from its head on."""
+    si = state.si
+    for ring, column in ((R.GFIRSTS, R.BFOFF), (R.GRETRIES, R.BROFF)):
+        old, new = state.D[ring], []
+        for b in range(column, len(si), R.SI):
+            off, cap, head, n = (int(x) for x in si[b : b + 4])
+            held = [float(old[off + (head + i) % cap]) for i in range(n)]
+            si[b : b + 4] = [len(new), 2 * cap, 0, n]
+            new += held + [0.0] * (2 * cap - n)
+        state.D[ring] = np.array(new or [0.0]) if isinstance(old, np.ndarray) else new or [0.0]
+
+
 class _State:
     """The replay's state for one run: the bundles :func:`.replay.play` takes, as numpy arrays."""
 
@@ -288,6 +366,7 @@ class _State:
         self.fv = np.array([0.0, 0.0, np.nan, drain_s, warmup_s, np.inf])
         sf = np.zeros((nst, R.SF))
         sf[:, R.LASTSETTLE] = np.nan
+        guard = _guard_rows(stages, reaching, si, sf, sizes.budget)
         self.si, self.sf = si.ravel(), sf.ravel()
         # Chain._build starts every stage after the head first; then the head's workers, then
         # its producer (a pipeline: its workers, then its producer).
@@ -322,6 +401,7 @@ class _State:
         first = first[0] if single else np.concatenate(first)  # one stage: no copy
         self.D = [np.asarray(arrival, np.float64), first, *tables]
         _cut_state(self, stages)
+        self.D += guard  # the overload controls' arrays (replay.GFIRSTS ...)
 
 
 def _slots(config: PipelineConfig) -> int:
@@ -406,7 +486,9 @@ def _grow(x: Any) -> Any:
 def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -> None:
     """Do what ``code`` asks (grow an array, refill a pool) so the replay can go on."""
     T, L, D, iv = state.T, state.L, state.D, state.iv
-    if code == R.GROW_LOG:
+    if code == R.GROW_BUDGET:
+        _grow_budgets(state)
+    elif code == R.GROW_LOG:
         state.L = [*(_grow(x) for x in L[:5]), *L[5:]]
     elif code == R.GROW_HEAP:
         state.T = [*T[:2], *(_grow(x) for x in T[2:])]
@@ -507,6 +589,9 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
         run.update(kinds=k, times=t, ids=i, shed=ShedLog(spec.config.keep_shed), dead_letters=[],
                    producer_blocked_s=float(sf[s, R.PBLOCKED]),
                    hand_off_blocked_s=float(sf[s, R.HBLOCKED]))  # fmt: skip
+        if row[R.GUARD]:  # what make_report's overload statistics read
+            run["guard"] = (int(row[R.DENIED]), int(row[R.KREFUSED]), int(row[R.KSTATE]),
+                            float(sf[s, R.KOPENED_S]), float(sf[s, R.KOPEN_TOTAL_S]))  # fmt: skip
         for item in i[k == R.SHED].tolist() if row[R.SHEDS] else ():
             run["shed"].append(item)
         if row[R.DEAD]:
@@ -613,6 +698,8 @@ def _letters(
         error = last[item]
         again = retryable[id(error)] if id(error) in retryable else retry.is_retryable(error)
         reason = "max_attempts" if again else "not_retryable"
+        if again and len(errors) < spec.config.max_attempts:
+            reason = "retry_budget"  # it wanted a retry: the budget denied it
         letters.append(DeadLetter(payload=item, attempts=len(errors), errors=tuple(errors),
                                   reason=reason))  # fmt: skip
     return letters

@@ -30,6 +30,7 @@ class KernelPath:
             failure part's stream what the run is expected to need).
         log, heap, ready: the first capacity, entries, of the event log, the timer heap
             and the ready ring (None: what the run is expected to need).
+        budget: the first capacity of a retry budget's rings of times (None: 64).
     """
 
     path: str = "auto"
@@ -37,6 +38,7 @@ class KernelPath:
     log: int | None = None
     heap: int | None = None
     ready: int | None = None
+    budget: int | None = None
 
 
 _DEFAULT = KernelPath()
@@ -52,7 +54,7 @@ def current() -> KernelPath:
 def kernel_path(path: str | None = None, **sizes: int | None) -> Iterator[KernelPath]:
     """Run the kernel on ``path`` (None: the one in force) with ``sizes`` inside the block.
 
-    ``sizes`` are :class:`KernelPath`'s ``block``, ``log``, ``heap`` and ``ready``;
+    ``sizes`` are :class:`KernelPath`'s ``block``, ``log``, ``heap``, ``ready`` and ``budget``;
     tiny ones make the array replay stop, refill and grow many times in a run.
 
     Raises:
@@ -62,8 +64,8 @@ def kernel_path(path: str | None = None, **sizes: int | None) -> Iterator[Kernel
     if path is not None and path not in PATHS:
         raise ValueError(f"path must be one of {', '.join(map(repr, PATHS))}, got {path!r}")
     for name, value in sizes.items():
-        if name not in ("block", "log", "heap", "ready"):
-            raise ValueError(f"{name!r} is not a size (block, log, heap, ready)")
+        if name not in ("block", "log", "heap", "ready", "budget"):
+            raise ValueError(f"{name!r} is not a size (block, log, heap, ready, budget)")
         if value is not None and (
             isinstance(value, bool) or not hasattr(value, "__index__") or operator.index(value) < 1
         ):

@@ -15,7 +15,9 @@ State lives in arrays: globals in ``iv``/``fv``, a row per stage in ``si``/``sf`
 (``stage * SI + column``), queues as rings, random values in pools the caller
 fills. When a pool runs dry or an array is full, :func:`play` returns a code; the
 caller refills or grows and calls again. :mod:`.driver` runs this source as plain
-Python over lists, or loads it a second time under numba, over numpy arrays.
+Python over lists, or loads it a second time under numba, over numpy arrays. A stage's
+retry budget and circuit breaker (the engine's :class:`~pipeline.overload.guard.Guard`)
+are the ``_budget_*`` and ``_breaker_*`` steps at an attempt's gate and its end.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ DEAD_LETTERED, DRAIN_TIMEOUT = int(K.DEAD_LETTERED), int(K.DRAIN_TIMEOUT)
 INTAKE_CLOSED, PRODUCER_BLOCKED = int(K.INTAKE_CLOSED), int(K.PRODUCER_BLOCKED)
 PRODUCER_UNBLOCKED = int(K.PRODUCER_UNBLOCKED)
 SCALED, SYNCED, WORKER_LEFT = int(K.SCALED), int(K.SYNCED), int(K.WORKER_LEFT)
+RETRY_DENIED, BREAKER_REFUSED = int(K.RETRY_DENIED), int(K.BREAKER_REFUSED)
+BREAKER_EVENTS = (int(K.BREAKER_CLOSED), int(K.BREAKER_OPEN), int(K.BREAKER_HALF_OPEN))
 
 
 def _jit(inline: str, nrt: bool = False):
@@ -54,6 +58,7 @@ merge = _jit("never", nrt=True)
 # or gather()'s callback) readies its task's step (FIRED_AFTER kinds lower) a turn later.
 K_PRODUCER, K_WORKER, K_RUN, K_FIRED_PRODUCER, K_FIRED_WORKER, K_GATHERED = 0, 1, 2, 3, 4, 5
 FIRED_AFTER, K_READMIT, K_TIMEOUT, K_CLOSE = 3, 6, 7, 8
+K_HALF_OPEN = 12  # a breaker's open spell is over (arg: its spell x stages + stage)
 K_CUT, K_ANSWER = 9, 10  # an attempt's timeout fires (arg: worker + workers x seq); a request ends
 # The autoscaler's task (arg 0: its start, 1: a sync), its sync's timer.
 K_SCALE, K_FIRED_SCALE = 11, 11 + FIRED_AFTER
@@ -68,8 +73,10 @@ E_NONE, E_SIMULATED, E_PERMANENT, E_TIMEOUT, E_FULL = 0, 1, 2, 3, 4  # what a fa
 PART_TIMEOUT, PART_FULL = -1, -2  # the log's part of a TimeoutError, of a DownstreamFull
 # An autoscaled pool's worker: new, in its cold start, retired while idle, gone.
 _FRESH, _COLD, _LEAVING, _GONE = 10, 11, 12, 13
+_GATED = 14  # holding an item the breaker refused: it asks again when woken
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
+GROW_BUDGET = -2  # a retry budget's ring of times is full
 DELAYS = 1024  # backoff delays by attempt per stage: Backoff caps the exponent at 1023
 
 # Global ints (iv) and floats (fv).
@@ -96,8 +103,18 @@ DS_SINCE, DS_QAREA, DS_BAREA = range(15, 18)
 (REJECT, BOUND, TURNS, FAN, IOFF, MOFF, MCAP, MHEAD, MLEN, QOFF, QCAP, QHEAD, QLEN, RESERVED, HELD,
  GOFF, GCAP, GHEAD, GLEN, WOFF, WCAP, WHEAD, WLEN, UNSETTLED, OFFERED, ADMITS, COMPLETES,
  ATTEMPTS, RETRIED, PEAK, OUTPUTS, HANDED, DEAD, SHEDS, AOFF, RSIM, RPERM, MAXATT, JITTER,
- RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC, RTMO, RFULL, TIMEDOUT, SI) = range(49)  # fmt: skip
-PBLOCKED, HBLOCKED, LASTSETTLE, SF = range(4)
+ RTRACE, POFF, NPOOLS, PARTOFF, NPARTS, CONC, RTMO, RFULL, TIMEDOUT,
+ # A retry budget (GUARD & 1): its first attempts' and retries' times, rings in D[GFIRSTS] and
+ # D[GRETRIES]; retries + 1 <= ratio * firsts + floor is (retries + 1) * BQB <= BPB * firsts + BAQ.
+ # A breaker (GUARD & 2): its window's outcomes (failed + 2 * slow) in D[GCALLS], the workers
+ # waiting for it in D[GWAITING]; a rate p/q is reached when count * q >= p * calls.
+ GUARD, BFOFF, BFCAP, BFHEAD, BFLEN, BROFF, BRCAP, BRHEAD, BRLEN, BQB, BPB, BAQ, DENIED,
+ KOFF, KCAP, KHEAD, KLEN, KWOFF, KWCAP, KWHEAD, KWLEN, KSTATE, KGEN, KPROBES, KFAILED, KSLOW,
+ KREFUSED, KWINDOW, KMIN, KHALF, KRNUM, KRDEN, KSNUM, KSDEN, SI) = range(83)  # fmt: skip
+PBLOCKED, HBLOCKED, LASTSETTLE, BWINDOW_S, KOPEN_S, KOPENED_S, KOPEN_TOTAL_S, KSLOW_S, SF = range(9)
+# The overload controls' arrays, at the end of the D bundle; a worker's permit and start (s).
+GFIRSTS, GRETRIES, GCALLS, GWAITING, GPERMIT, GSTART = range(19, 25)
+B_CLOSED, B_OPEN, B_HALF_OPEN = 0, 1, 2  # a breaker's state, its index in overload.breaker.STATES
 
 
 @jit
@@ -248,6 +265,116 @@ def _settle(si, sf, iv, fv, T, s):
     if iv[ACCEPTING] == 0 and si[UNSETTLED] == 0 and iv[RUN_WOKEN] == 0:  # a chain accepts
         iv[RUN_WOKEN] = 1
         _ready(T, iv, K_RUN, _WOKEN)
+
+
+@jit
+def _trim(si, r, ring, edge):
+    """Drop the times at or before ``edge`` from the head of a ring of times (see :func:`_put`)."""
+    while si[r + 3] > 0 and ring[si[r] + si[r + 2]] <= edge:
+        _get(si, r, ring)
+
+
+@jit
+def _budget_trim(si, sf, D, s, now, first):
+    """BudgetState's trim to ``(now - window_s, now]`` at stage ``s``; ``first``: then count
+    a first attempt starting at ``now`` (Guard.starting)."""
+    b = s * SI
+    edge = now - sf[s * SF + BWINDOW_S]
+    _trim(si, b + BFOFF, D[GFIRSTS], edge)
+    _trim(si, b + BROFF, D[GRETRIES], edge)
+    if first:
+        _put(si, b + BFOFF, D[GFIRSTS], now)
+
+
+@jit
+def _budget_ok(si, sf, iv, L, D, s, now, item):
+    """Guard.may_retry at stage ``s``: True (the retry counted) if it fits, else RETRY_DENIED."""
+    b = s * SI
+    _budget_trim(si, sf, D, s, now, False)
+    if (si[b + BRLEN] + 1) * si[b + BQB] <= si[b + BPB] * si[b + BFLEN] + si[b + BAQ]:
+        _put(si, b + BROFF, D[GRETRIES], now)
+        return True
+    si[b + DENIED] += 1
+    _log(L, iv, RETRY_DENIED, now, item, s)
+    return False
+
+
+@jit
+def _breaker_enter(si, sf, iv, T, L, D, s, state, at):
+    """BreakerState._enter and Guard._changed: the new state, its event and timer; waiters woken."""
+    b, f = s * SI, s * SF
+    if si[b + KSTATE] == B_OPEN:
+        sf[f + KOPEN_TOTAL_S] += sf[f + KOPEN_S]  # a spell lasts open_s exactly
+    for column in (KHEAD, KLEN, KFAILED, KSLOW, KPROBES):
+        si[b + column] = 0
+    si[b + KSTATE] = state
+    si[b + KGEN] += 1
+    if state == B_OPEN:  # the timer that turns it half-open (K_HALF_OPEN: its spell, its stage)
+        sf[f + KOPENED_S] = at
+        _push(T, iv, at + sf[f + KOPEN_S], K_HALF_OPEN, si[b + KGEN] * (len(si) // SI) + s)
+    _log(L, iv, BREAKER_EVENTS[state], at, -1, s)
+    while si[b + KWLEN] > 0:  # Event.set(): every worker waiting asks again, in order
+        _ready(T, iv, K_WORKER, _get(si, b + KWOFF, D[GWAITING]))
+
+
+@jit
+def _breaker_advance(si, sf, iv, T, L, D, s, now):
+    """BreakerState.advance: an open spell over by ``now`` turns half-open, at its end."""
+    until = sf[s * SF + KOPENED_S] + sf[s * SF + KOPEN_S]
+    if si[s * SI + KSTATE] == B_OPEN and now >= until:
+        _breaker_enter(si, sf, iv, T, L, D, s, B_HALF_OPEN, until)
+
+
+@jit
+def _breaker_timer(si, sf, iv, T, L, D, arg):
+    """Guard._half_open: the open spell's timer (a spell already over cancelled it)."""
+    spell, s = divmod(arg, len(si) // SI)
+    if si[s * SI + KGEN] == spell:  # still open: it turns half-open at the spell's end
+        _breaker_advance(si, sf, iv, T, L, D, s, math.inf)
+
+
+@jit
+def _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, first):
+    """Guard.admit's step for worker ``g``: True with a permit, else it waits (``first``:
+    the attempt's first refusal, BREAKER_REFUSED)."""
+    b, now = s * SI, fv[NOW]
+    _breaker_advance(si, sf, iv, T, L, D, s, now)
+    state = si[b + KSTATE]
+    if state == B_CLOSED or (state == B_HALF_OPEN and si[b + KPROBES] < si[b + KHALF]):
+        if state == B_HALF_OPEN:
+            si[b + KPROBES] += 1
+        D[GPERMIT][g], D[GSTART][g] = si[b + KGEN], now  # the attempt starts now
+        return True
+    if first:
+        si[b + KREFUSED] += 1
+        _log(L, iv, BREAKER_REFUSED, now, item, s)
+    _put(si, b + KWOFF, D[GWAITING], g)
+    return False
+
+
+@jit
+def _breaker_record(si, sf, iv, fv, T, L, D, g, s, failed):
+    """Guard.ended: worker ``g``'s call ended now (``failed``: 1); the breaker records it."""
+    b, now = s * SI, fv[NOW]
+    _breaker_advance(si, sf, iv, T, L, D, s, now)
+    if D[GPERMIT][g] != si[b + KGEN]:
+        return  # let through in a state (or spell) that has since ended
+    slow = 1 if now - D[GSTART][g] >= sf[s * SF + KSLOW_S] else 0
+    if si[b + KSTATE] == B_CLOSED and si[b + KLEN] == si[b + KWINDOW]:
+        old = _get(si, b + KOFF, D[GCALLS])
+        si[b + KFAILED] -= old & 1
+        si[b + KSLOW] -= old >> 1
+    _put(si, b + KOFF, D[GCALLS], failed + 2 * slow)
+    si[b + KFAILED] += failed
+    si[b + KSLOW] += slow
+    n = si[b + KLEN]
+    trips = si[b + KFAILED] * si[b + KRDEN] >= si[b + KRNUM] * n
+    trips = trips or si[b + KSLOW] * si[b + KSDEN] >= si[b + KSNUM] * n
+    if si[b + KSTATE] == B_CLOSED:
+        if n >= si[b + KMIN] and trips:
+            _breaker_enter(si, sf, iv, T, L, D, s, B_OPEN, now)
+    elif n == si[b + KHALF]:  # half-open: the probes' verdict
+        _breaker_enter(si, sf, iv, T, L, D, s, B_OPEN if trips else B_CLOSED, now)
 
 
 @jit
@@ -461,21 +588,33 @@ def _live(W, seq, kind, arg):
 
 
 @jit
-def _take(si, iv, fv, T, L, Q, W, D, g):
-    """An idle worker takes the next item (retry lane first) and starts an attempt, or waits."""
+def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
+    """An idle worker takes the next item (retry lane first) and starts an attempt, or waits.
+
+    ``gated``: the worker holds an item the breaker refused, and asks again.
+    """
     s = W[0][g]
     b = s * SI
-    if iv[RETIRING] and (W[1][g] != _GETTING or si[b + MLEN] + si[b + QLEN] == 0):
+    guard = si[b + GUARD]
+    if iv[RETIRING] and not gated and (W[1][g] != _GETTING or si[b + MLEN] + si[b + QLEN] == 0):
         _scale_leave(iv, fv, L, W, g)  # due to leave: _work's check, or get()'s before a wait
         return
-    if si[b + MLEN] == 0 and si[b + QLEN] == 0:
-        W[1][g] = _GETTING
-        _put(si, b + GOFF, Q[2], g)
-        return
-    item = _get(si, b + QOFF, Q[1]) if si[b + QLEN] > 0 else _get(si, b + MOFF, Q[0])
-    if si[b + WLEN] > 0:  # a slot opened: wake the first in line for it
-        w = _get(si, b + WOFF, Q[3])  # -1: the producer
-        _ready(T, iv, K_PRODUCER if w < 0 else K_WORKER, _SLOT if w < 0 else w)
+    if gated:
+        item = W[2][g]
+        if not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, False):
+            return
+    else:
+        if si[b + MLEN] == 0 and si[b + QLEN] == 0:
+            W[1][g] = _GETTING
+            _put(si, b + GOFF, Q[2], g)
+            return
+        item = _get(si, b + QOFF, Q[1]) if si[b + QLEN] > 0 else _get(si, b + MOFF, Q[0])
+        if si[b + WLEN] > 0:  # a slot opened: wake the first in line for it
+            w = _get(si, b + WOFF, Q[3])  # -1: the producer
+            _ready(T, iv, K_PRODUCER if w < 0 else K_WORKER, _SLOT if w < 0 else w)
+        if guard & 2 and not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, True):
+            W[1][g], W[2][g] = _GATED, item
+            return
     now = fv[NOW]
     si[b + ATTEMPTS] += 1
     _log(L, iv, STARTED, now, item, s)
@@ -486,6 +625,8 @@ def _take(si, iv, fv, T, L, Q, W, D, g):
         attempt = Q[4][a] + 1
         Q[4][a] = attempt
         if si[b + NPOOLS]:  # the stage can fail: draw what the attempt needs
+            if guard & 1 and attempt == 1:
+                _budget_trim(si, sf, D, s, now, True)
             if attempt > 1 and si[b + RTRACE] == 0:
                 seconds = _draw(D, si[b + POFF])
             first = si[b + PARTOFF]  # every part sees the attempt; the first to fail it wins
@@ -511,21 +652,29 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """One step of worker ``g``: whatever woke it, then the next item if it is free."""
     s, status, item, now = W[0][g], W[1][g], W[2][g], fv[NOW]
     b = s * SI
-    if status >= _CANCELLED:  # cancelled, in an attempt that can be cut, or an autoscaled pool's
-        if status == _CANCELLED:
+    if status >= _CANCELLED:  # cancelled; gated by the breaker; in an attempt that can be
+        if status == _CANCELLED:  # cut; or a step of an autoscaled pool's
+            return
+        if status == _GATED:
+            _take(si, sf, iv, fv, T, L, Q, W, D, g, 1)
             return
         if status >= _FRESH:
-            _scale_worker(si, iv, fv, T, L, Q, W, D, g)
+            _scale_worker(si, sf, iv, fv, T, L, Q, W, D, g)
             return
         status = _cut_step(si, iv, fv, T, W, D, g, status)
         if status == _CALLING:
             return
     if status == _SERVING and W[5][g] != E_NONE:  # the attempt failed: retry or dead-letter
+        if si[b + GUARD] & 2:
+            _breaker_record(si, sf, iv, fv, T, L, D, g, s, 1)
         attempt = Q[4][si[b + AOFF] + item]
         can_retry = si[b + RSIM] if W[5][g] == E_SIMULATED else si[b + RPERM]
         if W[5][g] >= E_TIMEOUT:  # cut by its timeout, or the downstream was full
             can_retry = si[b + (RTMO if W[5][g] == E_TIMEOUT else RFULL)]
-        if can_retry and attempt < si[b + MAXATT]:
+        retry = can_retry != 0 and attempt < si[b + MAXATT]
+        if retry and si[b + GUARD] & 1:
+            retry = _budget_ok(si, sf, iv, L, D, s, now, item)
+        if retry:
             delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
             if si[b + JITTER] and delay > 0.0:
                 delay = 0.0 + delay * _draw(D, si[b + POFF] + 1)  # Random.uniform(0, delay)
@@ -540,13 +689,15 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
         L[4][iv[LLEN] - 1] = W[6][g]  # which part of the failure model failed it
     elif status != _GETTING:  # completed, or woken in line downstream or a turn after an output
         if status == _SERVING:
+            if si[b + GUARD] & 2:
+                _breaker_record(si, sf, iv, fv, T, L, D, g, s, 0)
             si[b + COMPLETES] += 1
             _log(L, iv, COMPLETED, now, item, s)
             si[b + OUTPUTS] += si[b + FAN]
         if not _hand_on(si, sf, iv, fv, T, L, Q, W, g, W[4][g] if status == _HANDING else -1.0):
             return
         _settle(si, sf, iv, fv, T, s)
-    _take(si, iv, fv, T, L, Q, W, D, g)
+    _take(si, sf, iv, fv, T, L, Q, W, D, g, 0)
 
 
 @jit
@@ -648,8 +799,8 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             return GROW_READY
         if len(L[0]) - iv[LLEN] < room:
             return GROW_LOG
-        if len(T[2]) - iv[HSIZE] < 4:
-            return GROW_HEAP
+        if len(T[2]) - iv[HSIZE] < 6:  # a step sets 5 timers at most (breaker, retry, attempt,
+            return GROW_HEAP  # its timeout, a cold start)
         if kind == K_WORKER and iv[POOL_SAFE] == 0:  # a pool row may be dry: look
             b = W[0][arg] * SI
             for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
@@ -658,6 +809,13 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             iv[POOL_SAFE] = D[9][-1]  # a worker's step draws one value a row at most: the steps
             for row in range(len(D[9]) - 1):  # that cannot find a row dry are the fewest left
                 iv[POOL_SAFE] = min(iv[POOL_SAFE], D[9][row + 1] - D[6][row])
+            for b in range(0, len(si), SI):  # and a budget's rings: a step puts a time in each
+                room = min(si[b + BFCAP] - si[b + BFLEN], si[b + BRCAP] - si[b + BRLEN])
+                if si[b + GUARD] & 1:
+                    if room < 1:
+                        iv[POOL_SAFE] = 0  # look again once grown
+                        return GROW_BUDGET
+                    iv[POOL_SAFE] = min(iv[POOL_SAFE], room)
         iv[POOL_SAFE] = max(iv[POOL_SAFE] - (kind == K_WORKER), 0)
         iv[RHEAD] = (head + 1) & (len(rk) - 1)
         iv[RLEN] -= 1
@@ -678,6 +836,8 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             _cut(iv, fv, T, W, D, arg)
         elif kind == K_ANSWER:
             _downstream_answer(iv, fv, T, W, D, arg)
+        elif kind == K_HALF_OPEN:
+            _breaker_timer(si, sf, iv, T, L, D, arg)
         elif kind >= K_SCALE:
             if kind == K_FIRED_SCALE:  # the sync's timer set its future: the task runs next
                 _ready(T, iv, K_SCALE, arg)
@@ -716,7 +876,7 @@ def _scale_pop_tail(si, r, ring):
 
 
 @jit
-def _scale_worker(si, iv, fv, T, L, Q, W, D, g):
+def _scale_worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """A step of a worker an autoscaler added (its start, its cold start's end) or retired."""
     status = W[1][g]
     if status == _FRESH and fv[COLD_S] > 0.0:  # _cold_start: asyncio.sleep(cold_start_s)
@@ -730,7 +890,7 @@ def _scale_worker(si, iv, fv, T, L, Q, W, D, g):
     elif status != _GONE:  # its loop begins (a worker cancelled in its cold start is gone)
         if status == _COLD:
             _get(iv, COFF, W[12])  # no longer starting: the oldest that was
-        _take(si, iv, fv, T, L, Q, W, D, g)
+        _take(si, sf, iv, fv, T, L, Q, W, D, g, 0)
 
 
 @jit

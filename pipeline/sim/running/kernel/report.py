@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.config import PipelineConfig
+from pipeline.overload.breaker import STATES
 from pipeline.records import RunReport
 from pipeline.statistics import Statistics
 
@@ -49,6 +50,7 @@ def make_report(
         unfinished=len(unfinished),
         attempts_failed=c["retried"] + len(dead_letters) - counts.get("timed_out", 0),
         attempts_timed_out=counts.get("timed_out", 0), **c, **(pool or fixed),
+        **_overload_statistics(config, counts.get("guard"), finished_s),
     )  # fmt: skip
     return kind(
         offered=c["offered"], admitted=c["admitted"], completed=c["completed"],
@@ -56,3 +58,22 @@ def make_report(
         drain_timed_out=drain_timed_out, started_s=0.0, finished_s=finished_s,
         statistics=statistics, **stage,
     )  # fmt: skip
+
+
+def _overload_statistics(config: PipelineConfig, guard: tuple | None, now: float) -> dict[str, Any]:
+    """``Guard.statistics(now)`` from the replay's counts: ``guard`` is (retries denied, calls
+    refused, the breaker's state code, when its last spell opened, its spells' open seconds),
+    None when the run counted none (nothing for the defaults to correct)."""
+    if guard is None:
+        return {}
+    denied, refused, code, opened_s, open_total_s = guard
+    breaker = config.breaker
+    if breaker is None:
+        return {"retries_denied": denied}
+    state, open_s = STATES[code], open_total_s
+    if state == "open":  # as BreakerState.state_at and open_time_s
+        if now >= opened_s + breaker.open_s:
+            state = "half_open"
+        open_s += min(breaker.open_s, max(0.0, now - opened_s))
+    return {"retries_denied": denied, "breaker_state": state, "breaker_calls_refused": refused,
+            "breaker_open_s": open_s}  # fmt: skip

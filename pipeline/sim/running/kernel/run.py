@@ -6,9 +6,9 @@ reference semantics; for the scenarios inside its domain (decided in
 item columns and step series, item by item, for the same seed
 (``tests/sim/running/kernel/`` checks it on thousands of random scenarios, with
 CPython 3.11 to 3.13's asyncio scheduling). A single pipeline takes the FCFS
-recursion (:mod:`.fcfs`) when nothing can fail, the queue blocks and no two
-events it would have to order coincide; every other run, chains included (hand-offs
-that block after service, fan-out), takes the replay of the engine's steps
+recursion (:mod:`.fcfs`) when nothing can fail, no circuit breaker waits, the queue
+blocks and no two events it would have to order coincide; every other run, chains
+included (hand-offs that block after service, fan-out), takes the replay of the engine's steps
 (:mod:`.replay`, run by :mod:`.driver`, compiled or plain as :mod:`.paths` says).
 A chain whose drain reaches its timeout is found only by running and is then
 declined (:class:`KernelDeclined`).
@@ -23,6 +23,7 @@ import numpy as np
 
 from pipeline._spelling import setting_value
 from pipeline.events import EventKind
+from pipeline.overload.breaker import OPEN, STATES
 from pipeline.records import RunReport
 
 from ...workloads.failures import (
@@ -36,6 +37,7 @@ from ...workloads.failures import (
 from ...workloads.faults import CapacityDrop, SpeedProfile
 from ...workloads.scenario import Scenario, Streams
 from ...workloads.traces.service import ServiceTrace
+from ..control_series import control_series
 from ..recorder import (
     ARRIVAL,
     DELTAS,
@@ -54,6 +56,7 @@ from .report import make_report
 if TYPE_CHECKING:
     from pipeline.chain.report import ChainReport
 
+    from ..control_series import ControlSeries
     from ..downstream import DownstreamStats
     from ..pooltrace import PoolSeries
     from .driver import Cuts
@@ -87,6 +90,8 @@ class KernelRun(NamedTuple):
     """An autoscaled run's pool over time (with ``series``), else None."""
     downstream: DownstreamStats | None
     """The downstream's account, None without a downstream."""
+    controls: ControlSeries | None = None
+    """The overload controls' step functions (with ``series``), None without controls."""
 
 
 def run_kernel(scenario: Scenario, replication: int, *, series: bool = True) -> KernelRun:
@@ -106,10 +111,12 @@ def run_kernel(scenario: Scenario, replication: int, *, series: bool = True) -> 
     n = len(arrivals)
     quiet = never_fails(scenario.failures, n)
     cuts = _cuts(scenario, replication)
-    if quiet and config.on_full == "block" and cuts is None and config.autoscale is None:
+    fcfs = cuts is None and config.autoscale is None and config.breaker is None  # no timers
+    if quiet and config.on_full == "block" and fcfs:  # of their own (a breaker's, a sync's)
         fast = run_fcfs(arrivals, workload.first_attempt_s, config)
         if fast is not None:
-            return KernelRun(*fast, None, None)
+            quiet_controls = control_series(config, Recorder(), fast[0].finished_s)
+            return KernelRun(*fast, None, None, quiet_controls)  # (a budget never asked)
     failures = None if quiet else workload.failures
     first, traced = workload.first_attempt_s, workload.traced
     if first is None:  # a downstream's call and no client-side time: no sleep, ever
@@ -124,7 +131,7 @@ def run_kernel(scenario: Scenario, replication: int, *, series: bool = True) -> 
     outcome[~np.isnan(admitted) & (outcome == 4)] = 3  # admitted, never settled: unfinished
     left = np.flatnonzero(outcome == 3)
     steps: StepSeries | HeldPeak = HeldPeak(end_s=end_s, held=run.held_peak)
-    attempts = pool = None
+    attempts = pool = controls = None
     if series:  # the series and the attempt log read the close's UNFINISHED events too
         if config.autoscale is not None:
             pool = _pool_series(played, config.concurrency)
@@ -135,12 +142,13 @@ def run_kernel(scenario: Scenario, replication: int, *, series: bool = True) -> 
             log.times = np.append(log.times, np.full(len(left), end_s))
             log.ids = np.append(log.ids, left)
         attempts = LoggedAttempts(log.kinds, log.times, log.ids)  # paired if a caller reads it
+        controls = control_series(config, log, end_s)
         # plain Python: numpy's vectorised passes beat a loop
         steps = (_merged_series if compiled else step_series)(arrivals, log, end_s)
     report = make_report(config, played, left.tolist(), run.drain_timed_out, end_s, pool=run.pool)
     columns = ItemColumns(arrivals, admitted, start, finish, tries, outcome, attempts)
     downstream = None if run.downstream is None else _downstream_stats(run.downstream, end_s)
-    return KernelRun(report, arrivals, columns, steps, pool, downstream)
+    return KernelRun(report, arrivals, columns, steps, pool, downstream, controls)
 
 
 def _pool_series(played: dict, concurrency: int) -> PoolSeries:
@@ -267,6 +275,8 @@ def run_chain_kernel(
     finished = _close(inputs, run.last_settle, run.stages, run.closed_s, drain)
     reports, recorders = {}, []
     for spec, played, finished_s in zip(scenario.stages, run.stages, finished, strict=True):
+        if spec.config.breaker is not None:
+            _breaker_at_close(spec.config.breaker.open_s, played, finished_s)
         joint = {key: played[key] for key in ("outputs", "handed_on", "hand_off_blocked_s")}
         reports[spec.name] = make_report(spec.config, played, [], False, finished_s,
                                          kind=StageReport, name=spec.name, **joint)  # fmt: skip
@@ -277,6 +287,20 @@ def run_chain_kernel(
     # numpy's vectorised passes beat a loop in plain Python; a stage's arrivals are in item order
     merged = lambda at, log, end_s: _merged_series(np.sort(at), log, end_s)  # noqa: E731
     return report, arrivals, recorders, merged if fast else step_series
+
+
+def _breaker_at_close(open_s: float, played: dict, close_s: float) -> None:
+    """A chain stage's breaker as its close left it: the close cancels the half-open timer,
+    which the replay ran on (after a stage's last item, nothing else changes the breaker).
+
+    A timer due at the close instant ran before it (it was due in the instant's first turn).
+    """
+    late = (played["kinds"] == EventKind.BREAKER_HALF_OPEN) & (played["times"] > close_s)
+    if late.any():
+        for key in ("kinds", "times", "ids"):
+            played[key] = played[key][~late]
+        denied, refused, _, opened_s, open_total_s = played["guard"]
+        played["guard"] = (denied, refused, STATES.index(OPEN), opened_s, open_total_s - open_s)
 
 
 def _close(
