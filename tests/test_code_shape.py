@@ -21,7 +21,7 @@ MAX_MODULE_LINES = 600
 MODULES_OVER = 1
 """How many modules may run past :data:`MAX_MODULE_LINES` lines."""
 KERNEL = PACKAGE / "sim" / "running" / "kernel"
-MAX_KERNEL_LINES = 1_788
+MAX_KERNEL_LINES = 1_793
 """Lines (as ``wc -l`` counts them) of the kernel, the one replay of the engine's
 semantics: a control or feature it takes on may need more; raise this on purpose, and say
 why, rather than let the replay grow unseen."""

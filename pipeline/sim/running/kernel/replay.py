@@ -48,6 +48,7 @@ def _jit(inline: str, nrt: bool = False):
 
 jit = _jit("always")
 entry = _jit("never")
+rare = _jit("never")  # a step's rarer part: compiled once, not once per call site
 merge = _jit("never", nrt=True)
 
 # Steps in the ready ring and the timer heap (kind, arg). A K_FIRED_* step (a timer fired,
@@ -57,7 +58,8 @@ FIRED_AFTER, K_READMIT, K_TIMEOUT, K_CLOSE, K_HALF_OPEN = 3, 6, 7, 8, 9
 TOP, _SLOT, _ARRIVED = 0, 1, 2  # where the producer resumes: the top, a slot, an arrival
 _DRAIN, _WOKEN = 0, 1  # where the run's task resumes
 # What a worker waits on: an item, its attempt, a slot downstream, a turn of the loop.
-_GETTING, _SERVING, _HANDING, _TURN, _CANCELLED, _GATED = 0, 1, 2, 3, 4, 5  # _GATED: breaker
+_GETTING, _SERVING, _HANDING, _TURN, _CANCELLED = 0, 1, 2, 3, 4
+_GATED, _GUARDED = 5, 6  # a breaker's stage: waiting for it, or serving a call it let through
 E_NONE, E_SIMULATED, E_PERMANENT = 0, 1, 2  # what a failed attempt raised
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
@@ -245,23 +247,20 @@ def _trim(si, r, ring, edge):
         _get(si, r, ring)
 
 
-@jit
-def _budget_trim(si, sf, D, s, now, first):
-    """BudgetState's trim to ``(now - window_s, now]`` at stage ``s``; ``first``: then count
-    a first attempt starting at ``now`` (Guard.starting)."""
+@rare
+def _budget_trim(si, sf, D, s, now):
+    """BudgetState's trim: stage ``s`` forgets the times out of ``(now - window_s, now]``."""
     b = s * SI
     edge = now - sf[s * SF + BWINDOW_S]
     _trim(si, b + BFOFF, D[GFIRSTS], edge)
     _trim(si, b + BROFF, D[GRETRIES], edge)
-    if first:
-        _put(si, b + BFOFF, D[GFIRSTS], now)
 
 
 @jit
 def _budget_ok(si, sf, iv, L, D, s, now, item):
     """Guard.may_retry at stage ``s``: True (the retry counted) if it fits, else RETRY_DENIED."""
     b = s * SI
-    _budget_trim(si, sf, D, s, now, False)
+    _budget_trim(si, sf, D, s, now)
     if (si[b + BRLEN] + 1) * si[b + BQB] <= si[b + BPB] * si[b + BFLEN] + si[b + BAQ]:
         _put(si, b + BROFF, D[GRETRIES], now)
         return True
@@ -270,7 +269,7 @@ def _budget_ok(si, sf, iv, L, D, s, now, item):
     return False
 
 
-@jit
+@rare
 def _breaker_enter(si, sf, iv, T, L, D, s, state, at):
     """BreakerState._enter and Guard._changed: the new state, its event and timer; waiters woken."""
     b, f = s * SI, s * SF
@@ -288,12 +287,13 @@ def _breaker_enter(si, sf, iv, T, L, D, s, state, at):
         _ready(T, iv, K_WORKER, _get(si, b + KWOFF, D[GWAITING]))
 
 
-@jit
+@rare
 def _breaker_advance(si, sf, iv, T, L, D, s, now):
     """BreakerState.advance: an open spell over by ``now`` turns half-open, at its end."""
     until = sf[s * SF + KOPENED_S] + sf[s * SF + KOPEN_S]
-    if si[s * SI + KSTATE] == B_OPEN and now >= until:
-        _breaker_enter(si, sf, iv, T, L, D, s, B_HALF_OPEN, until)
+    state = si[s * SI + KSTATE]
+    if state == B_OPEN and now >= until:
+        _breaker_enter(si, sf, iv, T, L, D, s, state + 1, until)  # B_HALF_OPEN, not a constant
 
 
 @jit
@@ -304,29 +304,11 @@ def _breaker_timer(si, sf, iv, T, L, D, arg):
         _breaker_advance(si, sf, iv, T, L, D, s, math.inf)
 
 
-@jit
-def _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, first):
-    """Guard.admit's step for worker ``g``: True with a permit, else it waits (``first``:
-    the attempt's first refusal, BREAKER_REFUSED)."""
-    b, now = s * SI, fv[NOW]
-    _breaker_advance(si, sf, iv, T, L, D, s, now)
-    state = si[b + KSTATE]
-    if state == B_CLOSED or (state == B_HALF_OPEN and si[b + KPROBES] < si[b + KHALF]):
-        if state == B_HALF_OPEN:
-            si[b + KPROBES] += 1
-        D[GPERMIT][g], D[GSTART][g] = si[b + KGEN], now  # the attempt starts now
-        return True
-    if first:
-        si[b + KREFUSED] += 1
-        _log(L, iv, BREAKER_REFUSED, now, item, s)
-    _put(si, b + KWOFF, D[GWAITING], g)
-    return False
-
-
-@jit
-def _breaker_record(si, sf, iv, fv, T, L, D, g, s, failed):
-    """Guard.ended: worker ``g``'s call ended now (``failed``: 1); the breaker records it."""
-    b, now = s * SI, fv[NOW]
+@rare
+def _breaker_record(si, sf, iv, fv, T, L, D, g, s, failure):
+    """Guard.ended: worker ``g``'s call ended now (``failure``: E_NONE or what it raised);
+    the breaker records it."""
+    b, now, failed = s * SI, fv[NOW], 0 if failure == E_NONE else 1
     _breaker_advance(si, sf, iv, T, L, D, s, now)
     if D[GPERMIT][g] != si[b + KGEN]:
         return  # let through in a state (or spell) that has since ended
@@ -341,11 +323,34 @@ def _breaker_record(si, sf, iv, fv, T, L, D, g, s, failed):
     n = si[b + KLEN]
     trips = si[b + KFAILED] * si[b + KRDEN] >= si[b + KRNUM] * n
     trips = trips or si[b + KSLOW] * si[b + KSDEN] >= si[b + KSNUM] * n
-    if si[b + KSTATE] == B_CLOSED:
-        if n >= si[b + KMIN] and trips:
-            _breaker_enter(si, sf, iv, T, L, D, s, B_OPEN, now)
-    elif n == si[b + KHALF]:  # half-open: the probes' verdict
+    # Closed: the window, once it holds min_calls; half-open: the probes' verdict. One call
+    # of _breaker_enter here: numba compiles a copy for each constant argument.
+    closed = si[b + KSTATE] == B_CLOSED
+    if (closed and n >= si[b + KMIN] and trips) or (not closed and n == si[b + KHALF]):
         _breaker_enter(si, sf, iv, T, L, D, s, B_OPEN if trips else B_CLOSED, now)
+
+
+@rare
+def _guard_start(si, sf, iv, fv, T, L, Q, D, g, s, item, first):
+    """Guard.admit, then Guard.starting, for worker ``g``'s next attempt at ``item``: _GATED
+    while the breaker refuses it (BREAKER_REFUSED at the ``first`` refusal; it waits in
+    line), else the status it is served in (_GUARDED: the breaker records its end)."""
+    b, now = s * SI, fv[NOW]
+    if si[b + GUARD] & 2:
+        _breaker_advance(si, sf, iv, T, L, D, s, now)
+        state = si[b + KSTATE]
+        if state == B_OPEN or (state == B_HALF_OPEN and si[b + KPROBES] >= si[b + KHALF]):
+            if first:
+                si[b + KREFUSED] += 1
+                _log(L, iv, BREAKER_REFUSED, now, item, s)
+            _put(si, b + KWOFF, D[GWAITING], g)
+            return _GATED
+        si[b + KPROBES] += 1 if state == B_HALF_OPEN else 0  # a probe
+        D[GPERMIT][g], D[GSTART][g] = si[b + KGEN], now  # its permit; the attempt starts now
+    if si[b + GUARD] & 1 and si[b + NPOOLS] and Q[4][si[b + AOFF] + item] == 0:
+        _budget_trim(si, sf, D, s, now)  # a first attempt (the budget asks only if it can fail)
+        _put(si, b + BFOFF, D[GFIRSTS], now)
+    return _GUARDED if si[b + GUARD] & 2 else _SERVING
 
 
 @jit
@@ -410,11 +415,8 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
     """
     s = W[0][g]
     b = s * SI
-    guard = si[b + GUARD]
     if gated:
         item = W[2][g]
-        if not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, False):
-            return
     else:
         if si[b + MLEN] == 0 and si[b + QLEN] == 0:
             W[1][g] = _GETTING
@@ -424,7 +426,10 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
         if si[b + WLEN] > 0:  # a slot opened: wake the first in line for it
             w = _get(si, b + WOFF, Q[3])  # -1: the producer
             _ready(T, iv, K_PRODUCER if w < 0 else K_WORKER, _SLOT if w < 0 else w)
-        if guard & 2 and not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, True):
+    serving = _SERVING
+    if si[b + GUARD]:  # a retry budget or a breaker: the engine's Guard
+        serving = _guard_start(si, sf, iv, fv, T, L, Q, D, g, s, item, not gated)
+        if serving == _GATED:
             W[1][g], W[2][g] = _GATED, item
             return
     now = fv[NOW]
@@ -437,8 +442,6 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
         attempt = Q[4][a] + 1
         Q[4][a] = attempt
         if si[b + NPOOLS]:  # the stage can fail: draw what the attempt needs
-            if guard & 1 and attempt == 1:
-                _budget_trim(si, sf, D, s, now, True)
             if attempt > 1 and si[b + RTRACE] == 0:
                 seconds = _draw(D, si[b + POFF])
             first = si[b + PARTOFF]  # every part sees the attempt; the first to fail it wins
@@ -451,7 +454,7 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
                     verdict = E_PERMANENT if 0 < D[3][D[7][k] + item] <= attempt else E_SIMULATED
                 if verdict != E_NONE and failure == E_NONE:
                     failure, part = verdict, k - first
-    W[1][g], W[2][g], W[3][g], W[5][g], W[6][g] = _SERVING, item, 0, failure, part
+    W[1][g], W[2][g], W[3][g], W[5][g], W[6][g] = serving, item, 0, failure, part
     _push(T, iv, now + seconds, K_FIRED_WORKER, g)
 
 
@@ -460,13 +463,17 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """One step of worker ``g``: whatever woke it, then the next item if it is free."""
     s, status, item, now = W[0][g], W[1][g], W[2][g], fv[NOW]
     b = s * SI
-    if status >= _CANCELLED:  # cancelled, or woken by the breaker
-        if status == _GATED:
-            _take(si, sf, iv, fv, T, L, Q, W, D, g, 1)
-        return
+    gated = False
+    if status >= _CANCELLED:  # cancelled, or a breaker's stage's worker
+        if status == _CANCELLED:
+            return
+        gated = status == _GATED
+        if gated:  # woken by the breaker: no attempt ended, its item asks again (_take)
+            status = _GETTING
+        else:  # _GUARDED: a call the breaker let through ended; the breaker records it
+            _breaker_record(si, sf, iv, fv, T, L, D, g, s, W[5][g])
+            status = _SERVING
     if status == _SERVING and W[5][g] != E_NONE:  # the attempt failed: retry or dead-letter
-        if si[b + GUARD] & 2:
-            _breaker_record(si, sf, iv, fv, T, L, D, g, s, 1)
         attempt = Q[4][si[b + AOFF] + item]
         can_retry = si[b + RSIM] if W[5][g] == E_SIMULATED else si[b + RPERM]
         retry = can_retry != 0 and attempt < si[b + MAXATT]
@@ -487,15 +494,13 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
         L[4][iv[LLEN] - 1] = W[6][g]  # which part of the failure model failed it
     elif status != _GETTING:  # completed, or woken in line downstream or a turn after an output
         if status == _SERVING:
-            if si[b + GUARD] & 2:
-                _breaker_record(si, sf, iv, fv, T, L, D, g, s, 0)
             si[b + COMPLETES] += 1
             _log(L, iv, COMPLETED, now, item, s)
             si[b + OUTPUTS] += si[b + FAN]
         if not _hand_on(si, sf, iv, fv, T, L, Q, W, g, W[4][g] if status == _HANDING else -1.0):
             return
         _settle(si, sf, iv, fv, T, s)
-    _take(si, sf, iv, fv, T, L, Q, W, D, g, 0)
+    _take(si, sf, iv, fv, T, L, Q, W, D, g, gated)
 
 
 @jit
