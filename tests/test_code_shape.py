@@ -21,10 +21,13 @@ MAX_MODULE_LINES = 600
 MODULES_OVER = 1
 """How many modules may run past :data:`MAX_MODULE_LINES` lines."""
 KERNEL = PACKAGE / "sim" / "running" / "kernel"
-MAX_KERNEL_LINES = 2_420
+MAX_KERNEL_LINES = 2_510
 """Lines (as ``wc -l`` counts them) of the kernel, the one replay of the engine's
 semantics: a control or feature it takes on may need more; raise this on purpose, and say
-why, rather than let the replay grow unseen."""
+why, rather than let the replay grow unseen. 1,500 held the third wave's semantics; the
+fourth wave's overload and autoscaling features took it to 2,501 (attempt timeouts with a
+downstream and its faults, the retry budget and the circuit breaker, the autoscaler: their
+steps in the replay, their arrays in ``cuts.py``, ``guard.py`` and ``pool.py``)."""
 
 
 def _modules() -> list[Path]:

@@ -43,6 +43,10 @@ POOL_ONLY = (
 )
 CHAIN_ONLY = "chains (pipeline.chain, the chained runner) load only for a chained scenario"
 KERNEL_ONLY = 'the kernel loads only when a run is given to it (engine="asyncio" never is)'
+GUARD_EXACT = (
+    "the kernel's exact rates (64-bit integers) are worked out only for a retry budget or a "
+    "breaker, to say whether the kernel can run them"
+)
 KERNEL_PATH = (
     "each of the kernel's paths loads when a run takes it: the FCFS recursion, or the "
     "replay (compiled or plain) and a chain's report"
@@ -96,6 +100,7 @@ REASONS = (
     CHAIN_ONLY,
     KERNEL_ONLY,
     KERNEL_PATH,
+    GUARD_EXACT,
     PLAN_OUTPUTS,
     DRAWN_BY_VIZ,
     CSV_ONLY,
@@ -229,8 +234,18 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     (
         "pipeline.sim.running.kernel.run",
         "_cuts",
-        "pipeline.sim.running.kernel.driver",
+        "pipeline.sim.running.kernel.cuts",
     ): KERNEL_PATH,
+    (
+        "pipeline.sim.running.kernel.run",
+        "run_chain_kernel",
+        "pipeline.sim.running.kernel.cuts",
+    ): KERNEL_PATH,
+    (
+        "pipeline.sim.running.engine_choice",
+        "_exact_fits",
+        "pipeline.sim.running.kernel.guard",
+    ): GUARD_EXACT,
     (
         "pipeline.sim.running.kernel.run",
         "_merged_series",
@@ -252,7 +267,7 @@ DEFERRED: dict[tuple[str, str, str], str] = {
         "pipeline.sim.running.downstream",
     ): FEATURE_ONLY,
     (
-        "pipeline.sim.running.kernel.driver",
+        "pipeline.sim.running.kernel.letters",
         "_cut_errors",
         "pipeline.sim.running.downstream",
     ): FEATURE_ONLY,

@@ -174,7 +174,7 @@ def _unsupported_stage(config: PipelineConfig, failures: FailureModel) -> str | 
 
 def _exact_fits(config: PipelineConfig) -> bool:
     """Whether the budget's and breaker's exact rates fit the kernel's 64-bit comparisons."""
-    from .kernel.driver import guard_terms  # the kernel loads only with a control
+    from .kernel.guard import guard_terms  # the kernel loads only with a control
 
     return all(term < 2**31 for term in guard_terms(config).values())
 

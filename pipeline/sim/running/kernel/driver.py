@@ -9,7 +9,6 @@ pays its import, a long run or a sweep pays it once.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import importlib.util
 import math
 import operator
@@ -17,24 +16,26 @@ import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from pipeline.config import PipelineConfig
 from pipeline.errors import PermanentError
-from pipeline.records import AttemptError, DeadLetter, ShedLog, describe_error
+from pipeline.records import ShedLog
 
-from ...workloads.downstream import Downstream, DownstreamFull
+from ...workloads.downstream import DownstreamFull
 from ...workloads.failures import AttemptFailures, SimulatedFailure
 from ...workloads.failures.uniforms import randoms
 from . import replay as R
+from .cuts import Cuts, cut_state, downstream_read_back
+from .guard import grow_budgets, guard_rows
+from .letters import dead_letters, failure_parts
 from .paths import current
+from .pool import pool_read, scale_arrays, slots
 
 __all__ = [
-    "LOAD_AFTER_ITEMS", "Cuts", "StageInput", "anticipate", "compiled", "guard_terms", "replay",
-    "take_compiled",
+    "LOAD_AFTER_ITEMS", "StageInput", "anticipate", "compiled", "replay", "take_compiled",
 ]  # fmt: skip
 
 LOAD_AFTER_ITEMS = 50_000
@@ -45,26 +46,6 @@ BLOCK = 4096
 """Draws per refill of a pool row, unless :func:`~.paths.kernel_path` sets ``block``."""
 _SEEN = [0]  # stage items this process has replayed (or announced), while numba is not loaded
 _COMPILED: dict[str, Any] = {}
-
-
-@dataclass(frozen=True)
-class Cuts:
-    """A pipeline's attempt timeout and the downstream its attempts call (see :mod:`.replay`).
-
-    Attributes:
-        timeout_s: ``attempt_timeout_s``, or None.
-        downstream: the :class:`~pipeline.sim.Downstream`, or None.
-        rng: its service-time stream (``downstream_rng``).
-        starts, factors: its servers' speed profile, piece by piece (``SpeedProfile.segments``).
-        client: the attempt sleeps its service time before the call (``Scenario.service``).
-    """
-
-    timeout_s: float | None
-    downstream: Downstream | None = None
-    rng: np.random.Generator | None = None
-    starts: tuple[float, ...] = (0.0,)
-    factors: tuple[float, ...] = (1.0,)
-    client: bool = True
 
 
 @dataclass(frozen=True)
@@ -148,14 +129,6 @@ def take_compiled(items: int) -> bool:
     return _SEEN[0] >= LOAD_AFTER_ITEMS and compiled() is not None
 
 
-def _parts(failures: AttemptFailures | None) -> list:
-    """The bound models a stage's attempts meet, in order (a combination's parts)."""
-    if failures is None or type(failures) is AttemptFailures:
-        return []
-    parts = getattr(failures, "parts", None)
-    return list(parts) if parts is not None else [failures]
-
-
 def _delays(config: PipelineConfig) -> np.ndarray:
     """Backoff delay after failed attempt *a* (index a - 1), before jitter."""
     plain = dataclasses.replace(config.backoff, jitter=False)
@@ -210,12 +183,12 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
     koff, krow, last, first = [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
     delays = np.zeros((len(stages), R.DELAYS))
     for s, (spec, r) in enumerate(zip(stages, reaching, strict=True)):
-        config, row, parts = spec.config, si[s], _parts(spec.failures)
-        conc, slots = config.concurrency, _slots(config)  # an autoscaled pool's most workers
-        lane = min(r, (config.queue_maxsize or r) + slots) + 1
+        config, row, parts = spec.config, si[s], failure_parts(spec.failures)
+        conc, most = config.concurrency, slots(config)  # an autoscaled pool's most workers
+        lane = min(r, (config.queue_maxsize or r) + most) + 1
         waiters = 1 + (1 if s == 0 else stages[s - 1].config.concurrency)  # upstream's tasks
         fails = bool(parts) or spec.cuts is not None  # (a cut attempt fails too)
-        row[_RINGS] = r, lane, lane if fails else 1, r if fails or single else 0, slots, waiters
+        row[_RINGS] = r, lane, lane if fails else 1, r if fails or single else 0, most, waiters
         row[[R.MCAP, R.QCAP, R.GCAP, R.WCAP]] = row[[R.MOFF, R.QOFF, R.GOFF, R.WOFF]]
         row[R.REJECT] = config.on_full == "reject"
         row[R.BOUND] = 2**62 if config.queue_maxsize is None else config.queue_maxsize
@@ -264,82 +237,6 @@ def _stage_rows(stages: list[StageInput], reaching: list[int], single: bool, blo
     return si, totals, pool_of, tables
 
 
-def guard_terms(config: PipelineConfig) -> dict[int, int]:
-    """The retry budget's and breaker's exact rates as the integers the replay compares.
-
-    As :class:`~pipeline.overload.budget.BudgetState` and
-    :class:`~pipeline.overload.breaker.BreakerState` do, the rates are the decimal numbers
-    they print as: ``(retries + 1) * BQB <= BPB * firsts + BAQ`` and ``count * q >= p * calls``.
-    Keyed by the stage row's columns (:mod:`.replay`).
-    """
-    exact = lambda value: Fraction(repr(value))  # noqa: E731
-    terms = {}
-    budget, breaker = config.retry_budget, config.breaker
-    if budget is not None:
-        ratio, floor = exact(budget.ratio), exact(budget.min_retries_per_s) * exact(budget.window_s)
-        q, b = ratio.denominator, floor.denominator
-        terms.update({R.BQB: q * b, R.BPB: ratio.numerator * b, R.BAQ: floor.numerator * q})
-    if breaker is not None:
-        rate, slow = exact(breaker.failure_rate), exact(breaker.slow_call_rate)
-        terms.update({R.KRNUM: rate.numerator, R.KRDEN: rate.denominator,
-                      R.KSNUM: slow.numerator, R.KSDEN: slow.denominator})  # fmt: skip
-    return terms
-
-
-_BUDGET_RING = 64
-"""A retry budget's rings' first size (times of first attempts, of retries); each doubles
-when full (GROW_BUDGET): it holds what its window holds, not the run."""
-
-
-def _guard_rows(
-    stages: list[StageInput], reaching: list[int], si: np.ndarray, sf: np.ndarray, ring: int | None
-) -> list[np.ndarray]:
-    """The retry budgets' and breakers' columns of the stage rows, and their arrays (D[GFIRSTS:]).
-
-    A budget's rings start at ``ring`` times (None: :data:`_BUDGET_RING`); a breaker's ring
-    holds its window (or its probes, half-open), or every call the run can make if fewer;
-    its waiters' ring a worker each.
-    """
-    sizes = np.zeros((len(stages), 4), np.int64)  # firsts, retries, outcomes, waiting workers
-    for s, (spec, r) in enumerate(zip(stages, reaching, strict=True)):
-        config, row = spec.config, si[s]
-        budget, breaker = config.retry_budget, config.breaker
-        row[R.GUARD] = (budget is not None) + 2 * (breaker is not None)
-        for column, value in guard_terms(config).items():
-            row[column] = value
-        if budget is not None:
-            sizes[s, :2] = ring or _BUDGET_RING
-            sf[s, R.BWINDOW_S] = budget.window_s
-        if breaker is not None:
-            calls = min(max(breaker.window, breaker.half_open_calls), r * config.max_attempts)
-            sizes[s, 2:] = max(calls, 1), config.concurrency
-            row[[R.KWINDOW, R.KMIN, R.KHALF]] = (
-                breaker.window, breaker.min_calls, breaker.half_open_calls,
-            )  # fmt: skip
-            slow_s = math.inf if breaker.slow_call_s is None else breaker.slow_call_s
-            sf[s, [R.KOPEN_S, R.KSLOW_S]] = breaker.open_s, slow_s
-    for k, column in enumerate((R.BFOFF, R.BROFF, R.KOFF, R.KWOFF)):
-        si[:, column] = np.cumsum(sizes[:, k]) - sizes[:, k]
-        si[:, column + 1] = sizes[:, k]
-    workers = int(si[:, R.CONC].sum())
-    totals = [max(1, int(total)) for total in sizes.sum(axis=0)]
-    ints = [np.zeros(size, np.int64) for size in (totals[2], totals[3], workers)]
-    return [np.zeros(totals[0]), np.zeros(totals[1]), *ints, np.zeros(workers)]
-
-
-def _grow_budgets(state: _State) -> None:
-    """Double every retry budget's rings (GROW_BUDGET), each stage's times from its head on."""
-    si = state.si
-    for ring, column in ((R.GFIRSTS, R.BFOFF), (R.GRETRIES, R.BROFF)):
-        old, new = state.D[ring], []
-        for b in range(column, len(si), R.SI):
-            off, cap, head, n = (int(x) for x in si[b : b + 4])
-            held = [float(old[off + (head + i) % cap]) for i in range(n)]
-            si[b : b + 4] = [len(new), 2 * cap, 0, n]
-            new += held + [0.0] * (2 * cap - n)
-        state.D[ring] = np.array(new or [0.0]) if isinstance(old, np.ndarray) else new or [0.0]
-
-
 class _State:
     """The replay's state for one run: the bundles :func:`.replay.play` takes, as numpy arrays."""
 
@@ -352,8 +249,8 @@ class _State:
         for spec in stages[:-1]:
             reaching.append(reaching[-1] * spec.fan_out)
         si, totals, self.pool_of, tables = _stage_rows(stages, reaching, single, sizes.block)
-        conc, slots = si[:, R.CONC], si[:, R.GCAP]  # workers at the start, worker slots
-        workers = int(slots.sum())
+        conc, seats = si[:, R.CONC], si[:, R.GCAP]  # workers at the start, worker slots
+        workers = int(seats.sum())
         margin = max(spec.fan_out for spec in stages) + workers + 2
         head = stages[0].config
         if head.on_full == "block" and head.queue_maxsize:
@@ -366,11 +263,11 @@ class _State:
         self.fv = np.array([0.0, 0.0, np.nan, drain_s, warmup_s, np.inf])
         sf = np.zeros((nst, R.SF))
         sf[:, R.LASTSETTLE] = np.nan
-        guard = _guard_rows(stages, reaching, si, sf, sizes.budget)
+        guard = guard_rows(stages, reaching, si, sf, sizes.budget)
         self.si, self.sf = si.ravel(), sf.ravel()
         # Chain._build starts every stage after the head first; then the head's workers, then
         # its producer (a pipeline: its workers, then its producer).
-        starts = np.cumsum([0, *slots])
+        starts = np.cumsum([0, *seats])
         order = [g for s in [*range(1, nst), 0] for g in range(starts[s], starts[s] + conc[s])]
         scaler = head.autoscale
         if scaler is not None:  # _start_pool: its workers, then the autoscaler's task
@@ -395,47 +292,13 @@ class _State:
         self.Q = [np.zeros(max(1, totals[column]), np.int64)
                   for column in (R.MOFF, R.QOFF, R.GOFF, R.WOFF, R.AOFF)]  # fmt: skip
         ints = [np.zeros(workers, np.int64) for _ in range(8)]
-        stage_of = np.repeat(np.arange(nst, dtype=np.int64), slots)
-        self.W = [stage_of, *ints[:3], np.zeros(workers), *ints[3:], *_scale_arrays(self, head)]
+        stage_of = np.repeat(np.arange(nst, dtype=np.int64), seats)
+        self.W = [stage_of, *ints[:3], np.zeros(workers), *ints[3:], *scale_arrays(self, head)]
         first = [np.asarray(spec.first_attempt_s, np.float64) for spec in stages]
         first = first[0] if single else np.concatenate(first)  # one stage: no copy
         self.D = [np.asarray(arrival, np.float64), first, *tables]
-        _cut_state(self, stages)
+        cut_state(self, stages)
         self.D += guard  # the overload controls' arrays (replay.GFIRSTS ...)
-
-
-def _slots(config: PipelineConfig) -> int:
-    """The most workers a pool has at once: its ``concurrency``, or its autoscaler's most."""
-    return config.concurrency if config.autoscale is None else config.autoscale.max_workers
-
-
-def _scale_arrays(state: _State, config: PipelineConfig) -> list[np.ndarray]:
-    """An autoscaled pipeline's settings (into ``state.iv``, ``state.fv``) and its arrays.
-
-    Its workers' start times (NaN: the slot is free), the free slots (a stack), the
-    workers in their cold start (a ring) and the desired counts its windows still see
-    (times and counts, a ring). Without an autoscaler: arrays of one element.
-    """
-    scaler, iv, conc = config.autoscale, state.iv, config.concurrency
-    state.fv = np.concatenate([state.fv, np.zeros(R.COLD_S + 1 - len(state.fv))])
-    if scaler is None:
-        return [np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), np.zeros(1)]
-    cap = scaler.max_workers
-    keep = max(scaler.scale_up_stabilization_s, scaler.scale_down_stabilization_s)
-    kept = int(keep / scaler.sync_s) + 3  # the syncs a window sees, and the one it adds
-    iv[[R.SIZE, R.SIZE_PEAK, R.NFREE, R.METRIC, R.MIN_W, R.MAX_W, R.PODS]] = (
-        conc, conc, cap - conc, scaler.metric == "oldest_age_s", scaler.min_workers, cap,
-        scaler.max_scale_up[0],
-    )  # fmt: skip
-    iv[[R.CCAP, R.HCAP]] = cap, kept
-    state.fv[[R.DESIRED, R.TARGET, R.SYNC_S, R.TOLERANCE, R.UP_S, R.DOWN_S, R.FRACTION,
-              R.COLD_S]] = (np.nan, scaler.target, scaler.sync_s, scaler.tolerance,
-                            scaler.scale_up_stabilization_s, scaler.scale_down_stabilization_s,
-                            scaler.max_scale_up[1], scaler.cold_start_s)  # fmt: skip
-    born = np.full(cap, np.nan)
-    born[:conc] = 0.0
-    free = np.arange(cap - 1, -1, -1, dtype=np.int64)  # popped from its end: conc first
-    return [born, free, np.zeros(cap, np.int64), np.zeros(kept), np.zeros(kept)]
 
 
 @dataclass
@@ -457,28 +320,6 @@ class Replayed:
     downstream: dict[str, Any] | None = None
 
 
-def _cut_state(state: _State, stages: list[StageInput]) -> None:
-    """The columns and arrays of the stages' attempt timeouts and a pipeline's downstream
-    (:class:`Cuts`): ``D[10:16]`` its requests (sent, start, end, abandoned, work, caller),
-    ``D[16:18]`` its speed profile, ``D[18]`` each stage's timeout (the requests' arrays
-    grow as the downstream's draws are refilled)."""
-    cuts, iv = stages[0].cuts, state.iv
-    state.fv = np.concatenate([state.fv, [0.0, 0.0, 0.0]])  # DS_SINCE, the areas
-    timeouts = [np.nan if s.cuts is None or s.cuts.timeout_s is None else s.cuts.timeout_s
-                for s in stages]  # fmt: skip
-    iv[R.CUTS] = any(spec.cuts is not None for spec in stages)
-    profile = [(0.0,), (1.0,)]
-    if cuts is not None and cuts.downstream is not None:
-        ds = cuts.downstream
-        iv[[R.DS_ON, R.CLIENT, R.DS_C, R.DS_FREE]] = 1, cuts.client, ds.concurrency, ds.concurrency
-        iv[R.DS_QMAX] = -1 if ds.queue_maxsize is None else ds.queue_maxsize
-        iv[R.DS_ROW] = [what for _, what in state.pool_of].index("downstream")
-        iv[R.DS_CONST] = all(factor == 1.0 for factor in cuts.factors)
-        profile = [cuts.starts, cuts.factors]
-    state.D += [*(np.zeros(1) for _ in range(5)), np.zeros(1, np.int64),
-                *(np.array(x, np.float64) for x in [*profile, timeouts])]  # fmt: skip
-
-
 def _grow(x: Any) -> Any:
     return np.concatenate([x, np.zeros_like(x)]) if isinstance(x, np.ndarray) else x + x
 
@@ -487,7 +328,7 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
     """Do what ``code`` asks (grow an array, refill a pool) so the replay can go on."""
     T, L, D, iv = state.T, state.L, state.D, state.iv
     if code == R.GROW_BUDGET:
-        _grow_budgets(state)
+        grow_budgets(state)
     elif code == R.GROW_LOG:
         state.L = [*(_grow(x) for x in L[:5]), *L[5:]]
     elif code == R.GROW_HEAP:
@@ -596,7 +437,7 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
             run["shed"].append(item)
         if row[R.DEAD]:
             part = np.asarray(state.L[4][:ln], np.int8)[at]
-            run["dead_letters"] = _dead_letters(spec, k, t, i, part)
+            run["dead_letters"] = dead_letters(spec, k, t, i, part)
         if single:  # admitted, first start, finish (s), attempts, outcome
             n = len(state.D[0])
             columns = [*state.L[5:8], state.Q[4][:n], state.L[8]]
@@ -608,111 +449,7 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
     now = float(fv[R.NOW])
     # the last instant's row holds the dead letters alone
     held = max(iv[R.HELD_PEAK], si[0, R.DEAD], iv[R.HELD_BEFORE]) if now >= fv[R.WARMUP_S] else 0
-    downstream = _downstream_read_back(state) if iv[R.DS_ON] else None
-    pool = _scale_read(state, stages[0].config, now)
+    downstream = downstream_read_back(state) if iv[R.DS_ON] else None
+    pool = pool_read(state, stages[0].config, now)
     return Replayed(out, last_settle, float(fv[R.CLOSED_S]), now, bool(iv[R.TIMED_OUT]), int(held),
                     pool=pool, downstream=downstream)  # fmt: skip
-
-
-def _scale_read(state: _State, config: PipelineConfig, now: float) -> dict[str, Any] | None:
-    """An autoscaled pipeline's pool statistics at its close (None without an autoscaler)."""
-    if config.autoscale is None:
-        return None
-    iv, fv = state.iv, state.fv
-    born = np.asarray(state.W[10], np.float64)
-    alive = born[~np.isnan(born)]  # every worker still there stops at the close
-    desired = float(fv[R.DESIRED])
-    return {
-        "workers": int(iv[R.SIZE] + iv[R.RETIRING]),
-        "workers_peak": int(iv[R.SIZE_PEAK]),
-        "worker_seconds": float(fv[R.WORKER_S]) + float(np.sum(now - alive)),
-        "scale_events": int(iv[R.SCALES]),
-        "workers_desired": None if math.isnan(desired) else int(desired),
-    }
-
-
-def _downstream_read_back(state: _State) -> dict[str, Any]:
-    """The downstream's counts, its areas up to now and each request's times (NaN: none yet)."""
-    iv, fv, D = state.iv, state.fv, state.D
-    sent, started = int(iv[R.DS_REQ]), int(iv[R.DS_STARTED])
-    columns = [np.array(D[k][:sent], np.float64) for k in (10, 11, 12, 13)]
-    for column in columns[1:3]:
-        column[started:] = np.nan
-    counts = {name: int(iv[k]) for name, k in (("requests", R.DS_REQ), ("served", R.DS_SERVED),
-              ("orphaned", R.DS_ORPH), ("rejected", R.DS_REJ), ("concurrency", R.DS_C),
-              ("free", R.DS_FREE))}  # fmt: skip
-    areas = {name: float(fv[k]) for name, k in (("since", R.DS_SINCE), ("queue_area", R.DS_QAREA),
-             ("busy_area", R.DS_BAREA))}  # fmt: skip
-    return {**counts, **areas, "waiting": sent - started, "log": columns}
-
-
-def _dead_letters(
-    spec: StageInput, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray, part: np.ndarray
-) -> list[DeadLetter]:
-    """The stage's dead letters, in order, with every failed attempt's error (from its log).
-
-    Every attempt of a dead letter failed: a retry scheduled, or the dead-lettering
-    itself, logged with the part of the failure model that failed it (or the
-    cut's: a storm dead-letters most items, so those errors are described once).
-    The garbage collector waits meanwhile: a storm's letters are millions of new
-    objects, none of them garbage, and its passes over them took 3/4 of the time.
-    """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _letters(spec, kinds, times, ids, part)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _letters(
-    spec: StageInput, kinds: np.ndarray, times: np.ndarray, ids: np.ndarray, part: np.ndarray
-) -> list[DeadLetter]:
-    """:func:`_dead_letters`, the garbage collector aside."""
-    parts, cut, retry = _parts(spec.failures), _cut_errors(spec), spec.config.retry
-    described = {k: (type(error).__name__, describe_error(error)) for k, error in cut.items()}
-    dead = ids[kinds == R.DEAD_LETTERED]
-    history: dict[int, list] = {item: [] for item in dead.tolist()}
-    last: dict[int, Any] = {}  # each one's last error
-    failed = np.flatnonzero((kinds == R.RETRY_SCHEDULED) | (kinds == R.DEAD_LETTERED))
-    lettered = np.zeros(int(ids.take(failed).max(initial=-1)) + 1, bool)  # by id (np.isin sorts)
-    lettered[dead] = True
-    failed = failed[lettered.take(ids.take(failed))]
-    for item, at_s, k in zip(ids.take(failed).tolist(), times.take(failed).tolist(),
-                             part.take(failed).tolist(), strict=True):  # fmt: skip
-        errors = history[item]
-        attempt = len(errors) + 1
-        if k < 0:  # the attempt was cut, or found the downstream full
-            errors.append(AttemptError(attempt, *described[k], at_s))
-            last[item] = cut[k]
-            continue
-        model = parts[k]
-        independent = model.model_kind == "independent"
-        failure = model.failure(item, attempt) if independent else model.check(item, attempt, 0)
-        errors.append(AttemptError.from_exception(attempt, failure.error, at_s))
-        last[item] = failure.error
-    retryable = {id(error): retry.is_retryable(error) for error in cut.values()}
-    letters = []
-    for item, errors in history.items():
-        error = last[item]
-        again = retryable[id(error)] if id(error) in retryable else retry.is_retryable(error)
-        reason = "max_attempts" if again else "not_retryable"
-        if again and len(errors) < spec.config.max_attempts:
-            reason = "retry_budget"  # it wanted a retry: the budget denied it
-        letters.append(DeadLetter(payload=item, attempts=len(errors), errors=tuple(errors),
-                                  reason=reason))  # fmt: skip
-    return letters
-
-
-def _cut_errors(spec: StageInput) -> dict[int, Exception]:
-    """The errors of a cut attempt and of a full downstream, by their parts in the log: what
-    ``asyncio.timeout`` and ``DownstreamRun.call`` raise."""
-    if spec.cuts is None:
-        return {}
-    errors: dict[int, Exception] = {R.PART_TIMEOUT: TimeoutError()}
-    if spec.cuts.downstream is not None:
-        from ..downstream import full_message
-
-        errors[R.PART_FULL] = DownstreamFull(full_message(spec.cuts.downstream.queue_maxsize))
-    return errors

@@ -52,6 +52,7 @@ def _jit(inline: str, nrt: bool = False):
 
 jit = _jit("always")
 entry = _jit("never")
+rare = _jit("never")  # a step's rarer part: compiled once, not once per call site
 merge = _jit("never", nrt=True)
 
 # Steps in the ready ring and the timer heap (kind, arg). A K_FIRED_* step (a timer fired,
@@ -73,7 +74,9 @@ E_NONE, E_SIMULATED, E_PERMANENT, E_TIMEOUT, E_FULL = 0, 1, 2, 3, 4  # what a fa
 PART_TIMEOUT, PART_FULL = -1, -2  # the log's part of a TimeoutError, of a DownstreamFull
 # An autoscaled pool's worker: new, in its cold start, retired while idle, gone.
 _FRESH, _COLD, _LEAVING, _GONE = 10, 11, 12, 13
-_GATED = 14  # holding an item the breaker refused: it asks again when woken
+# A breaker's stage's worker: waiting for it (its item asks again when woken), or serving a
+# call it let through (whose end it records; a call that can be cut records it so too).
+_GATED, _GUARDED = 14, 15
 # play()'s codes: done, stuck, or what the caller must do before calling again.
 DONE, STUCK, GROW_LOG, GROW_READY, GROW_HEAP, REFILL = 0, 1, 2, 3, 4, 5  # REFILL + pool row
 GROW_BUDGET = -2  # a retry budget's ring of times is full
@@ -274,23 +277,20 @@ def _trim(si, r, ring, edge):
         _get(si, r, ring)
 
 
-@jit
-def _budget_trim(si, sf, D, s, now, first):
-    """BudgetState's trim to ``(now - window_s, now]`` at stage ``s``; ``first``: then count
-    a first attempt starting at ``now`` (Guard.starting)."""
+@rare
+def _budget_trim(si, sf, D, s, now):
+    """BudgetState's trim: stage ``s`` forgets the times out of ``(now - window_s, now]``."""
     b = s * SI
     edge = now - sf[s * SF + BWINDOW_S]
     _trim(si, b + BFOFF, D[GFIRSTS], edge)
     _trim(si, b + BROFF, D[GRETRIES], edge)
-    if first:
-        _put(si, b + BFOFF, D[GFIRSTS], now)
 
 
 @jit
 def _budget_ok(si, sf, iv, L, D, s, now, item):
     """Guard.may_retry at stage ``s``: True (the retry counted) if it fits, else RETRY_DENIED."""
     b = s * SI
-    _budget_trim(si, sf, D, s, now, False)
+    _budget_trim(si, sf, D, s, now)
     if (si[b + BRLEN] + 1) * si[b + BQB] <= si[b + BPB] * si[b + BFLEN] + si[b + BAQ]:
         _put(si, b + BROFF, D[GRETRIES], now)
         return True
@@ -299,7 +299,7 @@ def _budget_ok(si, sf, iv, L, D, s, now, item):
     return False
 
 
-@jit
+@rare
 def _breaker_enter(si, sf, iv, T, L, D, s, state, at):
     """BreakerState._enter and Guard._changed: the new state, its event and timer; waiters woken."""
     b, f = s * SI, s * SF
@@ -317,12 +317,13 @@ def _breaker_enter(si, sf, iv, T, L, D, s, state, at):
         _ready(T, iv, K_WORKER, _get(si, b + KWOFF, D[GWAITING]))
 
 
-@jit
+@rare
 def _breaker_advance(si, sf, iv, T, L, D, s, now):
     """BreakerState.advance: an open spell over by ``now`` turns half-open, at its end."""
     until = sf[s * SF + KOPENED_S] + sf[s * SF + KOPEN_S]
-    if si[s * SI + KSTATE] == B_OPEN and now >= until:
-        _breaker_enter(si, sf, iv, T, L, D, s, B_HALF_OPEN, until)
+    state = si[s * SI + KSTATE]
+    if state == B_OPEN and now >= until:
+        _breaker_enter(si, sf, iv, T, L, D, s, state + 1, until)  # B_HALF_OPEN, not a constant
 
 
 @jit
@@ -333,29 +334,11 @@ def _breaker_timer(si, sf, iv, T, L, D, arg):
         _breaker_advance(si, sf, iv, T, L, D, s, math.inf)
 
 
-@jit
-def _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, first):
-    """Guard.admit's step for worker ``g``: True with a permit, else it waits (``first``:
-    the attempt's first refusal, BREAKER_REFUSED)."""
-    b, now = s * SI, fv[NOW]
-    _breaker_advance(si, sf, iv, T, L, D, s, now)
-    state = si[b + KSTATE]
-    if state == B_CLOSED or (state == B_HALF_OPEN and si[b + KPROBES] < si[b + KHALF]):
-        if state == B_HALF_OPEN:
-            si[b + KPROBES] += 1
-        D[GPERMIT][g], D[GSTART][g] = si[b + KGEN], now  # the attempt starts now
-        return True
-    if first:
-        si[b + KREFUSED] += 1
-        _log(L, iv, BREAKER_REFUSED, now, item, s)
-    _put(si, b + KWOFF, D[GWAITING], g)
-    return False
-
-
-@jit
-def _breaker_record(si, sf, iv, fv, T, L, D, g, s, failed):
-    """Guard.ended: worker ``g``'s call ended now (``failed``: 1); the breaker records it."""
-    b, now = s * SI, fv[NOW]
+@rare
+def _breaker_record(si, sf, iv, fv, T, L, D, g, s, failure):
+    """Guard.ended: worker ``g``'s call ended now (``failure``: E_NONE or what it raised);
+    the breaker records it."""
+    b, now, failed = s * SI, fv[NOW], 0 if failure == E_NONE else 1
     _breaker_advance(si, sf, iv, T, L, D, s, now)
     if D[GPERMIT][g] != si[b + KGEN]:
         return  # let through in a state (or spell) that has since ended
@@ -370,11 +353,34 @@ def _breaker_record(si, sf, iv, fv, T, L, D, g, s, failed):
     n = si[b + KLEN]
     trips = si[b + KFAILED] * si[b + KRDEN] >= si[b + KRNUM] * n
     trips = trips or si[b + KSLOW] * si[b + KSDEN] >= si[b + KSNUM] * n
-    if si[b + KSTATE] == B_CLOSED:
-        if n >= si[b + KMIN] and trips:
-            _breaker_enter(si, sf, iv, T, L, D, s, B_OPEN, now)
-    elif n == si[b + KHALF]:  # half-open: the probes' verdict
+    # Closed: the window, once it holds min_calls; half-open: the probes' verdict. One call
+    # of _breaker_enter here: numba compiles a copy for each constant argument.
+    closed = si[b + KSTATE] == B_CLOSED
+    if (closed and n >= si[b + KMIN] and trips) or (not closed and n == si[b + KHALF]):
         _breaker_enter(si, sf, iv, T, L, D, s, B_OPEN if trips else B_CLOSED, now)
+
+
+@rare
+def _guard_start(si, sf, iv, fv, T, L, Q, D, g, s, item, first):
+    """Guard.admit, then Guard.starting, for worker ``g``'s next attempt at ``item``: _GATED
+    while the breaker refuses it (BREAKER_REFUSED at the ``first`` refusal; it waits in
+    line), else the status it is served in (_GUARDED: the breaker records its end)."""
+    b, now = s * SI, fv[NOW]
+    if si[b + GUARD] & 2:
+        _breaker_advance(si, sf, iv, T, L, D, s, now)
+        state = si[b + KSTATE]
+        if state == B_OPEN or (state == B_HALF_OPEN and si[b + KPROBES] >= si[b + KHALF]):
+            if first:
+                si[b + KREFUSED] += 1
+                _log(L, iv, BREAKER_REFUSED, now, item, s)
+            _put(si, b + KWOFF, D[GWAITING], g)
+            return _GATED
+        si[b + KPROBES] += 1 if state == B_HALF_OPEN else 0  # a probe
+        D[GPERMIT][g], D[GSTART][g] = si[b + KGEN], now  # its permit; the attempt starts now
+    if si[b + GUARD] & 1 and si[b + NPOOLS] and Q[4][si[b + AOFF] + item] == 0:
+        _budget_trim(si, sf, D, s, now)  # a first attempt (the budget asks only if it can fail)
+        _put(si, b + BFOFF, D[GFIRSTS], now)
+    return _GUARDED if si[b + GUARD] & 2 else _SERVING
 
 
 @jit
@@ -450,7 +456,7 @@ def _downstream_account(iv, fv):
         fv[DS_SINCE] = fv[NOW]
 
 
-@jit
+@rare
 def _downstream_start(iv, T, D, r, now):
     """A server takes request ``r``; its end by the speed profile (as SpeedProfile.finish_s)."""
     work, starts, factors = D[14][r], D[16], D[17]
@@ -481,7 +487,7 @@ def _downstream_full(iv):
     return iv[DS_FREE] == 0 and 0 <= iv[DS_QMAX] <= iv[DS_REQ] - iv[DS_STARTED]
 
 
-@jit
+@rare
 def _downstream_call(iv, fv, T, W, D, g):
     """DownstreamRun.call by worker ``g``, which then waits for the answer (not full)."""
     _downstream_account(iv, fv)
@@ -494,7 +500,7 @@ def _downstream_call(iv, fv, T, W, D, g):
         _downstream_start(iv, T, D, r, fv[NOW])
 
 
-@jit
+@rare
 def _downstream_answer(iv, fv, T, W, D, r):
     """DownstreamRun._finish: request ``r``'s service ends; its caller wakes, if it still waits."""
     _downstream_account(iv, fv)
@@ -511,7 +517,7 @@ def _downstream_answer(iv, fv, T, W, D, r):
         iv[DS_FREE] += 1
 
 
-@jit
+@rare
 def _cut_begin(iv, fv, T, W, D, g, seconds):
     """An attempt that can be cut starts: asyncio.timeout's timer, then its sleep or its call."""
     calls, timeout_s = iv[DS_ON] and iv[CLIENT] == 0, D[18][W[0][g]]
@@ -535,7 +541,7 @@ def _cut_begin(iv, fv, T, W, D, g, seconds):
         W[9][g] = iv[SEQ]
 
 
-@jit
+@rare
 def _cut_step(si, iv, fv, T, W, D, g, status):
     """What woke worker ``g`` in an attempt that can be cut: the status its step goes on with."""
     if status == _CUT:
@@ -552,7 +558,7 @@ def _cut_step(si, iv, fv, T, W, D, g, status):
     return _SERVING
 
 
-@jit
+@rare
 def _cut(iv, fv, T, W, D, arg):
     """Timeout._on_timeout: the worker's task is cancelled; the request it sent stays."""
     g, seq = arg % len(W[0]), arg // len(W[0])
@@ -568,7 +574,7 @@ def _cut(iv, fv, T, W, D, arg):
     W[1][g] = _CUT  # answered: its wake-up is due already, and throws the cancel in
 
 
-@jit
+@rare
 def _cut_close(fv, W, D):
     """The close cancels the workers: a request still awaited is given up on now."""
     for g in range(len(W[1])):
@@ -595,14 +601,11 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
     """
     s = W[0][g]
     b = s * SI
-    guard = si[b + GUARD]
     if iv[RETIRING] and not gated and (W[1][g] != _GETTING or si[b + MLEN] + si[b + QLEN] == 0):
         _scale_leave(iv, fv, L, W, g)  # due to leave: _work's check, or get()'s before a wait
         return
     if gated:
         item = W[2][g]
-        if not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, False):
-            return
     else:
         if si[b + MLEN] == 0 and si[b + QLEN] == 0:
             W[1][g] = _GETTING
@@ -612,7 +615,10 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
         if si[b + WLEN] > 0:  # a slot opened: wake the first in line for it
             w = _get(si, b + WOFF, Q[3])  # -1: the producer
             _ready(T, iv, K_PRODUCER if w < 0 else K_WORKER, _SLOT if w < 0 else w)
-        if guard & 2 and not _breaker_admit(si, sf, iv, fv, T, L, D, g, s, item, True):
+    serving = _SERVING
+    if si[b + GUARD]:  # a retry budget or a breaker: the engine's Guard
+        serving = _guard_start(si, sf, iv, fv, T, L, Q, D, g, s, item, not gated)
+        if serving == _GATED:
             W[1][g], W[2][g] = _GATED, item
             return
     now = fv[NOW]
@@ -625,8 +631,6 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
         attempt = Q[4][a] + 1
         Q[4][a] = attempt
         if si[b + NPOOLS]:  # the stage can fail: draw what the attempt needs
-            if guard & 1 and attempt == 1:
-                _budget_trim(si, sf, D, s, now, True)
             if attempt > 1 and si[b + RTRACE] == 0:
                 seconds = _draw(D, si[b + POFF])
             first = si[b + PARTOFF]  # every part sees the attempt; the first to fail it wins
@@ -639,7 +643,7 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
                     verdict = E_PERMANENT if 0 < D[3][D[7][k] + item] <= attempt else E_SIMULATED
                 if verdict != E_NONE and failure == E_NONE:
                     failure, part = verdict, k - first
-    W[1][g], W[2][g], W[3][g], W[5][g], W[6][g] = _SERVING, item, 0, failure, part
+    W[1][g], W[2][g], W[3][g], W[5][g], W[6][g] = serving, item, 0, failure, part
     if iv[CUTS]:
         _cut_begin(iv, fv, T, W, D, g, seconds)
     else:
@@ -652,21 +656,25 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """One step of worker ``g``: whatever woke it, then the next item if it is free."""
     s, status, item, now = W[0][g], W[1][g], W[2][g], fv[NOW]
     b = s * SI
-    if status >= _CANCELLED:  # cancelled; gated by the breaker; in an attempt that can be
-        if status == _CANCELLED:  # cut; or a step of an autoscaled pool's
+    gated = False
+    if status >= _CANCELLED:  # cancelled; an autoscaled pool's step; a breaker's; a cut's
+        if status == _CANCELLED:
             return
-        if status == _GATED:
-            _take(si, sf, iv, fv, T, L, Q, W, D, g, 1)
-            return
-        if status >= _FRESH:
+        if _FRESH <= status <= _GONE:
             _scale_worker(si, sf, iv, fv, T, L, Q, W, D, g)
             return
-        status = _cut_step(si, iv, fv, T, W, D, g, status)
-        if status == _CALLING:
-            return
+        gated = status == _GATED
+        if gated:  # woken by the breaker: no attempt ended, its item asks again (_take)
+            status = _GETTING
+        else:
+            if status != _GUARDED:  # an attempt that can be cut: what woke it
+                status = _cut_step(si, iv, fv, T, W, D, g, status)
+                if status == _CALLING:
+                    return
+            if si[b + GUARD] & 2:  # a call the breaker let through ended: it records it
+                _breaker_record(si, sf, iv, fv, T, L, D, g, s, W[5][g])
+            status = _SERVING
     if status == _SERVING and W[5][g] != E_NONE:  # the attempt failed: retry or dead-letter
-        if si[b + GUARD] & 2:
-            _breaker_record(si, sf, iv, fv, T, L, D, g, s, 1)
         attempt = Q[4][si[b + AOFF] + item]
         can_retry = si[b + RSIM] if W[5][g] == E_SIMULATED else si[b + RPERM]
         if W[5][g] >= E_TIMEOUT:  # cut by its timeout, or the downstream was full
@@ -689,15 +697,13 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
         L[4][iv[LLEN] - 1] = W[6][g]  # which part of the failure model failed it
     elif status != _GETTING:  # completed, or woken in line downstream or a turn after an output
         if status == _SERVING:
-            if si[b + GUARD] & 2:
-                _breaker_record(si, sf, iv, fv, T, L, D, g, s, 0)
             si[b + COMPLETES] += 1
             _log(L, iv, COMPLETED, now, item, s)
             si[b + OUTPUTS] += si[b + FAN]
         if not _hand_on(si, sf, iv, fv, T, L, Q, W, g, W[4][g] if status == _HANDING else -1.0):
             return
         _settle(si, sf, iv, fv, T, s)
-    _take(si, sf, iv, fv, T, L, Q, W, D, g, 0)
+    _take(si, sf, iv, fv, T, L, Q, W, D, g, gated)
 
 
 @jit
@@ -832,24 +838,15 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
             si[s * SI + HELD] -= 1
             _enqueue(si, iv, T, Q, s * SI, QOFF, item)
             _log(L, iv, READMITTED, fv[NOW], item, s)
-        elif kind == K_CUT:
-            _cut(iv, fv, T, W, D, arg)
-        elif kind == K_ANSWER:
-            _downstream_answer(iv, fv, T, W, D, arg)
-        elif kind == K_HALF_OPEN:
-            _breaker_timer(si, sf, iv, T, L, D, arg)
-        elif kind >= K_SCALE:
-            if kind == K_FIRED_SCALE:  # the sync's timer set its future: the task runs next
-                _ready(T, iv, K_SCALE, arg)
-            elif kind == K_SCALE and (arg == 0 or iv[ACCEPTING]):  # no sync once draining
-                _scale_sync(si, iv, fv, T, L, Q, W, arg)
+        elif kind >= K_CUT:  # a cut, a request's end, a breaker's timer, the autoscaler's task
+            _feature_step(si, sf, iv, fv, T, L, Q, W, D, kind, arg)
         else:
             if kind == K_CLOSE and iv[DS_ON]:
                 _cut_close(fv, W, D)
             _run_task(si, iv, fv, T, L, W, kind, arg)
 
 
-@jit
+@rare
 def _scale_leave(iv, fv, L, W, g):
     """Worker ``g``, a busy one a shrink asked to leave, leaves as it comes for an item."""
     iv[RETIRING] -= 1
@@ -875,7 +872,7 @@ def _scale_pop_tail(si, r, ring):
     return ring[si[r] + (at - si[r + 1] if at >= si[r + 1] else at)]
 
 
-@jit
+@rare
 def _scale_worker(si, sf, iv, fv, T, L, Q, W, D, g):
     """A step of a worker an autoscaler added (its start, its cold start's end) or retired."""
     status = W[1][g]
@@ -893,7 +890,7 @@ def _scale_worker(si, sf, iv, fv, T, L, Q, W, D, g):
         _take(si, sf, iv, fv, T, L, Q, W, D, g, 0)
 
 
-@jit
+@rare
 def _scale_desired(si, iv, fv, L, current):
     """Recommender.desired_count, in its float operations (a float: it may pass 2**63)."""
     target = fv[TARGET]
@@ -919,7 +916,7 @@ def _scale_ceil(x):
     return x if x >= 4503599627370496.0 else float(math.ceil(x))
 
 
-@jit
+@rare
 def _scale_sync(si, iv, fv, T, L, Q, W, arg):
     """The autoscaler's task: its start (``arg`` 0) or a sync (1), then the next sync's timer.
 
@@ -956,7 +953,7 @@ def _scale_sync(si, iv, fv, T, L, Q, W, arg):
     _push(T, iv, iv[SYNCS] * fv[SYNC_S], K_FIRED_SCALE, 1)
 
 
-@jit
+@rare
 def _scale_resize(si, iv, fv, T, Q, W, count):
     """WorkerPool._resize to ``count`` workers at a sync (its cold start for the new ones)."""
     current = iv[SIZE]
@@ -985,6 +982,22 @@ def _scale_resize(si, iv, fv, T, Q, W, count):
         iv[RETIRING] += surplus  # then busy ones, each after its item
     iv[SIZE] = count
     iv[SIZE_PEAK] = max(iv[SIZE_PEAK], count + iv[RETIRING])
+
+
+@rare
+def _feature_step(si, sf, iv, fv, T, L, Q, W, D, kind, arg):
+    """A step of a feature's own (kinds from K_CUT on): an attempt's timeout fires, a
+    downstream request ends, a breaker's open spell is over, the autoscaler's task runs."""
+    if kind == K_CUT:
+        _cut(iv, fv, T, W, D, arg)
+    elif kind == K_ANSWER:
+        _downstream_answer(iv, fv, T, W, D, arg)
+    elif kind == K_HALF_OPEN:
+        _breaker_timer(si, sf, iv, T, L, D, arg)
+    elif kind == K_FIRED_SCALE:  # the sync's timer set its future: the task runs next
+        _ready(T, iv, K_SCALE, arg)
+    elif kind == K_SCALE and (arg == 0 or iv[ACCEPTING]):  # no sync once draining
+        _scale_sync(si, iv, fv, T, L, Q, W, arg)
 
 
 @merge

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from ..control_series import ControlSeries
     from ..downstream import DownstreamStats
     from ..pooltrace import PoolSeries
-    from .driver import Cuts
+    from .cuts import Cuts
 
 __all__ = [
     "KernelDeclined", "KernelRun", "never_fails", "run_chain_kernel", "run_kernel",
@@ -186,7 +186,7 @@ def _cuts(scenario: Scenario, replication: int) -> Cuts | None:
     timeout_s, downstream = scenario.config.attempt_timeout_s, scenario.downstream
     if downstream is None and timeout_s is None:
         return None
-    from .driver import Cuts
+    from .cuts import Cuts
 
     if downstream is None:
         return Cuts(timeout_s)
@@ -255,7 +255,8 @@ def run_chain_kernel(
     """
     from pipeline.chain.report import ChainReport, StageReport
 
-    from .driver import Cuts, StageInput, replay, take_compiled
+    from .cuts import Cuts
+    from .driver import StageInput, replay, take_compiled
 
     arrivals = source_arrivals(scenario, Streams.from_seed(scenario.seed, replication).arrivals)
     inputs, reaching, total = [], len(arrivals), 0
