@@ -113,6 +113,8 @@ bench: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_kernel.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_controls.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_autoscale.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_metastable.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_recovery_map.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_events.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_chain.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python bench/bench_ingest.py

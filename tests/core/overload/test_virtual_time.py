@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline import Backoff, CircuitBreaker, PipelineConfig, RetryBudget
+from pipeline import AIMD, Backoff, CircuitBreaker, PipelineConfig, RetryBudget
 from pipeline.sim import Constant, IndependentFailures, Scenario, Trace, simulate
 
 
@@ -61,16 +61,22 @@ def test_breaker_counts_equal_the_hand_computation():
     assert np.array_equal(starts, [0, 1, 2, 3, *(14 + 11 * k for k in range(16))])
 
 
-def test_auto_runs_the_asyncio_engine_and_the_kernel_refuses_in_one_line():
-    config = PipelineConfig(concurrency=2, drain_timeout_s=None, breaker=CircuitBreaker())
+def test_auto_runs_the_kernel_for_a_budget_and_a_breaker_and_the_engine_for_a_limit():
+    # The exact kernel replays the budget and the breaker (tests/sim/running/kernel/
+    # test_kernel_guard_equality.py holds it item by item); an adaptive limit stays with
+    # the engine, and the kernel refuses it in one line.
+    config = PipelineConfig(concurrency=2, drain_timeout_s=None, breaker=CircuitBreaker(),
+                            retry_budget=RetryBudget())  # fmt: skip
     sc = scenario(5, config, failure=0.0)
-    assert simulate(sc).summary["engine"] == "asyncio"
-    with pytest.raises(ValueError, match="circuit breakers") as raised:
-        simulate(sc, engine="kernel")
+    kernel, engine = simulate(sc), simulate(sc, engine="asyncio")
+    assert (kernel.summary["engine"], engine.summary["engine"]) == ("kernel", "asyncio")
+    for key in ("attempts_total", "items_completed", "breaker_open_s", "retries_denied"):
+        assert kernel.summary[key] == engine.summary[key], key
+    limited = scenario(5, PipelineConfig(concurrency_limit=AIMD()), failure=0.0)
+    assert simulate(limited).summary["engine"] == "asyncio"
+    with pytest.raises(ValueError, match=r"adaptive concurrency limits") as raised:
+        simulate(limited, engine="kernel")
     assert "\n" not in str(raised.value)
-    budgeted = scenario(5, PipelineConfig(retry_budget=RetryBudget()), failure=0.0)
-    with pytest.raises(ValueError, match=r"retry budgets \(config.retry_budget\)"):
-        simulate(budgeted, engine="kernel")
 
 
 def test_summaries_without_the_controls_keep_their_keys():
