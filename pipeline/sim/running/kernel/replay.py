@@ -17,7 +17,10 @@ fills. When a pool runs dry or an array is full, :func:`play` returns a code; th
 caller refills or grows and calls again. :mod:`.driver` runs this source as plain
 Python over lists, or loads it a second time under numba, over numpy arrays. A stage's
 retry budget and circuit breaker (the engine's :class:`~pipeline.overload.guard.Guard`)
-are the ``_budget_*`` and ``_breaker_*`` steps at an attempt's gate and its end.
+are the ``_budget_*`` and ``_breaker_*`` steps at an attempt's gate and its end; an
+autoscaled pool's task is the ``_scale_*`` steps (a sync every ``sync_s``, workers added
+with their cold start or retired). A feature's rarer steps are compiled once (``rare``),
+not inlined into every caller: inlined whole, the replay's IR outgrew memory.
 """
 
 from __future__ import annotations
