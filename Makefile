@@ -51,12 +51,12 @@ lab: $(LAB_STAMP)
 #   free: they mostly wait on their browser and servers;
 # - the documentation site's build (tests/docs/site_builds.py), every notebook one after
 #   another: the site's tests come last in both runs above and copy it;
-# - the kernel's tests and the pinned command lines once more as on an install without the
-#   [fast] extra (numba cannot be imported: the plain-Python paths alone), with the fast
-#   tier's fifth of the randomized checks' examples: the plain replay's item-by-item
-#   equality with the engine runs at full size in the suite (its `plain` cases), and this
-#   checks the install without numba (what `auto` picks, what falls back), not that
-#   equality again.
+# - the kernel's choice of path, its arrays and its summaries, and the pinned command lines,
+#   once more as on an install without the [fast] extra (numba cannot be imported: the
+#   plain-Python paths alone), with the fast tier's fifth of the randomized checks'
+#   examples. This checks the install without numba (what `auto` picks, what falls back):
+#   the plain replay's item-by-item equality with the engine runs at full size in the suite
+#   (the equality files' `plain` cases, the same code with or without numba), not again here.
 # Then, one at a time and beside nothing else, the tests that time a real run as it goes and
 # check a twin calibrated from it (marked `measures`: beside another test what they time is
 # partly the neighbour's). The browser-and-server and the measuring runs collect only the
@@ -73,7 +73,9 @@ test: $(STAMP)
 	  '$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not browser and not service and not measures"' \
 	  '$(BIN)/pytest -n 2 --dist worksteal -m "(browser or service) and not measures" $$($(BIN)/python -m tests.marked_files browser service)' \
 	  '$(BIN)/python -m tests.docs.site_builds' \
-	  'PIPELINE_TEST_WITHOUT_NUMBA=1 PIPELINE_TEST_TIER=fast $(BIN)/pytest -q -n 2 tests/sim/running/kernel tests/cli/test_cli_golden.py'
+	  'PIPELINE_TEST_WITHOUT_NUMBA=1 PIPELINE_TEST_TIER=fast $(BIN)/pytest -q -n 2 \
+	    tests/sim/running/kernel/test_paths.py tests/sim/running/kernel/test_kernel_arrays.py \
+	    tests/sim/running/kernel/test_summary_once.py tests/cli/test_cli_golden.py'
 	$(BIN)/pytest -m measures $$($(BIN)/python -m tests.marked_files measures)
 
 # The fast tier, for every change: ruff, then the tests on both cores without notebooks, the
