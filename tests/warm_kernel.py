@@ -1,4 +1,4 @@
-"""Compile the kernel's replay once, before ``make test``'s runs start, so that they load it.
+"""Compile the kernel's replay and FCFS recursion once, before ``make test``'s runs, to be loaded.
 
 numba keeps the compiled replay on disk (:func:`pipeline.sim.running.kernel.driver.compiled`,
 ``cache=True``). On a fresh clone, or after ``replay.py`` changed, every process that first
@@ -27,6 +27,9 @@ from pipeline.sim.running.kernel import driver
 from pipeline.sim.running.kernel.paths import kernel_path
 
 WARM_UP = (
+    # a pipeline where nothing fails (the FCFS recursion)
+    Scenario(arrivals=Poisson(rate=3.0), service=Exponential(mean=1.0), n_items=200, seed=1,
+             config=PipelineConfig(concurrency=4)),
     # a pipeline whose attempts fail and retry, with its series (the replay and the merge)
     Scenario(arrivals=Poisson(rate=3.0), service=Exponential(mean=1.0), n_items=200, seed=1,
              config=PipelineConfig(concurrency=4), failures=IndependentFailures(0.2)),

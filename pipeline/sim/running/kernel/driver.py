@@ -1,8 +1,9 @@
 """Runs :mod:`.replay` on one pipeline or chain: builds its arrays, refills, grows, reads them back.
 
 The replay runs as plain Python over lists, or compiled by numba over numpy arrays
-(:func:`compiled`, its machine code cached on disk). ``auto`` loads numba only once
-this process's replayed stage items reach :data:`LOAD_AFTER_ITEMS`: a short run never
+(:func:`compiled`, its machine code cached on disk), as does the FCFS recursion
+(:mod:`.fcfs`). ``auto`` loads numba only once this process's stage items in the kernel
+(replayed or through that recursion) reach :data:`LOAD_AFTER_ITEMS`: a short run never
 pays its import, a long run or a sweep pays it once.
 """
 
@@ -39,12 +40,15 @@ __all__ = [
 ]  # fmt: skip
 
 LOAD_AFTER_ITEMS = 50_000
-"""Stage items this process replays before ``auto`` loads numba (in one run or all so far):
-loading it and the cached replay costs about 0.4 s of CPU once, what the plain replay
-spends on about this many items (``bench/RESULTS.md``); once loaded, every run is compiled."""
+"""Stage items this process runs in the kernel before ``auto`` loads numba (in one run or
+all so far): loading it and the cached replay costs about 0.4 s of CPU once, what the plain
+replay spends on about this many items (``bench/RESULTS.md``); once loaded, every run is
+compiled."""
 BLOCK = 4096
 """Draws per refill of a pool row, unless :func:`~.paths.kernel_path` sets ``block``."""
-_SEEN = [0]  # stage items this process has replayed (or announced), while numba is not loaded
+# Stage items (in replayed items' CPU) this process has run in the kernel or announced
+# (anticipate), while numba is not loaded; and of those, the ones run.
+_SEEN, _RUN = [0], [0]
 _COMPILED: dict[str, Any] = {}
 
 
@@ -92,7 +96,7 @@ def compiled() -> Any:
 
 
 def anticipate(items: int) -> None:
-    """Count ``items`` stage items that this process is about to replay, before it does.
+    """Count ``items`` stage items that this process is about to run in the kernel, first.
 
     For a caller that knows it will run many short runs (a widget re-simulates
     a few thousand items on every slider move): ``auto`` then loads the compiled
@@ -110,8 +114,12 @@ def anticipate(items: int) -> None:
     _SEEN[0] += operator.index(items)
 
 
-def take_compiled(items: int) -> bool:
+def take_compiled(items: int, *, announced: bool = True) -> bool:
     """Whether the next run, of ``items`` stage items, runs compiled (see :mod:`.paths`).
+
+    ``announced=False``: ``auto`` weighs only the items this process has run, not those a
+    caller announced (:func:`anticipate`: a widget's many runs of the replay), for a run
+    whose plain loop is cheap (the FCFS recursion's) and should not load numba for them.
 
     Raises:
         RuntimeError: the path in force is ``compiled`` and numba is not there.
@@ -126,7 +134,8 @@ def take_compiled(items: int) -> bool:
     if "replay" in _COMPILED:
         return _COMPILED["replay"] is not None
     _SEEN[0] += items
-    return _SEEN[0] >= LOAD_AFTER_ITEMS and compiled() is not None
+    _RUN[0] += items
+    return (_SEEN if announced else _RUN)[0] >= LOAD_AFTER_ITEMS and compiled() is not None
 
 
 def _delays(config: PipelineConfig) -> np.ndarray:

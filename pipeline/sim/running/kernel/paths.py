@@ -1,4 +1,4 @@
-"""Which path the kernel's replay runs on, as a context the caller enters.
+"""Which path the kernel's replay and FCFS recursion run on, as a context the caller enters.
 
 Both paths give the same run, item by item, at different speeds. ``auto`` picks one per
 run (:func:`~.driver.take_compiled`); :func:`kernel_path` sets one for its block only (a

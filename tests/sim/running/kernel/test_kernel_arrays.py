@@ -326,3 +326,51 @@ def test_without_numba_auto_runs_plain(monkeypatch):
     assert not driver.take_compiled(10**6)
     with path("compiled"), pytest.raises(RuntimeError, match=r"needs numba: pip install"):
         driver.take_compiled(10)
+
+
+@NEEDS_NUMBA
+def test_the_compiled_fcfs_recursion_gives_the_plain_ones_very_floats():
+    # Two loops of one recursion: heapq's heap in Python floats, and a heap sifted by hand
+    # in numba. Ties of free times, arrivals on a free time, one worker and many, no items.
+    from pipeline.sim.running.kernel.fcfs import _starts
+
+    @settings(max_examples=examples(300), **SETTINGS)
+    @given(
+        workers=st.integers(1, 40),
+        gaps=st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]) | st.floats(0, 3), max_size=300),
+        work=st.lists(st.sampled_from([0.0, 0.5, 1.0]) | st.floats(0, 50), min_size=300),
+    )
+    def check(workers, gaps, work):
+        arrival, service = np.cumsum(gaps), np.array(work[: len(gaps)])
+        with path("plain"):
+            plain = _starts(arrival, service, workers)
+        with path("compiled"):
+            compiled = _starts(arrival, service, workers)
+        assert np.array_equal(plain, compiled)
+
+    check()
+
+
+@NEEDS_NUMBA
+def test_the_fcfs_recursion_loads_numba_for_the_runs_it_made_not_for_announced_ones(monkeypatch):
+    # A widget announces its runs (anticipate); if they take the FCFS recursion, whose Python
+    # loop is cheap, numba's memory is not worth it. Its own long work is.
+    from pipeline.sim.running.kernel.fcfs import PLAIN_ITEMS_PER_REPLAYED
+
+    monkeypatch.setattr(driver, "LOAD_AFTER_ITEMS", 100)
+    monkeypatch.setattr(driver, "_SEEN", [0])
+    monkeypatch.setattr(driver, "_RUN", [0])
+    monkeypatch.setattr(driver, "_COMPILED", {})
+    quiet = Scenario(
+        arrivals=Poisson(rate=3.2),
+        service=Exponential(mean=1.0),
+        config=PipelineConfig(concurrency=4),
+        n_items=60 * PLAIN_ITEMS_PER_REPLAYED,  # each run counts 60 of the 100
+        seed=3,
+    )
+    driver.anticipate(10**9)
+    engine = simulate_once(quiet, 0, "asyncio")
+    assert_same_run(engine, simulate_once(quiet, 0, "auto"))
+    assert driver._COMPILED == {}  # the first run: 60 items run, numba not loaded
+    assert_same_run(engine, simulate_once(quiet, 0, "auto"))
+    assert driver._COMPILED["replay"] is not None  # the second: 120, loaded and compiled
