@@ -11,7 +11,7 @@ tree's (``--json`` output). Before timing, each tree runs the command once
 untimed, so that numba's on-disk cache (and, unless ``PYTHONDONTWRITEBYTECODE``
 is set, Python's) is filled in: a first run compiles for tens of seconds.
 
-Usage: ``python bench/bench_plan_process.py [--rounds 5] TREE [TREE ...]``,
+Usage: ``python bench/bench_plan_process.py [--rounds 5] [--headroom] TREE [TREE ...]``,
 e.g. a copy of an earlier commit (``git archive COMMIT | tar -x -C /tmp/before``)
 and this checkout: ``python bench/bench_plan_process.py /tmp/before .``.
 Target (issue): about 2 s of CPU for the whole command.
@@ -44,14 +44,29 @@ COMMAND = [
     "--processes", "1",
     "--json",
 ]  # fmt: skip
+HEADROOM = [
+    "-m", "pipeline", "plan",
+    "--arrivals", "poisson:rate=8",
+    "--service", "exponential:mean=1",
+    "--items", "20000",
+    "--seed", "1",
+    "--search", "concurrency=1..30",
+    "--slo", "wait_mean_s<=0.5",
+    "--cost", "worker_hour=1.20,wait_hour=12",
+    "--headroom",
+    "--processes", "1",
+    "--json",
+]  # fmt: skip
+"""``--headroom``: the guide's plan with costs and headroom, where nothing fails: hundreds of
+runs of 20,000 items on the FCFS recursion."""
 
 
-def run(tree: str) -> tuple[float, bytes]:
-    """One run of the command from ``tree``: (user + system CPU seconds, its stdout)."""
+def run(tree: str, command: list[str] = COMMAND) -> tuple[float, bytes]:
+    """One run of ``command`` from ``tree``: (user + system CPU seconds, its stdout)."""
     env = dict(os.environ, PYTHONPATH=tree, OPENBLAS_NUM_THREADS="1")
     with tempfile.TemporaryFile() as out:
         child = subprocess.Popen(
-            [sys.executable, *COMMAND], cwd=tree, env=env, stdout=out, stderr=subprocess.DEVNULL
+            [sys.executable, *command], cwd=tree, env=env, stdout=out, stderr=subprocess.DEVNULL
         )
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -65,17 +80,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trees", nargs="+", help="source trees (each holds a pipeline/ package)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--headroom", action="store_true", help="the plan with costs and headroom")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be an integer >= 1, got {args.rounds}")
+    command = HEADROOM if args.headroom else COMMAND
     trees = [os.path.abspath(tree) for tree in args.trees]
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, python {sys.version.split()[0]}")
     answers = {}
     for tree in trees:  # fill the caches (numba's, and Python's bytecode if it may)
-        answers[tree] = run(tree)[1]
+        answers[tree] = run(tree, command)[1]
     cpu: dict[str, list[float]] = {tree: [] for tree in trees}
     loads = [os.getloadavg()[0]]
     for _ in range(args.rounds):
         for tree in trees:
-            seconds, answer = run(tree)
+            seconds, answer = run(tree, command)
             cpu[tree].append(seconds)
             if answer != answers[trees[0]]:
                 raise SystemExit(f"{tree}: the answer differs from {trees[0]}'s")
