@@ -36,8 +36,8 @@ class Cuts:
 
 def cut_state(state: Any, stages: list) -> None:
     """The columns and arrays of the stages' attempt timeouts and a pipeline's downstream
-    (:class:`Cuts`): ``D[10:16]`` its requests (sent, start, end, abandoned, work, caller),
-    ``D[16:18]`` its speed profile, ``D[18]`` each stage's timeout (the requests' arrays
+    (:class:`Cuts`): ``D[D_SENT:D_STARTS]`` its requests (sent, start, end, abandoned, work,
+    caller), then its speed profile and each stage's timeout (the requests' arrays
     grow as the downstream's draws are refilled)."""
     cuts, iv = stages[0].cuts, state.iv
     state.fv = np.concatenate([state.fv, [0.0, 0.0, 0.0]])  # DS_SINCE, the areas

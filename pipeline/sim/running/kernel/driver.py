@@ -353,21 +353,23 @@ def _resume(state: _State, code: int, stages: list[StageInput], refills: dict) -
     else:
         row = code - R.REFILL
         s, what = state.pool_of[row]
-        spec, size = stages[s], int(D[9][row + 1] - D[9][row])
+        spec, size = stages[s], int(D[R.D_ROWS][row + 1] - D[R.D_ROWS][row])
         if what == "retry":
             values = spec.retry_times(size)
         elif what == "downstream":  # a request per draw: room for as many more requests
             values = spec.cuts.downstream.service.sample(spec.cuts.rng, size)
-            while len(state.D[10]) < iv[R.DS_REQ] + size:
-                state.D = [*state.D[:10], *(_grow(x) for x in state.D[10:16]), *state.D[16:]]
+            while len(state.D[R.D_SENT]) < iv[R.DS_REQ] + size:
+                requests = slice(R.D_SENT, R.D_STARTS)  # the requests' columns, grown
+                grown = [_grow(x) for x in state.D[requests]]
+                state.D = [*state.D[: requests.start], *grown, *state.D[requests.stop :]]
         elif what == "jitter":
             refills[row] = spec.rng.getstate()
             values = randoms(spec.rng, size)
         else:
             values = what.failing(size)  # bools: the pool holds 1.0 where the attempt fails
-        fast = isinstance(D[5], np.ndarray)
-        D[5][D[9][row] : D[9][row + 1]] = values if fast else values.tolist()
-        D[6][row] = D[9][row]
+        fast = isinstance(D[R.D_POOL], np.ndarray)
+        D[R.D_POOL][D[R.D_ROWS][row] : D[R.D_ROWS][row + 1]] = values if fast else values.tolist()
+        D[R.D_USED][row] = D[R.D_ROWS][row]
 
 
 def replay(
@@ -409,7 +411,8 @@ def replay(
     for row, saved in refills.items():  # leave each jitter stream where the engine does
         rng = stages[state.pool_of[row][0]].rng
         rng.setstate(saved)
-        randoms(rng, int(state.D[6][row] - state.D[9][row]))  # the last block's draws used
+        used = state.D[R.D_USED][row] - state.D[R.D_ROWS][row]
+        randoms(rng, int(used))  # the last block's draws used
     si = np.asarray(state.si, np.int64).reshape(len(stages), R.SI)
     left = math.isnan(state.fv[R.CLOSED_S]) or si[:, R.UNSETTLED].any() or si[:, R.WLEN].any()
     if code == R.STUCK or (left and not single):
@@ -448,7 +451,7 @@ def _read_back(state: _State, stages: list[StageInput], si: np.ndarray, single: 
             part = np.asarray(state.L[4][:ln], np.int8)[at]
             run["dead_letters"] = dead_letters(spec, k, t, i, part)
         if single:  # admitted, first start, finish (s), attempts, outcome
-            n = len(state.D[0])
+            n = len(state.D[R.D_ARRIVALS])
             columns = [*state.L[5:8], state.Q[4][:n], state.L[8]]
             run["columns"] = [np.asarray(x, c) for x, c in zip(columns, "dddqb", strict=True)]
         out.append(run)

@@ -100,9 +100,17 @@ DS_SINCE, DS_QAREA, DS_BAREA = range(15, 18)
 # number, NFREE free worker slots, OLDEST the oldest item that may be inside; its rings
 # (OFF, CAP, HEAD, LEN): C the workers in their cold start, H the desired counts kept;
 # its workers' W[10:15] (see driver._scale_arrays).
-# CUTS: attempts can be cut (a timeout) or call a downstream, whose requests are D[10:16]:
-# sent, start, end, abandoned (s), work (s), caller (-1: none); its speed profile D[16:18];
-# each stage's attempt timeout D[18] (NaN: none).
+# The D bundle's arrays (driver.RunState): the arrival times, the first attempts' service
+# times; an item-wise failure part's last failed and first permanent attempt by item, from
+# each part's offset (a part with a pool row draws instead); the backoff delays by attempt;
+# the pools of random values, a row per stream: the values, each row's next, its bounds.
+(D_ARRIVALS, D_FIRST_S, D_LAST_FAILED, D_FIRST_PERMANENT, D_DELAYS, D_POOL, D_USED, D_PART_OFF,
+ D_PART_ROW, D_ROWS) = range(10)  # fmt: skip
+# CUTS: attempts can be cut (a timeout) or call a downstream, whose requests' columns follow:
+# sent, start, end, abandoned (s), work (s), caller (-1: none); its speed profile (the starts
+# and factors of its spells); each stage's attempt timeout (NaN: none).
+(D_SENT, D_START, D_END, D_ABANDONED, D_WORK, D_CALLER, D_STARTS, D_FACTORS,
+ D_TIMEOUTS) = range(10, 19)  # fmt: skip
 # A worker's W[7:10]: the request it awaits, the seq of its timeout's timer, of its sleep's.
 # ARRIVAL(_SEQ): the producer's timer, (when, seq), kept out of the heap (seq 0: none).
 # A stage's int row (si[stage * SI + column]) and float row (sf[stage * SF + column]).
@@ -193,8 +201,8 @@ def _log(L, iv, kind, now, item, stage):
 @jit
 def _draw(D, row):
     """The next value of the pool's row ``row`` (play() saw one left)."""
-    D[6][row] += 1
-    return D[5][D[6][row] - 1]
+    D[D_USED][row] += 1
+    return D[D_POOL][D[D_USED][row] - 1]
 
 
 @jit
@@ -462,7 +470,7 @@ def _downstream_account(iv, fv):
 @rare
 def _downstream_start(iv, T, D, r, now):
     """A server takes request ``r``; its end by the speed profile (as SpeedProfile.finish_s)."""
-    work, starts, factors = D[14][r], D[16], D[17]
+    work, starts, factors = D[D_WORK][r], D[D_STARTS], D[D_FACTORS]
     end = now + work
     if iv[DS_CONST] == 0:
         index, last = 0, len(starts) - 1
@@ -479,7 +487,7 @@ def _downstream_start(iv, T, D, r, now):
             index += 1
         if math.isnan(end):
             end = t + work / factors[last]
-    D[11][r], D[12][r] = now, end
+    D[D_START][r], D[D_END][r] = now, end
     iv[DS_STARTED] = r + 1
     _push(T, iv, end, K_ANSWER, r)
 
@@ -496,7 +504,8 @@ def _downstream_call(iv, fv, T, W, D, g):
     _downstream_account(iv, fv)
     r = iv[DS_REQ]
     iv[DS_REQ] = r + 1
-    D[10][r], D[13][r], D[14][r], D[15][r] = fv[NOW], math.nan, _draw(D, iv[DS_ROW]), g
+    D[D_SENT][r], D[D_ABANDONED][r], D[D_CALLER][r] = fv[NOW], math.nan, g
+    D[D_WORK][r] = _draw(D, iv[DS_ROW])
     W[1][g], W[7][g] = _CALLING, r
     if iv[DS_FREE] > 0:
         iv[DS_FREE] -= 1
@@ -508,7 +517,7 @@ def _downstream_answer(iv, fv, T, W, D, r):
     """DownstreamRun._finish: request ``r``'s service ends; its caller wakes, if it still waits."""
     _downstream_account(iv, fv)
     iv[DS_SERVED] += 1
-    g = D[15][r]
+    g = D[D_CALLER][r]
     if g < 0:  # orphaned: its caller gave up on it
         iv[DS_ORPH] += 1
     else:
@@ -523,7 +532,7 @@ def _downstream_answer(iv, fv, T, W, D, r):
 @rare
 def _cut_begin(iv, fv, T, W, D, g, seconds):
     """An attempt that can be cut starts: asyncio.timeout's timer, then its sleep or its call."""
-    calls, timeout_s = iv[DS_ON] and iv[CLIENT] == 0, D[18][W[0][g]]
+    calls, timeout_s = iv[DS_ON] and iv[CLIENT] == 0, D[D_TIMEOUTS][W[0][g]]
     if calls and _downstream_full(iv):
         iv[SEQ] += not math.isnan(timeout_s)  # the timeout's timer, set and cancelled at once
         iv[DS_REJ] += 1
@@ -569,7 +578,7 @@ def _cut(iv, fv, T, W, D, arg):
         return
     W[8][g] = 0
     if W[1][g] == _CALLING:  # the request's future is cancelled: orphaned from now on
-        D[15][W[7][g]], D[13][W[7][g]] = -1, fv[NOW]
+        D[D_CALLER][W[7][g]], D[D_ABANDONED][W[7][g]] = -1, fv[NOW]
         _ready(T, iv, K_WORKER, g)
     elif W[1][g] == _SLEEPING:  # the sleep's future is cancelled (its timer with it)
         W[9][g] = 0
@@ -582,7 +591,7 @@ def _cut_close(fv, W, D):
     """The close cancels the workers: a request still awaited is given up on now."""
     for g in range(len(W[1])):
         if W[1][g] == _CALLING:
-            D[15][W[7][g]], D[13][W[7][g]] = -1, fv[NOW]
+            D[D_CALLER][W[7][g]], D[D_ABANDONED][W[7][g]] = -1, fv[NOW]
 
 
 @jit
@@ -628,7 +637,7 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
     si[b + ATTEMPTS] += 1
     _log(L, iv, STARTED, now, item, s)
     failure, part = E_NONE, 0
-    seconds = D[1][si[b + IOFF] + item]
+    seconds = D[D_FIRST_S][si[b + IOFF] + item]
     if si[b + NPOOLS] or iv[SINGLE]:  # count attempts: a stage that can fail, a pipeline's
         a = si[b + AOFF] + item
         attempt = Q[4][a] + 1
@@ -638,12 +647,14 @@ def _take(si, sf, iv, fv, T, L, Q, W, D, g, gated):
                 seconds = _draw(D, si[b + POFF])
             first = si[b + PARTOFF]  # every part sees the attempt; the first to fail it wins
             for k in range(first, first + si[b + NPARTS]):
-                if D[8][k]:  # an independent part: its pool row holds 1.0 for a failure
-                    verdict = E_SIMULATED if _draw(D, D[8][k]) > 0.5 else E_NONE
-                elif attempt > D[2][D[7][k] + item]:  # an item-wise part (driver._itemwise)
+                row, at = D[D_PART_ROW][k], D[D_PART_OFF][k] + item
+                if row:  # an independent part: its pool row holds 1.0 for a failure
+                    verdict = E_SIMULATED if _draw(D, row) > 0.5 else E_NONE
+                elif attempt > D[D_LAST_FAILED][at]:  # an item-wise part (driver._itemwise)
                     verdict = E_NONE
                 else:
-                    verdict = E_PERMANENT if 0 < D[3][D[7][k] + item] <= attempt else E_SIMULATED
+                    permanent = 0 < D[D_FIRST_PERMANENT][at] <= attempt
+                    verdict = E_PERMANENT if permanent else E_SIMULATED
                 if verdict != E_NONE and failure == E_NONE:
                     failure, part = verdict, k - first
     W[1][g], W[2][g], W[3][g], W[5][g], W[6][g] = serving, item, 0, failure, part
@@ -686,7 +697,7 @@ def _worker(si, sf, iv, fv, T, L, Q, W, D, g):
         if retry and si[b + GUARD] & 1:
             retry = _budget_ok(si, sf, iv, L, D, s, now, item)
         if retry:
-            delay = D[4][s * DELAYS + min(attempt, DELAYS) - 1]
+            delay = D[D_DELAYS][s * DELAYS + min(attempt, DELAYS) - 1]
             if si[b + JITTER] and delay > 0.0:
                 delay = 0.0 + delay * _draw(D, si[b + POFF] + 1)  # Random.uniform(0, delay)
             si[b + RETRIED] += 1
@@ -813,11 +824,12 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
         if kind == K_WORKER and iv[POOL_SAFE] == 0:  # a pool row may be dry: look
             b = W[0][arg] * SI
             for row in range(si[b + POFF], si[b + POFF] + si[b + NPOOLS]):
-                if D[6][row] == D[9][row + 1]:
+                if D[D_USED][row] == D[D_ROWS][row + 1]:
                     return REFILL + row
-            iv[POOL_SAFE] = D[9][-1]  # a worker's step draws one value a row at most: the steps
-            for row in range(len(D[9]) - 1):  # that cannot find a row dry are the fewest left
-                iv[POOL_SAFE] = min(iv[POOL_SAFE], D[9][row + 1] - D[6][row])
+            # a worker's step draws one value a row at most: the steps that cannot find a row
+            iv[POOL_SAFE] = D[D_ROWS][-1]  # dry are the fewest left
+            for row in range(len(D[D_ROWS]) - 1):
+                iv[POOL_SAFE] = min(iv[POOL_SAFE], D[D_ROWS][row + 1] - D[D_USED][row])
             for b in range(0, len(si), SI):  # and a budget's rings: a step puts a time in each
                 room = min(si[b + BFCAP] - si[b + BFLEN], si[b + BRCAP] - si[b + BRLEN])
                 if si[b + GUARD] & 1:
@@ -832,7 +844,7 @@ def play(iv, fv, si, sf, T, L, Q, W, D):
         if kind == K_WORKER:
             _worker(si, sf, iv, fv, T, L, Q, W, D, arg)
         elif kind == K_PRODUCER:
-            _producer(si, sf, iv, fv, T, L, Q, D[0], arg)
+            _producer(si, sf, iv, fv, T, L, Q, D[D_ARRIVALS], arg)
         elif K_FIRED_PRODUCER <= kind <= K_GATHERED:  # its task's step runs next iteration
             if not cuts or kind != K_FIRED_WORKER or W[1][arg] != _CUT:  # (a cut sleep)
                 _ready(T, iv, kind - FIRED_AFTER, arg)
