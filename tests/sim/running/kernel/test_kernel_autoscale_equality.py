@@ -161,31 +161,23 @@ def test_a_sync_tied_with_arrivals_service_ends_retries_and_cold_starts(
     assert simulate_once(scenario, 0, "asyncio").summary["scale_events"] >= 2
 
 
+def traced(times: np.ndarray, service_s: float, **autoscale: float) -> Scenario:
+    """Three workers, an unbounded queue, ``times`` and a constant service (s), scaled every
+    1 s to one item a worker, at once both ways (no tolerance, no window)."""
+    scaler = Autoscaler(target=1.0, sync_s=1.0, tolerance=0.0, scale_down_stabilization_s=0.0,
+                        **autoscale)  # fmt: skip
+    config = PipelineConfig(concurrency=3, queue_maxsize=None, autoscale=scaler)
+    return Scenario(arrivals=Trace(times), service=Constant(service_s), n_items=len(times),
+                    seed=1, config=config)  # fmt: skip
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_a_shrink_cancels_cold_starts_and_retires_busy_workers(path):
     # Cold starts of 2.5 s under syncs every 1 s: a shrink finds workers still starting
     # (cancelled, the latest first) and busy ones (they leave after their item).
     skip_without_numba(path)
     times = np.concatenate([np.zeros(20), [3.0, 3.0, 7.0]])
-    scenario = Scenario(
-        arrivals=Trace(times),
-        service=Constant(2.0),
-        n_items=len(times),
-        seed=1,
-        config=PipelineConfig(
-            concurrency=3,
-            queue_maxsize=None,
-            autoscale=Autoscaler(
-                min_workers=1,
-                max_workers=40,
-                target=1.0,
-                sync_s=1.0,
-                tolerance=0.0,
-                scale_down_stabilization_s=0.0,
-                cold_start_s=2.5,
-            ),
-        ),
-    )
+    scenario = traced(times, 2.0, min_workers=1, max_workers=40, cold_start_s=2.5)
     assert_pools_agree(scenario, 0, path)
     assert simulate_once(scenario, 0, "asyncio").summary["scale_events"] >= 2
 
@@ -214,25 +206,7 @@ def test_an_idle_worker_retired_as_an_item_arrives_passes_it_on(path):
     # queued, wakes the next idle one too (which finds the queue empty and waits again).
     skip_without_numba(path)
     times = np.concatenate([np.zeros(20), 1.0 + np.arange(14)])
-    scenario = Scenario(
-        arrivals=Trace(times),
-        service=Constant(0.25),
-        n_items=len(times),
-        seed=1,
-        config=PipelineConfig(
-            concurrency=3,
-            queue_maxsize=None,
-            autoscale=Autoscaler(
-                min_workers=3,
-                max_workers=12,
-                target=1.0,
-                sync_s=1.0,
-                tolerance=0.0,
-                scale_down_stabilization_s=0.0,
-            ),
-        ),
-    )
-    assert_pools_agree(scenario, 0, path)
+    assert_pools_agree(traced(times, 0.25, min_workers=3, max_workers=12), 0, path)
 
 
 @pytest.mark.parametrize("path", PATHS)
