@@ -100,7 +100,7 @@ DS_SINCE, DS_QAREA, DS_BAREA = range(15, 18)
 # number, NFREE free worker slots, OLDEST the oldest item that may be inside; its rings
 # (OFF, CAP, HEAD, LEN): C the workers in their cold start, H the desired counts kept;
 # its workers' W[10:15] (see driver._scale_arrays).
-# The D bundle's arrays (driver.RunState): the arrival times, the first attempts' service
+# The D bundle's arrays (built in driver): the arrival times, the first attempts' service
 # times; an item-wise failure part's last failed and first permanent attempt by item, from
 # each part's offset (a part with a pool row draws instead); the backoff delays by attempt;
 # the pools of random values, a row per stream: the values, each row's next, its bounds.
