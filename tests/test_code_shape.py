@@ -29,9 +29,9 @@ fourth wave's overload and autoscaling features took it to 2,501 (attempt timeou
 downstream and its faults, the retry budget and the circuit breaker, the autoscaler: their
 steps in the replay, their arrays in ``cuts.py``, ``guard.py`` and ``pool.py``). The FCFS
 recursion's compiled loop (and auto's weighing of it) took it to 2,555: a plan of
-failure-free scenarios spent most of its CPU in the Python loop, which the compiled one
-runs about 40 times as fast. Names for the positions of the replay's bundle of arrays
-(``D_SENT``..., read by number before), 2,570."""
+failure-free scenarios spent most of its CPU in the Python loop (``bench/RESULTS.md``: the
+guide's plan with costs and headroom, 1.53x less CPU compiled). Names for the positions of
+the replay's bundle of arrays (``D_SENT``..., read by number before), 2,570."""
 
 
 def _modules() -> list[Path]:

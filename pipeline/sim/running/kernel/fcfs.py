@@ -34,10 +34,10 @@ __all__ = ["run_fcfs"]
 
 _CHUNK = 1 << 18  # items converted to Python floats at a time by _starts (bounds its memory)
 PLAIN_ITEMS_PER_REPLAYED = 30
-"""Items the recursion's Python loop runs in the CPU time the plain replay spends on one
-(about 0.27 us against 8 us): ``auto`` counts them so towards loading numba, and only
-those run, not a widget's announced runs (its memory should not pay about 115 MiB for
-numba when the loop would have cost little)."""
+"""Items the recursion's Python loop runs in about the CPU the plain replay spends on one (a
+heapreplace against a replayed item's steps): ``auto`` counts them so towards loading numba,
+and only those run, not a widget's announced runs (its memory should not pay about 115 MiB
+for numba when the loop would have cost little)."""
 
 
 def _starts(arrival: np.ndarray, service: np.ndarray, c: int) -> np.ndarray:
